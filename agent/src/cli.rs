@@ -1,0 +1,154 @@
+//! The command line, as clap types. Flag names follow kubectl and clusterctl where they overlap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// capstan: a GitOps agent for Cluster API fleets written as EKS Anywhere specs.
+#[derive(Debug, Parser)]
+#[command(name = "capstan", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Output {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// JSON, for scripts and CI.
+    Json,
+}
+
+/// A provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderArg {
+    /// Cluster API Docker (CAPD).
+    Docker,
+    /// Cluster API vSphere (CAPV).
+    Vsphere,
+}
+
+impl ProviderArg {
+    /// The provider's name in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderArg::Docker => "docker",
+            ProviderArg::Vsphere => "vsphere",
+        }
+    }
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the whole fleet repository: layout, specs, versions, CIDRs, tenancy. Exits 1 on errors.
+    Validate {
+        /// The repository (a working copy).
+        #[arg(default_value = ".")]
+        repo: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// Print or write the Cluster API and EKS Anywhere objects of the fleet.
+    Render {
+        /// The repository.
+        #[arg(default_value = ".")]
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Write one file per cluster into this directory instead of printing.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Write a new fleet repository with a management cluster.
+    Init(InitArgs),
+    /// Create things in a fleet repository.
+    New {
+        /// What to create.
+        #[command(subcommand)]
+        what: NewCommand,
+    },
+}
+
+/// `capstan new ...`.
+#[derive(Debug, Subcommand)]
+pub enum NewCommand {
+    /// Write a new workload cluster directory (validated with the fleet before anything is written).
+    Cluster(NewClusterArgs),
+}
+
+/// Values shared by `init` and `new cluster`.
+#[derive(Debug, Args)]
+pub struct ClusterValues {
+    /// Provider.
+    #[arg(long, value_enum)]
+    pub provider: ProviderArg,
+    /// Kubernetes minor, e.g. 1.33 (default: the newest of the release).
+    #[arg(long)]
+    pub kubernetes_version: Option<String>,
+    /// EKS Anywhere version (default: latest for management clusters, inherited for workloads).
+    #[arg(long)]
+    pub eksa_version: Option<String>,
+    /// Namespace of the cluster's objects (default eksa-system).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Control-plane machines.
+    #[arg(long)]
+    pub control_plane_count: Option<u32>,
+    /// Machines of worker group md-0.
+    #[arg(long)]
+    pub worker_count: Option<u32>,
+    /// Pod CIDR (required).
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// Service CIDR (required).
+    #[arg(long)]
+    pub service_cidr: Option<String>,
+    /// Control-plane endpoint address (required on vSphere).
+    #[arg(long)]
+    pub endpoint_host: Option<String>,
+    /// Run etcd on N separate machines (etcdadm).
+    #[arg(long, value_name = "N")]
+    pub external_etcd: Option<u32>,
+    /// A YAML file of further values (workerGroups, vsphere placement, ...).
+    #[arg(long, value_name = "FILE")]
+    pub values: Option<PathBuf>,
+}
+
+/// `capstan init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The new repository's directory.
+    pub dir: PathBuf,
+    /// Name of the management cluster.
+    #[arg(long)]
+    pub management: String,
+    /// Also run `git init` and make a first commit.
+    #[arg(long)]
+    pub git: bool,
+    /// Cluster values.
+    #[command(flatten)]
+    pub values: ClusterValues,
+}
+
+/// `capstan new cluster`.
+#[derive(Debug, Args)]
+pub struct NewClusterArgs {
+    /// Name of the new cluster.
+    pub name: String,
+    /// The management cluster that will manage it.
+    #[arg(long)]
+    pub management: String,
+    /// The repository.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Cluster values.
+    #[command(flatten)]
+    pub values: ClusterValues,
+}

@@ -1,0 +1,399 @@
+//! The fleet: every cluster of a repository, validated together and rendered.
+//!
+//! ```text
+//! clusters/<mgmt>/*.yaml                                the management cluster's spec
+//! clusters/<mgmt>/workload-clusters/<name>/*.yaml       one workload cluster
+//! ```
+//!
+//! A cluster directory holds any number of `.yaml`/`.yml` files, each with one or more documents;
+//! together they hold exactly one EKS Anywhere Cluster, its datacenter and machine configs, and
+//! optionally further objects (ConfigMaps, Secrets without data, add-ons) applied with it.
+//! Markdown files are ignored; anything else in the layout is an error.
+//!
+//! Validation is per cluster first (a broken cluster never hides the others: each gets its own
+//! diagnostics and the valid ones still render), then across clusters: directory and cluster
+//! names, management/workload relations, versions, overlapping CIDRs, tenancy of workload
+//! directories, and collisions between the objects that different clusters render.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use capstan_templates::diag::{Code, Diagnostic, has_errors};
+use capstan_templates::release::{Release, ReleaseManifest};
+use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
+use capstan_templates::{render, yaml};
+use serde_json::Value;
+
+use crate::tenancy;
+use crate::tree::{Entry, Tree};
+
+/// The directory all clusters live under.
+pub const CLUSTERS_DIR: &str = "clusters";
+/// The directory of a management cluster's workload clusters.
+pub const WORKLOADS_DIR: &str = "workload-clusters";
+/// Namespace of the EKSARelease objects on a management cluster (EKS-A's convention).
+pub const RELEASE_NAMESPACE: &str = "eksa-system";
+
+/// Whether a cluster manages others or is managed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// `clusters/<name>/`.
+    Management,
+    /// `clusters/<management>/workload-clusters/<name>/`.
+    Workload {
+        /// The management cluster's directory name.
+        management: String,
+    },
+}
+
+/// One cluster directory and everything known about it.
+#[derive(Debug, Clone)]
+pub struct ClusterEntry {
+    /// The directory name (the cluster's name when valid).
+    pub name: String,
+    /// The directory, relative to the repository root.
+    pub dir: PathBuf,
+    /// Management or workload.
+    pub role: Role,
+    /// The validated cluster; None when it has errors.
+    pub cluster: Option<Cluster>,
+    /// Its EKS Anywhere release, once resolved.
+    pub release: Option<&'static Release>,
+    /// The rendered objects, in apply order; None when the cluster has errors.
+    pub objects: Option<Vec<Value>>,
+    /// Every problem of this cluster.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl ClusterEntry {
+    /// Whether the cluster has no errors (warnings allowed).
+    pub fn is_valid(&self) -> bool {
+        !has_errors(&self.diagnostics) && self.objects.is_some()
+    }
+
+    /// The management cluster's name.
+    pub fn management(&self) -> &str {
+        match &self.role {
+            Role::Management => &self.name,
+            Role::Workload { management } => management,
+        }
+    }
+}
+
+/// A whole repository, validated and rendered.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// Clusters, management clusters first, each followed by its workloads (sorted by name).
+    pub clusters: Vec<ClusterEntry>,
+    /// Problems that belong to no single cluster (layout errors outside cluster directories).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Fleet {
+    /// Every diagnostic, fleet-level first.
+    pub fn all_diagnostics(&self) -> Vec<&Diagnostic> {
+        self.diagnostics.iter().chain(self.clusters.iter().flat_map(|c| c.diagnostics.iter())).collect()
+    }
+
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.all_diagnostics().iter().any(|d| d.is_error())
+    }
+
+    /// A cluster by name.
+    pub fn cluster(&self, name: &str) -> Option<&ClusterEntry> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+/// Reads, validates and renders every cluster of a repository tree.
+pub fn load(tree: &Tree) -> Fleet {
+    load_with(tree, ReleaseManifest::embedded())
+}
+
+/// [`load`] with a given release manifest.
+pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
+    let (dirs, mut fleet_diags) = discover(tree);
+    let mut clusters: Vec<ClusterEntry> = dirs.into_iter().map(|(dir, role, files)| read_cluster(tree, dir, role, &files)).collect();
+
+    // Versions: management clusters first, then their workloads.
+    let mut mgmt_release: BTreeMap<String, &'static Release> = BTreeMap::new();
+    for pass_management in [true, false] {
+        for entry in clusters.iter_mut().filter(|c| (c.role == Role::Management) == pass_management) {
+            let Some(cluster) = &entry.cluster else { continue };
+            let mgmt = mgmt_release.get(entry.management()).copied();
+            if !pass_management && mgmt.is_none() && cluster.eksa_version.is_none() && cluster.bundles_ref.is_none() {
+                entry.diagnostics.push(
+                    Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
+                        .in_file(&cluster.source.file)
+                        .at(cluster.source.pos("spec"))
+                        .for_cluster(&entry.name),
+                );
+                continue;
+            }
+            let (release, diags) = manifest.resolve(cluster, mgmt);
+            entry.diagnostics.extend(diags);
+            entry.release = release;
+            if let (true, Some(r)) = (pass_management, release) {
+                mgmt_release.insert(entry.name.clone(), r);
+            }
+        }
+    }
+
+    check_names(&mut clusters);
+    check_cidrs(&mut clusters);
+    for entry in &mut clusters {
+        if let (Role::Workload { .. }, Some(cluster)) = (&entry.role, &entry.cluster) {
+            entry.diagnostics.extend(tenancy::check_workload(cluster));
+        } else if let Some(cluster) = &entry.cluster {
+            entry.diagnostics.extend(tenancy::check_management(cluster));
+        }
+    }
+
+    // Render what is valid.
+    for entry in &mut clusters {
+        if has_errors(&entry.diagnostics) {
+            continue;
+        }
+        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else { continue };
+        match render::render(cluster, release) {
+            Ok(objects) => entry.objects = Some(objects),
+            Err(e) => entry.diagnostics.push(
+                Diagnostic::error(Code::RenderFailed, e.to_string()).in_file(&cluster.source.file).for_cluster(&entry.name),
+            ),
+        }
+    }
+    add_release_objects(&mut clusters, manifest);
+    check_collisions(&mut clusters);
+    for entry in &mut clusters {
+        if has_errors(&entry.diagnostics) {
+            entry.objects = None;
+        }
+        entry.diagnostics.sort_by(|a, b| (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code)));
+    }
+    fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    Fleet { clusters, diagnostics: fleet_diags }
+}
+
+type Discovered = Vec<(PathBuf, Role, Vec<PathBuf>)>;
+
+/// Finds the cluster directories and the files of each; reports entries the layout does not allow.
+fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut dirs: BTreeMap<PathBuf, (Role, Vec<PathBuf>)> = BTreeMap::new();
+    let unexpected = |p: &Path, why: &str| Diagnostic::error(Code::UnexpectedEntry, format!("{why}; see the layout in the README")).in_file(p);
+    for path in tree.entries.keys() {
+        let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
+        if parts.first() != Some(&CLUSTERS_DIR) {
+            continue;
+        }
+        let ignorable = parts.last().is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
+        let is_yaml = parts.last().is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
+        match parts.as_slice() {
+            [_, _file] if !ignorable => diags.push(unexpected(path, "files directly under clusters/ belong to no cluster")),
+            [_, mgmt, _file] => {
+                let dir = PathBuf::from(CLUSTERS_DIR).join(mgmt);
+                let entry = dirs.entry(dir).or_insert((Role::Management, Vec::new()));
+                if is_yaml {
+                    entry.1.push(path.clone());
+                } else if !ignorable {
+                    diags.push(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory"));
+                }
+            }
+            [_, mgmt, w, name, _file] if *w == WORKLOADS_DIR => {
+                let dir = PathBuf::from(CLUSTERS_DIR).join(mgmt).join(WORKLOADS_DIR).join(name);
+                let entry = dirs.entry(dir).or_insert((Role::Workload { management: mgmt.to_string() }, Vec::new()));
+                if is_yaml {
+                    entry.1.push(path.clone());
+                } else if !ignorable {
+                    diags.push(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory"));
+                }
+            }
+            [_, _, w, _file] if *w == WORKLOADS_DIR && !ignorable => {
+                diags.push(unexpected(path, "workload-clusters/ holds one directory per workload cluster, not files"))
+            }
+            [_, _mgmt, w, ..] if *w == WORKLOADS_DIR => {
+                if !ignorable {
+                    diags.push(unexpected(path, "a workload cluster directory has no subdirectories"));
+                }
+            }
+            [_, _mgmt, _other, ..] if !ignorable => {
+                diags.push(unexpected(path, "a management cluster directory holds its spec files and workload-clusters/ only"))
+            }
+            _ => {}
+        }
+    }
+    // A workload directory needs its management directory to exist with a spec.
+    let mgmts: BTreeSet<PathBuf> = dirs.iter().filter(|(_, (r, f))| *r == Role::Management && !f.is_empty()).map(|(d, _)| d.clone()).collect();
+    for (dir, (role, files)) in &dirs {
+        if let Role::Workload { management } = role {
+            if !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management)) {
+                let file = files.first().cloned().unwrap_or_else(|| dir.clone());
+                diags.push(Diagnostic::error(Code::UnexpectedEntry, format!("workload cluster under `{management}`, which has no management cluster spec")).in_file(file));
+            }
+        }
+    }
+    let out = dirs.into_iter().filter(|(_, (_, files))| !files.is_empty()).map(|(d, (r, f))| (d, r, f)).collect();
+    (out, diags)
+}
+
+fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf]) -> ClusterEntry {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    let mut diags = Vec::new();
+    let mut docs = Vec::new();
+    for file in files {
+        let err = |code, msg: String| Diagnostic::error(code, msg).in_file(file).for_cluster(&name);
+        match &tree.entries[file] {
+            Entry::TooLarge(n) => diags.push(err(Code::FileTooLarge, format!("file is {n} bytes; the limit is {} bytes", crate::tree::MAX_FILE_SIZE))),
+            Entry::EscapingSymlink(t) => diags.push(err(Code::SymlinkEscapes, format!("symlink to `{}` leaves the repository (or is dangling)", t.display()))),
+            Entry::File(bytes) => match std::str::from_utf8(bytes) {
+                Err(e) => {
+                    let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
+                    diags.push(err(Code::NotUtf8, format!("file is not valid UTF-8 (byte {})", e.valid_up_to())).at(yaml::Pos { line, column: 1 }));
+                }
+                Ok(text) => match yaml::parse(text) {
+                    Err(e) => diags.push(err(Code::YamlSyntax, e.message).at(e.pos)),
+                    Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc { file: file.clone(), doc })),
+                },
+            },
+        }
+    }
+    let file_errors = has_errors(&diags);
+    let (cluster, cluster_diags) = if docs.is_empty() && file_errors { (None, Vec::new()) } else { parse_cluster(&docs) };
+    diags.extend(cluster_diags.into_iter().map(|d| {
+        let mut d = d;
+        d.cluster = Some(name.clone());
+        d
+    }));
+    let mut entry = ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags };
+    if let Some(c) = cluster {
+        check_layout(&mut entry, &c);
+        if !file_errors {
+            entry.cluster = Some(c);
+        }
+    }
+    entry
+}
+
+/// Directory name, management relation.
+fn check_layout(entry: &mut ClusterEntry, c: &Cluster) {
+    let at = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&c.source.file).at(c.source.pos(path)).for_cluster(&entry.name);
+    if c.name != entry.name {
+        entry.diagnostics.push(at(Code::DirNameMismatch, format!("Cluster is named `{}` but its directory is `{}`; they must be equal", c.name, entry.name), "metadata.name"));
+    }
+    match &entry.role {
+        Role::Management if !c.is_self_managed() => entry.diagnostics.push(at(
+            Code::NotSelfManaged,
+            format!("clusters/{0}/ holds a management cluster, but its managementCluster is `{1}`; workload clusters go in clusters/{1}/workload-clusters/{0}/", entry.name, c.management),
+            "spec.managementCluster.name",
+        )),
+        Role::Workload { management } if c.management != *management => entry.diagnostics.push(at(
+            Code::ManagementMismatch,
+            if c.is_self_managed() {
+                format!("workload cluster must set managementCluster.name: {management} (its parent directory)")
+            } else {
+                format!("managementCluster is `{}` but the cluster sits under clusters/{management}/", c.management)
+            },
+            "spec.managementCluster",
+        )),
+        _ => {}
+    }
+}
+
+/// Cluster names are unique across the repository.
+fn check_names(clusters: &mut [ClusterEntry]) {
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for entry in clusters.iter_mut() {
+        if let Some(first) = seen.get(&entry.name) {
+            let d = Diagnostic::error(Code::DuplicateName, format!("cluster name `{}` is already used by {}", entry.name, first.display())).for_cluster(&entry.name);
+            let d = match &entry.cluster {
+                Some(c) => d.in_file(&c.source.file).at(c.source.pos("metadata.name")),
+                None => d.in_file(&entry.dir),
+            };
+            entry.diagnostics.push(d);
+        } else {
+            seen.insert(entry.name.clone(), entry.dir.clone());
+        }
+    }
+}
+
+/// Pod and service CIDRs of the clusters of one management cluster must not overlap.
+fn check_cidrs(clusters: &mut [ClusterEntry]) {
+    let mut nets: Vec<(String, String, &'static str, ipnet::IpNet)> = Vec::new();
+    for e in clusters.iter() {
+        if let Some(c) = &e.cluster {
+            nets.push((e.management().to_string(), e.name.clone(), "pods", c.network.pods));
+            nets.push((e.management().to_string(), e.name.clone(), "services", c.network.services));
+        }
+    }
+    for entry in clusters.iter_mut() {
+        let Some(c) = &entry.cluster else { continue };
+        for (kind, mine) in [("pods", c.network.pods), ("services", c.network.services)] {
+            for (mgmt, other, other_kind, theirs) in &nets {
+                if *other == entry.name || mgmt != entry.management() || !(mine.contains(&theirs.network()) || theirs.contains(&mine.network())) {
+                    continue;
+                }
+                let path = format!("spec.clusterNetwork.{kind}.cidrBlocks");
+                entry.diagnostics.push(
+                    Diagnostic::error(Code::CidrOverlap, format!("{kind} CIDR {mine} overlaps the {other_kind} CIDR {theirs} of cluster `{other}` (same management cluster `{mgmt}`)"))
+                        .in_file(&c.source.file)
+                        .at(c.source.pos(&path))
+                        .for_cluster(&entry.name),
+                );
+            }
+        }
+    }
+}
+
+/// Puts one EKSARelease per release in use into each management cluster's objects.
+fn add_release_objects(clusters: &mut [ClusterEntry], _manifest: &ReleaseManifest) {
+    let mut used: BTreeMap<String, BTreeMap<String, &'static Release>> = BTreeMap::new();
+    for e in clusters.iter() {
+        if let Some(r) = e.release {
+            used.entry(e.management().to_string()).or_default().insert(r.version.to_string(), r);
+        }
+    }
+    for e in clusters.iter_mut().filter(|e| e.role == Role::Management) {
+        let (Some(objects), Some(releases)) = (&mut e.objects, used.get(&e.name)) else { continue };
+        let mut release_objects: Vec<Value> = releases.values().map(|r| r.eksa_release_object(RELEASE_NAMESPACE)).collect();
+        for o in &mut release_objects {
+            if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert(
+                    "labels".into(),
+                    serde_json::json!({render::MANAGED_BY_LABEL: "capstan", render::CLUSTER_LABEL: e.name}),
+                );
+            }
+        }
+        // Release objects go first: clusters refer to them.
+        release_objects.append(objects);
+        *objects = release_objects;
+    }
+}
+
+/// Two clusters must never render the same object.
+fn check_collisions(clusters: &mut [ClusterEntry]) {
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    let mut problems: Vec<(usize, String, String)> = Vec::new();
+    for (i, e) in clusters.iter().enumerate() {
+        for o in e.objects.iter().flatten() {
+            // Objects of different management clusters land on different API servers.
+            let subject = format!("{}/{}", o.get("apiVersion").and_then(Value::as_str).unwrap_or(""), render::subject(o));
+            let subject = format!("{} on management cluster {}", subject, e.management());
+            match owner.get(&subject) {
+                Some(first) if *first != e.name => problems.push((i, subject, first.clone())),
+                _ => {
+                    owner.insert(subject, e.name.clone());
+                }
+            }
+        }
+    }
+    for (i, subject, first) in problems {
+        let e = &mut clusters[i];
+        let d = Diagnostic::error(Code::DuplicateName, format!("renders {subject}, which cluster `{first}` renders too; use distinct names")).for_cluster(&e.name);
+        let d = match &e.cluster {
+            Some(c) => d.in_file(&c.source.file),
+            None => d.in_file(&e.dir),
+        };
+        e.diagnostics.push(d);
+    }
+}

@@ -1,0 +1,20 @@
+//! The fleet repository model of capstan: read a tree into typed clusters, validate, scaffold.
+//!
+//! ```text
+//!   working copy / git commit ──Tree──▶ fleet::load ──▶ Fleet { clusters: [ClusterEntry] }
+//!                                         │  per cluster: parse, validate, resolve release, render
+//!                                         │  across clusters: names, CIDRs, tenancy, collisions
+//!   capstan new cluster ──scaffold──▶ files added to a Tree, validated, then written
+//! ```
+//!
+//! Pure: no network, no async. The only disk access is [`tree::Tree::from_dir`] and the final
+//! write of the scaffolder; validation itself works on an in-memory tree, so the agent can validate
+//! a Git revision without checking it out.
+
+pub mod fleet;
+pub mod scaffold;
+pub mod tenancy;
+pub mod tree;
+
+pub use fleet::{ClusterEntry, Fleet, Role, load};
+pub use tree::Tree;

@@ -1,0 +1,248 @@
+//! The scaffolder behind `capstan init` and `capstan new cluster`.
+//!
+//! It never guesses what only the user can know: CIDRs, and on vSphere the endpoint address and
+//! the placement (server, datacenter, datastore, template...) are required, from flags or a
+//! values file; vSphere placement may default from the management cluster's own spec. It renders
+//! the new files from the scaffold templates, adds them to an in-memory copy of the repository,
+//! validates the whole fleet with them, and only then returns them to be written: a cluster that
+//! would not validate is never written, and nothing is ever overwritten.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use capstan_templates::diag::Diagnostic;
+use capstan_templates::scaffold::render_scaffold;
+use capstan_templates::spec::Provider;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::fleet::{self, CLUSTERS_DIR, Fleet, Role, WORKLOADS_DIR};
+use crate::tree::Tree;
+
+/// Why scaffolding refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The target exists.
+    #[error("{0} already exists; capstan never overwrites a cluster directory")]
+    Exists(PathBuf),
+    /// The management cluster is not in the repository.
+    #[error("management cluster `{0}` is not in this repository (expected clusters/{0}/)")]
+    NoManagement(String),
+    /// Values only the user can give are missing.
+    #[error("missing required values: {}", .0.join(", "))]
+    Missing(Vec<String>),
+    /// The values file is unusable.
+    #[error("values file: {0}")]
+    Values(String),
+    /// A template failed.
+    #[error(transparent)]
+    Template(#[from] capstan_templates::scaffold::ScaffoldError),
+    /// The fleet would not validate with the new cluster.
+    #[error("the new cluster does not validate:\n{}", .0.iter().map(|d| format!("  {d}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Diagnostic>),
+}
+
+/// What the user asked for. Every `Option` may also come from the values file.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterRequest {
+    /// Cluster name.
+    pub name: String,
+    /// The managing cluster; None for `capstan init` (a new management cluster).
+    pub management: Option<String>,
+    /// docker or vsphere.
+    pub provider: String,
+    /// Kubernetes minor.
+    pub kubernetes_version: Option<String>,
+    /// eksaVersion (management clusters default to the latest known; workloads inherit).
+    pub eksa_version: Option<String>,
+    /// Namespace (default eksa-system).
+    pub namespace: Option<String>,
+    /// Control-plane machines.
+    pub control_plane_count: Option<u32>,
+    /// Machines of the default worker group md-0.
+    pub worker_count: Option<u32>,
+    /// Pod CIDR (required).
+    pub pod_cidr: Option<String>,
+    /// Service CIDR (required).
+    pub service_cidr: Option<String>,
+    /// API endpoint host (required on vSphere).
+    pub endpoint_host: Option<String>,
+    /// External etcd machines.
+    pub external_etcd: Option<u32>,
+    /// The parsed values file.
+    pub values: Option<Value>,
+}
+
+/// The result: files to write, and the fleet as it will be with them.
+#[derive(Debug)]
+pub struct Scaffold {
+    /// `(path relative to the repository, content)`.
+    pub files: Vec<(PathBuf, String)>,
+    /// The fleet validated with the new files.
+    pub fleet: Fleet,
+}
+
+#[derive(Serialize)]
+struct Values {
+    name: String,
+    management: String,
+    self_managed: bool,
+    provider: String,
+    namespace: Option<String>,
+    kubernetes_version: String,
+    eksa_version: Option<String>,
+    control_plane_count: u32,
+    external_etcd: Option<u32>,
+    endpoint_host: Option<String>,
+    pod_cidr: String,
+    service_cidr: String,
+    worker_groups: Vec<Value>,
+    vsphere: Value,
+    machine_roles: Vec<&'static str>,
+}
+
+const VALUE_KEYS: &[&str] = &[
+    "kubernetesVersion", "eksaVersion", "namespace", "controlPlaneCount", "workerCount", "podCidr", "serviceCidr",
+    "endpointHost", "externalEtcd", "workerGroups", "vsphere",
+];
+const VSPHERE_KEYS: &[&str] = &[
+    "server", "datacenter", "network", "thumbprint", "insecure", "datastore", "folder", "resourcePool", "template",
+    "osFamily", "numCPUs", "memoryMiB", "diskGiB", "user", "sshAuthorizedKey",
+];
+
+/// Plans a new cluster directory (workload when `req.management` is set, else a management cluster).
+pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError> {
+    let values = req.values.clone().unwrap_or_else(|| json!({}));
+    let vmap = values.as_object().ok_or_else(|| ScaffoldError::Values("must be a mapping".into()))?;
+    for k in vmap.keys() {
+        if !VALUE_KEYS.contains(&k.as_str()) {
+            return Err(ScaffoldError::Values(format!("unknown key `{k}`; known: {}", VALUE_KEYS.join(", "))));
+        }
+    }
+    let get_str = |k: &str| vmap.get(k).and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_u64().map(|n| n.to_string())));
+    let get_u32 = |k: &str| vmap.get(k).and_then(Value::as_u64).map(|n| n as u32);
+
+    let before = fleet::load(tree);
+    let (dir, management) = match &req.management {
+        Some(m) => {
+            if !before.clusters.iter().any(|c| c.name == *m && c.role == Role::Management) {
+                return Err(ScaffoldError::NoManagement(m.clone()));
+            }
+            (PathBuf::from(CLUSTERS_DIR).join(m).join(WORKLOADS_DIR).join(&req.name), m.clone())
+        }
+        None => (PathBuf::from(CLUSTERS_DIR).join(&req.name), req.name.clone()),
+    };
+    if tree.exists(&dir) {
+        return Err(ScaffoldError::Exists(dir));
+    }
+    let self_managed = req.management.is_none();
+    let vsphere = req.provider == "vsphere";
+
+    let mut missing = Vec::new();
+    let mut need = |v: Option<String>, flag: &str| -> String {
+        v.unwrap_or_else(|| {
+            missing.push(flag.to_string());
+            String::new()
+        })
+    };
+    let pod_cidr = need(req.pod_cidr.clone().or_else(|| get_str("podCidr")), "--pod-cidr");
+    let service_cidr = need(req.service_cidr.clone().or_else(|| get_str("serviceCidr")), "--service-cidr");
+    let endpoint_host = req.endpoint_host.clone().or_else(|| get_str("endpointHost"));
+    if vsphere && endpoint_host.is_none() {
+        missing.push("--endpoint-host".into());
+    }
+    let vs = if vsphere { vsphere_values(&before, &management, vmap.get("vsphere"), &mut missing)? } else { Value::Null };
+    if !missing.is_empty() {
+        return Err(ScaffoldError::Missing(missing));
+    }
+    let latest = capstan_templates::ReleaseManifest::embedded().latest();
+    let kubernetes_version = req.kubernetes_version.clone().or_else(|| get_str("kubernetesVersion")).unwrap_or_else(|| {
+        latest.versions_bundles.last().map(|b| b.kube_version.clone()).unwrap_or_default()
+    });
+    let eksa_version = req.eksa_version.clone().or_else(|| get_str("eksaVersion")).or_else(|| self_managed.then(|| latest.version.to_string()));
+    let worker_count = req.worker_count.or_else(|| get_u32("workerCount")).unwrap_or(if self_managed { 2 } else { 1 });
+    let worker_groups = match vmap.get("workerGroups") {
+        Some(Value::Array(groups)) => groups.clone(),
+        Some(_) => return Err(ScaffoldError::Values("workerGroups must be a list".into())),
+        None => vec![json!({"name": "md-0", "count": worker_count})],
+    };
+    let external_etcd = req.external_etcd.or_else(|| get_u32("externalEtcd")).filter(|n| *n > 0);
+    let mut machine_roles = vec!["cp", "workers"];
+    if external_etcd.is_some() {
+        machine_roles.insert(1, "etcd");
+    }
+    let v = Values {
+        name: req.name.clone(),
+        management: management.clone(),
+        self_managed,
+        provider: req.provider.clone(),
+        namespace: req.namespace.clone().or_else(|| get_str("namespace")),
+        kubernetes_version,
+        eksa_version,
+        control_plane_count: req.control_plane_count.or_else(|| get_u32("controlPlaneCount")).unwrap_or(if external_etcd.is_some() { 2 } else { 1 }),
+        external_etcd,
+        endpoint_host,
+        pod_cidr,
+        service_cidr,
+        worker_groups,
+        vsphere: vs,
+        machine_roles,
+    };
+    let mut files = vec![(dir.join("cluster.yaml"), render_scaffold("cluster.yaml.j2", &v)?)];
+    if self_managed && !tree.exists(&PathBuf::from("README.md")) {
+        files.push((PathBuf::from("README.md"), render_scaffold("README.md.j2", &v)?));
+    }
+
+    let mut after_tree = tree.clone();
+    for (p, text) in &files {
+        after_tree.insert(p.clone(), text.as_bytes().to_vec());
+    }
+    let after = fleet::load(&after_tree);
+    let old: BTreeSet<String> = before.all_diagnostics().iter().map(|d| d.to_string()).collect();
+    let new_errors: Vec<Diagnostic> = after.all_diagnostics().into_iter().filter(|d| d.is_error() && !old.contains(&d.to_string())).cloned().collect();
+    if !new_errors.is_empty() {
+        return Err(ScaffoldError::Invalid(new_errors));
+    }
+    Ok(Scaffold { files, fleet: after })
+}
+
+/// vSphere placement: values file first, then the management cluster's own vSphere spec.
+fn vsphere_values(before: &Fleet, management: &str, given: Option<&Value>, missing: &mut Vec<String>) -> Result<Value, ScaffoldError> {
+    let mut out = Map::new();
+    if let Some(Provider::VSphere(vs)) = before.cluster(management).and_then(|e| e.cluster.as_ref()).map(|c| &c.provider) {
+        out.insert("server".into(), json!(vs.server));
+        out.insert("datacenter".into(), json!(vs.datacenter));
+        out.insert("network".into(), json!(vs.network));
+        if !vs.thumbprint.is_empty() {
+            out.insert("thumbprint".into(), json!(vs.thumbprint));
+        }
+        if let Some(m) = vs.machines.values().next() {
+            out.insert("datastore".into(), json!(m.datastore));
+            out.insert("folder".into(), json!(m.folder));
+            out.insert("resourcePool".into(), json!(m.resource_pool));
+            out.insert("template".into(), json!(m.template));
+            out.insert("osFamily".into(), json!(m.os_family));
+        }
+    }
+    if let Some(g) = given {
+        let g = g.as_object().ok_or_else(|| ScaffoldError::Values("vsphere must be a mapping".into()))?;
+        for (k, v) in g {
+            if !VSPHERE_KEYS.contains(&k.as_str()) {
+                return Err(ScaffoldError::Values(format!("unknown vsphere key `{k}`; known: {}", VSPHERE_KEYS.join(", "))));
+            }
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    for k in ["server", "datacenter", "network", "datastore", "resourcePool", "template"] {
+        if !out.contains_key(k) {
+            missing.push(format!("vsphere.{k} (values file)"));
+        }
+    }
+    out.entry("folder").or_insert(json!(""));
+    out.entry("osFamily").or_insert(json!("ubuntu"));
+    out.entry("numCPUs").or_insert(json!(2));
+    out.entry("memoryMiB").or_insert(json!(8192));
+    out.entry("diskGiB").or_insert(json!(25));
+    out.entry("user").or_insert(json!("capv"));
+    Ok(Value::Object(out))
+}

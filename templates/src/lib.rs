@@ -1,0 +1,29 @@
+//! capstan's pure core: the EKS Anywhere spec model, release data and the Cluster API renderer.
+//!
+//! ```text
+//!   YAML text ──yaml──▶ Document (value + positions)
+//!                          │ spec::parse_cluster
+//!                          ▼
+//!                      spec::Cluster ──release::resolve──▶ Release
+//!                          │                                 │
+//!                          └──────────render::render─────────┘
+//!                                          ▼
+//!                               ordered Kubernetes objects
+//! ```
+//!
+//! No I/O, no network, no async: everything here is a function of its inputs, so it can be
+//! tested, fuzzed and benchmarked on its own, and the agent can trust that rendering the same
+//! revision twice gives the same bytes. Templates and release data are files under this crate's
+//! directory, embedded at build time.
+
+pub mod diag;
+pub mod release;
+pub mod render;
+pub mod scaffold;
+pub mod spec;
+pub mod yaml;
+
+pub use diag::{Code, Diagnostic, Severity};
+pub use release::{Release, ReleaseManifest, SemVer};
+pub use render::{RenderError, render};
+pub use spec::{Cluster, KubeVersion, Provider};

@@ -1,0 +1,254 @@
+//! From YAML documents to raw typed objects, with every problem located.
+//!
+//! Dispatch is by `apiVersion`/`kind`: EKS Anywhere kinds capstan handles are deserialised into
+//! the [`raw`](super::raw) types; other EKS Anywhere kinds are `unsupported-kind`; anything else is
+//! an extra object of the directory, checked for tenancy by the layout. Before typed
+//! deserialisation, fields on the [`UNSUPPORTED`](super::UNSUPPORTED) list are reported and
+//! removed, so the typed pass only ever sees fields capstan knows.
+
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::raw::{self, ObjectMeta};
+use super::{Cluster, EKSA_API_VERSION, EKSA_GROUP, ExtraObject, UNSUPPORTED, UNSUPPORTED_KINDS, validate};
+use crate::diag::{Code, Diagnostic};
+use crate::yaml::Document;
+
+/// One YAML document and the file it came from.
+#[derive(Debug, Clone)]
+pub struct SourceDoc {
+    /// The file, relative to the repository root.
+    pub file: PathBuf,
+    /// The document.
+    pub doc: Document,
+}
+
+/// A typed EKS Anywhere object and where it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed<T> {
+    pub meta: ObjectMeta,
+    pub spec: T,
+    pub src: usize,
+}
+
+/// Every object of a cluster directory, sorted by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Objects {
+    pub clusters: Vec<Parsed<raw::ClusterSpec>>,
+    pub docker_datacenters: Vec<Parsed<raw::DockerDatacenterSpec>>,
+    pub vsphere_datacenters: Vec<Parsed<raw::VSphereDatacenterSpec>>,
+    pub vsphere_machines: Vec<Parsed<raw::VSphereMachineSpec>>,
+    pub extras: Vec<ExtraObject>,
+}
+
+/// Parses and validates the documents of one cluster directory.
+///
+/// Returns the cluster when it is valid (warnings allowed), and every diagnostic found either way.
+pub fn parse_cluster(docs: &[SourceDoc]) -> (Option<Cluster>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut objects = Objects::default();
+    for (i, sd) in docs.iter().enumerate() {
+        classify(sd, i, &mut objects, &mut diags);
+    }
+    let cluster = validate::validate(docs, objects, &mut diags);
+    let name = cluster.as_ref().map(|c| c.name.clone());
+    if let Some(name) = name.as_deref() {
+        diags = diags.into_iter().map(|d| d.for_cluster(name)).collect();
+    }
+    let cluster = if crate::diag::has_errors(&diags) { None } else { cluster };
+    (cluster, diags)
+}
+
+fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<Diagnostic>) {
+    let here = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&sd.file).at(sd.doc.pos(path));
+    let Value::Object(obj) = &sd.doc.value else {
+        diags.push(here(Code::MissingTypeInfo, "a document must be a mapping with apiVersion, kind and metadata".into(), ""));
+        return;
+    };
+    let text = |k: &str| obj.get(k).and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
+        diags.push(here(Code::MissingTypeInfo, "document has no apiVersion or kind".into(), ""));
+        return;
+    };
+    if obj.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).is_none() {
+        diags.push(here(Code::MissingTypeInfo, format!("{kind} has no metadata.name"), "metadata"));
+        return;
+    }
+    let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+    if group != EKSA_GROUP {
+        objects.extras.push(ExtraObject { value: sd.doc.value.clone(), file: sd.file.clone(), pos: sd.doc.start });
+        return;
+    }
+    if api_version != EKSA_API_VERSION {
+        diags.push(here(
+            Code::InvalidValue,
+            format!("apiVersion `{api_version}` is not supported; use {EKSA_API_VERSION}"),
+            "apiVersion",
+        ));
+        return;
+    }
+    match kind {
+        "Cluster" => push(typed(sd, src, kind, diags), &mut objects.clusters),
+        "DockerDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.docker_datacenters),
+        "VSphereDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_datacenters),
+        "VSphereMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_machines),
+        k if UNSUPPORTED_KINDS.contains(&k) => diags.push(here(
+            Code::UnsupportedKind,
+            format!("{k} is an EKS Anywhere kind capstan does not support yet (supported: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig)"),
+            "kind",
+        )),
+        k => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),
+    }
+}
+
+fn push<T>(p: Option<Parsed<T>>, into: &mut Vec<Parsed<T>>) {
+    if let Some(p) = p {
+        into.push(p);
+    }
+}
+
+/// Reports unsupported and unknown fields, then deserialises metadata and spec.
+fn typed<T: DeserializeOwned>(sd: &SourceDoc, src: usize, kind: &str, diags: &mut Vec<Diagnostic>) -> Option<Parsed<T>> {
+    let mut value = sd.doc.value.clone();
+    let before = diags.len();
+    let obj = value.as_object_mut().expect("classify checked this is a mapping");
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "spec" | "status") {
+            diags.push(
+                Diagnostic::error(Code::UnknownField, format!("unknown field `{key}` in {kind}"))
+                    .in_file(&sd.file)
+                    .at(sd.doc.pos(key)),
+            );
+        }
+    }
+    obj.remove("status");
+    for (_, pattern) in UNSUPPORTED.iter().filter(|(k, _)| *k == kind) {
+        for path in take_matches(&mut value, pattern) {
+            diags.push(
+                Diagnostic::error(
+                    Code::UnsupportedField,
+                    format!("{kind} field `{path}` is not supported by capstan yet; remove it or track support in the issue tracker"),
+                )
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&path)),
+            );
+        }
+    }
+    check_versions_quoted(sd, &value, diags);
+    let obj = value.as_object_mut().expect("still a mapping");
+    let meta = deserialize::<ObjectMeta>(obj.remove("metadata").unwrap_or(Value::Null), "metadata", sd, diags);
+    let spec = match obj.remove("spec") {
+        Some(spec) => deserialize::<T>(spec, "spec", sd, diags),
+        None if kind == "DockerDatacenterConfig" => deserialize::<T>(Value::Object(Default::default()), "spec", sd, diags),
+        None => {
+            diags.push(Diagnostic::error(Code::MissingField, format!("{kind} has no spec")).in_file(&sd.file).at(sd.doc.start));
+            None
+        }
+    };
+    if diags.len() > before {
+        return None;
+    }
+    Some(Parsed { meta: meta?, spec: spec?, src })
+}
+
+/// `kubernetesVersion: 1.30` is the number 1.3 in YAML; say so instead of a type error.
+fn check_versions_quoted(sd: &SourceDoc, value: &Value, diags: &mut Vec<Diagnostic>) {
+    let mut paths = vec!["spec.kubernetesVersion".to_string()];
+    if let Some(groups) = value.pointer("/spec/workerNodeGroupConfigurations").and_then(Value::as_array) {
+        paths.extend((0..groups.len()).map(|i| format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion")));
+    }
+    for path in paths {
+        let pointer = format!("/{}", path.replace('.', "/").replace('[', "/").replace(']', ""));
+        if let Some(Value::Number(n)) = value.pointer(&pointer) {
+            diags.push(
+                Diagnostic::error(
+                    Code::UnquotedVersion,
+                    format!("`{path}` must be a quoted string: YAML reads the unquoted {n} as a number, so write \"1.30\", not 1.30"),
+                )
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&path)),
+            );
+        }
+    }
+}
+
+fn deserialize<T: DeserializeOwned>(value: Value, prefix: &str, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Option<T> {
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let inner = e.inner().to_string();
+            let mut path = e.path().to_string();
+            path = if path == "." { prefix.to_string() } else { format!("{prefix}.{path}") };
+            let code = if let Some(field) = backticked(&inner, "unknown field `") {
+                if !path.ends_with(&format!(".{field}")) {
+                    path = format!("{path}.{field}");
+                }
+                Code::UnknownField
+            } else if inner.starts_with("missing field") {
+                Code::MissingField
+            } else if inner.starts_with("invalid type") || inner.starts_with("invalid length") {
+                Code::InvalidType
+            } else {
+                Code::InvalidValue
+            };
+            let shown = if code == Code::MissingField { path.clone() } else { path.clone() };
+            diags.push(Diagnostic::error(code, format!("{shown}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
+            None
+        }
+    }
+}
+
+fn backticked<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = s.strip_prefix(prefix)?;
+    rest.split('`').next()
+}
+
+/// Removes every value matching `pattern` (dotted, `[*]` for all items) and returns their paths.
+fn take_matches(value: &mut Value, pattern: &str) -> Vec<String> {
+    let segments: Vec<&str> = pattern.split('.').collect();
+    let mut found = Vec::new();
+    take_rec(value, &segments, String::new(), &mut found);
+    found
+}
+
+fn take_rec(value: &mut Value, segs: &[&str], path: String, found: &mut Vec<String>) {
+    let Some((first, rest)) = segs.split_first() else { return };
+    let (key, all_items) = match first.strip_suffix("[*]") {
+        Some(k) => (k, true),
+        None => (*first, false),
+    };
+    let Some(obj) = value.as_object_mut() else { return };
+    let here = if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+    if rest.is_empty() && !all_items {
+        if obj.remove(key).is_some() {
+            found.push(here);
+        }
+        return;
+    }
+    let Some(child) = obj.get_mut(key) else { return };
+    if all_items {
+        if let Some(items) = child.as_array_mut() {
+            for (i, item) in items.iter_mut().enumerate() {
+                take_rec(item, rest, format!("{here}[{i}]"), found);
+            }
+        }
+    } else {
+        take_rec(child, rest, here, found);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn take_matches_walks_lists() {
+        let mut v = json!({"spec": {"w": [{"a": 1, "b": 2}, {"b": 3}]}});
+        let found = take_matches(&mut v, "spec.w[*].a");
+        assert_eq!(found, vec!["spec.w[0].a"]);
+        assert_eq!(v, json!({"spec": {"w": [{"b": 2}, {"b": 3}]}}));
+    }
+}

@@ -1,0 +1,507 @@
+//! YAML in and out, with positions.
+//!
+//! Users write cluster specs by hand, so every error has to point at a file, a line and a column.
+//! Serde alone cannot do that once a document has been turned into a value, so this module parses
+//! the YAML event stream itself (saphyr-parser, pure Rust, YAML 1.2) into a `serde_json::Value`
+//! and, on the side, a map from each value's path (`spec.workerNodeGroupConfigurations[0].count`)
+//! to where it was written. Typed deserialisation then happens on the value (see `spec`), and any
+//! problem found there is located through [`Document::pos`].
+//!
+//! Scalars resolve with the YAML 1.2 core schema (so `yes` is a string, `1.30` is a number), which
+//! is also what the Kubernetes API server uses for JSON. Duplicate keys are an error.
+//!
+//! The emitter writes values back as block YAML with sorted keys and quoting only where a plain
+//! scalar would change meaning; the same value always gives the same bytes.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use serde_json::{Map, Number, Value};
+
+/// A line and column, both counted from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Pos {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub column: usize,
+}
+
+impl Pos {
+    fn from_span(span: &Span) -> Pos {
+        Pos { line: span.start.line(), column: span.start.col() + 1 }
+    }
+}
+
+/// One YAML document of a file, as a JSON value plus where each of its parts was written.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The document's content.
+    pub value: Value,
+    /// Where the document starts.
+    pub start: Pos,
+    spans: HashMap<String, Pos>,
+}
+
+impl Document {
+    /// Where the value at `path` was written; for a path that does not exist (a missing field),
+    /// the position of its nearest existing parent.
+    pub fn pos(&self, path: &str) -> Pos {
+        let mut p = path;
+        loop {
+            if let Some(pos) = self.spans.get(p) {
+                return *pos;
+            }
+            match p.rfind(['.', '[']) {
+                Some(i) => p = &p[..i],
+                None => return self.start,
+            }
+        }
+    }
+
+    /// Whether a value was written at exactly this path.
+    pub fn has(&self, path: &str) -> bool {
+        self.spans.contains_key(path)
+    }
+}
+
+/// A YAML syntax error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct YamlError {
+    /// What is wrong.
+    pub message: String,
+    /// Where.
+    pub pos: Pos,
+}
+
+enum Frame {
+    Map { map: Map<String, Value>, path: String, key: Option<(String, Pos)>, anchor: usize },
+    Seq { items: Vec<Value>, path: String, anchor: usize },
+}
+
+/// Parses every document of a YAML stream. Empty documents (e.g. a trailing `---`) are skipped.
+pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
+    let mut parser = Parser::new_from_str(text);
+    let mut docs = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut spans: HashMap<String, Pos> = HashMap::new();
+    let mut anchors: HashMap<usize, Value> = HashMap::new();
+    let mut doc_start = Pos::default();
+    let mut root: Option<Value> = None;
+
+    while let Some(next) = parser.next_event() {
+        let (event, span) = next.map_err(|e| YamlError {
+            message: e.info().to_string(),
+            pos: Pos { line: e.marker().line(), column: e.marker().col() + 1 },
+        })?;
+        let pos = Pos::from_span(&span);
+        // A scalar in key position of a mapping is a key, not a value.
+        if let Some(Frame::Map { key: key @ None, map, path, .. }) = stack.last_mut() {
+            match &event {
+                Event::Scalar(s, ..) => {
+                    if map.contains_key(s.as_ref()) {
+                        return Err(YamlError { message: format!("duplicate key `{s}`"), pos });
+                    }
+                    // A value's position is where its key was written.
+                    spans.insert(join_key(path, s), pos);
+                    *key = Some((s.to_string(), pos));
+                    continue;
+                }
+                Event::MappingEnd => {}
+                Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_) => {
+                    return Err(YamlError { message: "complex mapping keys are not supported".into(), pos });
+                }
+                _ => {}
+            }
+        }
+        let child_path = |stack: &[Frame]| -> String {
+            match stack.last() {
+                Some(Frame::Map { path, key: Some((k, _)), .. }) => join_key(path, k),
+                Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
+                _ => String::new(),
+            }
+        };
+        let value = match event {
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => continue,
+            Event::DocumentStart(_) => {
+                doc_start = pos;
+                spans = HashMap::new();
+                anchors.clear();
+                root = None;
+                continue;
+            }
+            Event::DocumentEnd => {
+                match root.take() {
+                    None | Some(Value::Null) => {}
+                    Some(value) => {
+                        docs.push(Document { value, start: doc_start, spans: std::mem::take(&mut spans) })
+                    }
+                }
+                continue;
+            }
+            Event::MappingStart(anchor, tag) => {
+                check_collection_tag(tag.as_deref(), "map", pos)?;
+                let path = child_path(&stack);
+                spans.entry(path.clone()).or_insert(pos);
+                stack.push(Frame::Map { map: Map::new(), path, key: None, anchor });
+                continue;
+            }
+            Event::SequenceStart(anchor, tag) => {
+                check_collection_tag(tag.as_deref(), "seq", pos)?;
+                let path = child_path(&stack);
+                spans.entry(path.clone()).or_insert(pos);
+                stack.push(Frame::Seq { items: Vec::new(), path, anchor });
+                continue;
+            }
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map { map, anchor, .. }) => remember(&mut anchors, anchor, Value::Object(map)),
+                _ => unreachable!("parser emits balanced events"),
+            },
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq { items, anchor, .. }) => remember(&mut anchors, anchor, Value::Array(items)),
+                _ => unreachable!("parser emits balanced events"),
+            },
+            Event::Alias(id) => match anchors.get(&id) {
+                Some(v) => {
+                    let path = child_path(&stack);
+                    spans.entry(path).or_insert(pos);
+                    v.clone()
+                }
+                None => return Err(YamlError { message: "alias to an unknown anchor".into(), pos }),
+            },
+            Event::Scalar(text, style, anchor, tag) => {
+                let path = child_path(&stack);
+                spans.entry(path).or_insert(pos);
+                let v = resolve_scalar(&text, style, tag.as_deref()).map_err(|message| YamlError { message, pos })?;
+                remember(&mut anchors, anchor, v)
+            }
+        };
+        // Attach the finished value to its parent, or make it the document root.
+        match stack.last_mut() {
+            Some(Frame::Map { map, key, .. }) => {
+                let (k, _) = key.take().expect("value in a mapping always follows its key");
+                map.insert(k, value);
+            }
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            None => root = Some(value),
+        }
+    }
+    Ok(docs)
+}
+
+fn remember(anchors: &mut HashMap<usize, Value>, anchor: usize, v: Value) -> Value {
+    if anchor > 0 {
+        anchors.insert(anchor, v.clone());
+    }
+    v
+}
+
+fn join_key(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+fn check_collection_tag(tag: Option<&Tag>, expected: &str, pos: Pos) -> Result<(), YamlError> {
+    match tag {
+        None => Ok(()),
+        Some(t) if t.is_yaml_core_schema() && t.suffix == expected => Ok(()),
+        Some(t) => Err(YamlError { message: format!("unsupported tag `{t}`"), pos }),
+    }
+}
+
+fn resolve_scalar(text: &Cow<'_, str>, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+    if let Some(tag) = tag {
+        if !tag.is_yaml_core_schema() {
+            return Err(format!("unsupported tag `{tag}`"));
+        }
+        return match tag.suffix.as_str() {
+            "str" => Ok(Value::String(text.to_string())),
+            "int" | "float" | "bool" | "null" => match resolve_plain(text) {
+                v @ (Value::Number(_) | Value::Bool(_) | Value::Null) => Ok(v),
+                _ => Err(format!("`{text}` is not a valid !!{}", tag.suffix)),
+            },
+            other => Err(format!("unsupported tag `!!{other}`")),
+        };
+    }
+    Ok(match style {
+        ScalarStyle::Plain => resolve_plain(text),
+        _ => Value::String(text.to_string()),
+    })
+}
+
+/// Resolves a plain scalar with the YAML 1.2 core schema.
+pub fn resolve_plain(s: &str) -> Value {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let bytes = s.as_bytes();
+    let digits = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    let unsigned = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if digits(unsigned.as_bytes()) {
+        if let Ok(i) = s.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Ok(u) = s.parse::<u64>() {
+            return Value::Number(u.into());
+        }
+    }
+    if let Some(oct) = s.strip_prefix("0o") {
+        if let Ok(i) = i64::from_str_radix(oct, 8) {
+            return Value::Number(i.into());
+        }
+    }
+    if let Some(hex) = s.strip_prefix("0x") {
+        if let Ok(i) = i64::from_str_radix(hex, 16) {
+            return Value::Number(i.into());
+        }
+    }
+    if is_float(bytes) {
+        if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
+            return Value::Number(n);
+        }
+    }
+    Value::String(s.to_string())
+}
+
+fn is_float(b: &[u8]) -> bool {
+    // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+        i += 1;
+    }
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_digits = i - int_start;
+    let mut frac_digits = 0;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        frac_digits = i - s;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+            i += 1;
+        }
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// Writes values as a multi-document YAML stream, each document preceded by `---`.
+pub fn to_string_multi<'a>(docs: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut out = String::new();
+    for doc in docs {
+        out.push_str("---\n");
+        emit_root(&mut out, doc);
+    }
+    out
+}
+
+/// Writes one value as a YAML document (without a `---` line).
+pub fn to_string(value: &Value) -> String {
+    let mut out = String::new();
+    emit_root(&mut out, value);
+    out
+}
+
+fn emit_root(out: &mut String, v: &Value) {
+    match v {
+        Value::Object(m) if !m.is_empty() => emit_map(out, m, 0),
+        Value::Array(a) if !a.is_empty() => emit_seq(out, a, 0),
+        other => {
+            emit_scalar(out, other, 0);
+            out.push('\n');
+        }
+    }
+}
+
+fn indent(out: &mut String, n: usize) {
+    out.extend(std::iter::repeat_n(' ', n));
+}
+
+fn emit_map(out: &mut String, m: &Map<String, Value>, ind: usize) {
+    let mut first = true;
+    for (k, v) in m {
+        if !first {
+            indent(out, ind);
+        }
+        first = false;
+        emit_str(out, k, ind, true);
+        out.push(':');
+        emit_child(out, v, ind, true);
+    }
+}
+
+fn emit_seq(out: &mut String, a: &[Value], ind: usize) {
+    let mut first = true;
+    for v in a {
+        if !first {
+            indent(out, ind);
+        }
+        first = false;
+        out.push('-');
+        emit_child(out, v, ind, false);
+    }
+}
+
+/// Writes the value after `key:` or `-`, on the same line when it is a scalar or empty.
+fn emit_child(out: &mut String, v: &Value, ind: usize, in_map: bool) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            if in_map {
+                out.push('\n');
+                indent(out, ind + 2);
+            } else {
+                out.push(' ');
+            }
+            emit_map(out, m, ind + 2);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            // Sequences inside a mapping stay at the key's indentation, kubectl style.
+            if in_map {
+                out.push('\n');
+                indent(out, ind);
+                emit_seq(out, a, ind);
+            } else {
+                out.push(' ');
+                emit_seq(out, a, ind + 2);
+            }
+        }
+        other => {
+            out.push(' ');
+            emit_scalar(out, other, ind + 2);
+            out.push('\n');
+        }
+    }
+}
+
+fn emit_scalar(out: &mut String, v: &Value, ind: usize) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) => emit_str(out, s, ind, false),
+        Value::Object(_) => out.push_str("{}"),
+        Value::Array(_) => out.push_str("[]"),
+    }
+}
+
+fn emit_str(out: &mut String, s: &str, ind: usize, is_key: bool) {
+    if !is_key && s.contains('\n') && block_safe(s) {
+        out.push_str(if s.ends_with('\n') { "|" } else { "|-" });
+        for line in s.strip_suffix('\n').unwrap_or(s).split('\n') {
+            out.push('\n');
+            if !line.is_empty() {
+                indent(out, ind);
+                out.push_str(line);
+            }
+        }
+        return;
+    }
+    if plain_safe(s) {
+        out.push_str(s);
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("strings always serialise"));
+    }
+}
+
+/// A multi-line string can be a literal block when no line would be misread.
+fn block_safe(s: &str) -> bool {
+    let body = s.strip_suffix('\n').unwrap_or(s);
+    !body.ends_with('\n')
+        && !body.starts_with([' ', '\t'])
+        && body.split('\n').all(|l| !l.ends_with([' ', '\t']) && !l.contains('\t') && !l.contains('\r'))
+}
+
+/// Whether `s` written plain reads back as the same string.
+fn plain_safe(s: &str) -> bool {
+    if s.is_empty() || !matches!(resolve_plain(s), Value::String(_)) {
+        return false;
+    }
+    let first = s.as_bytes()[0];
+    if b"-?:,[]{}#&*!|>'\"%@` \t".contains(&first) {
+        // `-`, `?` and `:` are fine when followed by a non-space, but keep it simple and quote.
+        return false;
+    }
+    if s.ends_with([' ', '\t', ':']) {
+        return false;
+    }
+    if s.contains(": ") || s.contains(" #") || s.contains('\n') || s.contains('\t') || s.contains('\r') {
+        return false;
+    }
+    // Quote strings the YAML 1.1 readers (kubectl's, most tooling) would turn into booleans.
+    !matches!(
+        s,
+        "y" | "Y" | "n" | "N" | "yes" | "Yes" | "YES" | "no" | "No" | "NO" | "on" | "On" | "ON" | "off" | "Off" | "OFF"
+    ) && s.chars().all(|c| !c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn positions_point_at_keys_and_items() {
+        let docs = parse("a: 1\nb:\n  - x: true\n  - y\n---\nc: \"1.30\"\n").unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].value, json!({"a": 1, "b": [{"x": true}, "y"]}));
+        assert_eq!(docs[0].pos("b[0].x"), Pos { line: 3, column: 5 });
+        assert_eq!(docs[0].pos("b[1]"), Pos { line: 4, column: 5 });
+        assert_eq!(docs[0].pos("b[0].missing"), Pos { line: 3, column: 5 });
+        assert_eq!(docs[1].value, json!({"c": "1.30"}));
+        assert_eq!(docs[1].pos("c"), Pos { line: 6, column: 1 });
+    }
+
+    #[test]
+    fn core_schema_scalars() {
+        assert_eq!(resolve_plain("1.30"), json!(1.3));
+        assert_eq!(resolve_plain("yes"), json!("yes"));
+        assert_eq!(resolve_plain("0x10"), json!(16));
+        assert_eq!(resolve_plain("~"), Value::Null);
+        assert_eq!(resolve_plain("10.0.0.0/8"), json!("10.0.0.0/8"));
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors() {
+        let err = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err.pos.line, 2);
+        assert!(err.message.contains("duplicate key"));
+    }
+
+    #[test]
+    fn emitter_round_trips() {
+        let v = json!({"a": "yes", "b": ["1", 2, {"c": "x: y", "d": "line1\nline2\n"}], "e": {}, "f": [], "g": "", "h": "-x"});
+        let text = to_string(&v);
+        let back = parse(&text).unwrap();
+        assert_eq!(back[0].value, v, "{text}");
+    }
+
+    #[test]
+    fn anchors_and_aliases_expand() {
+        let docs = parse("a: &x {k: v}\nb: *x\n").unwrap();
+        assert_eq!(docs[0].value, json!({"a": {"k": "v"}, "b": {"k": "v"}}));
+    }
+}
