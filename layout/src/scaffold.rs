@@ -162,9 +162,9 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
     let eksa_version = req.eksa_version.clone().or_else(|| get_str("eksaVersion")).or_else(|| self_managed.then(|| latest.version.to_string()));
     let worker_count = req.worker_count.or_else(|| get_u32("workerCount")).unwrap_or(if self_managed { 2 } else { 1 });
     let worker_groups = match vmap.get("workerGroups") {
-        Some(Value::Array(groups)) => groups.clone(),
+        Some(Value::Array(groups)) => groups.iter().enumerate().map(|(i, g)| worker_group(i, g)).collect::<Result<_, _>>()?,
         Some(_) => return Err(ScaffoldError::Values("workerGroups must be a list".into())),
-        None => vec![json!({"name": "md-0", "count": worker_count})],
+        None => vec![worker_group(0, &json!({"count": worker_count}))?],
     };
     let external_etcd = req.external_etcd.or_else(|| get_u32("externalEtcd")).filter(|n| *n > 0);
     let mut machine_roles = vec!["cp", "workers"];
@@ -206,6 +206,23 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
     Ok(Scaffold { files, fleet: after })
 }
 
+const GROUP_KEYS: &[&str] = &["name", "count", "autoscaling", "kubernetesVersion", "labels", "taints"];
+
+/// A worker group of the values file, every key present (the templates are strict).
+fn worker_group(i: usize, g: &Value) -> Result<Value, ScaffoldError> {
+    let g = g.as_object().ok_or_else(|| ScaffoldError::Values(format!("workerGroups[{i}] must be a mapping")))?;
+    if let Some(k) = g.keys().find(|k| !GROUP_KEYS.contains(&k.as_str())) {
+        return Err(ScaffoldError::Values(format!("workerGroups[{i}]: unknown key `{k}`; known: {}", GROUP_KEYS.join(", "))));
+    }
+    let mut out = Map::new();
+    out.insert("name".into(), g.get("name").cloned().unwrap_or_else(|| json!(format!("md-{i}"))));
+    out.insert("count".into(), g.get("count").cloned().unwrap_or(json!(1)));
+    for k in ["autoscaling", "kubernetesVersion", "labels", "taints"] {
+        out.insert(k.into(), g.get(k).cloned().unwrap_or(Value::Null));
+    }
+    Ok(Value::Object(out))
+}
+
 /// vSphere placement: values file first, then the management cluster's own vSphere spec.
 fn vsphere_values(before: &Fleet, management: &str, given: Option<&Value>, missing: &mut Vec<String>) -> Result<Value, ScaffoldError> {
     let mut out = Map::new();
@@ -244,5 +261,8 @@ fn vsphere_values(before: &Fleet, management: &str, given: Option<&Value>, missi
     out.entry("memoryMiB").or_insert(json!(8192));
     out.entry("diskGiB").or_insert(json!(25));
     out.entry("user").or_insert(json!("capv"));
+    out.entry("thumbprint").or_insert(json!(""));
+    out.entry("insecure").or_insert(json!(false));
+    out.entry("sshAuthorizedKey").or_insert(json!(""));
     Ok(Value::Object(out))
 }

@@ -47,7 +47,16 @@ fn environment() -> &'static Environment<'static> {
 /// Renders `scaffold/<name>` with the values as `v`.
 pub fn render_scaffold<T: Serialize>(name: &str, values: &T) -> Result<String, ScaffoldError> {
     let template = format!("scaffold/{name}");
-    let err = |e: minijinja::Error| ScaffoldError::Template { template: template.clone(), message: e.to_string() };
+    let err = |e: minijinja::Error| {
+        // Include the causes (an error inside an included template is reported as its cause).
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        ScaffoldError::Template { template: template.clone(), message }
+    };
     let ctx = minijinja::context! { v => minijinja::Value::from(minijinja::value::Serde(values)) };
     environment().get_template(&template).map_err(err)?.render(ctx).map_err(err)
 }
