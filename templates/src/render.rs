@@ -122,8 +122,9 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
     let mut ctx = context(cluster, release)?;
 
     // Pass 1: immutable templates, named by content.
-    let mut immutable = render_file(env, &format!("{provider}/machine-templates.yaml.j2"), &ctx, cluster)?;
-    let mut bootstrap = render_file(env, &format!("{provider}/bootstrap-templates.yaml.j2"), &ctx, cluster)?;
+    let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
+    let mut immutable = render_file(env, &format!("{provider}/machine-templates.yaml.j2"), &values, cluster)?;
+    let mut bootstrap = render_file(env, &format!("{provider}/bootstrap-templates.yaml.j2"), &values, cluster)?;
     let mut names = BTreeMap::new();
     for obj in &mut immutable {
         hash_name(obj, "", &mut names);
@@ -133,6 +134,7 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
     }
     immutable.extend(bootstrap);
     ctx.insert("names".into(), json!(names));
+    let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
 
     // Pass 2: objects that refer to the immutable ones.
     let mut files = vec![format!("{provider}/infrastructure-cluster.yaml.j2")];
@@ -145,7 +147,7 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
     let mut out: Vec<Value> = cluster.eksa_objects.iter().map(|o| with_eksa_version(o, release)).collect();
     out.extend(immutable);
     for f in &files {
-        out.extend(render_file(env, f, &ctx, cluster)?);
+        out.extend(render_file(env, f, &values, cluster)?);
     }
     out.extend(cluster.extra_objects.iter().map(|e| {
         let mut v = e.value.clone();
@@ -203,7 +205,7 @@ fn hash_name(obj: &mut Value, key_suffix: &str, names: &mut BTreeMap<String, Str
     names.insert(format!("{base}{key_suffix}"), full);
 }
 
-fn render_file(env: &Environment<'_>, name: &str, ctx: &Map<String, Value>, cluster: &Cluster) -> Result<Vec<Value>, RenderError> {
+fn render_file(env: &Environment<'_>, name: &str, ctx: &minijinja::Value, cluster: &Cluster) -> Result<Vec<Value>, RenderError> {
     let template_err = |e: minijinja::Error| {
         let mut message = e.to_string();
         if let Some(line) = e.line() {
@@ -212,19 +214,18 @@ fn render_file(env: &Environment<'_>, name: &str, ctx: &Map<String, Value>, clus
         RenderError::Template { template: name.to_string(), message }
     };
     let tmpl = env.get_template(name).map_err(template_err)?;
-    let text = tmpl.render(minijinja::Value::from(minijinja::value::Serde(ctx))).map_err(template_err)?;
+    let text = tmpl.render(ctx).map_err(template_err)?;
     let out_err = |message: String| RenderError::Output { template: name.to_string(), message };
     if std::env::var_os("CAPSTAN_DEBUG_TEMPLATES").is_some() {
         eprintln!("--- {name}\n{text}");
     }
-    let docs = crate::yaml::parse(&text).map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
+    let docs = crate::yaml::parse_values(&text).map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
     let mut objects = Vec::with_capacity(docs.len());
-    for doc in docs {
-        let v = doc.value;
-        let line = doc.start.line;
+    for (i, v) in docs.into_iter().enumerate() {
+        let line = format!("document {}", i + 1);
         let field = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
         let (Some(_), Some(kind), Some(obj_name), Some(ns)) = (field("/apiVersion"), field("/kind"), field("/metadata/name"), field("/metadata/namespace")) else {
-            return Err(out_err(format!("output line {line}: an object needs apiVersion, kind, metadata.name and metadata.namespace")));
+            return Err(out_err(format!("{line}: an object needs apiVersion, kind, metadata.name and metadata.namespace")));
         };
         if ns != cluster.namespace {
             return Err(out_err(format!("{kind}/{obj_name} is in namespace {ns}, not the cluster's {}", cluster.namespace)));

@@ -84,6 +84,16 @@ enum Frame {
 
 /// Parses every document of a YAML stream. Empty documents (e.g. a trailing `---`) are skipped.
 pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
+    parse_impl(text, true)
+}
+
+/// Like [`parse`] but without recording positions: for YAML capstan wrote itself (rendered
+/// templates), where positions are never reported and recording them is most of the cost.
+pub fn parse_values(text: &str) -> Result<Vec<Value>, YamlError> {
+    Ok(parse_impl(text, false)?.into_iter().map(|d| d.value).collect())
+}
+
+fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
     let mut parser = Parser::new_from_str(text);
     let mut docs = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
@@ -106,7 +116,9 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
                         return Err(YamlError { message: format!("duplicate key `{s}`"), pos });
                     }
                     // A value's position is where its key was written.
-                    spans.insert(join_key(path, s), pos);
+                    if track {
+                        spans.insert(join_key(path, s), pos);
+                    }
                     *key = Some((s.to_string(), pos));
                     continue;
                 }
@@ -118,6 +130,9 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
             }
         }
         let child_path = |stack: &[Frame]| -> String {
+            if !track {
+                return String::new();
+            }
             match stack.last() {
                 Some(Frame::Map { path, key: Some((k, _)), .. }) => join_key(path, k),
                 Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
@@ -145,14 +160,18 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
             Event::MappingStart(anchor, tag) => {
                 check_collection_tag(tag.as_deref(), "map", pos)?;
                 let path = child_path(&stack);
-                spans.entry(path.clone()).or_insert(pos);
+                if track {
+                    spans.entry(path.clone()).or_insert(pos);
+                }
                 stack.push(Frame::Map { map: Map::new(), path, key: None, anchor });
                 continue;
             }
             Event::SequenceStart(anchor, tag) => {
                 check_collection_tag(tag.as_deref(), "seq", pos)?;
                 let path = child_path(&stack);
-                spans.entry(path.clone()).or_insert(pos);
+                if track {
+                    spans.entry(path.clone()).or_insert(pos);
+                }
                 stack.push(Frame::Seq { items: Vec::new(), path, anchor });
                 continue;
             }
@@ -167,14 +186,18 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
             Event::Alias(id) => match anchors.get(&id) {
                 Some(v) => {
                     let path = child_path(&stack);
+                    if track {
                     spans.entry(path).or_insert(pos);
+                }
                     v.clone()
                 }
                 None => return Err(YamlError { message: "alias to an unknown anchor".into(), pos }),
             },
             Event::Scalar(text, style, anchor, tag) => {
                 let path = child_path(&stack);
-                spans.entry(path).or_insert(pos);
+                if track {
+                    spans.entry(path).or_insert(pos);
+                }
                 let v = resolve_scalar(&text, style, tag.as_deref()).map_err(|message| YamlError { message, pos })?;
                 remember(&mut anchors, anchor, v)
             }
