@@ -53,6 +53,13 @@ pub enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t)]
         output: Output,
+        /// Also ask the management cluster's API server to admit every rendered object
+        /// (server-side apply in dry-run mode with strict field validation; nothing is persisted).
+        #[arg(long)]
+        server_dry_run: bool,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
     },
     /// Print or write the Cluster API and EKS Anywhere objects of the fleet.
     Render {
@@ -68,11 +75,46 @@ pub enum Command {
     },
     /// Write a new fleet repository with a management cluster.
     Init(InitArgs),
+    /// A local management cluster for trying capstan without one.
+    Dev {
+        /// Up or down.
+        #[command(subcommand)]
+        what: DevCommand,
+    },
     /// Create things in a fleet repository.
     New {
         /// What to create.
         #[command(subcommand)]
         what: NewCommand,
+    },
+}
+
+/// Which cluster to talk to, as kubectl chooses it.
+#[derive(Debug, Args, Clone, Default)]
+pub struct KubeArgs {
+    /// Path to a kubeconfig (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
+/// `capstan dev ...`.
+#[derive(Debug, Subcommand)]
+pub enum DevCommand {
+    /// Build (first time: minutes) and start a local management cluster: kube-apiserver and
+    /// etcd with the Cluster API and EKS Anywhere CRDs installed. Prints the kubeconfig path.
+    Up {
+        /// Where to keep its files (default: ~/.cache/capstan/dev).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Stop the local management cluster and remove its files.
+    Down {
+        /// Its directory (default: ~/.cache/capstan/dev).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
 }
 

@@ -1,7 +1,4 @@
-//! The `capstan` binary: parse the command line and dispatch. Everything else lives in modules.
-
-mod cli;
-mod cmd;
+//! The `capstan` binary: parse the command line and dispatch. Everything else lives in the library.
 
 use clap::Parser;
 
@@ -10,8 +7,8 @@ use clap::Parser;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
-    match cmd::run(cli) {
+    let cli = capstan::cli::Cli::parse();
+    match capstan::cmd::run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -12,18 +12,38 @@ use capstan_layout::{Fleet, Tree};
 use capstan_templates::yaml;
 use serde_json::json;
 
-use crate::cli::{ClusterValues, InitArgs, NewClusterArgs, Output};
+use crate::cli::{ClusterValues, InitArgs, KubeArgs, NewClusterArgs, Output};
 
 fn load(repo: &Path) -> anyhow::Result<Fleet> {
     let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
     Ok(capstan_layout::load(&tree))
 }
 
+/// Server-side dry-run of every rendered object; messages per cluster.
+fn server_dry_run(fleet: &Fleet, kube: &KubeArgs) -> anyhow::Result<Vec<(String, String)>> {
+    super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        eprintln!("dry-running every rendered object against {} ({})", conn.server, conn.source);
+        let mut out = Vec::new();
+        for c in &fleet.clusters {
+            let Some(objects) = &c.objects else { continue };
+            for e in crate::k8s::dry_run_all(&conn.client, objects).await? {
+                out.push((c.name.clone(), e.to_string()));
+            }
+        }
+        Ok(out)
+    })
+}
+
 /// `capstan validate`.
-pub fn validate(repo: &Path, output: Output) -> anyhow::Result<ExitCode> {
+pub fn validate(repo: &Path, output: Output, server: Option<&KubeArgs>) -> anyhow::Result<ExitCode> {
     let fleet = load(repo)?;
     let diags = fleet.all_diagnostics();
-    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let rejected = match server {
+        Some(kube) => server_dry_run(&fleet, kube)?,
+        None => Vec::new(),
+    };
+    let errors = diags.iter().filter(|d| d.is_error()).count() + rejected.len();
     match output {
         Output::Json => {
             let clusters: Vec<_> = fleet
@@ -40,12 +60,16 @@ pub fn validate(repo: &Path, output: Output) -> anyhow::Result<ExitCode> {
                     })
                 })
                 .collect();
-            let report = json!({"valid": errors == 0, "errors": errors, "clusters": clusters, "diagnostics": diags});
+            let rejected: Vec<_> = rejected.iter().map(|(c, m)| json!({"cluster": c, "message": m})).collect();
+            let report = json!({"valid": errors == 0, "errors": errors, "clusters": clusters, "diagnostics": diags, "serverRejected": rejected});
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Output::Text => {
             for d in &diags {
                 println!("{d}");
+            }
+            for (c, m) in &rejected {
+                println!("error[server-rejected]: {m} (cluster {c})");
             }
             for c in &fleet.clusters {
                 let state = if c.is_valid() { "ok" } else { "INVALID" };
@@ -53,7 +77,7 @@ pub fn validate(repo: &Path, output: Output) -> anyhow::Result<ExitCode> {
                 let objects = c.objects.as_ref().map(|o| o.len().to_string()).unwrap_or_else(|| "-".into());
                 println!("{state:8} {:<24} management={:<16} eksa={version:<8} objects={objects}", c.name, c.management());
             }
-            let warnings = diags.len() - errors;
+            let warnings = diags.iter().filter(|d| !d.is_error()).count();
             println!("{} clusters, {errors} errors, {warnings} warnings", fleet.clusters.len());
         }
     }

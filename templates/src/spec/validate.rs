@@ -528,6 +528,13 @@ fn eksa_objects(
         let mut v = docs[src].doc.value.clone();
         let obj = v.as_object_mut().expect("typed objects are mappings");
         obj.remove("status");
+        // EKS-A's CRD requires `insecure` and `thumbprint` (its defaulter fills them in).
+        if obj.get("kind").and_then(Value::as_str) == Some("VSphereDatacenterConfig") {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.entry("insecure").or_insert(json!(false));
+                spec.entry("thumbprint").or_insert(json!(""));
+            }
+        }
         let meta = obj.get_mut("metadata").and_then(Value::as_object_mut).expect("typed objects have metadata");
         meta.insert("namespace".into(), Value::String(namespace.to_string()));
         let ann = meta.entry("annotations").or_insert_with(|| json!({}));

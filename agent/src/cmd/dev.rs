@@ -1,0 +1,49 @@
+//! `capstan dev up|down`: a local management cluster (kube-apiserver + etcd built from Go
+//! modules, upstream Cluster API and EKS Anywhere CRDs installed) for the quick start.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use capstan_harness::ControlPlane;
+
+use crate::cli::DevCommand;
+
+fn default_dir() -> anyhow::Result<PathBuf> {
+    let base = match std::env::var_os("CAPSTAN_CACHE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache/capstan"),
+    };
+    Ok(base.join("dev"))
+}
+
+/// Runs `dev up` or `dev down`.
+pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DevCommand::Up { dir } => {
+            let dir = dir.map(Ok).unwrap_or_else(default_dir)?;
+            let started = Instant::now();
+            eprintln!("starting a local management cluster in {} (the first run builds kube-apiserver and etcd: several minutes)", dir.display());
+            let state = super::runtime()?.block_on(ControlPlane::start_persistent(&dir))?;
+            eprintln!(
+                "ready in {:.1}s: Kubernetes {}, etcd {}, {} CRDs",
+                started.elapsed().as_secs_f64(),
+                state.kubernetes_version,
+                state.etcd_version,
+                state.crd_count
+            );
+            println!("{}", state.endpoints.kubeconfig.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        DevCommand::Down { dir } => {
+            let dir = dir.map(Ok).unwrap_or_else(default_dir)?;
+            if ControlPlane::stop_persistent(&dir)? {
+                eprintln!("stopped the local management cluster and removed {}", dir.display());
+            } else {
+                eprintln!("no local management cluster in {}", dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

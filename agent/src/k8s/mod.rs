@@ -1,0 +1,11 @@
+//! Talking to a management cluster: connection (kubeconfig and context as kubectl does it),
+//! discovery (any group/version/kind to its resource and scope, from the server, no built-in
+//! table), and server-side apply.
+
+pub mod apply;
+pub mod client;
+pub mod discovery;
+
+pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};
+pub use client::{ClientError, Connection, connect};
+pub use discovery::{DiscoveryError, Resolver};

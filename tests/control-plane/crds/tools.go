@@ -1,0 +1,16 @@
+//go:build tools
+
+// Package crds is never compiled (see the build constraint). The blank imports name one
+// small package of each CRD source module so that "go mod tidy" keeps the requirements
+// in go.mod and their checksums in go.sum.
+package crds
+
+import (
+	_ "github.com/aws/eks-anywhere/pkg/constants"
+	_ "github.com/aws/etcdadm-bootstrap-provider/api/v1beta1"
+	_ "github.com/aws/etcdadm-controller/api/v1beta1"
+	_ "sigs.k8s.io/cluster-api-addon-provider-helm/version"
+	_ "sigs.k8s.io/cluster-api-provider-vsphere/pkg/version"
+	_ "sigs.k8s.io/cluster-api/errors"
+	_ "sigs.k8s.io/cluster-api/test/framework/exec"
+)

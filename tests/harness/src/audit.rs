@@ -1,0 +1,275 @@
+//! The API server's audit log, so tests can count the requests the agent really sent.
+//!
+//! kube-apiserver runs with `--audit-log-path` (JSON lines, `blocking` mode, no rotation)
+//! and a policy that logs every request at `Metadata` level, only at stage
+//! `ResponseComplete` (so each finished request is exactly one line; watches show up
+//! when they end). Take a [`AuditMark`] before the code under test runs, then read
+//! [`AuditLog::events_since`]. In blocking mode the event is written while the request
+//! finishes, which can be a moment after the client saw the response: call
+//! [`AuditLog::settle`] before counting.
+//!
+//! The shared control plane serves all tests of a binary at once, so filter events by
+//! namespace, user agent or resource (see [`AuditEvent::is_write`] and the fields).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// The audit policy file written next to the log.
+pub const AUDIT_POLICY: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages:
+- RequestReceived
+- ResponseStarted
+rules:
+- level: Metadata
+";
+
+/// Errors reading the audit log.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The file could not be read.
+    #[error("read audit log {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A complete line is not an audit event.
+    #[error("audit log {path}: bad event: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// A position in the audit log (a byte offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct AuditMark(pub u64);
+
+/// `objectRef` of an audit event.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectRef {
+    /// Plural resource, e.g. `clusters`.
+    pub resource: Option<String>,
+    /// Namespace, if namespaced.
+    pub namespace: Option<String>,
+    /// Object name (absent for list/create-without-name).
+    pub name: Option<String>,
+    /// API group (`""` / absent for core).
+    pub api_group: Option<String>,
+    /// API version.
+    pub api_version: Option<String>,
+    /// Subresource, e.g. `status`.
+    pub subresource: Option<String>,
+}
+
+/// `user` of an audit event.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct UserInfo {
+    /// User name (`admin` for the harness kubeconfig).
+    pub username: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+/// `responseStatus` of an audit event.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct ResponseStatus {
+    /// HTTP status code.
+    pub code: Option<i32>,
+}
+
+/// One `audit.k8s.io/v1` `Event` (the fields tests need; `raw` has everything).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Unique id of the request.
+    #[serde(rename = "auditID", default)]
+    pub audit_id: String,
+    /// Stage (always `ResponseComplete` or `Panic` with the harness policy).
+    #[serde(default)]
+    pub stage: String,
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection.
+    #[serde(default)]
+    pub verb: String,
+    /// Request URI including the query string (e.g. `?dryRun=All&fieldManager=...`).
+    #[serde(rename = "requestURI", default)]
+    pub request_uri: String,
+    /// Authenticated user.
+    #[serde(default)]
+    pub user: UserInfo,
+    /// User-Agent header.
+    #[serde(default)]
+    pub user_agent: Option<String>,
+    /// Target object, when the request addresses a resource.
+    #[serde(default)]
+    pub object_ref: Option<ObjectRef>,
+    /// Response status.
+    #[serde(default)]
+    pub response_status: ResponseStatus,
+    /// The whole event.
+    #[serde(skip)]
+    pub raw: serde_json::Value,
+}
+
+impl AuditEvent {
+    /// A mutating request (create, update, patch, delete, deletecollection) that was not a
+    /// dry run.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        ) && !self.request_uri.contains("dryRun=All")
+    }
+
+    /// Namespace of the target object, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.object_ref.as_ref()?.namespace.as_deref()
+    }
+
+    /// Plural resource of the target object, if any.
+    pub fn resource(&self) -> Option<&str> {
+        self.object_ref.as_ref()?.resource.as_deref()
+    }
+}
+
+/// Handle on a control plane's audit log file.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    path: PathBuf,
+}
+
+impl AuditLog {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        AuditLog { path }
+    }
+
+    /// Path of the JSON-lines file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The current end of the log.
+    pub fn mark(&self) -> AuditMark {
+        AuditMark(std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0))
+    }
+
+    /// All events so far.
+    pub fn events(&self) -> Result<Vec<AuditEvent>, AuditError> {
+        self.events_since(AuditMark(0))
+    }
+
+    /// Events written after `mark` (complete lines only).
+    pub fn events_since(&self, mark: AuditMark) -> Result<Vec<AuditEvent>, AuditError> {
+        let read_err = |source| AuditError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(read_err(e)),
+        };
+        f.seek(SeekFrom::Start(mark.0)).map_err(read_err)?;
+        let mut text = String::new();
+        f.read_to_string(&mut text).map_err(read_err)?;
+        let complete = match text.rfind('\n') {
+            Some(i) => &text[..=i],
+            None => "",
+        };
+        complete
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let raw: serde_json::Value =
+                    serde_json::from_str(l).map_err(|source| AuditError::Parse {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+                let mut ev: AuditEvent =
+                    serde_json::from_value(raw.clone()).map_err(|source| AuditError::Parse {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+                ev.raw = raw;
+                Ok(ev)
+            })
+            .collect()
+    }
+
+    /// Number of write requests (see [`AuditEvent::is_write`]) since `mark` that match `filter`.
+    pub fn count_writes_since(
+        &self,
+        mark: AuditMark,
+        filter: impl Fn(&AuditEvent) -> bool,
+    ) -> Result<usize, AuditError> {
+        Ok(self
+            .events_since(mark)?
+            .iter()
+            .filter(|e| e.is_write() && filter(e))
+            .count())
+    }
+
+    /// Waits until the log has not grown for `quiet` (at most `max`), so that events of
+    /// requests that just returned are on disk.
+    pub async fn settle(&self, quiet: Duration, max: Duration) {
+        let deadline = Instant::now() + max;
+        let mut last = self.mark();
+        let mut since = Instant::now();
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let now = self.mark();
+            if now != last {
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= quiet {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_events_and_counts_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let line = |verb: &str, uri: &str| {
+            format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"ResponseComplete","requestURI":"{uri}","verb":"{verb}","user":{{"username":"admin","groups":["system:masters"]}},"objectRef":{{"resource":"clusters","namespace":"ns1","apiGroup":"cluster.x-k8s.io","apiVersion":"v1beta2"}},"responseStatus":{{"code":200}}}}"#
+            )
+        };
+        std::fs::write(&path, format!("{}\n", line("get", "/x"))).unwrap();
+        let log = AuditLog::new(path.clone());
+        let mark = log.mark();
+        let more = format!(
+            "{}\n{}\n{}",
+            line("patch", "/a"),
+            line("patch", "/a?dryRun=All"),
+            "{\"partial"
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, more.as_bytes()))
+            .unwrap();
+        let evs = log.events_since(mark).unwrap();
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[0].namespace(), Some("ns1"));
+        assert_eq!(
+            log.count_writes_since(mark, |e| e.resource() == Some("clusters"))
+                .unwrap(),
+            1
+        );
+        assert_eq!(log.events().unwrap().len(), 3);
+    }
+}

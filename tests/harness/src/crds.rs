@@ -1,0 +1,403 @@
+//! Upstream CRDs, read straight from the Go module cache, and installing them.
+//!
+//! The CRD YAMLs are not copied into this repository: `tests/control-plane/crds/go.mod`
+//! pins the source modules (with checksums in go.sum) and [`crd_files`] runs
+//! `go mod download -json` in a copy of that module to learn where each one is extracted
+//! in `$(go env GOMODCACHE)`. The `bases` directories are installable as they are (no
+//! conversion webhook stanza; the API server uses `strategy: None`).
+//!
+//! Some CRDs ship twice (EKS Anywhere has `bundles` and `eksareleases` in both
+//! `config/crd/bases` and `release/config/crd/bases`); the first file seen for a
+//! `metadata.name` wins, in the order of [`CRD_SOURCES`].
+//!
+//! [`install_crds`] applies them with server-side apply and waits until every CRD is
+//! `Established` *and* its resources show up in discovery, so a test can use them at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use kube::discovery::Discovery;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::task::JoinSet;
+
+use crate::binaries::{self, BinariesError};
+use crate::versions::{self, VersionsError};
+
+/// Field manager used for everything the harness applies.
+pub const FIELD_MANAGER: &str = "capstan-harness";
+
+/// Which directories of which module hold CRDs, in precedence order.
+pub const CRD_SOURCES: &[(&str, &[&str])] = &[
+    (
+        "sigs.k8s.io/cluster-api",
+        &[
+            "config/crd/bases",
+            "bootstrap/kubeadm/config/crd/bases",
+            "controlplane/kubeadm/config/crd/bases",
+        ],
+    ),
+    (
+        "sigs.k8s.io/cluster-api/test",
+        &["infrastructure/docker/config/crd/bases"],
+    ),
+    (
+        "sigs.k8s.io/cluster-api-provider-vsphere",
+        &["config/default/crd/bases"],
+    ),
+    (
+        "sigs.k8s.io/cluster-api-addon-provider-helm",
+        &["config/crd/bases"],
+    ),
+    (
+        "github.com/aws/eks-anywhere",
+        &["config/crd/bases", "release/config/crd/bases"],
+    ),
+    ("github.com/aws/etcdadm-controller", &["config/crd/bases"]),
+    (
+        "github.com/aws/etcdadm-bootstrap-provider",
+        &["config/crd/bases"],
+    ),
+];
+
+/// One CRD YAML file in the Go module cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrdFile {
+    /// `metadata.name`, e.g. `clusters.cluster.x-k8s.io`.
+    pub name: String,
+    /// Absolute path in the module cache (read-only).
+    pub path: PathBuf,
+    /// Go module it comes from.
+    pub module: String,
+    /// Module version.
+    pub version: String,
+}
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// Preparing the crds module (cache dir, writing files) failed.
+    #[error(transparent)]
+    Binaries(#[from] BinariesError),
+    /// Embedded pins unusable.
+    #[error(transparent)]
+    Versions(#[from] VersionsError),
+    /// `go mod download` could not run or failed.
+    #[error("go mod download in {dir} failed: {detail}")]
+    Download { dir: PathBuf, detail: String },
+    /// A module reported an error or has no directory.
+    #[error("module {module}: {detail}")]
+    Module { module: String, detail: String },
+    /// Reading a file or directory failed.
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A CRD file is not valid YAML / not a CRD.
+    #[error("parse {path}: {detail}")]
+    Parse { path: PathBuf, detail: String },
+    /// An API call failed.
+    #[error("{action} CRD {name}: {source}")]
+    Api {
+        action: &'static str,
+        name: String,
+        source: kube::Error,
+    },
+    /// Timed out waiting for CRDs.
+    #[error("timed out after {0:?} waiting for CRDs: {1}")]
+    Timeout(Duration, String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ModuleJson {
+    path: String,
+    version: Option<String>,
+    dir: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    kind: Option<String>,
+    metadata: Option<HeadMeta>,
+}
+
+#[derive(Deserialize)]
+struct HeadMeta {
+    name: Option<String>,
+}
+
+static MEMO: Mutex<Option<Vec<CrdFile>>> = Mutex::new(None);
+
+/// The CRD files to install, deduplicated by `metadata.name` (blocking: runs
+/// `go mod download`, which downloads the modules on first use).
+pub fn crd_files() -> Result<Vec<CrdFile>, CrdError> {
+    let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(files) = memo.as_ref() {
+        return Ok(files.clone());
+    }
+    let dirs = module_dirs()?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (module, subdirs) in CRD_SOURCES {
+        let (version, root) = dirs.get(*module).ok_or_else(|| CrdError::Module {
+            module: (*module).to_owned(),
+            detail: "not downloaded".into(),
+        })?;
+        for sub in *subdirs {
+            let dir = root.join(sub);
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map_err(|source| CrdError::Read {
+                    path: dir.clone(),
+                    source,
+                })?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            paths.sort();
+            for path in paths {
+                let Some(name) = crd_name(&path)? else {
+                    continue;
+                };
+                if seen.insert(name.clone()) {
+                    out.push(CrdFile {
+                        name,
+                        path,
+                        module: (*module).to_owned(),
+                        version: version.clone(),
+                    });
+                }
+            }
+        }
+    }
+    *memo = Some(out.clone());
+    Ok(out)
+}
+
+/// `metadata.name` of the CRD in `path`, or `None` if the file holds no CRD
+/// (e.g. a kustomization.yaml).
+fn crd_name(path: &Path) -> Result<Option<String>, CrdError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CrdError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let docs: Vec<Head> = serde_saphyr::from_str_multiple(&text).map_err(|e| CrdError::Parse {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let mut names = docs
+        .into_iter()
+        .filter(|d| d.kind.as_deref() == Some("CustomResourceDefinition"))
+        .filter_map(|d| d.metadata.and_then(|m| m.name));
+    let first = names.next();
+    if names.next().is_some() {
+        return Err(CrdError::Parse {
+            path: path.to_owned(),
+            detail: "more than one CRD in a file".into(),
+        });
+    }
+    Ok(first)
+}
+
+/// Module path -> (version, extracted directory), from `go mod download -json`.
+fn module_dirs() -> Result<BTreeMap<String, (String, PathBuf)>, CrdError> {
+    let module = &versions::CRDS_MODULE;
+    let mut h = Sha256::new();
+    for f in module.files {
+        h.update(f.contents.as_bytes());
+    }
+    let key = hex::encode(&h.finalize()[..8]);
+    let root = binaries::cache_root()?
+        .join("control-plane")
+        .join(format!("crds-{key}"));
+    let dir = binaries::write_module(&root, module)?;
+    let mut cmd = binaries::go_command(&dir, "-mod=mod");
+    cmd.args(["mod", "download", "-json"]);
+    for (m, _) in CRD_SOURCES {
+        cmd.arg(m);
+    }
+    let out = cmd.output().map_err(|e| CrdError::Download {
+        dir: dir.clone(),
+        detail: e.to_string(),
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut dirs = BTreeMap::new();
+    for m in serde_json::Deserializer::from_str(&stdout).into_iter::<ModuleJson>() {
+        let m = m.map_err(|e| CrdError::Download {
+            dir: dir.clone(),
+            detail: format!("bad JSON: {e}"),
+        })?;
+        if let Some(err) = m.error {
+            return Err(CrdError::Module {
+                module: m.path,
+                detail: err,
+            });
+        }
+        let d = m.dir.ok_or_else(|| CrdError::Module {
+            module: m.path.clone(),
+            detail: "no Dir".into(),
+        })?;
+        dirs.insert(m.path, (m.version.unwrap_or_default(), PathBuf::from(d)));
+    }
+    if !out.status.success() {
+        return Err(CrdError::Download {
+            dir,
+            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+        });
+    }
+    Ok(dirs)
+}
+
+/// Server-side applies every CRD file and waits until all are established and discoverable.
+pub async fn install_crds(
+    client: &Client,
+    files: &[CrdFile],
+    timeout: Duration,
+) -> Result<(), CrdError> {
+    let deadline = Instant::now() + timeout;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+
+    let mut bodies = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f.path).map_err(|source| CrdError::Read {
+            path: f.path.clone(),
+            source,
+        })?;
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_str_multiple(&text).map_err(|e| CrdError::Parse {
+                path: f.path.clone(),
+                detail: e.to_string(),
+            })?;
+        let body = docs
+            .into_iter()
+            .find(|d| d["kind"] == "CustomResourceDefinition")
+            .ok_or_else(|| CrdError::Parse {
+                path: f.path.clone(),
+                detail: "no CRD".into(),
+            })?;
+        bodies.push((f.name.clone(), body));
+    }
+
+    let mut applies = JoinSet::new();
+    for (name, body) in bodies {
+        let (api, params) = (api.clone(), params.clone());
+        applies.spawn(async move {
+            api.patch(&name, &params, &Patch::Apply(&body))
+                .await
+                .map(|crd| (name.clone(), crd))
+                .map_err(|source| CrdError::Api {
+                    action: "apply",
+                    name,
+                    source,
+                })
+        });
+    }
+    let mut wanted = Vec::new();
+    while let Some(res) = applies.join_next().await {
+        let (name, crd) = res.expect("apply task panicked")?;
+        let spec = crd.spec;
+        for v in spec.versions.iter().filter(|v| v.served) {
+            wanted.push((
+                name.clone(),
+                spec.group.clone(),
+                v.name.clone(),
+                spec.names.plural.clone(),
+            ));
+        }
+    }
+
+    // Established.
+    loop {
+        let list = api
+            .list(&Default::default())
+            .await
+            .map_err(|source| CrdError::Api {
+                action: "list",
+                name: "*".into(),
+                source,
+            })?;
+        let established: BTreeSet<String> = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                    })
+            })
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        let missing: BTreeSet<&str> = files
+            .iter()
+            .map(|f| f.name.as_str())
+            .filter(|n| !established.contains(*n))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(CrdError::Timeout(
+                timeout,
+                format!("not established: {missing:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Discoverable (the discovery cache lags Established a little).
+    loop {
+        let discovery = Discovery::new(client.clone())
+            .run_aggregated()
+            .await
+            .map_err(|source| CrdError::Api {
+                action: "discover",
+                name: "*".into(),
+                source,
+            })?;
+        let mut missing = Vec::new();
+        for (name, group, version, plural) in &wanted {
+            let found = discovery.get(group).is_some_and(|g| {
+                g.versioned_resources(version)
+                    .iter()
+                    .any(|(ar, _)| ar.plural == *plural)
+            });
+            if !found {
+                missing.push(format!("{name} {version}"));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(CrdError::Timeout(
+                timeout,
+                format!("not discoverable: {missing:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_module_is_pinned_in_the_crds_module() {
+        for (module, _) in CRD_SOURCES {
+            versions::module_version(&versions::CRDS_MODULE, module).unwrap();
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `capstan-harness`: a real Kubernetes management-cluster API for capstan's tests.
+//!
+//! It runs an actual `kube-apiserver` + `etcd` (as controller-runtime's envtest does, no
+//! controllers, no nodes) with the upstream Cluster API, CAPD, CAPV, CAAPH, etcdadm and
+//! EKS Anywhere CRDs installed, so tests exercise real server-side apply, strict field
+//! validation, CRD schemas and discovery instead of mocks.
+//!
+//! Everything comes from Go modules pinned in `tests/control-plane/` (go.mod + go.sum,
+//! versions summarised in `tests/control-plane/versions.env`):
+//! * [`ensure_binaries`] builds the binaries once into
+//!   `${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/control-plane/<key>/bin` (minutes, cold);
+//! * [`crd_files`] locates the CRD YAMLs in the Go module cache (never copied here);
+//! * [`ControlPlane::start`] starts a private control plane (stopped on drop), and
+//!   [`shared`] one per test binary; [`TestNamespace`] isolates tests;
+//! * [`ControlPlane::start_persistent`] / [`ControlPlane::stop_persistent`] back
+//!   `capstan dev up` / `capstan dev down`;
+//! * [`AuditLog`] lets tests count the write requests the API server received.
+//!
+//! Requirements: `go` (>= the `go` lines of the wrapper modules; `CAPSTAN_GO` overrides
+//! the binary) and a reachable Go module proxy on first use; Linux (`/proc` is used to
+//! identify processes).
+//!
+//! ```no_run
+//! # async fn t() {
+//! let cp = capstan_harness::shared().await;
+//! let ns = cp.test_namespace("my-test").await.unwrap();
+//! let client = cp.client();
+//! let mark = cp.audit().mark();
+//! // ... run the code under test against `client` / `cp.kubeconfig_path()` ...
+//! cp.audit().settle(std::time::Duration::from_millis(200), std::time::Duration::from_secs(5)).await;
+//! let writes = cp.audit().count_writes_since(mark, |e| e.namespace() == Some(ns.name())).unwrap();
+//! # let _ = (client, writes);
+//! # }
+//! ```
+
+pub mod audit;
+pub mod binaries;
+pub mod certs;
+pub mod control_plane;
+pub mod crds;
+pub mod persistent;
+pub mod process;
+pub mod shared;
+pub mod versions;
+
+pub use audit::{AuditEvent, AuditLog, AuditMark};
+pub use binaries::{Binaries, BinariesError, ensure_binaries};
+pub use control_plane::{
+    CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,
+};
+pub use crds::{CrdFile, FIELD_MANAGER, crd_files, install_crds};
+pub use persistent::{PersistentError, PersistentState};
+pub use process::ProcessId;
+pub use shared::{TestNamespace, shared};
+pub use versions::{Versions, versions};
