@@ -1,0 +1,87 @@
+//! The quick start and cluster connection, through the real binary: `capstan dev up` starts a
+//! local management cluster that kubectl (an independent client) can use, `validate
+//! --server-dry-run` finds it through --kubeconfig / $KUBECONFIG and --context as kubectl would,
+//! and `capstan dev down` stops it and leaves no process or file behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn capstan(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(args).env_remove("KUBECONFIG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run capstan")
+}
+
+fn example_fleet() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")
+}
+
+fn pids(dir: &Path) -> Vec<u32> {
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("state.json")).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for k in ["etcd", "kube_apiserver"] {
+        if let Some(p) = state["pids"][k]["pid"].as_u64().or_else(|| state["pids"][k].as_u64()) {
+            out.push(p as u32);
+        }
+    }
+    out
+}
+
+#[test]
+fn dev_up_validate_against_it_and_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let d = dir.to_str().unwrap();
+    let up = capstan(&["dev", "up", "--dir", d], &[]);
+    assert!(up.status.success(), "dev up failed: {}", String::from_utf8_lossy(&up.stderr));
+    let kubeconfig = String::from_utf8(up.stdout).unwrap().trim().to_string();
+    assert!(Path::new(&kubeconfig).exists(), "dev up prints the kubeconfig path, got {kubeconfig:?}");
+    let running = pids(&dir);
+    assert_eq!(running.len(), 2, "state.json records etcd and kube-apiserver");
+
+    // kubectl, an independent client, sees the upstream CRDs.
+    let crds = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "get", "crd", "-o", "name"]).output().unwrap();
+    let crds = String::from_utf8_lossy(&crds.stdout);
+    for crd in ["clusters.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "vspheremachinetemplates.infrastructure.cluster.x-k8s.io", "etcdadmclusters.etcdcluster.cluster.x-k8s.io", "helmchartproxies.addons.cluster.x-k8s.io", "clusters.anywhere.eks.amazonaws.com"] {
+        assert!(crds.contains(crd), "missing CRD {crd} in:\n{crds}");
+    }
+    for ns in ["eksa-system", "team-dev"] {
+        let out = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "create", "namespace", ns]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    let fleet = example_fleet();
+    let f = fleet.to_str().unwrap();
+    // --kubeconfig with the named context.
+    let out = capstan(&["validate", f, "--server-dry-run", "--kubeconfig", &kubeconfig, "--context", "capstan-dev"], &[]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("context capstan-dev"));
+    // $KUBECONFIG, current context.
+    let out = capstan(&["validate", f, "--server-dry-run", "--output", "json"], &[("KUBECONFIG", &kubeconfig)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], true);
+    assert_eq!(report["serverRejected"].as_array().unwrap().len(), 0);
+    // A context that does not exist is an error, not a silent fallback.
+    let out = capstan(&["validate", f, "--server-dry-run", "--kubeconfig", &kubeconfig, "--context", "nope"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Dry-run persists nothing.
+    let out = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "get", "clusters.cluster.x-k8s.io", "-A", "-o", "name"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+
+    // A second `dev up` on a running one is refused.
+    let again = capstan(&["dev", "up", "--dir", d], &[]);
+    assert!(!again.status.success());
+
+    let down = capstan(&["dev", "down", "--dir", d], &[]);
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(!dir.exists(), "dev down removes its directory");
+    for pid in running {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists() || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z ")), "process {pid} still running");
+    }
+}
