@@ -23,6 +23,14 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         DevCommand::Up { dir } => {
             let dir = dir.map(Ok).unwrap_or_else(default_dir)?;
+            // Idempotent, so the quick start can be run again: a running one is reused.
+            if let Some(state) = ControlPlane::persistent_state(&dir)? {
+                if state.is_running() {
+                    eprintln!("a local management cluster is already running from {} (Kubernetes {})", dir.display(), state.kubernetes_version);
+                    println!("{}", state.endpoints.kubeconfig.display());
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
             let started = Instant::now();
             eprintln!("starting a local management cluster in {} (the first run builds kube-apiserver and etcd: several minutes)", dir.display());
             let state = super::runtime()?.block_on(ControlPlane::start_persistent(&dir))?;

@@ -70,11 +70,31 @@ pub async fn apply_one(client: &Client, resolver: &mut Resolver, obj: &Value, dr
 }
 
 /// Dry-runs every object; returns one error per rejected object (all of them, not the first).
+///
+/// An object whose namespace does not exist yet (capstan creates namespaces when it applies) is
+/// checked in `default` instead: schema and validation rules do not depend on the namespace, and
+/// a dry run must not create anything.
 pub async fn dry_run_all(client: &Client, objects: &[Value]) -> Result<Vec<ApplyError>, DiscoveryError> {
     let mut resolver = Resolver::new(client.clone()).await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let mut missing: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
     let mut errors = Vec::new();
     for obj in objects {
-        if let Err(e) = apply_one(client, &mut resolver, obj, true).await {
+        let mut obj = obj.clone();
+        if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string) {
+            let absent = match missing.get(&ns) {
+                Some(a) => *a,
+                None => {
+                    let a = matches!(namespaces.get_opt(&ns).await, Ok(None));
+                    missing.insert(ns.clone(), a);
+                    a
+                }
+            };
+            if absent {
+                obj["metadata"]["namespace"] = Value::String("default".into());
+            }
+        }
+        if let Err(e) = apply_one(client, &mut resolver, &obj, true).await {
             errors.push(e);
         }
     }
