@@ -114,7 +114,7 @@ pub fn load(tree: &Tree) -> Fleet {
 /// [`load`] with a given release manifest.
 pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
-    let mut clusters: Vec<ClusterEntry> = dirs.into_iter().map(|(dir, role, files)| read_cluster(tree, dir, role, &files)).collect();
+    let mut clusters: Vec<ClusterEntry> = dirs.into_iter().map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags)).collect();
 
     // Versions: management clusters first, then their workloads.
     let mut mgmt_release: BTreeMap<String, &'static Release> = BTreeMap::new();
@@ -175,12 +175,21 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
     Fleet { clusters, diagnostics: fleet_diags }
 }
 
-type Discovered = Vec<(PathBuf, Role, Vec<PathBuf>)>;
+type Discovered = Vec<(PathBuf, Role, Vec<PathBuf>, Vec<Diagnostic>)>;
 
-/// Finds the cluster directories and the files of each; reports entries the layout does not allow.
+#[derive(Default)]
+struct Dir {
+    role: Option<Role>,
+    files: Vec<PathBuf>,
+    diags: Vec<Diagnostic>,
+}
+
+/// Finds the cluster directories and the files of each. An entry the layout does not allow is
+/// an error of the cluster whose directory holds it (so that cluster is not applied half-read),
+/// or of the fleet when it is outside every cluster directory.
 fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
-    let mut diags = Vec::new();
-    let mut dirs: BTreeMap<PathBuf, (Role, Vec<PathBuf>)> = BTreeMap::new();
+    let mut fleet_diags = Vec::new();
+    let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
     let unexpected = |p: &Path, why: &str| Diagnostic::error(Code::UnexpectedEntry, format!("{why}; see the layout in the README")).in_file(p);
     for path in tree.entries.keys() {
         let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
@@ -189,60 +198,84 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
         }
         let ignorable = parts.last().is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
         let is_yaml = parts.last().is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
+        let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
+        let mut add = |dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>| {
+            let d = dirs.entry(dir).or_default();
+            d.role.get_or_insert(role);
+            d.files.extend(file.cloned());
+            d.diags.extend(diag);
+        };
         match parts.as_slice() {
-            [_, _file] if !ignorable => diags.push(unexpected(path, "files directly under clusters/ belong to no cluster")),
+            [_, _file] => {
+                if !ignorable {
+                    fleet_diags.push(unexpected(path, "files directly under clusters/ belong to no cluster"));
+                }
+            }
             [_, mgmt, _file] => {
-                let dir = PathBuf::from(CLUSTERS_DIR).join(mgmt);
-                let entry = dirs.entry(dir).or_insert((Role::Management, Vec::new()));
                 if is_yaml {
-                    entry.1.push(path.clone());
+                    add(mgmt_dir(mgmt), Role::Management, Some(path), None);
                 } else if !ignorable {
-                    diags.push(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory"));
+                    add(mgmt_dir(mgmt), Role::Management, None, Some(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory")));
                 }
             }
             [_, mgmt, w, name, _file] if *w == WORKLOADS_DIR => {
-                let dir = PathBuf::from(CLUSTERS_DIR).join(mgmt).join(WORKLOADS_DIR).join(name);
-                let entry = dirs.entry(dir).or_insert((Role::Workload { management: mgmt.to_string() }, Vec::new()));
+                let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
+                let role = Role::Workload { management: mgmt.to_string() };
                 if is_yaml {
-                    entry.1.push(path.clone());
+                    add(dir, role, Some(path), None);
                 } else if !ignorable {
-                    diags.push(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory"));
+                    add(dir, role, None, Some(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory")));
                 }
             }
-            [_, _, w, _file] if *w == WORKLOADS_DIR && !ignorable => {
-                diags.push(unexpected(path, "workload-clusters/ holds one directory per workload cluster, not files"))
-            }
-            [_, _mgmt, w, ..] if *w == WORKLOADS_DIR => {
+            [_, _mgmt, w, _file] if *w == WORKLOADS_DIR => {
+                // Not part of any cluster's spec: a fleet problem that blocks no cluster.
                 if !ignorable {
-                    diags.push(unexpected(path, "a workload cluster directory has no subdirectories"));
+                    fleet_diags.push(unexpected(path, "workload-clusters/ holds one directory per workload cluster, not files"));
                 }
             }
-            [_, _mgmt, _other, ..] if !ignorable => {
-                diags.push(unexpected(path, "a management cluster directory holds its spec files and workload-clusters/ only"))
+            [_, mgmt, w, name, ..] if *w == WORKLOADS_DIR => {
+                if !ignorable {
+                    let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
+                    add(dir, Role::Workload { management: mgmt.to_string() }, None, Some(unexpected(path, "a workload cluster directory has no subdirectories")));
+                }
+            }
+            [_, mgmt, ..] => {
+                if !ignorable {
+                    add(mgmt_dir(mgmt), Role::Management, None, Some(unexpected(path, "a management cluster directory holds its spec files and workload-clusters/ only")));
+                }
             }
             _ => {}
         }
     }
     // A workload directory needs its management directory to exist with a spec.
-    let mgmts: BTreeSet<PathBuf> = dirs.iter().filter(|(_, (r, f))| *r == Role::Management && !f.is_empty()).map(|(d, _)| d.clone()).collect();
-    for (dir, (role, files)) in &dirs {
-        if let Role::Workload { management } = role {
+    let mgmts: BTreeSet<PathBuf> = dirs.iter().filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty()).map(|(p, _)| p.clone()).collect();
+    for d in dirs.values_mut() {
+        if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first()) {
             if !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management)) {
-                let file = files.first().cloned().unwrap_or_else(|| dir.clone());
-                diags.push(Diagnostic::error(Code::UnexpectedEntry, format!("workload cluster under `{management}`, which has no management cluster spec")).in_file(file));
+                let diag = Diagnostic::error(Code::UnexpectedEntry, format!("workload cluster under `{management}`, which has no management cluster spec")).in_file(file);
+                d.diags.push(diag);
             }
         }
     }
-    let out = dirs.into_iter().filter(|(_, (_, files))| !files.is_empty()).map(|(d, (r, f))| (d, r, f)).collect();
-    (out, diags)
+    let mut out = Vec::new();
+    for (path, d) in dirs {
+        if d.files.is_empty() {
+            fleet_diags.extend(d.diags);
+        } else {
+            out.push((path, d.role.expect("set with the first entry"), d.files, d.diags));
+        }
+    }
+    (out, fleet_diags)
 }
 
-fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf]) -> ClusterEntry {
+fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout_diags: Vec<Diagnostic>) -> ClusterEntry {
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    let mut diags = Vec::new();
+    let mut diags: Vec<Diagnostic> = layout_diags.into_iter().map(|d| d.for_cluster(&name)).collect();
     let mut docs = Vec::new();
+    let mut file_errors = false;
     for file in files {
         let err = |code, msg: String| Diagnostic::error(code, msg).in_file(file).for_cluster(&name);
+        let before = diags.len();
         match &tree.entries[file] {
             Entry::TooLarge(n) => diags.push(err(Code::FileTooLarge, format!("file is {n} bytes; the limit is {} bytes", crate::tree::MAX_FILE_SIZE))),
             Entry::EscapingSymlink(t) => diags.push(err(Code::SymlinkEscapes, format!("symlink to `{}` leaves the repository (or is dangling)", t.display()))),
@@ -257,42 +290,62 @@ fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf]) -> Clu
                 },
             },
         }
+        file_errors |= diags.len() > before;
     }
-    let file_errors = has_errors(&diags);
-    let (cluster, cluster_diags) = if docs.is_empty() && file_errors { (None, Vec::new()) } else { parse_cluster(&docs) };
-    diags.extend(cluster_diags.into_iter().map(|d| {
-        let mut d = d;
-        d.cluster = Some(name.clone());
-        d
-    }));
+    let (cluster, cluster_diags) = parse_cluster(&docs);
+    let first_file = files.first().cloned().unwrap_or_else(|| dir.clone());
+    diags.extend(
+        cluster_diags
+            .into_iter()
+            // With a file unreadable, "no Cluster" is a consequence, not a finding of its own.
+            .filter(|d| !(file_errors && d.code == Code::MissingCluster))
+            .map(|mut d| {
+                d.cluster = Some(name.clone());
+                if d.file.is_none() {
+                    d.file = Some(first_file.clone());
+                }
+                d
+            }),
+    );
     let mut entry = ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags };
-    if let Some(c) = cluster {
-        check_layout(&mut entry, &c);
-        if !file_errors {
-            entry.cluster = Some(c);
-        }
+    check_layout(&mut entry, &docs);
+    if !file_errors {
+        entry.cluster = cluster;
     }
     entry
 }
 
-/// Directory name, management relation.
-fn check_layout(entry: &mut ClusterEntry, c: &Cluster) {
-    let at = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&c.source.file).at(c.source.pos(path)).for_cluster(&entry.name);
-    if c.name != entry.name {
-        entry.diagnostics.push(at(Code::DirNameMismatch, format!("Cluster is named `{}` but its directory is `{}`; they must be equal", c.name, entry.name), "metadata.name"));
+/// Directory name and management relation, read from the Cluster document as written (so they
+/// are checked even when the spec has other errors).
+fn check_layout(entry: &mut ClusterEntry, docs: &[SourceDoc]) {
+    let Some(sd) = docs.iter().find(|d| {
+        let v = &d.doc.value;
+        v.get("kind").and_then(Value::as_str) == Some("Cluster")
+            && v.get("apiVersion").and_then(Value::as_str).is_some_and(|a| a.starts_with("anywhere.eks.amazonaws.com/"))
+    }) else {
+        return;
+    };
+    let v = &sd.doc.value;
+    let Some(cname) = v.pointer("/metadata/name").and_then(Value::as_str) else { return };
+    let has_spec = v.get("spec").is_some_and(Value::is_object);
+    let mgmt = v.pointer("/spec/managementCluster/name").and_then(Value::as_str).filter(|m| !m.is_empty()).unwrap_or(cname);
+    let self_managed = mgmt == cname;
+    let at = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&sd.file).at(sd.doc.pos(path)).for_cluster(&entry.name);
+    if cname != entry.name {
+        entry.diagnostics.push(at(Code::DirNameMismatch, format!("Cluster is named `{cname}` but its directory is `{}`; they must be equal", entry.name), "metadata.name"));
     }
     match &entry.role {
-        Role::Management if !c.is_self_managed() => entry.diagnostics.push(at(
+        Role::Management if has_spec && !self_managed => entry.diagnostics.push(at(
             Code::NotSelfManaged,
-            format!("clusters/{0}/ holds a management cluster, but its managementCluster is `{1}`; workload clusters go in clusters/{1}/workload-clusters/{0}/", entry.name, c.management),
+            format!("clusters/{0}/ holds a management cluster, but its managementCluster is `{1}`; workload clusters go in clusters/{1}/workload-clusters/{0}/", entry.name, mgmt),
             "spec.managementCluster.name",
         )),
-        Role::Workload { management } if c.management != *management => entry.diagnostics.push(at(
+        Role::Workload { management } if has_spec && mgmt != management => entry.diagnostics.push(at(
             Code::ManagementMismatch,
-            if c.is_self_managed() {
+            if self_managed {
                 format!("workload cluster must set managementCluster.name: {management} (its parent directory)")
             } else {
-                format!("managementCluster is `{}` but the cluster sits under clusters/{management}/", c.management)
+                format!("managementCluster is `{mgmt}` but the cluster sits under clusters/{management}/")
             },
             "spec.managementCluster",
         )),
@@ -373,25 +426,32 @@ fn add_release_objects(clusters: &mut [ClusterEntry], _manifest: &ReleaseManifes
 /// Two clusters must never render the same object.
 fn check_collisions(clusters: &mut [ClusterEntry]) {
     let mut owner: BTreeMap<String, String> = BTreeMap::new();
-    let mut problems: Vec<(usize, String, String)> = Vec::new();
+    let mut problems: Vec<(usize, String, String, String, String)> = Vec::new();
     for (i, e) in clusters.iter().enumerate() {
         for o in e.objects.iter().flatten() {
             // Objects of different management clusters land on different API servers.
             let subject = format!("{}/{}", o.get("apiVersion").and_then(Value::as_str).unwrap_or(""), render::subject(o));
             let subject = format!("{} on management cluster {}", subject, e.management());
             match owner.get(&subject) {
-                Some(first) if *first != e.name => problems.push((i, subject, first.clone())),
+                Some(first) if *first != e.name => {
+                    let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+                    problems.push((i, subject, first.clone(), s("/kind"), s("/metadata/name")))
+                }
                 _ => {
                     owner.insert(subject, e.name.clone());
                 }
             }
         }
     }
-    for (i, subject, first) in problems {
+    for (i, subject, first, kind, name) in problems {
         let e = &mut clusters[i];
         let d = Diagnostic::error(Code::DuplicateName, format!("renders {subject}, which cluster `{first}` renders too; use distinct names")).for_cluster(&e.name);
         let d = match &e.cluster {
-            Some(c) => d.in_file(&c.source.file),
+            // The object as written in this directory, else the Cluster its objects are named after.
+            Some(c) => match c.sources.iter().find(|s| s.kind == kind && s.name == name) {
+                Some(src) => d.in_file(&src.file).at(src.pos),
+                None => d.in_file(&c.source.file).at(c.source.pos("metadata.name")),
+            },
             None => d.in_file(&e.dir),
         };
         e.diagnostics.push(d);

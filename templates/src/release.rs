@@ -399,7 +399,13 @@ impl ReleaseManifest {
             management.and_then(|m| self.find(&m.version))
         };
         let Some(release) = release else { return (None, diags) };
-        let path = if cluster.eksa_version.is_some() { "spec.eksaVersion" } else { "spec" };
+        let path = if cluster.eksa_version.is_some() {
+            "spec.eksaVersion"
+        } else if cluster.bundles_ref.is_some() {
+            "spec.bundlesRef"
+        } else {
+            "spec"
+        };
         if let (Some(m), false) = (management, cluster.is_self_managed()) {
             let (w, mv) = (&release.version, &m.version);
             if w > mv {

@@ -150,7 +150,7 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
         out.extend(render_file(env, f, &values, cluster)?);
     }
     out.extend(cluster.extra_objects.iter().map(|e| {
-        let mut v = e.value.clone();
+        let mut v = e.value().clone();
         if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.entry("namespace").or_insert_with(|| json!(cluster.namespace));
         }

@@ -98,7 +98,10 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
     let mut docs = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut spans: HashMap<String, Pos> = HashMap::new();
-    let mut anchors: HashMap<usize, Value> = HashMap::new();
+    let mut anchors: HashMap<usize, (Value, usize)> = HashMap::new();
+    // Nodes created by alias expansion so far in this document (a billion-laughs guard).
+    let mut expanded: usize = 0;
+    let mut root_pos: Option<Pos> = None;
     let mut doc_start = Pos::default();
     let mut root: Option<Value> = None;
 
@@ -139,20 +142,27 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 _ => String::new(),
             }
         };
+        if stack.is_empty() && root_pos.is_none() && matches!(event, Event::MappingStart(..) | Event::SequenceStart(..) | Event::Scalar(..) | Event::Alias(_)) {
+            root_pos = Some(pos);
+        }
         let value = match event {
             Event::StreamStart | Event::StreamEnd | Event::Nothing => continue,
             Event::DocumentStart(_) => {
                 doc_start = pos;
                 spans = HashMap::new();
                 anchors.clear();
+                expanded = 0;
                 root = None;
+                root_pos = None;
                 continue;
             }
             Event::DocumentEnd => {
                 match root.take() {
                     None | Some(Value::Null) => {}
                     Some(value) => {
-                        docs.push(Document { value, start: doc_start, spans: std::mem::take(&mut spans) })
+                        // A document starts where its content starts, not at its `---` line.
+                        let start = root_pos.unwrap_or(doc_start);
+                        docs.push(Document { value, start, spans: std::mem::take(&mut spans) })
                     }
                 }
                 continue;
@@ -184,7 +194,11 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 _ => unreachable!("parser emits balanced events"),
             },
             Event::Alias(id) => match anchors.get(&id) {
-                Some(v) => {
+                Some((_, size)) if expanded + size > MAX_ALIAS_NODES => {
+                    return Err(YamlError { message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes"), pos });
+                }
+                Some((v, size)) => {
+                    expanded += size;
                     let path = child_path(&stack);
                     if track {
                     spans.entry(path).or_insert(pos);
@@ -215,11 +229,23 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
     Ok(docs)
 }
 
-fn remember(anchors: &mut HashMap<usize, Value>, anchor: usize, v: Value) -> Value {
+/// How many nodes alias expansion may create in one document. Specs never need more; without a
+/// limit a few hundred bytes of nested aliases expand to billions of nodes.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+fn remember(anchors: &mut HashMap<usize, (Value, usize)>, anchor: usize, v: Value) -> Value {
     if anchor > 0 {
-        anchors.insert(anchor, v.clone());
+        anchors.insert(anchor, (v.clone(), node_count(&v)));
     }
     v
+}
+
+fn node_count(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(node_count).sum::<usize>(),
+        Value::Object(m) => 1 + m.values().map(node_count).sum::<usize>(),
+        _ => 1,
+    }
 }
 
 fn join_key(path: &str, key: &str) -> String {

@@ -160,6 +160,8 @@ pub struct Cluster {
     pub eksa_objects: Vec<Value>,
     /// Other objects of the directory, applied as they are.
     pub extra_objects: Vec<ExtraObject>,
+    /// Where every object of the directory was written.
+    pub sources: Vec<ObjectSource>,
     /// Where the Cluster object was read.
     pub source: Source,
 }
@@ -174,11 +176,34 @@ impl Cluster {
 /// An object of a cluster directory that is not an EKS Anywhere object.
 #[derive(Debug, Clone)]
 pub struct ExtraObject {
-    /// The object.
-    pub value: Value,
     /// File it came from.
     pub file: PathBuf,
-    /// Where it starts.
+    /// The document, with positions.
+    pub doc: Document,
+}
+
+impl ExtraObject {
+    /// The object.
+    pub fn value(&self) -> &Value {
+        &self.doc.value
+    }
+
+    /// Where a field of it was written (the object's first line for "").
+    pub fn pos(&self, path: &str) -> Pos {
+        self.doc.pos(path)
+    }
+}
+
+/// Where an object of the directory was written: kind, name, file and its metadata.name line.
+#[derive(Debug, Clone)]
+pub struct ObjectSource {
+    /// Kind.
+    pub kind: String,
+    /// metadata.name.
+    pub name: String,
+    /// File.
+    pub file: PathBuf,
+    /// Position of metadata.name.
     pub pos: Pos,
 }
 

@@ -78,7 +78,7 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
     }
     let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
     if group != EKSA_GROUP {
-        objects.extras.push(ExtraObject { value: sd.doc.value.clone(), file: sd.file.clone(), pos: sd.doc.start });
+        objects.extras.push(ExtraObject { file: sd.file.clone(), doc: sd.doc.clone() });
         return;
     }
     if api_version != EKSA_API_VERSION {
@@ -136,7 +136,7 @@ fn typed<T: DeserializeOwned>(sd: &SourceDoc, src: usize, kind: &str, diags: &mu
             );
         }
     }
-    check_versions_quoted(sd, &value, diags);
+    check_versions_quoted(sd, &mut value, diags);
     let obj = value.as_object_mut().expect("still a mapping");
     let meta = deserialize::<ObjectMeta>(obj.remove("metadata").unwrap_or(Value::Null), "metadata", sd, diags);
     let spec = match obj.remove("spec") {
@@ -154,14 +154,16 @@ fn typed<T: DeserializeOwned>(sd: &SourceDoc, src: usize, kind: &str, diags: &mu
 }
 
 /// `kubernetesVersion: 1.30` is the number 1.3 in YAML; say so instead of a type error.
-fn check_versions_quoted(sd: &SourceDoc, value: &Value, diags: &mut Vec<Diagnostic>) {
+fn check_versions_quoted(sd: &SourceDoc, value: &mut Value, diags: &mut Vec<Diagnostic>) {
     let mut paths = vec!["spec.kubernetesVersion".to_string()];
-    if let Some(groups) = value.pointer("/spec/workerNodeGroupConfigurations").and_then(Value::as_array) {
+    if let Some(groups) = value.pointer("/spec/workerNodeGroupConfigurations").and_then(Value::as_array).cloned() {
         paths.extend((0..groups.len()).map(|i| format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion")));
     }
     for path in paths {
         let pointer = format!("/{}", path.replace('.', "/").replace('[', "/").replace(']', ""));
-        if let Some(Value::Number(n)) = value.pointer(&pointer) {
+        if let Some(slot @ Value::Number(_)) = value.pointer_mut(&pointer) {
+            let n = slot.to_string();
+            *slot = Value::String(n.clone());
             diags.push(
                 Diagnostic::error(
                     Code::UnquotedVersion,
@@ -174,30 +176,73 @@ fn check_versions_quoted(sd: &SourceDoc, value: &Value, diags: &mut Vec<Diagnost
     }
 }
 
-fn deserialize<T: DeserializeOwned>(value: Value, prefix: &str, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            let inner = e.inner().to_string();
-            let mut path = e.path().to_string();
-            path = if path == "." { prefix.to_string() } else { format!("{prefix}.{path}") };
-            let code = if let Some(field) = backticked(&inner, "unknown field `") {
-                if !path.ends_with(&format!(".{field}")) {
-                    path = format!("{path}.{field}");
-                }
-                Code::UnknownField
-            } else if inner.starts_with("missing field") {
-                Code::MissingField
-            } else if inner.starts_with("invalid type") || inner.starts_with("invalid length") {
-                Code::InvalidType
-            } else {
-                Code::InvalidValue
-            };
-            let shown = if code == Code::MissingField { path.clone() } else { path.clone() };
-            diags.push(Diagnostic::error(code, format!("{shown}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
-            None
+fn deserialize<T: DeserializeOwned>(mut value: Value, prefix: &str, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Option<T> {
+    // serde stops at the first unknown field; remove it and try again so that every unknown
+    // field of the object is reported in one run.
+    let mut unknown = 0;
+    loop {
+        let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(v) if unknown == 0 => return Some(v),
+            Ok(_) => return None,
+            Err(e) => e,
+        };
+        let inner = e.inner().to_string();
+        let raw_path = e.path().to_string();
+        let mut path = if raw_path == "." { prefix.to_string() } else { format!("{prefix}.{raw_path}") };
+        let code = if let Some(field) = backticked(&inner, "unknown field `") {
+            let mut rel = if raw_path == "." { String::new() } else { raw_path.clone() };
+            if !path.ends_with(&format!(".{field}")) {
+                path = format!("{path}.{field}");
+                rel = if rel.is_empty() { field.to_string() } else { format!("{rel}.{field}") };
+            }
+            diags.push(Diagnostic::error(Code::UnknownField, format!("{path}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
+            unknown += 1;
+            if unknown < 100 && remove_path(&mut value, &rel) {
+                continue;
+            }
+            return None;
+        } else if inner.starts_with("missing field") {
+            Code::MissingField
+        } else if inner.starts_with("invalid type") || inner.starts_with("invalid length") {
+            Code::InvalidType
+        } else {
+            Code::InvalidValue
+        };
+        diags.push(Diagnostic::error(code, format!("{path}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
+        return None;
+    }
+}
+
+/// Removes the value at a dotted path with `[i]` indexes (as serde_path_to_error writes them).
+fn remove_path(value: &mut Value, path: &str) -> bool {
+    let mut segs: Vec<String> = Vec::new();
+    for part in path.split('.') {
+        let mut rest = part;
+        if let Some(i) = rest.find('[') {
+            segs.push(rest[..i].to_string());
+            rest = &rest[i..];
+            while let Some(end) = rest.find(']') {
+                segs.push(rest[..=end].to_string());
+                rest = &rest[end + 1..];
+            }
+        } else {
+            segs.push(rest.to_string());
         }
     }
+    segs.retain(|s| !s.is_empty());
+    let Some((last, parents)) = segs.split_last() else { return false };
+    let mut cur = value;
+    for seg in parents {
+        let next = match seg.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(i) => i.parse::<usize>().ok().and_then(|i| cur.get_mut(i)),
+            None => cur.get_mut(seg.as_str()),
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return false,
+        }
+    }
+    cur.as_object_mut().is_some_and(|m| m.remove(last).is_some())
 }
 
 fn backticked<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

@@ -21,6 +21,19 @@ use crate::diag::{Code, Diagnostic};
 /// Maximum length of a cluster name (EKS Anywhere's limit).
 pub const MAX_CLUSTER_NAME: usize = 35;
 
+/// Largest machine count: Cluster API replica fields are 32-bit.
+pub const MAX_COUNT: i64 = i32::MAX as i64;
+
+/// Whether the directory has a document of an EKS-A kind (and name), typed or not.
+fn present(docs: &[SourceDoc], kind: &str, name: Option<&str>) -> bool {
+    docs.iter().any(|d| {
+        let v = &d.doc.value;
+        v.get("apiVersion").and_then(Value::as_str).is_some_and(|a| a.starts_with(super::EKSA_GROUP))
+            && v.get("kind").and_then(Value::as_str) == Some(kind)
+            && name.is_none_or(|n| v.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
+    })
+}
+
 /// Diagnostics located in one source document.
 struct At<'a> {
     sd: &'a SourceDoc,
@@ -41,7 +54,7 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
     let cluster = match clusters.len() {
         0 => {
             // Only report a missing Cluster when no Cluster document failed to parse.
-            let failed_cluster = docs.iter().any(|d| d.doc.value.get("kind").and_then(Value::as_str) == Some("Cluster"));
+            let failed_cluster = present(docs, "Cluster", None);
             if !failed_cluster {
                 let mut d = Diagnostic::error(Code::MissingCluster, "no anywhere.eks.amazonaws.com/v1alpha1 Cluster object in this cluster directory");
                 if let Some(first) = docs.first() {
@@ -131,12 +144,14 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
     let dc = &spec.datacenter_ref;
     let provider = match dc.kind.as_str() {
         "DockerDatacenterConfig" => {
-            if !docker_datacenters.iter().any(|d| d.meta.name == dc.name) {
+            if !docker_datacenters.iter().any(|d| d.meta.name == dc.name) && !present(docs, "DockerDatacenterConfig", Some(&dc.name)) {
                 at.err(Code::DanglingRef, "spec.datacenterRef.name", format!("DockerDatacenterConfig `{}` is not in this cluster directory", dc.name));
             }
             Some(Provider::Docker)
         }
         "VSphereDatacenterConfig" => match vsphere_datacenters.iter().find(|d| d.meta.name == dc.name) {
+            // Present but broken: its own error says why; no follow-on dangling-ref.
+            None if present(docs, "VSphereDatacenterConfig", Some(&dc.name)) => None,
             None => {
                 at.err(Code::DanglingRef, "spec.datacenterRef.name", format!("VSphereDatacenterConfig `{}` is not in this cluster directory", dc.name));
                 None
@@ -148,7 +163,9 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
             None
         }
     };
-    let is_vsphere = matches!(provider, Some(Provider::VSphere(_)));
+    // From the reference, not the resolved provider: a broken datacenter config must not make
+    // the cluster look like docker.
+    let is_vsphere = dc.kind == "VSphereDatacenterConfig";
     let mut used_machines: BTreeSet<String> = BTreeSet::new();
     let mut machine_ref = |at: &mut At, r: &Option<raw::Ref>, path: &str, what: &str| -> Option<String> {
         match r {
@@ -160,7 +177,7 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
             Some(r) if is_vsphere => {
                 if r.kind != "VSphereMachineConfig" {
                     at.err(Code::InvalidValue, &format!("{path}.kind"), format!("machineGroupRef kind `{}` must be VSphereMachineConfig", r.kind));
-                } else if !vsphere_machines.iter().any(|m| m.meta.name == r.name) {
+                } else if !vsphere_machines.iter().any(|m| m.meta.name == r.name) && !present(docs, "VSphereMachineConfig", Some(&r.name)) {
                     at.err(Code::DanglingRef, &format!("{path}.name"), format!("VSphereMachineConfig `{}` is not in this cluster directory", r.name));
                 }
                 used_machines.insert(r.name.clone());
@@ -176,8 +193,8 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
     // Control plane.
     let cpc = &spec.control_plane_configuration;
     let stacked = spec.external_etcd_configuration.is_none();
-    if cpc.count <= 0 {
-        at.err(Code::InvalidValue, "spec.controlPlaneConfiguration.count", "control plane count must be at least 1");
+    if cpc.count <= 0 || cpc.count > MAX_COUNT {
+        at.err(Code::InvalidValue, "spec.controlPlaneConfiguration.count", format!("control plane count must be between 1 and {MAX_COUNT}"));
     } else if stacked && cpc.count % 2 == 0 {
         at.err(Code::InvalidValue, "spec.controlPlaneConfiguration.count", format!("control plane count {} must be odd with stacked etcd (etcd needs a majority)", cpc.count));
     }
@@ -194,8 +211,8 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
 
     // External etcd.
     let etcd = spec.external_etcd_configuration.as_ref().map(|e| {
-        if e.count <= 0 || e.count % 2 == 0 {
-            at.err(Code::InvalidValue, "spec.externalEtcdConfiguration.count", format!("external etcd count {} must be odd and at least 1", e.count));
+        if e.count <= 0 || e.count % 2 == 0 || e.count > MAX_COUNT {
+            at.err(Code::InvalidValue, "spec.externalEtcdConfiguration.count", format!("external etcd count {} must be odd, at least 1 and at most {MAX_COUNT}", e.count));
         }
         let machine = machine_ref(&mut at, &e.machine_group_ref, "spec.externalEtcdConfiguration.machineGroupRef", "external etcd");
         ExternalEtcd { count: e.count.max(0) as u32, machine }
@@ -225,11 +242,11 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
         }
         let autoscaling = w.autoscaling_configuration.as_ref().map(|a| (a.min_count, a.max_count));
         let count = w.count.unwrap_or_else(|| autoscaling.map(|(min, _)| min).unwrap_or(1));
-        if count < 0 {
-            at.err(Code::InvalidValue, &format!("{path}.count"), "worker count cannot be negative");
+        if !(0..=MAX_COUNT).contains(&count) {
+            at.err(Code::InvalidValue, &format!("{path}.count"), format!("worker count must be between 0 and {MAX_COUNT}"));
         }
         if let Some((min, max)) = autoscaling {
-            if min < 0 || max < 1 || min > max || count < min || count > max {
+            if min < 0 || max < 1 || max > MAX_COUNT || min > max || count < min || count > max {
                 at.err(
                     Code::InvalidValue,
                     &format!("{path}.autoscalingConfiguration"),
@@ -321,6 +338,14 @@ pub(crate) fn validate(docs: &[SourceDoc], objects: Objects, diags: &mut Vec<Dia
         health,
         eksa_objects,
         extra_objects: extras,
+        sources: docs
+            .iter()
+            .filter_map(|d| {
+                let kind = d.doc.value.get("kind")?.as_str()?.to_string();
+                let name = d.doc.value.pointer("/metadata/name")?.as_str()?.to_string();
+                Some(super::ObjectSource { kind, name, file: d.file.clone(), pos: d.doc.pos("metadata.name") })
+            })
+            .collect(),
         source: Source { file: sd.file.clone(), doc: sd.doc.clone() },
     })
 }

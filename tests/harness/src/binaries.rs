@@ -277,6 +277,12 @@ fn ensure_binaries_uncached() -> Result<Binaries, BinariesError> {
         return Ok(result);
     }
     let _ = fs::remove_file(&stamp);
+    // Half-written outputs of builders that died while holding the lock.
+    for entry in fs::read_dir(&bin).map_err(io_err("read", &bin))?.flatten() {
+        if entry.file_name().to_string_lossy().contains(".tmp-") {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 
     let started = Instant::now();
     let mut timings = Vec::new();
@@ -349,7 +355,7 @@ fn go_build(
         "building {what} from Go modules (first time: downloads + 10-20 min on 2 cores); log: {}",
         log_path.display()
     ));
-    let mut cmd = go_command(src, "-mod=readonly");
+    let mut cmd = go_command(src, "-mod=readonly -buildvcs=false");
     cmd.env("CGO_ENABLED", "0")
         .args(["build", "-v", "-trimpath", "-ldflags", ldflags, "-o"])
         .arg(&tmp)
@@ -383,7 +389,11 @@ fn go_build(
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 let _ = writeln!(log, "{line}");
                 let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-                s.0 += 1;
+                // `go build -v` prints one import path per compiled package; downloads
+                // ("go: downloading ...") and errors ("# pkg", "file.go:1:2: ...") also land here.
+                if !line.starts_with("go: ") && !line.starts_with('#') && !line.contains(' ') {
+                    s.0 += 1;
+                }
                 s.1.push(line);
                 if s.1.len() > 30 {
                     s.1.remove(0);

@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::discovery::Discovery;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
@@ -315,45 +317,36 @@ pub async fn install_crds(
         }
     }
 
-    // Established.
-    loop {
-        let list = api
-            .list(&Default::default())
-            .await
-            .map_err(|source| CrdError::Api {
-                action: "list",
-                name: "*".into(),
-                source,
-            })?;
-        let established: BTreeSet<String> = list
-            .items
-            .iter()
-            .filter(|c| {
-                c.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c.type_ == "Established" && c.status == "True")
-                    })
-            })
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        let missing: BTreeSet<&str> = files
-            .iter()
-            .map(|f| f.name.as_str())
-            .filter(|n| !established.contains(*n))
-            .collect();
-        if missing.is_empty() {
-            break;
+    // Established: one watch over all CRDs (polling lists would ship megabytes of schema
+    // every round trip and slow the API server down on small machines).
+    let mut pending: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
+    let established = async {
+        let stream = watcher(api.clone(), watcher::Config::default()).applied_objects();
+        let mut stream = std::pin::pin!(stream);
+        while let Some(crd) = stream.next().await {
+            let Ok(crd) = crd else { continue }; // the watcher retries on its own
+            let ok = crd
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if let (true, Some(name)) = (ok, &crd.metadata.name) {
+                pending.remove(name);
+            }
+            if pending.is_empty() {
+                break;
+            }
         }
-        if Instant::now() > deadline {
-            return Err(CrdError::Timeout(
-                timeout,
-                format!("not established: {missing:?}"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if tokio::time::timeout(remaining, established).await.is_err() {
+        return Err(CrdError::Timeout(
+            timeout,
+            format!("not established: {pending:?}"),
+        ));
     }
 
     // Discoverable (the discovery cache lags Established a little).
