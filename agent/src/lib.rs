@@ -4,3 +4,5 @@
 pub mod cli;
 pub mod cmd;
 pub mod k8s;
+pub mod serve;
+pub mod source;

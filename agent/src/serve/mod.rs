@@ -1,0 +1,1 @@
+//! Triggers and the HTTP server (being written).

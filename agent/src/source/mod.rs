@@ -1,0 +1,1 @@
+//! The Git source (being written).
