@@ -75,6 +75,70 @@ pub enum Command {
     },
     /// Write a new fleet repository with a management cluster.
     Init(InitArgs),
+    /// Show what applying the repository would do: create/update/unchanged/prune/skip per object,
+    /// with diffs. Exits 0 when nothing would change, 2 when something would, 1 on errors.
+    Plan {
+        /// The repository.
+        #[arg(default_value = ".")]
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Reconcile the repository against the management cluster.
+    Reconcile {
+        /// Run one pass and exit (the daemon is `capstan run`).
+        #[arg(long)]
+        once: bool,
+        /// The repository (a working copy).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Correct drift (default) or only report it.
+        #[arg(long, value_enum, default_value_t)]
+        drift: DriftArg,
+        /// Revision label recorded in status (default: the repository's HEAD commit, else "local").
+        #[arg(long)]
+        revision: Option<String>,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Show the status of every managed cluster.
+    Status {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: Output,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Delete a cluster: write a tombstone into the repository (the agent deletes it once merged).
+    Delete {
+        /// What to delete.
+        #[command(subcommand)]
+        what: TargetCommand,
+    },
+    /// Suspend reconciliation of a cluster or the whole fleet (recorded in the repository).
+    Suspend {
+        /// What to suspend.
+        #[command(subcommand)]
+        what: TargetCommand,
+    },
+    /// Resume reconciliation of a cluster or the whole fleet.
+    Resume {
+        /// What to resume.
+        #[command(subcommand)]
+        what: TargetCommand,
+    },
     /// A local management cluster for trying capstan without one.
     Dev {
         /// Up or down.
@@ -115,6 +179,41 @@ pub enum DevCommand {
         /// Its directory (default: ~/.cache/capstan/dev).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+}
+
+/// Drift policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum DriftArg {
+    /// Re-apply what the repository says.
+    #[default]
+    Correct,
+    /// Only report it.
+    Report,
+}
+
+/// `capstan delete|suspend|resume ...`.
+#[derive(Debug, Subcommand)]
+pub enum TargetCommand {
+    /// One cluster.
+    Cluster {
+        /// Its name.
+        name: String,
+        /// The repository.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// Why (recorded in the file).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Every cluster of the repository (suspend/resume only).
+    Fleet {
+        /// The repository.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// Why (recorded in the file).
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 

@@ -4,5 +4,9 @@
 pub mod cli;
 pub mod cmd;
 pub mod k8s;
+pub mod live;
+pub mod plan;
+pub mod reconcile;
+pub mod status;
 pub mod serve;
 pub mod source;

@@ -7,6 +7,7 @@ use clap::Parser;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    capstan_harness::install_crypto_provider();
     let cli = capstan::cli::Cli::parse();
     match capstan::cmd::run(cli) {
         Ok(code) => code,

@@ -63,6 +63,8 @@ pub struct ClusterEntry {
     pub objects: Option<Vec<Value>>,
     /// Every problem of this cluster.
     pub diagnostics: Vec<Diagnostic>,
+    /// Deletion or suspension written in the repository.
+    pub intent: crate::intent::Intent,
 }
 
 impl ClusterEntry {
@@ -87,6 +89,8 @@ pub struct Fleet {
     pub clusters: Vec<ClusterEntry>,
     /// Problems that belong to no single cluster (layout errors outside cluster directories).
     pub diagnostics: Vec<Diagnostic>,
+    /// `clusters/suspend.yaml`: the whole fleet is suspended.
+    pub suspended: bool,
 }
 
 impl Fleet {
@@ -172,7 +176,17 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
         entry.diagnostics.sort_by(|a, b| (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code)));
     }
     fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
-    Fleet { clusters, diagnostics: fleet_diags }
+    let suspended = fleet_suspended(tree);
+    Fleet { clusters, diagnostics: fleet_diags, suspended }
+}
+
+/// Whether `clusters/suspend.yaml` holds a Suspend document.
+fn fleet_suspended(tree: &Tree) -> bool {
+    let path = PathBuf::from(CLUSTERS_DIR).join(crate::intent::SUSPEND_FILE);
+    let Some(Entry::File(bytes)) = tree.entries.get(&path) else { return false };
+    let docs = std::str::from_utf8(bytes).ok().and_then(|t| yaml::parse(t).ok()).unwrap_or_default();
+    let docs = docs.into_iter().map(|doc| SourceDoc { file: path.clone(), doc }).collect();
+    crate::intent::split(docs).1.suspend.is_some()
 }
 
 type Discovered = Vec<(PathBuf, Role, Vec<PathBuf>, Vec<Diagnostic>)>;
@@ -206,6 +220,7 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
             d.diags.extend(diag);
         };
         match parts.as_slice() {
+            [_, file] if *file == crate::intent::SUSPEND_FILE => {}
             [_, _file] => {
                 if !ignorable {
                     fleet_diags.push(unexpected(path, "files directly under clusters/ belong to no cluster"));
@@ -292,6 +307,11 @@ fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout
         }
         file_errors |= diags.len() > before;
     }
+    let (docs, intent) = crate::intent::split(docs);
+    if intent.delete.is_some() {
+        // Being deleted: the spec (if any is left) is not validated or rendered.
+        return ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags, intent };
+    }
     let (cluster, cluster_diags) = parse_cluster(&docs);
     let first_file = files.first().cloned().unwrap_or_else(|| dir.clone());
     diags.extend(
@@ -307,7 +327,7 @@ fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout
                 d
             }),
     );
-    let mut entry = ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags };
+    let mut entry = ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags, intent };
     check_layout(&mut entry, &docs);
     if !file_errors {
         entry.cluster = cluster;

@@ -12,6 +12,7 @@
 //! a Git revision without checking it out.
 
 pub mod fleet;
+pub mod intent;
 pub mod scaffold;
 pub mod tenancy;
 pub mod tree;

@@ -1,7 +1,9 @@
 //! One module per command family; each returns the process exit code.
 
 mod dev;
+mod intent;
 mod offline;
+mod online;
 
 use std::process::ExitCode;
 
@@ -15,6 +17,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => offline::init(args),
         Command::New { what: NewCommand::Cluster(args) } => offline::new_cluster(args),
         Command::Dev { what } => dev::run(what),
+        Command::Plan { repo, cluster, output, kube } => online::plan(&repo, cluster, output, &kube),
+        Command::Reconcile { once, repo, cluster, drift, revision, kube } => online::reconcile(once, &repo, cluster, drift, revision, &kube),
+        Command::Status { output, kube } => online::status(output, &kube),
+        Command::Delete { what } => intent::delete(what),
+        Command::Suspend { what } => intent::suspend(what, true),
+        Command::Resume { what } => intent::suspend(what, false),
     }
 }
 

@@ -62,6 +62,7 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         None => source,
     };
     let server = config.cluster_url.to_string();
+    capstan_harness::install_crypto_provider();
     let client = Client::try_from(config).map_err(ClientError::Client)?;
     Ok(Connection { client, server, source })
 }

@@ -345,6 +345,7 @@ impl ControlPlane {
 
     /// Like [`ControlPlane::client`] but returns errors.
     pub fn try_client(&self) -> Result<Client, Error> {
+        crate::install_crypto_provider();
         Client::try_from(self.config.clone()).map_err(|source| Error::Kube {
             action: "create client",
             source,
@@ -573,6 +574,7 @@ pub(crate) async fn launch(
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    crate::install_crypto_provider();
     let client = Client::try_from(config.clone()).map_err(|source| Error::Kube {
         action: "create client",
         source,

@@ -53,3 +53,12 @@ pub use persistent::{PersistentError, PersistentState};
 pub use process::ProcessId;
 pub use shared::{TestNamespace, shared};
 pub use versions::{Versions, versions};
+
+/// Selects rustls' ring crypto provider for the process, once.
+///
+/// Several crates of the workspace enable different rustls providers (kube uses ring, gix's
+/// HTTP transport brings aws-lc-rs); with both compiled in, rustls cannot pick one by itself and
+/// panics on the first TLS connection. Every client built here calls this first.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

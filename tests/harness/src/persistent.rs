@@ -163,6 +163,7 @@ impl ControlPlane {
         };
         let result = async {
             if opts.install_crds {
+                crate::install_crypto_provider();
                 let client = kube::Client::try_from(launched.config.clone()).map_err(|source| {
                     Error::Kube {
                         action: "create client",

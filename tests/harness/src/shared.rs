@@ -131,6 +131,7 @@ impl TestNamespace {
     /// Deletes the namespace now and waits until it is gone.
     pub async fn delete(mut self) -> Result<(), NamespaceError> {
         self.deleted = true;
+        crate::install_crypto_provider();
         let client =
             Client::try_from(self.config.clone()).map_err(|source| NamespaceError::Kube {
                 action: "client for",
@@ -155,6 +156,7 @@ impl Drop for TestNamespace {
                 .build()
                 .ok()?;
             rt.block_on(async {
+                crate::install_crypto_provider();
                 let client = Client::try_from(config).ok()?;
                 tokio::time::timeout(Duration::from_secs(30), delete_namespace(&client, &name))
                     .await

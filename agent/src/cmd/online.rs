@@ -1,0 +1,141 @@
+//! Commands that talk to the management cluster: plan, reconcile, status.
+
+use std::path::Path;
+use std::process::{Command as Process, ExitCode};
+
+use anyhow::Context;
+use capstan_layout::{Tree, load};
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::{Value, json};
+
+use crate::cli::{DriftArg, KubeArgs, Output};
+use crate::plan::Action;
+use crate::reconcile::{self, Drift, Options, Outcome};
+use crate::status;
+
+/// The revision of a working copy: its HEAD commit, with `-dirty` when it has changes.
+fn local_revision(repo: &Path) -> String {
+    let git = |args: &[&str]| Process::new("git").arg("-C").arg(repo).args(args).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(head) => {
+            let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+            if dirty { format!("{head}-dirty") } else { head }
+        }
+        None => "local".to_string(),
+    }
+}
+
+fn print_outcome(out: &Outcome, plan_only: bool) {
+    let diffs = plan_only;
+    for c in &out.clusters {
+        let counts: Vec<String> = c.plan.counts().iter().filter(|(_, n)| *n > 0).map(|(a, n)| format!("{n} {a}")).collect();
+        let phase = if plan_only { String::new() } else { format!(" ({})", c.phase.as_str()) };
+        println!("cluster {}{phase}: {}{}", c.name, if counts.is_empty() { "nothing to do".into() } else { counts.join(", ") }, if c.message.is_empty() { String::new() } else { format!(" — {}", c.message) });
+        for e in &c.plan.entries {
+            if e.action == Action::Unchanged {
+                continue;
+            }
+            let reason = e.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+            println!("  {:9} {}{reason}", e.action.to_string(), e.object.subject());
+            if diffs {
+                if let Some(d) = &e.diff {
+                    for line in d.lines() {
+                        println!("    {line}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `capstan plan`.
+pub fn plan(repo: &Path, cluster: Option<String>, output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
+    let opts = Options { plan_only: true, only: cluster, revision: local_revision(repo), ..Default::default() };
+    let out = super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        anyhow::Ok(reconcile::reconcile(&conn.client, &fleet, &opts).await?)
+    })?;
+    match output {
+        Output::Json => {
+            let plans: Vec<_> = out.clusters.iter().map(|c| json!({"cluster": c.name, "phase": c.phase.as_str(), "message": c.message, "entries": c.plan.entries})).collect();
+            println!("{}", serde_json::to_string_pretty(&json!({"changes": out.has_changes(), "clusters": plans, "diagnostics": fleet.all_diagnostics()}))?);
+        }
+        Output::Text => {
+            for d in fleet.all_diagnostics() {
+                println!("{d}");
+            }
+            print_outcome(&out, true);
+        }
+    }
+    Ok(if fleet.has_errors() || out.has_failures() {
+        ExitCode::from(1)
+    } else if out.has_changes() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `capstan reconcile --once`.
+pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftArg, revision: Option<String>, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    if !once {
+        anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
+    }
+    let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
+    let drift = match drift {
+        DriftArg::Correct => Drift::Correct,
+        DriftArg::Report => Drift::Report,
+    };
+    let opts = Options { plan_only: false, only: cluster, drift, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
+    let out = super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        eprintln!("reconciling {} at revision {} against {}", repo.display(), opts.revision, conn.server);
+        anyhow::Ok(reconcile::reconcile(&conn.client, &fleet, &opts).await?)
+    })?;
+    for d in fleet.all_diagnostics() {
+        eprintln!("{d}");
+    }
+    print_outcome(&out, false);
+    println!("{} write requests, {} read requests", out.writes, out.reads);
+    Ok(if out.has_failures() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn age(created: &str) -> String {
+    let Ok(t) = created.parse::<k8s_openapi::jiff::Timestamp>() else { return "-".into() };
+    let secs = k8s_openapi::jiff::Timestamp::now().as_second() - t.as_second();
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// `capstan status`.
+pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let items = super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        let ar = kube::discovery::ApiResource {
+            group: "capstan.dev".into(),
+            version: "v1alpha1".into(),
+            api_version: status::API_VERSION.into(),
+            kind: "ManagedCluster".into(),
+            plural: "managedclusters".into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(conn.client, status::NAMESPACE, &ar);
+        anyhow::Ok(api.list(&ListParams::default()).await.context("listing ManagedClusters (has the agent run?)")?.items)
+    })?;
+    let rows: Vec<Value> = items.iter().map(|o| serde_json::to_value(o).expect("objects serialise")).collect();
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Output::Text => {
+            println!("{:<24} {:<16} {:<14} {:<12} {:<6} MESSAGE", "CLUSTER", "MANAGEMENT", "REVISION", "PHASE", "AGE");
+            for r in &rows {
+                let s = |p: &str| r.pointer(p).and_then(Value::as_str).unwrap_or("-").to_string();
+                println!("{:<24} {:<16} {:<14} {:<12} {:<6} {}", s("/metadata/name"), s("/spec/management"), s("/status/lastAppliedRevision"), s("/status/phase"), age(&s("/metadata/creationTimestamp")), s("/status/message"));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

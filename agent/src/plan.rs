@@ -1,0 +1,274 @@
+//! The plan: what applying a cluster's desired objects would do, as data.
+//!
+//! For each object one [`Action`]: create, update, unchanged, prune or skip, with a unified diff
+//! of what the server would persist (its dry-run answer) against what is live, both normalised
+//! (server-owned metadata and status stripped, Secret data masked). Everything here is pure: the
+//! inputs are the desired objects, the live objects and the previous inventory; `reconcile`
+//! gathers them and acts on the result, and `capstan plan` prints it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// Annotation recording the hash of what capstan applied: equal hash, nothing to do, no request.
+pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
+
+/// What happens to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Not live yet.
+    Create,
+    /// Live and different.
+    Update,
+    /// Live and equal.
+    Unchanged,
+    /// Applied before, no longer desired: deleted.
+    Prune,
+    /// Left alone, with a reason.
+    Skip,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Unchanged => "unchanged",
+            Action::Prune => "prune",
+            Action::Skip => "skip",
+        })
+    }
+}
+
+/// Identity of an object: group, kind, namespace and name (the version is not identity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// apiVersion it was applied with.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace ("" for cluster-scoped objects).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Content hash recorded at apply time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hash: String,
+    /// metadata.generation the server answered the apply with: a live generation that differs
+    /// means someone changed the object since (drift), without comparing anything else.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+impl ObjectRef {
+    /// The reference of an object.
+    pub fn of(obj: &Value) -> ObjectRef {
+        let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        ObjectRef {
+            api_version: s("/apiVersion"),
+            kind: s("/kind"),
+            namespace: s("/metadata/namespace"),
+            name: s("/metadata/name"),
+            hash: String::new(),
+            generation: 0,
+        }
+    }
+
+    /// The API group.
+    pub fn group(&self) -> &str {
+        self.api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+    }
+
+    /// `group/Kind/namespace/name`: identity across versions.
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}/{}", self.group(), self.kind, self.namespace, self.name)
+    }
+
+    /// `Kind/namespace/name`, for messages.
+    pub fn subject(&self) -> String {
+        if self.namespace.is_empty() { format!("{}/{}", self.kind, self.name) } else { format!("{}/{}/{}", self.kind, self.namespace, self.name) }
+    }
+
+    /// Whether this is a cluster object only deleted on explicit intent (CAPI or EKS-A Cluster).
+    pub fn is_cluster(&self) -> bool {
+        self.kind == "Cluster" && matches!(self.group(), "cluster.x-k8s.io" | "anywhere.eks.amazonaws.com")
+    }
+}
+
+/// One object's plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// The object.
+    pub object: ObjectRef,
+    /// What happens.
+    pub action: Action,
+    /// Unified diff, live → desired (updates and creates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Why (skips and prunes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A cluster's plan.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Plan {
+    /// The cluster.
+    pub cluster: String,
+    /// One entry per object, in apply order, prunes last (in reverse apply order).
+    pub entries: Vec<Entry>,
+}
+
+impl Plan {
+    /// Whether applying it would write anything.
+    pub fn has_changes(&self) -> bool {
+        self.entries.iter().any(|e| matches!(e.action, Action::Create | Action::Update | Action::Prune))
+    }
+
+    /// Counts per action.
+    pub fn counts(&self) -> [(Action, usize); 5] {
+        [Action::Create, Action::Update, Action::Unchanged, Action::Prune, Action::Skip].map(|a| (a, self.entries.iter().filter(|e| e.action == a).count()))
+    }
+}
+
+/// The hash of a desired object, recorded in [`HASH_ANNOTATION`].
+pub fn content_hash(obj: &Value) -> String {
+    let mut v = obj.clone();
+    if let Some(ann) = v.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        ann.remove(HASH_ANNOTATION);
+    }
+    hex::encode(Sha256::digest(serde_json::to_vec(&v).expect("values serialise")))[..16].to_string()
+}
+
+/// Adds the content hash annotation to a desired object.
+pub fn with_hash(obj: &Value) -> (Value, String) {
+    let hash = content_hash(obj);
+    let mut v = obj.clone();
+    let meta = v.get_mut("metadata").and_then(Value::as_object_mut).expect("rendered objects have metadata");
+    let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+    ann.as_object_mut().expect("annotations is a mapping").insert(HASH_ANNOTATION.into(), json!(hash));
+    (v, hash)
+}
+
+/// The hash a live object was applied with.
+pub fn live_hash(live: &Value) -> Option<&str> {
+    live.pointer("/metadata/annotations").and_then(|a| a.get(HASH_ANNOTATION)).and_then(Value::as_str)
+}
+
+const SERVER_METADATA: &[&str] = &["managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink"];
+
+/// Strips what the server owns (status, bookkeeping metadata) and masks Secret data.
+pub fn normalize(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("status");
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in SERVER_METADATA {
+                meta.remove(*k);
+            }
+            if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                ann.remove("kubectl.kubernetes.io/last-applied-configuration");
+                if ann.is_empty() {
+                    meta.remove("annotations");
+                }
+            }
+        }
+        if m.get("kind").and_then(Value::as_str) == Some("Secret") && m.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+            for field in ["data", "stringData"] {
+                if let Some(Value::Object(d)) = m.get_mut(field) {
+                    let masked: Map<String, Value> = d.iter().map(|(k, v)| (k.clone(), json!(format!("*** ({} bytes, sha256 {})", v.as_str().map_or(0, str::len), &hex::encode(Sha256::digest(v.to_string()))[..8])))).collect();
+                    *d = masked;
+                }
+            }
+        }
+    }
+    v
+}
+
+/// A unified diff of two objects, normalised, as YAML.
+pub fn diff(live: Option<&Value>, desired: &Value, subject: &str) -> String {
+    let old = live.map(|l| capstan_templates::yaml::to_string(&normalize(l))).unwrap_or_default();
+    let new = capstan_templates::yaml::to_string(&normalize(desired));
+    similar::TextDiff::from_lines(&old, &new).unified_diff().context_radius(3).header(&format!("live/{subject}"), &format!("desired/{subject}")).to_string()
+}
+
+/// Whether two objects are the same once normalised.
+pub fn same(live: &Value, desired: &Value) -> bool {
+    normalize(live) == normalize(desired)
+}
+
+/// The prune entries: previously applied objects that are no longer desired, in reverse order.
+///
+/// Cluster API and EKS-A `Cluster` objects are never pruned (deletion only on intent); objects
+/// that something else owns (ownerReferences, e.g. CAPI controllers) are left to their owner;
+/// an object already gone just leaves the inventory.
+pub fn prunes(previous: &[ObjectRef], desired: &BTreeSet<String>, live: impl Fn(&ObjectRef) -> Option<Value>) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for r in previous.iter().rev() {
+        if desired.contains(&r.key()) {
+            continue;
+        }
+        let Some(obj) = live(r) else { continue };
+        let (action, reason) = if r.is_cluster() {
+            (Action::Skip, "a Cluster is deleted only on explicit intent (capstan delete cluster)".to_string())
+        } else if let Some(owner) = obj.pointer("/metadata/ownerReferences/0") {
+            (Action::Skip, format!("owned by {}/{}", owner.get("kind").and_then(Value::as_str).unwrap_or("?"), owner.get("name").and_then(Value::as_str).unwrap_or("?")))
+        } else {
+            (Action::Prune, "no longer rendered from the repository".to_string())
+        };
+        out.push(Entry { object: r.clone(), action, diff: None, reason: Some(reason) });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str) -> Value {
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name, "namespace": "ns"}, "spec": {"a": 1}})
+    }
+
+    #[test]
+    fn hash_ignores_its_own_annotation() {
+        let (with, h) = with_hash(&obj("MachineDeployment", "a"));
+        assert_eq!(content_hash(&with), h);
+        assert_eq!(live_hash(&with), Some(h.as_str()));
+    }
+
+    #[test]
+    fn normalize_strips_server_fields_and_masks_secrets() {
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "resourceVersion": "5", "managedFields": []}, "data": {"k": "c2VjcmV0"}, "status": {}});
+        let n = normalize(&live);
+        assert!(n["metadata"].get("resourceVersion").is_none());
+        assert!(n.get("status").is_none());
+        assert!(n["data"]["k"].as_str().unwrap().starts_with("***"));
+        assert!(!diff(None, &live, "Secret/s").contains("c2VjcmV0"));
+    }
+
+    #[test]
+    fn prune_never_deletes_clusters_or_owned_objects() {
+        let md = ObjectRef::of(&obj("MachineDeployment", "old"));
+        let cl = ObjectRef::of(&obj("Cluster", "c"));
+        let owned = ObjectRef::of(&obj("MachineSet", "ms"));
+        let gone = ObjectRef::of(&obj("MachineHealthCheck", "gone"));
+        let live = |r: &ObjectRef| match r.name.as_str() {
+            "ms" => Some(json!({"metadata": {"ownerReferences": [{"kind": "MachineDeployment", "name": "old"}]}})),
+            "gone" => None,
+            _ => Some(json!({})),
+        };
+        let entries = prunes(&[cl.clone(), md.clone(), owned.clone(), gone], &BTreeSet::new(), live);
+        let got: Vec<(String, Action)> = entries.iter().map(|e| (e.object.name.clone(), e.action)).collect();
+        assert_eq!(got, vec![("ms".into(), Action::Skip), ("old".into(), Action::Prune), ("c".into(), Action::Skip)]);
+    }
+}

@@ -1,0 +1,526 @@
+//! One reconcile pass over a fleet revision: plan → apply → prune → status, per cluster.
+//!
+//! ```text
+//! Fleet (validated, rendered) ──┐
+//! ManagedCluster inventories ───┼─▶ Live (one list per kind) ─▶ per cluster:
+//!                               │      suspended?  → status Suspended, nothing else
+//!                               │      tombstone?  → delete the Cluster first, wait, then the rest
+//!                               │      invalid?    → status Failed, last applied revision stays live
+//!                               │      else plan → apply (in render order) → prune → status
+//! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
+//! ```
+//!
+//! Costs: an object whose live copy carries the hash capstan applied and whose generation is the
+//! one the server answered the apply with is unchanged without a request; anything else is
+//! dry-run applied and compared. So a pass over an unchanged fleet makes one list per kind and no
+//! writes at all. Conflict policy: capstan applies with `force`, taking ownership of the fields it
+//! renders (the repository is the source of truth); fields it does not render (replicas under the
+//! autoscaler, status, controller-set fields) are never sent and so never contested.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use capstan_layout::{ClusterEntry, Fleet};
+use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
+use kube::Client;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::k8s::apply::apply_one;
+use crate::k8s::{ApplyError, DiscoveryError, Resolver};
+use crate::live::{Live, LiveError};
+use crate::plan::{self, Action, Entry, ObjectRef, Plan};
+use crate::status::{self, ClusterStatus, Phase, Recorded, StatusError};
+
+/// What to do about drift (a managed field changed by hand on the cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drift {
+    /// Re-apply the repository's version.
+    #[default]
+    Correct,
+    /// Only report it in the plan and status.
+    Report,
+}
+
+/// Options of a pass.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Plan only: nothing is written.
+    pub plan_only: bool,
+    /// Drift policy.
+    pub drift: Drift,
+    /// Only this cluster.
+    pub only: Option<String>,
+    /// The revision being reconciled (a commit, or "local").
+    pub revision: String,
+    /// How long to wait for a Cluster to go away when deleting.
+    pub delete_timeout: Option<Duration>,
+}
+
+/// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Discovery failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// Live state unreadable: nothing is applied or pruned on a guess.
+    #[error("reading live state: {0}")]
+    Live(#[from] LiveError),
+    /// Status unreadable or unwritable.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+    /// Namespaces could not be ensured.
+    #[error("ensuring namespace {0}: {1}")]
+    Namespace(String, #[source] kube::Error),
+}
+
+/// The result for one cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOutcome {
+    /// The cluster.
+    pub name: String,
+    /// The plan (empty for suspended, failed-validation and orphaned clusters).
+    pub plan: Plan,
+    /// Phase after the pass.
+    pub phase: Phase,
+    /// Message after the pass.
+    pub message: String,
+}
+
+/// The result of a pass.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Per cluster.
+    pub clusters: Vec<ClusterOutcome>,
+    /// Write requests made (applies, deletes, status writes).
+    pub writes: usize,
+    /// Read requests made (lists and dry runs).
+    pub reads: usize,
+}
+
+impl Outcome {
+    /// Whether any plan has changes.
+    pub fn has_changes(&self) -> bool {
+        self.clusters.iter().any(|c| c.plan.has_changes())
+    }
+
+    /// Whether any cluster failed.
+    pub fn has_failures(&self) -> bool {
+        self.clusters.iter().any(|c| c.phase == Phase::Failed)
+    }
+}
+
+/// Desired objects of a cluster with their hash annotation.
+fn desired(entry: &ClusterEntry) -> Vec<(Value, ObjectRef)> {
+    entry
+        .objects
+        .iter()
+        .flatten()
+        .map(|o| {
+            let (v, hash) = plan::with_hash(o);
+            let mut r = ObjectRef::of(&v);
+            r.hash = hash;
+            (v, r)
+        })
+        .collect()
+}
+
+fn fingerprint(objects: &[(Value, ObjectRef)]) -> String {
+    let mut h = Sha256::new();
+    for (_, r) in objects {
+        h.update(r.key().as_bytes());
+        h.update(r.hash.as_bytes());
+    }
+    hex::encode(h.finalize())[..16].to_string()
+}
+
+struct Pass<'a> {
+    client: Client,
+    resolver: Resolver,
+    live: Live,
+    opts: &'a Options,
+    out: Outcome,
+}
+
+/// Reconciles a fleet revision against the management cluster `client` points at.
+pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
+    if !opts.plan_only {
+        status::install(client).await?;
+    }
+    let recorded = match status::read_all(client).await {
+        Ok(r) => r,
+        // Plans may run before the agent ever did: no CRD yet means nothing recorded.
+        Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let mut resolver = Resolver::new(client.clone()).await?;
+    let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
+    let wanted: Vec<ObjectRef> = fleet
+        .clusters
+        .iter()
+        .filter(|e| selected(&e.name))
+        .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
+        .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()))
+        .collect();
+    let live = Live::load(client, &mut resolver, wanted).await?;
+    let mut pass = Pass { client: client.clone(), resolver, out: Outcome { reads: live.requests + 1, ..Default::default() }, live, opts };
+    if !opts.plan_only {
+        pass.ensure_namespaces(fleet).await?;
+    }
+    let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
+    for entry in fleet.clusters.iter().filter(|e| selected(&e.name)) {
+        let prev = recorded.get(&entry.name);
+        let outcome = pass.cluster(fleet, entry, prev).await?;
+        pass.out.clusters.push(outcome);
+    }
+    // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
+    for (name, rec) in recorded.iter().filter(|(n, _)| !names.contains(n.as_str()) && selected(n)) {
+        let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
+        let st = ClusterStatus {
+            phase: Phase::Orphaned,
+            message: message.clone(),
+            last_applied_revision: rec.field("lastAppliedRevision").to_string(),
+            last_attempted_revision: opts.revision.clone(),
+            desired_hash: rec.field("desiredHash").to_string(),
+            conditions: vec![("Ready".into(), "Unknown".into(), "Orphaned".into(), message.clone())],
+            inventory: rec.inventory(),
+        };
+        pass.write_status(name, &rec.management, rec.object.pointer("/spec/directory").and_then(Value::as_str).unwrap_or(""), &st, Some(rec)).await?;
+        pass.out.clusters.push(ClusterOutcome { name: name.clone(), plan: Plan { cluster: name.clone(), entries: vec![] }, phase: Phase::Orphaned, message });
+    }
+    Ok(pass.out)
+}
+
+impl Pass<'_> {
+    async fn write_status(&mut self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<(), ReconcileError> {
+        if self.opts.plan_only {
+            return Ok(());
+        }
+        if status::write(&self.client, name, management, dir, st, prev).await? {
+            self.out.writes += 1;
+        }
+        Ok(())
+    }
+
+    /// Namespaces the fleet's objects live in are created when missing (and never pruned).
+    async fn ensure_namespaces(&mut self, fleet: &Fleet) -> Result<(), ReconcileError> {
+        let wanted: BTreeSet<String> = fleet
+            .clusters
+            .iter()
+            .flat_map(|e| e.objects.iter().flatten())
+            .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let existing: BTreeSet<String> = api
+            .list_metadata(&Default::default())
+            .await
+            .map_err(|e| ReconcileError::Namespace("*".into(), e))?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        self.out.reads += 1;
+        for ns in wanted.difference(&existing) {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
+            apply_one(&self.client, &mut self.resolver, &obj, false).await.map_err(|e| ReconcileError::Namespace(ns.clone(), kube::Error::Service(e.to_string().into())))?;
+            self.out.writes += 1;
+        }
+        Ok(())
+    }
+
+    async fn cluster(&mut self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+        let name = entry.name.clone();
+        let dir = entry.dir.display().to_string();
+        let mgmt = entry.management().to_string();
+        let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
+        let last_applied = prev.map(|p| p.field("lastAppliedRevision").to_string()).unwrap_or_default();
+        let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome { name: name.clone(), plan, phase, message };
+        let empty = Plan { cluster: name.clone(), entries: vec![] };
+
+        if fleet.suspended || entry.intent.suspend.is_some() {
+            let message = format!("suspended in the repository{}", entry.intent.suspend.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default());
+            let st = ClusterStatus {
+                phase: Phase::Suspended,
+                message: message.clone(),
+                last_applied_revision: last_applied.clone(),
+                last_attempted_revision: last_applied,
+                desired_hash: prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default(),
+                conditions: vec![("Ready".into(), "Unknown".into(), "Suspended".into(), message.clone())],
+                inventory: previous_inventory,
+            };
+            self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            return Ok(done(empty, Phase::Suspended, message));
+        }
+        if entry.intent.delete.is_some() {
+            return self.delete_cluster(&name, &mgmt, &dir, previous_inventory, prev).await;
+        }
+        if !entry.is_valid() {
+            let first = entry.diagnostics.iter().find(|d| d.is_error()).map(|d| d.to_string()).unwrap_or_else(|| "invalid".into());
+            let message = if last_applied.is_empty() { format!("not applied: {first}") } else { format!("revision {} not applied, {last_applied} stays live: {first}", self.opts.revision) };
+            let st = ClusterStatus {
+                phase: Phase::Failed,
+                message: message.clone(),
+                last_applied_revision: last_applied,
+                last_attempted_revision: self.opts.revision.clone(),
+                desired_hash: prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default(),
+                conditions: vec![("Ready".into(), "False".into(), "ValidationFailed".into(), first)],
+                inventory: previous_inventory,
+            };
+            self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            return Ok(done(empty, Phase::Failed, message));
+        }
+
+        let objects = desired(entry);
+        let fp = fingerprint(&objects);
+        let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        if self.opts.plan_only {
+            let phase = if plan.has_changes() { Phase::Pending } else { Phase::Ready };
+            return Ok(done(plan, phase, String::new()));
+        }
+
+        // Apply in render order, then prune in reverse order.
+        let mut inventory: BTreeMap<String, ObjectRef> = previous_inventory.iter().map(|r| (r.key(), r.clone())).collect();
+        let mut failure: Option<String> = None;
+        for (i, e) in plan.entries.iter().enumerate() {
+            if !matches!(e.action, Action::Create | Action::Update) {
+                continue;
+            }
+            let (obj, r) = &objects[i];
+            match apply_one(&self.client, &mut self.resolver, obj, false).await {
+                Ok(applied) => {
+                    self.out.writes += 1;
+                    let mut r = r.clone();
+                    r.generation = applied.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+                    inventory.insert(r.key(), r);
+                    self.live.put(applied);
+                }
+                Err(err) => {
+                    failure = Some(err.to_string());
+                    break;
+                }
+            }
+        }
+        if failure.is_none() {
+            for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
+                match self.delete(&e.object).await {
+                    Ok(()) => {
+                        inventory.remove(&e.object.key());
+                    }
+                    Err(err) => {
+                        failure = Some(format!("pruning {}: {err}", e.object.subject()));
+                        break;
+                    }
+                }
+            }
+            // Unchanged objects keep their recorded generation; owned objects leave the inventory.
+            for (e, (_, r)) in plan.entries.iter().zip(objects.iter()) {
+                if e.action == Action::Unchanged {
+                    let generation = self.live.get(r).and_then(|l| l.pointer("/metadata/generation")).and_then(Value::as_i64).unwrap_or(0);
+                    inventory.insert(r.key(), ObjectRef { generation, ..r.clone() });
+                }
+            }
+            for e in plan.entries.iter().filter(|e| e.action == Action::Skip && !e.object.is_cluster()) {
+                inventory.remove(&e.object.key());
+            }
+            let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
+            inventory.retain(|k, r| desired_keys.contains(k) || r.is_cluster() || plan.entries.iter().any(|e| e.object.key() == *k && e.action == Action::Skip));
+        }
+        // Inventory in apply order (prune works backwards through it).
+        let order: BTreeMap<String, usize> = objects.iter().enumerate().map(|(i, (_, r))| (r.key(), i)).collect();
+        let mut inv: Vec<ObjectRef> = inventory.into_values().collect();
+        inv.sort_by_key(|r| order.get(&r.key()).copied().unwrap_or(usize::MAX));
+
+        let (phase, message, conditions) = match &failure {
+            Some(f) => (
+                Phase::Failed,
+                format!("applying revision {}: {f}", self.opts.revision),
+                vec![("Ready".into(), "False".into(), "ApplyFailed".into(), f.clone())],
+            ),
+            None => self.health(&objects),
+        };
+        let st = ClusterStatus {
+            phase,
+            message: message.clone(),
+            last_applied_revision: if failure.is_none() { self.opts.revision.clone() } else { last_applied },
+            last_attempted_revision: self.opts.revision.clone(),
+            desired_hash: if failure.is_none() { fp } else { prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default() },
+            conditions,
+            inventory: inv,
+        };
+        self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+        if let Some(f) = failure {
+            plan.entries.push(Entry { object: ObjectRef::of(&json!({})), action: Action::Skip, diff: None, reason: Some(f) });
+        }
+        Ok(done(plan, phase, message))
+    }
+
+    /// The plan of one cluster.
+    async fn plan(&mut self, name: &str, objects: &[(Value, ObjectRef)], previous: &[ObjectRef]) -> Plan {
+        let recorded: BTreeMap<String, &ObjectRef> = previous.iter().map(|r| (r.key(), r)).collect();
+        let mut entries = Vec::with_capacity(objects.len());
+        for (obj, r) in objects {
+            let live = self.live.get(r).cloned();
+            let recorded_gen = recorded.get(&r.key()).map(|p| p.generation).unwrap_or(0);
+            let live_gen = live.as_ref().and_then(|l| l.pointer("/metadata/generation")).and_then(Value::as_i64).unwrap_or(0);
+            let same_hash = live.as_ref().and_then(plan::live_hash) == Some(r.hash.as_str());
+            let untouched = recorded_gen == 0 || recorded_gen == live_gen;
+            if same_hash && untouched {
+                entries.push(Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None });
+                continue;
+            }
+            // Ask the server what it would persist, and compare that with what is live.
+            self.out.reads += 1;
+            let entry = match apply_one(&self.client, &mut self.resolver, obj, true).await {
+                Err(e) => Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("rejected by the API server: {}", apply_message(&e))) },
+                Ok(dry) => match &live {
+                    None => Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, &dry, &r.subject())), reason: None },
+                    Some(l) if plan::same(l, &dry) => Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None },
+                    Some(l) => {
+                        let drift = same_hash && !untouched;
+                        let (action, reason) = match (drift, self.opts.drift) {
+                            (true, Drift::Report) => (Action::Skip, Some("drift: changed on the cluster since capstan applied it (reported, not corrected)".to_string())),
+                            (true, Drift::Correct) => (Action::Update, Some("drift: changed on the cluster since capstan applied it".to_string())),
+                            _ => (Action::Update, None),
+                        };
+                        Entry { object: r.clone(), action, diff: Some(plan::diff(Some(l), &dry, &r.subject())), reason }
+                    }
+                },
+            };
+            entries.push(entry);
+        }
+        let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
+        let live = &self.live;
+        entries.extend(plan::prunes(previous, &desired_keys, |r| live.get(r).cloned()));
+        Plan { cluster: name.to_string(), entries }
+    }
+
+    /// CAPI-correct health: Ready only when the Cluster API Cluster reports Available.
+    fn health(&self, objects: &[(Value, ObjectRef)]) -> (Phase, String, Vec<(String, String, String, String)>) {
+        let cluster = objects.iter().find(|(_, r)| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io").map(|(_, r)| r);
+        let live = cluster.and_then(|r| self.live.get(r));
+        let available = live
+            .and_then(|l| l.pointer("/status/conditions"))
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Available")));
+        let applied = ("Applied".to_string(), "True".to_string(), "Applied".to_string(), format!("revision {} applied", self.opts.revision));
+        match available {
+            Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => {
+                (Phase::Ready, "Cluster API reports the cluster Available".into(), vec![applied, ("Ready".into(), "True".into(), "Available".into(), String::new())])
+            }
+            other => {
+                let why = other
+                    .map(|c| format!("Available={} {}", c.get("status").and_then(Value::as_str).unwrap_or("?"), c.get("reason").and_then(Value::as_str).unwrap_or("")))
+                    .unwrap_or_else(|| "Available not reported yet".into());
+                let message = format!("applied; waiting for Cluster API: {}", why.trim());
+                (Phase::Progressing, message.clone(), vec![applied, ("Ready".into(), "False".into(), "Progressing".into(), message)])
+            }
+        }
+    }
+
+    async fn api_for(&mut self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
+        let (ar, namespaced) = self.resolver.resolve(&r.api_version, &r.kind).await.map_err(|e| e.to_string())?;
+        Ok(if namespaced { Api::namespaced_with(self.client.clone(), &r.namespace, &ar) } else { Api::all_with(self.client.clone(), &ar) })
+    }
+
+    async fn delete(&mut self, r: &ObjectRef) -> Result<(), String> {
+        let api = self.api_for(r).await?;
+        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+        match api.delete(&r.name, &dp).await {
+            Ok(_) => {
+                self.out.writes += 1;
+                self.live.remove(r);
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Deletion on intent: the Cluster objects first, wait until they are gone (CAPI tears the
+    /// machines down behind its finalizers), then everything else in reverse apply order.
+    async fn delete_cluster(&mut self, name: &str, mgmt: &str, dir: &str, inventory: Vec<ObjectRef>, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let (clusters, rest): (Vec<_>, Vec<_>) = inventory.iter().cloned().partition(|r| r.is_cluster());
+        // CAPI Cluster before the EKS-A Cluster.
+        let mut clusters = clusters;
+        clusters.sort_by_key(|r| if r.group() == "cluster.x-k8s.io" { 0 } else { 1 });
+        for r in clusters.iter().chain(rest.iter().rev()) {
+            entries.push(Entry { object: r.clone(), action: Action::Prune, diff: None, reason: Some("tombstone: deletion requested in the repository".into()) });
+        }
+        let plan = Plan { cluster: name.to_string(), entries };
+        if self.opts.plan_only || prev.is_none() {
+            return Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deletion requested".into() });
+        }
+        let timeout = self.opts.delete_timeout.unwrap_or(Duration::from_secs(600));
+        let mut failure = None;
+        for r in &clusters {
+            if let Err(e) = self.delete(r).await {
+                failure = Some(e);
+                break;
+            }
+            if let Err(e) = self.wait_gone(r, timeout).await {
+                failure = Some(e);
+                break;
+            }
+        }
+        if failure.is_none() {
+            for r in rest.iter().rev() {
+                if r.kind == "Namespace" {
+                    continue;
+                }
+                if let Err(e) = self.delete(r).await {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        match failure {
+            None => {
+                status::remove(&self.client, name).await?;
+                self.out.writes += 1;
+                Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deleted".into() })
+            }
+            Some(f) => {
+                let st = ClusterStatus {
+                    phase: Phase::Deleting,
+                    message: format!("deleting: {f}"),
+                    last_applied_revision: prev.map(|p| p.field("lastAppliedRevision").to_string()).unwrap_or_default(),
+                    last_attempted_revision: self.opts.revision.clone(),
+                    desired_hash: String::new(),
+                    conditions: vec![("Ready".into(), "False".into(), "Deleting".into(), f.clone())],
+                    inventory,
+                };
+                self.write_status(name, mgmt, dir, &st, prev).await?;
+                Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: f })
+            }
+        }
+    }
+
+    async fn wait_gone(&mut self, r: &ObjectRef, timeout: Duration) -> Result<(), String> {
+        let api = self.api_for(r).await?;
+        let start = std::time::Instant::now();
+        let mut last_report = start;
+        loop {
+            match api.get_opt(&r.name).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) => return Err(format!("waiting for {} to be deleted: {e}", r.subject())),
+            }
+            if start.elapsed() > timeout {
+                return Err(format!("{} still exists after {}s (finalizers pending?)", r.subject(), timeout.as_secs()));
+            }
+            if last_report.elapsed() > Duration::from_secs(10) {
+                eprintln!("waiting for {} to be deleted ({}s)", r.subject(), start.elapsed().as_secs());
+                last_report = std::time::Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+fn apply_message(e: &ApplyError) -> String {
+    match e {
+        ApplyError::Rejected { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,274 @@
+//! The agent's HTTP surface: the GitHub webhook, probes and metrics.
+//!
+//! Two audiences, possibly two listeners: GitHub must reach the webhook (often through an ingress
+//! from the internet), while kubelet probes and Prometheus scrape from inside the cluster. The CLI's
+//! `--webhook-addr` and `--metrics-addr` can therefore differ, so one [`ServerState`] yields a
+//! [`webhook_router`] and an [`ops_router`] (or [`router`] with everything, for one address).
+//!
+//! - `GET /healthz` answers 200 as long as the process serves HTTP at all (liveness: restarting
+//!   would not help with anything else).
+//! - `GET /readyz` answers 503 until the agent calls [`ReadyFlag::set_ready`] (typically after the
+//!   first successful source fetch), then 200 (readiness: route webhooks here only when they can be
+//!   acted on).
+//! - `GET /metrics` is the OpenMetrics exposition of [`Metrics`].
+//! - `POST /hook/github` is [`super::webhook`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+use super::metrics::{CONTENT_TYPE, Metrics};
+use super::trigger::TriggerSender;
+use super::webhook::{self, DeliveryLog};
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server stopped with an I/O error.
+    #[error("HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// What the HTTP server needs to know.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The shared secret of the GitHub webhook. `None` (or empty) disables the webhook endpoint,
+    /// which then answers 404: unsigned pushes are never accepted.
+    pub webhook_secret: Option<Vec<u8>>,
+    /// The followed branch: `main` or `refs/heads/main`. Pushes to other refs are ignored.
+    pub branch: String,
+    /// Largest webhook body accepted, in bytes; larger ones get 413.
+    pub body_limit: usize,
+}
+
+impl ServerConfig {
+    /// The default body limit: 1 MiB (GitHub caps payloads at 25 MB, but a push to a fleet repo is
+    /// a few kilobytes, and a smaller cap is a smaller lever for anyone flooding the endpoint).
+    pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+    /// Follows `branch`, with no webhook secret and the default body limit.
+    pub fn new(branch: impl Into<String>) -> ServerConfig {
+        ServerConfig { webhook_secret: None, branch: branch.into(), body_limit: Self::DEFAULT_BODY_LIMIT }
+    }
+
+    /// Sets the webhook secret.
+    pub fn with_webhook_secret(mut self, secret: impl Into<Vec<u8>>) -> ServerConfig {
+        self.webhook_secret = Some(secret.into());
+        self
+    }
+
+    /// Sets the body limit.
+    pub fn with_body_limit(mut self, bytes: usize) -> ServerConfig {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// The full ref pushes must name: `refs/heads/<branch>`, or `branch` itself when it already
+    /// starts with `refs/`.
+    pub fn branch_ref(&self) -> String {
+        if self.branch.starts_with("refs/") { self.branch.clone() } else { format!("refs/heads/{}", self.branch) }
+    }
+
+    /// Whether the webhook endpoint is enabled (a non-empty secret is configured).
+    pub fn webhook_enabled(&self) -> bool {
+        self.webhook_secret.as_ref().is_some_and(|s| !s.is_empty())
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "<redacted>"))
+            .field("branch", &self.branch)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+/// Whether the agent is ready to act on triggers; shared between the agent and `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct ReadyFlag(Arc<AtomicBool>);
+
+impl ReadyFlag {
+    /// A flag that starts not ready.
+    pub fn new() -> ReadyFlag {
+        ReadyFlag::default()
+    }
+
+    /// Wraps an existing flag.
+    pub fn from_arc(flag: Arc<AtomicBool>) -> ReadyFlag {
+        ReadyFlag(flag)
+    }
+
+    /// The underlying flag.
+    pub fn as_arc(&self) -> &Arc<AtomicBool> {
+        &self.0
+    }
+
+    /// Marks the agent ready (or not ready again, e.g. while it shuts down).
+    pub fn set_ready(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    /// Whether the agent is ready.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+struct Inner {
+    config: ServerConfig,
+    triggers: TriggerSender,
+    metrics: Arc<Metrics>,
+    ready: ReadyFlag,
+    deliveries: Mutex<DeliveryLog>,
+}
+
+/// Everything the handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct ServerState {
+    inner: Arc<Inner>,
+}
+
+impl ServerState {
+    /// Builds the state: verified pushes fire into `triggers`, outcomes count into `metrics`,
+    /// `/readyz` reads `ready`.
+    pub fn new(config: ServerConfig, triggers: TriggerSender, metrics: Arc<Metrics>, ready: ReadyFlag) -> ServerState {
+        if !config.webhook_enabled() {
+            tracing::info!("no webhook secret configured: POST /hook/github answers 404");
+        }
+        ServerState {
+            inner: Arc::new(Inner { config, triggers, metrics, ready, deliveries: Mutex::new(DeliveryLog::default()) }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The readiness flag.
+    pub fn ready(&self) -> &ReadyFlag {
+        &self.inner.ready
+    }
+
+    /// The trigger sender.
+    pub fn triggers(&self) -> &TriggerSender {
+        &self.inner.triggers
+    }
+
+    /// Records a delivery id; `false` if it was seen recently.
+    pub(super) fn remember_delivery(&self, id: &str) -> bool {
+        self.inner.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(id)
+    }
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+/// Every route: the webhook, probes and metrics, for a single listener.
+pub fn router(state: ServerState) -> Router {
+    webhook_router(state.clone()).merge(ops_router(state))
+}
+
+/// Only `POST /hook/github`, for the listener GitHub reaches.
+pub fn webhook_router(state: ServerState) -> Router {
+    Router::new().route("/hook/github", post(webhook::github)).with_state(state)
+}
+
+/// Only `/healthz`, `/readyz` and `/metrics`, for the in-cluster listener.
+pub fn ops_router(state: ServerState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<ServerState>) -> Response {
+    if state.ready().is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(state): State<ServerState>) -> Response {
+    match state.metrics().try_encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "encoding metrics");
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()
+        }
+    }
+}
+
+/// Binds a TCP listener, naming the address in the error.
+pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind { addr: addr.to_owned(), source })
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    tracing::info!(addr = ?addr, "serving HTTP");
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_refs_and_redaction() {
+        assert_eq!(ServerConfig::new("main").branch_ref(), "refs/heads/main");
+        assert_eq!(ServerConfig::new("refs/heads/release/1.2").branch_ref(), "refs/heads/release/1.2");
+        let config = ServerConfig::new("main").with_webhook_secret("hunter2");
+        assert!(config.webhook_enabled());
+        assert!(!format!("{config:?}").contains("hunter2"));
+        assert!(!ServerConfig::new("main").with_webhook_secret("").webhook_enabled());
+        assert_eq!(ServerConfig::new("main").body_limit, 1 << 20);
+    }
+
+    #[test]
+    fn the_ready_flag_is_shared() {
+        let flag = ReadyFlag::new();
+        let clone = flag.clone();
+        assert!(!flag.is_ready());
+        clone.set_ready(true);
+        assert!(flag.is_ready());
+    }
+}

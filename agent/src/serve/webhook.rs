@@ -1,0 +1,322 @@
+//! `POST /hook/github`: GitHub push notifications, so the agent reconciles seconds after a merge
+//! instead of at the next poll.
+//!
+//! The endpoint is reachable from the internet (GitHub has to reach it), so it trusts nothing it
+//! has not authenticated. The order of checks is the security argument:
+//!
+//! 1. No secret configured: 404. An unsigned webhook would let anyone make the agent fetch and
+//!    apply at will, so there is no "accept unsigned" mode. An empty secret counts as none.
+//! 2. No `X-Hub-Signature-256` header: 401 before a byte of the body is buffered.
+//! 3. A declared or actual body over the limit (default 1 MiB): 413, reading stops at the limit.
+//! 4. HMAC-SHA256 of the raw bytes (before any JSON parsing) against `sha256=<hex>`, compared in
+//!    constant time (`Mac::verify_slice`); the legacy SHA-1 header is never accepted. Wrong: 401.
+//! 5. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
+//!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
+//!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
+//! 6. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
+//!    delivery id, then answers 202. The trigger channel coalesces bursts, so fifty merges in a
+//!    change window are one reconcile, not fifty (Flux's "reconcile storm").
+//!
+//! Nothing is fired on any failure path, and every request is counted by outcome in
+//! `capstan_webhook_requests_total`.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::poll_fn;
+use std::pin::Pin;
+
+use axum::body::{Body, HttpBody};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use super::metrics::WebhookOutcome;
+use super::server::ServerState;
+use super::trigger::Trigger;
+
+/// How many recent delivery ids are remembered for duplicate detection.
+pub const DELIVERY_LOG_SIZE: usize = 1000;
+
+/// The signature header GitHub sends (HMAC-SHA256).
+pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+/// The event-name header.
+pub const EVENT_HEADER: &str = "x-github-event";
+/// The delivery-id header.
+pub const DELIVERY_HEADER: &str = "x-github-delivery";
+
+/// Delivery ids longer than this are not remembered (GitHub's are 36-character GUIDs).
+const MAX_DELIVERY_ID_LEN: usize = 128;
+
+/// Why a webhook request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// No secret is configured, so the endpoint does not exist.
+    #[error("webhook endpoint disabled: no secret configured")]
+    NotConfigured,
+    /// No `X-Hub-Signature-256` header.
+    #[error("missing X-Hub-Signature-256 header")]
+    MissingSignature,
+    /// The signature header is not `sha256=<64 hex digits>`.
+    #[error("malformed X-Hub-Signature-256 header (expected sha256=<hex>)")]
+    MalformedSignature,
+    /// The signature does not match the body.
+    #[error("signature mismatch")]
+    BadSignature,
+    /// The body is larger than the limit.
+    #[error("request body larger than {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The body could not be read.
+    #[error("reading the request body: {0}")]
+    BodyRead(#[source] axum::Error),
+    /// No `X-GitHub-Event` header on a signed request.
+    #[error("missing X-GitHub-Event header")]
+    MissingEvent,
+    /// A signed push whose payload is not the JSON GitHub sends.
+    #[error("push payload is not JSON with a string \"ref\" (is the webhook's content type application/json?): {0}")]
+    BadPayload(#[source] serde_json::Error),
+}
+
+impl WebhookError {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            WebhookError::NotConfigured => StatusCode::NOT_FOUND,
+            WebhookError::MissingSignature | WebhookError::MalformedSignature | WebhookError::BadSignature => {
+                StatusCode::UNAUTHORIZED
+            }
+            WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookError::BodyRead(_) | WebhookError::MissingEvent | WebhookError::BadPayload(_) => {
+                StatusCode::BAD_REQUEST
+            }
+        }
+    }
+
+    /// The metrics outcome, if the request is counted.
+    fn outcome(&self) -> Option<WebhookOutcome> {
+        match self {
+            WebhookError::NotConfigured => None,
+            WebhookError::MissingSignature | WebhookError::MalformedSignature | WebhookError::BadSignature => {
+                Some(WebhookOutcome::Unauthorized)
+            }
+            WebhookError::TooLarge { .. } => Some(WebhookOutcome::TooLarge),
+            WebhookError::BodyRead(_) | WebhookError::MissingEvent | WebhookError::BadPayload(_) => {
+                Some(WebhookOutcome::Ignored)
+            }
+        }
+    }
+}
+
+impl IntoResponse for WebhookError {
+    fn into_response(self) -> Response {
+        // Say what was wrong, never anything about the secret or the expected signature.
+        let status = self.status();
+        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{self}\n")).into_response()
+    }
+}
+
+/// Checks a `X-Hub-Signature-256` header value against the raw body, in constant time.
+pub fn verify_signature(secret: &[u8], header_value: &[u8], body: &[u8]) -> Result<(), WebhookError> {
+    let hex_sig = header_value.strip_prefix(b"sha256=").ok_or(WebhookError::MalformedSignature)?;
+    let expected = hex::decode(hex_sig.trim_ascii()).map_err(|_| WebhookError::MalformedSignature)?;
+    if expected.len() != 32 {
+        return Err(WebhookError::MalformedSignature);
+    }
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::BadSignature)?;
+    mac.update(body);
+    mac.verify_slice(&expected).map_err(|_| WebhookError::BadSignature)
+}
+
+/// The header value GitHub would send for this body: `sha256=<hex HMAC-SHA256>`.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// The last [`DELIVERY_LOG_SIZE`] delivery ids, oldest first out.
+#[derive(Debug, Default)]
+pub struct DeliveryLog {
+    order: VecDeque<String>,
+    seen: HashSet<String>,
+}
+
+impl DeliveryLog {
+    /// Records an id; `false` when it was already among the remembered ones.
+    pub fn insert(&mut self, id: &str) -> bool {
+        if self.seen.contains(id) {
+            return false;
+        }
+        if id.len() > MAX_DELIVERY_ID_LEN {
+            // Not GitHub's; not worth memory. Treated as new every time.
+            return true;
+        }
+        if self.order.len() >= DELIVERY_LOG_SIZE
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.seen.remove(&oldest);
+        }
+        self.order.push_back(id.to_owned());
+        self.seen.insert(id.to_owned());
+        true
+    }
+
+    /// How many ids are remembered.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// The fields of a push payload the agent uses.
+#[derive(Debug, serde::Deserialize)]
+struct PushPayload {
+    #[serde(rename = "ref")]
+    git_ref: String,
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    deleted: bool,
+}
+
+/// What an authenticated request amounted to.
+enum Verdict {
+    Accepted,
+    Pong,
+    Ignored(String),
+    Duplicate,
+}
+
+/// The `POST /hook/github` handler.
+pub(super) async fn github(State(state): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
+    let delivery = header_str(&headers, DELIVERY_HEADER).map(str::to_owned);
+    let event = header_str(&headers, EVENT_HEADER).map(str::to_owned);
+    match handle(&state, &headers, body, delivery.as_deref()).await {
+        Ok(verdict) => {
+            let (outcome, status, text) = match verdict {
+                Verdict::Accepted => (WebhookOutcome::Accepted, StatusCode::ACCEPTED, "reconcile triggered".to_owned()),
+                Verdict::Pong => (WebhookOutcome::Ignored, StatusCode::OK, "pong".to_owned()),
+                Verdict::Ignored(why) => (WebhookOutcome::Ignored, StatusCode::ACCEPTED, format!("ignored: {why}")),
+                Verdict::Duplicate => (WebhookOutcome::Duplicate, StatusCode::ACCEPTED, "ignored: duplicate delivery".to_owned()),
+            };
+            state.metrics().inc_webhook(outcome);
+            tracing::info!(outcome = outcome.as_str(), event, delivery, "webhook: {text}");
+            (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{text}\n")).into_response()
+        }
+        Err(e) => {
+            match e.outcome() {
+                Some(outcome) => {
+                    state.metrics().inc_webhook(outcome);
+                    tracing::warn!(outcome = outcome.as_str(), event, delivery, error = %e, "webhook request refused");
+                }
+                None => tracing::warn!("webhook request received but no webhook secret is configured; answering 404"),
+            }
+            e.into_response()
+        }
+    }
+}
+
+async fn handle(state: &ServerState, headers: &HeaderMap, body: Body, delivery: Option<&str>) -> Result<Verdict, WebhookError> {
+    let config = state.config();
+    let secret = config.webhook_secret.as_deref().filter(|s| !s.is_empty()).ok_or(WebhookError::NotConfigured)?;
+    let signature = headers.get(SIGNATURE_HEADER).ok_or(WebhookError::MissingSignature)?;
+    if !signature.as_bytes().starts_with(b"sha256=") {
+        return Err(WebhookError::MalformedSignature);
+    }
+    let limit = config.body_limit;
+    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(WebhookError::TooLarge { limit });
+    }
+    let raw = read_limited(body, limit).await?;
+    verify_signature(secret, signature.as_bytes(), &raw)?;
+
+    // Authenticated from here on.
+    let event = header_str(headers, EVENT_HEADER).ok_or(WebhookError::MissingEvent)?;
+    if let Some(id) = delivery
+        && !state.remember_delivery(id)
+    {
+        return Ok(Verdict::Duplicate);
+    }
+    match event {
+        "ping" => return Ok(Verdict::Pong),
+        "push" => {}
+        other => return Ok(Verdict::Ignored(format!("event {other:?} is not a push"))),
+    }
+    let push: PushPayload = serde_json::from_slice(&raw).map_err(WebhookError::BadPayload)?;
+    let followed = config.branch_ref();
+    if push.git_ref != followed {
+        return Ok(Verdict::Ignored(format!("push to {}, following {followed}", push.git_ref)));
+    }
+    if push.deleted {
+        return Ok(Verdict::Ignored(format!("{followed} was deleted")));
+    }
+    state.triggers().fire(Trigger::Webhook { after: push.after, delivery: delivery.map(str::to_owned) });
+    Ok(Verdict::Accepted)
+}
+
+/// Reads the whole body, refusing (and stopping reading) once it passes `limit` bytes.
+async fn read_limited(mut body: Body, limit: usize) -> Result<Vec<u8>, WebhookError> {
+    let mut out = Vec::new();
+    loop {
+        let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        match frame {
+            None => return Ok(out),
+            Some(Err(e)) => return Err(WebhookError::BodyRead(e)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if out.len() + data.len() > limit {
+                        return Err(WebhookError::TooLarge { limit });
+                    }
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_round_trip_and_reject_everything_else() {
+        let body = br#"{"ref":"refs/heads/main"}"#;
+        let good = sign(b"s3cret", body);
+        assert!(good.starts_with("sha256=") && good.len() == 7 + 64);
+        verify_signature(b"s3cret", good.as_bytes(), body).expect("valid");
+        assert!(matches!(verify_signature(b"other", good.as_bytes(), body), Err(WebhookError::BadSignature)));
+        assert!(matches!(verify_signature(b"s3cret", good.as_bytes(), b"{}"), Err(WebhookError::BadSignature)));
+        let sha1 = good.replacen("sha256=", "sha1=", 1);
+        assert!(matches!(verify_signature(b"s3cret", sha1.as_bytes(), body), Err(WebhookError::MalformedSignature)));
+        assert!(matches!(verify_signature(b"s3cret", b"sha256=zz", body), Err(WebhookError::MalformedSignature)));
+        assert!(matches!(verify_signature(b"s3cret", b"sha256=abcd", body), Err(WebhookError::MalformedSignature)));
+    }
+
+    #[test]
+    fn the_delivery_log_forgets_the_oldest() {
+        let mut log = DeliveryLog::default();
+        assert!(log.insert("first"));
+        assert!(!log.insert("first"));
+        for i in 0..DELIVERY_LOG_SIZE - 1 {
+            assert!(log.insert(&format!("id-{i}")));
+        }
+        assert_eq!(log.len(), DELIVERY_LOG_SIZE);
+        assert!(!log.insert("first"), "still remembered at exactly the limit");
+        assert!(log.insert("one-more"));
+        assert_eq!(log.len(), DELIVERY_LOG_SIZE);
+        assert!(log.insert("first"), "the oldest was forgotten");
+    }
+}

@@ -1,0 +1,246 @@
+//! The bare mirror on disk: the only state the source keeps between restarts.
+//!
+//! Why a bare repository of our own rather than a checkout: the agent never needs a working tree
+//! (it reads blobs straight from the object database into a [`capstan_layout::Tree`]), and a bare
+//! mirror makes every later fetch incremental, so a restarted agent does not re-clone. The mirror
+//! records
+//!
+//! - the remote URL in `remote.origin.url` (so `git -C <cache> remote -v` tells a human what it is,
+//!   and so a changed URL is noticed: the tracking refs are then dropped, objects are kept), and
+//! - one tracking ref per configured reference under `refs/capstan/` (`branches/<name>`,
+//!   `tags/<name>`, `commits/<hex>`), written by fetch. Its value is what the remote advertised
+//!   for the ref (a tag object for an annotated tag), which is what the "has it moved?" check
+//!   compares against, and after a restart it is the revision the previous process synced.
+//!
+//! We never use `refs/heads/*` or a configured fetch refspec, so nothing outside `refs/capstan/`
+//! is touched and the same cache directory cannot be confused with a user's clone.
+//!
+//! SSH settings (deploy key, known_hosts) are passed as in-memory configuration overrides
+//! (`core.sshCommand`, `ssh.variant`) when the repository is opened: they never end up in the
+//! mirror's config file, and they take precedence over whatever the user's `~/.gitconfig` says.
+
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+
+use super::GitRef;
+
+/// Errors of the on-disk mirror.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    /// The cache directory exists, is not empty and is not a bare Git repository.
+    #[error("cache directory {} for {url} is not empty and not a Git repository: {cause}", .dir.display())]
+    NotARepository {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The (credential-free) remote URL.
+        url: String,
+        /// What gix said.
+        cause: String,
+    },
+    /// Creating, opening or configuring the mirror failed.
+    #[error("cannot {action} the mirror of {url} in {}: {cause}", .dir.display())]
+    Setup {
+        /// What we were doing.
+        action: &'static str,
+        /// The cache directory.
+        dir: PathBuf,
+        /// The (credential-free) remote URL.
+        url: String,
+        /// What failed.
+        cause: String,
+    },
+    /// Reading or writing a tracking ref failed.
+    #[error("cannot {action} {name} in the mirror of {url}: {cause}")]
+    Ref {
+        /// What we were doing.
+        action: &'static str,
+        /// The ref name.
+        name: String,
+        /// The (credential-free) remote URL.
+        url: String,
+        /// What failed.
+        cause: String,
+    },
+}
+
+/// The bare mirror and the settings it was opened with.
+pub(crate) struct Mirror {
+    pub(crate) repo: gix::Repository,
+    pub(crate) dir: PathBuf,
+    /// Credential-free URL, for messages.
+    pub(crate) display_url: String,
+}
+
+/// The in-memory configuration for ssh:// URLs: use exactly this key and known_hosts file, never
+/// prompt, never hang forever on a dead connection.
+pub(crate) fn ssh_command(key: Option<&Path>, known_hosts: Option<&Path>) -> Option<String> {
+    if key.is_none() && known_hosts.is_none() {
+        return None;
+    }
+    let mut cmd = String::from("ssh -o BatchMode=yes -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4");
+    if let Some(key) = key {
+        cmd.push_str(" -o IdentitiesOnly=yes -i ");
+        cmd.push_str(&shell_quote(&key.to_string_lossy()));
+    }
+    if let Some(kh) = known_hosts {
+        cmd.push_str(" -o StrictHostKeyChecking=yes -o GlobalKnownHostsFile=/dev/null -o UserKnownHostsFile=");
+        cmd.push_str(&shell_quote(&kh.to_string_lossy()));
+    }
+    Some(cmd)
+}
+
+/// Single-quotes `s` for `sh` (gix runs a `core.sshCommand` with arguments through the shell).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The tracking ref of a configured reference.
+pub(crate) fn tracking_ref(reference: &GitRef) -> String {
+    match reference {
+        GitRef::Branch(b) => format!("refs/capstan/branches/{b}"),
+        GitRef::Tag(t) => format!("refs/capstan/tags/{t}"),
+        GitRef::Commit(c) => format!("refs/capstan/commits/{c}"),
+    }
+}
+
+fn cause(e: impl std::fmt::Display) -> String {
+    format!("{e:#}")
+}
+
+impl Mirror {
+    /// Opens the bare mirror in `dir`, creating it if `dir` is missing or empty. No network.
+    pub(crate) fn open(
+        dir: &Path,
+        url: &str,
+        display_url: &str,
+        ssh_command: Option<String>,
+    ) -> Result<Mirror, MirrorError> {
+        let setup = |action: &'static str, e: &dyn std::fmt::Display| MirrorError::Setup {
+            action,
+            dir: dir.to_path_buf(),
+            url: display_url.to_string(),
+            cause: cause(e),
+        };
+        let empty = match std::fs::read_dir(dir) {
+            Ok(mut entries) => entries.next().is_none(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir).map_err(|e| setup("create", &e))?;
+                true
+            }
+            Err(e) => return Err(setup("read", &e)),
+        };
+        if empty {
+            gix::init_bare(dir).map_err(|e| setup("initialise", &e))?;
+        }
+
+        let mut overrides: Vec<String> = Vec::new();
+        if let Some(cmd) = ssh_command {
+            overrides.push(format!("core.sshCommand={cmd}"));
+            overrides.push("ssh.variant=ssh".to_string());
+        }
+        let options = gix::open::Options::default().config_overrides(overrides);
+        let repo = gix::open_opts(dir, options).map_err(|e| MirrorError::NotARepository {
+            dir: dir.to_path_buf(),
+            url: display_url.to_string(),
+            cause: cause(e),
+        })?;
+        if !repo.is_bare() {
+            return Err(MirrorError::NotARepository {
+                dir: dir.to_path_buf(),
+                url: display_url.to_string(),
+                cause: "it has a working tree; the cache must be a bare mirror".into(),
+            });
+        }
+        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string() };
+        mirror.record_url(url)?;
+        Ok(mirror)
+    }
+
+    /// Stores `url` as `remote.origin.url`; when a different URL was stored, the tracking refs
+    /// are dropped so nothing synced from the old remote is mistaken for the new one's state.
+    fn record_url(&mut self, url: &str) -> Result<(), MirrorError> {
+        let stored = self.repo.config_snapshot().string("remote.origin.url").map(|s| s.to_str_lossy().into_owned());
+        if stored.as_deref() == Some(url) {
+            return Ok(());
+        }
+        if stored.is_some() {
+            tracing::info!(url = %self.display_url, "source URL changed; dropping the mirror's tracking refs");
+            self.drop_tracking_refs()?;
+        }
+        let err = |action: &'static str, e: &dyn std::fmt::Display| MirrorError::Setup {
+            action,
+            dir: self.dir.clone(),
+            url: self.display_url.clone(),
+            cause: cause(e),
+        };
+        let path = self.repo.config_path(gix::config::Source::Local).map_err(|e| err("locate the config of", &e))?;
+        let mut file = self.repo.config_file_mut(path).map_err(|e| err("lock the config of", &e))?;
+        file.set_raw_value("remote.origin.url", url).map_err(|e| err("configure", &e))?;
+        file.commit().map_err(|e| err("write the config of", &e))?;
+        Ok(())
+    }
+
+    fn drop_tracking_refs(&self) -> Result<(), MirrorError> {
+        let err = |e: &dyn std::fmt::Display| MirrorError::Ref {
+            action: "delete",
+            name: "refs/capstan/*".into(),
+            url: self.display_url.clone(),
+            cause: cause(e),
+        };
+        let platform = self.repo.references().map_err(|e| err(&e))?;
+        let refs: Vec<_> = platform
+            .prefixed(b"refs/capstan/".as_bstr().try_into().map_err(|e| err(&e))?)
+            .map_err(|e| err(&e))?
+            .filter_map(Result::ok)
+            .collect();
+        for r in refs {
+            r.delete().map_err(|e| err(&e))?;
+        }
+        Ok(())
+    }
+
+    /// The value of a tracking ref (not peeled), if it exists.
+    pub(crate) fn tracking_target(&self, name: &str) -> Result<Option<ObjectId>, MirrorError> {
+        let found = self.repo.try_find_reference(name).map_err(|e| MirrorError::Ref {
+            action: "read",
+            name: name.to_string(),
+            url: self.display_url.clone(),
+            cause: cause(e),
+        })?;
+        Ok(found.and_then(|r| r.try_id().map(|id| id.detach())))
+    }
+
+    /// Points a tracking ref at `id` (used for pinned commits found through a full fetch).
+    pub(crate) fn set_tracking(&self, name: &str, id: ObjectId) -> Result<(), MirrorError> {
+        self.repo
+            .reference(name, id, gix::refs::transaction::PreviousValue::Any, "capstan: pin")
+            .map(|_| ())
+            .map_err(|e| MirrorError::Ref {
+                action: "write",
+                name: name.to_string(),
+                url: self.display_url.clone(),
+                cause: cause(e),
+            })
+    }
+
+    /// Peels `id` (a commit or a chain of tag objects) to a commit, if it is present locally.
+    pub(crate) fn peel_to_commit(&self, id: ObjectId) -> Option<ObjectId> {
+        let object = self.repo.try_find_object(id).ok()??;
+        object.peel_to_commit().ok().map(|c| c.id)
+    }
+
+    /// Whether the mirror has a commit together with its root tree.
+    pub(crate) fn has_commit(&self, id: ObjectId) -> bool {
+        match self.repo.find_commit(id) {
+            Ok(c) => c.tree_id().is_ok_and(|t| self.repo.has_object(t)),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the mirror has a `shallow` file (a history cut off at some depth).
+    pub(crate) fn is_shallow(&self) -> bool {
+        self.repo.is_shallow().unwrap_or(false)
+    }
+}

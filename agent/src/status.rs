@@ -1,0 +1,222 @@
+//! Status: one `ManagedCluster` (capstan.dev/v1alpha1) per fleet cluster in `capstan-system`.
+//!
+//! It holds the last applied revision, the phase, conditions with reasons, and the inventory of
+//! what capstan applied for the cluster (what prune works from, so it lives on the management
+//! cluster, next to the objects, and survives agent restarts). `kubectl get managedclusters -n
+//! capstan-system` shows it through printer columns. The object is written only when its content
+//! changes, so a reconcile that changes nothing writes nothing.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::{Value, json};
+
+use crate::k8s::{FIELD_MANAGER, Resolver};
+use crate::plan::ObjectRef;
+
+/// Namespace of the status objects.
+pub const NAMESPACE: &str = "capstan-system";
+/// apiVersion of the status objects.
+pub const API_VERSION: &str = "capstan.dev/v1alpha1";
+/// The CRD, applied by the agent at start.
+pub const CRD: &str = include_str!("../manifests/managedclusters.capstan.dev.yaml");
+
+/// Where a cluster is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Known, nothing applied yet.
+    Pending,
+    /// Objects are being applied.
+    Applying,
+    /// Applied; Cluster API is not done yet.
+    Progressing,
+    /// Applied and the Cluster is Available.
+    Ready,
+    /// The revision does not validate or apply; the last applied one stays live.
+    Failed,
+    /// Applied before, no longer in the repository, no tombstone: left untouched.
+    Orphaned,
+    /// Suspended in the repository.
+    Suspended,
+    /// Being deleted (tombstone).
+    Deleting,
+}
+
+impl Phase {
+    /// The phase as written in the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Applying => "Applying",
+            Phase::Progressing => "Progressing",
+            Phase::Ready => "Ready",
+            Phase::Failed => "Failed",
+            Phase::Orphaned => "Orphaned",
+            Phase::Suspended => "Suspended",
+            Phase::Deleting => "Deleting",
+        }
+    }
+}
+
+/// Why status could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// An API call failed.
+    #[error("{action} ManagedCluster {name}: {source}")]
+    Api {
+        /// What was being done.
+        action: &'static str,
+        /// Which object.
+        name: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRD could not be installed.
+    #[error("installing the ManagedCluster CRD: {0}")]
+    Crd(String),
+}
+
+/// The status capstan computes for a cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterStatus {
+    /// Phase.
+    pub phase: Phase,
+    /// One line for humans.
+    pub message: String,
+    /// Revision of the objects live now.
+    pub last_applied_revision: String,
+    /// Revision last tried.
+    pub last_attempted_revision: String,
+    /// Hash of all desired objects of the last applied revision.
+    pub desired_hash: String,
+    /// Conditions: `(type, status, reason, message)`.
+    pub conditions: Vec<(String, String, String, String)>,
+    /// What capstan applied.
+    pub inventory: Vec<ObjectRef>,
+}
+
+/// A status object as read back.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Management cluster.
+    pub management: String,
+    /// The raw object.
+    pub object: Value,
+}
+
+impl Recorded {
+    /// The recorded inventory.
+    pub fn inventory(&self) -> Vec<ObjectRef> {
+        self.object.pointer("/status/inventory").cloned().and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default()
+    }
+
+    /// A string field of the status.
+    pub fn field(&self, name: &str) -> &str {
+        self.object.pointer(&format!("/status/{name}")).and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+fn api(client: &Client) -> Api<DynamicObject> {
+    let ar = kube::discovery::ApiResource {
+        group: "capstan.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: API_VERSION.into(),
+        kind: "ManagedCluster".into(),
+        plural: "managedclusters".into(),
+    };
+    Api::namespaced_with(client.clone(), NAMESPACE, &ar)
+}
+
+/// Installs the CRD and the namespace, and waits until the CRD is served.
+pub async fn install(client: &Client) -> Result<(), StatusError> {
+    let crd: Value = capstan_templates::yaml::parse(CRD).map_err(|e| StatusError::Crd(e.to_string()))?.remove(0).value;
+    let mut resolver = Resolver::new(client.clone()).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    for obj in [&crd, &ns] {
+        crate::k8s::apply::apply_one(client, &mut resolver, obj, false).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+    }
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    let established = kube::runtime::wait::await_condition(crds, "managedclusters.capstan.dev", kube::runtime::wait::conditions::is_crd_established());
+    tokio::time::timeout(std::time::Duration::from_secs(30), established)
+        .await
+        .map_err(|_| StatusError::Crd("not Established after 30s".into()))?
+        .map_err(|e| StatusError::Crd(e.to_string()))?;
+    Ok(())
+}
+
+/// Every recorded status, by cluster name. An error is an error, never an empty map.
+pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
+    let list = api(client).list(&ListParams::default()).await.map_err(|source| StatusError::Api { action: "listing", name: "*".into(), source })?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|o| {
+            let v = serde_json::to_value(&o).expect("objects serialise");
+            let management = v.pointer("/spec/management").and_then(Value::as_str).unwrap_or("").to_string();
+            (o.metadata.name.clone().unwrap_or_default(), Recorded { management, object: v })
+        })
+        .collect())
+}
+
+/// Now, as RFC 3339.
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// Writes a cluster's status when it differs from what is recorded. Returns whether it wrote.
+pub async fn write(client: &Client, name: &str, management: &str, directory: &str, status: &ClusterStatus, previous: Option<&Recorded>) -> Result<bool, StatusError> {
+    let prev_conditions: BTreeMap<String, Value> = previous
+        .and_then(|p| p.object.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|c| Some((c.get("type")?.as_str()?.to_string(), c.clone()))).collect())
+        .unwrap_or_default();
+    let conditions: Vec<Value> = status
+        .conditions
+        .iter()
+        .map(|(t, s, reason, message)| {
+            // Keep the transition time unless the condition's status changed.
+            let time = match prev_conditions.get(t) {
+                Some(c) if c.get("status").and_then(Value::as_str) == Some(s) => c.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(now())),
+                _ => json!(now()),
+            };
+            json!({"type": t, "status": s, "reason": reason, "message": message, "lastTransitionTime": time})
+        })
+        .collect();
+    let desired_status = json!({
+        "phase": status.phase.as_str(),
+        "message": status.message,
+        "lastAppliedRevision": status.last_applied_revision,
+        "lastAttemptedRevision": status.last_attempted_revision,
+        "desiredHash": status.desired_hash,
+        "objectCount": status.inventory.len(),
+        "conditions": conditions,
+        "inventory": status.inventory,
+    });
+    let spec = json!({"management": management, "directory": directory});
+    if let Some(p) = previous {
+        if p.object.get("status") == Some(&desired_status) && p.object.get("spec") == Some(&spec) {
+            return Ok(false);
+        }
+    }
+    let obj = json!({
+        "apiVersion": API_VERSION,
+        "kind": "ManagedCluster",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
+        "spec": spec,
+        "status": desired_status,
+    });
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api(client).patch(name, &pp, &Patch::Apply(&obj)).await.map_err(|source| StatusError::Api { action: "writing", name: name.into(), source })?;
+    Ok(true)
+}
+
+/// Removes a cluster's status object (after its deletion completed).
+pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
+    match api(client).delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(StatusError::Api { action: "deleting", name: name.into(), source }),
+    }
+}
