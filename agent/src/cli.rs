@@ -84,6 +84,9 @@ pub enum Command {
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
+        /// The management cluster this is (default: the repository's only one).
+        #[arg(long)]
+        management: Option<String>,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t)]
         output: Output,
@@ -108,6 +111,9 @@ pub enum Command {
         /// Revision label recorded in status (default: the repository's HEAD commit, else "local").
         #[arg(long)]
         revision: Option<String>,
+        /// The management cluster this is (default: the repository's only one).
+        #[arg(long)]
+        management: Option<String>,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,

@@ -55,6 +55,9 @@ pub struct Options {
     pub revision: String,
     /// How long to wait for a Cluster to go away when deleting.
     pub delete_timeout: Option<Duration>,
+    /// The management cluster this agent runs on (default: the repository's only one). Only its
+    /// own cluster and its workloads are reconciled; other management clusters have their agents.
+    pub management: Option<String>,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
@@ -69,6 +72,9 @@ pub enum ReconcileError {
     /// Status unreadable or unwritable.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// Which management cluster to reconcile is ambiguous or unknown.
+    #[error("{0}")]
+    Management(String),
     /// Namespaces could not be ensured.
     #[error("ensuring namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
@@ -153,8 +159,18 @@ pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result
         Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
         Err(e) => return Err(e.into()),
     };
+    let managements: Vec<&str> = fleet.clusters.iter().filter(|c| c.role == capstan_layout::Role::Management).map(|c| c.name.as_str()).collect();
+    let management = match (&opts.management, managements.as_slice()) {
+        (Some(m), _) if managements.contains(&m.as_str()) => m.clone(),
+        (Some(m), _) => return Err(ReconcileError::Management(format!("management cluster `{m}` is not in the repository (found: {})", managements.join(", ")))),
+        (None, [one]) => one.to_string(),
+        (None, []) => return Err(ReconcileError::Management("the repository has no management cluster".into())),
+        (None, many) => return Err(ReconcileError::Management(format!("the repository has several management clusters ({}); say which one this is with --management", many.join(", ")))),
+    };
+    let recorded: BTreeMap<String, Recorded> = recorded.into_iter().filter(|(_, r)| r.management == management).collect();
     let mut resolver = Resolver::new(client.clone()).await?;
-    let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
+    let in_scope: BTreeSet<&str> = fleet.clusters.iter().filter(|c| c.management() == management).map(|c| c.name.as_str()).collect();
+    let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name) && (in_scope.contains(name) || recorded.contains_key(name));
     let wanted: Vec<ObjectRef> = fleet
         .clusters
         .iter()
@@ -165,7 +181,7 @@ pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result
     let live = Live::load(client, &mut resolver, wanted).await?;
     let mut pass = Pass { client: client.clone(), resolver, out: Outcome { reads: live.requests + 1, ..Default::default() }, live, opts };
     if !opts.plan_only {
-        pass.ensure_namespaces(fleet).await?;
+        pass.ensure_namespaces(fleet, &in_scope).await?;
     }
     let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     for entry in fleet.clusters.iter().filter(|e| selected(&e.name)) {
@@ -203,10 +219,11 @@ impl Pass<'_> {
     }
 
     /// Namespaces the fleet's objects live in are created when missing (and never pruned).
-    async fn ensure_namespaces(&mut self, fleet: &Fleet) -> Result<(), ReconcileError> {
+    async fn ensure_namespaces(&mut self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
         let wanted: BTreeSet<String> = fleet
             .clusters
             .iter()
+            .filter(|e| in_scope.contains(e.name.as_str()))
             .flat_map(|e| e.objects.iter().flatten())
             .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string))
             .collect();
@@ -319,10 +336,12 @@ impl Pass<'_> {
                     inventory.insert(r.key(), ObjectRef { generation, ..r.clone() });
                 }
             }
-            for e in plan.entries.iter().filter(|e| e.action == Action::Skip && !e.object.is_cluster()) {
+            let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
+            // A prune skipped because something else owns the object: it is no longer ours.
+            // (Skipped desired objects, e.g. reported drift, keep their recorded entry.)
+            for e in plan.entries.iter().filter(|e| e.action == Action::Skip && !e.object.is_cluster() && !desired_keys.contains(&e.object.key())) {
                 inventory.remove(&e.object.key());
             }
-            let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
             inventory.retain(|k, r| desired_keys.contains(k) || r.is_cluster() || plan.entries.iter().any(|e| e.object.key() == *k && e.action == Action::Skip));
         }
         // Inventory in apply order (prune works backwards through it).

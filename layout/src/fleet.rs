@@ -431,10 +431,9 @@ fn add_release_objects(clusters: &mut [ClusterEntry], _manifest: &ReleaseManifes
         let mut release_objects: Vec<Value> = releases.values().map(|r| r.eksa_release_object(RELEASE_NAMESPACE)).collect();
         for o in &mut release_objects {
             if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.insert(
-                    "labels".into(),
-                    serde_json::json!({render::MANAGED_BY_LABEL: "capstan", render::CLUSTER_LABEL: e.name}),
-                );
+                // No cluster label: a release object describes the release, the same for every
+                // cluster that uses it.
+                meta.insert("labels".into(), serde_json::json!({render::MANAGED_BY_LABEL: "capstan"}));
             }
         }
         // Release objects go first: clusters refer to them.

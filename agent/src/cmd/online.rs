@@ -49,9 +49,9 @@ fn print_outcome(out: &Outcome, plan_only: bool) {
 }
 
 /// `capstan plan`.
-pub fn plan(repo: &Path, cluster: Option<String>, output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+pub fn plan(repo: &Path, cluster: Option<String>, management: Option<String>, output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
-    let opts = Options { plan_only: true, only: cluster, revision: local_revision(repo), ..Default::default() };
+    let opts = Options { plan_only: true, only: cluster, management, revision: local_revision(repo), ..Default::default() };
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         anyhow::Ok(reconcile::reconcile(&conn.client, &fleet, &opts).await?)
@@ -78,7 +78,7 @@ pub fn plan(repo: &Path, cluster: Option<String>, output: Output, kube: &KubeArg
 }
 
 /// `capstan reconcile --once`.
-pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftArg, revision: Option<String>, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftArg, revision: Option<String>, management: Option<String>, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     if !once {
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
@@ -87,7 +87,7 @@ pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftA
         DriftArg::Correct => Drift::Correct,
         DriftArg::Report => Drift::Report,
     };
-    let opts = Options { plan_only: false, only: cluster, drift, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
+    let opts = Options { plan_only: false, only: cluster, drift, management, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         eprintln!("reconciling {} at revision {} against {}", repo.display(), opts.revision, conn.server);
