@@ -144,8 +144,13 @@ impl Plan {
 /// The hash of a desired object, recorded in [`HASH_ANNOTATION`].
 pub fn content_hash(obj: &Value) -> String {
     let mut v = obj.clone();
-    if let Some(ann) = v.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
-        ann.remove(HASH_ANNOTATION);
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            ann.remove(HASH_ANNOTATION);
+            if ann.is_empty() {
+                meta.remove("annotations");
+            }
+        }
     }
     hex::encode(Sha256::digest(serde_json::to_vec(&v).expect("values serialise")))[..16].to_string()
 }
