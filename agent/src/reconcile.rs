@@ -387,6 +387,11 @@ impl Pass<'_> {
                 entries.push(Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None });
                 continue;
             }
+            // Creating for real: the apply itself is validated strictly, no need to ask first.
+            if live.is_none() && !self.opts.plan_only {
+                entries.push(Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, obj, &r.subject())), reason: None });
+                continue;
+            }
             // Ask the server what it would persist, and compare that with what is live.
             self.out.reads += 1;
             let entry = match apply_one(&self.client, &mut self.resolver, obj, true).await {

@@ -131,13 +131,23 @@ fn api(client: &Client) -> Api<DynamicObject> {
 
 /// Installs the CRD and the namespace, and waits until the CRD is served.
 pub async fn install(client: &Client) -> Result<(), StatusError> {
-    let crd: Value = capstan_templates::yaml::parse(CRD).map_err(|e| StatusError::Crd(e.to_string()))?.remove(0).value;
+    let mut crd: Value = capstan_templates::yaml::parse(CRD).map_err(|e| StatusError::Crd(e.to_string()))?.remove(0).value;
+    let hash = crate::plan::content_hash(&crd);
+    crd["metadata"]["annotations"] = json!({crate::plan::HASH_ANNOTATION: hash});
+    // Already installed at this version (and its namespace present): nothing to write.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    if let (Ok(Some(live)), Ok(Some(_))) = (crds.get_opt("managedclusters.capstan.dev").await, namespaces.get_opt(NAMESPACE).await) {
+        let live_hash = live.metadata.annotations.as_ref().and_then(|a| a.get(crate::plan::HASH_ANNOTATION));
+        if live_hash == Some(&hash) {
+            return Ok(());
+        }
+    }
     let mut resolver = Resolver::new(client.clone()).await.map_err(|e| StatusError::Crd(e.to_string()))?;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
     for obj in [&crd, &ns] {
         crate::k8s::apply::apply_one(client, &mut resolver, obj, false).await.map_err(|e| StatusError::Crd(e.to_string()))?;
     }
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
     let established = kube::runtime::wait::await_condition(crds, "managedclusters.capstan.dev", kube::runtime::wait::conditions::is_crd_established());
     tokio::time::timeout(std::time::Duration::from_secs(30), established)
         .await

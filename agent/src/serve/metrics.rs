@@ -6,7 +6,8 @@
 //! the only open label is the cluster phase, which is replaced wholesale on each status pass.
 //!
 //! Every labelled series of a closed enum is created at start-up with value zero, so `rate()` and
-//! absence alerts work from the first scrape instead of from the first event.
+//! absence alerts work from the first scrape instead of from the first event. `capstan_clusters`
+//! has an open label (the phase), so it is exposed from the first [`Metrics::set_clusters`] on.
 //!
 //! Names (prometheus-client appends `_total` to counters itself):
 //! `capstan_reconcile_duration_seconds{stage}`, `capstan_api_requests_total{verb}`,
@@ -334,11 +335,14 @@ mod tests {
             "capstan_objects_total{action=\"unchanged\"} 0",
             "capstan_reconciles_total{result=\"failure\"} 0",
             "capstan_webhook_requests_total{outcome=\"too_large\"} 0",
-            "# TYPE capstan_clusters gauge",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+        // The phase label is open, so the gauge has no series (and is not listed) until a status pass.
+        assert!(!text.contains("capstan_clusters"));
+        m.set_clusters("Provisioned", 0);
+        assert!(m.encode().lines().any(|l| l == "# TYPE capstan_clusters gauge"));
     }
 
     #[test]

@@ -1,1 +1,20 @@
-//! Triggers and the HTTP server (being written).
+//! Everything that makes the agent a long-running service rather than a one-shot command.
+//!
+//! Reasons to reconcile (a poll timer, a GitHub push, a local edit, a manual request) all feed one
+//! coalescing [`trigger`] channel, so bursts become single reconciles. The [`server`] exposes the
+//! GitHub [`webhook`], probes and [`metrics`]; [`watch`] turns working-copy edits into triggers;
+//! [`logging`] sets up tracing.
+
+pub mod logging;
+pub mod metrics;
+pub mod server;
+pub mod trigger;
+pub mod watch;
+pub mod webhook;
+
+pub use logging::{LoggingError, init_tracing};
+pub use metrics::{Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome};
+pub use server::{ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve, webhook_router};
+pub use trigger::{Trigger, TriggerError, TriggerReceiver, TriggerSender, channel, newest_revision};
+pub use watch::{LocalWatcher, WatchError, watch_local, watch_local_with};
+pub use webhook::WebhookError;

@@ -105,7 +105,7 @@ pub fn watch_local_with(root: &Path, debounce: Duration, triggers: TriggerSender
 }
 
 /// The first path in a batch that is a change to the desired state, if any.
-fn first_relevant<'a>(root: &Path, events: &'a [DebouncedEvent]) -> Option<&'a Path> {
+fn first_relevant<'a>(root: &'a Path, events: &'a [DebouncedEvent]) -> Option<&'a Path> {
     events.iter().filter(|e| is_relevant_kind(&e.kind) || e.need_rescan()).find_map(|e| {
         if e.need_rescan() {
             // The OS dropped events; the paths say nothing about what changed.

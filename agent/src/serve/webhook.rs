@@ -8,6 +8,7 @@
 //!    apply at will, so there is no "accept unsigned" mode. An empty secret counts as none.
 //! 2. No `X-Hub-Signature-256` header: 401 before a byte of the body is buffered.
 //! 3. A declared or actual body over the limit (default 1 MiB): 413, reading stops at the limit.
+//!    A body still not complete after [`BODY_TIMEOUT`]: 408.
 //! 4. HMAC-SHA256 of the raw bytes (before any JSON parsing) against `sha256=<hex>`, compared in
 //!    constant time (`Mac::verify_slice`); the legacy SHA-1 header is never accepted. Wrong: 401.
 //! 5. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
@@ -23,6 +24,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::State;
@@ -44,6 +46,9 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 pub const EVENT_HEADER: &str = "x-github-event";
 /// The delivery-id header.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
+
+/// How long a client may take to send the body (slow senders would otherwise hold connections).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Delivery ids longer than this are not remembered (GitHub's are 36-character GUIDs).
 const MAX_DELIVERY_ID_LEN: usize = 128;
@@ -72,6 +77,9 @@ pub enum WebhookError {
     /// The body could not be read.
     #[error("reading the request body: {0}")]
     BodyRead(#[source] axum::Error),
+    /// The body did not arrive within [`BODY_TIMEOUT`].
+    #[error("request body not received within {BODY_TIMEOUT:?}")]
+    BodyTimeout,
     /// No `X-GitHub-Event` header on a signed request.
     #[error("missing X-GitHub-Event header")]
     MissingEvent,
@@ -89,16 +97,18 @@ impl WebhookError {
                 StatusCode::UNAUTHORIZED
             }
             WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             WebhookError::BodyRead(_) | WebhookError::MissingEvent | WebhookError::BadPayload(_) => {
                 StatusCode::BAD_REQUEST
             }
         }
     }
 
-    /// The metrics outcome, if the request is counted.
+    /// The metrics outcome, if the request is counted (a disabled endpoint and a body that never
+    /// arrived say nothing about GitHub's deliveries).
     fn outcome(&self) -> Option<WebhookOutcome> {
         match self {
-            WebhookError::NotConfigured => None,
+            WebhookError::NotConfigured | WebhookError::BodyTimeout => None,
             WebhookError::MissingSignature | WebhookError::MalformedSignature | WebhookError::BadSignature => {
                 Some(WebhookOutcome::Unauthorized)
             }
@@ -217,7 +227,10 @@ pub(super) async fn github(State(state): State<ServerState>, headers: HeaderMap,
                     state.metrics().inc_webhook(outcome);
                     tracing::warn!(outcome = outcome.as_str(), event, delivery, error = %e, "webhook request refused");
                 }
-                None => tracing::warn!("webhook request received but no webhook secret is configured; answering 404"),
+                None if matches!(e, WebhookError::NotConfigured) => {
+                    tracing::warn!("webhook request received but no webhook secret is configured; answering 404");
+                }
+                None => tracing::warn!(event, delivery, error = %e, "webhook request refused"),
             }
             e.into_response()
         }
@@ -236,7 +249,7 @@ async fn handle(state: &ServerState, headers: &HeaderMap, body: Body, delivery: 
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(WebhookError::TooLarge { limit });
     }
-    let raw = read_limited(body, limit).await?;
+    let raw = tokio::time::timeout(BODY_TIMEOUT, read_limited(body, limit)).await.map_err(|_| WebhookError::BodyTimeout)??;
     verify_signature(secret, signature.as_bytes(), &raw)?;
 
     // Authenticated from here on.

@@ -154,6 +154,11 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     assert!(!second.has_changes());
     assert_eq!(second.writes, 0);
     assert!(writes_since(cp, mark, &repo).await.is_empty());
+    // Nothing else either: no CRD or namespace re-applied (writes by this test's client only,
+    // i.e. capstan's field manager).
+    cp.audit().settle(Duration::from_millis(300), Duration::from_secs(5)).await;
+    let capstan_writes: Vec<String> = cp.audit().events_since(mark).unwrap().into_iter().filter(|e| e.is_write() && e.request_uri.contains("fieldManager=capstan&") || e.is_write() && e.request_uri.ends_with("fieldManager=capstan")).map(|e| e.request_uri).collect();
+    assert!(capstan_writes.iter().all(|u| !u.contains("customresourcedefinitions/managedclusters") && !u.contains("namespaces/capstan-system?")), "{capstan_writes:#?}");
     let objects: usize = second.clusters.iter().map(|c| c.plan.entries.len()).sum();
     // One list per kind, a status list, a namespace list: a fraction of a request per object.
     assert!((second.reads as f64) / (objects as f64) < 0.5, "{} reads for {objects} objects", second.reads);
