@@ -357,11 +357,14 @@ impl Pass<'_> {
             ),
             None => self.health(&objects),
         };
+        // A cluster the new revision does not touch keeps the revision its objects came from:
+        // its status is then unchanged and costs no write.
+        let untouched = failure.is_none() && !plan.has_changes() && prev.is_some_and(|p| p.field("desiredHash") == fp);
         let st = ClusterStatus {
             phase,
             message: message.clone(),
-            last_applied_revision: if failure.is_none() { self.opts.revision.clone() } else { last_applied },
-            last_attempted_revision: self.opts.revision.clone(),
+            last_applied_revision: if untouched || failure.is_some() { last_applied } else { self.opts.revision.clone() },
+            last_attempted_revision: if untouched { prev.map(|p| p.field("lastAttemptedRevision").to_string()).unwrap_or_default() } else { self.opts.revision.clone() },
             desired_hash: if failure.is_none() { fp } else { prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default() },
             conditions,
             inventory: inv,
@@ -426,7 +429,7 @@ impl Pass<'_> {
             .and_then(|l| l.pointer("/status/conditions"))
             .and_then(Value::as_array)
             .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Available")));
-        let applied = ("Applied".to_string(), "True".to_string(), "Applied".to_string(), format!("revision {} applied", self.opts.revision));
+        let applied = ("Applied".to_string(), "True".to_string(), "Applied".to_string(), "every object of the cluster is applied".to_string());
         match available {
             Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => {
                 (Phase::Ready, "Cluster API reports the cluster Available".into(), vec![applied, ("Ready".into(), "True".into(), "Available".into(), String::new())])

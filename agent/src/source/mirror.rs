@@ -69,8 +69,51 @@ pub enum MirrorError {
 pub(crate) struct Mirror {
     pub(crate) repo: gix::Repository,
     pub(crate) dir: PathBuf,
-    /// Credential-free URL, for messages.
+    /// Credential-free URL, for messages and the mirror's config.
     pub(crate) display_url: String,
+    /// The password of the URL, if it has one, scrubbed from every message.
+    secret: Option<String>,
+}
+
+/// The URL with its password (if any) replaced by `***`, and the password. Over http(s) a user
+/// name without a password is treated as a token (`https://<token>@host/…`) and hidden too; an
+/// ssh user name (`ssh://git@host/…`) is not a secret.
+pub(crate) fn redact(url: &str) -> (String, Option<String>) {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        if let Some((userinfo, host)) = authority.rsplit_once('@') {
+            match userinfo.split_once(':') {
+                Some((user, password)) if !password.is_empty() => {
+                    return (format!("{scheme}://{user}:***@{host}{path}"), Some(password.to_string()));
+                }
+                None if !userinfo.is_empty() && scheme.to_ascii_lowercase().starts_with("http") => {
+                    return (format!("{scheme}://***@{host}{path}"), Some(userinfo.to_string()));
+                }
+                _ => {}
+            }
+        }
+    }
+    (url.to_string(), None)
+}
+
+/// Decodes `%XX` escapes (a password may appear decoded in gix's messages).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The in-memory configuration for ssh:// URLs: use exactly this key and known_hosts file, never
@@ -105,19 +148,19 @@ pub(crate) fn tracking_ref(reference: &GitRef) -> String {
     }
 }
 
-fn cause(e: impl std::fmt::Display) -> String {
-    format!("{e:#}")
+fn cause(e: &(dyn std::error::Error + 'static)) -> String {
+    super::describe(e)
 }
 
 impl Mirror {
     /// Opens the bare mirror in `dir`, creating it if `dir` is missing or empty. No network.
     pub(crate) fn open(
         dir: &Path,
-        url: &str,
         display_url: &str,
+        secret: Option<String>,
         ssh_command: Option<String>,
     ) -> Result<Mirror, MirrorError> {
-        let setup = |action: &'static str, e: &dyn std::fmt::Display| MirrorError::Setup {
+        let setup = |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
             action,
             dir: dir.to_path_buf(),
             url: display_url.to_string(),
@@ -144,7 +187,7 @@ impl Mirror {
         let repo = gix::open_opts(dir, options).map_err(|e| MirrorError::NotARepository {
             dir: dir.to_path_buf(),
             url: display_url.to_string(),
-            cause: cause(e),
+            cause: cause(&e),
         })?;
         if !repo.is_bare() {
             return Err(MirrorError::NotARepository {
@@ -153,12 +196,25 @@ impl Mirror {
                 cause: "it has a working tree; the cache must be a bare mirror".into(),
             });
         }
-        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string() };
-        mirror.record_url(url)?;
+        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string(), secret };
+        mirror.record_url(display_url)?;
         Ok(mirror)
     }
 
-    /// Stores `url` as `remote.origin.url`; when a different URL was stored, the tracking refs
+    /// An error's full chain as text, with the URL's password scrubbed.
+    pub(crate) fn cause(&self, e: &(dyn std::error::Error + 'static)) -> String {
+        let mut text = cause(e);
+        if let Some(secret) = &self.secret {
+            for s in [secret.clone(), percent_decode(secret)] {
+                if !s.is_empty() {
+                    text = text.replace(&s, "***");
+                }
+            }
+        }
+        text
+    }
+
+    /// Stores `url` (credential-free) as `remote.origin.url`; when a different URL was stored, the tracking refs
     /// are dropped so nothing synced from the old remote is mistaken for the new one's state.
     fn record_url(&mut self, url: &str) -> Result<(), MirrorError> {
         let stored = self.repo.config_snapshot().string("remote.origin.url").map(|s| s.to_str_lossy().into_owned());
@@ -169,7 +225,7 @@ impl Mirror {
             tracing::info!(url = %self.display_url, "source URL changed; dropping the mirror's tracking refs");
             self.drop_tracking_refs()?;
         }
-        let err = |action: &'static str, e: &dyn std::fmt::Display| MirrorError::Setup {
+        let err = |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
             action,
             dir: self.dir.clone(),
             url: self.display_url.clone(),
@@ -183,7 +239,7 @@ impl Mirror {
     }
 
     fn drop_tracking_refs(&self) -> Result<(), MirrorError> {
-        let err = |e: &dyn std::fmt::Display| MirrorError::Ref {
+        let err = |e: &(dyn std::error::Error + 'static)| MirrorError::Ref {
             action: "delete",
             name: "refs/capstan/*".into(),
             url: self.display_url.clone(),
@@ -191,7 +247,7 @@ impl Mirror {
         };
         let platform = self.repo.references().map_err(|e| err(&e))?;
         let refs: Vec<_> = platform
-            .prefixed(b"refs/capstan/".as_bstr().try_into().map_err(|e| err(&e))?)
+            .prefixed("refs/capstan/")
             .map_err(|e| err(&e))?
             .filter_map(Result::ok)
             .collect();
@@ -207,7 +263,7 @@ impl Mirror {
             action: "read",
             name: name.to_string(),
             url: self.display_url.clone(),
-            cause: cause(e),
+            cause: cause(&e),
         })?;
         Ok(found.and_then(|r| r.try_id().map(|id| id.detach())))
     }
@@ -221,7 +277,7 @@ impl Mirror {
                 action: "write",
                 name: name.to_string(),
                 url: self.display_url.clone(),
-                cause: cause(e),
+                cause: cause(&e),
             })
     }
 

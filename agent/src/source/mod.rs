@@ -1,1 +1,311 @@
-//! The Git source (being written).
+//! The Git source: follow one branch, tag or pinned commit of a remote repository and hand the
+//! agent a [`Revision`] (commit id plus every file of its tree) whenever it moves.
+//!
+//! ```text
+//!   remote ──ls-refs──▶ remote_commit()            cheap poll: handshake only, no pack
+//!          ──fetch────▶ bare mirror (cache_dir) ──read──▶ Revision { commit, Tree }
+//!                                                │
+//!                                                └──diff──▶ changed_paths(from, to)
+//! ```
+//!
+//! Why it looks like this:
+//!
+//! - **Blocking API.** gix's HTTP transport is `reqwest::blocking`, which must not be created or
+//!   dropped on a tokio runtime thread, and ssh:// runs the system `ssh` binary. Callers run
+//!   [`GitSource`] methods inside `tokio::task::spawn_blocking`; `GitSource` is `Send`.
+//! - **A persistent bare mirror** in [`SourceConfig::cache_dir`] ([`mirror`]): restarts fetch
+//!   incrementally instead of re-cloning, and the tracking ref remembers what the previous
+//!   process synced, which becomes [`SyncOutcome::Updated::previous`].
+//! - **Polling is cheap** ([`remote`]): [`GitSource::remote_commit`] and the first half of
+//!   [`GitSource::sync`] only list the followed ref; the pack is fetched only when it moved.
+//! - **Failures keep the last good state.** A failed sync leaves [`GitSource::last_good`] alone, so
+//!   the agent keeps reconciling the last revision it read while the remote is unreachable.
+//! - **Force-pushes** are ordinary updates (force refspec); the old commit stays in the mirror,
+//!   so [`GitSource::changed_paths`] stays exact ([`diff`]).
+//!
+//! Transports: `https://`, `http://`, `ssh://` (with [`SourceConfig::ssh_key`] and
+//! [`SourceConfig::known_hosts`]: `ssh -i KEY -o IdentitiesOnly=yes -o UserKnownHostsFile=FILE
+//! -o StrictHostKeyChecking=yes`), `git://` and local paths (`file://` or a plain path; these run
+//! `git-upload-pack`, so `git` must be installed).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+
+use gix::ObjectId;
+
+mod diff;
+mod mirror;
+mod read;
+mod remote;
+
+pub use diff::DiffError;
+pub use mirror::MirrorError;
+pub use read::ReadError;
+pub use remote::RemoteError;
+
+/// What to follow.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GitRef {
+    /// A branch name without `refs/heads/`, e.g. `main`.
+    Branch(String),
+    /// A tag name without `refs/tags/`, annotated or lightweight.
+    Tag(String),
+    /// A full hexadecimal commit id (40 characters for SHA-1).
+    Commit(String),
+}
+
+impl fmt::Display for GitRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitRef::Branch(b) => write!(f, "branch {b}"),
+            GitRef::Tag(t) => write!(f, "tag {t}"),
+            GitRef::Commit(c) => write!(f, "commit {c}"),
+        }
+    }
+}
+
+/// Where the repository is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// `https://`, `http://`, `ssh://`, `git://`, `file://` or a local path.
+    pub url: String,
+    /// The branch, tag or commit to follow.
+    pub reference: GitRef,
+    /// Where the bare mirror lives; created if missing, reused across restarts.
+    pub cache_dir: PathBuf,
+    /// Private key for ssh:// (a read-only deploy key); must be mode 0600 or `ssh` ignores it.
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts file for ssh://; when set, host keys are checked strictly against it only.
+    pub known_hosts: Option<PathBuf>,
+    /// Fetch with depth 1 when the server supports it.
+    pub shallow: bool,
+}
+
+/// A commit and every file of its tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revision {
+    /// Full hexadecimal commit id.
+    pub commit: String,
+    /// The files, read as [`read`] describes (symlinks resolved inside the repository).
+    pub tree: capstan_layout::Tree,
+}
+
+/// The result of [`GitSource::sync`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// The ref still points at the commit of [`GitSource::last_good`].
+    Unchanged(String),
+    /// A new revision was read and is now [`GitSource::last_good`].
+    Updated {
+        /// The commit of the former `last_good`; after a restart, the commit the mirror had synced
+        /// before (which can equal `revision.commit`); `None` on the very first sync.
+        previous: Option<String>,
+        /// The new revision.
+        revision: Revision,
+    },
+}
+
+/// Errors of the source. Every message names the URL and, where it applies, the reference.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The configuration cannot work (bad commit id, bad ref name, missing key file, ...).
+    #[error("invalid source {reference} at {url}: {reason}")]
+    InvalidConfig {
+        /// The (credential-free) URL.
+        url: String,
+        /// The reference.
+        reference: String,
+        /// Why.
+        reason: String,
+    },
+    /// The cache directory.
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+    /// The network.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// Reading the tree.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// Diffing two commits.
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+}
+
+impl SourceError {
+    /// Whether the caller should treat every path as changed (see [`DiffError::FromUnavailable`]).
+    pub fn everything_changed(&self) -> bool {
+        matches!(self, SourceError::Diff(DiffError::FromUnavailable { .. }))
+    }
+}
+
+/// One followed ref of one remote repository, with its mirror and last good revision.
+pub struct GitSource {
+    cfg: SourceConfig,
+    display_url: String,
+    tracking: String,
+    mirror: mirror::Mirror,
+    last_good: Option<Revision>,
+}
+
+impl fmt::Debug for GitSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitSource")
+            .field("url", &self.display_url)
+            .field("reference", &self.cfg.reference)
+            .field("cache_dir", &self.cfg.cache_dir)
+            .field("last_good", &self.last_good.as_ref().map(|r| &r.commit))
+            .finish()
+    }
+}
+
+impl GitSource {
+    /// Opens (or creates) the mirror in `cfg.cache_dir` and checks the configuration. No network.
+    pub fn open(cfg: SourceConfig) -> Result<GitSource, SourceError> {
+        let (display_url, secret) = mirror::redact(&cfg.url);
+        let invalid = |reason: String| SourceError::InvalidConfig {
+            url: display_url.clone(),
+            reference: cfg.reference.to_string(),
+            reason,
+        };
+        gix::url::parse(cfg.url.as_str()).map_err(|e| invalid(format!("not a Git URL: {e}")))?;
+        match &cfg.reference {
+            GitRef::Commit(c) => {
+                let ok = c.len() == gix::hash::Kind::Sha1.len_in_hex() && ObjectId::from_hex(c.as_bytes()).is_ok();
+                if !ok {
+                    return Err(invalid("a pinned commit must be a full 40-character hexadecimal id".into()));
+                }
+            }
+            GitRef::Branch(name) | GitRef::Tag(name) => {
+                let full = remote::remote_name(&cfg.reference);
+                if name.is_empty() || name.starts_with("refs/") || gix::validate::reference::name(full.as_str().into()).is_err() {
+                    return Err(invalid(format!("{name:?} is not a valid short ref name")));
+                }
+            }
+        }
+        for (what, path) in [("ssh key", &cfg.ssh_key), ("known_hosts file", &cfg.known_hosts)] {
+            if let Some(p) = path
+                && !p.is_file()
+            {
+                return Err(invalid(format!("{what} {} does not exist", p.display())));
+            }
+        }
+        let cfg = SourceConfig { reference: normalise(&cfg.reference), ..cfg };
+        let ssh = mirror::ssh_command(cfg.ssh_key.as_deref(), cfg.known_hosts.as_deref());
+        let mirror = mirror::Mirror::open(&cfg.cache_dir, &display_url, secret, ssh)?;
+        let tracking = mirror::tracking_ref(&cfg.reference);
+        Ok(GitSource { cfg, display_url, tracking, mirror, last_good: None })
+    }
+
+    /// The configuration this source was opened with.
+    pub fn config(&self) -> &SourceConfig {
+        &self.cfg
+    }
+
+    /// The commit the followed ref points at on the remote (peeled through annotated tags), from
+    /// the handshake and a filtered `ls-refs` only: no pack is downloaded and the mirror is not
+    /// changed. A pinned commit cannot move and is returned without contacting the remote.
+    pub fn remote_commit(&mut self) -> Result<String, SourceError> {
+        if let GitRef::Commit(c) = &self.cfg.reference {
+            return Ok(c.clone());
+        }
+        let ad = remote::list(&self.mirror, &self.cfg.url, &self.cfg.reference, &self.tracking)?;
+        let commit = ad.peeled.or_else(|| self.mirror.peel_to_commit(ad.target)).unwrap_or(ad.target);
+        Ok(commit.to_string())
+    }
+
+    /// Brings the mirror up to date with the followed ref and reads the new revision if it moved
+    /// (or on the first call). On error, [`last_good`](Self::last_good) is left as it was.
+    pub fn sync(&mut self) -> Result<SyncOutcome, SourceError> {
+        let before = self.mirror.tracking_target(&self.tracking)?;
+        let target = match &self.cfg.reference {
+            GitRef::Commit(c) => {
+                let id = ObjectId::from_hex(c.as_bytes()).expect("validated in open");
+                if !self.mirror.has_commit(id) {
+                    let shallow = remote::shallow_setting(&self.mirror, self.cfg.shallow, true);
+                    remote::fetch_commit(&self.mirror, &self.cfg.url, id, &self.tracking, shallow)?;
+                } else if before != Some(id) {
+                    self.mirror.set_tracking(&self.tracking, id)?;
+                }
+                id
+            }
+            reference => {
+                let ad = remote::list(&self.mirror, &self.cfg.url, reference, &self.tracking)?;
+                let have = before == Some(ad.target) && self.mirror.peel_to_commit(ad.target).is_some_and(|c| self.mirror.has_commit(c));
+                if have {
+                    ad.target
+                } else {
+                    let shallow = remote::shallow_setting(&self.mirror, self.cfg.shallow, ad.shallow_supported);
+                    remote::fetch(&self.mirror, &self.cfg.url, reference, &self.tracking, shallow)?
+                }
+            }
+        };
+        let commit = self.mirror.peel_to_commit(target).ok_or_else(|| SourceError::InvalidConfig {
+            url: self.display_url.clone(),
+            reference: self.cfg.reference.to_string(),
+            reason: format!("{target} does not point to a commit"),
+        })?;
+        let hex = commit.to_string();
+        if let Some(last) = &self.last_good
+            && last.commit == hex
+        {
+            return Ok(SyncOutcome::Unchanged(hex));
+        }
+        let tree = read::read_tree(&self.mirror.repo, commit, &self.display_url)?;
+        let revision = Revision { commit: hex, tree };
+        let previous = match &self.last_good {
+            Some(last) => Some(last.commit.clone()),
+            None => before.and_then(|b| self.mirror.peel_to_commit(b)).map(|c| c.to_string()),
+        };
+        tracing::info!(url = %self.display_url, reference = %self.cfg.reference, commit = %revision.commit, ?previous, "source updated");
+        self.last_good = Some(revision.clone());
+        Ok(SyncOutcome::Updated { previous, revision })
+    }
+
+    /// The last revision read successfully, kept across failed syncs.
+    pub fn last_good(&self) -> Option<&Revision> {
+        self.last_good.as_ref()
+    }
+
+    /// The files that differ between the trees of two fetched commits (added, removed, modified,
+    /// both ends of a rename). [`SourceError::everything_changed`] is true when `from` is not in
+    /// the mirror and the caller should treat every path as changed.
+    pub fn changed_paths(&self, from: &str, to: &str) -> Result<BTreeSet<PathBuf>, SourceError> {
+        let known = self.last_good.as_ref().map(|r| (r.commit.as_str(), &r.tree));
+        Ok(diff::changed_paths(&self.mirror.repo, &self.display_url, from, to, known)?)
+    }
+}
+
+/// An error and its causes on one line (`a: b: c`), for messages that must stand on their own
+/// (callers often log only `Display`). gix errors are walked with their own traversal, which
+/// also reaches causes that are not exposed through `source()`.
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |s: String| {
+        let s = s.trim().to_string();
+        if !s.is_empty() && !parts.iter().any(|p| p == &s) {
+            parts.push(s);
+        }
+    };
+    if let Some(g) = e.downcast_ref::<gix::Error>() {
+        for cause in g.iter_errors() {
+            push(cause.to_string());
+        }
+    } else {
+        let mut next = Some(e);
+        while let Some(cur) = next {
+            push(cur.to_string());
+            next = cur.source();
+        }
+    }
+    parts.join(": ")
+}
+
+/// Commit ids in lower case, so they compare equal to what gix prints.
+fn normalise(reference: &GitRef) -> GitRef {
+    match reference {
+        GitRef::Commit(c) => GitRef::Commit(c.to_ascii_lowercase()),
+        other => other.clone(),
+    }
+}
