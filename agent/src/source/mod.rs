@@ -13,15 +13,15 @@
 //! - **Blocking API.** gix's HTTP transport is `reqwest::blocking`, which must not be created or
 //!   dropped on a tokio runtime thread, and ssh:// runs the system `ssh` binary. Callers run
 //!   [`GitSource`] methods inside `tokio::task::spawn_blocking`; `GitSource` is `Send`.
-//! - **A persistent bare mirror** in [`SourceConfig::cache_dir`] ([`mirror`]): restarts fetch
+//! - **A persistent bare mirror** in [`SourceConfig::cache_dir`] (`mirror.rs`): restarts fetch
 //!   incrementally instead of re-cloning, and the tracking ref remembers what the previous
 //!   process synced, which becomes [`SyncOutcome::Updated::previous`].
-//! - **Polling is cheap** ([`remote`]): [`GitSource::remote_commit`] and the first half of
+//! - **Polling is cheap** (`remote.rs`): [`GitSource::remote_commit`] and the first half of
 //!   [`GitSource::sync`] only list the followed ref; the pack is fetched only when it moved.
 //! - **Failures keep the last good state.** A failed sync leaves [`GitSource::last_good`] alone, so
 //!   the agent keeps reconciling the last revision it read while the remote is unreachable.
 //! - **Force-pushes** are ordinary updates (force refspec); the old commit stays in the mirror,
-//!   so [`GitSource::changed_paths`] stays exact ([`diff`]).
+//!   so [`GitSource::changed_paths`] stays exact (`diff.rs`).
 //!
 //! Transports: `https://`, `http://`, `ssh://` (with [`SourceConfig::ssh_key`] and
 //! [`SourceConfig::known_hosts`]: `ssh -i KEY -o IdentitiesOnly=yes -o UserKnownHostsFile=FILE
@@ -87,7 +87,7 @@ pub struct SourceConfig {
 pub struct Revision {
     /// Full hexadecimal commit id.
     pub commit: String,
-    /// The files, read as [`read`] describes (symlinks resolved inside the repository).
+    /// The files, read as `read.rs` describes (symlinks resolved inside the repository).
     pub tree: capstan_layout::Tree,
 }
 

@@ -1,0 +1,202 @@
+//! Reading a commit of the mirror into a [`capstan_layout::Tree`], without a checkout.
+//!
+//! The layout validates a `Tree` and never the disk, so the agent reads the commit's tree straight
+//! from the object database. The rules match [`capstan_layout::Tree::from_dir`] so a revision
+//! read from Git and the same files in a working copy validate alike:
+//!
+//! - a blob over [`MAX_FILE_SIZE`] becomes [`Entry::TooLarge`] and is never loaded (its size comes
+//!   from the object header);
+//! - a symlink is followed, inside the commit, component by component (links through links are
+//!   fine, up to 40 hops). A link to a file gets that file's entry; a link to a directory gets a
+//!   copy of the directory's entries under the link's path. A link that leaves the repository
+//!   (`..` past the root, an absolute target), dangles, loops, or points at one of its own
+//!   ancestor directories becomes [`Entry::EscapingSymlink`] with its target as written;
+//! - submodules (gitlinks) are skipped: their content is not part of this repository.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use capstan_layout::tree::{Entry, MAX_FILE_SIZE, Tree};
+use gix::ObjectId;
+use gix::objs::tree::EntryKind;
+
+/// Errors reading a commit's tree.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The commit, a tree or a blob could not be read from the mirror.
+    #[error("cannot read {what} of commit {commit} from the mirror of {url}: {cause}")]
+    Object {
+        /// The (credential-free) remote URL.
+        url: String,
+        /// The commit being read.
+        commit: String,
+        /// Which object.
+        what: String,
+        /// What failed.
+        cause: String,
+    },
+}
+
+/// How deep symlink chains are followed (the Linux limit).
+const MAX_HOPS: usize = 40;
+
+/// Everything a commit's tree holds, before symlinks are resolved.
+#[derive(Default)]
+pub(crate) struct Listing {
+    pub files: BTreeMap<PathBuf, ObjectId>,
+    pub links: BTreeMap<PathBuf, PathBuf>,
+    pub dirs: BTreeSet<PathBuf>,
+}
+
+fn cause(e: &(dyn std::error::Error + 'static)) -> String {
+    super::describe(e)
+}
+
+/// A Git path (bytes) as a `PathBuf`; lossless on Unix, lossy only for ill-formed UTF-8 elsewhere.
+pub(crate) fn to_path(bytes: &[u8]) -> PathBuf {
+    gix::path::from_byte_slice(bytes)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| PathBuf::from(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// Lists the tree of `commit`: paths and object ids of files, symlink targets, directories.
+pub(crate) fn list(repo: &gix::Repository, commit: ObjectId, url: &str) -> Result<Listing, ReadError> {
+    let err = |what: &str, e: &(dyn std::error::Error + 'static)| ReadError::Object {
+        url: url.to_string(),
+        commit: commit.to_string(),
+        what: what.to_string(),
+        cause: cause(e),
+    };
+    let tree = repo
+        .find_commit(commit)
+        .map_err(|e| err("the commit", &e))?
+        .tree()
+        .map_err(|e| err("the root tree", &e))?;
+    let records = tree.traverse().breadthfirst.files().map_err(|e| err("the trees", &e))?;
+    let mut listing = Listing::default();
+    for r in records {
+        let path = to_path(&r.filepath);
+        match r.mode.kind() {
+            EntryKind::Tree => {
+                listing.dirs.insert(path);
+            }
+            EntryKind::Blob | EntryKind::BlobExecutable => {
+                listing.files.insert(path, r.oid);
+            }
+            EntryKind::Link => {
+                let blob = repo.find_blob(r.oid).map_err(|e| err(&format!("symlink {}", path.display()), &e))?;
+                listing.links.insert(path, to_path(&blob.data));
+            }
+            EntryKind::Commit => tracing::debug!(path = %path.display(), "skipping submodule"),
+        }
+    }
+    Ok(listing)
+}
+
+/// Reads every file of `commit` into a `Tree`.
+pub(crate) fn read_tree(repo: &gix::Repository, commit: ObjectId, url: &str) -> Result<Tree, ReadError> {
+    let listing = list(repo, commit, url)?;
+    let err = |what: &Path, e: &(dyn std::error::Error + 'static)| ReadError::Object {
+        url: url.to_string(),
+        commit: commit.to_string(),
+        what: what.display().to_string(),
+        cause: cause(e),
+    };
+    let mut tree = Tree::new();
+    for (path, oid) in &listing.files {
+        let size = repo.find_header(*oid).map_err(|e| err(path, &e))?.size();
+        let entry = if size > MAX_FILE_SIZE {
+            Entry::TooLarge(size)
+        } else {
+            Entry::File(repo.find_blob(*oid).map_err(|e| err(path, &e))?.detach().data)
+        };
+        tree.entries.insert(path.clone(), entry);
+    }
+    // Links to files (and escaping ones) first, from the plain files only.
+    let mut dir_links = Vec::new();
+    for (path, target) in &listing.links {
+        match resolve(path, &listing) {
+            Resolved::File(to) => {
+                let entry = tree.entries.get(&to).cloned().unwrap_or_else(|| Entry::EscapingSymlink(target.clone()));
+                tree.entries.insert(path.clone(), entry);
+            }
+            Resolved::Dir(to) if !path.starts_with(&to) => dir_links.push((path.clone(), to)),
+            Resolved::Dir(_) | Resolved::Escaping => {
+                tree.entries.insert(path.clone(), Entry::EscapingSymlink(target.clone()));
+            }
+        }
+    }
+    // Then links to directories, copying what the directory holds (including file links), but not
+    // what other directory links added, which keeps a pair of links from feeding each other.
+    let snapshot = tree.entries.clone();
+    for (link, dir) in dir_links {
+        for (p, e) in snapshot.range(dir.clone()..).take_while(|(p, _)| p.starts_with(&dir)) {
+            let rel = p.strip_prefix(&dir).expect("range stays below dir");
+            tree.entries.insert(link.join(rel), e.clone());
+        }
+    }
+    Ok(tree)
+}
+
+/// Where a symlink leads, inside the commit.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Resolved {
+    File(PathBuf),
+    Dir(PathBuf),
+    Escaping,
+}
+
+/// Follows the symlink at `link` through the listing, as the kernel would in a checkout rooted at
+/// the repository (but with `..` at the root and absolute targets counting as escapes).
+pub(crate) fn resolve(link: &Path, listing: &Listing) -> Resolved {
+    let Some(target) = listing.links.get(link) else { return Resolved::Escaping };
+    // Where we are (the directory the next component is looked up in) and what is left to walk,
+    // as a stack with the next component on top.
+    let mut at: Vec<PathBuf> = link.parent().map(components).unwrap_or_default();
+    let mut todo: Vec<PathBuf> = Vec::new();
+    if !push_target(&mut todo, target) {
+        return Resolved::Escaping;
+    }
+    let mut hops = 0;
+    while let Some(c) = todo.pop() {
+        match c.as_os_str().to_str() {
+            Some(".") | Some("") => continue,
+            Some("..") => {
+                if at.pop().is_none() {
+                    return Resolved::Escaping;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let candidate: PathBuf = at.iter().chain(std::iter::once(&c)).collect();
+        if let Some(next) = listing.links.get(&candidate) {
+            hops += 1;
+            if hops > MAX_HOPS || !push_target(&mut todo, next) {
+                return Resolved::Escaping;
+            }
+        } else if listing.dirs.contains(&candidate) {
+            at.push(c);
+        } else if listing.files.contains_key(&candidate) && todo.iter().all(|c| c.as_os_str() == ".") {
+            return Resolved::File(candidate);
+        } else {
+            // Missing, or a file used as a directory.
+            return Resolved::Escaping;
+        }
+    }
+    Resolved::Dir(at.iter().collect())
+}
+
+fn components(p: &Path) -> Vec<PathBuf> {
+    p.components().map(|c| PathBuf::from(c.as_os_str())).collect()
+}
+
+/// Pushes the components of a link target so that the first one is popped first. Absolute
+/// targets cannot be followed inside the repository.
+fn push_target(todo: &mut Vec<PathBuf>, target: &Path) -> bool {
+    if target.has_root() {
+        return false;
+    }
+    todo.extend(components(target).into_iter().rev());
+    true
+}
