@@ -94,6 +94,9 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
+    /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
+    Run(RunArgs),
     /// Reconcile the repository against the management cluster.
     Reconcile {
         /// Run one pass and exit (the daemon is `capstan run`).
@@ -186,6 +189,69 @@ pub enum DevCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+/// `capstan run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Git URL (https://, ssh://, git://) or a local path: a working copy is read as it is.
+    #[arg(long)]
+    pub repo: String,
+    /// Branch to follow.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Follow a tag instead of a branch.
+    #[arg(long, conflicts_with = "commit")]
+    pub tag: Option<String>,
+    /// Pin a commit instead of following a branch.
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Poll interval (e.g. 30s, 5m).
+    #[arg(long, default_value = "1m", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+    /// Listen for GitHub push webhooks here (needs --webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET).
+    #[arg(long)]
+    pub webhook_addr: Option<std::net::SocketAddr>,
+    /// File holding the webhook secret.
+    #[arg(long)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Clusters reconciled at the same time (reserved; passes are sequential today).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Treat --repo as a Git remote even when it is a local path.
+    #[arg(long)]
+    pub git: bool,
+    /// With a working copy, reconcile on every edit.
+    #[arg(long)]
+    pub watch: bool,
+    /// Where the Git mirror is kept (default ~/.cache/capstan/source/<hash of the URL>).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Deploy key for ssh:// remotes.
+    #[arg(long)]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for ssh:// remotes.
+    #[arg(long)]
+    pub known_hosts: Option<PathBuf>,
+    /// The management cluster this is (default: the repository's only one).
+    #[arg(long)]
+    pub management: Option<String>,
+    /// Correct drift (default) or only report it.
+    #[arg(long, value_enum, default_value_t)]
+    pub drift: DriftArg,
+    /// Log as JSON.
+    #[arg(long)]
+    pub log_json: bool,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    capstan_templates::spec::parse_duration_seconds(s).filter(|n| *n > 0).map(std::time::Duration::from_secs).ok_or_else(|| format!("`{s}` is not a duration such as 30s or 5m"))
 }
 
 /// Drift policy.

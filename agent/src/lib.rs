@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod daemon;
 pub mod k8s;
 pub mod live;
 pub mod plan;

@@ -20,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan { repo, cluster, management, output, kube } => online::plan(&repo, cluster, management, output, &kube),
         Command::Reconcile { once, repo, cluster, drift, revision, management, kube } => online::reconcile(once, &repo, cluster, drift, revision, management, &kube),
         Command::Status { output, kube } => online::status(output, &kube),
+        Command::Run(args) => online::run(args),
         Command::Delete { what } => intent::delete(what),
         Command::Suspend { what } => intent::suspend(what, true),
         Command::Resume { what } => intent::suspend(what, false),

@@ -8,7 +8,7 @@ use capstan_layout::{Tree, load};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::cli::{DriftArg, KubeArgs, Output};
+use crate::cli::{DriftArg, KubeArgs, Output, RunArgs};
 use crate::plan::Action;
 use crate::reconcile::{self, Drift, Options, Outcome};
 use crate::status;
@@ -137,5 +137,59 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `capstan run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    crate::serve::init_tracing(args.log_json, None)?;
+    let secret = match (&args.webhook_secret_file, std::env::var("CAPSTAN_WEBHOOK_SECRET").ok()) {
+        (Some(f), _) => Some(std::fs::read(f).with_context(|| format!("reading {}", f.display()))?.trim_ascii().to_vec()),
+        (None, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
+        _ => None,
+    };
+    if args.webhook_addr.is_some() && secret.is_none() {
+        anyhow::bail!("--webhook-addr needs a secret (--webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET): unsigned pushes are never accepted");
+    }
+    let local = Path::new(&args.repo);
+    let repo = if !args.git && local.is_dir() && !args.repo.contains("://") {
+        crate::daemon::Repo::WorkingCopy(local.to_path_buf())
+    } else {
+        let cache = match args.cache_dir.clone() {
+            Some(c) => c,
+            None => {
+                let home = std::env::var_os("HOME").context("HOME is not set")?;
+                let key = hex::encode(sha2::Digest::finalize(sha2::Digest::chain_update(sha2::Sha256::default(), args.repo.as_bytes())));
+                std::path::PathBuf::from(home).join(".cache/capstan/source").join(&key[..16])
+            }
+        };
+        crate::daemon::Repo::Git(crate::daemon::git_config(args.repo.clone(), Some(args.branch.clone()), args.tag.clone(), args.commit.clone(), cache, args.ssh_key.clone(), args.known_hosts.clone()))
+    };
+    let cfg = crate::daemon::RunConfig {
+        repo,
+        interval: args.interval,
+        webhook_addr: args.webhook_addr,
+        metrics_addr: args.metrics_addr,
+        webhook_secret: secret,
+        branch: args.branch.clone(),
+        watch: args.watch,
+        management: args.management.clone(),
+        drift: match args.drift {
+            DriftArg::Correct => Drift::Correct,
+            DriftArg::Report => Drift::Report,
+        },
+    };
+    super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
+        tracing::info!(server = %conn.server, source = %conn.source, repo = %args.repo, "capstan agent starting");
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        crate::daemon::run(conn.client, cfg, shutdown).await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
