@@ -1,0 +1,198 @@
+//! `capstan run` end to end: the real binary follows a repository served by `git daemon`,
+//! applies it to the real API server, reacts to signed GitHub push webhooks (and refuses unsigned
+//! ones, applying nothing), turns a burst of pushes into one or two passes, keeps the last good
+//! revision while the remote is down and recovers when it is back.
+
+mod source_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_layout::Tree;
+use capstan_layout::scaffold::{self, ClusterRequest};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use source_support::daemon::GitDaemon;
+use source_support::{Upstream, free_port};
+
+const SECRET: &str = "s3cret-for-tests";
+
+fn fleet_files(tag: &str) -> Vec<(String, String)> {
+    let mut tree = Tree::new();
+    let mut out = Vec::new();
+    let reqs = [
+        ClusterRequest { name: format!("m-{tag}"), provider: "docker".into(), namespace: Some(format!("t-{tag}")), pod_cidr: Some("192.168.0.0/16".into()), service_cidr: Some("10.96.0.0/12".into()), ..Default::default() },
+        ClusterRequest {
+            name: format!("w-{tag}"),
+            management: Some(format!("m-{tag}")),
+            provider: "docker".into(),
+            namespace: Some(format!("t-{tag}")),
+            pod_cidr: Some("172.16.0.0/16".into()),
+            service_cidr: Some("10.112.0.0/16".into()),
+            worker_count: Some(2),
+            ..Default::default()
+        },
+    ];
+    for req in reqs {
+        for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
+            tree.insert(p.clone(), t.clone());
+            out.push((p.display().to_string(), t));
+        }
+    }
+    out
+}
+
+fn post(port: u16, body: &str, signature: Option<&str>) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!("POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n", uuidish(), body.len());
+    if let Some(sig) = signature {
+        req.push_str(&format!("X-Hub-Signature-256: {sig}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+fn uuidish() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("delivery-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+}
+
+fn push_body(after: &str) -> String {
+    format!("{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}")
+}
+
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    (resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), resp)
+}
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
+    let ar = ApiResource { group: "capstan.dev".into(), version: "v1alpha1".into(), api_version: "capstan.dev/v1alpha1".into(), kind: "ManagedCluster".into(), plural: "managedclusters".into() };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
+    let o = api.get_opt(cluster).await.ok()??;
+    o.data.pointer("/status/lastAppliedRevision").and_then(|v| v.as_str()).map(str::to_string)
+}
+
+async fn wait_for_revision(client: &kube::Client, cluster: &str, rev: &str, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if applied_revision(client, cluster).await.as_deref() == Some(rev) {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+fn reconciles(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains("\"reconciled\"") || l.contains(" reconciled ")).count()
+}
+
+#[tokio::test]
+async fn the_agent_follows_git_and_webhooks() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_files("run");
+    let file_refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let up = Upstream::new(&file_refs);
+    let mut daemon = GitDaemon::start(&up.root);
+    let hook = free_port();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main", "--interval", "1h", "--webhook-addr", &format!("127.0.0.1:{hook}"), "--metrics-addr", "127.0.0.1:0", "--management", "m-run"])
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(tmp.path().join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+
+    // The first pass applies the initial commit.
+    let c1 = up.head();
+    assert!(wait_for_revision(&client, "w-run", &c1, Duration::from_secs(90)).await.is_some(), "initial revision not applied:\n{}", std::fs::read_to_string(&log).unwrap());
+    let ready = (0..100).find(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", hook)).is_ok()
+    });
+    assert!(ready.is_some());
+
+    // A change pushed, announced with a bad signature: 401 and nothing applied.
+    let original = files.iter().find(|(p, _)| p.contains("w-run")).unwrap().1.clone();
+    assert_eq!(original.matches("count: 2").count(), 1);
+    let scale = |n: u32| original.replacen("count: 2", &format!("count: {n}"), 1);
+    let scaled = scale(3);
+    let path = files.iter().find(|(p, _)| p.contains("w-run")).unwrap().0.clone();
+    let c2 = up.commit_and_push(&[(&path, &scaled)], &[], "scale w-run");
+    assert_eq!(post(hook, &push_body(&c2), Some("sha256=0000")), 401);
+    assert_eq!(post(hook, &push_body(&c2), None), 401);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(applied_revision(&client, "w-run").await.as_deref(), Some(c1.as_str()), "an unsigned push must not trigger anything");
+
+    // Signed: applied.
+    let body = push_body(&c2);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    let sent = Instant::now();
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+    let latency = wait_for_revision(&client, "w-run", &c2, Duration::from_secs(60)).await.expect("signed push applied");
+    println!("push-to-applied latency (webhook, git daemon, one cluster): {:?} (from send: {:?})", latency, sent.elapsed());
+    let md: Api<DynamicObject> = Api::namespaced_with(client.clone(), "t-run", &ApiResource { group: "cluster.x-k8s.io".into(), version: "v1beta2".into(), api_version: "cluster.x-k8s.io/v1beta2".into(), kind: "MachineDeployment".into(), plural: "machinedeployments".into() });
+    assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 3);
+
+    // A burst of 20 signed pushes of the same revision: one or two passes, not twenty.
+    let before = reconciles(&log);
+    let c3 = up.commit_and_push(&[(&path, &scale(5))], &[], "scale again");
+    for _ in 0..20 {
+        let body = push_body(&c3);
+        let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        assert_eq!(post(hook, &body, Some(&sig)), 202);
+    }
+    assert!(wait_for_revision(&client, "w-run", &c3, Duration::from_secs(60)).await.is_some());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let passes = reconciles(&log) - before;
+    assert!((1..=3).contains(&passes), "a burst of 20 pushes made {passes} passes");
+
+    // The remote goes down: the agent keeps the last good revision and stays healthy.
+    daemon.stop();
+    let c4 = up.commit_and_push(&[(&path, &scale(4))], &[], "while down");
+    let body = push_body(&c4);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(applied_revision(&client, "w-run").await.as_deref(), Some(c3.as_str()), "last good revision stays");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("source unavailable"), "{text}");
+    // It comes back: the next push applies the newest revision.
+    daemon.restart();
+    let body = push_body(&c4);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+    assert!(wait_for_revision(&client, "w-run", &c4, Duration::from_secs(60)).await.is_some(), "{}", std::fs::read_to_string(&log).unwrap());
+    assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 4);
+    let _ = get;
+}
