@@ -141,6 +141,8 @@ fn fingerprint(objects: &[(Value, ObjectRef)]) -> String {
 }
 
 struct Pass<'a> {
+    /// Whether the last status write changed anything (events are emitted on changes only).
+    status_changed: bool,
     client: Client,
     resolver: Resolver,
     live: Live,
@@ -179,14 +181,18 @@ pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result
         .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()))
         .collect();
     let live = Live::load(client, &mut resolver, wanted).await?;
-    let mut pass = Pass { client: client.clone(), resolver, out: Outcome { reads: live.requests + 1, ..Default::default() }, live, opts };
+    let mut pass = Pass { status_changed: false, client: client.clone(), resolver, out: Outcome { reads: live.requests + 1, ..Default::default() }, live, opts };
     if !opts.plan_only {
         pass.ensure_namespaces(fleet, &in_scope).await?;
     }
     let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
     for entry in fleet.clusters.iter().filter(|e| selected(&e.name)) {
         let prev = recorded.get(&entry.name);
+        pass.status_changed = false;
         let outcome = pass.cluster(fleet, entry, prev).await?;
+        if !opts.plan_only && (outcome.plan.has_changes() || pass.status_changed) {
+            pass.event(&outcome).await;
+        }
         pass.out.clusters.push(outcome);
     }
     // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
@@ -208,11 +214,40 @@ pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result
 }
 
 impl Pass<'_> {
+    /// A Kubernetes Event on the cluster's ManagedCluster: what this pass did. Best effort: an
+    /// event that cannot be written is logged, never a failure of the pass.
+    async fn event(&mut self, c: &ClusterOutcome) {
+        use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+        let counts: Vec<String> = c.plan.counts().iter().filter(|(a, n)| *n > 0 && *a != Action::Unchanged).map(|(a, n)| format!("{n} {a}")).collect();
+        let note = if counts.is_empty() { c.message.clone() } else { format!("revision {}: {}; {}", self.opts.revision, counts.join(", "), c.message) };
+        let (type_, reason) = match c.phase {
+            Phase::Failed => (EventType::Warning, "ReconcileFailed"),
+            Phase::Orphaned => (EventType::Warning, "Orphaned"),
+            Phase::Deleting => (EventType::Normal, "Deleting"),
+            Phase::Suspended => (EventType::Normal, "Suspended"),
+            _ => (EventType::Normal, "Applied"),
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(status::API_VERSION.into()),
+            kind: Some("ManagedCluster".into()),
+            namespace: Some(status::NAMESPACE.into()),
+            name: Some(c.name.clone()),
+            ..Default::default()
+        };
+        let recorder = Recorder::new(self.client.clone(), Reporter { controller: "capstan".into(), instance: std::env::var("HOSTNAME").ok() });
+        let ev = Event { type_, reason: reason.into(), note: Some(note.chars().take(1000).collect()), action: "Reconcile".into(), secondary: None };
+        match recorder.publish(&ev, &reference).await {
+            Ok(()) => self.out.writes += 1,
+            Err(e) => tracing::warn!(cluster = %c.name, error = %e, "could not record an event"),
+        }
+    }
+
     async fn write_status(&mut self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<(), ReconcileError> {
         if self.opts.plan_only {
             return Ok(());
         }
-        if status::write(&self.client, name, management, dir, st, prev).await? {
+        self.status_changed = status::write(&self.client, name, management, dir, st, prev).await?;
+        if self.status_changed {
             self.out.writes += 1;
         }
         Ok(())

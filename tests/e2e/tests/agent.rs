@@ -149,6 +149,14 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("PHASE") && text.contains("Progressing") && text.contains("r1"), "{text}");
 
+    // An Event records what the pass did, on the cluster's ManagedCluster.
+    let events = std::process::Command::new("kubectl")
+        .args(["--kubeconfig", cp.kubeconfig_path().to_str().unwrap(), "get", "events.events.k8s.io", "-n", "capstan-system", "-o", "jsonpath={range .items[*]}{.regarding.name} {.reason} {.note}{\"\\n\"}{end}"])
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&events.stdout);
+    assert!(events.lines().any(|l| l.starts_with(&format!("{a} Applied")) && l.contains("create")), "{events}");
+
     let mark = cp.audit().mark();
     let second = repo.reconcile("r1").await;
     assert!(!second.has_changes());
