@@ -71,6 +71,7 @@ async fn main() {
     let mark = cp.audit().mark();
     let t = Instant::now();
     let noop = reconcile(&client, &fleet, &opts).await.unwrap();
+    assert!(!noop.has_changes());
     let noop_time = t.elapsed();
     cp.audit().settle(std::time::Duration::from_millis(500), std::time::Duration::from_secs(10)).await;
     let events = cp.audit().events_since(mark).unwrap();
