@@ -118,7 +118,8 @@ impl Recorded {
     }
 }
 
-fn api(client: &Client) -> Api<DynamicObject> {
+/// The ManagedCluster API of `capstan-system`.
+pub fn api(client: &Client) -> Api<DynamicObject> {
     let ar = kube::discovery::ApiResource {
         group: "capstan.dev".into(),
         version: "v1alpha1".into(),

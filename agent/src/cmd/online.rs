@@ -5,7 +5,7 @@ use std::process::{Command as Process, ExitCode};
 
 use anyhow::Context;
 use capstan_layout::{Tree, load};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 
 use crate::cli::{DriftArg, KubeArgs, Output, RunArgs};
@@ -83,10 +83,7 @@ pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftA
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
     let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
-    let drift = match drift {
-        DriftArg::Correct => Drift::Correct,
-        DriftArg::Report => Drift::Report,
-    };
+    let drift = drift.into();
     let opts = Options { plan_only: false, only: cluster, drift, management, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
@@ -116,14 +113,7 @@ fn age(created: &str) -> String {
 pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     let items = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        let ar = kube::discovery::ApiResource {
-            group: "capstan.dev".into(),
-            version: "v1alpha1".into(),
-            api_version: status::API_VERSION.into(),
-            kind: "ManagedCluster".into(),
-            plural: "managedclusters".into(),
-        };
-        let api: Api<DynamicObject> = Api::namespaced_with(conn.client, status::NAMESPACE, &ar);
+        let api = status::api(&conn.client);
         anyhow::Ok(api.list(&ListParams::default()).await.context("listing ManagedClusters (has the agent run?)")?.items)
     })?;
     let rows: Vec<Value> = items.iter().map(|o| serde_json::to_value(o).expect("objects serialise")).collect();
@@ -174,10 +164,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         branch: args.branch.clone(),
         watch: args.watch,
         management: args.management.clone(),
-        drift: match args.drift {
-            DriftArg::Correct => Drift::Correct,
-            DriftArg::Report => Drift::Report,
-        },
+        drift: args.drift.into(),
     };
     super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
@@ -192,4 +179,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         crate::daemon::run(conn.client, cfg, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+impl From<DriftArg> for Drift {
+    fn from(d: DriftArg) -> Drift {
+        match d {
+            DriftArg::Correct => Drift::Correct,
+            DriftArg::Report => Drift::Report,
+        }
+    }
 }
