@@ -2,7 +2,9 @@
 //!
 //! One list per kind per pass, across all namespaces, filtered by the label every object capstan
 //! renders carries: the cost is the number of kinds (about fifteen), not the number of objects or
-//! clusters. A failed list is an error of the whole pass, never an empty result: reading "nothing
+//! clusters. Lists are metadata-only (what the unchanged check needs: annotations, generation,
+//! owners), except for Cluster API Clusters, whose status gives health; a full object is read
+//! only when an object has to be compared. Managed fields are dropped on arrival. A failed list is an error of the whole pass, never an empty result: reading "nothing
 //! exists" from a transient API error is how GitOps tools mass-delete.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,10 +64,18 @@ impl Live {
                 Err(e) => return Err(e.into()),
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let list = api.list(&ListParams::default().labels(SELECTOR)).await.map_err(|source| LiveError::List { api_version: api_version.clone(), kind: kind.clone(), source })?;
+            let lp = ListParams::default().labels(SELECTOR);
+            let err = |source| LiveError::List { api_version: api_version.clone(), kind: kind.clone(), source };
+            let items: Vec<Value> = if kind == "Cluster" && api_version.starts_with("cluster.x-k8s.io/") {
+                api.list(&lp).await.map_err(err)?.items.iter().map(|i| serde_json::to_value(i).expect("objects serialise")).collect()
+            } else {
+                api.list_metadata(&lp).await.map_err(err)?.items.iter().map(|i| serde_json::json!({"metadata": serde_json::to_value(&i.metadata).expect("metadata serialises")})).collect()
+            };
             live.requests += 1;
-            for item in list.items {
-                let mut v = serde_json::to_value(&item).expect("objects serialise");
+            for mut v in items {
+                if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("managedFields");
+                }
                 // List items carry no type information; put it back.
                 v["apiVersion"] = Value::String(api_version.clone());
                 v["kind"] = Value::String(kind.clone());
@@ -80,8 +90,24 @@ impl Live {
         self.objects.get(&r.key())
     }
 
+    /// The whole live object (a GET), for a comparison.
+    pub async fn fetch(client: &Client, resolver: &mut Resolver, r: &ObjectRef) -> Result<Option<Value>, LiveError> {
+        let (ar, namespaced) = resolver.resolve(&r.api_version, &r.kind).await?;
+        let api: Api<DynamicObject> = if namespaced { Api::namespaced_with(client.clone(), &r.namespace, &ar) } else { Api::all_with(client.clone(), &ar) };
+        let obj = api.get_opt(&r.name).await.map_err(|source| LiveError::List { api_version: r.api_version.clone(), kind: r.kind.clone(), source })?;
+        Ok(obj.map(|o| {
+            let mut v = serde_json::to_value(&o).expect("objects serialise");
+            v["apiVersion"] = Value::String(r.api_version.clone());
+            v["kind"] = Value::String(r.kind.clone());
+            v
+        }))
+    }
+
     /// Records what an apply returned, so later lookups in the same pass see it.
-    pub fn put(&mut self, obj: Value) {
+    pub fn put(&mut self, mut obj: Value) {
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
         self.objects.insert(ObjectRef::of(&obj).key(), obj);
     }
 

@@ -430,8 +430,22 @@ impl Pass<'_> {
                 entries.push(Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, obj, &r.subject())), reason: None });
                 continue;
             }
-            // Ask the server what it would persist, and compare that with what is live.
+            // Ask the server what it would persist, and compare that with the whole live object
+            // (the cache holds metadata only).
             self.out.reads += 1;
+            let live = match &live {
+                None => None,
+                Some(_) => {
+                    self.out.reads += 1;
+                    match Live::fetch(&self.client, &mut self.resolver, r).await {
+                        Ok(full) => full,
+                        Err(e) => {
+                            entries.push(Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("could not read the live object: {e}")) });
+                            continue;
+                        }
+                    }
+                }
+            };
             let entry = match apply_one(&self.client, &mut self.resolver, obj, true).await {
                 Err(e) => Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("rejected by the API server: {}", apply_message(&e))) },
                 Ok(dry) => match &live {
