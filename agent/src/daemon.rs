@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_layout::{Tree, load};
+use capstan_layout::{RenderCache, Tree, load_cached};
 use kube::Client;
 use tracing::{error, info, warn};
 
@@ -130,6 +130,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Fut
         Repo::WorkingCopy(_) => None,
     };
     let mut stop = stop_rx.clone();
+    let mut renders = RenderCache::default();
     loop {
         let batch = tokio::select! {
             b = rx.next() => b,
@@ -177,7 +178,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Fut
         };
         metrics.observe_stage(Stage::Source, t.elapsed());
         let t = Instant::now();
-        let fleet = load(&tree);
+        let fleet = load_cached(&tree, &mut renders);
         metrics.observe_stage(Stage::Render, t.elapsed());
         let opts = Options { revision: revision.clone(), management: cfg.management.clone(), drift: cfg.drift, ..Default::default() };
         let t = Instant::now();

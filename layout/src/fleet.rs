@@ -110,13 +110,51 @@ impl Fleet {
     }
 }
 
-/// Reads, validates and renders every cluster of a repository tree.
-pub fn load(tree: &Tree) -> Fleet {
-    load_with(tree, ReleaseManifest::embedded())
+/// Rendered objects of earlier loads, keyed by everything rendering depends on: the bytes of the
+/// cluster's files and its release. The agent keeps one across revisions, so a push that touches
+/// one cluster re-renders that cluster only (what a tree diff would select, without trusting one).
+#[derive(Debug, Default)]
+pub struct RenderCache {
+    entries: BTreeMap<String, Vec<Value>>,
+    /// Renders served from the cache by the last load.
+    pub hits: usize,
+    /// Renders done by the last load.
+    pub misses: usize,
 }
 
-/// [`load`] with a given release manifest.
-pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
+fn render_key(tree: &Tree, dir: &Path, release: &Release) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(release.version.to_string().as_bytes());
+    for (path, entry) in tree.entries.range(dir.to_path_buf()..) {
+        if !path.starts_with(dir) {
+            break;
+        }
+        // A management cluster's render does not depend on its workloads' files.
+        if path.starts_with(dir.join(WORKLOADS_DIR)) {
+            continue;
+        }
+        h.update(path.to_string_lossy().as_bytes());
+        if let Entry::File(bytes) = entry {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// Reads, validates and renders every cluster of a repository tree.
+pub fn load(tree: &Tree) -> Fleet {
+    load_cached(tree, &mut RenderCache::default())
+}
+
+/// [`load`], reusing the renders of clusters whose inputs did not change.
+pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
+    load_with(tree, ReleaseManifest::embedded(), cache)
+}
+
+/// [`load`] with a given release manifest and render cache.
+pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut RenderCache) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
     let mut clusters: Vec<ClusterEntry> = dirs.into_iter().map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags)).collect();
 
@@ -154,19 +192,35 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest) -> Fleet {
         }
     }
 
-    // Render what is valid.
+    // Render what is valid (from the cache when its inputs are unchanged).
+    let mut fresh = BTreeMap::new();
+    cache.hits = 0;
+    cache.misses = 0;
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
             continue;
         }
         let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else { continue };
+        let key = render_key(tree, &entry.dir, release);
+        if let Some(objects) = cache.entries.remove(&key) {
+            cache.hits += 1;
+            entry.objects = Some(objects.clone());
+            fresh.insert(key, objects);
+            continue;
+        }
+        cache.misses += 1;
         match render::render(cluster, release) {
-            Ok(objects) => entry.objects = Some(objects),
+            Ok(objects) => {
+                fresh.insert(key, objects.clone());
+                entry.objects = Some(objects)
+            }
             Err(e) => entry.diagnostics.push(
                 Diagnostic::error(Code::RenderFailed, e.to_string()).in_file(&cluster.source.file).for_cluster(&entry.name),
             ),
         }
     }
+    // Only the renders of this revision stay cached.
+    cache.entries = fresh;
     add_release_objects(&mut clusters, manifest);
     check_collisions(&mut clusters);
     for entry in &mut clusters {

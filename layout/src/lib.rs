@@ -17,5 +17,5 @@ pub mod scaffold;
 pub mod tenancy;
 pub mod tree;
 
-pub use fleet::{ClusterEntry, Fleet, Role, load};
+pub use fleet::{ClusterEntry, Fleet, RenderCache, Role, load, load_cached};
 pub use tree::Tree;

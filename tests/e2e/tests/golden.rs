@@ -79,3 +79,27 @@ fn rendered_output_is_what_the_issue_asks_for() {
         assert_eq!(o["metadata"]["namespace"], "team-dev", "{}", o["kind"]);
     }
 }
+
+#[test]
+fn the_render_cache_rerenders_only_changed_clusters() {
+    let mut tree = Tree::from_dir(&example_fleet()).unwrap();
+    let mut cache = capstan_layout::RenderCache::default();
+    let first = capstan_layout::load_cached(&tree, &mut cache);
+    assert_eq!((cache.hits, cache.misses), (0, 4));
+    let again = capstan_layout::load_cached(&tree, &mut cache);
+    assert_eq!((cache.hits, cache.misses), (4, 0));
+    for (a, b) in first.clusters.iter().zip(&again.clusters) {
+        assert_eq!(a.objects, b.objects);
+    }
+    let path = std::path::PathBuf::from("clusters/mgmt/workload-clusters/dev/cluster.yaml");
+    let text = match &tree.entries[&path] {
+        capstan_layout::tree::Entry::File(b) => String::from_utf8(b.clone()).unwrap(),
+        _ => unreachable!(),
+    };
+    tree.insert(path, text.replace("count: 2", "count: 5"));
+    let changed = capstan_layout::load_cached(&tree, &mut cache);
+    assert_eq!((cache.hits, cache.misses), (3, 1));
+    let md = changed.cluster("dev").unwrap().objects.as_ref().unwrap().iter().find(|o| o["kind"] == "MachineDeployment").unwrap().clone();
+    assert_eq!(md["spec"]["replicas"], 5);
+    assert_eq!(changed.cluster("prod").unwrap().objects, first.cluster("prod").unwrap().objects);
+}
