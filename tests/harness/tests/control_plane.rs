@@ -282,6 +282,7 @@ async fn kubeconfig_file_connects_as_admin() {
         config.cluster_url.to_string().trim_end_matches('/'),
         cp.server_url()
     );
+    capstan_harness::install_crypto_provider();
     let client = kube::Client::try_from(config).unwrap();
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
     ns.get("default").await.unwrap();

@@ -43,6 +43,7 @@ async fn persistent_control_plane_outlives_its_starter_and_stops_cleanly() {
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .unwrap();
+    capstan_harness::install_crypto_provider();
     let client = kube::Client::try_from(config).unwrap();
     assert_eq!(
         client.apiserver_version().await.unwrap().git_version,
