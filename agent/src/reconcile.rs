@@ -324,7 +324,7 @@ impl Pass<'_> {
 
         let objects = desired(entry);
         let fp = fingerprint(&objects);
-        let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        let plan = self.plan(&name, &objects, &previous_inventory).await;
         if self.opts.plan_only {
             let phase = if plan.has_changes() { Phase::Pending } else { Phase::Ready };
             return Ok(done(plan, phase, String::new()));
@@ -404,10 +404,8 @@ impl Pass<'_> {
             conditions,
             inventory: inv,
         };
+        // The failure itself is in the phase and message.
         self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-        if let Some(f) = failure {
-            plan.entries.push(Entry { object: ObjectRef::of(&json!({})), action: Action::Skip, diff: None, reason: Some(f) });
-        }
         Ok(done(plan, phase, message))
     }
 

@@ -69,14 +69,6 @@ fn push_body(after: &str) -> String {
     format!("{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}")
 }
 
-fn get(port: u16, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    (resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), resp)
-}
-
 struct Agent(Child);
 
 impl Drop for Agent {
@@ -194,5 +186,4 @@ async fn the_agent_follows_git_and_webhooks() {
     assert_eq!(post(hook, &body, Some(&sig)), 202);
     assert!(wait_for_revision(&client, "w-run", &c4, Duration::from_secs(60)).await.is_some(), "{}", std::fs::read_to_string(&log).unwrap());
     assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 4);
-    let _ = get;
 }

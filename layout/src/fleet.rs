@@ -221,7 +221,7 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut Re
     }
     // Only the renders of this revision stay cached.
     cache.entries = fresh;
-    add_release_objects(&mut clusters, manifest);
+    add_release_objects(&mut clusters);
     check_collisions(&mut clusters);
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
@@ -473,7 +473,7 @@ fn check_cidrs(clusters: &mut [ClusterEntry]) {
 }
 
 /// Puts one EKSARelease per release in use into each management cluster's objects.
-fn add_release_objects(clusters: &mut [ClusterEntry], _manifest: &ReleaseManifest) {
+fn add_release_objects(clusters: &mut [ClusterEntry]) {
     let mut used: BTreeMap<String, BTreeMap<String, &'static Release>> = BTreeMap::new();
     for e in clusters.iter() {
         if let Some(r) = e.release {
