@@ -9,9 +9,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use capstan_layout::Rendered;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+
+use crate::live::LiveObject;
 
 /// Annotation recording the hash of what capstan applied: equal hash, nothing to do, no request.
 pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
@@ -91,7 +94,7 @@ impl ObjectRef {
 
     /// `group/Kind/namespace/name`: identity across versions.
     pub fn key(&self) -> String {
-        format!("{}/{}/{}/{}", self.group(), self.kind, self.namespace, self.name)
+        key(self.group(), &self.kind, &self.namespace, &self.name)
     }
 
     /// `Kind/namespace/name`, for messages.
@@ -103,6 +106,11 @@ impl ObjectRef {
     pub fn is_cluster(&self) -> bool {
         self.kind == "Cluster" && matches!(self.group(), "cluster.x-k8s.io" | "anywhere.eks.amazonaws.com")
     }
+}
+
+/// `group/Kind/namespace/name`, the identity of an object across API versions.
+pub fn key(group: &str, kind: &str, namespace: &str, name: &str) -> String {
+    format!("{group}/{kind}/{namespace}/{name}")
 }
 
 /// One object's plan.
@@ -153,6 +161,28 @@ pub fn content_hash(obj: &Value) -> String {
         }
     }
     hex::encode(Sha256::digest(serde_json::to_vec(&v).expect("values serialise")))[..16].to_string()
+}
+
+/// The reference of a rendered object, with its content hash.
+pub fn reference(obj: &Rendered) -> ObjectRef {
+    ObjectRef {
+        api_version: obj.api_version().to_string(),
+        kind: obj.kind().to_string(),
+        namespace: obj.namespace().to_string(),
+        name: obj.name().to_string(),
+        hash: obj.hash().to_string(),
+        generation: 0,
+    }
+}
+
+/// A rendered object as applied: with its content hash annotation. (The rendered hash and
+/// [`content_hash`] agree: both hash the object's canonical JSON without the annotation.)
+pub fn annotated(obj: &Rendered) -> Value {
+    let mut v = obj.value();
+    let meta = v.get_mut("metadata").and_then(Value::as_object_mut).expect("rendered objects have metadata");
+    let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+    ann.as_object_mut().expect("annotations is a mapping").insert(HASH_ANNOTATION.into(), json!(obj.hash()));
+    v
 }
 
 /// Adds the content hash annotation to a desired object.
@@ -217,7 +247,7 @@ pub fn same(live: &Value, desired: &Value) -> bool {
 /// Cluster API and EKS-A `Cluster` objects are never pruned (deletion only on intent); objects
 /// that something else owns (ownerReferences, e.g. CAPI controllers) are left to their owner;
 /// an object already gone just leaves the inventory.
-pub fn prunes(previous: &[ObjectRef], desired: &BTreeSet<String>, live: impl Fn(&ObjectRef) -> Option<Value>) -> Vec<Entry> {
+pub fn prunes(previous: &[ObjectRef], desired: &BTreeSet<String>, live: impl Fn(&ObjectRef) -> Option<LiveObject>) -> Vec<Entry> {
     let mut out = Vec::new();
     for r in previous.iter().rev() {
         if desired.contains(&r.key()) {
@@ -226,8 +256,8 @@ pub fn prunes(previous: &[ObjectRef], desired: &BTreeSet<String>, live: impl Fn(
         let Some(obj) = live(r) else { continue };
         let (action, reason) = if r.is_cluster() {
             (Action::Skip, "a Cluster is deleted only on explicit intent (capstan delete cluster)".to_string())
-        } else if let Some(owner) = obj.pointer("/metadata/ownerReferences/0") {
-            (Action::Skip, format!("owned by {}/{}", owner.get("kind").and_then(Value::as_str).unwrap_or("?"), owner.get("name").and_then(Value::as_str).unwrap_or("?")))
+        } else if let Some(owner) = &obj.owner {
+            (Action::Skip, format!("owned by {owner}"))
         } else {
             (Action::Prune, "no longer rendered from the repository".to_string())
         };
@@ -242,6 +272,16 @@ mod tests {
 
     fn obj(kind: &str, name: &str) -> Value {
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name, "namespace": "ns"}, "spec": {"a": 1}})
+    }
+
+    #[test]
+    fn the_rendered_hash_is_the_content_hash() {
+        let o = obj("MachineDeployment", "a");
+        let rendered = Rendered::new(&o);
+        let applied = annotated(&rendered);
+        assert_eq!(content_hash(&applied), rendered.hash());
+        assert_eq!(applied, with_hash(&o).0);
+        assert_eq!(reference(&rendered).key(), ObjectRef::of(&o).key());
     }
 
     #[test]
@@ -268,9 +308,9 @@ mod tests {
         let owned = ObjectRef::of(&obj("MachineSet", "ms"));
         let gone = ObjectRef::of(&obj("MachineHealthCheck", "gone"));
         let live = |r: &ObjectRef| match r.name.as_str() {
-            "ms" => Some(json!({"metadata": {"ownerReferences": [{"kind": "MachineDeployment", "name": "old"}]}})),
+            "ms" => Some(LiveObject { owner: Some("MachineDeployment/old".into()), ..Default::default() }),
             "gone" => None,
-            _ => Some(json!({})),
+            _ => Some(LiveObject::default()),
         };
         let entries = prunes(&[cl.clone(), md.clone(), owned.clone(), gone], &BTreeSet::new(), live);
         let got: Vec<(String, Action)> = entries.iter().map(|e| (e.object.name.clone(), e.action)).collect();

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! Fleet (validated, rendered) ──┐
-//! ManagedCluster inventories ───┼─▶ Live (one list per kind) ─▶ per cluster:
+//! ManagedCluster inventories ───┼─▶ Live (lists, or the daemon's watches) ─▶ per cluster:
 //!                               │      suspended?  → status Suspended, nothing else
 //!                               │      tombstone?  → delete the Cluster first, wait, then the rest
 //!                               │      invalid?    → status Failed, last applied revision stays live
@@ -10,25 +10,33 @@
 //! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
 //! ```
 //!
+//! Management clusters go first (their objects include the EKS-A releases workloads refer to),
+//! then the workload clusters, `concurrency` at a time: clusters are independent, and one slow
+//! cluster (a Cluster being deleted, a webhook timing out) must not hold up the others.
+//!
 //! Costs: an object whose live copy carries the hash capstan applied and whose generation is the
 //! one the server answered the apply with is unchanged without a request; anything else is
-//! dry-run applied and compared. So a pass over an unchanged fleet makes one list per kind and no
-//! writes at all. Conflict policy: capstan applies with `force`, taking ownership of the fields it
+//! dry-run applied and compared. So a pass over an unchanged fleet makes one list per kind (none
+//! at all with the daemon's watch-backed cache) and no writes. Conflict policy: capstan applies with `force`, taking ownership of the fields it
 //! renders (the repository is the source of truth); fields it does not render (replicas under the
 //! autoscaler, status, controller-set fields) are never sent and so never contested.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capstan_layout::{ClusterEntry, Fleet};
+use capstan_layout::{ClusterEntry, Fleet, Rendered, Role};
+use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use kube::Client;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, DiscoveryError, Resolver};
-use crate::live::{Live, LiveError};
+use crate::live::watch::{LiveCache, OnChange};
+use crate::live::{self, Live, LiveError};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ClusterStatus, Phase, Recorded, StatusError};
 
@@ -58,6 +66,8 @@ pub struct Options {
     /// The management cluster this agent runs on (default: the repository's only one). Only its
     /// own cluster and its workloads are reconciled; other management clusters have their agents.
     pub management: Option<String>,
+    /// Workload clusters reconciled at the same time (0 and 1: one after the other).
+    pub concurrency: usize,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
@@ -96,11 +106,11 @@ pub struct ClusterOutcome {
 /// The result of a pass.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    /// Per cluster.
+    /// Per cluster, in repository order.
     pub clusters: Vec<ClusterOutcome>,
-    /// Write requests made (applies, deletes, status writes).
+    /// Write requests made (applies, deletes, status writes, events).
     pub writes: usize,
-    /// Read requests made (lists and dry runs).
+    /// Read requests made (lists, gets and dry runs).
     pub reads: usize,
 }
 
@@ -116,22 +126,12 @@ impl Outcome {
     }
 }
 
-/// Desired objects of a cluster with their hash annotation.
-fn desired(entry: &ClusterEntry) -> Vec<(Value, ObjectRef)> {
-    entry
-        .objects
-        .iter()
-        .flatten()
-        .map(|o| {
-            let (v, hash) = plan::with_hash(o);
-            let mut r = ObjectRef::of(&v);
-            r.hash = hash;
-            (v, r)
-        })
-        .collect()
+/// Desired objects of a cluster with their references (the hash is the rendered one).
+fn desired(entry: &ClusterEntry) -> Vec<(&Rendered, ObjectRef)> {
+    entry.objects.iter().flatten().map(|o| (o, plan::reference(o))).collect()
 }
 
-fn fingerprint(objects: &[(Value, ObjectRef)]) -> String {
+fn fingerprint(objects: &[(&Rendered, ObjectRef)]) -> String {
     let mut h = Sha256::new();
     for (_, r) in objects {
         h.update(r.key().as_bytes());
@@ -140,83 +140,171 @@ fn fingerprint(objects: &[(Value, ObjectRef)]) -> String {
     hex::encode(h.finalize())[..16].to_string()
 }
 
-struct Pass<'a> {
-    /// Whether the last status write changed anything (events are emitted on changes only).
-    status_changed: bool,
-    client: Client,
-    resolver: Resolver,
-    live: Live,
-    opts: &'a Options,
-    out: Outcome,
+/// Reconciles a fleet revision once, reading the live state with lists (one-shot commands).
+pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
+    Agent::connect(client.clone()).await?.reconcile(fleet, opts).await
 }
 
-/// Reconciles a fleet revision against the management cluster `client` points at.
-pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
-    if !opts.plan_only {
-        status::install(client).await?;
+/// What lives across passes: the client, discovery, and (in the daemon) the watch-backed cache.
+pub struct Agent {
+    client: Client,
+    resolver: Resolver,
+    cache: Option<LiveCache>,
+    status_installed: AtomicBool,
+    namespaces: Mutex<BTreeSet<String>>,
+}
+
+impl Agent {
+    /// Runs discovery against the management cluster.
+    pub async fn connect(client: Client) -> Result<Agent, ReconcileError> {
+        let resolver = Resolver::new(client.clone()).await?;
+        Ok(Agent { client, resolver, cache: None, status_installed: AtomicBool::new(false), namespaces: Mutex::new(BTreeSet::new()) })
     }
-    let recorded = match status::read_all(client).await {
-        Ok(r) => r,
-        // Plans may run before the agent ever did: no CRD yet means nothing recorded.
-        Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
-        Err(e) => return Err(e.into()),
-    };
-    let managements: Vec<&str> = fleet.clusters.iter().filter(|c| c.role == capstan_layout::Role::Management).map(|c| c.name.as_str()).collect();
-    let management = match (&opts.management, managements.as_slice()) {
-        (Some(m), _) if managements.contains(&m.as_str()) => m.clone(),
-        (Some(m), _) => return Err(ReconcileError::Management(format!("management cluster `{m}` is not in the repository (found: {})", managements.join(", ")))),
-        (None, [one]) => one.to_string(),
-        (None, []) => return Err(ReconcileError::Management("the repository has no management cluster".into())),
-        (None, many) => return Err(ReconcileError::Management(format!("the repository has several management clusters ({}); say which one this is with --management", many.join(", ")))),
-    };
-    let recorded: BTreeMap<String, Recorded> = recorded.into_iter().filter(|(_, r)| r.management == management).collect();
-    let mut resolver = Resolver::new(client.clone()).await?;
-    let in_scope: BTreeSet<&str> = fleet.clusters.iter().filter(|c| c.management() == management).map(|c| c.name.as_str()).collect();
-    let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name) && (in_scope.contains(name) || recorded.contains_key(name));
-    let wanted: Vec<ObjectRef> = fleet
-        .clusters
-        .iter()
-        .filter(|e| selected(&e.name))
-        .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
-        .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()))
-        .collect();
-    let live = Live::load(client, &mut resolver, wanted).await?;
-    let mut pass = Pass { status_changed: false, client: client.clone(), resolver, out: Outcome { reads: live.requests + 1, ..Default::default() }, live, opts };
-    if !opts.plan_only {
-        pass.ensure_namespaces(fleet, &in_scope).await?;
+
+    /// Reads live state from watches kept open across passes instead of listing on every pass;
+    /// `on_change` is called when the cluster changes under the agent (drift, health).
+    pub fn with_watches(mut self, on_change: OnChange) -> Agent {
+        self.cache = Some(LiveCache::start(self.client.clone(), on_change));
+        self
     }
-    let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-    for entry in fleet.clusters.iter().filter(|e| selected(&e.name)) {
-        let prev = recorded.get(&entry.name);
-        pass.status_changed = false;
-        let outcome = pass.cluster(fleet, entry, prev).await?;
-        if !opts.plan_only && (outcome.plan.has_changes() || pass.status_changed) {
-            pass.event(&outcome).await;
+
+    /// The watch-backed cache, when there is one.
+    pub fn cache(&self) -> Option<&LiveCache> {
+        self.cache.as_ref()
+    }
+
+    /// One pass over a fleet revision.
+    pub async fn reconcile(&self, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
+        let reads = AtomicUsize::new(0);
+        if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
+            status::install(&self.client).await?;
+            self.status_installed.store(true, Ordering::Relaxed);
         }
-        pass.out.clusters.push(outcome);
-    }
-    // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
-    for (name, rec) in recorded.iter().filter(|(n, _)| !names.contains(n.as_str()) && selected(n)) {
-        let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-        let st = ClusterStatus {
-            phase: Phase::Orphaned,
-            message: message.clone(),
-            last_applied_revision: rec.field("lastAppliedRevision").to_string(),
-            last_attempted_revision: opts.revision.clone(),
-            desired_hash: rec.field("desiredHash").to_string(),
-            conditions: vec![("Ready".into(), "Unknown".into(), "Orphaned".into(), message.clone())],
-            inventory: rec.inventory(),
+        // Recorded statuses first: their inventories name kinds the repository may no longer render.
+        let records = match &self.cache {
+            Some(cache) => {
+                cache.ensure(&self.resolver, &[]).await?;
+                cache.live().records()
+            }
+            None => {
+                reads.fetch_add(1, Ordering::Relaxed);
+                match status::read_all(&self.client).await {
+                    Ok(r) => r.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                    // Plans may run before the agent ever did: no CRD yet means nothing recorded.
+                    Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
         };
-        pass.write_status(name, &rec.management, rec.object.pointer("/spec/directory").and_then(Value::as_str).unwrap_or(""), &st, Some(rec)).await?;
-        pass.out.clusters.push(ClusterOutcome { name: name.clone(), plan: Plan { cluster: name.clone(), entries: vec![] }, phase: Phase::Orphaned, message });
+        let managements: Vec<&str> = fleet.clusters.iter().filter(|c| c.role == Role::Management).map(|c| c.name.as_str()).collect();
+        let management = match (&opts.management, managements.as_slice()) {
+            (Some(m), _) if managements.contains(&m.as_str()) => m.clone(),
+            (Some(m), _) => return Err(ReconcileError::Management(format!("management cluster `{m}` is not in the repository (found: {})", managements.join(", ")))),
+            (None, [one]) => one.to_string(),
+            (None, []) => return Err(ReconcileError::Management("the repository has no management cluster".into())),
+            (None, many) => return Err(ReconcileError::Management(format!("the repository has several management clusters ({}); say which one this is with --management", many.join(", ")))),
+        };
+        let recorded: BTreeMap<String, Arc<Recorded>> = records.into_iter().filter(|(_, r)| r.management == management).collect();
+        let in_scope: BTreeSet<&str> = fleet.clusters.iter().filter(|c| c.management() == management).map(|c| c.name.as_str()).collect();
+        let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name) && (in_scope.contains(name) || recorded.contains_key(name));
+        let wanted = fleet
+            .clusters
+            .iter()
+            .filter(|e| selected(&e.name))
+            .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
+            .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()));
+        let kinds = live::kinds(wanted);
+        let live: Arc<Live> = match &self.cache {
+            Some(cache) => {
+                cache.ensure(&self.resolver, &kinds).await?;
+                cache.live().clone()
+            }
+            None => {
+                let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
+                reads.fetch_add(n, Ordering::Relaxed);
+                Arc::new(live)
+            }
+        };
+        let pass = Pass { agent: self, live, opts, writes: AtomicUsize::new(0), reads };
+        if !opts.plan_only {
+            pass.ensure_namespaces(fleet, &in_scope).await?;
+        }
+        let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
+        let (managements, workloads): (Vec<&ClusterEntry>, Vec<&ClusterEntry>) = fleet.clusters.iter().filter(|e| selected(&e.name)).partition(|e| e.role == Role::Management);
+        let mut clusters = Vec::new();
+        for entry in managements {
+            clusters.push(pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)).await?);
+        }
+        let results: Vec<Result<ClusterOutcome, ReconcileError>> = futures::stream::iter(workloads)
+            .map(|entry| pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)))
+            .buffered(opts.concurrency.max(1))
+            .collect()
+            .await;
+        for r in results {
+            clusters.push(r?);
+        }
+        // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
+        for (name, rec) in recorded.iter().filter(|(n, _)| !names.contains(n.as_str()) && selected(n)) {
+            let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
+            let st = ClusterStatus {
+                phase: Phase::Orphaned,
+                message: message.clone(),
+                last_applied_revision: rec.field("lastAppliedRevision").to_string(),
+                last_attempted_revision: opts.revision.clone(),
+                desired_hash: rec.field("desiredHash").to_string(),
+                conditions: vec![("Ready".into(), "Unknown".into(), "Orphaned".into(), message.clone())],
+                inventory: rec.inventory(),
+            };
+            pass.write_status(name, &rec.management, &rec.directory, &st, Some(rec)).await?;
+            clusters.push(ClusterOutcome { name: name.clone(), plan: Plan { cluster: name.clone(), entries: vec![] }, phase: Phase::Orphaned, message });
+        }
+        Ok(Outcome { clusters, writes: pass.writes.into_inner(), reads: pass.reads.into_inner() })
     }
-    Ok(pass.out)
+
+    /// Namespaces known to exist; forgotten when an apply says one is missing.
+    fn known_namespaces(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.namespaces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One pass: shared by the clusters reconciled concurrently, so everything is `&self`.
+struct Pass<'a> {
+    agent: &'a Agent,
+    live: Arc<Live>,
+    opts: &'a Options,
+    writes: AtomicUsize,
+    reads: AtomicUsize,
 }
 
 impl Pass<'_> {
+    fn client(&self) -> &Client {
+        &self.agent.client
+    }
+
+    fn resolver(&self) -> &Resolver {
+        &self.agent.resolver
+    }
+
+    fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A cluster, then an Event when anything changed.
+    async fn cluster_and_event(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+        let (outcome, status_changed) = self.cluster(fleet, entry, prev).await?;
+        if !self.opts.plan_only && (outcome.plan.has_changes() || status_changed) {
+            self.event(&outcome).await;
+        }
+        Ok(outcome)
+    }
+
     /// A Kubernetes Event on the cluster's ManagedCluster: what this pass did. Best effort: an
     /// event that cannot be written is logged, never a failure of the pass.
-    async fn event(&mut self, c: &ClusterOutcome) {
+    async fn event(&self, c: &ClusterOutcome) {
         use kube::runtime::events::{Event, EventType, Recorder, Reporter};
         let counts: Vec<String> = c.plan.counts().iter().filter(|(a, n)| *n > 0 && *a != Action::Unchanged).map(|(a, n)| format!("{n} {a}")).collect();
         let note = if counts.is_empty() { c.message.clone() } else { format!("revision {}: {}; {}", self.opts.revision, counts.join(", "), c.message) };
@@ -234,35 +322,43 @@ impl Pass<'_> {
             name: Some(c.name.clone()),
             ..Default::default()
         };
-        let recorder = Recorder::new(self.client.clone(), Reporter { controller: "capstan".into(), instance: std::env::var("HOSTNAME").ok() });
+        let recorder = Recorder::new(self.client().clone(), Reporter { controller: "capstan".into(), instance: std::env::var("HOSTNAME").ok() });
         let ev = Event { type_, reason: reason.into(), note: Some(note.chars().take(1000).collect()), action: "Reconcile".into(), secondary: None };
         match recorder.publish(&ev, &reference).await {
-            Ok(()) => self.out.writes += 1,
+            Ok(()) => self.wrote(),
             Err(e) => tracing::warn!(cluster = %c.name, error = %e, "could not record an event"),
         }
     }
 
-    async fn write_status(&mut self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<(), ReconcileError> {
+    /// Writes a status when it changed; returns whether it wrote.
+    async fn write_status(&self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<bool, ReconcileError> {
         if self.opts.plan_only {
-            return Ok(());
+            return Ok(false);
         }
-        self.status_changed = status::write(&self.client, name, management, dir, st, prev).await?;
-        if self.status_changed {
-            self.out.writes += 1;
+        match status::write(self.client(), name, management, dir, st, prev).await? {
+            Some(record) => {
+                self.live.set_record(name, Some(record));
+                self.wrote();
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        Ok(())
     }
 
     /// Namespaces the fleet's objects live in are created when missing (and never pruned).
-    async fn ensure_namespaces(&mut self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
+    async fn ensure_namespaces(&self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
         let wanted: BTreeSet<String> = fleet
             .clusters
             .iter()
             .filter(|e| in_scope.contains(e.name.as_str()))
             .flat_map(|e| e.objects.iter().flatten())
-            .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string))
+            .filter(|o| !o.namespace().is_empty())
+            .map(|o| o.namespace().to_string())
             .collect();
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        if wanted.is_subset(&self.agent.known_namespaces()) {
+            return Ok(());
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client().clone());
         let existing: BTreeSet<String> = api
             .list_metadata(&Default::default())
             .await
@@ -271,16 +367,18 @@ impl Pass<'_> {
             .into_iter()
             .filter_map(|n| n.metadata.name)
             .collect();
-        self.out.reads += 1;
+        self.read();
         for ns in wanted.difference(&existing) {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
-            apply_one(&self.client, &mut self.resolver, &obj, false).await.map_err(|e| ReconcileError::Namespace(ns.clone(), kube::Error::Service(e.to_string().into())))?;
-            self.out.writes += 1;
+            apply_one(self.client(), self.resolver(), &obj, false).await.map_err(|e| ReconcileError::Namespace(ns.clone(), kube::Error::Service(e.to_string().into())))?;
+            self.wrote();
         }
+        *self.agent.known_namespaces() = existing.union(&wanted).cloned().collect();
         Ok(())
     }
 
-    async fn cluster(&mut self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+    /// One cluster; returns its outcome and whether its status was written.
+    async fn cluster(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<(ClusterOutcome, bool), ReconcileError> {
         let name = entry.name.clone();
         let dir = entry.dir.display().to_string();
         let mgmt = entry.management().to_string();
@@ -300,8 +398,8 @@ impl Pass<'_> {
                 conditions: vec![("Ready".into(), "Unknown".into(), "Suspended".into(), message.clone())],
                 inventory: previous_inventory,
             };
-            self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-            return Ok(done(empty, Phase::Suspended, message));
+            let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            return Ok((done(empty, Phase::Suspended, message), changed));
         }
         if entry.intent.delete.is_some() {
             return self.delete_cluster(&name, &mgmt, &dir, previous_inventory, prev).await;
@@ -318,8 +416,8 @@ impl Pass<'_> {
                 conditions: vec![("Ready".into(), "False".into(), "ValidationFailed".into(), first)],
                 inventory: previous_inventory,
             };
-            self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-            return Ok(done(empty, Phase::Failed, message));
+            let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            return Ok((done(empty, Phase::Failed, message), changed));
         }
 
         let objects = desired(entry);
@@ -327,7 +425,7 @@ impl Pass<'_> {
         let plan = self.plan(&name, &objects, &previous_inventory).await;
         if self.opts.plan_only {
             let phase = if plan.has_changes() { Phase::Pending } else { Phase::Ready };
-            return Ok(done(plan, phase, String::new()));
+            return Ok((done(plan, phase, String::new()), false));
         }
 
         // Apply in render order, then prune in reverse order.
@@ -338,16 +436,18 @@ impl Pass<'_> {
                 continue;
             }
             let (obj, r) = &objects[i];
-            match apply_one(&self.client, &mut self.resolver, obj, false).await {
+            match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await {
                 Ok(applied) => {
-                    self.out.writes += 1;
-                    let mut r = r.clone();
-                    r.generation = applied.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
-                    inventory.insert(r.key(), r);
-                    self.live.put(applied);
+                    self.wrote();
+                    let facts = self.live.put(r, &applied);
+                    inventory.insert(r.key(), ObjectRef { generation: facts.generation, ..r.clone() });
                 }
                 Err(err) => {
-                    failure = Some(err.to_string());
+                    let message = err.to_string();
+                    if message.contains("namespaces \"") && message.contains("not found") {
+                        self.agent.known_namespaces().clear();
+                    }
+                    failure = Some(message);
                     break;
                 }
             }
@@ -364,10 +464,10 @@ impl Pass<'_> {
                     }
                 }
             }
-            // Unchanged objects keep their recorded generation; owned objects leave the inventory.
+            // Unchanged objects keep their live generation; owned objects leave the inventory.
             for (e, (_, r)) in plan.entries.iter().zip(objects.iter()) {
                 if e.action == Action::Unchanged {
-                    let generation = self.live.get(r).and_then(|l| l.pointer("/metadata/generation")).and_then(Value::as_i64).unwrap_or(0);
+                    let generation = self.live.get(r).map_or(0, |l| l.generation);
                     inventory.insert(r.key(), ObjectRef { generation, ..r.clone() });
                 }
             }
@@ -405,37 +505,38 @@ impl Pass<'_> {
             inventory: inv,
         };
         // The failure itself is in the phase and message.
-        self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-        Ok(done(plan, phase, message))
+        let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+        Ok((done(plan, phase, message), changed))
     }
 
     /// The plan of one cluster.
-    async fn plan(&mut self, name: &str, objects: &[(Value, ObjectRef)], previous: &[ObjectRef]) -> Plan {
+    async fn plan(&self, name: &str, objects: &[(&Rendered, ObjectRef)], previous: &[ObjectRef]) -> Plan {
         let recorded: BTreeMap<String, &ObjectRef> = previous.iter().map(|r| (r.key(), r)).collect();
         let mut entries = Vec::with_capacity(objects.len());
-        for (obj, r) in objects {
-            let live = self.live.get(r).cloned();
+        for (rendered, r) in objects {
+            let live = self.live.get(r);
             let recorded_gen = recorded.get(&r.key()).map(|p| p.generation).unwrap_or(0);
-            let live_gen = live.as_ref().and_then(|l| l.pointer("/metadata/generation")).and_then(Value::as_i64).unwrap_or(0);
-            let same_hash = live.as_ref().and_then(plan::live_hash) == Some(r.hash.as_str());
+            let live_gen = live.as_ref().map_or(0, |l| l.generation);
+            let same_hash = live.as_ref().and_then(|l| l.hash.as_deref()) == Some(r.hash.as_str());
             let untouched = recorded_gen == 0 || recorded_gen == live_gen;
             if same_hash && untouched {
                 entries.push(Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None });
                 continue;
             }
+            let obj = plan::annotated(rendered);
             // Creating for real: the apply itself is validated strictly, no need to ask first.
             if live.is_none() && !self.opts.plan_only {
-                entries.push(Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, obj, &r.subject())), reason: None });
+                entries.push(Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, &obj, &r.subject())), reason: None });
                 continue;
             }
             // Ask the server what it would persist, and compare that with the whole live object
-            // (the cache holds metadata only).
-            self.out.reads += 1;
+            // (the cache holds facts, not objects).
+            self.read();
             let live = match &live {
                 None => None,
                 Some(_) => {
-                    self.out.reads += 1;
-                    match Live::fetch(&self.client, &mut self.resolver, r).await {
+                    self.read();
+                    match Live::fetch(self.client(), self.resolver(), r).await {
                         Ok(full) => full,
                         Err(e) => {
                             entries.push(Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("could not read the live object: {e}")) });
@@ -444,7 +545,7 @@ impl Pass<'_> {
                     }
                 }
             };
-            let entry = match apply_one(&self.client, &mut self.resolver, obj, true).await {
+            let entry = match apply_one(self.client(), self.resolver(), &obj, true).await {
                 Err(e) => Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("rejected by the API server: {}", apply_message(&e))) },
                 Ok(dry) => match &live {
                     None => Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, &dry, &r.subject())), reason: None },
@@ -463,45 +564,38 @@ impl Pass<'_> {
             entries.push(entry);
         }
         let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
-        let live = &self.live;
-        entries.extend(plan::prunes(previous, &desired_keys, |r| live.get(r).cloned()));
+        entries.extend(plan::prunes(previous, &desired_keys, |r| self.live.get(r)));
         Plan { cluster: name.to_string(), entries }
     }
 
     /// CAPI-correct health: Ready only when the Cluster API Cluster reports Available.
-    fn health(&self, objects: &[(Value, ObjectRef)]) -> (Phase, String, Vec<(String, String, String, String)>) {
+    fn health(&self, objects: &[(&Rendered, ObjectRef)]) -> (Phase, String, Vec<(String, String, String, String)>) {
         let cluster = objects.iter().find(|(_, r)| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io").map(|(_, r)| r);
-        let live = cluster.and_then(|r| self.live.get(r));
-        let available = live
-            .and_then(|l| l.pointer("/status/conditions"))
-            .and_then(Value::as_array)
-            .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Available")));
+        let available = cluster.and_then(|r| self.live.get(r)).and_then(|l| l.available);
         let applied = ("Applied".to_string(), "True".to_string(), "Applied".to_string(), "every object of the cluster is applied".to_string());
         match available {
-            Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => {
+            Some((status, _)) if &*status == "True" => {
                 (Phase::Ready, "Cluster API reports the cluster Available".into(), vec![applied, ("Ready".into(), "True".into(), "Available".into(), String::new())])
             }
             other => {
-                let why = other
-                    .map(|c| format!("Available={} {}", c.get("status").and_then(Value::as_str).unwrap_or("?"), c.get("reason").and_then(Value::as_str).unwrap_or("")))
-                    .unwrap_or_else(|| "Available not reported yet".into());
+                let why = other.map(|(status, reason)| format!("Available={status} {reason}")).unwrap_or_else(|| "Available not reported yet".into());
                 let message = format!("applied; waiting for Cluster API: {}", why.trim());
                 (Phase::Progressing, message.clone(), vec![applied, ("Ready".into(), "False".into(), "Progressing".into(), message)])
             }
         }
     }
 
-    async fn api_for(&mut self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
-        let (ar, namespaced) = self.resolver.resolve(&r.api_version, &r.kind).await.map_err(|e| e.to_string())?;
-        Ok(if namespaced { Api::namespaced_with(self.client.clone(), &r.namespace, &ar) } else { Api::all_with(self.client.clone(), &ar) })
+    async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
+        let (ar, namespaced) = self.resolver().resolve(&r.api_version, &r.kind).await.map_err(|e| e.to_string())?;
+        Ok(if namespaced { Api::namespaced_with(self.client().clone(), &r.namespace, &ar) } else { Api::all_with(self.client().clone(), &ar) })
     }
 
-    async fn delete(&mut self, r: &ObjectRef) -> Result<(), String> {
+    async fn delete(&self, r: &ObjectRef) -> Result<(), String> {
         let api = self.api_for(r).await?;
         let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
         match api.delete(&r.name, &dp).await {
             Ok(_) => {
-                self.out.writes += 1;
+                self.wrote();
                 self.live.remove(r);
                 Ok(())
             }
@@ -512,7 +606,7 @@ impl Pass<'_> {
 
     /// Deletion on intent: the Cluster objects first, wait until they are gone (CAPI tears the
     /// machines down behind its finalizers), then everything else in reverse apply order.
-    async fn delete_cluster(&mut self, name: &str, mgmt: &str, dir: &str, inventory: Vec<ObjectRef>, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+    async fn delete_cluster(&self, name: &str, mgmt: &str, dir: &str, inventory: Vec<ObjectRef>, prev: Option<&Recorded>) -> Result<(ClusterOutcome, bool), ReconcileError> {
         let mut entries: Vec<Entry> = Vec::new();
         let (clusters, rest): (Vec<_>, Vec<_>) = inventory.iter().cloned().partition(|r| r.is_cluster());
         // CAPI Cluster before the EKS-A Cluster.
@@ -523,7 +617,7 @@ impl Pass<'_> {
         }
         let plan = Plan { cluster: name.to_string(), entries };
         if self.opts.plan_only || prev.is_none() {
-            return Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deletion requested".into() });
+            return Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deletion requested".into() }, false));
         }
         let timeout = self.opts.delete_timeout.unwrap_or(Duration::from_secs(600));
         let mut failure = None;
@@ -550,9 +644,12 @@ impl Pass<'_> {
         }
         match failure {
             None => {
-                status::remove(&self.client, name).await?;
-                self.out.writes += 1;
-                Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deleted".into() })
+                // Forget the record first, so the watch's delete event is not read as someone
+                // else's doing.
+                self.live.set_record(name, None);
+                status::remove(self.client(), name).await?;
+                self.wrote();
+                Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deleted".into() }, true))
             }
             Some(f) => {
                 let st = ClusterStatus {
@@ -564,13 +661,13 @@ impl Pass<'_> {
                     conditions: vec![("Ready".into(), "False".into(), "Deleting".into(), f.clone())],
                     inventory,
                 };
-                self.write_status(name, mgmt, dir, &st, prev).await?;
-                Ok(ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: f })
+                let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
+                Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: f }, changed))
             }
         }
     }
 
-    async fn wait_gone(&mut self, r: &ObjectRef, timeout: Duration) -> Result<(), String> {
+    async fn wait_gone(&self, r: &ObjectRef, timeout: Duration) -> Result<(), String> {
         let api = self.api_for(r).await?;
         let start = std::time::Instant::now();
         let mut last_report = start;

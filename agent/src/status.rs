@@ -97,24 +97,32 @@ pub struct ClusterStatus {
     pub inventory: Vec<ObjectRef>,
 }
 
-/// A status object as read back.
-#[derive(Debug, Clone)]
+/// A status object as read back (or as just written): spec and status, no server metadata.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
     /// Management cluster.
     pub management: String,
-    /// The raw object.
-    pub object: Value,
+    /// The cluster's directory in the repository.
+    pub directory: String,
+    /// The `status` of the object.
+    pub status: Value,
 }
 
 impl Recorded {
+    /// From a ManagedCluster object.
+    pub fn from_object(obj: &DynamicObject) -> Recorded {
+        let s = |p: &str| obj.data.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        Recorded { management: s("/spec/management"), directory: s("/spec/directory"), status: obj.data.get("status").cloned().unwrap_or(Value::Null) }
+    }
+
     /// The recorded inventory.
     pub fn inventory(&self) -> Vec<ObjectRef> {
-        self.object.pointer("/status/inventory").cloned().and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default()
+        self.status.get("inventory").cloned().and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default()
     }
 
     /// A string field of the status.
     pub fn field(&self, name: &str) -> &str {
-        self.object.pointer(&format!("/status/{name}")).and_then(Value::as_str).unwrap_or("")
+        self.status.get(name).and_then(Value::as_str).unwrap_or("")
     }
 }
 
@@ -144,10 +152,10 @@ pub async fn install(client: &Client) -> Result<(), StatusError> {
             return Ok(());
         }
     }
-    let mut resolver = Resolver::new(client.clone()).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+    let resolver = Resolver::new(client.clone()).await.map_err(|e| StatusError::Crd(e.to_string()))?;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
     for obj in [&crd, &ns] {
-        crate::k8s::apply::apply_one(client, &mut resolver, obj, false).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+        crate::k8s::apply::apply_one(client, &resolver, obj, false).await.map_err(|e| StatusError::Crd(e.to_string()))?;
     }
     let established = kube::runtime::wait::await_condition(crds, "managedclusters.capstan.dev", kube::runtime::wait::conditions::is_crd_established());
     tokio::time::timeout(std::time::Duration::from_secs(30), established)
@@ -160,15 +168,7 @@ pub async fn install(client: &Client) -> Result<(), StatusError> {
 /// Every recorded status, by cluster name. An error is an error, never an empty map.
 pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
     let list = api(client).list(&ListParams::default()).await.map_err(|source| StatusError::Api { action: "listing", name: "*".into(), source })?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|o| {
-            let v = serde_json::to_value(&o).expect("objects serialise");
-            let management = v.pointer("/spec/management").and_then(Value::as_str).unwrap_or("").to_string();
-            (o.metadata.name.clone().unwrap_or_default(), Recorded { management, object: v })
-        })
-        .collect())
+    Ok(list.items.iter().map(|o| (o.metadata.name.clone().unwrap_or_default(), Recorded::from_object(o))).collect())
 }
 
 /// Now, as RFC 3339.
@@ -176,10 +176,11 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
 }
 
-/// Writes a cluster's status when it differs from what is recorded. Returns whether it wrote.
-pub async fn write(client: &Client, name: &str, management: &str, directory: &str, status: &ClusterStatus, previous: Option<&Recorded>) -> Result<bool, StatusError> {
+/// Writes a cluster's status when it differs from what is recorded. Returns what it wrote, or
+/// `None` when there was nothing to write.
+pub async fn write(client: &Client, name: &str, management: &str, directory: &str, status: &ClusterStatus, previous: Option<&Recorded>) -> Result<Option<Recorded>, StatusError> {
     let prev_conditions: BTreeMap<String, Value> = previous
-        .and_then(|p| p.object.pointer("/status/conditions"))
+        .and_then(|p| p.status.get("conditions"))
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|c| Some((c.get("type")?.as_str()?.to_string(), c.clone()))).collect())
         .unwrap_or_default();
@@ -205,22 +206,21 @@ pub async fn write(client: &Client, name: &str, management: &str, directory: &st
         "conditions": conditions,
         "inventory": status.inventory,
     });
-    let spec = json!({"management": management, "directory": directory});
-    if let Some(p) = previous {
-        if p.object.get("status") == Some(&desired_status) && p.object.get("spec") == Some(&spec) {
-            return Ok(false);
-        }
+    let record = Recorded { management: management.to_string(), directory: directory.to_string(), status: desired_status };
+    if previous == Some(&record) {
+        return Ok(None);
     }
+    let spec = json!({"management": management, "directory": directory});
     let obj = json!({
         "apiVersion": API_VERSION,
         "kind": "ManagedCluster",
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
         "spec": spec,
-        "status": desired_status,
+        "status": record.status,
     });
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     api(client).patch(name, &pp, &Patch::Apply(&obj)).await.map_err(|source| StatusError::Api { action: "writing", name: name.into(), source })?;
-    Ok(true)
+    Ok(Some(record))
 }
 
 /// Removes a cluster's status object (after its deletion completed).

@@ -24,6 +24,7 @@ use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::Value;
 
+use crate::objects::{Objects, Rendered};
 use crate::tenancy;
 use crate::tree::{Entry, Tree};
 
@@ -60,7 +61,7 @@ pub struct ClusterEntry {
     /// Its EKS Anywhere release, once resolved.
     pub release: Option<&'static Release>,
     /// The rendered objects, in apply order; None when the cluster has errors.
-    pub objects: Option<Vec<Value>>,
+    pub objects: Option<Objects>,
     /// Every problem of this cluster.
     pub diagnostics: Vec<Diagnostic>,
     /// Deletion or suspension written in the repository.
@@ -115,7 +116,7 @@ impl Fleet {
 /// one cluster re-renders that cluster only (what a tree diff would select, without trusting one).
 #[derive(Debug, Default)]
 pub struct RenderCache {
-    entries: BTreeMap<String, Vec<Value>>,
+    entries: BTreeMap<String, Objects>,
     /// Renders served from the cache by the last load.
     pub hits: usize,
     /// Renders done by the last load.
@@ -211,6 +212,7 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut Re
         cache.misses += 1;
         match render::render(cluster, release) {
             Ok(objects) => {
+                let objects = Objects::from_values(&objects);
                 fresh.insert(key, objects.clone());
                 entry.objects = Some(objects)
             }
@@ -491,8 +493,7 @@ fn add_release_objects(clusters: &mut [ClusterEntry]) {
             }
         }
         // Release objects go first: clusters refer to them.
-        release_objects.append(objects);
-        *objects = release_objects;
+        *objects = release_objects.iter().map(Rendered::new).chain(objects.iter().cloned()).collect();
     }
 }
 
@@ -503,13 +504,10 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
     for (i, e) in clusters.iter().enumerate() {
         for o in e.objects.iter().flatten() {
             // Objects of different management clusters land on different API servers.
-            let subject = format!("{}/{}", o.get("apiVersion").and_then(Value::as_str).unwrap_or(""), render::subject(o));
+            let subject = format!("{}/{}", o.api_version(), o.subject());
             let subject = format!("{} on management cluster {}", subject, e.management());
             match owner.get(&subject) {
-                Some(first) if *first != e.name => {
-                    let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-                    problems.push((i, subject, first.clone(), s("/kind"), s("/metadata/name")))
-                }
+                Some(first) if *first != e.name => problems.push((i, subject, first.clone(), o.kind().to_string(), o.name().to_string())),
                 _ => {
                     owner.insert(subject, e.name.clone());
                 }

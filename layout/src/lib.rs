@@ -13,9 +13,11 @@
 
 pub mod fleet;
 pub mod intent;
+pub mod objects;
 pub mod scaffold;
 pub mod tenancy;
 pub mod tree;
 
 pub use fleet::{ClusterEntry, Fleet, RenderCache, Role, load, load_cached};
+pub use objects::{Objects, Rendered};
 pub use tree::Tree;

@@ -27,7 +27,7 @@ fn server_dry_run(fleet: &Fleet, kube: &KubeArgs) -> anyhow::Result<Vec<(String,
         let mut out = Vec::new();
         for c in &fleet.clusters {
             let Some(objects) = &c.objects else { continue };
-            for e in crate::k8s::dry_run_all(&conn.client, objects).await? {
+            for e in crate::k8s::dry_run_all(&conn.client, &objects.values()).await? {
                 out.push((c.name.clone(), e.to_string()));
             }
         }
@@ -56,7 +56,7 @@ pub fn validate(repo: &Path, output: Output, server: Option<&KubeArgs>) -> anyho
                         "management": c.management(),
                         "valid": c.is_valid(),
                         "eksaVersion": c.release.map(|r| r.version.to_string()),
-                        "objects": c.objects.as_ref().map(Vec::len),
+                        "objects": c.objects.as_ref().map(|o| o.len()),
                     })
                 })
                 .collect();
@@ -103,7 +103,7 @@ pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow
             eprintln!("cluster {} not rendered: it has errors", c.name);
             continue;
         };
-        let text = yaml::to_string_multi(objects);
+        let text = yaml::to_string_multi(&objects.values());
         match out_dir {
             Some(dir) => {
                 fs::create_dir_all(dir)?;
@@ -196,7 +196,7 @@ pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
     let plan = scaffold::plan(&tree, &req)?;
     write_files(&args.repo, &plan.files)?;
     if let Some(c) = plan.fleet.cluster(&req.name) {
-        println!("cluster {} validates: {} objects to apply on {}", c.name, c.objects.as_ref().map_or(0, Vec::len), c.management());
+        println!("cluster {} validates: {} objects to apply on {}", c.name, c.objects.as_ref().map_or(0, |o| o.len()), c.management());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -51,7 +51,7 @@ fn params(dry_run: bool) -> PatchParams {
 }
 
 /// Server-side applies one object (or dry-runs it) and returns what the server made of it.
-pub async fn apply_one(client: &Client, resolver: &mut Resolver, obj: &Value, dry_run: bool) -> Result<Value, ApplyError> {
+pub async fn apply_one(client: &Client, resolver: &Resolver, obj: &Value, dry_run: bool) -> Result<Value, ApplyError> {
     let subject = capstan_templates::render::subject(obj);
     let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
     let (ar, namespaced) = resolver
@@ -75,7 +75,7 @@ pub async fn apply_one(client: &Client, resolver: &mut Resolver, obj: &Value, dr
 /// checked in `default` instead: schema and validation rules do not depend on the namespace, and
 /// a dry run must not create anything.
 pub async fn dry_run_all(client: &Client, objects: &[Value]) -> Result<Vec<ApplyError>, DiscoveryError> {
-    let mut resolver = Resolver::new(client.clone()).await?;
+    let resolver = Resolver::new(client.clone()).await?;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let mut missing: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
     let mut errors = Vec::new();
@@ -94,7 +94,7 @@ pub async fn dry_run_all(client: &Client, objects: &[Value]) -> Result<Vec<Apply
                 obj["metadata"]["namespace"] = Value::String("default".into());
             }
         }
-        if let Err(e) = apply_one(client, &mut resolver, &obj, true).await {
+        if let Err(e) = apply_one(client, &resolver, &obj, true).await {
             errors.push(e);
         }
     }

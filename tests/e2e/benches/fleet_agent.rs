@@ -56,7 +56,7 @@ async fn main() {
     let t = Instant::now();
     let fleet = load_cached(&Tree::from_dir(root).unwrap(), &mut renders);
     assert!(!fleet.has_errors());
-    let objects: usize = fleet.clusters.iter().map(|c| c.objects.as_ref().map_or(0, Vec::len)).sum();
+    let objects: usize = fleet.clusters.iter().map(|c| c.objects.as_ref().map_or(0, |o| o.len())).sum();
     println!("fleet: {} clusters, {objects} objects, loaded and rendered in {:.2}s", fleet.clusters.len(), t.elapsed().as_secs_f64());
 
     let cp = ControlPlane::start().await.expect("control plane");

@@ -340,12 +340,11 @@ async fn an_agent_killed_mid_apply_converges_with_nothing_duplicated_or_deleted(
     let fleet = repo.fleet();
     // The first agent got through half of cluster a's objects, then died before writing status.
     let a = fleet.cluster("a-killed").unwrap().objects.clone().unwrap();
-    let mut resolver = capstan::k8s::Resolver::new(cp.client()).await.unwrap();
+    let resolver = capstan::k8s::Resolver::new(cp.client()).await.unwrap();
     let ns_obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": repo.ns}});
-    capstan::k8s::apply::apply_one(&cp.client(), &mut resolver, &ns_obj, false).await.unwrap();
+    capstan::k8s::apply::apply_one(&cp.client(), &resolver, &ns_obj, false).await.unwrap();
     for obj in &a[..a.len() / 2] {
-        let (with_hash, _) = capstan::plan::with_hash(obj);
-        capstan::k8s::apply::apply_one(&cp.client(), &mut resolver, &with_hash, false).await.unwrap();
+        capstan::k8s::apply::apply_one(&cp.client(), &resolver, &capstan::plan::annotated(obj), false).await.unwrap();
     }
     let mark = cp.audit().mark();
     let out = repo.reconcile("r1").await;

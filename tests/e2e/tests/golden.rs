@@ -17,7 +17,7 @@ fn example_fleet_renders_as_recorded() {
     let update = std::env::var_os("CAPSTAN_UPDATE_GOLDEN").is_some();
     let mut mismatches = Vec::new();
     for c in &fleet.clusters {
-        let text = yaml::to_string_multi(c.objects.as_ref().unwrap());
+        let text = yaml::to_string_multi(&c.objects.as_ref().unwrap().values());
         let path = dir.join(format!("{}.yaml", c.name));
         if update {
             fs::write(&path, &text).unwrap();
@@ -38,14 +38,14 @@ fn rendering_twice_is_byte_identical() {
     let a = load(&tree);
     let b = load(&tree);
     for (x, y) in a.clusters.iter().zip(&b.clusters) {
-        assert_eq!(yaml::to_string_multi(x.objects.as_ref().unwrap()), yaml::to_string_multi(y.objects.as_ref().unwrap()));
+        assert_eq!(yaml::to_string_multi(&x.objects.as_ref().unwrap().values()), yaml::to_string_multi(&y.objects.as_ref().unwrap().values()));
     }
 }
 
 #[test]
 fn rendered_output_is_what_the_issue_asks_for() {
     let fleet = load(&Tree::from_dir(&example_fleet()).unwrap());
-    let prod = fleet.cluster("prod").unwrap().objects.as_ref().unwrap();
+    let prod = fleet.cluster("prod").unwrap().objects.as_ref().unwrap().values();
     let kinds: Vec<&str> = prod.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     for k in ["Cluster", "KubeadmControlPlane", "VSphereCluster", "VSphereMachineTemplate", "MachineDeployment", "KubeadmConfigTemplate", "MachineHealthCheck", "EtcdadmCluster", "HelmChartProxy", "VSphereDatacenterConfig", "VSphereMachineConfig"] {
         assert!(kinds.contains(&k), "prod renders no {k}: {kinds:?}");
@@ -71,11 +71,11 @@ fn rendered_output_is_what_the_issue_asks_for() {
         }
     }
     // The management cluster carries the EKSARelease objects of every release its fleet uses.
-    let mgmt = fleet.cluster("mgmt").unwrap().objects.as_ref().unwrap();
+    let mgmt = fleet.cluster("mgmt").unwrap().objects.as_ref().unwrap().values();
     let releases: Vec<&str> = mgmt.iter().filter(|o| o["kind"] == "EKSARelease").map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(releases, vec!["eksa-v0-25-2", "eksa-v0-26-1"]);
     // Every object of a workload lives in its cluster's namespace.
-    for o in fleet.cluster("dev").unwrap().objects.as_ref().unwrap() {
+    for o in fleet.cluster("dev").unwrap().objects.as_ref().unwrap().values() {
         assert_eq!(o["metadata"]["namespace"], "team-dev", "{}", o["kind"]);
     }
 }
@@ -99,7 +99,7 @@ fn the_render_cache_rerenders_only_changed_clusters() {
     tree.insert(path, text.replace("count: 2", "count: 5"));
     let changed = capstan_layout::load_cached(&tree, &mut cache);
     assert_eq!((cache.hits, cache.misses), (3, 1));
-    let md = changed.cluster("dev").unwrap().objects.as_ref().unwrap().iter().find(|o| o["kind"] == "MachineDeployment").unwrap().clone();
+    let md = changed.cluster("dev").unwrap().objects.as_ref().unwrap().values().iter().find(|o| o["kind"] == "MachineDeployment").unwrap().clone();
     assert_eq!(md["spec"]["replicas"], 5);
     assert_eq!(changed.cluster("prod").unwrap().objects, first.cluster("prod").unwrap().objects);
 }

@@ -42,9 +42,9 @@ async fn every_example_object_is_admitted_strictly() {
     let fleet = load(&Tree::from_dir(&example_fleet()).unwrap());
     let mut total = 0;
     for c in &fleet.clusters {
-        let objects = c.objects.as_ref().unwrap();
+        let objects = c.objects.as_ref().unwrap().values();
         total += objects.len();
-        let errors = admit(objects).await;
+        let errors = admit(&objects).await;
         assert!(errors.is_empty(), "cluster {} has objects the API server rejects:\n{}", c.name, errors.join("\n"));
     }
     assert!(total > 50, "expected the whole example fleet, got {total} objects");
@@ -96,7 +96,7 @@ async fn every_scaffolded_variant_is_admitted_strictly() {
     assert!(!fleet.has_errors(), "{:#?}", fleet.all_diagnostics());
     assert_eq!(fleet.clusters.len(), 9);
     for c in &fleet.clusters {
-        let errors = admit(c.objects.as_ref().unwrap()).await;
+        let errors = admit(&c.objects.as_ref().unwrap().values()).await;
         assert!(errors.is_empty(), "variant {} rejected:\n{}", c.name, errors.join("\n"));
     }
 }

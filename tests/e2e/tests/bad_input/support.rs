@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use capstan_layout::{Fleet, Tree, load};
 use capstan_templates::diag::{Code, Diagnostic, Severity};
-use serde_json::Value;
 
 pub const MGMT_DIR: &str = "clusters/mgmt";
 pub const OK_DIR: &str = "clusters/mgmt/workload-clusters/ok";
@@ -512,7 +511,7 @@ pub fn base_vsphere_fleet() -> &'static Fleet {
     BASE.get_or_init(|| load(&Case::vsphere().memory_tree()))
 }
 
-fn objects_of<'a>(fleet: &'a Fleet, dir: &str) -> Option<&'a Vec<Value>> {
+fn objects_of<'a>(fleet: &'a Fleet, dir: &str) -> Option<&'a capstan_layout::Objects> {
     fleet.clusters.iter().find(|c| c.dir == Path::new(dir)).and_then(|c| c.objects.as_ref())
 }
 

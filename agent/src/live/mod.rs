@@ -1,0 +1,256 @@
+//! What is live on the management cluster, as far as a plan needs to know.
+//!
+//! A plan decides "unchanged" from four facts per object: does it exist, which content hash did
+//! capstan apply (an annotation), which generation is it at (drift bumps it), and who owns it (an
+//! owned object is never pruned); health needs one more, the `Available` condition of Cluster API
+//! Clusters. [`Live`] keeps exactly those facts ([`LiveObject`], about a hundred bytes) per object,
+//! plus the recorded status of every managed cluster, never whole objects: 12,000 objects
+//! cost about 3 MiB.
+//!
+//! It is filled one of two ways:
+//! - [`Live::list`]: one list per kind, metadata only (full objects for Cluster API Clusters), for
+//!   one-shot commands (`reconcile --once`, `plan`): the cost is the number of kinds, about
+//!   fifteen requests, whatever the size of the fleet.
+//! - [`watch::LiveCache`]: one watch per kind kept open by the daemon, so a steady-state pass
+//!   makes no read request at all, and a change on the cluster (drift, a Cluster becoming
+//!   Available) is seen as it happens and wakes the agent.
+//!
+//! Either way, a kind whose list failed is an error of the whole pass, never an empty result:
+//! reading "nothing exists" from a transient API error is how GitOps tools mass-delete.
+
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::Client;
+use serde_json::Value;
+
+use crate::k8s::{DiscoveryError, Resolver};
+use crate::plan::{HASH_ANNOTATION, ObjectRef};
+use crate::status::{Recorded, StatusError};
+
+/// Label selector of everything capstan applied.
+pub const SELECTOR: &str = "app.kubernetes.io/managed-by=capstan";
+
+/// Why the live state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// A kind could not be resolved.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// A list or a get failed.
+    #[error("listing {kind} ({api_version}): {source}")]
+    List {
+        /// apiVersion.
+        api_version: String,
+        /// Kind.
+        kind: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The recorded statuses could not be read.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+    /// A watch did not deliver its initial list in time.
+    #[error("the watch of {0} has not listed its objects yet (is the API server reachable?)")]
+    NotSynced(String),
+}
+
+/// The facts a plan needs about one live object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LiveObject {
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The content hash capstan applied it with.
+    pub hash: Option<Box<str>>,
+    /// The first owner, as `Kind/name`.
+    pub owner: Option<Box<str>>,
+    /// Cluster API Clusters: the `Available` condition's status and reason.
+    pub available: Option<(Box<str>, Box<str>)>,
+}
+
+impl LiveObject {
+    /// From an object's metadata (a metadata-only list or watch).
+    pub fn from_meta(meta: &ObjectMeta) -> LiveObject {
+        LiveObject {
+            generation: meta.generation.unwrap_or(0),
+            hash: meta.annotations.as_ref().and_then(|a| a.get(HASH_ANNOTATION)).map(|h| h.as_str().into()),
+            owner: meta.owner_references.as_ref().and_then(|o| o.first()).map(|o| format!("{}/{}", o.kind, o.name).into()),
+            available: None,
+        }
+    }
+
+    /// From a whole object (an apply's answer, a full list).
+    pub fn from_value(obj: &Value) -> LiveObject {
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").into();
+        LiveObject {
+            generation: obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
+            hash: obj.pointer("/metadata/annotations").and_then(|a| a.get(HASH_ANNOTATION)).and_then(Value::as_str).map(Into::into),
+            owner: obj.pointer("/metadata/ownerReferences/0").map(|o| format!("{}/{}", o.get("kind").and_then(Value::as_str).unwrap_or("?"), o.get("name").and_then(Value::as_str).unwrap_or("?")).into()),
+            available: obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Available")))
+                .map(|c| (s(c, "status"), s(c, "reason"))),
+        }
+    }
+}
+
+/// The kinds whose lists hold everything of a set of references, one per group and kind.
+pub fn kinds(refs: impl IntoIterator<Item = ObjectRef>) -> Vec<(String, String)> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for r in refs {
+        if seen.insert((r.group().to_string(), r.kind.clone())) {
+            out.push((r.api_version, r.kind));
+        }
+    }
+    out
+}
+
+/// Whether objects of a kind are read whole (their status matters) rather than as metadata.
+pub fn read_whole(api_version: &str, kind: &str) -> bool {
+    kind == "Cluster" && api_version.starts_with("cluster.x-k8s.io/")
+}
+
+/// Live objects by [`ObjectRef::key`] and recorded statuses by cluster name. Shared (`&self`)
+/// between the clusters of a pass and, in the daemon, the watches that keep it current.
+#[derive(Debug, Default)]
+pub struct Live {
+    objects: RwLock<HashMap<String, LiveObject>>,
+    records: RwLock<BTreeMap<String, Arc<Recorded>>>,
+}
+
+impl Live {
+    /// Lists every kind (`apiVersion`, `kind`) once. Returns the state and the number of requests
+    /// made. Statuses are read separately ([`status::read_all`], then [`Live::set_records`]).
+    pub async fn list(client: &Client, resolver: &Resolver, kinds: &[(String, String)]) -> Result<(Live, usize), LiveError> {
+        let live = Live::default();
+        let mut requests = 0;
+        for (api_version, kind) in kinds {
+            let (ar, _) = match resolver.resolve(api_version, kind).await {
+                Ok(r) => r,
+                // A kind whose CRD is gone has no live objects of ours; anything else is an error.
+                Err(DiscoveryError::Unknown(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let lp = ListParams::default().labels(SELECTOR);
+            let err = |source| LiveError::List { api_version: api_version.clone(), kind: kind.clone(), source };
+            requests += 1;
+            let group = ar.group.as_str();
+            let mut objects = live.objects.write().unwrap_or_else(|p| p.into_inner());
+            if read_whole(api_version, kind) {
+                for o in api.list(&lp).await.map_err(err)?.items {
+                    let v = serde_json::to_value(&o).expect("objects serialise");
+                    objects.insert(key_of(group, kind, &o.metadata), LiveObject::from_value(&v));
+                }
+            } else {
+                for o in api.list_metadata(&lp).await.map_err(err)?.items {
+                    objects.insert(key_of(group, kind, &o.metadata), LiveObject::from_meta(&o.metadata));
+                }
+            }
+        }
+        Ok((live, requests))
+    }
+
+    /// The live facts of a reference.
+    pub fn get(&self, r: &ObjectRef) -> Option<LiveObject> {
+        self.objects.read().unwrap_or_else(|p| p.into_inner()).get(&r.key()).cloned()
+    }
+
+    /// Records what an apply returned, so later lookups (and the watch that will report the same
+    /// write) see it. Returns the facts recorded.
+    pub fn put(&self, r: &ObjectRef, applied: &Value) -> LiveObject {
+        let mut facts = LiveObject::from_value(applied);
+        // Watches of other kinds carry metadata only: keep the facts comparable with theirs.
+        if !read_whole(&r.api_version, &r.kind) {
+            facts.available = None;
+        }
+        self.objects.write().unwrap_or_else(|p| p.into_inner()).insert(r.key(), facts.clone());
+        facts
+    }
+
+    /// Forgets a deleted object.
+    pub fn remove(&self, r: &ObjectRef) {
+        self.objects.write().unwrap_or_else(|p| p.into_inner()).remove(&r.key());
+    }
+
+    /// Every recorded status.
+    pub fn records(&self) -> BTreeMap<String, Arc<Recorded>> {
+        self.records.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces every recorded status.
+    pub fn set_records(&self, records: BTreeMap<String, Recorded>) {
+        *self.records.write().unwrap_or_else(|p| p.into_inner()) = records.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+    }
+
+    /// Records one cluster's status as written (`None`: removed). Returns whether one was
+    /// recorded before.
+    pub fn set_record(&self, name: &str, record: Option<Recorded>) -> bool {
+        let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
+        match record {
+            Some(r) => records.insert(name.to_string(), Arc::new(r)),
+            None => records.remove(name),
+        }
+        .is_some()
+    }
+
+    /// The whole object (a GET), for a comparison.
+    pub async fn fetch(client: &Client, resolver: &Resolver, r: &ObjectRef) -> Result<Option<Value>, LiveError> {
+        let (ar, namespaced) = resolver.resolve(&r.api_version, &r.kind).await?;
+        let api: Api<DynamicObject> = if namespaced { Api::namespaced_with(client.clone(), &r.namespace, &ar) } else { Api::all_with(client.clone(), &ar) };
+        let obj = api.get_opt(&r.name).await.map_err(|source| LiveError::List { api_version: r.api_version.clone(), kind: r.kind.clone(), source })?;
+        Ok(obj.map(|o| {
+            let mut v = serde_json::to_value(&o).expect("objects serialise");
+            v["apiVersion"] = Value::String(r.api_version.clone());
+            v["kind"] = Value::String(r.kind.clone());
+            v
+        }))
+    }
+
+    fn objects_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, LiveObject>> {
+        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The [`ObjectRef::key`] of an object of a group and kind.
+fn key_of(group: &str, kind: &str, meta: &ObjectMeta) -> String {
+    crate::plan::key(group, kind, meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn facts_from_a_whole_object_and_from_metadata_agree() {
+        let v = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "c", "namespace": "ns", "generation": 3, "annotations": {HASH_ANNOTATION: "abc"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "u"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Available", "status": "True", "reason": "Available"}]}
+        });
+        let whole = LiveObject::from_value(&v);
+        assert_eq!(whole.generation, 3);
+        assert_eq!(whole.hash.as_deref(), Some("abc"));
+        assert_eq!(whole.owner.as_deref(), Some("Thing/t"));
+        assert_eq!(whole.available, Some(("True".into(), "Available".into())));
+        let meta: ObjectMeta = serde_json::from_value(v["metadata"].clone()).unwrap();
+        assert_eq!(LiveObject { available: whole.available.clone(), ..LiveObject::from_meta(&meta) }, whole);
+        assert_eq!(key_of("cluster.x-k8s.io", "Cluster", &meta), ObjectRef::of(&v).key());
+    }
+
+    #[test]
+    fn one_list_per_group_and_kind() {
+        let r = |v: &str, k: &str| ObjectRef { api_version: v.into(), kind: k.into(), namespace: "n".into(), name: "x".into(), hash: String::new(), generation: 0 };
+        let ks = kinds([r("cluster.x-k8s.io/v1beta2", "Cluster"), r("cluster.x-k8s.io/v1beta1", "Cluster"), r("anywhere.eks.amazonaws.com/v1alpha1", "Cluster"), r("v1", "Secret")]);
+        assert_eq!(ks.len(), 3);
+    }
+}

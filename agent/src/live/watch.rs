@@ -1,0 +1,223 @@
+//! The daemon's live cache: one watch per kind, open for as long as the agent runs.
+//!
+//! ```text
+//! watch Kind A (metadata only) ─┐
+//! watch Kind B (metadata only) ─┼─▶ Live { facts per object, recorded statuses } ◀── passes read it
+//! watch CAPI Cluster (whole)   ─┤         │ a fact changed that capstan did not write
+//! watch ManagedCluster         ─┘         └─▶ on_change(kind): the daemon schedules a pass
+//! ```
+//!
+//! A pass asks for the kinds it needs ([`LiveCache::ensure`]); a kind seen for the first time
+//! gets its watch, and the pass waits until that watch has listed everything once. From then on
+//! the pass reads memory only: a steady-state pass makes no read requests.
+//!
+//! Drift is an event: when a watched object's facts change (generation, content hash, owner, a
+//! Cluster's `Available`) or it is deleted, and the change is not the one capstan just wrote
+//! (applies and deletes update the cache before their watch events arrive), `on_change` fires.
+//! A re-list after a watch expired replaces the kind's facts wholesale and fires when anything
+//! differs. Watch errors are retried with kube's default backoff and never empty the cache: a
+//! fact is only dropped by a delete event or a complete re-list.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use tokio::sync::watch as signal;
+use tokio::task::AbortHandle;
+use tracing::{debug, warn};
+
+use super::{Live, LiveError, LiveObject, SELECTOR, key_of, read_whole};
+use crate::k8s::{DiscoveryError, Resolver};
+use crate::status::{self, Recorded};
+
+/// What the cache calls when the cluster changed under it (with the kind that changed).
+pub type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Watches kept open across passes; dropping the cache stops them.
+pub struct LiveCache {
+    client: Client,
+    live: Arc<Live>,
+    kinds: Mutex<HashMap<(String, String), signal::Receiver<bool>>>,
+    records: signal::Receiver<bool>,
+    on_change: OnChange,
+    tasks: Mutex<Vec<AbortHandle>>,
+    /// How long a pass waits for a new watch's first list.
+    pub sync_timeout: Duration,
+}
+
+impl LiveCache {
+    /// Starts the cache with the watch of the recorded statuses.
+    pub fn start(client: Client, on_change: OnChange) -> LiveCache {
+        let live = Arc::new(Live::default());
+        let (tx, rx) = signal::channel(false);
+        let task = tokio::spawn(watch_records(status::api(&client), live.clone(), tx, on_change.clone()));
+        LiveCache {
+            client,
+            live,
+            kinds: Mutex::new(HashMap::new()),
+            records: rx,
+            on_change,
+            tasks: Mutex::new(vec![task.abort_handle()]),
+            sync_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The state the watches keep current.
+    pub fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+
+    /// Number of watches open.
+    pub fn watches(&self) -> usize {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Makes sure every kind (`apiVersion`, `kind`) is watched, and waits until each watch (and
+    /// the statuses' watch) has listed its objects at least once.
+    pub async fn ensure(&self, resolver: &Resolver, kinds: &[(String, String)]) -> Result<(), LiveError> {
+        let mut waits = vec![("ManagedCluster".to_string(), self.records.clone())];
+        for (api_version, kind) in kinds {
+            let (ar, _) = match resolver.resolve(api_version, kind).await {
+                Ok(r) => r,
+                Err(DiscoveryError::Unknown(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let id = (ar.group.clone(), kind.clone());
+            let rx = {
+                let mut known = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+                match known.get(&id) {
+                    Some(rx) => rx.clone(),
+                    None => {
+                        let (tx, rx) = signal::channel(false);
+                        let task = tokio::spawn(watch_kind(self.client.clone(), ar.clone(), kind.clone(), read_whole(api_version, kind), self.live.clone(), tx, self.on_change.clone()));
+                        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.abort_handle());
+                        known.insert(id, rx.clone());
+                        debug!(%kind, %api_version, "watching");
+                        rx
+                    }
+                }
+            };
+            waits.push((format!("{kind} ({api_version})"), rx));
+        }
+        for (what, mut rx) in waits {
+            match tokio::time::timeout(self.sync_timeout, rx.wait_for(|synced| *synced)).await {
+                Ok(Ok(_)) => {}
+                _ => return Err(LiveError::NotSynced(what)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LiveCache {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// One kind's watch: keeps its facts in `live` and reports changes capstan did not make.
+async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange) {
+    let config = watcher::Config::default().labels(SELECTOR);
+    let group = ar.group.clone();
+    let (g, k) = (group.clone(), kind.clone());
+    let events = if whole {
+        watcher::watcher(Api::<DynamicObject>::all_with(client, &ar), config)
+            .map_ok(move |ev| facts_event(ev, |o: &DynamicObject| (key_of(&g, &k, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")))))
+            .boxed()
+    } else {
+        watcher::watcher(Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &ar), config)
+            .map_ok(move |ev| facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| (key_of(&g, &k, &o.metadata), LiveObject::from_meta(&o.metadata))))
+            .boxed()
+    };
+    let mut events = events.default_backoff().boxed();
+    let prefix = format!("{group}/{kind}/");
+    let mut buffer: HashMap<String, LiveObject> = HashMap::new();
+    while let Some(ev) = events.next().await {
+        let is_synced = *synced.borrow();
+        let changed = match ev {
+            Err(e) => {
+                warn!(%kind, error = %e, "watch failed; retrying (the cache keeps what it knew)");
+                false
+            }
+            Ok(Event::Init) => {
+                buffer.clear();
+                false
+            }
+            Ok(Event::InitApply((key, facts))) => {
+                buffer.insert(key, facts);
+                false
+            }
+            Ok(Event::InitDone) => {
+                let fresh = std::mem::take(&mut buffer);
+                let changed = {
+                    let mut objects = live.objects_mut();
+                    let before = objects.len();
+                    objects.retain(|k, _| !k.starts_with(&prefix) || fresh.contains_key(k));
+                    let mut changed = objects.len() != before;
+                    for (k, f) in fresh {
+                        if objects.get(&k) != Some(&f) {
+                            changed = true;
+                            objects.insert(k, f);
+                        }
+                    }
+                    changed
+                };
+                synced.send_replace(true);
+                changed && is_synced
+            }
+            Ok(Event::Apply((key, facts))) => live.objects_mut().insert(key, facts.clone()).is_none_or(|old| old != facts) && is_synced,
+            Ok(Event::Delete((key, _))) => live.objects_mut().remove(&key).is_some() && is_synced,
+        };
+        if changed {
+            on_change(&kind);
+        }
+    }
+}
+
+/// The statuses' watch: keeps every recorded status in `live`. A status deleted by someone else
+/// schedules a pass (which writes it again); capstan's own writes are recorded before their
+/// events arrive and so never do.
+async fn watch_records(api: Api<DynamicObject>, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange) {
+    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut buffer: std::collections::BTreeMap<String, Recorded> = Default::default();
+    while let Some(ev) = events.next().await {
+        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        match ev {
+            Err(e) => warn!(error = %e, "watch of ManagedClusters failed; retrying"),
+            Ok(Event::Init) => buffer.clear(),
+            Ok(Event::InitApply(o)) => {
+                buffer.insert(name(&o), Recorded::from_object(&o));
+            }
+            Ok(Event::InitDone) => {
+                live.set_records(std::mem::take(&mut buffer));
+                synced.send_replace(true);
+            }
+            Ok(Event::Apply(o)) => {
+                live.set_record(&name(&o), Some(Recorded::from_object(&o)));
+            }
+            Ok(Event::Delete(o)) => {
+                if live.set_record(&name(&o), None) {
+                    on_change("ManagedCluster");
+                }
+            }
+        }
+    }
+}
+
+/// A watch event reduced to keys and facts.
+fn facts_event<K>(ev: Event<K>, f: impl Fn(&K) -> (String, LiveObject)) -> Event<(String, LiveObject)> {
+    match ev {
+        Event::Apply(o) => Event::Apply(f(&o)),
+        Event::Delete(o) => Event::Delete(f(&o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(f(&o)),
+        Event::InitDone => Event::InitDone,
+    }
+}
