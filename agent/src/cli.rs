@@ -117,6 +117,9 @@ pub enum Command {
         /// The management cluster this is (default: the repository's only one).
         #[arg(long)]
         management: Option<String>,
+        /// Workload clusters reconciled at the same time.
+        #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+        concurrency: usize,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,
@@ -218,8 +221,8 @@ pub struct RunArgs {
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Clusters reconciled at the same time (reserved; passes are sequential today).
-    #[arg(long, default_value_t = 1)]
+    /// Workload clusters reconciled at the same time.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub concurrency: usize,
     /// Treat --repo as a Git remote even when it is a local path.
     #[arg(long)]

@@ -10,17 +10,22 @@
 //! merged into the next one, so a burst of pushes is one reconcile, never a storm. A pass that
 //! fails (remote down, API server unreachable) is logged and counted; the agent keeps serving
 //! probes and retries on the next trigger.
+//!
+//! Live state comes from watches opened once ([`crate::live::watch`]), so a pass reads memory, not
+//! the API server; when a watched object changes under the agent (drift, health), the watches fire
+//! a [`Trigger::ClusterChange`], and the revision already loaded is reconciled again without
+//! going to the Git remote.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_layout::{RenderCache, Tree, load_cached};
+use capstan_layout::{Fleet, RenderCache, Tree, load_cached};
 use kube::Client;
 use tracing::{error, info, warn};
 
-use crate::reconcile::{self, Drift, Options};
+use crate::reconcile::{Agent, Drift, Options};
 use crate::serve::{Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel};
 use crate::source::{GitRef, GitSource, SourceConfig, SyncOutcome};
 use crate::status::Phase;
@@ -55,6 +60,8 @@ pub struct RunConfig {
     pub management: Option<String>,
     /// Drift policy.
     pub drift: Drift,
+    /// Workload clusters reconciled at the same time.
+    pub concurrency: usize,
 }
 
 /// Builds the Git source configuration from CLI values.
@@ -69,7 +76,11 @@ pub fn git_config(url: String, branch: Option<String>, tag: Option<String>, comm
 
 /// Runs until `shutdown` resolves.
 pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-    let metrics = Arc::new(Metrics::new());
+    run_with(client, cfg, Arc::new(Metrics::new()), shutdown).await
+}
+
+/// [`run`], reporting into `metrics` (which the client's request counter may already feed).
+pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let ready = ReadyFlag::new();
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
@@ -108,6 +119,10 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Fut
             }
         });
     }
+    let agent = {
+        let tx = tx.clone();
+        Agent::connect(client).await?.with_watches(Arc::new(move |_kind: &str| tx.fire(Trigger::ClusterChange)))
+    };
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
         _ => None,
@@ -131,6 +146,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Fut
     };
     let mut stop = stop_rx.clone();
     let mut renders = RenderCache::default();
+    let mut loaded: Option<(Fleet, String)> = None;
     loop {
         let batch = tokio::select! {
             b = rx.next() => b,
@@ -138,51 +154,67 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Fut
         };
         let Some(batch) = batch else { break };
         let started = Instant::now();
-        let kinds: Vec<&str> = batch.iter().map(Trigger::kind).collect();
-        // Source.
-        let t = Instant::now();
-        let (tree, revision) = match (&cfg.repo, source.take()) {
-            (Repo::Git(_), Some(mut src)) => {
-                let (src_back, result) = tokio::task::spawn_blocking(move || {
-                    let r = src.sync();
-                    (src, r)
-                })
-                .await?;
-                let out = match result {
-                    Ok(SyncOutcome::Updated { revision, .. }) => Some((revision.tree.clone(), revision.commit.clone())),
-                    Ok(SyncOutcome::Unchanged(_)) => src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone())),
-                    Err(e) => {
-                        // Keep serving the last good revision while the remote is unreachable.
-                        warn!(error = %e, "source unavailable; reconciling the last good revision");
-                        src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone()))
+        let kinds: std::collections::BTreeSet<&str> = batch.iter().map(Trigger::kind).collect();
+        // Only the cluster changed: the loaded revision again, no Git round trip.
+        let cluster_only = batch.iter().all(|t| matches!(t, Trigger::ClusterChange));
+        let (fleet, revision) = match loaded.take() {
+            Some(l) if cluster_only => l,
+            _ => {
+                // Source.
+                let t = Instant::now();
+                let (tree, revision) = match (&cfg.repo, source.take()) {
+                    (Repo::Git(_), Some(mut src)) => {
+                        let (src_back, result) = tokio::task::spawn_blocking(move || {
+                            let r = src.sync();
+                            (src, r)
+                        })
+                        .await?;
+                        let out = match result {
+                            Ok(SyncOutcome::Updated { revision, .. }) => Some((revision.tree.clone(), revision.commit.clone())),
+                            Ok(SyncOutcome::Unchanged(_)) => src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone())),
+                            Err(e) => {
+                                // Keep serving the last good revision while the remote is unreachable.
+                                warn!(error = %e, "source unavailable; reconciling the last good revision");
+                                src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone()))
+                            }
+                        };
+                        source = Some(src_back);
+                        match out {
+                            Some(x) => x,
+                            None => {
+                                metrics.inc_reconcile(ReconcileResult::Failure);
+                                continue;
+                            }
+                        }
                     }
+                    (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
+                        Ok(tree) => (tree, "local".to_string()),
+                        Err(e) => {
+                            error!(error = %e, "reading the working copy");
+                            metrics.inc_reconcile(ReconcileResult::Failure);
+                            continue;
+                        }
+                    },
+                    (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
                 };
-                source = Some(src_back);
-                match out {
-                    Some(x) => x,
-                    None => {
-                        metrics.inc_reconcile(ReconcileResult::Failure);
-                        continue;
-                    }
+                metrics.observe_stage(Stage::Source, t.elapsed());
+                let t = Instant::now();
+                let mut fleet = load_cached(&tree, &mut renders);
+                drop(tree);
+                // The validated specs are not needed once rendered (the objects are): about 20 KiB a
+                // cluster the agent would otherwise hold between passes.
+                for c in &mut fleet.clusters {
+                    c.cluster = None;
                 }
+                metrics.observe_stage(Stage::Render, t.elapsed());
+                (fleet, revision)
             }
-            (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
-                Ok(tree) => (tree, "local".to_string()),
-                Err(e) => {
-                    error!(error = %e, "reading the working copy");
-                    metrics.inc_reconcile(ReconcileResult::Failure);
-                    continue;
-                }
-            },
-            (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
         };
-        metrics.observe_stage(Stage::Source, t.elapsed());
+        let opts = Options { revision: revision.clone(), management: cfg.management.clone(), drift: cfg.drift, concurrency: cfg.concurrency, ..Default::default() };
         let t = Instant::now();
-        let fleet = load_cached(&tree, &mut renders);
-        metrics.observe_stage(Stage::Render, t.elapsed());
-        let opts = Options { revision: revision.clone(), management: cfg.management.clone(), drift: cfg.drift, ..Default::default() };
-        let t = Instant::now();
-        match reconcile::reconcile(&client, &fleet, &opts).await {
+        let result = agent.reconcile(&fleet, &opts).await;
+        loaded = Some((fleet, revision.clone()));
+        match result {
             Ok(out) => {
                 metrics.observe_stage(Stage::Apply, t.elapsed());
                 for c in &out.clusters {

@@ -187,3 +187,96 @@ async fn the_agent_follows_git_and_webhooks() {
     assert!(wait_for_revision(&client, "w-run", &c4, Duration::from_secs(60)).await.is_some(), "{}", std::fs::read_to_string(&log).unwrap());
     assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 4);
 }
+
+/// Requests the agent (not kubectl, not the API server itself) made since `mark`, except the
+/// long-running watches it keeps open.
+fn agent_requests(cp: &capstan_harness::ControlPlane, mark: capstan_harness::audit::AuditMark) -> Vec<String> {
+    cp.audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| !e.user.username.starts_with("system:apiserver") && !e.user_agent.as_deref().unwrap_or("").starts_with("kubectl") && e.verb != "watch")
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_state() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_files("drift") {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    // An hour between polls: every pass after the first is caused by a watch event or an edit.
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--interval", "1h", "--watch", "--management", "m-drift", "--concurrency", "2", "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+    assert!(wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90)).await.is_some(), "not applied:\n{}", std::fs::read_to_string(&log).unwrap());
+    let md: Api<DynamicObject> = Api::namespaced_with(client.clone(), "t-drift", &ApiResource { group: "cluster.x-k8s.io".into(), version: "v1beta2".into(), api_version: "cluster.x-k8s.io/v1beta2".into(), kind: "MachineDeployment".into(), plural: "machinedeployments".into() });
+    assert_eq!(md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"], 2);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Steady state: an edit that changes nothing makes a pass that reads and writes nothing.
+    let passes = reconciles(&log);
+    let mark = cp.audit().mark();
+    let spec = repo.join("clusters/m-drift/workload-clusters/w-drift/cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, format!("{text}\n")).unwrap();
+    let start = Instant::now();
+    while reconciles(&log) == passes && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reconciles(&log) > passes, "the edit caused no pass:\n{}", std::fs::read_to_string(&log).unwrap());
+    cp.audit().settle(Duration::from_millis(500), Duration::from_secs(10)).await;
+    let requests = agent_requests(cp, mark);
+    assert!(requests.is_empty(), "a steady-state pass made API requests: {requests:#?}");
+
+    // Drift: kubectl scales the MachineDeployment by hand. No poll is due; the watch sees it.
+    let passes = reconciles(&log);
+    let status = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args(["-n", "t-drift", "patch", "machinedeployments.cluster.x-k8s.io", "w-drift-md-0", "--type", "merge", "-p", r#"{"spec":{"replicas":9}}"#])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let start = Instant::now();
+    let mut replicas = serde_json::Value::Null;
+    while start.elapsed() < Duration::from_secs(30) {
+        replicas = md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"].clone();
+        if replicas == 2 && reconciles(&log) > passes {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(replicas, 2, "drift not corrected:\n{text}");
+    println!("drift corrected {:?} after kubectl's edit", start.elapsed());
+    assert!(text.contains("cluster_change"), "the pass was not caused by the watch:\n{text}");
+
+    // The client counts its requests by verb for /metrics.
+    let mut s = TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let count = |verb: &str| -> f64 {
+        body.lines().find(|l| l.starts_with(&format!("capstan_api_requests_total{{verb=\"{verb}\"}}"))).and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(-1.0)
+    };
+    // Watches (one per kind), patches (the applies), at least one get (the drift comparison).
+    assert!(count("watch") >= 1.0 && count("patch") >= 1.0 && count("get") >= 1.0, "{body}");
+}

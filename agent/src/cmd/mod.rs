@@ -18,7 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New { what: NewCommand::Cluster(args) } => offline::new_cluster(args),
         Command::Dev { what } => dev::run(what),
         Command::Plan { repo, cluster, management, output, kube } => online::plan(&repo, cluster, management, output, &kube),
-        Command::Reconcile { once, repo, cluster, drift, revision, management, kube } => online::reconcile(once, &repo, cluster, drift, revision, management, &kube),
+        Command::Reconcile { once, repo, cluster, drift, revision, management, concurrency, kube } => online::reconcile(once, &repo, cluster, drift, revision, management, concurrency, &kube),
         Command::Status { output, kube } => online::status(output, &kube),
         Command::Run(args) => online::run(args),
         Command::Delete { what } => intent::delete(what),

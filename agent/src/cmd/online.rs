@@ -78,13 +78,14 @@ pub fn plan(repo: &Path, cluster: Option<String>, management: Option<String>, ou
 }
 
 /// `capstan reconcile --once`.
-pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftArg, revision: Option<String>, management: Option<String>, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+#[allow(clippy::too_many_arguments)]
+pub fn reconcile(once: bool, repo: &Path, cluster: Option<String>, drift: DriftArg, revision: Option<String>, management: Option<String>, concurrency: usize, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     if !once {
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
     let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
     let drift = drift.into();
-    let opts = Options { plan_only: false, only: cluster, drift, management, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
+    let opts = Options { plan_only: false, only: cluster, drift, management, concurrency, revision: revision.unwrap_or_else(|| local_revision(repo)), ..Default::default() };
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         eprintln!("reconciling {} at revision {} against {}", repo.display(), opts.revision, conn.server);
@@ -165,9 +166,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         watch: args.watch,
         management: args.management.clone(),
         drift: args.drift.into(),
+        concurrency: args.concurrency,
     };
     super::runtime()?.block_on(async {
-        let conn = crate::k8s::connect(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
+        let metrics = std::sync::Arc::new(crate::serve::Metrics::new());
+        let count = metrics.clone();
+        let conn = crate::k8s::connect_with(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref(), Some(std::sync::Arc::new(move |verb| count.inc_api_request(verb)))).await?;
         tracing::info!(server = %conn.server, source = %conn.source, repo = %args.repo, "capstan agent starting");
         let shutdown = async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
@@ -176,7 +180,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 _ = term.recv() => {}
             }
         };
-        crate::daemon::run(conn.client, cfg, shutdown).await
+        crate::daemon::run_with(conn.client, cfg, metrics, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

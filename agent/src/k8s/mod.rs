@@ -7,5 +7,5 @@ pub mod client;
 pub mod discovery;
 
 pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};
-pub use client::{ClientError, Connection, connect};
+pub use client::{ClientError, Connection, RequestHook, connect, connect_with, verb_of};
 pub use discovery::{DiscoveryError, Resolver};

@@ -43,7 +43,7 @@ pub struct LiveCache {
     client: Client,
     live: Arc<Live>,
     kinds: Mutex<HashMap<(String, String), signal::Receiver<bool>>>,
-    records: signal::Receiver<bool>,
+    records: Mutex<Option<signal::Receiver<bool>>>,
     on_change: OnChange,
     tasks: Mutex<Vec<AbortHandle>>,
     /// How long a pass waits for a new watch's first list.
@@ -51,18 +51,15 @@ pub struct LiveCache {
 }
 
 impl LiveCache {
-    /// Starts the cache with the watch of the recorded statuses.
+    /// An empty cache; watches open as passes ask for kinds.
     pub fn start(client: Client, on_change: OnChange) -> LiveCache {
-        let live = Arc::new(Live::default());
-        let (tx, rx) = signal::channel(false);
-        let task = tokio::spawn(watch_records(status::api(&client), live.clone(), tx, on_change.clone()));
         LiveCache {
             client,
-            live,
+            live: Arc::new(Live::default()),
             kinds: Mutex::new(HashMap::new()),
-            records: rx,
+            records: Mutex::new(None),
             on_change,
-            tasks: Mutex::new(vec![task.abort_handle()]),
+            tasks: Mutex::new(Vec::new()),
             sync_timeout: Duration::from_secs(60),
         }
     }
@@ -78,9 +75,21 @@ impl LiveCache {
     }
 
     /// Makes sure every kind (`apiVersion`, `kind`) is watched, and waits until each watch (and
-    /// the statuses' watch) has listed its objects at least once.
+    /// the statuses' watch, opened on the first call: after the status CRD is installed) has
+    /// listed its objects at least once.
     pub async fn ensure(&self, resolver: &Resolver, kinds: &[(String, String)]) -> Result<(), LiveError> {
-        let mut waits = vec![("ManagedCluster".to_string(), self.records.clone())];
+        let records = {
+            let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+            records
+                .get_or_insert_with(|| {
+                    let (tx, rx) = signal::channel(false);
+                    let task = tokio::spawn(watch_records(status::api(&self.client), self.live.clone(), tx, self.on_change.clone()));
+                    self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.abort_handle());
+                    rx
+                })
+                .clone()
+        };
+        let mut waits = vec![("ManagedCluster".to_string(), records)];
         for (api_version, kind) in kinds {
             let (ar, _) = match resolver.resolve(api_version, kind).await {
                 Ok(r) => r,

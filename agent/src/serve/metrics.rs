@@ -95,6 +95,8 @@ label_enum! {
         Watch => "watch",
         /// POST (create).
         Create => "create",
+        /// PUT (replace).
+        Update => "update",
         /// PATCH (including server-side apply).
         Patch => "patch",
         /// DELETE.

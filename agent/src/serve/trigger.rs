@@ -39,6 +39,10 @@ pub enum Trigger {
     LocalChange,
     /// Someone asked for a reconcile (a signal, a CLI request).
     Manual,
+    /// A watched object on the management cluster changed under the agent (drift, a Cluster
+    /// becoming Available, a status deleted): the revision already applied is reconciled again,
+    /// without asking the Git remote.
+    ClusterChange,
 }
 
 impl Trigger {
@@ -49,6 +53,7 @@ impl Trigger {
             Trigger::Webhook { .. } => "webhook",
             Trigger::LocalChange => "local_change",
             Trigger::Manual => "manual",
+            Trigger::ClusterChange => "cluster_change",
         }
     }
 }
