@@ -239,6 +239,9 @@ pub struct RunArgs {
     /// known_hosts for ssh:// remotes.
     #[arg(long)]
     pub known_hosts: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for https:// remotes besides the system's roots.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
     /// The management cluster this is (default: the repository's only one).
     #[arg(long)]
     pub management: Option<String>,

@@ -27,7 +27,7 @@ use tracing::{error, info, warn};
 
 use crate::reconcile::{Agent, Drift, Options};
 use crate::serve::{Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel};
-use crate::source::{GitRef, GitSource, SourceConfig, SyncOutcome};
+use crate::source::{GitRef, GitSource, SourceConfig};
 use crate::status::Phase;
 
 /// Where the fleet comes from.
@@ -65,13 +65,14 @@ pub struct RunConfig {
 }
 
 /// Builds the Git source configuration from CLI values.
-pub fn git_config(url: String, branch: Option<String>, tag: Option<String>, commit: Option<String>, cache_dir: PathBuf, ssh_key: Option<PathBuf>, known_hosts: Option<PathBuf>) -> SourceConfig {
+#[allow(clippy::too_many_arguments)]
+pub fn git_config(url: String, branch: Option<String>, tag: Option<String>, commit: Option<String>, cache_dir: PathBuf, ssh_key: Option<PathBuf>, known_hosts: Option<PathBuf>, ca_file: Option<PathBuf>) -> SourceConfig {
     let reference = match (commit, tag) {
         (Some(c), _) => GitRef::Commit(c),
         (None, Some(t)) => GitRef::Tag(t),
         (None, None) => GitRef::Branch(branch.unwrap_or_else(|| "main".into())),
     };
-    SourceConfig { url, reference, cache_dir, ssh_key, known_hosts, shallow: true }
+    SourceConfig { url, reference, cache_dir, ssh_key, known_hosts, shallow: true, ca_file }
 }
 
 /// Runs until `shutdown` resolves.
@@ -159,54 +160,53 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
         let cluster_only = batch.iter().all(|t| matches!(t, Trigger::ClusterChange));
         let (fleet, revision) = match loaded.take() {
             Some(l) if cluster_only => l,
-            _ => {
-                // Source.
+            previous => {
+                // The old revision's fleet goes before the new one is loaded: never two at once.
+                drop(previous);
                 let t = Instant::now();
-                let (tree, revision) = match (&cfg.repo, source.take()) {
+                let loaded_now = match (&cfg.repo, source.take()) {
                     (Repo::Git(_), Some(mut src)) => {
                         let (src_back, result) = tokio::task::spawn_blocking(move || {
-                            let r = src.sync();
+                            let r = src.sync().map(|_| ());
                             (src, r)
                         })
                         .await?;
-                        let out = match result {
-                            Ok(SyncOutcome::Updated { revision, .. }) => Some((revision.tree.clone(), revision.commit.clone())),
-                            Ok(SyncOutcome::Unchanged(_)) => src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone())),
-                            Err(e) => {
-                                // Keep serving the last good revision while the remote is unreachable.
-                                warn!(error = %e, "source unavailable; reconciling the last good revision");
-                                src_back.last_good().map(|r| (r.tree.clone(), r.commit.clone()))
-                            }
-                        };
-                        source = Some(src_back);
-                        match out {
-                            Some(x) => x,
-                            None => {
-                                metrics.inc_reconcile(ReconcileResult::Failure);
-                                continue;
-                            }
+                        if let Err(e) = result {
+                            // Keep serving the last good revision while the remote is unreachable.
+                            warn!(error = %e, "source unavailable; reconciling the last good revision");
                         }
+                        metrics.observe_stage(Stage::Source, t.elapsed());
+                        // Loaded from the source's own copy of the tree: no second copy.
+                        let t = Instant::now();
+                        let out = src_back.last_good().map(|r| (load_cached(&r.tree, &mut renders), r.commit.clone()));
+                        metrics.observe_stage(Stage::Render, t.elapsed());
+                        source = Some(src_back);
+                        out
                     }
                     (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
-                        Ok(tree) => (tree, "local".to_string()),
+                        Ok(tree) => {
+                            metrics.observe_stage(Stage::Source, t.elapsed());
+                            let t = Instant::now();
+                            let fleet = load_cached(&tree, &mut renders);
+                            metrics.observe_stage(Stage::Render, t.elapsed());
+                            Some((fleet, "local".to_string()))
+                        }
                         Err(e) => {
                             error!(error = %e, "reading the working copy");
-                            metrics.inc_reconcile(ReconcileResult::Failure);
-                            continue;
+                            None
                         }
                     },
                     (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
                 };
-                metrics.observe_stage(Stage::Source, t.elapsed());
-                let t = Instant::now();
-                let mut fleet = load_cached(&tree, &mut renders);
-                drop(tree);
+                let Some((mut fleet, revision)) = loaded_now else {
+                    metrics.inc_reconcile(ReconcileResult::Failure);
+                    continue;
+                };
                 // The validated specs are not needed once rendered (the objects are): about 20 KiB a
                 // cluster the agent would otherwise hold between passes.
                 for c in &mut fleet.clusters {
                     c.cluster = None;
                 }
-                metrics.observe_stage(Stage::Render, t.elapsed());
                 (fleet, revision)
             }
         };
@@ -230,7 +230,9 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
                 let failed = out.clusters.iter().filter(|c| c.phase == Phase::Failed).count();
                 metrics.inc_reconcile(if failed == 0 { ReconcileResult::Success } else { ReconcileResult::Failure });
                 ready.set_ready(true);
-                info!(revision = %revision, triggers = ?kinds, clusters = out.clusters.len(), failed, writes = out.writes, reads = out.reads, elapsed_ms = started.elapsed().as_millis() as u64, "reconciled");
+                let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
+                metrics.set_resident_memory(rss * 1024);
+                info!(revision = %revision, triggers = ?kinds, clusters = out.clusters.len(), failed, writes = out.writes, reads = out.reads, elapsed_ms = started.elapsed().as_millis() as u64, rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
             }
             Err(e) => {
                 metrics.inc_reconcile(ReconcileResult::Failure);
@@ -243,6 +245,11 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
         let _ = s.await;
     }
     Ok(())
+}
+
+/// A memory figure of this process from /proc (KiB; 0 where there is no /proc).
+fn memory_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok())).unwrap_or(0)
 }
 
 fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {

@@ -97,27 +97,32 @@ pub struct ClusterStatus {
     pub inventory: Vec<ObjectRef>,
 }
 
-/// A status object as read back (or as just written): spec and status, no server metadata.
+/// A status object as read back (or as just written): spec and status, no server metadata. The
+/// inventory is kept typed, apart from the rest of the status (the agent holds one per cluster).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
     /// Management cluster.
     pub management: String,
     /// The cluster's directory in the repository.
     pub directory: String,
-    /// The `status` of the object.
+    /// The `status` of the object, without its inventory.
     pub status: Value,
+    /// `status.inventory`.
+    pub inventory: Vec<ObjectRef>,
 }
 
 impl Recorded {
     /// From a ManagedCluster object.
     pub fn from_object(obj: &DynamicObject) -> Recorded {
         let s = |p: &str| obj.data.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-        Recorded { management: s("/spec/management"), directory: s("/spec/directory"), status: obj.data.get("status").cloned().unwrap_or(Value::Null) }
+        let mut status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        let inventory = status.as_object_mut().and_then(|m| m.remove("inventory")).and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
+        Recorded { management: s("/spec/management"), directory: s("/spec/directory"), status, inventory }
     }
 
     /// The recorded inventory.
     pub fn inventory(&self) -> Vec<ObjectRef> {
-        self.status.get("inventory").cloned().and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default()
+        self.inventory.clone()
     }
 
     /// A string field of the status.
@@ -204,9 +209,8 @@ pub async fn write(client: &Client, name: &str, management: &str, directory: &st
         "desiredHash": status.desired_hash,
         "objectCount": status.inventory.len(),
         "conditions": conditions,
-        "inventory": status.inventory,
     });
-    let record = Recorded { management: management.to_string(), directory: directory.to_string(), status: desired_status };
+    let record = Recorded { management: management.to_string(), directory: directory.to_string(), status: desired_status, inventory: status.inventory.clone() };
     if previous == Some(&record) {
         return Ok(None);
     }
@@ -218,6 +222,8 @@ pub async fn write(client: &Client, name: &str, management: &str, directory: &st
         "spec": spec,
         "status": record.status,
     });
+    let mut obj = obj;
+    obj["status"]["inventory"] = serde_json::to_value(&record.inventory).expect("references serialise");
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     api(client).patch(name, &pp, &Patch::Apply(&obj)).await.map_err(|source| StatusError::Api { action: "writing", name: name.into(), source })?;
     Ok(Some(record))

@@ -28,7 +28,7 @@ fn fleet() -> Upstream {
 }
 
 fn config(url: String, reference: GitRef, cache: &Path) -> SourceConfig {
-    SourceConfig { url, reference, cache_dir: cache.to_path_buf(), ssh_key: None, known_hosts: None, shallow: false }
+    SourceConfig { url, reference, cache_dir: cache.to_path_buf(), ssh_key: None, known_hosts: None, shallow: false, ca_file: None }
 }
 
 fn branch() -> GitRef {

@@ -154,7 +154,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 std::path::PathBuf::from(home).join(".cache/capstan/source").join(&key[..16])
             }
         };
-        crate::daemon::Repo::Git(crate::daemon::git_config(args.repo.clone(), Some(args.branch.clone()), args.tag.clone(), args.commit.clone(), cache, args.ssh_key.clone(), args.known_hosts.clone()))
+        crate::daemon::Repo::Git(crate::daemon::git_config(args.repo.clone(), Some(args.branch.clone()), args.tag.clone(), args.commit.clone(), cache, args.ssh_key.clone(), args.known_hosts.clone(), args.ca_file.clone()))
     };
     let cfg = crate::daemon::RunConfig {
         repo,

@@ -143,17 +143,12 @@ impl Live {
             let err = |source| LiveError::List { api_version: api_version.clone(), kind: kind.clone(), source };
             requests += 1;
             let group = ar.group.as_str();
-            let mut objects = live.objects.write().unwrap_or_else(|p| p.into_inner());
-            if read_whole(api_version, kind) {
-                for o in api.list(&lp).await.map_err(err)?.items {
-                    let v = serde_json::to_value(&o).expect("objects serialise");
-                    objects.insert(key_of(group, kind, &o.metadata), LiveObject::from_value(&v));
-                }
+            let facts: Vec<(String, LiveObject)> = if read_whole(api_version, kind) {
+                api.list(&lp).await.map_err(err)?.items.iter().map(|o| (key_of(group, kind, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")))).collect()
             } else {
-                for o in api.list_metadata(&lp).await.map_err(err)?.items {
-                    objects.insert(key_of(group, kind, &o.metadata), LiveObject::from_meta(&o.metadata));
-                }
-            }
+                api.list_metadata(&lp).await.map_err(err)?.items.iter().map(|o| (key_of(group, kind, &o.metadata), LiveObject::from_meta(&o.metadata))).collect()
+            };
+            live.objects_mut().extend(facts);
         }
         Ok((live, requests))
     }

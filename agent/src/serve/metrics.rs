@@ -192,6 +192,7 @@ pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
     webhook_requests: Family<OutcomeLabels, Counter>,
     clusters: Family<PhaseLabels, Gauge>,
+    resident_memory: Gauge,
 }
 
 impl Default for Metrics {
@@ -210,6 +211,7 @@ impl Metrics {
         let reconciles = Family::<ResultLabels, Counter>::default();
         let webhook_requests = Family::<OutcomeLabels, Counter>::default();
         let clusters = Family::<PhaseLabels, Gauge>::default();
+        let resident_memory = Gauge::default();
 
         registry.register(
             "capstan_reconcile_duration_seconds",
@@ -225,6 +227,7 @@ impl Metrics {
             webhook_requests.clone(),
         );
         registry.register("capstan_clusters", "Clusters in the fleet, by phase", clusters.clone());
+        registry.register("process_resident_memory_bytes", "Resident memory of the agent, in bytes, after the last pass", resident_memory.clone());
 
         for &stage in Stage::ALL {
             let _ = stage_duration.get_or_create(&StageLabels { stage });
@@ -242,7 +245,7 @@ impl Metrics {
             let _ = webhook_requests.get_or_create(&OutcomeLabels { outcome });
         }
 
-        Metrics { registry, stage_duration, api_requests, objects, reconciles, webhook_requests, clusters }
+        Metrics { registry, stage_duration, api_requests, objects, reconciles, webhook_requests, clusters, resident_memory }
     }
 
     /// Records how long a stage took.
@@ -292,6 +295,11 @@ impl Metrics {
 
     /// Replaces the whole cluster census: phases not listed disappear instead of keeping a stale
     /// count from an earlier pass.
+    /// Records the process's resident memory.
+    pub fn set_resident_memory(&self, bytes: u64) {
+        self.resident_memory.set(bytes as i64);
+    }
+
     pub fn set_cluster_phases<'a>(&self, counts: impl IntoIterator<Item = (&'a str, i64)>) {
         self.clusters.clear();
         for (phase, count) in counts {

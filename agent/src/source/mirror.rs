@@ -73,6 +73,8 @@ pub(crate) struct Mirror {
     pub(crate) display_url: String,
     /// The password of the URL, if it has one, scrubbed from every message.
     secret: Option<String>,
+    /// Extra CA certificates trusted for https:// (besides the system's roots).
+    pub(crate) roots: Vec<reqwest::Certificate>,
 }
 
 /// The URL with its password (if any) replaced by `***`, and the password. Over http(s) a user
@@ -196,7 +198,7 @@ impl Mirror {
                 cause: "it has a working tree; the cache must be a bare mirror".into(),
             });
         }
-        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string(), secret };
+        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string(), secret, roots: Vec::new() };
         mirror.record_url(display_url)?;
         Ok(mirror)
     }

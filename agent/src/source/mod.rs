@@ -80,6 +80,9 @@ pub struct SourceConfig {
     pub known_hosts: Option<PathBuf>,
     /// Fetch with depth 1 when the server supports it.
     pub shallow: bool,
+    /// PEM file of CA certificates trusted for https:// remotes besides the system's roots (a
+    /// self-hosted Git server with a private CA).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// A commit and every file of its tree.
@@ -184,7 +187,7 @@ impl GitSource {
                 }
             }
         }
-        for (what, path) in [("ssh key", &cfg.ssh_key), ("known_hosts file", &cfg.known_hosts)] {
+        for (what, path) in [("ssh key", &cfg.ssh_key), ("known_hosts file", &cfg.known_hosts), ("CA file", &cfg.ca_file)] {
             if let Some(p) = path
                 && !p.is_file()
             {
@@ -193,7 +196,19 @@ impl GitSource {
         }
         let cfg = SourceConfig { reference: normalise(&cfg.reference), ..cfg };
         let ssh = mirror::ssh_command(cfg.ssh_key.as_deref(), cfg.known_hosts.as_deref());
-        let mirror = mirror::Mirror::open(&cfg.cache_dir, &display_url, secret, ssh)?;
+        let roots = match &cfg.ca_file {
+            None => Vec::new(),
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| invalid(format!("CA file {}: {e}", path.display())))?;
+                match reqwest::Certificate::from_pem_bundle(&pem) {
+                    Ok(certs) if !certs.is_empty() => certs,
+                    Ok(_) => return Err(invalid(format!("CA file {} holds no PEM certificate", path.display()))),
+                    Err(e) => return Err(invalid(format!("CA file {}: {e}", path.display()))),
+                }
+            }
+        };
+        let mut mirror = mirror::Mirror::open(&cfg.cache_dir, &display_url, secret, ssh)?;
+        mirror.roots = roots;
         let tracking = mirror::tracking_ref(&cfg.reference);
         Ok(GitSource { cfg, display_url, tracking, mirror, last_good: None })
     }

@@ -108,6 +108,34 @@ fn remote<'r>(mirror: &'r Mirror, url: &str, specs: &[String]) -> gix::Result<gi
     Ok(mirror.repo.remote_at(url)?.with_fetch_tags(Tags::None).with_refspecs(specs.iter().map(String::as_str), Direction::Fetch)?)
 }
 
+/// Connects for fetching; with extra CA certificates, the https client trusts them too (gix's
+/// reqwest backend is configured through its backend options, as gix intends for TLS settings).
+fn connect<'a, 'r>(mirror: &Mirror, url: &str, remote: &'a gix::Remote<'r>) -> gix::Result<gix::remote::Connection<'a, 'a, 'r, Box<dyn gix::protocol::transport::client::blocking_io::Transport + Send>>> {
+    let connection = remote.connect(Direction::Fetch)?;
+    if mirror.roots.is_empty() || !url.starts_with("https://") {
+        return Ok(connection);
+    }
+    use gix::protocol::transport::client::blocking_io::http;
+    let mut options = mirror
+        .repo
+        .transport_options(url, None)?
+        .and_then(|o| o.downcast::<http::Options>().ok())
+        .map(|o| *o)
+        .unwrap_or_default();
+    let roots = mirror.roots.clone();
+    let backend = http::reqwest::Options {
+        configure_client: Some(Box::new(move |mut builder: reqwest::blocking::ClientBuilder| {
+            for root in &roots {
+                builder = builder.add_root_certificate(root.clone());
+            }
+            Ok(builder)
+        })),
+        configure_request: None,
+    };
+    options.backend = Some(std::sync::Arc::new(std::sync::Mutex::new(backend)));
+    Ok(connection.with_transport_options(Box::new(options)))
+}
+
 /// Whether a depth-1 fetch from this server really yields a shallow mirror.
 ///
 /// Protocol v2: the `fetch` command lists `shallow`. Protocol v0/v1: gix 0.90 echoes every
@@ -134,7 +162,7 @@ pub(crate) fn list(mirror: &Mirror, url: &str, reference: &GitRef, tracking: &st
     };
     let spec = refspec(reference, tracking);
     let remote = remote(mirror, url, std::slice::from_ref(&spec)).map_err(|e| err(&e))?;
-    let connection = remote.connect(Direction::Fetch).map_err(|e| err(&e))?;
+    let connection = connect(mirror, url, &remote).map_err(|e| err(&e))?;
     let (ref_map, handshake) =
         connection.ref_map(gix::progress::Discard, Default::default()).map_err(|e| err(&e))?;
     let wanted = remote_name(reference);
@@ -172,7 +200,7 @@ pub(crate) fn shallow_setting(mirror: &Mirror, want_shallow: bool, server_suppor
 fn fetch_specs(mirror: &Mirror, url: &str, specs: &[String], shallow: Shallow) -> gix::Result<()> {
     let interrupt = AtomicBool::new(false);
     let remote = remote(mirror, url, specs)?;
-    let connection = remote.connect(Direction::Fetch)?;
+    let connection = connect(mirror, url, &remote)?;
     let prepare = connection.prepare_fetch(gix::progress::Discard, Default::default())?;
     let outcome = prepare.with_shallow(shallow).receive(gix::progress::Discard, &interrupt)?;
     tracing::debug!(status = ?std::mem::discriminant(&outcome.status), "fetch done");

@@ -1,8 +1,6 @@
 //! A minimal HTTP/1.1 server that runs `git http-backend` as a CGI program (smart HTTP), and logs
-//! every request so tests can assert what the client asked for.
-//!
-//! Plain http:// on loopback: TLS adds nothing to what the tests check (the transport is the same
-//! reqwest client gix uses for https).
+//! every request so tests can assert what the client asked for. Plain http:// on loopback, or
+//! https:// with a certificate for `localhost` from a CA of the test's own ([`HttpGitServer::start_tls`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -34,6 +32,7 @@ impl Logged {
 /// The server; stops on drop.
 pub struct HttpGitServer {
     pub port: u16,
+    tls: bool,
     stop: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<Logged>>>,
     thread: Option<JoinHandle<()>>,
@@ -42,16 +41,28 @@ pub struct HttpGitServer {
 impl HttpGitServer {
     /// Serves the repositories below `root` on a free loopback port (protocol v2 when asked).
     pub fn start(root: &Path) -> HttpGitServer {
-        Self::start_with(root, true)
+        Self::start_with(root, true, None)
+    }
+
+    /// Serves https:// with this certificate chain and key (PEM).
+    pub fn start_tls(root: &Path, cert_pem: &str, key_pem: &str) -> HttpGitServer {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        capstan_harness::install_crypto_provider();
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().expect("certificate PEM");
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
+        let config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).expect("server config");
+        Self::start_with(root, true, Some(Arc::new(config)))
     }
 
     /// Like [`start`](Self::start), but drops the client's `Git-Protocol` header, so the server
     /// speaks protocol v0 like an old or minimal Git host.
     pub fn start_v0(root: &Path) -> HttpGitServer {
-        Self::start_with(root, false)
+        Self::start_with(root, false, None)
     }
 
-    fn start_with(root: &Path, v2: bool) -> HttpGitServer {
+    fn start_with(root: &Path, v2: bool, tls: Option<Arc<rustls::ServerConfig>>) -> HttpGitServer {
+        let is_tls = tls.is_some();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -64,20 +75,31 @@ impl HttpGitServer {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let (log, root) = (log.clone(), root.clone());
+                    let (log, root, tls) = (log.clone(), root.clone(), tls.clone());
                     std::thread::spawn(move || {
-                        if let Err(e) = serve(conn, &root, &log, v2) {
+                        let served = match tls {
+                            None => serve(conn, &root, &log, v2).and_then(|c| c.shutdown(std::net::Shutdown::Both)),
+                            Some(config) => {
+                                let session = rustls::ServerConnection::new(config).map_err(std::io::Error::other);
+                                session.and_then(|s| serve(rustls::StreamOwned::new(s, conn), &root, &log, v2)).map(|mut s| {
+                                    s.conn.send_close_notify();
+                                    let _ = s.flush();
+                                    let _ = s.sock.shutdown(std::net::Shutdown::Both);
+                                })
+                            }
+                        };
+                        if let Err(e) = served {
                             eprintln!("http test server: {e}");
                         }
                     });
                 }
             })
         };
-        HttpGitServer { port, stop, log, thread: Some(thread) }
+        HttpGitServer { port, tls: is_tls, stop, log, thread: Some(thread) }
     }
 
     pub fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/{name}", self.port)
+        if self.tls { format!("https://localhost:{}/{name}", self.port) } else { format!("http://127.0.0.1:{}/{name}", self.port) }
     }
 
     /// Everything served so far.
@@ -101,11 +123,12 @@ impl Drop for HttpGitServer {
     }
 }
 
-fn serve(conn: TcpStream, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2: bool) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
+/// Serves one request on `conn` and hands the connection back for closing.
+fn serve<S: Read + Write>(conn: S, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2: bool) -> std::io::Result<S> {
+    let mut reader = BufReader::new(conn);
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
-        return Ok(());
+        return Ok(reader.into_inner());
     }
     let mut parts = line.split_whitespace();
     let method = parts.next().unwrap_or_default().to_string();
@@ -189,17 +212,17 @@ fn serve(conn: TcpStream, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2: bool) ->
         command,
         status,
     });
-    let mut conn = conn;
+    let conn = reader.get_mut();
     write!(conn, "HTTP/1.1 {status_line}\r\n")?;
     for h in response_headers {
         write!(conn, "{h}\r\n")?;
     }
     write!(conn, "Connection: close\r\n\r\n")?;
-    std::io::copy(&mut out, &mut conn)?;
+    std::io::copy(&mut out, conn)?;
     conn.flush()?;
     let _ = writer.join();
     let _ = child.wait();
-    conn.shutdown(std::net::Shutdown::Both)
+    Ok(reader.into_inner())
 }
 
 fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
