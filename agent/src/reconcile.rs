@@ -6,7 +6,8 @@
 //!                               │      suspended?  → status Suspended, nothing else
 //!                               │      tombstone?  → delete the Cluster first, wait, then the rest
 //!                               │      invalid?    → status Failed, last applied revision stays live
-//!                               │      else plan → apply (in render order) → prune → status
+//!                               │      else plan → apply (CRDs and Namespaces first, CRDs
+//!                               │           Established, then render order) → prune → status
 //! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
 //! ```
 //!
@@ -428,14 +429,28 @@ impl Pass<'_> {
             return Ok((done(plan, phase, String::new()), false));
         }
 
-        // Apply in render order, then prune in reverse order.
+        // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
+        // that may be one of their kinds), then the rest in render order; prune in reverse order.
         let mut inventory: BTreeMap<String, ObjectRef> = previous_inventory.iter().map(|r| (r.key(), r.clone())).collect();
         let mut failure: Option<String> = None;
-        for (i, e) in plan.entries.iter().enumerate() {
+        let (first, rest): (Vec<usize>, Vec<usize>) = (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
+        let mut crds_applied: Vec<String> = Vec::new();
+        for i in first.iter().copied().chain([usize::MAX]).chain(rest.iter().copied()) {
+            if i == usize::MAX {
+                if let Err(e) = self.wait_established(&crds_applied).await {
+                    failure = Some(e);
+                    break;
+                }
+                continue;
+            }
+            let e = &plan.entries[i];
             if !matches!(e.action, Action::Create | Action::Update) {
                 continue;
             }
             let (obj, r) = &objects[i];
+            if r.kind == "CustomResourceDefinition" {
+                crds_applied.push(r.name.clone());
+            }
             match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await {
                 Ok(applied) => {
                     self.wrote();
@@ -585,6 +600,21 @@ impl Pass<'_> {
         }
     }
 
+    /// Waits until the CRDs just applied are Established (their kinds are served).
+    async fn wait_established(&self, names: &[String]) -> Result<(), String> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::runtime::wait::{await_condition, conditions};
+        let api: Api<CustomResourceDefinition> = Api::all(self.client().clone());
+        for name in names {
+            match tokio::time::timeout(Duration::from_secs(60), await_condition(api.clone(), name, conditions::is_crd_established())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(format!("waiting for CustomResourceDefinition/{name} to be Established: {e}")),
+                Err(_) => return Err(format!("CustomResourceDefinition/{name} not Established after 60s")),
+            }
+        }
+        Ok(())
+    }
+
     async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
         let (ar, namespaced) = self.resolver().resolve(&r.api_version, &r.kind).await.map_err(|e| e.to_string())?;
         Ok(if namespaced { Api::namespaced_with(self.client().clone(), &r.namespace, &ar) } else { Api::all_with(self.client().clone(), &ar) })
@@ -687,6 +717,11 @@ impl Pass<'_> {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+}
+
+/// Objects that define where or what others are: applied before everything else.
+fn is_definition(r: &ObjectRef) -> bool {
+    (r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io") || (r.kind == "Namespace" && r.group().is_empty())
 }
 
 fn apply_message(e: &ApplyError) -> String {

@@ -151,7 +151,10 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
     }
     out.extend(cluster.extra_objects.iter().map(|e| {
         let mut v = e.value().clone();
-        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        let cluster_scoped = is_cluster_scoped(v.get("apiVersion").and_then(Value::as_str).unwrap_or(""), v.get("kind").and_then(Value::as_str).unwrap_or(""));
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
+            && !cluster_scoped
+        {
             meta.entry("namespace").or_insert_with(|| json!(cluster.namespace));
         }
         v
@@ -160,6 +163,28 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
         label(obj, &cluster.name);
     }
     Ok(out)
+}
+
+/// Cluster-scoped kinds of Kubernetes itself a management directory may carry: they get no
+/// default namespace. (A custom cluster-scoped kind is written without one in the repository.)
+pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "PersistentVolume"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("apiregistration.k8s.io", "APIService"),
+];
+
+/// Whether `kind` of `api_version` is one of [`CLUSTER_SCOPED`].
+pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
+    let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+    CLUSTER_SCOPED.contains(&(group, kind))
 }
 
 /// Sets the resolved eksaVersion on the EKS-A Cluster object (a workload inherits its manager's).

@@ -361,3 +361,58 @@ async fn an_agent_killed_mid_apply_converges_with_nothing_duplicated_or_deleted(
     assert_eq!(again.writes, 0, "second pass after convergence writes nothing: {changed:#?}");
 }
 
+
+#[tokio::test]
+async fn crds_and_namespaces_are_applied_first_and_crds_established_before_their_objects() {
+    let repo = Repo::new("crd");
+    let cp = capstan_harness::shared().await;
+    // In the file, the object comes before the CRD that defines its kind, and the namespace it
+    // lives in comes last: render order alone would fail.
+    let addons = r#"apiVersion: crd.example.com/v1
+kind: Widget
+metadata:
+  name: w1
+  namespace: widgets-crd
+spec:
+  size: 3
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.crd.example.com
+spec:
+  group: crd.example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: {type: integer}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: widgets-crd
+"#;
+    fs::write(repo.root.join("clusters").join(&repo.mgmt).join("addons.yaml"), addons).unwrap();
+    let fleet = repo.fleet();
+    assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
+    let out = repo.reconcile("r1").await;
+    assert!(!out.has_failures(), "{:?}", outcome(&out, &repo.mgmt));
+    let widget = Api::<DynamicObject>::namespaced_with(cp.client(), "widgets-crd", &ar("crd.example.com", "v1", "Widget", "widgets")).get("w1").await.unwrap();
+    assert_eq!(widget.data["spec"]["size"], 3);
+    // Cluster-scoped objects carry no namespace, so their live copy is recognised next time.
+    let again = repo.reconcile("r1").await;
+    let changed: Vec<String> = again.clusters.iter().flat_map(|c| c.plan.entries.iter().filter(|e| e.action != Action::Unchanged).map(|e| format!("{} {}", e.action, e.object.subject()))).collect();
+    assert_eq!(again.writes, 0, "{changed:?}");
+    let crd = outcome(&again, &repo.mgmt).plan.entries.iter().find(|e| e.object.kind == "CustomResourceDefinition").unwrap();
+    assert_eq!(crd.object.namespace, "");
+}
