@@ -215,6 +215,9 @@ impl Agent {
             .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
             .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()));
         let kinds = live::kinds(wanted);
+        if let Some(cache) = &self.cache {
+            cache.set_scope(fleet.clusters.iter().map(|c| c.name.clone()).filter(|n| selected(n)).chain(recorded.keys().filter(|n| selected(n)).cloned()));
+        }
         let live: Arc<Live> = match &self.cache {
             Some(cache) => {
                 cache.ensure(&self.resolver, &kinds).await?;

@@ -38,6 +38,25 @@ use crate::status::{self, Recorded};
 /// What the cache calls when the cluster changed under it (with the kind that changed).
 pub type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// The clusters whose objects' changes matter (`None`: every cluster, before the first pass).
+type Scope = Arc<std::sync::RwLock<Option<std::collections::HashSet<String>>>>;
+
+/// An object reduced to its key, its facts and the cluster it belongs to (its label).
+type Facts = (String, LiveObject, Option<String>);
+
+fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+    meta.labels.as_ref().and_then(|l| l.get(capstan_templates::render::CLUSTER_LABEL)).cloned()
+}
+
+/// Whether a change to an object of `cluster` concerns this agent. Objects of no cluster (the
+/// EKS-A release objects every cluster shares) always do.
+fn in_scope(scope: &Scope, cluster: Option<&str>) -> bool {
+    match (scope.read().unwrap_or_else(|p| p.into_inner()).as_ref(), cluster) {
+        (Some(names), Some(c)) => names.contains(c),
+        _ => true,
+    }
+}
+
 /// Watches kept open across passes; dropping the cache stops them.
 pub struct LiveCache {
     client: Client,
@@ -45,6 +64,7 @@ pub struct LiveCache {
     kinds: Mutex<HashMap<(String, String), signal::Receiver<bool>>>,
     records: Mutex<Option<signal::Receiver<bool>>>,
     on_change: OnChange,
+    scope: Scope,
     tasks: Mutex<Vec<AbortHandle>>,
     /// How long a pass waits for a new watch's first list.
     pub sync_timeout: Duration,
@@ -59,9 +79,16 @@ impl LiveCache {
             kinds: Mutex::new(HashMap::new()),
             records: Mutex::new(None),
             on_change,
+            scope: Arc::new(std::sync::RwLock::new(None)),
             tasks: Mutex::new(Vec::new()),
             sync_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// The clusters this agent reconciles: changes to objects of other clusters (another
+    /// management cluster's agent on the same API server) do not wake it.
+    pub fn set_scope(&self, clusters: impl IntoIterator<Item = String>) {
+        *self.scope.write().unwrap_or_else(|p| p.into_inner()) = Some(clusters.into_iter().collect());
     }
 
     /// The state the watches keep current.
@@ -103,7 +130,7 @@ impl LiveCache {
                     Some(rx) => rx.clone(),
                     None => {
                         let (tx, rx) = signal::channel(false);
-                        let task = tokio::spawn(watch_kind(self.client.clone(), ar.clone(), kind.clone(), read_whole(api_version, kind), self.live.clone(), tx, self.on_change.clone()));
+                        let task = tokio::spawn(watch_kind(self.client.clone(), ar.clone(), kind.clone(), read_whole(api_version, kind), self.live.clone(), tx, self.on_change.clone(), self.scope.clone()));
                         self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.abort_handle());
                         known.insert(id, rx.clone());
                         debug!(%kind, %api_version, "watching");
@@ -132,17 +159,18 @@ impl Drop for LiveCache {
 }
 
 /// One kind's watch: keeps its facts in `live` and reports changes capstan did not make.
-async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange) {
+#[allow(clippy::too_many_arguments)]
+async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange, scope: Scope) {
     let config = watcher::Config::default().labels(SELECTOR);
     let group = ar.group.clone();
     let (g, k) = (group.clone(), kind.clone());
     let events = if whole {
         watcher::watcher(Api::<DynamicObject>::all_with(client, &ar), config)
-            .map_ok(move |ev| facts_event(ev, |o: &DynamicObject| (key_of(&g, &k, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")))))
+            .map_ok(move |ev| facts_event(ev, |o: &DynamicObject| (key_of(&g, &k, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")), cluster_of(&o.metadata))))
             .boxed()
     } else {
         watcher::watcher(Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &ar), config)
-            .map_ok(move |ev| facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| (key_of(&g, &k, &o.metadata), LiveObject::from_meta(&o.metadata))))
+            .map_ok(move |ev| facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| (key_of(&g, &k, &o.metadata), LiveObject::from_meta(&o.metadata), cluster_of(&o.metadata))))
             .boxed()
     };
     let mut events = events.default_backoff().boxed();
@@ -159,7 +187,7 @@ async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, 
                 buffer.clear();
                 false
             }
-            Ok(Event::InitApply((key, facts))) => {
+            Ok(Event::InitApply((key, facts, _))) => {
                 buffer.insert(key, facts);
                 false
             }
@@ -181,8 +209,8 @@ async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, 
                 synced.send_replace(true);
                 changed && is_synced
             }
-            Ok(Event::Apply((key, facts))) => live.objects_mut().insert(key, facts.clone()).is_none_or(|old| old != facts) && is_synced,
-            Ok(Event::Delete((key, _))) => live.objects_mut().remove(&key).is_some() && is_synced,
+            Ok(Event::Apply((key, facts, cluster))) => live.objects_mut().insert(key, facts.clone()).is_none_or(|old| old != facts) && is_synced && in_scope(&scope, cluster.as_deref()),
+            Ok(Event::Delete((key, _, cluster))) => live.objects_mut().remove(&key).is_some() && is_synced && in_scope(&scope, cluster.as_deref()),
         };
         if changed {
             on_change(&kind);
@@ -221,7 +249,7 @@ async fn watch_records(api: Api<DynamicObject>, live: Arc<Live>, synced: signal:
 }
 
 /// A watch event reduced to keys and facts.
-fn facts_event<K>(ev: Event<K>, f: impl Fn(&K) -> (String, LiveObject)) -> Event<(String, LiveObject)> {
+fn facts_event<K>(ev: Event<K>, f: impl Fn(&K) -> Facts) -> Event<Facts> {
     match ev {
         Event::Apply(o) => Event::Apply(f(&o)),
         Event::Delete(o) => Event::Delete(f(&o)),
