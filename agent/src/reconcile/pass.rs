@@ -1,283 +1,31 @@
-//! One reconcile pass over a fleet revision: plan → apply → prune → status, per cluster.
-//!
-//! ```text
-//! Fleet (validated, rendered) ──┐
-//! ManagedCluster inventories ───┼─▶ Live (lists, or the daemon's watches) ─▶ per cluster:
-//!                               │      suspended?  → status Suspended, nothing else
-//!                               │      tombstone?  → delete the Cluster first, wait, then the rest
-//!                               │      invalid?    → status Failed, last applied revision stays live
-//!                               │      else plan → apply (CRDs and Namespaces first, CRDs
-//!                               │           Established, then render order) → prune → status
-//! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
-//! ```
-//!
-//! Management clusters go first (their objects include the EKS-A releases workloads refer to),
-//! then the workload clusters, `concurrency` at a time: clusters are independent, and one slow
-//! cluster (a Cluster being deleted, a webhook timing out) must not hold up the others.
-//!
-//! Costs: an object whose live copy carries the hash capstan applied and whose generation is the
-//! one the server answered the apply with is unchanged without a request; anything else is
-//! dry-run applied and compared. So a pass over an unchanged fleet makes one list per kind (none
-//! at all with the daemon's watch-backed cache) and no writes. Conflict policy: capstan applies with `force`, taking ownership of the fields it
-//! renders (the repository is the source of truth); fields it does not render (replicas under the
-//! autoscaler, status, controller-set fields) are never sent and so never contested.
+//! One pass over the clusters of a revision: per cluster, plan → staged apply → prune → status,
+//! or deletion on intent. Shared by the clusters reconciled concurrently, so everything is `&self`
+//! (counters are atomics, the live state and discovery take their own locks).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use capstan_layout::{ClusterEntry, Fleet, Rendered, Role};
-use futures::StreamExt;
+use capstan_layout::{ClusterEntry, Fleet, Rendered};
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use kube::Client;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
+use super::{Agent, ClusterOutcome, Drift, Options, ReconcileError, desired, fingerprint};
 use crate::k8s::apply::apply_one;
-use crate::k8s::{ApplyError, DiscoveryError, Resolver};
-use crate::live::watch::{LiveCache, OnChange};
-use crate::live::{self, Live, LiveError};
+use crate::k8s::{ApplyError, Resolver};
+use crate::live::Live;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
-use crate::status::{self, ClusterStatus, Phase, Recorded, StatusError};
+use crate::status::{self, ClusterStatus, Phase, Recorded};
 
-/// What to do about drift (a managed field changed by hand on the cluster).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Drift {
-    /// Re-apply the repository's version.
-    #[default]
-    Correct,
-    /// Only report it in the plan and status.
-    Report,
-}
-
-/// Options of a pass.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Plan only: nothing is written.
-    pub plan_only: bool,
-    /// Drift policy.
-    pub drift: Drift,
-    /// Only this cluster.
-    pub only: Option<String>,
-    /// The revision being reconciled (a commit, or "local").
-    pub revision: String,
-    /// How long to wait for a Cluster to go away when deleting.
-    pub delete_timeout: Option<Duration>,
-    /// The management cluster this agent runs on (default: the repository's only one). Only its
-    /// own cluster and its workloads are reconciled; other management clusters have their agents.
-    pub management: Option<String>,
-    /// Workload clusters reconciled at the same time (0 and 1: one after the other).
-    pub concurrency: usize,
-}
-
-/// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// Discovery failed.
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
-    /// Live state unreadable: nothing is applied or pruned on a guess.
-    #[error("reading live state: {0}")]
-    Live(#[from] LiveError),
-    /// Status unreadable or unwritable.
-    #[error(transparent)]
-    Status(#[from] StatusError),
-    /// Which management cluster to reconcile is ambiguous or unknown.
-    #[error("{0}")]
-    Management(String),
-    /// Namespaces could not be ensured.
-    #[error("ensuring namespace {0}: {1}")]
-    Namespace(String, #[source] kube::Error),
-}
-
-/// The result for one cluster.
-#[derive(Debug, Clone)]
-pub struct ClusterOutcome {
-    /// The cluster.
-    pub name: String,
-    /// The plan (empty for suspended, failed-validation and orphaned clusters).
-    pub plan: Plan,
-    /// Phase after the pass.
-    pub phase: Phase,
-    /// Message after the pass.
-    pub message: String,
-}
-
-/// The result of a pass.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    /// Per cluster, in repository order.
-    pub clusters: Vec<ClusterOutcome>,
-    /// Write requests made (applies, deletes, status writes, events).
-    pub writes: usize,
-    /// Read requests made (lists, gets and dry runs).
-    pub reads: usize,
-}
-
-impl Outcome {
-    /// Whether any plan has changes.
-    pub fn has_changes(&self) -> bool {
-        self.clusters.iter().any(|c| c.plan.has_changes())
-    }
-
-    /// Whether any cluster failed.
-    pub fn has_failures(&self) -> bool {
-        self.clusters.iter().any(|c| c.phase == Phase::Failed)
-    }
-}
-
-/// Desired objects of a cluster with their references (the hash is the rendered one).
-fn desired(entry: &ClusterEntry) -> Vec<(&Rendered, ObjectRef)> {
-    entry.objects.iter().flatten().map(|o| (o, plan::reference(o))).collect()
-}
-
-fn fingerprint(objects: &[(&Rendered, ObjectRef)]) -> String {
-    let mut h = Sha256::new();
-    for (_, r) in objects {
-        h.update(r.key().as_bytes());
-        h.update(r.hash.as_bytes());
-    }
-    hex::encode(h.finalize())[..16].to_string()
-}
-
-/// Reconciles a fleet revision once, reading the live state with lists (one-shot commands).
-pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
-    Agent::connect(client.clone()).await?.reconcile(fleet, opts).await
-}
-
-/// What lives across passes: the client, discovery, and (in the daemon) the watch-backed cache.
-pub struct Agent {
-    client: Client,
-    resolver: Resolver,
-    cache: Option<LiveCache>,
-    status_installed: AtomicBool,
-    namespaces: Mutex<BTreeSet<String>>,
-}
-
-impl Agent {
-    /// Runs discovery against the management cluster.
-    pub async fn connect(client: Client) -> Result<Agent, ReconcileError> {
-        let resolver = Resolver::new(client.clone()).await?;
-        Ok(Agent { client, resolver, cache: None, status_installed: AtomicBool::new(false), namespaces: Mutex::new(BTreeSet::new()) })
-    }
-
-    /// Reads live state from watches kept open across passes instead of listing on every pass;
-    /// `on_change` is called when the cluster changes under the agent (drift, health).
-    pub fn with_watches(mut self, on_change: OnChange) -> Agent {
-        self.cache = Some(LiveCache::start(self.client.clone(), on_change));
-        self
-    }
-
-    /// The watch-backed cache, when there is one.
-    pub fn cache(&self) -> Option<&LiveCache> {
-        self.cache.as_ref()
-    }
-
-    /// One pass over a fleet revision.
-    pub async fn reconcile(&self, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
-        let reads = AtomicUsize::new(0);
-        if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
-            status::install(&self.client).await?;
-            self.status_installed.store(true, Ordering::Relaxed);
-        }
-        // Recorded statuses first: their inventories name kinds the repository may no longer render.
-        let records = match &self.cache {
-            Some(cache) => {
-                cache.ensure(&self.resolver, &[]).await?;
-                cache.live().records()
-            }
-            None => {
-                reads.fetch_add(1, Ordering::Relaxed);
-                match status::read_all(&self.client).await {
-                    Ok(r) => r.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
-                    // Plans may run before the agent ever did: no CRD yet means nothing recorded.
-                    Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
-        let managements: Vec<&str> = fleet.clusters.iter().filter(|c| c.role == Role::Management).map(|c| c.name.as_str()).collect();
-        let management = match (&opts.management, managements.as_slice()) {
-            (Some(m), _) if managements.contains(&m.as_str()) => m.clone(),
-            (Some(m), _) => return Err(ReconcileError::Management(format!("management cluster `{m}` is not in the repository (found: {})", managements.join(", ")))),
-            (None, [one]) => one.to_string(),
-            (None, []) => return Err(ReconcileError::Management("the repository has no management cluster".into())),
-            (None, many) => return Err(ReconcileError::Management(format!("the repository has several management clusters ({}); say which one this is with --management", many.join(", ")))),
-        };
-        let recorded: BTreeMap<String, Arc<Recorded>> = records.into_iter().filter(|(_, r)| r.management == management).collect();
-        let in_scope: BTreeSet<&str> = fleet.clusters.iter().filter(|c| c.management() == management).map(|c| c.name.as_str()).collect();
-        let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name) && (in_scope.contains(name) || recorded.contains_key(name));
-        let wanted = fleet
-            .clusters
-            .iter()
-            .filter(|e| selected(&e.name))
-            .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
-            .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()));
-        let kinds = live::kinds(wanted);
-        if let Some(cache) = &self.cache {
-            cache.set_scope(fleet.clusters.iter().map(|c| c.name.clone()).filter(|n| selected(n)).chain(recorded.keys().filter(|n| selected(n)).cloned()));
-        }
-        let live: Arc<Live> = match &self.cache {
-            Some(cache) => {
-                cache.ensure(&self.resolver, &kinds).await?;
-                cache.live().clone()
-            }
-            None => {
-                let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
-                reads.fetch_add(n, Ordering::Relaxed);
-                Arc::new(live)
-            }
-        };
-        let pass = Pass { agent: self, live, opts, writes: AtomicUsize::new(0), reads };
-        if !opts.plan_only {
-            pass.ensure_namespaces(fleet, &in_scope).await?;
-        }
-        let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-        let (managements, workloads): (Vec<&ClusterEntry>, Vec<&ClusterEntry>) = fleet.clusters.iter().filter(|e| selected(&e.name)).partition(|e| e.role == Role::Management);
-        let mut clusters = Vec::new();
-        for entry in managements {
-            clusters.push(pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)).await?);
-        }
-        let results: Vec<Result<ClusterOutcome, ReconcileError>> = futures::stream::iter(workloads)
-            .map(|entry| pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)))
-            .buffered(opts.concurrency.max(1))
-            .collect()
-            .await;
-        for r in results {
-            clusters.push(r?);
-        }
-        // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
-        for (name, rec) in recorded.iter().filter(|(n, _)| !names.contains(n.as_str()) && selected(n)) {
-            let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-            let st = ClusterStatus {
-                phase: Phase::Orphaned,
-                message: message.clone(),
-                last_applied_revision: rec.field("lastAppliedRevision").to_string(),
-                last_attempted_revision: opts.revision.clone(),
-                desired_hash: rec.field("desiredHash").to_string(),
-                conditions: vec![("Ready".into(), "Unknown".into(), "Orphaned".into(), message.clone())],
-                inventory: rec.inventory(),
-            };
-            pass.write_status(name, &rec.management, &rec.directory, &st, Some(rec)).await?;
-            clusters.push(ClusterOutcome { name: name.clone(), plan: Plan { cluster: name.clone(), entries: vec![] }, phase: Phase::Orphaned, message });
-        }
-        Ok(Outcome { clusters, writes: pass.writes.into_inner(), reads: pass.reads.into_inner() })
-    }
-
-    /// Namespaces known to exist; forgotten when an apply says one is missing.
-    fn known_namespaces(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.namespaces.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// One pass: shared by the clusters reconciled concurrently, so everything is `&self`.
-struct Pass<'a> {
-    agent: &'a Agent,
-    live: Arc<Live>,
-    opts: &'a Options,
-    writes: AtomicUsize,
-    reads: AtomicUsize,
+/// One pass.
+pub(super) struct Pass<'a> {
+    pub(super) agent: &'a Agent,
+    pub(super) live: Arc<Live>,
+    pub(super) opts: &'a Options,
+    pub(super) writes: AtomicUsize,
+    pub(super) reads: AtomicUsize,
 }
 
 impl Pass<'_> {
@@ -298,7 +46,7 @@ impl Pass<'_> {
     }
 
     /// A cluster, then an Event when anything changed.
-    async fn cluster_and_event(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+    pub(super) async fn cluster_and_event(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
         let (outcome, status_changed) = self.cluster(fleet, entry, prev).await?;
         if !self.opts.plan_only && (outcome.plan.has_changes() || status_changed) {
             self.event(&outcome).await;
@@ -335,7 +83,7 @@ impl Pass<'_> {
     }
 
     /// Writes a status when it changed; returns whether it wrote.
-    async fn write_status(&self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<bool, ReconcileError> {
+    pub(super) async fn write_status(&self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<bool, ReconcileError> {
         if self.opts.plan_only {
             return Ok(false);
         }
@@ -350,7 +98,7 @@ impl Pass<'_> {
     }
 
     /// Namespaces the fleet's objects live in are created when missing (and never pruned).
-    async fn ensure_namespaces(&self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
+    pub(super) async fn ensure_namespaces(&self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
         let wanted: BTreeSet<String> = fleet
             .clusters
             .iter()
