@@ -1,10 +1,11 @@
 //! The `capstan` binary: parse the command line and dispatch. Everything else lives in the library.
+//!
+//! The system allocator, not mimalloc: measured on the 1,000-cluster benchmark, mimalloc made
+//! passes faster (a one-cluster change applied in about 0.3 s instead of 0.45 s) but kept the
+//! agent's peak RSS at 95–98 MiB against 76 MiB, too close to the 100 MiB budget; both are far
+//! inside the 1 s latency target.
 
 use clap::Parser;
-
-// Rendering allocates many small values; mimalloc is markedly faster at that than glibc's malloc.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     capstan_harness::install_crypto_provider();
