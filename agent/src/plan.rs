@@ -185,21 +185,6 @@ pub fn annotated(obj: &Rendered) -> Value {
     v
 }
 
-/// Adds the content hash annotation to a desired object.
-pub fn with_hash(obj: &Value) -> (Value, String) {
-    let hash = content_hash(obj);
-    let mut v = obj.clone();
-    let meta = v.get_mut("metadata").and_then(Value::as_object_mut).expect("rendered objects have metadata");
-    let ann = meta.entry("annotations").or_insert_with(|| json!({}));
-    ann.as_object_mut().expect("annotations is a mapping").insert(HASH_ANNOTATION.into(), json!(hash));
-    (v, hash)
-}
-
-/// The hash a live object was applied with.
-pub fn live_hash(live: &Value) -> Option<&str> {
-    live.pointer("/metadata/annotations").and_then(|a| a.get(HASH_ANNOTATION)).and_then(Value::as_str)
-}
-
 const SERVER_METADATA: &[&str] = &["managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink"];
 
 /// Strips what the server owns (status, bookkeeping metadata) and masks Secret data.
@@ -280,15 +265,16 @@ mod tests {
         let rendered = Rendered::new(&o);
         let applied = annotated(&rendered);
         assert_eq!(content_hash(&applied), rendered.hash());
-        assert_eq!(applied, with_hash(&o).0);
+        assert_eq!(LiveObject::from_value(&applied).hash.as_deref(), Some(rendered.hash()));
         assert_eq!(reference(&rendered).key(), ObjectRef::of(&o).key());
     }
 
     #[test]
     fn hash_ignores_its_own_annotation() {
-        let (with, h) = with_hash(&obj("MachineDeployment", "a"));
+        let rendered = Rendered::new(&obj("MachineDeployment", "a"));
+        let (with, h) = (annotated(&rendered), rendered.hash().to_string());
         assert_eq!(content_hash(&with), h);
-        assert_eq!(live_hash(&with), Some(h.as_str()));
+        assert_eq!(LiveObject::from_value(&with).hash.as_deref(), Some(h.as_str()));
     }
 
     #[test]

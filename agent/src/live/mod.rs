@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::plan::{HASH_ANNOTATION, ObjectRef};
-use crate::status::{Recorded, StatusError};
+use crate::status::Recorded;
 
 /// Label selector of everything capstan applied.
 pub const SELECTOR: &str = "app.kubernetes.io/managed-by=capstan";
@@ -41,7 +41,7 @@ pub enum LiveError {
     /// A kind could not be resolved.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
-    /// A list or a get failed.
+    /// A list failed.
     #[error("listing {kind} ({api_version}): {source}")]
     List {
         /// apiVersion.
@@ -52,9 +52,15 @@ pub enum LiveError {
         #[source]
         source: kube::Error,
     },
-    /// The recorded statuses could not be read.
-    #[error(transparent)]
-    Status(#[from] StatusError),
+    /// A get failed.
+    #[error("reading {subject}: {source}")]
+    Get {
+        /// Kind/namespace/name.
+        subject: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
     /// A watch did not deliver its initial list in time.
     #[error("the watch of {0} has not listed its objects yet (is the API server reachable?)")]
     NotSynced(String),
@@ -166,13 +172,13 @@ impl Live {
         if !read_whole(&r.api_version, &r.kind) {
             facts.available = None;
         }
-        self.objects.write().unwrap_or_else(|p| p.into_inner()).insert(r.key(), facts.clone());
+        self.objects_mut().insert(r.key(), facts.clone());
         facts
     }
 
     /// Forgets a deleted object.
     pub fn remove(&self, r: &ObjectRef) {
-        self.objects.write().unwrap_or_else(|p| p.into_inner()).remove(&r.key());
+        self.objects_mut().remove(&r.key());
     }
 
     /// Every recorded status.
@@ -200,7 +206,7 @@ impl Live {
     pub async fn fetch(client: &Client, resolver: &Resolver, r: &ObjectRef) -> Result<Option<Value>, LiveError> {
         let (ar, namespaced) = resolver.resolve(&r.api_version, &r.kind).await?;
         let api: Api<DynamicObject> = if namespaced { Api::namespaced_with(client.clone(), &r.namespace, &ar) } else { Api::all_with(client.clone(), &ar) };
-        let obj = api.get_opt(&r.name).await.map_err(|source| LiveError::List { api_version: r.api_version.clone(), kind: r.kind.clone(), source })?;
+        let obj = api.get_opt(&r.name).await.map_err(|source| LiveError::Get { subject: r.subject(), source })?;
         Ok(obj.map(|o| {
             let mut v = serde_json::to_value(&o).expect("objects serialise");
             v["apiVersion"] = Value::String(r.api_version.clone());

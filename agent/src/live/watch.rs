@@ -96,11 +96,6 @@ impl LiveCache {
         &self.live
     }
 
-    /// Number of watches open.
-    pub fn watches(&self) -> usize {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
     /// Makes sure every kind (`apiVersion`, `kind`) is watched, and waits until each watch (and
     /// the statuses' watch, opened on the first call: after the status CRD is installed) has
     /// listed its objects at least once.

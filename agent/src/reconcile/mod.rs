@@ -170,11 +170,6 @@ impl Agent {
         self
     }
 
-    /// The watch-backed cache, when there is one.
-    pub fn cache(&self) -> Option<&LiveCache> {
-        self.cache.as_ref()
-    }
-
     /// One pass over a fleet revision.
     pub async fn reconcile(&self, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
         let reads = AtomicUsize::new(0);

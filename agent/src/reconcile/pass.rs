@@ -183,39 +183,36 @@ impl Pass<'_> {
         // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
         // that may be one of their kinds), then the rest in render order; prune in reverse order.
         let mut inventory: BTreeMap<String, ObjectRef> = previous_inventory.iter().map(|r| (r.key(), r.clone())).collect();
-        let mut failure: Option<String> = None;
         let (first, rest): (Vec<usize>, Vec<usize>) = (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
-        let mut crds_applied: Vec<String> = Vec::new();
-        for i in first.iter().copied().chain([usize::MAX]).chain(rest.iter().copied()) {
-            if i == usize::MAX {
-                if let Err(e) = self.wait_established(&crds_applied).await {
-                    failure = Some(e);
+        let changed = |i: &&usize| matches!(plan.entries[**i].action, Action::Create | Action::Update);
+        let crds: Vec<String> = first.iter().filter(changed).map(|&i| &objects[i].1).filter(|r| r.kind == "CustomResourceDefinition").map(|r| r.name.clone()).collect();
+        let mut failure: Option<String> = None;
+        for (stage, indices) in [first, rest].iter().enumerate() {
+            if stage == 1 {
+                failure = self.wait_established(&crds).await.err();
+            }
+            for &i in indices.iter().filter(changed) {
+                if failure.is_some() {
                     break;
                 }
-                continue;
-            }
-            let e = &plan.entries[i];
-            if !matches!(e.action, Action::Create | Action::Update) {
-                continue;
-            }
-            let (obj, r) = &objects[i];
-            if r.kind == "CustomResourceDefinition" {
-                crds_applied.push(r.name.clone());
-            }
-            match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await {
-                Ok(applied) => {
-                    self.wrote();
-                    let facts = self.live.put(r, &applied);
-                    inventory.insert(r.key(), ObjectRef { generation: facts.generation, ..r.clone() });
-                }
-                Err(err) => {
-                    let message = err.to_string();
-                    if message.contains("namespaces \"") && message.contains("not found") {
-                        self.agent.known_namespaces().clear();
+                let (obj, r) = &objects[i];
+                match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await {
+                    Ok(applied) => {
+                        self.wrote();
+                        let facts = self.live.put(r, &applied);
+                        inventory.insert(r.key(), ObjectRef { generation: facts.generation, ..r.clone() });
                     }
-                    failure = Some(message);
-                    break;
+                    Err(err) => {
+                        let message = err.to_string();
+                        if message.contains("namespaces \"") && message.contains("not found") {
+                            self.agent.known_namespaces().clear();
+                        }
+                        failure = Some(message);
+                    }
                 }
+            }
+            if failure.is_some() {
+                break;
             }
         }
         if failure.is_none() {
