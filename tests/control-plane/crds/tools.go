@@ -11,6 +11,6 @@ import (
 	_ "github.com/aws/etcdadm-controller/api/v1beta1"
 	_ "sigs.k8s.io/cluster-api-addon-provider-helm/version"
 	_ "sigs.k8s.io/cluster-api-provider-vsphere/pkg/version"
-	_ "sigs.k8s.io/cluster-api/errors"
+	_ "sigs.k8s.io/cluster-api/version"
 	_ "sigs.k8s.io/cluster-api/test/framework/exec"
 )

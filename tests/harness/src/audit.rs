@@ -119,6 +119,14 @@ pub struct AuditEvent {
 }
 
 impl AuditEvent {
+    /// The `fieldManager` query parameter of the request, if any.
+    pub fn field_manager(&self) -> Option<&str> {
+        let query = self.request_uri.split_once('?')?.1;
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix("fieldManager="))
+    }
+
     /// A mutating request (create, update, patch, delete, deletecollection) that was not a
     /// dry run.
     pub fn is_write(&self) -> bool {
@@ -216,6 +224,20 @@ impl AuditLog {
             .count())
     }
 
+    /// Write requests since `mark` made with field manager `manager` (server-side applies and
+    /// status writes name it in their `fieldManager` query parameter), in order.
+    pub fn writes_by_manager_since(
+        &self,
+        mark: AuditMark,
+        manager: &str,
+    ) -> Result<Vec<AuditEvent>, AuditError> {
+        Ok(self
+            .events_since(mark)?
+            .into_iter()
+            .filter(|e| e.is_write() && e.field_manager() == Some(manager))
+            .collect())
+    }
+
     /// Waits until the log has not grown for `quiet` (at most `max`), so that events of
     /// requests that just returned are on disk.
     pub async fn settle(&self, quiet: Duration, max: Duration) {
@@ -238,6 +260,27 @@ impl AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_field_manager_is_read_from_the_query() {
+        let ev = |uri: &str| AuditEvent {
+            request_uri: uri.into(),
+            ..serde_json::from_value(
+                serde_json::json!({"auditID": "a", "stage": "ResponseComplete", "verb": "patch",
+                "requestURI": "", "user": {"username": "u"}, "responseStatus": {}}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            ev("/api/v1/x?fieldManager=capstan&force=true").field_manager(),
+            Some("capstan")
+        );
+        assert_eq!(
+            ev("/api/v1/x?force=true&fieldManager=capstan-harness").field_manager(),
+            Some("capstan-harness")
+        );
+        assert_eq!(ev("/api/v1/x").field_manager(), None);
+    }
 
     #[test]
     fn parses_events_and_counts_writes() {

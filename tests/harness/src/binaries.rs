@@ -1,4 +1,6 @@
-//! Building `kube-apiserver` and `etcd` from the pinned Go modules, once per version.
+//! Building `kube-apiserver` and `etcd` (and, for tests that run controllers,
+//! `kube-controller-manager` and the Cluster API managers) from the pinned Go modules, once per
+//! version.
 //!
 //! Why build instead of downloading: the machines only reach a Go module proxy and
 //! crates.io, and a build from `go.sum`-pinned modules is reproducible and reviewable in a
@@ -6,17 +8,18 @@
 //! result is cached in
 //!
 //! ```text
-//! ${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/control-plane/<key>/
-//!     bin/{kube-apiserver,etcd}     the binaries
+//! ${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/<set>/<key>/
+//!     bin/...                       the binaries: set control-plane {kube-apiserver,etcd},
+//!                                   set controllers {kube-controller-manager,capi-*,capd-*}
 //!     src/<module>/go.mod, go.sum   the embedded wrapper modules, written out to build in
 //!     build-<binary>.log            `go build -v` output of the last build
 //!     stamp                         written last; its presence means "complete"
-//! ${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/control-plane/<key>.lock
+//! ${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/<set>/<key>.lock
 //! ```
 //!
 //! `<key>` is a SHA-256 over the embedded go.mod/go.sum files, the target `GOOS/GOARCH` and
-//! the build recipe (flags), so a version bump builds into a new directory and old test
-//! binaries keep working. Several test binaries start at the same time under `cargo test`:
+//! the build recipe (packages, flags), so a version bump builds into a new directory and old
+//! test binaries keep working. Several test binaries start at the same time under `cargo test`:
 //! they serialise on an exclusive lock of `<key>.lock` (`std::fs::File::lock`, released by
 //! the OS when a process dies) and re-check the stamp after getting the lock, so only the
 //! first one builds. Binaries are built to a temporary name and renamed into place.
@@ -172,20 +175,98 @@ fn kube_ldflags(v: &Versions) -> Result<String, BinariesError> {
     Ok(flags)
 }
 
-/// Hex SHA-256 (first 16 bytes) naming the cache directory of the current pins.
-pub fn cache_key() -> Result<String, BinariesError> {
-    let v = versions::versions()?;
+/// One binary of a build set: which package of which wrapper module, how to link it, and what
+/// `--version` must print (`None`: the binary has no such flag).
+struct Target {
+    name: &'static str,
+    module: &'static EmbeddedModule,
+    package: &'static str,
+    ldflags: String,
+    version: Option<String>,
+}
+
+/// The control plane's binaries.
+fn control_plane_targets(v: &Versions) -> Result<Vec<Target>, BinariesError> {
+    Ok(vec![
+        Target {
+            name: "etcd",
+            module: &versions::ETCD_MODULE,
+            package: "go.etcd.io/etcd/server/v3",
+            ldflags: "-s -w".into(),
+            version: Some(v.etcd.trim_start_matches('v').to_owned()),
+        },
+        Target {
+            name: "kube-apiserver",
+            module: &versions::KUBE_APISERVER_MODULE,
+            package: "k8s.io/kubernetes/cmd/kube-apiserver",
+            ldflags: kube_ldflags(v)?,
+            version: Some(v.kubernetes.clone()),
+        },
+    ])
+}
+
+/// The controllers' binaries: kube-controller-manager (same module as kube-apiserver) and the
+/// Cluster API managers.
+fn controller_targets(v: &Versions) -> Result<Vec<Target>, BinariesError> {
+    let capi = versions::module_version(&versions::CAPI_MODULE, "sigs.k8s.io/cluster-api")?;
+    // The managers log this version at start; they have no --version flag.
+    let capi_ldflags = format!("-s -w -X sigs.k8s.io/cluster-api/version.gitVersion={capi}");
+    let manager = |name, package| Target {
+        name,
+        module: &versions::CAPI_MODULE,
+        package,
+        ldflags: capi_ldflags.clone(),
+        version: None,
+    };
+    Ok(vec![
+        Target {
+            name: "kube-controller-manager",
+            module: &versions::KUBE_APISERVER_MODULE,
+            package: "k8s.io/kubernetes/cmd/kube-controller-manager",
+            ldflags: kube_ldflags(v)?,
+            version: Some(v.kubernetes.clone()),
+        },
+        manager("capi-controller-manager", "sigs.k8s.io/cluster-api/core"),
+        manager(
+            "capi-kubeadm-bootstrap-controller-manager",
+            "sigs.k8s.io/cluster-api/bootstrap/kubeadm",
+        ),
+        manager(
+            "capi-kubeadm-control-plane-controller-manager",
+            "sigs.k8s.io/cluster-api/controlplane/kubeadm",
+        ),
+        manager(
+            "capd-controller-manager",
+            "sigs.k8s.io/cluster-api/test/infrastructure/docker",
+        ),
+    ])
+}
+
+/// Hex SHA-256 (first 16 bytes) over the recipe, the platform and every target's module files
+/// and link flags.
+fn set_key(targets: &[Target]) -> String {
     let mut h = Sha256::new();
     h.update(RECIPE.as_bytes());
     h.update(go_platform().as_bytes());
-    h.update(kube_ldflags(&v)?.as_bytes());
-    for m in [&versions::KUBE_APISERVER_MODULE, &versions::ETCD_MODULE] {
+    let mut modules: Vec<&EmbeddedModule> = Vec::new();
+    for t in targets {
+        h.update(format!("\0{}\0{}\0{}\0", t.name, t.package, t.ldflags).as_bytes());
+        if !modules.iter().any(|m| m.dir == t.module.dir) {
+            modules.push(t.module);
+        }
+    }
+    for m in modules {
         for f in m.files {
             h.update(format!("\0{}/{}\0{}\0", m.dir, f.name, f.contents.len()).as_bytes());
             h.update(f.contents.as_bytes());
         }
     }
-    Ok(hex::encode(&h.finalize()[..16]))
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Hex SHA-256 (first 16 bytes) naming the cache directory of the control plane's pins.
+pub fn cache_key() -> Result<String, BinariesError> {
+    Ok(set_key(&control_plane_targets(&versions::versions()?)?))
 }
 
 /// Writes an embedded module into `<root>/src/<dir>/` and returns that directory.
@@ -229,32 +310,88 @@ pub fn ensure_binaries() -> Result<Binaries, BinariesError> {
             ..b.clone()
         });
     }
-    let b = ensure_binaries_uncached()?;
+    let versions = versions::versions()?;
+    let (dir, built) = ensure_set("control-plane", &control_plane_targets(&versions)?)?;
+    let bin = dir.join("bin");
+    let b = Binaries {
+        kube_apiserver: bin.join("kube-apiserver"),
+        etcd: bin.join("etcd"),
+        versions,
+        dir,
+        built,
+    };
     *memo = Some(b.clone());
     Ok(b)
 }
 
-fn ensure_binaries_uncached() -> Result<Binaries, BinariesError> {
+/// Paths of the controllers' binaries.
+#[derive(Debug, Clone)]
+pub struct ControllerBinaries {
+    /// kube-controller-manager (its garbage collector and namespace controllers run).
+    pub kube_controller_manager: PathBuf,
+    /// The Cluster API core manager.
+    pub capi: PathBuf,
+    /// The kubeadm bootstrap provider (CABPK).
+    pub kubeadm_bootstrap: PathBuf,
+    /// The kubeadm control-plane provider (KCP).
+    pub kubeadm_control_plane: PathBuf,
+    /// The docker infrastructure provider (CAPD), with its in-memory backend.
+    pub capd: PathBuf,
+    /// The Cluster API version they were built from.
+    pub cluster_api_version: String,
+    /// `.../controllers/<key>`.
+    pub dir: PathBuf,
+    /// Whether this call had to build anything.
+    pub built: bool,
+}
+
+static CONTROLLERS_MEMO: Mutex<Option<ControllerBinaries>> = Mutex::new(None);
+
+/// Makes sure kube-controller-manager and the Cluster API managers of the pinned versions exist
+/// in the cache (`<cache>/controllers/<key>/bin`), building whatever is missing (blocking;
+/// minutes on a cold cache). Only tests that run controllers call this.
+pub fn ensure_controllers() -> Result<ControllerBinaries, BinariesError> {
+    let mut memo = CONTROLLERS_MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = memo.as_ref() {
+        return Ok(ControllerBinaries {
+            built: false,
+            ..b.clone()
+        });
+    }
     let versions = versions::versions()?;
-    let key = cache_key()?;
-    let base = cache_root()?.join("control-plane");
+    let (dir, built) = ensure_set("controllers", &controller_targets(&versions)?)?;
+    let bin = dir.join("bin");
+    let b = ControllerBinaries {
+        kube_controller_manager: bin.join("kube-controller-manager"),
+        capi: bin.join("capi-controller-manager"),
+        kubeadm_bootstrap: bin.join("capi-kubeadm-bootstrap-controller-manager"),
+        kubeadm_control_plane: bin.join("capi-kubeadm-control-plane-controller-manager"),
+        capd: bin.join("capd-controller-manager"),
+        cluster_api_version: versions::module_version(
+            &versions::CAPI_MODULE,
+            "sigs.k8s.io/cluster-api",
+        )?,
+        dir,
+        built,
+    };
+    *memo = Some(b.clone());
+    Ok(b)
+}
+
+/// Builds every target of a set that is not in `<cache>/<set>/<key>/bin` yet; returns the
+/// set's directory and whether anything was built.
+fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool), BinariesError> {
+    let key = set_key(targets);
+    let base = cache_root()?.join(set);
     let dir = base.join(&key);
     let bin = dir.join("bin");
     let stamp = dir.join("stamp");
-    let mut result = Binaries {
-        kube_apiserver: bin.join("kube-apiserver"),
-        etcd: bin.join("etcd"),
-        versions: versions.clone(),
-        dir: dir.clone(),
-        built: false,
-    };
-    let complete = |r: &Binaries| {
+    let complete = || {
         fs::read_to_string(&stamp).is_ok_and(|s| s.contains(&key))
-            && r.kube_apiserver.is_file()
-            && r.etcd.is_file()
+            && targets.iter().all(|t| bin.join(t.name).is_file())
     };
-    if complete(&result) {
-        return Ok(result);
+    if complete() {
+        return Ok((dir, false));
     }
 
     fs::create_dir_all(&bin).map_err(io_err("create", &bin))?;
@@ -267,14 +404,14 @@ fn ensure_binaries_uncached() -> Result<Binaries, BinariesError> {
         .map_err(io_err("open", &lock_path))?;
     if lock.try_lock().is_err() {
         progress(&format!(
-            "waiting for another process building the control plane ({})",
+            "waiting for another process building the {set} binaries ({})",
             lock_path.display()
         ));
         lock.lock().map_err(io_err("lock", &lock_path))?;
     }
     // Whoever held the lock may have finished the job.
-    if complete(&result) {
-        return Ok(result);
+    if complete() {
+        return Ok((dir, false));
     }
     let _ = fs::remove_file(&stamp);
     // Half-written outputs of builders that died while holding the lock.
@@ -286,51 +423,37 @@ fn ensure_binaries_uncached() -> Result<Binaries, BinariesError> {
 
     let started = Instant::now();
     let mut timings = Vec::new();
-    if !result.etcd.is_file() {
-        let src = write_module(&dir, &versions::ETCD_MODULE)?;
-        let t = Instant::now();
-        go_build(
-            &src,
-            "go.etcd.io/etcd/server/v3",
-            "-s -w",
-            &result.etcd,
-            &format!("etcd {}", versions.etcd),
-        )?;
-        timings.push(format!("etcd={:.1}s", t.elapsed().as_secs_f64()));
+    for t in targets {
+        let out = bin.join(t.name);
+        if !out.is_file() {
+            let src = write_module(&dir, t.module)?;
+            let clock = Instant::now();
+            go_build(&src, t.package, &t.ldflags, &out, t.name)?;
+            timings.push(format!("{}={:.1}s", t.name, clock.elapsed().as_secs_f64()));
+        }
+        if let Some(v) = &t.version {
+            check_version(&out, v)?;
+        }
     }
-    check_version(&result.etcd, versions.etcd.trim_start_matches('v'))?;
-    if !result.kube_apiserver.is_file() {
-        let src = write_module(&dir, &versions::KUBE_APISERVER_MODULE)?;
-        let t = Instant::now();
-        go_build(
-            &src,
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            &kube_ldflags(&versions)?,
-            &result.kube_apiserver,
-            &format!("kube-apiserver {}", versions.kubernetes),
-        )?;
-        timings.push(format!("kube-apiserver={:.1}s", t.elapsed().as_secs_f64()));
-    }
-    check_version(&result.kube_apiserver, &versions.kubernetes)?;
 
+    let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
     let stamp_text = format!(
-        "key={key}\nplatform={}\nkubernetes={}\netcd={}\nbuild_seconds={}\n",
+        "key={key}\nplatform={}\nbinaries={}\nbuild_seconds={}\n",
         go_platform(),
-        versions.kubernetes,
-        versions.etcd,
+        names.join(","),
         timings.join(",")
     );
     fs::write(&stamp, stamp_text).map_err(io_err("write", &stamp))?;
-    result.built = !timings.is_empty();
-    if result.built {
+    let built = !timings.is_empty();
+    if built {
         progress(&format!(
-            "control-plane binaries ready in {} ({})",
+            "{set} binaries ready in {} ({})",
             fmt_duration(started.elapsed()),
             bin.display()
         ));
     }
     drop(lock);
-    Ok(result)
+    Ok((dir, built))
 }
 
 /// Runs `go build -v` of `package` in `src`, writing `out` atomically, with heartbeats.
@@ -352,7 +475,7 @@ fn go_build(
         ));
     let mut log = File::create(&log_path).map_err(io_err("create", &log_path))?;
     progress(&format!(
-        "building {what} from Go modules (first time: downloads + 10-20 min on 2 cores); log: {}",
+        "building {what} from Go modules (first time: module downloads and a few minutes of compiling on 2 cores); log: {}",
         log_path.display()
     ));
     let mut cmd = go_command(src, "-mod=readonly -buildvcs=false");

@@ -103,28 +103,71 @@ fn ca(common_name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, CertError>
     mk("CA certificate", CertifiedIssuer::self_signed(params, key))
 }
 
+/// A serving certificate for webhook servers on loopback (`localhost`, `127.0.0.1`) and the CA
+/// that signed it: what cert-manager provides in a real install. The CA goes into the
+/// `caBundle` of the webhook configurations and of the CRDs' conversion webhooks.
+#[derive(Clone)]
+pub struct ServingCert {
+    /// The CA certificate.
+    pub ca_pem: String,
+    /// The serving certificate (`tls.crt`).
+    pub cert_pem: String,
+    /// Its key (`tls.key`).
+    pub key_pem: String,
+}
+
+/// A serving certificate for `localhost` / `127.0.0.1`, signed by `issuer`.
+fn loopback_serving(
+    issuer: &CertifiedIssuer<'static, KeyPair>,
+) -> Result<(String, String), CertError> {
+    let mut serving = mk(
+        "serving params",
+        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]),
+    )?;
+    serving.distinguished_name = DistinguishedName::new();
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    serving.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = mk("serving key", KeyPair::generate())?;
+    let cert = mk("serving certificate", serving.signed_by(&key, issuer))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+impl ServingCert {
+    /// Generates a fresh CA and serving certificate.
+    pub fn generate() -> Result<Self, CertError> {
+        let ca = ca("capstan-harness webhook CA")?;
+        let (cert_pem, key_pem) = loopback_serving(&ca)?;
+        Ok(ServingCert {
+            ca_pem: ca.pem(),
+            cert_pem,
+            key_pem,
+        })
+    }
+
+    /// Writes `tls.crt` and `tls.key` (the names controller-runtime's webhook server reads) into
+    /// `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> Result<(), CertError> {
+        let err = |path: PathBuf| move |source| CertError::Write { path, source };
+        std::fs::create_dir_all(dir).map_err(err(dir.to_owned()))?;
+        for (name, contents) in [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem)] {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).map_err(err(path.clone()))?;
+        }
+        Ok(())
+    }
+}
+
 impl Pki {
     /// Generates a fresh set of keys and certificates.
     pub fn generate() -> Result<Self, CertError> {
         let serving_ca = ca("capstan-harness serving CA")?;
-        let mut serving = mk(
-            "serving params",
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]),
-        )?;
-        serving.distinguished_name = DistinguishedName::new();
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, "localhost");
-        serving.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let serving_key = mk("serving key", KeyPair::generate())?;
-        let serving_cert = mk(
-            "serving certificate",
-            serving.signed_by(&serving_key, &serving_ca),
-        )?;
+        let (serving_cert_pem, serving_key_pem) = loopback_serving(&serving_ca)?;
 
         let client_ca = ca("capstan-harness client CA")?;
         let mut admin = mk(
@@ -150,8 +193,8 @@ impl Pki {
         let sa = mk("service-account key", KeyPair::generate())?;
         Ok(Pki {
             serving_ca_pem: serving_ca.pem(),
-            serving_cert_pem: serving_cert.pem(),
-            serving_key_pem: serving_key.serialize_pem(),
+            serving_cert_pem,
+            serving_key_pem,
             client_ca_pem: client_ca.pem(),
             admin_cert_pem: admin_cert.pem(),
             admin_key_pem: admin_key.serialize_pem(),

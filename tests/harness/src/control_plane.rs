@@ -32,6 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::audit::{AUDIT_POLICY, AuditError, AuditLog};
 use crate::binaries::{self, Binaries, BinariesError};
 use crate::certs::{CertError, Pki};
+use crate::controllers::{self, Controllers, LogsOnFailure};
 use crate::crds::{self, CrdError, CrdFile};
 use crate::process::{self, ProcessError, ProcessId, Watchdog};
 use crate::versions::Versions;
@@ -51,6 +52,10 @@ pub struct StartOptions {
     pub timeout: Duration,
     /// Extra kube-apiserver flags (`--flag=value`), appended last.
     pub extra_apiserver_args: Vec<String>,
+    /// Also run the controllers (kube-controller-manager's garbage collector and namespace
+    /// controllers, the Cluster API managers with CAPD's in-memory backend) and wait until they
+    /// reconcile; see [`crate::controllers`]. Implies installing the CRDs. Default false.
+    pub controllers: bool,
 }
 
 impl Default for StartOptions {
@@ -59,6 +64,7 @@ impl Default for StartOptions {
             install_crds: true,
             timeout: Duration::from_secs(120),
             extra_apiserver_args: Vec::new(),
+            controllers: false,
         }
     }
 }
@@ -112,6 +118,14 @@ pub enum Error {
         action: &'static str,
         source: kube::Error,
     },
+    /// A controller exited while starting or being checked.
+    #[error("{name} exited ({status}); log {log}:\n{tail}")]
+    ControllerExit {
+        name: String,
+        status: std::process::ExitStatus,
+        log: PathBuf,
+        tail: String,
+    },
     /// A blocking task panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
@@ -143,6 +157,8 @@ pub struct StartTimings {
     pub total: Duration,
     /// Number of CRDs installed.
     pub crd_count: usize,
+    /// Starting the controllers until they reconcile (zero without them).
+    pub controllers: Duration,
 }
 
 /// Pids of a control plane's processes.
@@ -186,6 +202,7 @@ pub struct ControlPlane {
     versions: Versions,
     crds: Vec<CrdFile>,
     timings: StartTimings,
+    controllers: Option<Controllers>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -237,7 +254,7 @@ impl ControlPlane {
         let bins = blocking(binaries::ensure_binaries).await??;
         let t_bins = t0.elapsed();
         let t1 = Instant::now();
-        let crd_files = if opts.install_crds {
+        let crd_files = if opts.install_crds || opts.controllers {
             blocking(crds::crd_files).await??
         } else {
             Vec::new()
@@ -279,21 +296,42 @@ impl ControlPlane {
             versions: bins.versions.clone(),
             crds: crd_files,
             timings: StartTimings::default(),
+            controllers: None,
         };
         let t_processes = t2.elapsed();
 
         let t3 = Instant::now();
-        if opts.install_crds {
+        if opts.install_crds || opts.controllers {
             let client = cp.try_client()?;
             crds::install_crds(&client, &cp.crds, opts.timeout).await?;
+        }
+        let t_crds = t3.elapsed();
+        let t4 = Instant::now();
+        if opts.controllers {
+            let client = cp.try_client()?;
+            let running = controllers::start(
+                &cp.dir,
+                &cp.endpoints.kubeconfig,
+                &client,
+                false,
+                cp.watchdog.as_mut(),
+                opts.timeout,
+            )
+            .await?;
+            cp.controllers = Some(running);
         }
         cp.timings = StartTimings {
             binaries: t_bins,
             crd_files: t_crd_files,
             processes: t_processes,
-            crds: t3.elapsed(),
+            crds: t_crds,
             total: t0.elapsed(),
             crd_count: cp.crds.len(),
+            controllers: if opts.controllers {
+                t4.elapsed()
+            } else {
+                Duration::ZERO
+            },
         };
         Ok(cp)
     }
@@ -372,6 +410,23 @@ impl ControlPlane {
         &self.timings
     }
 
+    /// The running controllers, when started with them.
+    pub fn controllers(&self) -> Option<&Controllers> {
+        self.controllers.as_ref()
+    }
+
+    /// A guard that keeps the controllers' logs (and prints how they end) when the test
+    /// holding it panics. Without controllers it keeps the API server's log.
+    pub fn logs_on_failure(&self, test: &str) -> LogsOnFailure {
+        let mut logs = self
+            .controllers
+            .as_ref()
+            .map(Controllers::logs)
+            .unwrap_or_default();
+        logs.insert("kube-apiserver".into(), self.dir.join("kube-apiserver.log"));
+        LogsOnFailure::new(test, logs)
+    }
+
     /// Pids of etcd and kube-apiserver.
     pub fn pids(&self) -> Pids {
         Pids {
@@ -412,6 +467,10 @@ impl ControlPlane {
     }
 
     fn shutdown(&mut self) {
+        if let Some(c) = self.controllers.as_mut() {
+            c.stop();
+        }
+        self.controllers = None;
         if let Some(c) = self.apiserver.as_mut() {
             process::terminate_child(c, GRACE);
         }

@@ -10,6 +10,12 @@
 //! `config/crd/bases` and `release/config/crd/bases`); the first file seen for a
 //! `metadata.name` wins, in the order of [`CRD_SOURCES`].
 //!
+//! The bases lack the labels kustomize adds in a real install: the contract labels
+//! (`cluster.x-k8s.io/v1beta2: v1beta2`, ...) through which Cluster API's controllers learn which
+//! version of a provider's kind implements which contract (a v1beta2 reference names only the
+//! group and kind). [`crd_files`] reads them from the `kustomization.yaml` next to each `bases`
+//! directory (`commonLabels`, or `labels[].pairs`) and [`install_crds`] applies them.
+//!
 //! [`install_crds`] applies them with server-side apply and waits until every CRD is
 //! `Established` *and* its resources show up in discovery, so a test can use them at once.
 
@@ -39,7 +45,7 @@ pub const CRD_SOURCES: &[(&str, &[&str])] = &[
     (
         "sigs.k8s.io/cluster-api",
         &[
-            "config/crd/bases",
+            "core/config/crd/bases",
             "bootstrap/kubeadm/config/crd/bases",
             "controlplane/kubeadm/config/crd/bases",
         ],
@@ -78,6 +84,8 @@ pub struct CrdFile {
     pub module: String,
     /// Module version.
     pub version: String,
+    /// Labels a real install adds (from the kustomization next to the bases directory).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Errors of this module.
@@ -155,6 +163,7 @@ pub fn crd_files() -> Result<Vec<CrdFile>, CrdError> {
         })?;
         for sub in *subdirs {
             let dir = root.join(sub);
+            let labels = kustomize_labels(&dir)?;
             let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .map_err(|source| CrdError::Read {
                     path: dir.clone(),
@@ -175,6 +184,7 @@ pub fn crd_files() -> Result<Vec<CrdFile>, CrdError> {
                         path,
                         module: (*module).to_owned(),
                         version: version.clone(),
+                        labels: labels.clone(),
                     });
                 }
             }
@@ -182,6 +192,41 @@ pub fn crd_files() -> Result<Vec<CrdFile>, CrdError> {
     }
     *memo = Some(out.clone());
     Ok(out)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Kustomization {
+    #[serde(default)]
+    common_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    labels: Vec<KustomizeLabels>,
+}
+
+#[derive(Deserialize)]
+struct KustomizeLabels {
+    #[serde(default)]
+    pairs: BTreeMap<String, String>,
+}
+
+/// The labels the `kustomization.yaml` in the parent of a `bases` directory adds to its CRDs
+/// (none when there is no such file).
+fn kustomize_labels(bases: &Path) -> Result<BTreeMap<String, String>, CrdError> {
+    let Some(path) = bases.parent().map(|p| p.join("kustomization.yaml")) else {
+        return Ok(BTreeMap::new());
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(source) => return Err(CrdError::Read { path, source }),
+    };
+    let k: Kustomization = serde_saphyr::from_str(&text).map_err(|e| CrdError::Parse {
+        path: path.clone(),
+        detail: e.to_string(),
+    })?;
+    let mut labels = k.common_labels;
+    labels.extend(k.labels.into_iter().flat_map(|l| l.pairs));
+    Ok(labels)
 }
 
 /// `metadata.name` of the CRD in `path`, or `None` if the file holds no CRD
@@ -209,8 +254,21 @@ fn crd_name(path: &Path) -> Result<Option<String>, CrdError> {
     Ok(first)
 }
 
-/// Module path -> (version, extracted directory), from `go mod download -json`.
-fn module_dirs() -> Result<BTreeMap<String, (String, PathBuf)>, CrdError> {
+static DIRS: Mutex<Option<BTreeMap<String, (String, PathBuf)>>> = Mutex::new(None);
+
+/// Module path -> (version, extracted directory), from `go mod download -json` (blocking;
+/// memoised). Besides CRDs, the modules hold the webhook configurations the controllers serve.
+pub fn module_dirs() -> Result<BTreeMap<String, (String, PathBuf)>, CrdError> {
+    let mut memo = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(d) = memo.as_ref() {
+        return Ok(d.clone());
+    }
+    let dirs = download_modules()?;
+    *memo = Some(dirs.clone());
+    Ok(dirs)
+}
+
+fn download_modules() -> Result<BTreeMap<String, (String, PathBuf)>, CrdError> {
     let module = &versions::CRDS_MODULE;
     let mut h = Sha256::new();
     for f in module.files {
@@ -279,13 +337,22 @@ pub async fn install_crds(
                 path: f.path.clone(),
                 detail: e.to_string(),
             })?;
-        let body = docs
+        let mut body = docs
             .into_iter()
             .find(|d| d["kind"] == "CustomResourceDefinition")
             .ok_or_else(|| CrdError::Parse {
                 path: f.path.clone(),
                 detail: "no CRD".into(),
             })?;
+        if !f.labels.is_empty() {
+            let meta = &mut body["metadata"];
+            if !meta["labels"].is_object() {
+                meta["labels"] = serde_json::json!({});
+            }
+            for (k, v) in &f.labels {
+                meta["labels"][k] = serde_json::Value::String(v.clone());
+            }
+        }
         bodies.push((f.name.clone(), body));
     }
 
@@ -386,6 +453,35 @@ pub async fn install_crds(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kustomize_labels_in_both_spellings() {
+        let dir = tempfile::tempdir().unwrap();
+        let bases = dir.path().join("bases");
+        std::fs::create_dir(&bases).unwrap();
+        assert!(kustomize_labels(&bases).unwrap().is_empty());
+        let k = dir.path().join("kustomization.yaml");
+        std::fs::write(
+            &k,
+            "labels:\n- pairs:\n    cluster.x-k8s.io/v1beta2: v1beta2\nresources: [bases/a.yaml]\n",
+        )
+        .unwrap();
+        let l = kustomize_labels(&bases).unwrap();
+        assert_eq!(
+            l.get("cluster.x-k8s.io/v1beta2").map(String::as_str),
+            Some("v1beta2")
+        );
+        std::fs::write(
+            &k,
+            "commonLabels:\n  cluster.x-k8s.io/v1beta1: v1alpha3_v1beta1\n",
+        )
+        .unwrap();
+        let l = kustomize_labels(&bases).unwrap();
+        assert_eq!(
+            l.get("cluster.x-k8s.io/v1beta1").map(String::as_str),
+            Some("v1alpha3_v1beta1")
+        );
+    }
 
     #[test]
     fn every_source_module_is_pinned_in_the_crds_module() {

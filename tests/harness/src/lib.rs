@@ -1,9 +1,13 @@
 //! `capstan-harness`: a real Kubernetes management-cluster API for capstan's tests.
 //!
 //! It runs an actual `kube-apiserver` + `etcd` (as controller-runtime's envtest does, no
-//! controllers, no nodes) with the upstream Cluster API, CAPD, CAPV, CAAPH, etcdadm and
-//! EKS Anywhere CRDs installed, so tests exercise real server-side apply, strict field
-//! validation, CRD schemas and discovery instead of mocks.
+//! nodes) with the upstream Cluster API, CAPD, CAPV, CAAPH, etcdadm and EKS Anywhere CRDs
+//! installed, so tests exercise real server-side apply, strict field validation, CRD schemas
+//! and discovery instead of mocks. On request ([`StartOptions::controllers`],
+//! [`shared_with_controllers`]) the real controllers run too: kube-controller-manager's garbage
+//! collector and namespace controllers, and the Cluster API managers with their admission and
+//! conversion webhooks, CAPD's in-memory backend standing in for machines
+//! ([`controllers`]).
 //!
 //! Everything comes from Go modules pinned in `tests/control-plane/` (go.mod + go.sum,
 //! versions summarised in `tests/control-plane/versions.env`):
@@ -37,6 +41,7 @@ pub mod audit;
 pub mod binaries;
 pub mod certs;
 pub mod control_plane;
+pub mod controllers;
 pub mod crds;
 pub mod persistent;
 pub mod process;
@@ -44,14 +49,20 @@ pub mod shared;
 pub mod versions;
 
 pub use audit::{AuditEvent, AuditLog, AuditMark};
-pub use binaries::{Binaries, BinariesError, ensure_binaries};
+pub use binaries::{
+    Binaries, BinariesError, ControllerBinaries, ensure_binaries, ensure_controllers,
+};
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,
 };
+pub use controllers::{Controllers, LogsOnFailure};
 pub use crds::{CrdFile, FIELD_MANAGER, crd_files, install_crds};
 pub use persistent::{PersistentError, PersistentState};
 pub use process::ProcessId;
-pub use shared::{TestNamespace, shared};
+pub use shared::{
+    TestNamespace, shared, shared_if_started, shared_if_started_with_controllers,
+    shared_with_controllers,
+};
 pub use versions::{Versions, versions};
 
 /// Selects rustls' ring crypto provider for the process, once.

@@ -8,9 +8,14 @@
 //! file, stops both processes (SIGTERM, SIGKILL after 10 s; a pid whose start time no
 //! longer matches is a different process and is left alone) and removes the directory.
 //!
+//! With [`StartOptions::controllers`] the controllers are started the same way (detached, their
+//! pids recorded) and stopped first.
+//!
 //! Layout of the directory: `state.json`, `kubeconfig`, `pki/`, `etcd-data/`, `etcd.log`,
-//! `kube-apiserver.log`, `audit.log`, `audit-policy.yaml`.
+//! `kube-apiserver.log`, `audit.log`, `audit-policy.yaml`, and with controllers `logs/`,
+//! `webhook-certs/`, `kcm-certs/`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::binaries;
 use crate::control_plane::{self, ControlPlane, Endpoints, Error, Pids, StartOptions};
+use crate::controllers;
 use crate::crds;
 use crate::process::{self, ProcessId};
 use crate::versions::Versions;
@@ -72,12 +78,21 @@ pub struct PersistentState {
     pub crd_count: usize,
     /// Seconds since the epoch when it was started.
     pub started_unix: u64,
+    /// The controllers' processes by name (none when started without them).
+    #[serde(default)]
+    pub controllers: BTreeMap<String, ProcessId>,
+    /// The Cluster API version the controllers run (empty without them).
+    #[serde(default)]
+    pub cluster_api_version: String,
 }
 
 impl PersistentState {
-    /// Whether both processes are still the ones recorded and alive.
+    /// Whether every recorded process (etcd, kube-apiserver, the controllers) is still the one
+    /// recorded and alive.
     pub fn is_running(&self) -> bool {
-        self.pids.etcd.is_alive() && self.pids.kube_apiserver.is_alive()
+        self.pids.etcd.is_alive()
+            && self.pids.kube_apiserver.is_alive()
+            && self.controllers.values().all(ProcessId::is_alive)
     }
 
     /// The versions, as [`Versions`].
@@ -114,7 +129,11 @@ impl ControlPlane {
         opts: StartOptions,
     ) -> Result<PersistentState, PersistentError> {
         match Self::persistent_state(dir)? {
-            Some(state) if state.pids.etcd.is_alive() || state.pids.kube_apiserver.is_alive() => {
+            Some(state)
+                if state.pids.etcd.is_alive()
+                    || state.pids.kube_apiserver.is_alive()
+                    || state.controllers.values().any(ProcessId::is_alive) =>
+            {
                 return Err(PersistentError::AlreadyRunning {
                     dir: dir.to_owned(),
                     pid: state.pids.kube_apiserver.pid,
@@ -135,7 +154,7 @@ impl ControlPlane {
         let bins = control_plane::blocking(binaries::ensure_binaries)
             .await?
             .map_err(Error::from)?;
-        let files = if opts.install_crds {
+        let files = if opts.install_crds || opts.controllers {
             control_plane::blocking(crds::crd_files)
                 .await?
                 .map_err(Error::from)?
@@ -145,8 +164,8 @@ impl ControlPlane {
         let launched = control_plane::launch_with_retries(&dir, &bins, true, None, &opts).await?;
         let mut etcd = launched.etcd;
         let mut apiserver = launched.apiserver;
-        let state = PersistentState {
-            format: 1,
+        let mut state = PersistentState {
+            format: 2,
             dir: dir.clone(),
             pids: Pids {
                 etcd: ProcessId::of(etcd.id()),
@@ -160,19 +179,35 @@ impl ControlPlane {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
+            controllers: BTreeMap::new(),
+            cluster_api_version: String::new(),
         };
+        let mut running = None;
         let result = async {
-            if opts.install_crds {
-                crate::install_crypto_provider();
-                let client = kube::Client::try_from(launched.config.clone()).map_err(|source| {
-                    Error::Kube {
-                        action: "create client",
-                        source,
-                    }
+            crate::install_crypto_provider();
+            let client =
+                kube::Client::try_from(launched.config.clone()).map_err(|source| Error::Kube {
+                    action: "create client",
+                    source,
                 })?;
+            if opts.install_crds || opts.controllers {
                 crds::install_crds(&client, &files, opts.timeout)
                     .await
                     .map_err(Error::from)?;
+            }
+            if opts.controllers {
+                let c = controllers::start(
+                    &dir,
+                    &state.endpoints.kubeconfig,
+                    &client,
+                    true,
+                    None,
+                    opts.timeout,
+                )
+                .await?;
+                state.controllers = c.pids();
+                state.cluster_api_version = c.cluster_api_version().to_owned();
+                running = Some(c);
             }
             let path = dir.join(STATE_FILE);
             let json = serde_json::to_string_pretty(&state).expect("state serialises");
@@ -181,12 +216,15 @@ impl ControlPlane {
         }
         .await;
         if let Err(e) = result {
+            if let Some(c) = running.as_mut() {
+                c.stop();
+            }
             process::terminate_child(&mut apiserver, GRACE);
             process::terminate_child(&mut etcd, GRACE);
             return Err(e.into());
         }
         // Dropping a std Child neither kills nor waits: the processes run on.
-        drop((etcd, apiserver));
+        drop((etcd, apiserver, running));
         Ok(state)
     }
 
@@ -227,9 +265,13 @@ impl ControlPlane {
             std::fs::remove_dir(dir).map_err(io_err("remove", dir))?;
             return Ok(false);
         };
+        let mut any = false;
+        for pid in state.controllers.values() {
+            any |= process::terminate_pid(*pid, GRACE);
+        }
         let a = process::terminate_pid(state.pids.kube_apiserver, GRACE);
         let e = process::terminate_pid(state.pids.etcd, GRACE);
         std::fs::remove_dir_all(dir).map_err(io_err("remove", dir))?;
-        Ok(a || e)
+        Ok(any || a || e)
     }
 }

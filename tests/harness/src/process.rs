@@ -102,6 +102,17 @@ pub fn spawn_logged(
     log: &Path,
     detach: bool,
 ) -> Result<Child, ProcessError> {
+    spawn_logged_env(program, args, log, detach, &[])
+}
+
+/// [`spawn_logged`] with extra environment variables.
+pub fn spawn_logged_env(
+    program: &Path,
+    args: &[String],
+    log: &Path,
+    detach: bool,
+    env: &[(&str, &str)],
+) -> Result<Child, ProcessError> {
     let out = File::options()
         .create(true)
         .append(true)
@@ -115,7 +126,11 @@ pub fn spawn_logged(
         source,
     })?;
     let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
     if detach {
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     }

@@ -59,6 +59,37 @@ pub async fn shared() -> &'static ControlPlane {
         .await
 }
 
+static SHARED_CONTROLLERS: OnceCell<ControlPlane> = OnceCell::const_new();
+
+/// A control plane with the real controllers running (see [`crate::controllers`]), shared by
+/// the tests of this test binary that need them (started on first call; the first call also
+/// builds the controllers when they are not cached).
+///
+/// # Panics
+/// If it cannot be started (the message has the reason and log tail).
+pub async fn shared_with_controllers() -> &'static ControlPlane {
+    SHARED_CONTROLLERS
+        .get_or_init(|| async {
+            let opts = crate::StartOptions {
+                controllers: true,
+                timeout: std::time::Duration::from_secs(180),
+                ..Default::default()
+            };
+            match ControlPlane::start_with(opts).await {
+                Ok(cp) => cp,
+                Err(e) => {
+                    panic!("starting the shared test control plane with controllers failed: {e}")
+                }
+            }
+        })
+        .await
+}
+
+/// The shared control plane with controllers if it was already started.
+pub fn shared_if_started_with_controllers() -> Option<&'static ControlPlane> {
+    SHARED_CONTROLLERS.get()
+}
+
 /// The shared control plane if it was already started.
 pub fn shared_if_started() -> Option<&'static ControlPlane> {
     SHARED.get()

@@ -78,6 +78,22 @@ pub const CRDS_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/control-plane/capi`: the Cluster API managers (core, kubeadm bootstrap, kubeadm
+/// control plane, CAPD).
+pub const CAPI_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "capi",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../control-plane/capi/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../control-plane/capi/go.sum"),
+        },
+    ],
+};
+
 /// `tests/control-plane/versions.env`.
 pub const VERSIONS_ENV: &str = include_str!("../../control-plane/versions.env");
 
@@ -209,6 +225,18 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         &CRDS_MODULE,
         "sigs.k8s.io/cluster-api",
     ),
+    // The controllers run the very version whose CRDs are installed.
+    (
+        "CLUSTER_API_VERSION",
+        &CAPI_MODULE,
+        "sigs.k8s.io/cluster-api",
+    ),
+    (
+        "CLUSTER_API_VERSION",
+        &CAPI_MODULE,
+        "sigs.k8s.io/cluster-api/api",
+    ),
+    ("CAPD_VERSION", &CAPI_MODULE, "sigs.k8s.io/cluster-api/test"),
     ("CAPD_VERSION", &CRDS_MODULE, "sigs.k8s.io/cluster-api/test"),
     (
         "CAPV_VERSION",
