@@ -33,7 +33,10 @@ fn main() {
         service_cidr: Some("10.96.0.0/12".into()),
         ..Default::default()
     };
-    for (p, t) in scaffold::plan(&tree, &mgmt).expect("management cluster").files {
+    for (p, t) in scaffold::plan(&tree, &mgmt)
+        .expect("management cluster")
+        .files
+    {
         tree.insert(p, t);
     }
     // Scaffold the specs with the same templates `capstan new cluster` uses, varying the shape.
@@ -73,7 +76,14 @@ fn main() {
     let t0 = Instant::now();
     let mut clusters = Vec::with_capacity(CLUSTERS);
     for (path, text) in &texts {
-        let docs: Vec<SourceDoc> = yaml::parse(text).unwrap().into_iter().map(|doc| SourceDoc { file: PathBuf::from(path), doc }).collect();
+        let docs: Vec<SourceDoc> = yaml::parse(text)
+            .unwrap()
+            .into_iter()
+            .map(|doc| SourceDoc {
+                file: PathBuf::from(path),
+                doc,
+            })
+            .collect();
         let (c, diags) = parse_cluster(&docs);
         let c = c.unwrap_or_else(|| panic!("{diags:?}"));
         let (r, _) = manifest.resolve(&c, Some(mgmt_release));
@@ -94,7 +104,19 @@ fn main() {
 
     let per_sec = |d: std::time::Duration| CLUSTERS as f64 / d.as_secs_f64();
     println!("clusters: {CLUSTERS} (objects rendered: {objects})");
-    println!("parse+validate: {:>8.1} ms  {:>9.0} clusters/s", parse.as_secs_f64() * 1e3, per_sec(parse));
-    println!("render:         {:>8.1} ms  {:>9.0} clusters/s  (target >= 5000/s on one core)", render_time.as_secs_f64() * 1e3, per_sec(render_time));
-    println!("whole fleet load (layout, validate, versions, CIDRs, tenancy, render, collisions): {:>8.1} ms  {:>9.0} clusters/s", full.as_secs_f64() * 1e3, per_sec(full));
+    println!(
+        "parse+validate: {:>8.1} ms  {:>9.0} clusters/s",
+        parse.as_secs_f64() * 1e3,
+        per_sec(parse)
+    );
+    println!(
+        "render:         {:>8.1} ms  {:>9.0} clusters/s  (target >= 5000/s on one core)",
+        render_time.as_secs_f64() * 1e3,
+        per_sec(render_time)
+    );
+    println!(
+        "whole fleet load (layout, validate, versions, CIDRs, tenancy, render, collisions): {:>8.1} ms  {:>9.0} clusters/s",
+        full.as_secs_f64() * 1e3,
+        per_sec(full)
+    );
 }

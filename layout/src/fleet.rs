@@ -97,7 +97,10 @@ pub struct Fleet {
 impl Fleet {
     /// Every diagnostic, fleet-level first.
     pub fn all_diagnostics(&self) -> Vec<&Diagnostic> {
-        self.diagnostics.iter().chain(self.clusters.iter().flat_map(|c| c.diagnostics.iter())).collect()
+        self.diagnostics
+            .iter()
+            .chain(self.clusters.iter().flat_map(|c| c.diagnostics.iter()))
+            .collect()
     }
 
     /// Whether any diagnostic is an error.
@@ -137,7 +140,7 @@ fn render_key(tree: &Tree, dir: &Path, release: &Release) -> String {
         }
         h.update(path.to_string_lossy().as_bytes());
         if let Entry::File(bytes) = entry {
-            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update((bytes.len() as u64).to_le_bytes());
             h.update(bytes);
         }
     }
@@ -155,17 +158,33 @@ pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
 }
 
 /// [`load`] with a given release manifest and render cache.
-pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut RenderCache) -> Fleet {
+pub fn load_with(
+    tree: &Tree,
+    manifest: &'static ReleaseManifest,
+    cache: &mut RenderCache,
+) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
-    let mut clusters: Vec<ClusterEntry> = dirs.into_iter().map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags)).collect();
+    let mut clusters: Vec<ClusterEntry> = dirs
+        .into_iter()
+        .map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags))
+        .collect();
 
     // Versions: management clusters first, then their workloads.
     let mut mgmt_release: BTreeMap<String, &'static Release> = BTreeMap::new();
     for pass_management in [true, false] {
-        for entry in clusters.iter_mut().filter(|c| (c.role == Role::Management) == pass_management) {
-            let Some(cluster) = &entry.cluster else { continue };
+        for entry in clusters
+            .iter_mut()
+            .filter(|c| (c.role == Role::Management) == pass_management)
+        {
+            let Some(cluster) = &entry.cluster else {
+                continue;
+            };
             let mgmt = mgmt_release.get(entry.management()).copied();
-            if !pass_management && mgmt.is_none() && cluster.eksa_version.is_none() && cluster.bundles_ref.is_none() {
+            if !pass_management
+                && mgmt.is_none()
+                && cluster.eksa_version.is_none()
+                && cluster.bundles_ref.is_none()
+            {
                 entry.diagnostics.push(
                     Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
                         .in_file(&cluster.source.file)
@@ -201,7 +220,9 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut Re
         if has_errors(&entry.diagnostics) {
             continue;
         }
-        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else { continue };
+        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else {
+            continue;
+        };
         let key = render_key(tree, &entry.dir, release);
         if let Some(objects) = cache.entries.remove(&key) {
             cache.hits += 1;
@@ -217,7 +238,9 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut Re
                 entry.objects = Some(objects)
             }
             Err(e) => entry.diagnostics.push(
-                Diagnostic::error(Code::RenderFailed, e.to_string()).in_file(&cluster.source.file).for_cluster(&entry.name),
+                Diagnostic::error(Code::RenderFailed, e.to_string())
+                    .in_file(&cluster.source.file)
+                    .for_cluster(&entry.name),
             ),
         }
     }
@@ -229,19 +252,36 @@ pub fn load_with(tree: &Tree, manifest: &'static ReleaseManifest, cache: &mut Re
         if has_errors(&entry.diagnostics) {
             entry.objects = None;
         }
-        entry.diagnostics.sort_by(|a, b| (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code)));
+        entry.diagnostics.sort_by(|a, b| {
+            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
+        });
     }
     fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     let suspended = fleet_suspended(tree);
-    Fleet { clusters, diagnostics: fleet_diags, suspended }
+    Fleet {
+        clusters,
+        diagnostics: fleet_diags,
+        suspended,
+    }
 }
 
 /// Whether `clusters/suspend.yaml` holds a Suspend document.
 fn fleet_suspended(tree: &Tree) -> bool {
     let path = PathBuf::from(CLUSTERS_DIR).join(crate::intent::SUSPEND_FILE);
-    let Some(Entry::File(bytes)) = tree.entries.get(&path) else { return false };
-    let docs = std::str::from_utf8(bytes).ok().and_then(|t| yaml::parse(t).ok()).unwrap_or_default();
-    let docs = docs.into_iter().map(|doc| SourceDoc { file: path.clone(), doc }).collect();
+    let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
+        return false;
+    };
+    let docs = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| yaml::parse(t).ok())
+        .unwrap_or_default();
+    let docs = docs
+        .into_iter()
+        .map(|doc| SourceDoc {
+            file: path.clone(),
+            doc,
+        })
+        .collect();
     crate::intent::split(docs).1.suspend.is_some()
 }
 
@@ -260,72 +300,130 @@ struct Dir {
 fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
     let mut fleet_diags = Vec::new();
     let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
-    let unexpected = |p: &Path, why: &str| Diagnostic::error(Code::UnexpectedEntry, format!("{why}; see the layout in the README")).in_file(p);
+    let unexpected = |p: &Path, why: &str| {
+        Diagnostic::error(
+            Code::UnexpectedEntry,
+            format!("{why}; see the layout in the README"),
+        )
+        .in_file(p)
+    };
     for path in tree.entries.keys() {
         let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
         if parts.first() != Some(&CLUSTERS_DIR) {
             continue;
         }
-        let ignorable = parts.last().is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
-        let is_yaml = parts.last().is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
+        let ignorable = parts
+            .last()
+            .is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
+        let is_yaml = parts
+            .last()
+            .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
         let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
-        let mut add = |dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>| {
-            let d = dirs.entry(dir).or_default();
-            d.role.get_or_insert(role);
-            d.files.extend(file.cloned());
-            d.diags.extend(diag);
-        };
+        let mut add =
+            |dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>| {
+                let d = dirs.entry(dir).or_default();
+                d.role.get_or_insert(role);
+                d.files.extend(file.cloned());
+                d.diags.extend(diag);
+            };
         match parts.as_slice() {
             [_, file] if *file == crate::intent::SUSPEND_FILE => {}
-            [_, _file] => {
-                if !ignorable {
-                    fleet_diags.push(unexpected(path, "files directly under clusters/ belong to no cluster"));
-                }
+            [_, _file] if !ignorable => {
+                fleet_diags.push(unexpected(
+                    path,
+                    "files directly under clusters/ belong to no cluster",
+                ));
             }
             [_, mgmt, _file] => {
                 if is_yaml {
                     add(mgmt_dir(mgmt), Role::Management, Some(path), None);
                 } else if !ignorable {
-                    add(mgmt_dir(mgmt), Role::Management, None, Some(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory")));
+                    add(
+                        mgmt_dir(mgmt),
+                        Role::Management,
+                        None,
+                        Some(unexpected(
+                            path,
+                            "only .yaml/.yml files (and .md) belong in a cluster directory",
+                        )),
+                    );
                 }
             }
             [_, mgmt, w, name, _file] if *w == WORKLOADS_DIR => {
                 let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
-                let role = Role::Workload { management: mgmt.to_string() };
+                let role = Role::Workload {
+                    management: mgmt.to_string(),
+                };
                 if is_yaml {
                     add(dir, role, Some(path), None);
                 } else if !ignorable {
-                    add(dir, role, None, Some(unexpected(path, "only .yaml/.yml files (and .md) belong in a cluster directory")));
+                    add(
+                        dir,
+                        role,
+                        None,
+                        Some(unexpected(
+                            path,
+                            "only .yaml/.yml files (and .md) belong in a cluster directory",
+                        )),
+                    );
                 }
             }
-            [_, _mgmt, w, _file] if *w == WORKLOADS_DIR => {
+            [_, _mgmt, w, _file]
+                if *w == WORKLOADS_DIR
                 // Not part of any cluster's spec: a fleet problem that blocks no cluster.
-                if !ignorable {
-                    fleet_diags.push(unexpected(path, "workload-clusters/ holds one directory per workload cluster, not files"));
-                }
+                && !ignorable =>
+            {
+                fleet_diags.push(unexpected(
+                    path,
+                    "workload-clusters/ holds one directory per workload cluster, not files",
+                ));
             }
-            [_, mgmt, w, name, ..] if *w == WORKLOADS_DIR => {
-                if !ignorable {
-                    let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
-                    add(dir, Role::Workload { management: mgmt.to_string() }, None, Some(unexpected(path, "a workload cluster directory has no subdirectories")));
-                }
+            [_, mgmt, w, name, ..] if *w == WORKLOADS_DIR && !ignorable => {
+                let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
+                add(
+                    dir,
+                    Role::Workload {
+                        management: mgmt.to_string(),
+                    },
+                    None,
+                    Some(unexpected(
+                        path,
+                        "a workload cluster directory has no subdirectories",
+                    )),
+                );
             }
-            [_, mgmt, ..] => {
-                if !ignorable {
-                    add(mgmt_dir(mgmt), Role::Management, None, Some(unexpected(path, "a management cluster directory holds its spec files and workload-clusters/ only")));
-                }
+            [_, mgmt, ..] if !ignorable => {
+                add(
+                    mgmt_dir(mgmt),
+                    Role::Management,
+                    None,
+                    Some(unexpected(
+                        path,
+                        "a management cluster directory holds its spec files and workload-clusters/ only",
+                    )),
+                );
             }
             _ => {}
         }
     }
     // A workload directory needs its management directory to exist with a spec.
-    let mgmts: BTreeSet<PathBuf> = dirs.iter().filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty()).map(|(p, _)| p.clone()).collect();
+    let mgmts: BTreeSet<PathBuf> = dirs
+        .iter()
+        .filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty())
+        .map(|(p, _)| p.clone())
+        .collect();
     for d in dirs.values_mut() {
-        if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first()) {
-            if !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management)) {
-                let diag = Diagnostic::error(Code::UnexpectedEntry, format!("workload cluster under `{management}`, which has no management cluster spec")).in_file(file);
-                d.diags.push(diag);
-            }
+        if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first())
+            && !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management))
+        {
+            let diag = Diagnostic::error(
+                Code::UnexpectedEntry,
+                format!(
+                    "workload cluster under `{management}`, which has no management cluster spec"
+                ),
+            )
+            .in_file(file);
+            d.diags.push(diag);
         }
     }
     let mut out = Vec::new();
@@ -333,31 +431,78 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
         if d.files.is_empty() {
             fleet_diags.extend(d.diags);
         } else {
-            out.push((path, d.role.expect("set with the first entry"), d.files, d.diags));
+            out.push((
+                path,
+                d.role.expect("set with the first entry"),
+                d.files,
+                d.diags,
+            ));
         }
     }
     (out, fleet_diags)
 }
 
-fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout_diags: Vec<Diagnostic>) -> ClusterEntry {
-    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    let mut diags: Vec<Diagnostic> = layout_diags.into_iter().map(|d| d.for_cluster(&name)).collect();
+fn read_cluster(
+    tree: &Tree,
+    dir: PathBuf,
+    role: Role,
+    files: &[PathBuf],
+    layout_diags: Vec<Diagnostic>,
+) -> ClusterEntry {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut diags: Vec<Diagnostic> = layout_diags
+        .into_iter()
+        .map(|d| d.for_cluster(&name))
+        .collect();
     let mut docs = Vec::new();
     let mut file_errors = false;
     for file in files {
-        let err = |code, msg: String| Diagnostic::error(code, msg).in_file(file).for_cluster(&name);
+        let err = |code, msg: String| {
+            Diagnostic::error(code, msg)
+                .in_file(file)
+                .for_cluster(&name)
+        };
         let before = diags.len();
         match &tree.entries[file] {
-            Entry::TooLarge(n) => diags.push(err(Code::FileTooLarge, format!("file is {n} bytes; the limit is {} bytes", crate::tree::MAX_FILE_SIZE))),
-            Entry::EscapingSymlink(t) => diags.push(err(Code::SymlinkEscapes, format!("symlink to `{}` leaves the repository (or is dangling)", t.display()))),
+            Entry::TooLarge(n) => diags.push(err(
+                Code::FileTooLarge,
+                format!(
+                    "file is {n} bytes; the limit is {} bytes",
+                    crate::tree::MAX_FILE_SIZE
+                ),
+            )),
+            Entry::EscapingSymlink(t) => diags.push(err(
+                Code::SymlinkEscapes,
+                format!(
+                    "symlink to `{}` leaves the repository (or is dangling)",
+                    t.display()
+                ),
+            )),
             Entry::File(bytes) => match std::str::from_utf8(bytes) {
                 Err(e) => {
-                    let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
-                    diags.push(err(Code::NotUtf8, format!("file is not valid UTF-8 (byte {})", e.valid_up_to())).at(yaml::Pos { line, column: 1 }));
+                    let line = bytes[..e.valid_up_to()]
+                        .iter()
+                        .filter(|b| **b == b'\n')
+                        .count()
+                        + 1;
+                    diags.push(
+                        err(
+                            Code::NotUtf8,
+                            format!("file is not valid UTF-8 (byte {})", e.valid_up_to()),
+                        )
+                        .at(yaml::Pos { line, column: 1 }),
+                    );
                 }
                 Ok(text) => match yaml::parse(text) {
                     Err(e) => diags.push(err(Code::YamlSyntax, e.message).at(e.pos)),
-                    Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc { file: file.clone(), doc })),
+                    Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc {
+                        file: file.clone(),
+                        doc,
+                    })),
                 },
             },
         }
@@ -366,7 +511,16 @@ fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout
     let (docs, intent) = crate::intent::split(docs);
     if intent.delete.is_some() {
         // Being deleted: the spec (if any is left) is not validated or rendered.
-        return ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags, intent };
+        return ClusterEntry {
+            name,
+            dir,
+            role,
+            cluster: None,
+            release: None,
+            objects: None,
+            diagnostics: diags,
+            intent,
+        };
     }
     let (cluster, cluster_diags) = parse_cluster(&docs);
     let first_file = files.first().cloned().unwrap_or_else(|| dir.clone());
@@ -383,7 +537,16 @@ fn read_cluster(tree: &Tree, dir: PathBuf, role: Role, files: &[PathBuf], layout
                 d
             }),
     );
-    let mut entry = ClusterEntry { name, dir, role, cluster: None, release: None, objects: None, diagnostics: diags, intent };
+    let mut entry = ClusterEntry {
+        name,
+        dir,
+        role,
+        cluster: None,
+        release: None,
+        objects: None,
+        diagnostics: diags,
+        intent,
+    };
     check_layout(&mut entry, &docs);
     if !file_errors {
         entry.cluster = cluster;
@@ -397,18 +560,38 @@ fn check_layout(entry: &mut ClusterEntry, docs: &[SourceDoc]) {
     let Some(sd) = docs.iter().find(|d| {
         let v = &d.doc.value;
         v.get("kind").and_then(Value::as_str) == Some("Cluster")
-            && v.get("apiVersion").and_then(Value::as_str).is_some_and(|a| a.starts_with("anywhere.eks.amazonaws.com/"))
+            && v.get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|a| a.starts_with("anywhere.eks.amazonaws.com/"))
     }) else {
         return;
     };
     let v = &sd.doc.value;
-    let Some(cname) = v.pointer("/metadata/name").and_then(Value::as_str) else { return };
+    let Some(cname) = v.pointer("/metadata/name").and_then(Value::as_str) else {
+        return;
+    };
     let has_spec = v.get("spec").is_some_and(Value::is_object);
-    let mgmt = v.pointer("/spec/managementCluster/name").and_then(Value::as_str).filter(|m| !m.is_empty()).unwrap_or(cname);
+    let mgmt = v
+        .pointer("/spec/managementCluster/name")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(cname);
     let self_managed = mgmt == cname;
-    let at = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&sd.file).at(sd.doc.pos(path)).for_cluster(&entry.name);
+    let at = |code, msg: String, path: &str| {
+        Diagnostic::error(code, msg)
+            .in_file(&sd.file)
+            .at(sd.doc.pos(path))
+            .for_cluster(&entry.name)
+    };
     if cname != entry.name {
-        entry.diagnostics.push(at(Code::DirNameMismatch, format!("Cluster is named `{cname}` but its directory is `{}`; they must be equal", entry.name), "metadata.name"));
+        entry.diagnostics.push(at(
+            Code::DirNameMismatch,
+            format!(
+                "Cluster is named `{cname}` but its directory is `{}`; they must be equal",
+                entry.name
+            ),
+            "metadata.name",
+        ));
     }
     match &entry.role {
         Role::Management if has_spec && !self_managed => entry.diagnostics.push(at(
@@ -434,7 +617,15 @@ fn check_names(clusters: &mut [ClusterEntry]) {
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for entry in clusters.iter_mut() {
         if let Some(first) = seen.get(&entry.name) {
-            let d = Diagnostic::error(Code::DuplicateName, format!("cluster name `{}` is already used by {}", entry.name, first.display())).for_cluster(&entry.name);
+            let d = Diagnostic::error(
+                Code::DuplicateName,
+                format!(
+                    "cluster name `{}` is already used by {}",
+                    entry.name,
+                    first.display()
+                ),
+            )
+            .for_cluster(&entry.name);
             let d = match &entry.cluster {
                 Some(c) => d.in_file(&c.source.file).at(c.source.pos("metadata.name")),
                 None => d.in_file(&entry.dir),
@@ -451,15 +642,28 @@ fn check_cidrs(clusters: &mut [ClusterEntry]) {
     let mut nets: Vec<(String, String, &'static str, ipnet::IpNet)> = Vec::new();
     for e in clusters.iter() {
         if let Some(c) = &e.cluster {
-            nets.push((e.management().to_string(), e.name.clone(), "pods", c.network.pods));
-            nets.push((e.management().to_string(), e.name.clone(), "services", c.network.services));
+            nets.push((
+                e.management().to_string(),
+                e.name.clone(),
+                "pods",
+                c.network.pods,
+            ));
+            nets.push((
+                e.management().to_string(),
+                e.name.clone(),
+                "services",
+                c.network.services,
+            ));
         }
     }
     for entry in clusters.iter_mut() {
         let Some(c) = &entry.cluster else { continue };
         for (kind, mine) in [("pods", c.network.pods), ("services", c.network.services)] {
             for (mgmt, other, other_kind, theirs) in &nets {
-                if *other == entry.name || mgmt != entry.management() || !(mine.contains(&theirs.network()) || theirs.contains(&mine.network())) {
+                if *other == entry.name
+                    || mgmt != entry.management()
+                    || !(mine.contains(&theirs.network()) || theirs.contains(&mine.network()))
+                {
                     continue;
                 }
                 let path = format!("spec.clusterNetwork.{kind}.cidrBlocks");
@@ -479,21 +683,35 @@ fn add_release_objects(clusters: &mut [ClusterEntry]) {
     let mut used: BTreeMap<String, BTreeMap<String, &'static Release>> = BTreeMap::new();
     for e in clusters.iter() {
         if let Some(r) = e.release {
-            used.entry(e.management().to_string()).or_default().insert(r.version.to_string(), r);
+            used.entry(e.management().to_string())
+                .or_default()
+                .insert(r.version.to_string(), r);
         }
     }
     for e in clusters.iter_mut().filter(|e| e.role == Role::Management) {
-        let (Some(objects), Some(releases)) = (&mut e.objects, used.get(&e.name)) else { continue };
-        let mut release_objects: Vec<Value> = releases.values().map(|r| r.eksa_release_object(RELEASE_NAMESPACE)).collect();
+        let (Some(objects), Some(releases)) = (&mut e.objects, used.get(&e.name)) else {
+            continue;
+        };
+        let mut release_objects: Vec<Value> = releases
+            .values()
+            .map(|r| r.eksa_release_object(RELEASE_NAMESPACE))
+            .collect();
         for o in &mut release_objects {
             if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
                 // No cluster label: a release object describes the release, the same for every
                 // cluster that uses it.
-                meta.insert("labels".into(), serde_json::json!({render::MANAGED_BY_LABEL: "capstan"}));
+                meta.insert(
+                    "labels".into(),
+                    serde_json::json!({capstan_templates::identity::MANAGED_BY_LABEL: capstan_templates::identity::MANAGED_BY}),
+                );
             }
         }
         // Release objects go first: clusters refer to them.
-        *objects = release_objects.iter().map(Rendered::new).chain(objects.iter().cloned()).collect();
+        *objects = release_objects
+            .iter()
+            .map(Rendered::new)
+            .chain(objects.iter().cloned())
+            .collect();
     }
 }
 
@@ -507,7 +725,13 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
             let subject = format!("{}/{}", o.api_version(), o.subject());
             let subject = format!("{} on management cluster {}", subject, e.management());
             match owner.get(&subject) {
-                Some(first) if *first != e.name => problems.push((i, subject, first.clone(), o.kind().to_string(), o.name().to_string())),
+                Some(first) if *first != e.name => problems.push((
+                    i,
+                    subject,
+                    first.clone(),
+                    o.kind().to_string(),
+                    o.name().to_string(),
+                )),
                 _ => {
                     owner.insert(subject, e.name.clone());
                 }
@@ -516,7 +740,11 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
     }
     for (i, subject, first, kind, name) in problems {
         let e = &mut clusters[i];
-        let d = Diagnostic::error(Code::DuplicateName, format!("renders {subject}, which cluster `{first}` renders too; use distinct names")).for_cluster(&e.name);
+        let d = Diagnostic::error(
+            Code::DuplicateName,
+            format!("renders {subject}, which cluster `{first}` renders too; use distinct names"),
+        )
+        .for_cluster(&e.name);
         let d = match &e.cluster {
             // The object as written in this directory, else the Cluster its objects are named after.
             Some(c) => match c.sources.iter().find(|s| s.kind == kind && s.name == name) {

@@ -33,7 +33,9 @@ pub struct Intent {
 }
 
 fn control_kind(v: &Value) -> Option<&str> {
-    (v.get("apiVersion").and_then(Value::as_str) == Some(CONTROL_API_VERSION)).then(|| v.get("kind").and_then(Value::as_str)).flatten()
+    (v.get("apiVersion").and_then(Value::as_str) == Some(CONTROL_API_VERSION))
+        .then(|| v.get("kind").and_then(Value::as_str))
+        .flatten()
 }
 
 /// Takes capstan's control documents out of a directory's documents.
@@ -41,7 +43,14 @@ pub fn split(docs: Vec<SourceDoc>) -> (Vec<SourceDoc>, Intent) {
     let mut intent = Intent::default();
     let mut rest = Vec::new();
     for d in docs {
-        let reason = || d.doc.value.get("reason").and_then(Value::as_str).unwrap_or("").to_string();
+        let reason = || {
+            d.doc
+                .value
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         match control_kind(&d.doc.value) {
             Some("Tombstone") => intent.delete = Some(reason()),
             Some("Suspend") => intent.suspend = Some(reason()),
@@ -53,8 +62,13 @@ pub fn split(docs: Vec<SourceDoc>) -> (Vec<SourceDoc>, Intent) {
 
 /// The text of a control document.
 pub fn document(kind: &str, reason: &str) -> String {
-    format!("# Written by capstan: {}\napiVersion: {CONTROL_API_VERSION}\nkind: {kind}\nreason: {}\n", match kind {
-        "Tombstone" => "the cluster is deleted when this is merged; remove this file and restore the spec to cancel",
-        _ => "the agent leaves this cluster alone while this file exists; delete it to resume",
-    }, serde_json::to_string(reason).expect("strings serialise"))
+    format!(
+        "# Written by capstan: {}\napiVersion: {CONTROL_API_VERSION}\nkind: {kind}\nreason: {}\n",
+        match kind {
+            "Tombstone" =>
+                "the cluster is deleted when this is merged; remove this file and restore the spec to cancel",
+            _ => "the agent leaves this cluster alone while this file exists; delete it to resume",
+        },
+        serde_json::to_string(reason).expect("strings serialise")
+    )
 }

@@ -11,8 +11,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use capstan_templates::identity;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// One rendered object.
 #[derive(Clone, PartialEq, Eq)]
@@ -30,8 +30,15 @@ impl Rendered {
     pub fn new(obj: &Value) -> Rendered {
         let json = serde_json::to_string(obj).expect("values serialise");
         let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").into();
-        let hash = hex::encode(Sha256::digest(json.as_bytes()))[..16].into();
-        Rendered { api_version: s("/apiVersion"), kind: s("/kind"), namespace: s("/metadata/namespace"), name: s("/metadata/name"), hash, json: json.into() }
+        let hash = identity::hash_json(&json).into();
+        Rendered {
+            api_version: s("/apiVersion"),
+            kind: s("/kind"),
+            namespace: s("/metadata/namespace"),
+            name: s("/metadata/name"),
+            hash,
+            json: json.into(),
+        }
     }
 
     /// The object, parsed.
@@ -71,7 +78,7 @@ impl Rendered {
 
     /// `Kind/namespace/name`, for messages.
     pub fn subject(&self) -> String {
-        if self.namespace.is_empty() { format!("{}/{}", self.kind, self.name) } else { format!("{}/{}/{}", self.kind, self.namespace, self.name) }
+        identity::subject(&self.kind, &self.namespace, &self.name)
     }
 }
 
@@ -134,7 +141,10 @@ mod tests {
         let a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ns"}, "data": {"b": "2", "a": "1"}});
         let r = Rendered::new(&a);
         assert_eq!(r.value(), a);
-        assert_eq!((r.api_version(), r.kind(), r.namespace(), r.name()), ("v1", "ConfigMap", "ns", "x"));
+        assert_eq!(
+            (r.api_version(), r.kind(), r.namespace(), r.name()),
+            ("v1", "ConfigMap", "ns", "x")
+        );
         assert_eq!(r.subject(), "ConfigMap/ns/x");
         // Key order of the input does not matter; content does.
         let same = json!({"data": {"a": "1", "b": "2"}, "metadata": {"namespace": "ns", "name": "x"}, "kind": "ConfigMap", "apiVersion": "v1"});
@@ -142,7 +152,10 @@ mod tests {
         let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ns"}, "data": {"a": "1", "b": "3"}});
         assert_ne!(Rendered::new(&other).hash(), r.hash());
         let objs = Objects::from_values(&[a.clone(), other]);
-        assert!(std::ptr::eq(objs.as_ptr(), objs.clone().as_ptr()), "clones share the objects");
+        assert!(
+            std::ptr::eq(objs.as_ptr(), objs.clone().as_ptr()),
+            "clones share the objects"
+        );
         assert_eq!(objs.values()[0], a);
     }
 }

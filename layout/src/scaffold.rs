@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use capstan_templates::diag::Diagnostic;
 use capstan_templates::scaffold::render_scaffold;
-use capstan_templates::spec::Provider;
+use capstan_templates::spec::{DockerBackend, Provider};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -69,6 +69,9 @@ pub struct ClusterRequest {
     pub endpoint_host: Option<String>,
     /// External etcd machines.
     pub external_etcd: Option<u32>,
+    /// Docker only: what CAPD runs machines on, `docker` or `in-memory` (default: the management
+    /// cluster's when it is a docker cluster, else `docker`).
+    pub docker_backend: Option<String>,
     /// The parsed values file.
     pub values: Option<Value>,
 }
@@ -94,6 +97,7 @@ struct Values {
     control_plane_count: u32,
     external_etcd: Option<u32>,
     endpoint_host: Option<String>,
+    docker_backend: Option<&'static str>,
     pod_cidr: String,
     service_cidr: String,
     worker_groups: Vec<Value>,
@@ -102,41 +106,92 @@ struct Values {
 }
 
 const VALUE_KEYS: &[&str] = &[
-    "kubernetesVersion", "eksaVersion", "namespace", "controlPlaneCount", "workerCount", "podCidr", "serviceCidr",
-    "endpointHost", "externalEtcd", "workerGroups", "vsphere",
+    "kubernetesVersion",
+    "eksaVersion",
+    "namespace",
+    "controlPlaneCount",
+    "workerCount",
+    "podCidr",
+    "serviceCidr",
+    "endpointHost",
+    "externalEtcd",
+    "workerGroups",
+    "vsphere",
 ];
 const VSPHERE_KEYS: &[&str] = &[
-    "server", "datacenter", "network", "thumbprint", "insecure", "datastore", "folder", "resourcePool", "template",
-    "osFamily", "numCPUs", "memoryMiB", "diskGiB", "user", "sshAuthorizedKey",
+    "server",
+    "datacenter",
+    "network",
+    "thumbprint",
+    "insecure",
+    "datastore",
+    "folder",
+    "resourcePool",
+    "template",
+    "osFamily",
+    "numCPUs",
+    "memoryMiB",
+    "diskGiB",
+    "user",
+    "sshAuthorizedKey",
 ];
 
 /// Plans a new cluster directory (workload when `req.management` is set, else a management cluster).
 pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError> {
     let values = req.values.clone().unwrap_or_else(|| json!({}));
-    let vmap = values.as_object().ok_or_else(|| ScaffoldError::Values("must be a mapping".into()))?;
+    let vmap = values
+        .as_object()
+        .ok_or_else(|| ScaffoldError::Values("must be a mapping".into()))?;
     for k in vmap.keys() {
         if !VALUE_KEYS.contains(&k.as_str()) {
-            return Err(ScaffoldError::Values(format!("unknown key `{k}`; known: {}", VALUE_KEYS.join(", "))));
+            return Err(ScaffoldError::Values(format!(
+                "unknown key `{k}`; known: {}",
+                VALUE_KEYS.join(", ")
+            )));
         }
     }
-    let get_str = |k: &str| vmap.get(k).and_then(|v| v.as_str().map(str::to_string).or_else(|| v.as_u64().map(|n| n.to_string())));
+    let get_str = |k: &str| {
+        vmap.get(k).and_then(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .or_else(|| v.as_u64().map(|n| n.to_string()))
+        })
+    };
     let get_u32 = |k: &str| vmap.get(k).and_then(Value::as_u64).map(|n| n as u32);
 
     let before = fleet::load(tree);
     let (dir, management) = match &req.management {
         Some(m) => {
-            if !before.clusters.iter().any(|c| c.name == *m && c.role == Role::Management) {
+            if !before
+                .clusters
+                .iter()
+                .any(|c| c.name == *m && c.role == Role::Management)
+            {
                 return Err(ScaffoldError::NoManagement(m.clone()));
             }
-            (PathBuf::from(CLUSTERS_DIR).join(m).join(WORKLOADS_DIR).join(&req.name), m.clone())
+            (
+                PathBuf::from(CLUSTERS_DIR)
+                    .join(m)
+                    .join(WORKLOADS_DIR)
+                    .join(&req.name),
+                m.clone(),
+            )
         }
-        None => (PathBuf::from(CLUSTERS_DIR).join(&req.name), req.name.clone()),
+        None => (
+            PathBuf::from(CLUSTERS_DIR).join(&req.name),
+            req.name.clone(),
+        ),
     };
     if tree.exists(&dir) {
         return Err(ScaffoldError::Exists(dir));
     }
     let self_managed = req.management.is_none();
     let vsphere = req.provider == "vsphere";
+    if vsphere && req.docker_backend.is_some() {
+        return Err(ScaffoldError::Values(
+            "--docker-backend applies to docker clusters only".into(),
+        ));
+    }
 
     let mut missing = Vec::new();
     let mut need = |v: Option<String>, flag: &str| -> String {
@@ -145,28 +200,86 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
             String::new()
         })
     };
-    let pod_cidr = need(req.pod_cidr.clone().or_else(|| get_str("podCidr")), "--pod-cidr");
-    let service_cidr = need(req.service_cidr.clone().or_else(|| get_str("serviceCidr")), "--service-cidr");
-    let endpoint_host = req.endpoint_host.clone().or_else(|| get_str("endpointHost"));
+    let pod_cidr = need(
+        req.pod_cidr.clone().or_else(|| get_str("podCidr")),
+        "--pod-cidr",
+    );
+    let service_cidr = need(
+        req.service_cidr.clone().or_else(|| get_str("serviceCidr")),
+        "--service-cidr",
+    );
+    let endpoint_host = req
+        .endpoint_host
+        .clone()
+        .or_else(|| get_str("endpointHost"));
     if vsphere && endpoint_host.is_none() {
         missing.push("--endpoint-host".into());
     }
-    let vs = if vsphere { vsphere_values(&before, &management, vmap.get("vsphere"), &mut missing)? } else { Value::Null };
+    let vs = if vsphere {
+        vsphere_values(&before, &management, vmap.get("vsphere"), &mut missing)?
+    } else {
+        Value::Null
+    };
     if !missing.is_empty() {
         return Err(ScaffoldError::Missing(missing));
     }
+    let docker_backend = match (&req.docker_backend, vsphere) {
+        // (vSphere with a docker backend was refused above.)
+        (Some(b), _) => Some(DockerBackend::parse(b).ok_or_else(|| {
+            ScaffoldError::Values(format!(
+                "docker backend `{b}`; use one of: {}",
+                DockerBackend::VALUES.join(", ")
+            ))
+        })?),
+        // A workload runs where its management cluster's machines run.
+        (None, false) => before
+            .clusters
+            .iter()
+            .find(|c| c.name == management)
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| match c.provider {
+                Provider::Docker(b) => Some(b),
+                Provider::VSphere(_) => None,
+            }),
+        (None, true) => None,
+    };
+    let docker_backend = docker_backend
+        .filter(|b| *b == DockerBackend::InMemory)
+        .map(|_| "in-memory");
     let latest = capstan_templates::ReleaseManifest::embedded().latest();
-    let kubernetes_version = req.kubernetes_version.clone().or_else(|| get_str("kubernetesVersion")).unwrap_or_else(|| {
-        latest.versions_bundles.last().map(|b| b.kube_version.clone()).unwrap_or_default()
-    });
-    let eksa_version = req.eksa_version.clone().or_else(|| get_str("eksaVersion")).or_else(|| self_managed.then(|| latest.version.to_string()));
-    let worker_count = req.worker_count.or_else(|| get_u32("workerCount")).unwrap_or(if self_managed { 2 } else { 1 });
+    let kubernetes_version = req
+        .kubernetes_version
+        .clone()
+        .or_else(|| get_str("kubernetesVersion"))
+        .unwrap_or_else(|| {
+            latest
+                .versions_bundles
+                .last()
+                .map(|b| b.kube_version.clone())
+                .unwrap_or_default()
+        });
+    let eksa_version = req
+        .eksa_version
+        .clone()
+        .or_else(|| get_str("eksaVersion"))
+        .or_else(|| self_managed.then(|| latest.version.to_string()));
+    let worker_count = req
+        .worker_count
+        .or_else(|| get_u32("workerCount"))
+        .unwrap_or(if self_managed { 2 } else { 1 });
     let worker_groups = match vmap.get("workerGroups") {
-        Some(Value::Array(groups)) => groups.iter().enumerate().map(|(i, g)| worker_group(i, g)).collect::<Result<_, _>>()?,
+        Some(Value::Array(groups)) => groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| worker_group(i, g))
+            .collect::<Result<_, _>>()?,
         Some(_) => return Err(ScaffoldError::Values("workerGroups must be a list".into())),
         None => vec![worker_group(0, &json!({"count": worker_count}))?],
     };
-    let external_etcd = req.external_etcd.or_else(|| get_u32("externalEtcd")).filter(|n| *n > 0);
+    let external_etcd = req
+        .external_etcd
+        .or_else(|| get_u32("externalEtcd"))
+        .filter(|n| *n > 0);
     let mut machine_roles = vec!["cp", "workers"];
     if external_etcd.is_some() {
         machine_roles.insert(1, "etcd");
@@ -179,18 +292,28 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
         namespace: req.namespace.clone().or_else(|| get_str("namespace")),
         kubernetes_version,
         eksa_version,
-        control_plane_count: req.control_plane_count.or_else(|| get_u32("controlPlaneCount")).unwrap_or(if external_etcd.is_some() { 2 } else { 1 }),
+        control_plane_count: req
+            .control_plane_count
+            .or_else(|| get_u32("controlPlaneCount"))
+            .unwrap_or(if external_etcd.is_some() { 2 } else { 1 }),
         external_etcd,
         endpoint_host,
+        docker_backend,
         pod_cidr,
         service_cidr,
         worker_groups,
         vsphere: vs,
         machine_roles,
     };
-    let mut files = vec![(dir.join("cluster.yaml"), render_scaffold("cluster.yaml.j2", &v)?)];
+    let mut files = vec![(
+        dir.join("cluster.yaml"),
+        render_scaffold("cluster.yaml.j2", &v)?,
+    )];
     if self_managed && !tree.exists(&PathBuf::from("README.md")) {
-        files.push((PathBuf::from("README.md"), render_scaffold("README.md.j2", &v)?));
+        files.push((
+            PathBuf::from("README.md"),
+            render_scaffold("README.md.j2", &v)?,
+        ));
     }
 
     let mut after_tree = tree.clone();
@@ -198,24 +321,53 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
         after_tree.insert(p.clone(), text.as_bytes().to_vec());
     }
     let after = fleet::load(&after_tree);
-    let old: BTreeSet<String> = before.all_diagnostics().iter().map(|d| d.to_string()).collect();
-    let new_errors: Vec<Diagnostic> = after.all_diagnostics().into_iter().filter(|d| d.is_error() && !old.contains(&d.to_string())).cloned().collect();
+    let old: BTreeSet<String> = before
+        .all_diagnostics()
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    let new_errors: Vec<Diagnostic> = after
+        .all_diagnostics()
+        .into_iter()
+        .filter(|d| d.is_error() && !old.contains(&d.to_string()))
+        .cloned()
+        .collect();
     if !new_errors.is_empty() {
         return Err(ScaffoldError::Invalid(new_errors));
     }
-    Ok(Scaffold { files, fleet: after })
+    Ok(Scaffold {
+        files,
+        fleet: after,
+    })
 }
 
-const GROUP_KEYS: &[&str] = &["name", "count", "autoscaling", "kubernetesVersion", "labels", "taints"];
+const GROUP_KEYS: &[&str] = &[
+    "name",
+    "count",
+    "autoscaling",
+    "kubernetesVersion",
+    "labels",
+    "taints",
+];
 
 /// A worker group of the values file, every key present (the templates are strict).
 fn worker_group(i: usize, g: &Value) -> Result<Value, ScaffoldError> {
-    let g = g.as_object().ok_or_else(|| ScaffoldError::Values(format!("workerGroups[{i}] must be a mapping")))?;
+    let g = g
+        .as_object()
+        .ok_or_else(|| ScaffoldError::Values(format!("workerGroups[{i}] must be a mapping")))?;
     if let Some(k) = g.keys().find(|k| !GROUP_KEYS.contains(&k.as_str())) {
-        return Err(ScaffoldError::Values(format!("workerGroups[{i}]: unknown key `{k}`; known: {}", GROUP_KEYS.join(", "))));
+        return Err(ScaffoldError::Values(format!(
+            "workerGroups[{i}]: unknown key `{k}`; known: {}",
+            GROUP_KEYS.join(", ")
+        )));
     }
     let mut out = Map::new();
-    out.insert("name".into(), g.get("name").cloned().unwrap_or_else(|| json!(format!("md-{i}"))));
+    out.insert(
+        "name".into(),
+        g.get("name")
+            .cloned()
+            .unwrap_or_else(|| json!(format!("md-{i}"))),
+    );
     out.insert("count".into(), g.get("count").cloned().unwrap_or(json!(1)));
     for k in ["autoscaling", "kubernetesVersion", "labels", "taints"] {
         out.insert(k.into(), g.get(k).cloned().unwrap_or(Value::Null));
@@ -224,9 +376,18 @@ fn worker_group(i: usize, g: &Value) -> Result<Value, ScaffoldError> {
 }
 
 /// vSphere placement: values file first, then the management cluster's own vSphere spec.
-fn vsphere_values(before: &Fleet, management: &str, given: Option<&Value>, missing: &mut Vec<String>) -> Result<Value, ScaffoldError> {
+fn vsphere_values(
+    before: &Fleet,
+    management: &str,
+    given: Option<&Value>,
+    missing: &mut Vec<String>,
+) -> Result<Value, ScaffoldError> {
     let mut out = Map::new();
-    if let Some(Provider::VSphere(vs)) = before.cluster(management).and_then(|e| e.cluster.as_ref()).map(|c| &c.provider) {
+    if let Some(Provider::VSphere(vs)) = before
+        .cluster(management)
+        .and_then(|e| e.cluster.as_ref())
+        .map(|c| &c.provider)
+    {
         out.insert("server".into(), json!(vs.server));
         out.insert("datacenter".into(), json!(vs.datacenter));
         out.insert("network".into(), json!(vs.network));
@@ -242,15 +403,27 @@ fn vsphere_values(before: &Fleet, management: &str, given: Option<&Value>, missi
         }
     }
     if let Some(g) = given {
-        let g = g.as_object().ok_or_else(|| ScaffoldError::Values("vsphere must be a mapping".into()))?;
+        let g = g
+            .as_object()
+            .ok_or_else(|| ScaffoldError::Values("vsphere must be a mapping".into()))?;
         for (k, v) in g {
             if !VSPHERE_KEYS.contains(&k.as_str()) {
-                return Err(ScaffoldError::Values(format!("unknown vsphere key `{k}`; known: {}", VSPHERE_KEYS.join(", "))));
+                return Err(ScaffoldError::Values(format!(
+                    "unknown vsphere key `{k}`; known: {}",
+                    VSPHERE_KEYS.join(", ")
+                )));
             }
             out.insert(k.clone(), v.clone());
         }
     }
-    for k in ["server", "datacenter", "network", "datastore", "resourcePool", "template"] {
+    for k in [
+        "server",
+        "datacenter",
+        "network",
+        "datastore",
+        "resourcePool",
+        "template",
+    ] {
         if !out.contains_key(k) {
             missing.push(format!("vsphere.{k} (values file)"));
         }

@@ -24,11 +24,14 @@ fn group(api_version: &str) -> &str {
 }
 
 fn diag(cluster: &Cluster, o: &ExtraObject, path: &str, code: Code, msg: String) -> Diagnostic {
-    Diagnostic::error(code, msg).in_file(&o.file).at(o.pos(path)).for_cluster(&cluster.name)
+    Diagnostic::error(code, msg)
+        .in_file(&o.file)
+        .at(o.pos(path))
+        .for_cluster(&cluster.name)
 }
 
 fn subject(v: &Value) -> String {
-    capstan_templates::render::subject(v)
+    capstan_templates::identity::subject_of(v)
 }
 
 /// Checks the extra objects of a workload cluster directory.
@@ -39,7 +42,11 @@ pub fn check_workload(cluster: &Cluster) -> Vec<Diagnostic> {
         let api = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
         if !WORKLOAD_ALLOWED.contains(&(group(api), kind)) {
-            let allowed = WORKLOAD_ALLOWED.iter().map(|(_, k)| *k).collect::<Vec<_>>().join(", ");
+            let allowed = WORKLOAD_ALLOWED
+                .iter()
+                .map(|(_, k)| *k)
+                .collect::<Vec<_>>()
+                .join(", ");
             out.push(diag(cluster, o, "", Code::ForbiddenKind, format!("{kind} ({api}) is not allowed in a workload cluster directory; allowed: {allowed}")));
             continue;
         }
@@ -59,20 +66,37 @@ pub fn check_management(cluster: &Cluster) -> Vec<Diagnostic> {
 }
 
 fn check_namespace(cluster: &Cluster, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
-    if let Some(ns) = o.value().pointer("/metadata/namespace").and_then(Value::as_str) {
-        if ns != cluster.namespace {
-            out.push(diag(cluster, o, "metadata.namespace", Code::ForeignNamespace, format!("{} is in namespace `{ns}`; a workload directory may only create objects in its cluster's namespace `{}`", subject(o.value()), cluster.namespace)));
-        }
+    if let Some(ns) = o
+        .value()
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        && ns != cluster.namespace
+    {
+        out.push(diag(cluster, o, "metadata.namespace", Code::ForeignNamespace, format!("{} is in namespace `{ns}`; a workload directory may only create objects in its cluster's namespace `{}`", subject(o.value()), cluster.namespace)));
     }
 }
 
 fn check_secret(cluster: &Cluster, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
     let v = o.value();
-    if v.get("kind").and_then(Value::as_str) != Some("Secret") || group(v.get("apiVersion").and_then(Value::as_str).unwrap_or("")) != "" {
+    if v.get("kind").and_then(Value::as_str) != Some("Secret")
+        || !group(v.get("apiVersion").and_then(Value::as_str).unwrap_or("")).is_empty()
+    {
         return;
     }
-    let has = |k: &str| v.get(k).is_some_and(|d| d.as_object().is_some_and(|m| !m.is_empty()));
+    let has = |k: &str| {
+        v.get(k)
+            .is_some_and(|d| d.as_object().is_some_and(|m| !m.is_empty()))
+    };
     if let Some(key) = ["data", "stringData"].into_iter().find(|k| has(k)) {
-        out.push(diag(cluster, o, key, Code::SecretWithData, format!("{} carries data; keep credentials on the management cluster, never in Git", subject(v))));
+        out.push(diag(
+            cluster,
+            o,
+            key,
+            Code::SecretWithData,
+            format!(
+                "{} carries data; keep credentials on the management cluster, never in Git",
+                subject(v)
+            ),
+        ));
     }
 }

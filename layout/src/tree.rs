@@ -64,7 +64,10 @@ fn walk(root: &Path, dir: &Path, tree: &mut Tree) -> io::Result<()> {
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
-        let rel = path.strip_prefix(root).expect("walk stays below root").to_path_buf();
+        let rel = path
+            .strip_prefix(root)
+            .expect("walk stays below root")
+            .to_path_buf();
         let ft = e.file_type()?;
         if ft.is_dir() {
             if e.file_name() == ".git" {
@@ -77,7 +80,9 @@ fn walk(root: &Path, dir: &Path, tree: &mut Tree) -> io::Result<()> {
                 Ok(resolved) if resolved.starts_with(root) && resolved.is_file() => {
                     tree.entries.insert(rel, read_file(&resolved)?);
                 }
-                Ok(resolved) if resolved.starts_with(root) && resolved.is_dir() => walk_linked_dir(&resolved, &rel, tree)?,
+                Ok(resolved) if resolved.starts_with(root) && resolved.is_dir() => {
+                    walk_linked_dir(&resolved, &rel, tree)?
+                }
                 _ => {
                     tree.entries.insert(rel, Entry::EscapingSymlink(target));
                 }

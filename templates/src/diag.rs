@@ -145,12 +145,23 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A new error with no location yet.
     pub fn error(code: Code, message: impl Into<String>) -> Self {
-        Diagnostic { code, severity: Severity::Error, message: message.into(), file: None, line: 0, column: 0, cluster: None }
+        Diagnostic {
+            code,
+            severity: Severity::Error,
+            message: message.into(),
+            file: None,
+            line: 0,
+            column: 0,
+            cluster: None,
+        }
     }
 
     /// A new warning with no location yet.
     pub fn warning(code: Code, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, ..Self::error(code, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Self::error(code, message)
+        }
     }
 
     /// Sets the file.

@@ -17,6 +17,7 @@
 //! directory, embedded at build time.
 
 pub mod diag;
+pub mod identity;
 pub mod release;
 pub mod render;
 pub mod scaffold;

@@ -55,13 +55,22 @@ impl SemVer {
         if it.next().is_some() {
             return None;
         }
-        Some(SemVer { major, minor, patch, suffix: suffix.to_string() })
+        Some(SemVer {
+            major,
+            minor,
+            patch,
+            suffix: suffix.to_string(),
+        })
     }
 }
 
 impl fmt::Display for SemVer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}.{}.{}{}", self.major, self.minor, self.patch, self.suffix)
+        write!(
+            f,
+            "v{}.{}.{}{}",
+            self.major, self.minor, self.patch, self.suffix
+        )
     }
 }
 
@@ -260,17 +269,29 @@ impl Release {
     /// The bundle entry of a Kubernetes minor.
     pub fn versions_bundle(&self, v: KubeVersion) -> Option<&VersionsBundle> {
         let want = v.to_string();
-        self.versions_bundles.iter().find(|b| b.kube_version == want)
+        self.versions_bundles
+            .iter()
+            .find(|b| b.kube_version == want)
     }
 
     /// The Kubernetes minors this release supports, e.g. "1.30, 1.31".
     pub fn kube_versions(&self) -> String {
-        self.versions_bundles.iter().map(|b| b.kube_version.as_str()).collect::<Vec<_>>().join(", ")
+        self.versions_bundles
+            .iter()
+            .map(|b| b.kube_version.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// EKS-A's EKSARelease name: `eksa-` and the version with `.` → `-` and `+` → `-plus-`.
     pub fn eksa_release_name(&self) -> String {
-        format!("eksa-{}", self.version.to_string().replace('+', "-plus-").replace('.', "-"))
+        format!(
+            "eksa-{}",
+            self.version
+                .to_string()
+                .replace('+', "-plus-")
+                .replace('.', "-")
+        )
     }
 
     /// The EKSARelease object for the management cluster.
@@ -306,34 +327,66 @@ macro_rules! release_files {
 }
 
 /// The files of the embedded release data.
-const FILES: &[(&str, &str)] = release_files!["manifest.yaml", "bundles-85.yaml", "bundles-92.yaml", "bundles-98.yaml", "bundles-104.yaml"];
+const FILES: &[(&str, &str)] = release_files![
+    "manifest.yaml",
+    "bundles-85.yaml",
+    "bundles-92.yaml",
+    "bundles-98.yaml",
+    "bundles-104.yaml"
+];
 
 impl ReleaseManifest {
     /// The manifest embedded in the binary.
     pub fn embedded() -> &'static ReleaseManifest {
         static M: OnceLock<ReleaseManifest> = OnceLock::new();
-        M.get_or_init(|| ReleaseManifest::from_files(FILES).expect("embedded release data is checked by the test suite"))
+        M.get_or_init(|| {
+            ReleaseManifest::from_files(FILES)
+                .expect("embedded release data is checked by the test suite")
+        })
     }
 
     /// Builds a manifest from `(file name, text)` pairs: one `manifest.yaml` and its bundles.
     pub fn from_files(files: &[(&str, &str)]) -> Result<ReleaseManifest, ReleaseError> {
-        let invalid = |file: &str, message: String| ReleaseError::Invalid { file: file.to_string(), message };
+        let invalid = |file: &str, message: String| ReleaseError::Invalid {
+            file: file.to_string(),
+            message,
+        };
         let spec_of = |file: &str, kind: &str| -> Result<Value, ReleaseError> {
-            let text = files.iter().find(|(n, _)| *n == file).map(|(_, t)| *t).ok_or_else(|| invalid(file, "missing".into()))?;
+            let text = files
+                .iter()
+                .find(|(n, _)| *n == file)
+                .map(|(_, t)| *t)
+                .ok_or_else(|| invalid(file, "missing".into()))?;
             let docs = crate::yaml::parse(text).map_err(|e| invalid(file, e.to_string()))?;
-            let doc = docs.into_iter().next().ok_or_else(|| invalid(file, "empty".into()))?;
+            let doc = docs
+                .into_iter()
+                .next()
+                .ok_or_else(|| invalid(file, "empty".into()))?;
             if doc.value.get("kind").and_then(Value::as_str) != Some(kind) {
                 return Err(invalid(file, format!("expected kind {kind}")));
             }
             Ok(doc.value.get("spec").cloned().unwrap_or(Value::Null))
         };
-        let spec: RawManifestSpec = serde_json::from_value(spec_of("manifest.yaml", "Release")?).map_err(|e| invalid("manifest.yaml", e.to_string()))?;
+        let spec: RawManifestSpec = serde_json::from_value(spec_of("manifest.yaml", "Release")?)
+            .map_err(|e| invalid("manifest.yaml", e.to_string()))?;
         let mut releases = Vec::new();
         for r in spec.releases {
-            let version = SemVer::parse(&r.version).ok_or_else(|| invalid("manifest.yaml", format!("bad version {}", r.version)))?;
-            let b: RawBundlesSpec = serde_json::from_value(spec_of(&r.bundle_manifest_url, "Bundles")?).map_err(|e| invalid(&r.bundle_manifest_url, e.to_string()))?;
-            if b.number != r.number || b.cli_min_version != r.version || b.cli_max_version != r.version {
-                return Err(invalid(&r.bundle_manifest_url, format!("bundle number or CLI versions do not match release {}", r.version)));
+            let version = SemVer::parse(&r.version)
+                .ok_or_else(|| invalid("manifest.yaml", format!("bad version {}", r.version)))?;
+            let b: RawBundlesSpec =
+                serde_json::from_value(spec_of(&r.bundle_manifest_url, "Bundles")?)
+                    .map_err(|e| invalid(&r.bundle_manifest_url, e.to_string()))?;
+            if b.number != r.number
+                || b.cli_min_version != r.version
+                || b.cli_max_version != r.version
+            {
+                return Err(invalid(
+                    &r.bundle_manifest_url,
+                    format!(
+                        "bundle number or CLI versions do not match release {}",
+                        r.version
+                    ),
+                ));
             }
             releases.push(Release {
                 version,
@@ -345,7 +398,8 @@ impl ReleaseManifest {
             });
         }
         releases.sort_by(|a, b| a.version.cmp(&b.version));
-        let latest = SemVer::parse(&spec.latest_version).ok_or_else(|| invalid("manifest.yaml", "bad latestVersion".into()))?;
+        let latest = SemVer::parse(&spec.latest_version)
+            .ok_or_else(|| invalid("manifest.yaml", "bad latestVersion".into()))?;
         Ok(ReleaseManifest { latest, releases })
     }
 
@@ -356,12 +410,17 @@ impl ReleaseManifest {
 
     /// The newest release.
     pub fn latest(&self) -> &Release {
-        self.find(&self.latest).unwrap_or_else(|| self.releases.last().expect("at least one release"))
+        self.find(&self.latest)
+            .unwrap_or_else(|| self.releases.last().expect("at least one release"))
     }
 
     /// Every version, e.g. "v0.25.2, v0.26.1".
     pub fn versions(&self) -> String {
-        self.releases.iter().map(|r| r.version.to_string()).collect::<Vec<_>>().join(", ")
+        self.releases
+            .iter()
+            .map(|r| r.version.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Resolves the release of a cluster and checks the version rules.
@@ -369,18 +428,34 @@ impl ReleaseManifest {
     /// `management` is the release of the cluster's management cluster (None for a management
     /// cluster itself, or when the management cluster is broken). A cluster that names no version
     /// gets the management cluster's, and a management cluster that names none gets the latest.
-    pub fn resolve<'a>(&'a self, cluster: &Cluster, management: Option<&Release>) -> (Option<&'a Release>, Vec<Diagnostic>) {
+    pub fn resolve<'a>(
+        &'a self,
+        cluster: &Cluster,
+        management: Option<&Release>,
+    ) -> (Option<&'a Release>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
         let src = &cluster.source;
         let mut err = |code, path: &str, msg: String| {
-            diags.push(Diagnostic::error(code, msg).in_file(&src.file).at(src.pos(path)).for_cluster(&cluster.name));
+            diags.push(
+                Diagnostic::error(code, msg)
+                    .in_file(&src.file)
+                    .at(src.pos(path))
+                    .for_cluster(&cluster.name),
+            );
         };
         let release = if let Some(v) = &cluster.eksa_version {
             let parsed = SemVer::parse(v);
             match parsed.as_ref().and_then(|p| self.find(p)) {
                 Some(r) => Some(r),
                 None => {
-                    err(Code::UnknownVersion, "spec.eksaVersion", format!("eksaVersion `{v}` is not a known EKS Anywhere release; supported: {}", self.versions()));
+                    err(
+                        Code::UnknownVersion,
+                        "spec.eksaVersion",
+                        format!(
+                            "eksaVersion `{v}` is not a known EKS Anywhere release; supported: {}",
+                            self.versions()
+                        ),
+                    );
                     None
                 }
             }
@@ -388,8 +463,19 @@ impl ReleaseManifest {
             match self.releases.iter().find(|r| r.bundles_name == *b) {
                 Some(r) => Some(r),
                 None => {
-                    let known = self.releases.iter().map(|r| r.bundles_name.as_str()).collect::<Vec<_>>().join(", ");
-                    err(Code::UnknownVersion, "spec.bundlesRef.name", format!("bundlesRef `{b}` is not a known Bundles object; supported: {known}"));
+                    let known = self
+                        .releases
+                        .iter()
+                        .map(|r| r.bundles_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    err(
+                        Code::UnknownVersion,
+                        "spec.bundlesRef.name",
+                        format!(
+                            "bundlesRef `{b}` is not a known Bundles object; supported: {known}"
+                        ),
+                    );
                     None
                 }
             }
@@ -398,7 +484,9 @@ impl ReleaseManifest {
         } else {
             management.and_then(|m| self.find(&m.version))
         };
-        let Some(release) = release else { return (None, diags) };
+        let Some(release) = release else {
+            return (None, diags);
+        };
         let path = if cluster.eksa_version.is_some() {
             "spec.eksaVersion"
         } else if cluster.bundles_ref.is_some() {
@@ -409,20 +497,45 @@ impl ReleaseManifest {
         if let (Some(m), false) = (management, cluster.is_self_managed()) {
             let (w, mv) = (&release.version, &m.version);
             if w > mv {
-                err(Code::VersionSkew, path, format!("eksaVersion {w} is newer than management cluster `{}`'s {mv}; upgrade the management cluster first", cluster.management));
+                err(
+                    Code::VersionSkew,
+                    path,
+                    format!(
+                        "eksaVersion {w} is newer than management cluster `{}`'s {mv}; upgrade the management cluster first",
+                        cluster.management
+                    ),
+                );
             } else if w.major != mv.major || mv.minor - w.minor > MAX_EKSA_LAG {
-                err(Code::VersionSkew, path, format!("eksaVersion {w} lags management cluster `{}`'s {mv} by more than {MAX_EKSA_LAG} minor versions", cluster.management));
+                err(
+                    Code::VersionSkew,
+                    path,
+                    format!(
+                        "eksaVersion {w} lags management cluster `{}`'s {mv} by more than {MAX_EKSA_LAG} minor versions",
+                        cluster.management
+                    ),
+                );
             }
         }
         let mut check_kube = |v: KubeVersion, path: &str| {
             if release.versions_bundle(v).is_none() {
-                err(Code::UnknownVersion, path, format!("Kubernetes {v} is not in EKS Anywhere {}; supported: {}", release.version, release.kube_versions()));
+                err(
+                    Code::UnknownVersion,
+                    path,
+                    format!(
+                        "Kubernetes {v} is not in EKS Anywhere {}; supported: {}",
+                        release.version,
+                        release.kube_versions()
+                    ),
+                );
             }
         };
         check_kube(cluster.kubernetes_version, "spec.kubernetesVersion");
         for (i, w) in cluster.workers.iter().enumerate() {
             if w.kubernetes_version != cluster.kubernetes_version {
-                check_kube(w.kubernetes_version, &format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion"));
+                check_kube(
+                    w.kubernetes_version,
+                    &format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion"),
+                );
             }
         }
         let ok = diags.is_empty();

@@ -22,13 +22,10 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::identity::{CLUSTER_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::release::{Release, VersionsBundle};
-use crate::spec::{Cluster, KubeVersion, Provider, Taint, VSphereMachine};
+use crate::spec::{Cluster, DockerBackend, KubeVersion, Provider, Taint, VSphereMachine};
 
-/// Label put on every rendered object: who manages it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Label put on every rendered object: which fleet cluster it belongs to.
-pub const CLUSTER_LABEL: &str = "capstan.dev/cluster";
 /// Length of the content-hash suffix of immutable templates, in hex digits.
 pub const HASH_LEN: usize = 10;
 
@@ -91,11 +88,15 @@ const TEMPLATES: &[(&str, &str)] = template_files![
 
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| environment_with(TEMPLATES).expect("embedded templates compile; checked by tests"))
+    ENV.get_or_init(|| {
+        environment_with(TEMPLATES).expect("embedded templates compile; checked by tests")
+    })
 }
 
 /// Builds a template environment from `(name, source)` pairs (tests use this to break templates).
-pub fn environment_with(templates: &[(&'static str, &'static str)]) -> Result<Environment<'static>, RenderError> {
+pub fn environment_with(
+    templates: &[(&'static str, &'static str)],
+) -> Result<Environment<'static>, RenderError> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Values are quoted explicitly with `tojson`; no implicit escaping by file extension.
@@ -106,7 +107,11 @@ pub fn environment_with(templates: &[(&'static str, &'static str)]) -> Result<En
         .expect("default delimiters are valid");
     env.set_syntax(syntax);
     for (name, src) in templates {
-        env.add_template(name, src).map_err(|e| RenderError::Template { template: name.to_string(), message: e.to_string() })?;
+        env.add_template(name, src)
+            .map_err(|e| RenderError::Template {
+                template: name.to_string(),
+                message: e.to_string(),
+            })?;
     }
     Ok(env)
 }
@@ -117,14 +122,28 @@ pub fn render(cluster: &Cluster, release: &Release) -> Result<Vec<Value>, Render
 }
 
 /// Renders a cluster with the templates of `env`.
-pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) -> Result<Vec<Value>, RenderError> {
+pub fn render_with(
+    env: &Environment<'_>,
+    cluster: &Cluster,
+    release: &Release,
+) -> Result<Vec<Value>, RenderError> {
     let provider = cluster.provider.name();
     let mut ctx = context(cluster, release)?;
 
     // Pass 1: immutable templates, named by content.
     let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
-    let mut immutable = render_file(env, &format!("{provider}/machine-templates.yaml.j2"), &values, cluster)?;
-    let mut bootstrap = render_file(env, &format!("{provider}/bootstrap-templates.yaml.j2"), &values, cluster)?;
+    let mut immutable = render_file(
+        env,
+        &format!("{provider}/machine-templates.yaml.j2"),
+        &values,
+        cluster,
+    )?;
+    let mut bootstrap = render_file(
+        env,
+        &format!("{provider}/bootstrap-templates.yaml.j2"),
+        &values,
+        cluster,
+    )?;
     let mut names = BTreeMap::new();
     for obj in &mut immutable {
         hash_name(obj, "", &mut names);
@@ -142,20 +161,36 @@ pub fn render_with(env: &Environment<'_>, cluster: &Cluster, release: &Release) 
         files.push("common/etcd.yaml.j2".into());
     }
     files.push(format!("{provider}/control-plane.yaml.j2"));
-    files.extend(["common/cluster.yaml.j2", "common/workers.yaml.j2", "common/health-checks.yaml.j2", "common/cni.yaml.j2"].map(String::from));
+    files.extend(
+        [
+            "common/cluster.yaml.j2",
+            "common/workers.yaml.j2",
+            "common/health-checks.yaml.j2",
+            "common/cni.yaml.j2",
+        ]
+        .map(String::from),
+    );
 
-    let mut out: Vec<Value> = cluster.eksa_objects.iter().map(|o| with_eksa_version(o, release)).collect();
+    let mut out: Vec<Value> = cluster
+        .eksa_objects
+        .iter()
+        .map(|o| with_eksa_version(o, release))
+        .collect();
     out.extend(immutable);
     for f in &files {
         out.extend(render_file(env, f, &values, cluster)?);
     }
     out.extend(cluster.extra_objects.iter().map(|e| {
         let mut v = e.value().clone();
-        let cluster_scoped = is_cluster_scoped(v.get("apiVersion").and_then(Value::as_str).unwrap_or(""), v.get("kind").and_then(Value::as_str).unwrap_or(""));
+        let cluster_scoped = is_cluster_scoped(
+            v.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+            v.get("kind").and_then(Value::as_str).unwrap_or(""),
+        );
         if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
             && !cluster_scoped
         {
-            meta.entry("namespace").or_insert_with(|| json!(cluster.namespace));
+            meta.entry("namespace")
+                .or_insert_with(|| json!(cluster.namespace));
         }
         v
     }));
@@ -176,8 +211,14 @@ pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("storage.k8s.io", "StorageClass"),
     ("scheduling.k8s.io", "PriorityClass"),
     ("networking.k8s.io", "IngressClass"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
     ("apiregistration.k8s.io", "APIService"),
 ];
 
@@ -190,12 +231,11 @@ pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
 /// Sets the resolved eksaVersion on the EKS-A Cluster object (a workload inherits its manager's).
 fn with_eksa_version(obj: &Value, release: &Release) -> Value {
     let mut v = obj.clone();
-    if v.get("kind").and_then(Value::as_str) == Some("Cluster") {
-        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-            if !spec.contains_key("bundlesRef") {
-                spec.insert("eksaVersion".into(), json!(release.version.to_string()));
-            }
-        }
+    if v.get("kind").and_then(Value::as_str) == Some("Cluster")
+        && let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+        && !spec.contains_key("bundlesRef")
+    {
+        spec.insert("eksaVersion".into(), json!(release.version.to_string()));
     }
     v
 }
@@ -204,59 +244,98 @@ fn label(obj: &mut Value, cluster: &str) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         let labels = meta.entry("labels").or_insert_with(|| json!({}));
         if let Some(labels) = labels.as_object_mut() {
-            labels.insert(MANAGED_BY_LABEL.into(), json!("capstan"));
+            labels.insert(MANAGED_BY_LABEL.into(), json!(MANAGED_BY));
             labels.insert(CLUSTER_LABEL.into(), json!(cluster));
         }
     }
 }
 
-/// The sha256 of an object's kind and spec, as the hex suffix of its name.
-pub fn content_hash(obj: &Value) -> String {
+/// The sha256 of an immutable template's kind and spec, as the hex suffix of its name (its
+/// metadata does not count: a label change must not roll machines).
+pub fn name_suffix(obj: &Value) -> String {
     let mut h = Sha256::new();
-    h.update(obj.get("kind").and_then(Value::as_str).unwrap_or("").as_bytes());
+    h.update(
+        obj.get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .as_bytes(),
+    );
     h.update(b"\0");
     // serde_json maps are sorted by key, so this serialisation is canonical.
-    h.update(serde_json::to_vec(obj.get("spec").unwrap_or(&Value::Null)).expect("values serialise"));
+    h.update(
+        serde_json::to_vec(obj.get("spec").unwrap_or(&Value::Null)).expect("values serialise"),
+    );
     let digest = hex::encode(h.finalize());
     digest[..HASH_LEN].to_string()
 }
 
 fn hash_name(obj: &mut Value, key_suffix: &str, names: &mut BTreeMap<String, String>) {
-    let hash = content_hash(obj);
-    let name = obj.pointer_mut("/metadata/name").expect("checked by render_file");
+    let hash = name_suffix(obj);
+    let name = obj
+        .pointer_mut("/metadata/name")
+        .expect("checked by render_file");
     let base = name.as_str().unwrap_or_default().to_string();
     let full = format!("{base}-{hash}");
     *name = Value::String(full.clone());
     names.insert(format!("{base}{key_suffix}"), full);
 }
 
-fn render_file(env: &Environment<'_>, name: &str, ctx: &minijinja::Value, cluster: &Cluster) -> Result<Vec<Value>, RenderError> {
+fn render_file(
+    env: &Environment<'_>,
+    name: &str,
+    ctx: &minijinja::Value,
+    cluster: &Cluster,
+) -> Result<Vec<Value>, RenderError> {
     let template_err = |e: minijinja::Error| {
         let mut message = e.to_string();
         if let Some(line) = e.line() {
             message = format!("line {line}: {message}");
         }
-        RenderError::Template { template: name.to_string(), message }
+        RenderError::Template {
+            template: name.to_string(),
+            message,
+        }
     };
     let tmpl = env.get_template(name).map_err(template_err)?;
     let text = tmpl.render(ctx).map_err(template_err)?;
-    let out_err = |message: String| RenderError::Output { template: name.to_string(), message };
+    let out_err = |message: String| RenderError::Output {
+        template: name.to_string(),
+        message,
+    };
     if std::env::var_os("CAPSTAN_DEBUG_TEMPLATES").is_some() {
         eprintln!("--- {name}\n{text}");
     }
-    let docs = crate::yaml::parse_values(&text).map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
+    let docs = crate::yaml::parse_values(&text)
+        .map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
     let mut objects = Vec::with_capacity(docs.len());
     for (i, v) in docs.into_iter().enumerate() {
         let line = format!("document {}", i + 1);
         let field = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
-        let (Some(_), Some(kind), Some(obj_name), Some(ns)) = (field("/apiVersion"), field("/kind"), field("/metadata/name"), field("/metadata/namespace")) else {
-            return Err(out_err(format!("{line}: an object needs apiVersion, kind, metadata.name and metadata.namespace")));
+        let (Some(_), Some(kind), Some(obj_name), Some(ns)) = (
+            field("/apiVersion"),
+            field("/kind"),
+            field("/metadata/name"),
+            field("/metadata/namespace"),
+        ) else {
+            return Err(out_err(format!(
+                "{line}: an object needs apiVersion, kind, metadata.name and metadata.namespace"
+            )));
         };
         if ns != cluster.namespace {
-            return Err(out_err(format!("{kind}/{obj_name} is in namespace {ns}, not the cluster's {}", cluster.namespace)));
+            return Err(out_err(format!(
+                "{kind}/{obj_name} is in namespace {ns}, not the cluster's {}",
+                cluster.namespace
+            )));
         }
-        if obj_name.is_empty() || obj_name.len() > 253 - HASH_LEN - 1 || !obj_name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.') {
-            return Err(out_err(format!("{kind}/{obj_name}: not a valid object name")));
+        if obj_name.is_empty()
+            || obj_name.len() > 253 - HASH_LEN - 1
+            || !obj_name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        {
+            return Err(out_err(format!(
+                "{kind}/{obj_name}: not a valid object name"
+            )));
         }
         objects.push(v);
     }
@@ -264,7 +343,11 @@ fn render_file(env: &Environment<'_>, name: &str, ctx: &minijinja::Value, cluste
 }
 
 fn node_labels(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn taints_json(taints: &[Taint]) -> Value {
@@ -296,13 +379,22 @@ fn machine_json(m: Option<&VSphereMachine>) -> Value {
     }
 }
 
-fn bundle_for<'a>(release: &'a Release, v: KubeVersion) -> Result<&'a VersionsBundle, RenderError> {
-    release.versions_bundle(v).ok_or_else(|| RenderError::MissingBundle { release: release.version.to_string(), version: v })
+fn bundle_for(release: &Release, v: KubeVersion) -> Result<&VersionsBundle, RenderError> {
+    release
+        .versions_bundle(v)
+        .ok_or_else(|| RenderError::MissingBundle {
+            release: release.version.to_string(),
+            version: v,
+        })
 }
 
 fn cilium_values(cluster: &Cluster, bundle: &VersionsBundle) -> (String, &'static str) {
     let c = &cluster.network.cilium;
-    let strategy = if c.skip_upgrade == Some(true) { "InstallOnce" } else { "Continuous" };
+    let strategy = if c.skip_upgrade == Some(true) {
+        "InstallOnce"
+    } else {
+        "Continuous"
+    };
     if let Some(v) = &c.helm_values {
         return (crate::yaml::to_string(v), strategy);
     }
@@ -362,12 +454,15 @@ fn context(cluster: &Cluster, release: &Release) -> Result<Map<String, Value>, R
     });
     let machines = match &cluster.provider {
         Provider::VSphere(v) => Some(&v.machines),
-        Provider::Docker => None,
+        Provider::Docker(_) => None,
     };
-    let machine = |name: &Option<String>| machine_json(name.as_ref().and_then(|n| machines.and_then(|m| m.get(n))));
+    let machine = |name: &Option<String>| {
+        machine_json(name.as_ref().and_then(|n| machines.and_then(|m| m.get(n))))
+    };
     let cp = &cluster.control_plane;
     let cp_taints = cp.taints.as_deref().map(taints_json);
-    let default_cp_taints = json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]);
+    let default_cp_taints =
+        json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]);
     let mut workers = Vec::new();
     for w in &cluster.workers {
         let b = bundle_for(release, w.kubernetes_version)?;
@@ -384,52 +479,82 @@ fn context(cluster: &Cluster, release: &Release) -> Result<Map<String, Value>, R
             "max_unavailable": w.max_unavailable.clone().unwrap_or(json!(0)),
         }));
     }
+    let in_memory = matches!(cluster.provider, Provider::Docker(DockerBackend::InMemory));
     let (infra_api, cluster_kind, mt_kind) = match cluster.provider {
-        Provider::Docker => ("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster", "DockerMachineTemplate"),
-        Provider::VSphere(_) => ("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereCluster", "VSphereMachineTemplate"),
+        Provider::Docker(DockerBackend::Docker) => (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "DockerCluster",
+            "DockerMachineTemplate",
+        ),
+        Provider::Docker(DockerBackend::InMemory) => (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "DevCluster",
+            "DevMachineTemplate",
+        ),
+        Provider::VSphere(_) => (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereCluster",
+            "VSphereMachineTemplate",
+        ),
     };
     let vsphere = match &cluster.provider {
         Provider::VSphere(v) => json!({
             "server": v.server, "datacenter": v.datacenter, "network": v.network, "thumbprint": v.thumbprint,
             "credentials_secret": format!("{}-vsphere-credentials", cluster.name),
         }),
-        Provider::Docker => Value::Null,
+        Provider::Docker(_) => Value::Null,
     };
     let (values, strategy) = cilium_values(cluster, cp_bundle);
     let mut ctx = Map::new();
-    ctx.insert("cluster".into(), json!({
-        "name": cluster.name,
-        "namespace": cluster.namespace,
-        "management": cluster.management,
-        "pods_cidr": cluster.network.pods.to_string(),
-        "services_cidr": cluster.network.services.to_string(),
-    }));
+    ctx.insert(
+        "cluster".into(),
+        json!({
+            "name": cluster.name,
+            "namespace": cluster.namespace,
+            "management": cluster.management,
+            "pods_cidr": cluster.network.pods.to_string(),
+            "services_cidr": cluster.network.services.to_string(),
+        }),
+    );
     ctx.insert("bundle".into(), bundle);
-    ctx.insert("cp".into(), json!({
-        "count": cp.count,
-        "version": d.tag,
-        "endpoint_host": cp.endpoint_host,
-        "node_labels": node_labels(&cp.labels),
-        "taints": cp_taints,
-        "taints_or_default": cp_taints.clone().unwrap_or(default_cp_taints),
-        "node_image": d.kind_node.uri,
-        "machine": machine(&cp.machine),
-        "max_surge": cp.max_surge.clone().unwrap_or(json!(1)),
-    }));
-    ctx.insert("etcd".into(), match &cluster.etcd {
-        Some(e) => json!({"count": e.count, "machine": machine(&e.machine)}),
-        None => Value::Null,
-    });
+    ctx.insert(
+        "cp".into(),
+        json!({
+            "count": cp.count,
+            "version": d.tag,
+            "endpoint_host": cp.endpoint_host,
+            "node_labels": node_labels(&cp.labels),
+            "taints": cp_taints,
+            "taints_or_default": cp_taints.clone().unwrap_or(default_cp_taints),
+            "node_image": d.kind_node.uri,
+            "machine": machine(&cp.machine),
+            "max_surge": cp.max_surge.clone().unwrap_or(json!(1)),
+        }),
+    );
+    ctx.insert(
+        "etcd".into(),
+        match &cluster.etcd {
+            Some(e) => json!({"count": e.count, "machine": machine(&e.machine)}),
+            None => Value::Null,
+        },
+    );
     ctx.insert("workers".into(), Value::Array(workers));
     ctx.insert("vsphere".into(), vsphere);
+    ctx.insert("docker".into(), json!({"in_memory": in_memory}));
     ctx.insert("infra".into(), json!({"api_version": infra_api, "cluster_kind": cluster_kind, "machine_template_kind": mt_kind}));
-    ctx.insert("health".into(), json!({
-        "node_startup_timeout_seconds": cluster.health.node_startup_timeout_seconds,
-        "unhealthy_machine_timeout_seconds": cluster.health.unhealthy_machine_timeout_seconds,
-        "control_plane_max_unhealthy": cluster.health.control_plane_max_unhealthy,
-        "workers_max_unhealthy": cluster.health.workers_max_unhealthy,
-    }));
-    ctx.insert("cilium".into(), json!({"values": values, "reconcile_strategy": strategy}));
+    ctx.insert(
+        "health".into(),
+        json!({
+            "node_startup_timeout_seconds": cluster.health.node_startup_timeout_seconds,
+            "unhealthy_machine_timeout_seconds": cluster.health.unhealthy_machine_timeout_seconds,
+            "control_plane_max_unhealthy": cluster.health.control_plane_max_unhealthy,
+            "workers_max_unhealthy": cluster.health.workers_max_unhealthy,
+        }),
+    );
+    ctx.insert(
+        "cilium".into(),
+        json!({"values": values, "reconcile_strategy": strategy}),
+    );
     if matches!(cluster.provider, Provider::VSphere(_)) {
         let manifest = environment_render_kube_vip(&ctx)?;
         ctx.insert("kube_vip_manifest".into(), json!(manifest));
@@ -439,13 +564,13 @@ fn context(cluster: &Cluster, release: &Release) -> Result<Map<String, Value>, R
 
 fn environment_render_kube_vip(ctx: &Map<String, Value>) -> Result<String, RenderError> {
     let name = "vsphere/kube-vip.yaml.j2";
-    let err = |e: minijinja::Error| RenderError::Template { template: name.into(), message: e.to_string() };
-    environment().get_template(name).map_err(err)?.render(minijinja::Value::from(minijinja::value::Serde(ctx))).map_err(err)
-}
-
-/// A short subject for an object: `Kind/namespace/name`.
-pub fn subject(obj: &Value) -> String {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let ns = s("/metadata/namespace");
-    if ns.is_empty() { format!("{}/{}", s("/kind"), s("/metadata/name")) } else { format!("{}/{}/{}", s("/kind"), ns, s("/metadata/name")) }
+    let err = |e: minijinja::Error| RenderError::Template {
+        template: name.into(),
+        message: e.to_string(),
+    };
+    environment()
+        .get_template(name)
+        .map_err(err)?
+        .render(minijinja::Value::from(minijinja::value::Serde(ctx)))
+        .map_err(err)
 }

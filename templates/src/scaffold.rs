@@ -23,9 +23,18 @@ pub enum ScaffoldError {
 }
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("scaffold/cluster.yaml.j2", include_str!("../scaffold/cluster.yaml.j2")),
-    ("scaffold/vsphere.yaml.j2", include_str!("../scaffold/vsphere.yaml.j2")),
-    ("scaffold/README.md.j2", include_str!("../scaffold/README.md.j2")),
+    (
+        "scaffold/cluster.yaml.j2",
+        include_str!("../scaffold/cluster.yaml.j2"),
+    ),
+    (
+        "scaffold/vsphere.yaml.j2",
+        include_str!("../scaffold/vsphere.yaml.j2"),
+    ),
+    (
+        "scaffold/README.md.j2",
+        include_str!("../scaffold/README.md.j2"),
+    ),
 ];
 
 fn environment() -> &'static Environment<'static> {
@@ -33,12 +42,16 @@ fn environment() -> &'static Environment<'static> {
     ENV.get_or_init(|| {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-    // Values are quoted explicitly with `tojson`; no implicit escaping by file extension.
-    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
-        let syntax = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build().expect("default syntax");
+        // Values are quoted explicitly with `tojson`; no implicit escaping by file extension.
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+            .expect("default syntax");
         env.set_syntax(syntax);
         for (name, src) in TEMPLATES {
-            env.add_template(name, src).expect("embedded scaffold templates compile; checked by tests");
+            env.add_template(name, src)
+                .expect("embedded scaffold templates compile; checked by tests");
         }
         env
     })
@@ -55,8 +68,15 @@ pub fn render_scaffold<T: Serialize>(name: &str, values: &T) -> Result<String, S
             message.push_str(&format!(": {s}"));
             source = s.source();
         }
-        ScaffoldError::Template { template: template.clone(), message }
+        ScaffoldError::Template {
+            template: template.clone(),
+            message,
+        }
     };
     let ctx = minijinja::context! { v => minijinja::Value::from(minijinja::value::Serde(values)) };
-    environment().get_template(&template).map_err(err)?.render(ctx).map_err(err)
+    environment()
+        .get_template(&template)
+        .map_err(err)?
+        .render(ctx)
+        .map_err(err)
 }

@@ -13,7 +13,6 @@
 //! The emitter writes values back as block YAML with sorted keys and quoting only where a plain
 //! scalar would change meaning; the same value always gives the same bytes.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -31,7 +30,10 @@ pub struct Pos {
 
 impl Pos {
     fn from_span(span: &Span) -> Pos {
-        Pos { line: span.start.line(), column: span.start.col() + 1 }
+        Pos {
+            line: span.start.line(),
+            column: span.start.col() + 1,
+        }
     }
 }
 
@@ -78,8 +80,17 @@ pub struct YamlError {
 }
 
 enum Frame {
-    Map { map: Map<String, Value>, path: String, key: Option<(String, Pos)>, anchor: usize },
-    Seq { items: Vec<Value>, path: String, anchor: usize },
+    Map {
+        map: Map<String, Value>,
+        path: String,
+        key: Option<(String, Pos)>,
+        anchor: usize,
+    },
+    Seq {
+        items: Vec<Value>,
+        path: String,
+        anchor: usize,
+    },
 }
 
 /// Parses every document of a YAML stream. Empty documents (e.g. a trailing `---`) are skipped.
@@ -90,7 +101,10 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
 /// Like [`parse`] but without recording positions: for YAML capstan wrote itself (rendered
 /// templates), where positions are never reported and recording them is most of the cost.
 pub fn parse_values(text: &str) -> Result<Vec<Value>, YamlError> {
-    Ok(parse_impl(text, false)?.into_iter().map(|d| d.value).collect())
+    Ok(parse_impl(text, false)?
+        .into_iter()
+        .map(|d| d.value)
+        .collect())
 }
 
 fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
@@ -108,15 +122,27 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
     while let Some(next) = parser.next_event() {
         let (event, span) = next.map_err(|e| YamlError {
             message: e.info().to_string(),
-            pos: Pos { line: e.marker().line(), column: e.marker().col() + 1 },
+            pos: Pos {
+                line: e.marker().line(),
+                column: e.marker().col() + 1,
+            },
         })?;
         let pos = Pos::from_span(&span);
         // A scalar in key position of a mapping is a key, not a value.
-        if let Some(Frame::Map { key: key @ None, map, path, .. }) = stack.last_mut() {
+        if let Some(Frame::Map {
+            key: key @ None,
+            map,
+            path,
+            ..
+        }) = stack.last_mut()
+        {
             match &event {
                 Event::Scalar(s, ..) => {
                     if map.contains_key(s.as_ref()) {
-                        return Err(YamlError { message: format!("duplicate key `{s}`"), pos });
+                        return Err(YamlError {
+                            message: format!("duplicate key `{s}`"),
+                            pos,
+                        });
                     }
                     // A value's position is where its key was written.
                     if track {
@@ -127,7 +153,10 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 }
                 Event::MappingEnd => {}
                 Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_) => {
-                    return Err(YamlError { message: "complex mapping keys are not supported".into(), pos });
+                    return Err(YamlError {
+                        message: "complex mapping keys are not supported".into(),
+                        pos,
+                    });
                 }
                 _ => {}
             }
@@ -137,12 +166,25 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 return String::new();
             }
             match stack.last() {
-                Some(Frame::Map { path, key: Some((k, _)), .. }) => join_key(path, k),
+                Some(Frame::Map {
+                    path,
+                    key: Some((k, _)),
+                    ..
+                }) => join_key(path, k),
                 Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
                 _ => String::new(),
             }
         };
-        if stack.is_empty() && root_pos.is_none() && matches!(event, Event::MappingStart(..) | Event::SequenceStart(..) | Event::Scalar(..) | Event::Alias(_)) {
+        if stack.is_empty()
+            && root_pos.is_none()
+            && matches!(
+                event,
+                Event::MappingStart(..)
+                    | Event::SequenceStart(..)
+                    | Event::Scalar(..)
+                    | Event::Alias(_)
+            )
+        {
             root_pos = Some(pos);
         }
         let value = match event {
@@ -162,7 +204,11 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                     Some(value) => {
                         // A document starts where its content starts, not at its `---` line.
                         let start = root_pos.unwrap_or(doc_start);
-                        docs.push(Document { value, start, spans: std::mem::take(&mut spans) })
+                        docs.push(Document {
+                            value,
+                            start,
+                            spans: std::mem::take(&mut spans),
+                        })
                     }
                 }
                 continue;
@@ -173,7 +219,12 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 if track {
                     spans.entry(path.clone()).or_insert(pos);
                 }
-                stack.push(Frame::Map { map: Map::new(), path, key: None, anchor });
+                stack.push(Frame::Map {
+                    map: Map::new(),
+                    path,
+                    key: None,
+                    anchor,
+                });
                 continue;
             }
             Event::SequenceStart(anchor, tag) => {
@@ -182,44 +233,63 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 if track {
                     spans.entry(path.clone()).or_insert(pos);
                 }
-                stack.push(Frame::Seq { items: Vec::new(), path, anchor });
+                stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    path,
+                    anchor,
+                });
                 continue;
             }
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map { map, anchor, .. }) => remember(&mut anchors, anchor, Value::Object(map)),
+                Some(Frame::Map { map, anchor, .. }) => {
+                    remember(&mut anchors, anchor, Value::Object(map))
+                }
                 _ => unreachable!("parser emits balanced events"),
             },
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { items, anchor, .. }) => remember(&mut anchors, anchor, Value::Array(items)),
+                Some(Frame::Seq { items, anchor, .. }) => {
+                    remember(&mut anchors, anchor, Value::Array(items))
+                }
                 _ => unreachable!("parser emits balanced events"),
             },
             Event::Alias(id) => match anchors.get(&id) {
                 Some((_, size)) if expanded + size > MAX_ALIAS_NODES => {
-                    return Err(YamlError { message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes"), pos });
+                    return Err(YamlError {
+                        message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes"),
+                        pos,
+                    });
                 }
                 Some((v, size)) => {
                     expanded += size;
                     let path = child_path(&stack);
                     if track {
-                    spans.entry(path).or_insert(pos);
-                }
+                        spans.entry(path).or_insert(pos);
+                    }
                     v.clone()
                 }
-                None => return Err(YamlError { message: "alias to an unknown anchor".into(), pos }),
+                None => {
+                    return Err(YamlError {
+                        message: "alias to an unknown anchor".into(),
+                        pos,
+                    });
+                }
             },
             Event::Scalar(text, style, anchor, tag) => {
                 let path = child_path(&stack);
                 if track {
                     spans.entry(path).or_insert(pos);
                 }
-                let v = resolve_scalar(&text, style, tag.as_deref()).map_err(|message| YamlError { message, pos })?;
+                let v = resolve_scalar(&text, style, tag.as_deref())
+                    .map_err(|message| YamlError { message, pos })?;
                 remember(&mut anchors, anchor, v)
             }
         };
         // Attach the finished value to its parent, or make it the document root.
         match stack.last_mut() {
             Some(Frame::Map { map, key, .. }) => {
-                let (k, _) = key.take().expect("value in a mapping always follows its key");
+                let (k, _) = key
+                    .take()
+                    .expect("value in a mapping always follows its key");
                 map.insert(k, value);
             }
             Some(Frame::Seq { items, .. }) => items.push(value),
@@ -249,18 +319,25 @@ fn node_count(v: &Value) -> usize {
 }
 
 fn join_key(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn check_collection_tag(tag: Option<&Tag>, expected: &str, pos: Pos) -> Result<(), YamlError> {
     match tag {
         None => Ok(()),
         Some(t) if t.is_yaml_core_schema() && t.suffix == expected => Ok(()),
-        Some(t) => Err(YamlError { message: format!("unsupported tag `{t}`"), pos }),
+        Some(t) => Err(YamlError {
+            message: format!("unsupported tag `{t}`"),
+            pos,
+        }),
     }
 }
 
-fn resolve_scalar(text: &Cow<'_, str>, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
     if let Some(tag) = tag {
         if !tag.is_yaml_core_schema() {
             return Err(format!("unsupported tag `{tag}`"));
@@ -299,20 +376,20 @@ pub fn resolve_plain(s: &str) -> Value {
             return Value::Number(u.into());
         }
     }
-    if let Some(oct) = s.strip_prefix("0o") {
-        if let Ok(i) = i64::from_str_radix(oct, 8) {
-            return Value::Number(i.into());
-        }
+    if let Some(oct) = s.strip_prefix("0o")
+        && let Ok(i) = i64::from_str_radix(oct, 8)
+    {
+        return Value::Number(i.into());
     }
-    if let Some(hex) = s.strip_prefix("0x") {
-        if let Ok(i) = i64::from_str_radix(hex, 16) {
-            return Value::Number(i.into());
-        }
+    if let Some(hex) = s.strip_prefix("0x")
+        && let Ok(i) = i64::from_str_radix(hex, 16)
+    {
+        return Value::Number(i.into());
     }
-    if is_float(bytes) {
-        if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
-            return Value::Number(n);
-        }
+    if is_float(bytes)
+        && let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64)
+    {
+        return Value::Number(n);
     }
     Value::String(s.to_string())
 }
@@ -481,7 +558,9 @@ fn block_safe(s: &str) -> bool {
     let body = s.strip_suffix('\n').unwrap_or(s);
     !body.ends_with('\n')
         && !body.starts_with([' ', '\t'])
-        && body.split('\n').all(|l| !l.ends_with([' ', '\t']) && !l.contains('\t') && !l.contains('\r'))
+        && body
+            .split('\n')
+            .all(|l| !l.ends_with([' ', '\t']) && !l.contains('\t') && !l.contains('\r'))
 }
 
 /// Whether `s` written plain reads back as the same string.
@@ -497,13 +576,32 @@ fn plain_safe(s: &str) -> bool {
     if s.ends_with([' ', '\t', ':']) {
         return false;
     }
-    if s.contains(": ") || s.contains(" #") || s.contains('\n') || s.contains('\t') || s.contains('\r') {
+    if s.contains(": ")
+        || s.contains(" #")
+        || s.contains('\n')
+        || s.contains('\t')
+        || s.contains('\r')
+    {
         return false;
     }
     // Quote strings the YAML 1.1 readers (kubectl's, most tooling) would turn into booleans.
     !matches!(
         s,
-        "y" | "Y" | "n" | "N" | "yes" | "Yes" | "YES" | "no" | "No" | "NO" | "on" | "On" | "ON" | "off" | "Off" | "OFF"
+        "y" | "Y"
+            | "n"
+            | "N"
+            | "yes"
+            | "Yes"
+            | "YES"
+            | "no"
+            | "No"
+            | "NO"
+            | "on"
+            | "On"
+            | "ON"
+            | "off"
+            | "Off"
+            | "OFF"
     ) && s.chars().all(|c| !c.is_control())
 }
 

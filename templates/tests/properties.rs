@@ -32,19 +32,56 @@ struct Spec {
 }
 
 fn group() -> impl Strategy<Value = Group> {
-    (0u32..6, any::<bool>(), proptest::option::of("[a-z]{1,6}"), 0u32..3, any::<bool>())
-        .prop_map(|(count, autoscale, label, lag, tainted)| Group { count, autoscale, label, lag, tainted })
+    (
+        0u32..6,
+        any::<bool>(),
+        proptest::option::of("[a-z]{1,6}"),
+        0u32..3,
+        any::<bool>(),
+    )
+        .prop_map(|(count, autoscale, label, lag, tainted)| Group {
+            count,
+            autoscale,
+            label,
+            lag,
+            tainted,
+        })
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    (any::<bool>(), 0u32..3, any::<bool>(), 32u32..35, proptest::collection::vec(group(), 1..4), 2048u32..65536, proptest::option::of("[a-z]{1,6}"))
-        .prop_map(|(vsphere, cp, external_etcd, kube_minor, groups, memory, cp_label)| Spec { vsphere, cp_count: cp * 2 + 1, external_etcd, kube_minor, groups, memory, cp_label })
+    (
+        any::<bool>(),
+        0u32..3,
+        any::<bool>(),
+        32u32..35,
+        proptest::collection::vec(group(), 1..4),
+        2048u32..65536,
+        proptest::option::of("[a-z]{1,6}"),
+    )
+        .prop_map(
+            |(vsphere, cp, external_etcd, kube_minor, groups, memory, cp_label)| Spec {
+                vsphere,
+                cp_count: cp * 2 + 1,
+                external_etcd,
+                kube_minor,
+                groups,
+                memory,
+                cp_label,
+            },
+        )
 }
 
 fn yaml_of(s: &Spec) -> String {
     let mut out = String::new();
-    let dc = if s.vsphere { "VSphereDatacenterConfig" } else { "DockerDatacenterConfig" };
-    out += &format!("apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\nspec:\n  kubernetesVersion: \"1.{}\"\n  eksaVersion: v0.26.1\n  datacenterRef:\n    kind: {dc}\n    name: c1\n", s.kube_minor);
+    let dc = if s.vsphere {
+        "VSphereDatacenterConfig"
+    } else {
+        "DockerDatacenterConfig"
+    };
+    out += &format!(
+        "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\nspec:\n  kubernetesVersion: \"1.{}\"\n  eksaVersion: v0.26.1\n  datacenterRef:\n    kind: {dc}\n    name: c1\n",
+        s.kube_minor
+    );
     out += &format!("  controlPlaneConfiguration:\n    count: {}\n", s.cp_count);
     if s.vsphere {
         out += "    endpoint:\n      host: 10.0.0.1\n    machineGroupRef:\n      kind: VSphereMachineConfig\n      name: m-cp\n";
@@ -63,7 +100,11 @@ fn yaml_of(s: &Spec) -> String {
     for (i, g) in s.groups.iter().enumerate() {
         out += &format!("    - name: g{i}\n");
         if g.autoscale {
-            out += &format!("      autoscalingConfiguration:\n        minCount: {}\n        maxCount: {}\n", g.count, g.count + 3);
+            out += &format!(
+                "      autoscalingConfiguration:\n        minCount: {}\n        maxCount: {}\n",
+                g.count,
+                g.count + 3
+            );
         } else {
             out += &format!("      count: {}\n", g.count);
         }
@@ -77,7 +118,8 @@ fn yaml_of(s: &Spec) -> String {
             out += "      taints:\n        - key: dedicated\n          effect: NoSchedule\n";
         }
         if s.vsphere {
-            out += "      machineGroupRef:\n        kind: VSphereMachineConfig\n        name: m-w\n";
+            out +=
+                "      machineGroupRef:\n        kind: VSphereMachineConfig\n        name: m-w\n";
         }
     }
     out += "  clusterNetwork:\n    pods:\n      cidrBlocks: [192.168.0.0/16]\n    services:\n      cidrBlocks: [10.96.0.0/12]\n";
@@ -88,7 +130,10 @@ fn yaml_of(s: &Spec) -> String {
             roles.push("etcd");
         }
         for r in roles {
-            out += &format!("---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: VSphereMachineConfig\nmetadata:\n  name: m-{r}\nspec:\n  datastore: ds\n  resourcePool: rp\n  template: t\n  osFamily: ubuntu\n  memoryMiB: {}\n", s.memory);
+            out += &format!(
+                "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: VSphereMachineConfig\nmetadata:\n  name: m-{r}\nspec:\n  datastore: ds\n  resourcePool: rp\n  template: t\n  osFamily: ubuntu\n  memoryMiB: {}\n",
+                s.memory
+            );
         }
     } else {
         out += "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: c1\nspec: {}\n";
@@ -98,16 +143,28 @@ fn yaml_of(s: &Spec) -> String {
 
 fn render_spec(s: &Spec) -> Vec<Value> {
     let text = yaml_of(s);
-    let docs: Vec<SourceDoc> = yaml::parse(&text).unwrap().into_iter().map(|doc| SourceDoc { file: PathBuf::from("c.yaml"), doc }).collect();
+    let docs: Vec<SourceDoc> = yaml::parse(&text)
+        .unwrap()
+        .into_iter()
+        .map(|doc| SourceDoc {
+            file: PathBuf::from("c.yaml"),
+            doc,
+        })
+        .collect();
     let (cluster, diags) = parse_cluster(&docs);
-    let cluster = cluster.unwrap_or_else(|| panic!("generated spec must validate: {diags:#?}\n{text}"));
+    let cluster =
+        cluster.unwrap_or_else(|| panic!("generated spec must validate: {diags:#?}\n{text}"));
     let manifest = ReleaseManifest::embedded();
     let (release, diags) = manifest.resolve(&cluster, None);
     let release = release.unwrap_or_else(|| panic!("versions must resolve: {diags:#?}"));
     render::render(&cluster, release).unwrap()
 }
 
-const IMMUTABLE: &[&str] = &["DockerMachineTemplate", "VSphereMachineTemplate", "KubeadmConfigTemplate"];
+const IMMUTABLE: &[&str] = &[
+    "DockerMachineTemplate",
+    "VSphereMachineTemplate",
+    "KubeadmConfigTemplate",
+];
 
 /// Immutable templates by (kind, base name) -> (full name, spec).
 fn immutable(objs: &[Value]) -> BTreeMap<(String, String), (String, Value)> {
@@ -118,7 +175,10 @@ fn immutable(objs: &[Value]) -> BTreeMap<(String, String), (String, Value)> {
             let (base, hash) = name.rsplit_once('-').unwrap();
             assert_eq!(hash.len(), render::HASH_LEN);
             assert!(hash.bytes().all(|c| c.is_ascii_hexdigit()));
-            ((o["kind"].as_str().unwrap().to_string(), base.to_string()), (name.clone(), o["spec"].clone()))
+            (
+                (o["kind"].as_str().unwrap().to_string(), base.to_string()),
+                (name.clone(), o["spec"].clone()),
+            )
         })
         .collect()
 }
@@ -136,7 +196,8 @@ enum Mutation {
 
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
-        (0usize..3, proptest::option::of("[a-z]{1,6}")).prop_map(|(i, l)| Mutation::GroupLabel(i, l)),
+        (0usize..3, proptest::option::of("[a-z]{1,6}"))
+            .prop_map(|(i, l)| Mutation::GroupLabel(i, l)),
         (0usize..3, 0u32..6).prop_map(|(i, c)| Mutation::GroupCount(i, c)),
         (0usize..3, 0u32..3).prop_map(|(i, l)| Mutation::GroupLag(i, l)),
         (0u32..3).prop_map(|c| Mutation::CpCount(c * 2 + 1)),

@@ -47,16 +47,43 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("Cluster", "spec.packages"),
     ("Cluster", "spec.etcdEncryption"),
     ("Cluster", "spec.licenseToken"),
-    ("Cluster", "spec.controlPlaneConfiguration.skipLoadBalancerDeployment"),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.skipLoadBalancerDeployment",
+    ),
     ("Cluster", "spec.controlPlaneConfiguration.certSans"),
-    ("Cluster", "spec.controlPlaneConfiguration.machineHealthCheck"),
-    ("Cluster", "spec.controlPlaneConfiguration.apiServerExtraArgs"),
-    ("Cluster", "spec.controlPlaneConfiguration.kubeletConfiguration"),
-    ("Cluster", "spec.controlPlaneConfiguration.auditPolicyContent"),
-    ("Cluster", "spec.controlPlaneConfiguration.skipAdmissionForSystemResources"),
-    ("Cluster", "spec.workerNodeGroupConfigurations[*].machineHealthCheck"),
-    ("Cluster", "spec.workerNodeGroupConfigurations[*].kubeletConfiguration"),
-    ("Cluster", "spec.workerNodeGroupConfigurations[*].failureDomains"),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.machineHealthCheck",
+    ),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.apiServerExtraArgs",
+    ),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.kubeletConfiguration",
+    ),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.auditPolicyContent",
+    ),
+    (
+        "Cluster",
+        "spec.controlPlaneConfiguration.skipAdmissionForSystemResources",
+    ),
+    (
+        "Cluster",
+        "spec.workerNodeGroupConfigurations[*].machineHealthCheck",
+    ),
+    (
+        "Cluster",
+        "spec.workerNodeGroupConfigurations[*].kubeletConfiguration",
+    ),
+    (
+        "Cluster",
+        "spec.workerNodeGroupConfigurations[*].failureDomains",
+    ),
     ("Cluster", "spec.clusterNetwork.cni"),
     ("Cluster", "spec.clusterNetwork.dns"),
     ("Cluster", "spec.clusterNetwork.nodes"),
@@ -102,7 +129,10 @@ impl KubeVersion {
         if a.is_empty() || b.is_empty() || !a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()) {
             return None;
         }
-        Some(KubeVersion { major: a.parse().ok()?, minor: b.parse().ok()? })
+        Some(KubeVersion {
+            major: a.parse().ok()?,
+            minor: b.parse().ok()?,
+        })
     }
 }
 
@@ -211,7 +241,7 @@ pub struct ObjectSource {
 #[derive(Debug, Clone)]
 pub enum Provider {
     /// CAPD: containers as machines.
-    Docker,
+    Docker(DockerBackend),
     /// CAPV.
     VSphere(VSphere),
 }
@@ -220,8 +250,39 @@ impl Provider {
     /// "docker" or "vsphere".
     pub fn name(&self) -> &'static str {
         match self {
-            Provider::Docker => "docker",
+            Provider::Docker(_) => "docker",
             Provider::VSphere(_) => "vsphere",
+        }
+    }
+}
+
+/// Annotation of a `DockerDatacenterConfig` choosing what CAPD runs machines on.
+pub const DOCKER_BACKEND_ANNOTATION: &str = "capstan.dev/docker-backend";
+
+/// What CAPD runs a docker cluster's machines on. EKS Anywhere's docker provider runs
+/// containers; CAPD's in-memory backend simulates machines and API servers inside the CAPD
+/// process, which is how capstan's test bed and quick start bring clusters up with the real
+/// Cluster API controllers on a machine without Docker. Chosen explicitly per datacenter
+/// (annotation [`DOCKER_BACKEND_ANNOTATION`]: `docker` or `in-memory`), never implied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DockerBackend {
+    /// Containers (`DockerCluster`, `DockerMachineTemplate`): what EKS Anywhere renders.
+    #[default]
+    Docker,
+    /// CAPD's in-memory backend (`DevCluster`, `DevMachineTemplate` with `backend.inMemory`).
+    InMemory,
+}
+
+impl DockerBackend {
+    /// The annotation's values.
+    pub const VALUES: &[&str] = &["docker", "in-memory"];
+
+    /// From the annotation's value.
+    pub fn parse(s: &str) -> Option<DockerBackend> {
+        match s {
+            "docker" => Some(DockerBackend::Docker),
+            "in-memory" => Some(DockerBackend::InMemory),
+            _ => None,
         }
     }
 }
@@ -353,7 +414,8 @@ pub fn is_dns_label(s: &str, max: usize) -> bool {
         && b.len() <= max
         && b[0].is_ascii_lowercase()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 /// Parses a Go-style duration ("10m", "5m0s", "1h30m", "90s") into seconds.
@@ -411,7 +473,13 @@ mod tests {
 
     #[test]
     fn kube_versions() {
-        assert_eq!(KubeVersion::parse("1.31"), Some(KubeVersion { major: 1, minor: 31 }));
+        assert_eq!(
+            KubeVersion::parse("1.31"),
+            Some(KubeVersion {
+                major: 1,
+                minor: 31
+            })
+        );
         assert_eq!(KubeVersion::parse("v1.31"), None);
         assert_eq!(KubeVersion::parse("1.31.2"), None);
     }

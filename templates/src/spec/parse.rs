@@ -12,7 +12,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::raw::{self, ObjectMeta};
-use super::{Cluster, EKSA_API_VERSION, EKSA_GROUP, ExtraObject, UNSUPPORTED, UNSUPPORTED_KINDS, validate};
+use super::{
+    Cluster, EKSA_API_VERSION, EKSA_GROUP, ExtraObject, UNSUPPORTED, UNSUPPORTED_KINDS, validate,
+};
 use crate::diag::{Code, Diagnostic};
 use crate::yaml::Document;
 
@@ -57,28 +59,56 @@ pub fn parse_cluster(docs: &[SourceDoc]) -> (Option<Cluster>, Vec<Diagnostic>) {
     if let Some(name) = name.as_deref() {
         diags = diags.into_iter().map(|d| d.for_cluster(name)).collect();
     }
-    let cluster = if crate::diag::has_errors(&diags) { None } else { cluster };
+    let cluster = if crate::diag::has_errors(&diags) {
+        None
+    } else {
+        cluster
+    };
     (cluster, diags)
 }
 
 fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<Diagnostic>) {
-    let here = |code, msg: String, path: &str| Diagnostic::error(code, msg).in_file(&sd.file).at(sd.doc.pos(path));
+    let here = |code, msg: String, path: &str| {
+        Diagnostic::error(code, msg)
+            .in_file(&sd.file)
+            .at(sd.doc.pos(path))
+    };
     let Value::Object(obj) = &sd.doc.value else {
-        diags.push(here(Code::MissingTypeInfo, "a document must be a mapping with apiVersion, kind and metadata".into(), ""));
+        diags.push(here(
+            Code::MissingTypeInfo,
+            "a document must be a mapping with apiVersion, kind and metadata".into(),
+            "",
+        ));
         return;
     };
     let text = |k: &str| obj.get(k).and_then(Value::as_str);
     let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
-        diags.push(here(Code::MissingTypeInfo, "document has no apiVersion or kind".into(), ""));
+        diags.push(here(
+            Code::MissingTypeInfo,
+            "document has no apiVersion or kind".into(),
+            "",
+        ));
         return;
     };
-    if obj.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).is_none() {
-        diags.push(here(Code::MissingTypeInfo, format!("{kind} has no metadata.name"), "metadata"));
+    if obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        diags.push(here(
+            Code::MissingTypeInfo,
+            format!("{kind} has no metadata.name"),
+            "metadata",
+        ));
         return;
     }
     let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
     if group != EKSA_GROUP {
-        objects.extras.push(ExtraObject { file: sd.file.clone(), doc: sd.doc.clone() });
+        objects.extras.push(ExtraObject {
+            file: sd.file.clone(),
+            doc: sd.doc.clone(),
+        });
         return;
     }
     if api_version != EKSA_API_VERSION {
@@ -110,16 +140,29 @@ fn push<T>(p: Option<Parsed<T>>, into: &mut Vec<Parsed<T>>) {
 }
 
 /// Reports unsupported and unknown fields, then deserialises metadata and spec.
-fn typed<T: DeserializeOwned>(sd: &SourceDoc, src: usize, kind: &str, diags: &mut Vec<Diagnostic>) -> Option<Parsed<T>> {
+fn typed<T: DeserializeOwned>(
+    sd: &SourceDoc,
+    src: usize,
+    kind: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Parsed<T>> {
     let mut value = sd.doc.value.clone();
     let before = diags.len();
-    let obj = value.as_object_mut().expect("classify checked this is a mapping");
+    let obj = value
+        .as_object_mut()
+        .expect("classify checked this is a mapping");
     for key in obj.keys() {
-        if !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "spec" | "status") {
+        if !matches!(
+            key.as_str(),
+            "apiVersion" | "kind" | "metadata" | "spec" | "status"
+        ) {
             diags.push(
-                Diagnostic::error(Code::UnknownField, format!("unknown field `{key}` in {kind}"))
-                    .in_file(&sd.file)
-                    .at(sd.doc.pos(key)),
+                Diagnostic::error(
+                    Code::UnknownField,
+                    format!("unknown field `{key}` in {kind}"),
+                )
+                .in_file(&sd.file)
+                .at(sd.doc.pos(key)),
             );
         }
     }
@@ -138,29 +181,51 @@ fn typed<T: DeserializeOwned>(sd: &SourceDoc, src: usize, kind: &str, diags: &mu
     }
     check_versions_quoted(sd, &mut value, diags);
     let obj = value.as_object_mut().expect("still a mapping");
-    let meta = deserialize::<ObjectMeta>(obj.remove("metadata").unwrap_or(Value::Null), "metadata", sd, diags);
+    let meta = deserialize::<ObjectMeta>(
+        obj.remove("metadata").unwrap_or(Value::Null),
+        "metadata",
+        sd,
+        diags,
+    );
     let spec = match obj.remove("spec") {
         Some(spec) => deserialize::<T>(spec, "spec", sd, diags),
-        None if kind == "DockerDatacenterConfig" => deserialize::<T>(Value::Object(Default::default()), "spec", sd, diags),
+        None if kind == "DockerDatacenterConfig" => {
+            deserialize::<T>(Value::Object(Default::default()), "spec", sd, diags)
+        }
         None => {
-            diags.push(Diagnostic::error(Code::MissingField, format!("{kind} has no spec")).in_file(&sd.file).at(sd.doc.start));
+            diags.push(
+                Diagnostic::error(Code::MissingField, format!("{kind} has no spec"))
+                    .in_file(&sd.file)
+                    .at(sd.doc.start),
+            );
             None
         }
     };
     if diags.len() > before {
         return None;
     }
-    Some(Parsed { meta: meta?, spec: spec?, src })
+    Some(Parsed {
+        meta: meta?,
+        spec: spec?,
+        src,
+    })
 }
 
 /// `kubernetesVersion: 1.30` is the number 1.3 in YAML; say so instead of a type error.
 fn check_versions_quoted(sd: &SourceDoc, value: &mut Value, diags: &mut Vec<Diagnostic>) {
     let mut paths = vec!["spec.kubernetesVersion".to_string()];
-    if let Some(groups) = value.pointer("/spec/workerNodeGroupConfigurations").and_then(Value::as_array).cloned() {
-        paths.extend((0..groups.len()).map(|i| format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion")));
+    if let Some(groups) = value
+        .pointer("/spec/workerNodeGroupConfigurations")
+        .and_then(Value::as_array)
+        .cloned()
+    {
+        paths.extend(
+            (0..groups.len())
+                .map(|i| format!("spec.workerNodeGroupConfigurations[{i}].kubernetesVersion")),
+        );
     }
     for path in paths {
-        let pointer = format!("/{}", path.replace('.', "/").replace('[', "/").replace(']', ""));
+        let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
         if let Some(slot @ Value::Number(_)) = value.pointer_mut(&pointer) {
             let n = slot.to_string();
             *slot = Value::String(n.clone());
@@ -176,7 +241,12 @@ fn check_versions_quoted(sd: &SourceDoc, value: &mut Value, diags: &mut Vec<Diag
     }
 }
 
-fn deserialize<T: DeserializeOwned>(mut value: Value, prefix: &str, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Option<T> {
+fn deserialize<T: DeserializeOwned>(
+    mut value: Value,
+    prefix: &str,
+    sd: &SourceDoc,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<T> {
     // serde stops at the first unknown field; remove it and try again so that every unknown
     // field of the object is reported in one run.
     let mut unknown = 0;
@@ -188,14 +258,30 @@ fn deserialize<T: DeserializeOwned>(mut value: Value, prefix: &str, sd: &SourceD
         };
         let inner = e.inner().to_string();
         let raw_path = e.path().to_string();
-        let mut path = if raw_path == "." { prefix.to_string() } else { format!("{prefix}.{raw_path}") };
+        let mut path = if raw_path == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{raw_path}")
+        };
         let code = if let Some(field) = backticked(&inner, "unknown field `") {
-            let mut rel = if raw_path == "." { String::new() } else { raw_path.clone() };
+            let mut rel = if raw_path == "." {
+                String::new()
+            } else {
+                raw_path.clone()
+            };
             if !path.ends_with(&format!(".{field}")) {
                 path = format!("{path}.{field}");
-                rel = if rel.is_empty() { field.to_string() } else { format!("{rel}.{field}") };
+                rel = if rel.is_empty() {
+                    field.to_string()
+                } else {
+                    format!("{rel}.{field}")
+                };
             }
-            diags.push(Diagnostic::error(Code::UnknownField, format!("{path}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
+            diags.push(
+                Diagnostic::error(Code::UnknownField, format!("{path}: {inner}"))
+                    .in_file(&sd.file)
+                    .at(sd.doc.pos(&path)),
+            );
             unknown += 1;
             if unknown < 100 && remove_path(&mut value, &rel) {
                 continue;
@@ -208,7 +294,11 @@ fn deserialize<T: DeserializeOwned>(mut value: Value, prefix: &str, sd: &SourceD
         } else {
             Code::InvalidValue
         };
-        diags.push(Diagnostic::error(code, format!("{path}: {inner}")).in_file(&sd.file).at(sd.doc.pos(&path)));
+        diags.push(
+            Diagnostic::error(code, format!("{path}: {inner}"))
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&path)),
+        );
         return None;
     }
 }
@@ -230,7 +320,9 @@ fn remove_path(value: &mut Value, path: &str) -> bool {
         }
     }
     segs.retain(|s| !s.is_empty());
-    let Some((last, parents)) = segs.split_last() else { return false };
+    let Some((last, parents)) = segs.split_last() else {
+        return false;
+    };
     let mut cur = value;
     for seg in parents {
         let next = match seg.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
@@ -242,7 +334,8 @@ fn remove_path(value: &mut Value, path: &str) -> bool {
             None => return false,
         }
     }
-    cur.as_object_mut().is_some_and(|m| m.remove(last).is_some())
+    cur.as_object_mut()
+        .is_some_and(|m| m.remove(last).is_some())
 }
 
 fn backticked<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
@@ -259,20 +352,30 @@ fn take_matches(value: &mut Value, pattern: &str) -> Vec<String> {
 }
 
 fn take_rec(value: &mut Value, segs: &[&str], path: String, found: &mut Vec<String>) {
-    let Some((first, rest)) = segs.split_first() else { return };
+    let Some((first, rest)) = segs.split_first() else {
+        return;
+    };
     let (key, all_items) = match first.strip_suffix("[*]") {
         Some(k) => (k, true),
         None => (*first, false),
     };
-    let Some(obj) = value.as_object_mut() else { return };
-    let here = if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    let here = if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    };
     if rest.is_empty() && !all_items {
         if obj.remove(key).is_some() {
             found.push(here);
         }
         return;
     }
-    let Some(child) = obj.get_mut(key) else { return };
+    let Some(child) = obj.get_mut(key) else {
+        return;
+    };
     if all_items {
         if let Some(items) = child.as_array_mut() {
             for (i, item) in items.iter_mut().enumerate() {
