@@ -98,32 +98,7 @@ pub enum Command {
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
     Run(RunArgs),
     /// Reconcile the repository against the management cluster.
-    Reconcile {
-        /// Run one pass and exit (the daemon is `capstan run`).
-        #[arg(long)]
-        once: bool,
-        /// The repository (a working copy).
-        #[arg(long, default_value = ".")]
-        repo: PathBuf,
-        /// Only this cluster.
-        #[arg(long)]
-        cluster: Option<String>,
-        /// Correct drift (default) or only report it.
-        #[arg(long, value_enum, default_value_t)]
-        drift: DriftArg,
-        /// Revision label recorded in status (default: the repository's HEAD commit, else "local").
-        #[arg(long)]
-        revision: Option<String>,
-        /// The management cluster this is (default: the repository's only one).
-        #[arg(long)]
-        management: Option<String>,
-        /// Workload clusters reconciled at the same time.
-        #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
-        concurrency: usize,
-        /// Connection.
-        #[command(flatten)]
-        kube: KubeArgs,
-    },
+    Reconcile(ReconcileArgs),
     /// Show the status of every managed cluster.
     Status {
         /// Output format.
@@ -180,11 +155,17 @@ pub struct KubeArgs {
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
     /// Build (first time: minutes) and start a local management cluster: kube-apiserver and
-    /// etcd with the Cluster API and EKS Anywhere CRDs installed. Prints the kubeconfig path.
+    /// etcd with the Cluster API and EKS Anywhere CRDs installed, and the Cluster API controllers
+    /// (core, kubeadm bootstrap and control plane, CAPD with its in-memory backend) with
+    /// kube-controller-manager's garbage collector. Prints the kubeconfig path.
     Up {
         /// Where to keep its files (default: ~/.cache/capstan/dev).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Only the API server and its CRDs: no Cluster API controllers (clusters then stay
+        /// Progressing; nothing acts on what capstan applies).
+        #[arg(long)]
+        no_controllers: bool,
     },
     /// Stop the local management cluster and remove its files.
     Down {
@@ -257,7 +238,10 @@ pub struct RunArgs {
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    capstan_templates::spec::parse_duration_seconds(s).filter(|n| *n > 0).map(std::time::Duration::from_secs).ok_or_else(|| format!("`{s}` is not a duration such as 30s or 5m"))
+    capstan_templates::spec::parse_duration_seconds(s)
+        .filter(|n| *n > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is not a duration such as 30s or 5m"))
 }
 
 /// Drift policy.
@@ -293,6 +277,40 @@ pub enum TargetCommand {
         #[arg(long, default_value = "")]
         reason: String,
     },
+}
+
+/// `capstan reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Run one pass and exit (the daemon is `capstan run`).
+    #[arg(long)]
+    pub once: bool,
+    /// After the pass, keep reconciling as Cluster API acts (on watch events, not a timer) until
+    /// every cluster is Ready (or Failed, Orphaned, Suspended, deleted), for at most this long
+    /// (e.g. 10m). Exits 1 when they do not all get there.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub wait: Option<std::time::Duration>,
+    /// The repository (a working copy).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Only this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Correct drift (default) or only report it.
+    #[arg(long, value_enum, default_value_t)]
+    pub drift: DriftArg,
+    /// Revision label recorded in status (default: the repository's HEAD commit, else "local").
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// The management cluster this is (default: the repository's only one).
+    #[arg(long)]
+    pub management: Option<String>,
+    /// Workload clusters reconciled at the same time.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub concurrency: usize,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// `capstan new ...`.
@@ -335,6 +353,10 @@ pub struct ClusterValues {
     /// Run etcd on N separate machines (etcdadm).
     #[arg(long, value_name = "N")]
     pub external_etcd: Option<u32>,
+    /// Docker clusters: what CAPD runs machines on, `docker` (containers) or `in-memory`
+    /// (simulated by CAPD, for tests and local tries); default: the management cluster's.
+    #[arg(long, value_name = "BACKEND")]
+    pub docker_backend: Option<String>,
     /// A YAML file of further values (workerGroups, vsphere placement, ...).
     #[arg(long, value_name = "FILE")]
     pub values: Option<PathBuf>,

@@ -26,7 +26,9 @@ use kube::Client;
 use tracing::{error, info, warn};
 
 use crate::reconcile::{Agent, Drift, Options};
-use crate::serve::{Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel};
+use crate::serve::{
+    Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
+};
 use crate::source::{GitRef, GitSource, SourceConfig};
 use crate::status::Phase;
 
@@ -66,22 +68,48 @@ pub struct RunConfig {
 
 /// Builds the Git source configuration from CLI values.
 #[allow(clippy::too_many_arguments)]
-pub fn git_config(url: String, branch: Option<String>, tag: Option<String>, commit: Option<String>, cache_dir: PathBuf, ssh_key: Option<PathBuf>, known_hosts: Option<PathBuf>, ca_file: Option<PathBuf>) -> SourceConfig {
+pub fn git_config(
+    url: String,
+    branch: Option<String>,
+    tag: Option<String>,
+    commit: Option<String>,
+    cache_dir: PathBuf,
+    ssh_key: Option<PathBuf>,
+    known_hosts: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+) -> SourceConfig {
     let reference = match (commit, tag) {
         (Some(c), _) => GitRef::Commit(c),
         (None, Some(t)) => GitRef::Tag(t),
         (None, None) => GitRef::Branch(branch.unwrap_or_else(|| "main".into())),
     };
-    SourceConfig { url, reference, cache_dir, ssh_key, known_hosts, shallow: true, ca_file }
+    SourceConfig {
+        url,
+        reference,
+        cache_dir,
+        ssh_key,
+        known_hosts,
+        shallow: true,
+        ca_file,
+    }
 }
 
 /// Runs until `shutdown` resolves.
-pub async fn run(client: Client, cfg: RunConfig, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    client: Client,
+    cfg: RunConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     run_with(client, cfg, Arc::new(Metrics::new()), shutdown).await
 }
 
 /// [`run`], reporting into `metrics` (which the client's request counter may already feed).
-pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run_with(
+    client: Client,
+    cfg: RunConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let ready = ReadyFlag::new();
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
@@ -95,14 +123,24 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
     let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
-    for (addr, router) in [(cfg.webhook_addr, crate::serve::webhook_router(state.clone())), (cfg.metrics_addr, crate::serve::ops_router(state.clone()))] {
+    for (addr, router) in [
+        (
+            cfg.webhook_addr,
+            crate::serve::webhook_router(state.clone()),
+        ),
+        (cfg.metrics_addr, crate::serve::ops_router(state.clone())),
+    ] {
         if let Some(addr) = addr {
             let listener = crate::serve::bind(&addr.to_string()).await?;
             info!(addr = %listener.local_addr()?, "listening");
             let mut stop = stop_rx.clone();
-            servers.push(tokio::spawn(crate::serve::serve(listener, router, async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })));
+            servers.push(tokio::spawn(crate::serve::serve(
+                listener,
+                router,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            )));
         }
     }
     // Poll timer.
@@ -122,7 +160,9 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
     }
     let agent = {
         let tx = tx.clone();
-        Agent::connect(client).await?.with_watches(Arc::new(move |_kind: &str| tx.fire(Trigger::ClusterChange)))
+        Agent::connect(client)
+            .await?
+            .with_watches(Arc::new(move |_kind: &str| tx.fire(Trigger::ClusterChange)))
     };
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
@@ -178,7 +218,9 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
                         metrics.observe_stage(Stage::Source, t.elapsed());
                         // Loaded from the source's own copy of the tree: no second copy.
                         let t = Instant::now();
-                        let out = src_back.last_good().map(|r| (load_cached(&r.tree, &mut renders), r.commit.clone()));
+                        let out = src_back
+                            .last_good()
+                            .map(|r| (load_cached(&r.tree, &mut renders), r.commit.clone()));
                         metrics.observe_stage(Stage::Render, t.elapsed());
                         source = Some(src_back);
                         out
@@ -210,7 +252,13 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
                 (fleet, revision)
             }
         };
-        let opts = Options { revision: revision.clone(), management: cfg.management.clone(), drift: cfg.drift, concurrency: cfg.concurrency, ..Default::default() };
+        let opts = Options {
+            revision: revision.clone(),
+            management: cfg.management.clone(),
+            drift: cfg.drift,
+            concurrency: cfg.concurrency,
+            ..Default::default()
+        };
         let t = Instant::now();
         let result = agent.reconcile(&fleet, &opts).await;
         loaded = Some((fleet, revision.clone()));
@@ -227,8 +275,16 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
                     *phases.entry(c.phase.as_str()).or_default() += 1;
                 }
                 metrics.set_cluster_phases(phases.iter().map(|(k, v)| (*k, *v)));
-                let failed = out.clusters.iter().filter(|c| c.phase == Phase::Failed).count();
-                metrics.inc_reconcile(if failed == 0 { ReconcileResult::Success } else { ReconcileResult::Failure });
+                let failed = out
+                    .clusters
+                    .iter()
+                    .filter(|c| c.phase == Phase::Failed)
+                    .count();
+                metrics.inc_reconcile(if failed == 0 {
+                    ReconcileResult::Success
+                } else {
+                    ReconcileResult::Failure
+                });
                 ready.set_ready(true);
                 let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
                 metrics.set_resident_memory(rss * 1024);
@@ -249,7 +305,15 @@ pub async fn run_with(client: Client, cfg: RunConfig, metrics: Arc<Metrics>, shu
 
 /// A memory figure of this process from /proc (KiB; 0 where there is no /proc).
 fn memory_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok())).unwrap_or(0)
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {
@@ -261,5 +325,6 @@ fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {
         Action::Unchanged => O::Unchanged,
         Action::Prune => O::Prune,
         Action::Skip => O::Skip,
+        Action::Deleting => O::Deleting,
     }
 }

@@ -4,10 +4,11 @@
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod health;
 pub mod k8s;
 pub mod live;
 pub mod plan;
 pub mod reconcile;
-pub mod status;
 pub mod serve;
 pub mod source;
+pub mod status;

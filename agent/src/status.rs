@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::k8s::{FIELD_MANAGER, Resolver};
@@ -78,6 +78,9 @@ pub enum StatusError {
     Crd(String),
 }
 
+/// A condition: `(type, status, reason, message)`.
+pub type Condition = (String, String, String, String);
+
 /// The status capstan computes for a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterStatus {
@@ -92,7 +95,7 @@ pub struct ClusterStatus {
     /// Hash of all desired objects of the last applied revision.
     pub desired_hash: String,
     /// Conditions: `(type, status, reason, message)`.
-    pub conditions: Vec<(String, String, String, String)>,
+    pub conditions: Vec<Condition>,
     /// What capstan applied.
     pub inventory: Vec<ObjectRef>,
 }
@@ -114,10 +117,25 @@ pub struct Recorded {
 impl Recorded {
     /// From a ManagedCluster object.
     pub fn from_object(obj: &DynamicObject) -> Recorded {
-        let s = |p: &str| obj.data.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |p: &str| {
+            obj.data
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         let mut status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-        let inventory = status.as_object_mut().and_then(|m| m.remove("inventory")).and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
-        Recorded { management: s("/spec/management"), directory: s("/spec/directory"), status, inventory }
+        let inventory = status
+            .as_object_mut()
+            .and_then(|m| m.remove("inventory"))
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        Recorded {
+            management: s("/spec/management"),
+            directory: s("/spec/directory"),
+            status,
+            inventory,
+        }
     }
 
     /// The recorded inventory.
@@ -145,24 +163,42 @@ pub fn api(client: &Client) -> Api<DynamicObject> {
 
 /// Installs the CRD and the namespace, and waits until the CRD is served.
 pub async fn install(client: &Client) -> Result<(), StatusError> {
-    let mut crd: Value = capstan_templates::yaml::parse(CRD).map_err(|e| StatusError::Crd(e.to_string()))?.remove(0).value;
+    let mut crd: Value = capstan_templates::yaml::parse(CRD)
+        .map_err(|e| StatusError::Crd(e.to_string()))?
+        .remove(0)
+        .value;
     let hash = crate::plan::content_hash(&crd);
     crd["metadata"]["annotations"] = json!({crate::plan::HASH_ANNOTATION: hash});
     // Already installed at this version (and its namespace present): nothing to write.
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    if let (Ok(Some(live)), Ok(Some(_))) = (crds.get_opt("managedclusters.capstan.dev").await, namespaces.get_opt(NAMESPACE).await) {
-        let live_hash = live.metadata.annotations.as_ref().and_then(|a| a.get(crate::plan::HASH_ANNOTATION));
+    if let (Ok(Some(live)), Ok(Some(_))) = (
+        crds.get_opt("managedclusters.capstan.dev").await,
+        namespaces.get_opt(NAMESPACE).await,
+    ) {
+        let live_hash = live
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::plan::HASH_ANNOTATION));
         if live_hash == Some(&hash) {
             return Ok(());
         }
     }
-    let resolver = Resolver::new(client.clone()).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+    let resolver = Resolver::new(client.clone())
+        .await
+        .map_err(|e| StatusError::Crd(e.to_string()))?;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
     for obj in [&crd, &ns] {
-        crate::k8s::apply::apply_one(client, &resolver, obj, false).await.map_err(|e| StatusError::Crd(e.to_string()))?;
+        crate::k8s::apply::apply_one(client, &resolver, obj, false)
+            .await
+            .map_err(|e| StatusError::Crd(e.to_string()))?;
     }
-    let established = kube::runtime::wait::await_condition(crds, "managedclusters.capstan.dev", kube::runtime::wait::conditions::is_crd_established());
+    let established = kube::runtime::wait::await_condition(
+        crds,
+        "managedclusters.capstan.dev",
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
     tokio::time::timeout(std::time::Duration::from_secs(30), established)
         .await
         .map_err(|_| StatusError::Crd("not Established after 30s".into()))?
@@ -172,22 +208,52 @@ pub async fn install(client: &Client) -> Result<(), StatusError> {
 
 /// Every recorded status, by cluster name. An error is an error, never an empty map.
 pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
-    let list = api(client).list(&ListParams::default()).await.map_err(|source| StatusError::Api { action: "listing", name: "*".into(), source })?;
-    Ok(list.items.iter().map(|o| (o.metadata.name.clone().unwrap_or_default(), Recorded::from_object(o))).collect())
+    let list = api(client)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| StatusError::Api {
+            action: "listing",
+            name: "*".into(),
+            source,
+        })?;
+    Ok(list
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                Recorded::from_object(o),
+            )
+        })
+        .collect())
 }
 
 /// Now, as RFC 3339.
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 /// Writes a cluster's status when it differs from what is recorded. Returns what it wrote, or
 /// `None` when there was nothing to write.
-pub async fn write(client: &Client, name: &str, management: &str, directory: &str, status: &ClusterStatus, previous: Option<&Recorded>) -> Result<Option<Recorded>, StatusError> {
+pub async fn write(
+    client: &Client,
+    name: &str,
+    management: &str,
+    directory: &str,
+    status: &ClusterStatus,
+    previous: Option<&Recorded>,
+) -> Result<Option<Recorded>, StatusError> {
     let prev_conditions: BTreeMap<String, Value> = previous
         .and_then(|p| p.status.get("conditions"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|c| Some((c.get("type")?.as_str()?.to_string(), c.clone()))).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| Some((c.get("type")?.as_str()?.to_string(), c.clone())))
+                .collect()
+        })
         .unwrap_or_default();
     let conditions: Vec<Value> = status
         .conditions
@@ -210,7 +276,12 @@ pub async fn write(client: &Client, name: &str, management: &str, directory: &st
         "objectCount": status.inventory.len(),
         "conditions": conditions,
     });
-    let record = Recorded { management: management.to_string(), directory: directory.to_string(), status: desired_status, inventory: status.inventory.clone() };
+    let record = Recorded {
+        management: management.to_string(),
+        directory: directory.to_string(),
+        status: desired_status,
+        inventory: status.inventory.clone(),
+    };
     if previous == Some(&record) {
         return Ok(None);
     }
@@ -223,9 +294,17 @@ pub async fn write(client: &Client, name: &str, management: &str, directory: &st
         "status": record.status,
     });
     let mut obj = obj;
-    obj["status"]["inventory"] = serde_json::to_value(&record.inventory).expect("references serialise");
+    obj["status"]["inventory"] =
+        serde_json::to_value(&record.inventory).expect("references serialise");
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    api(client).patch(name, &pp, &Patch::Apply(&obj)).await.map_err(|source| StatusError::Api { action: "writing", name: name.into(), source })?;
+    api(client)
+        .patch(name, &pp, &Patch::Apply(&obj))
+        .await
+        .map_err(|source| StatusError::Api {
+            action: "writing",
+            name: name.into(),
+            source,
+        })?;
     Ok(Some(record))
 }
 
@@ -234,6 +313,10 @@ pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
     match api(client).delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(StatusError::Api { action: "deleting", name: name.into(), source }),
+        Err(source) => Err(StatusError::Api {
+            action: "deleting",
+            name: name.into(),
+            source,
+        }),
     }
 }

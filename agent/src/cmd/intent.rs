@@ -21,9 +21,15 @@ fn cluster_dir(repo: &Path, name: &str) -> anyhow::Result<PathBuf> {
 
 /// `capstan delete cluster NAME`: the spec files go, a tombstone takes their place.
 pub fn delete(what: TargetCommand) -> anyhow::Result<ExitCode> {
-    let TargetCommand::Cluster { name, repo, reason } = what else { bail!("only a cluster can be deleted") };
+    let TargetCommand::Cluster { name, repo, reason } = what else {
+        bail!("only a cluster can be deleted")
+    };
     let dir = cluster_dir(&repo, &name)?;
-    if dir.join("workload-clusters").exists() && fs::read_dir(dir.join("workload-clusters"))?.next().is_some() {
+    if dir.join("workload-clusters").exists()
+        && fs::read_dir(dir.join("workload-clusters"))?
+            .next()
+            .is_some()
+    {
         bail!("{name} still manages workload clusters; delete those first");
     }
     for e in fs::read_dir(&dir)? {
@@ -35,23 +41,39 @@ pub fn delete(what: TargetCommand) -> anyhow::Result<ExitCode> {
     }
     let path = dir.join(TOMBSTONE_FILE);
     fs::write(&path, intent::document("Tombstone", &reason))?;
-    println!("wrote {}: commit and merge it, and the agent deletes cluster {name} (its Cluster first)", path.display());
+    println!(
+        "wrote {}: commit and merge it, and the agent deletes cluster {name} (its Cluster first)",
+        path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 /// `capstan suspend|resume cluster NAME` and `... fleet`.
 pub fn suspend(what: TargetCommand, on: bool) -> anyhow::Result<ExitCode> {
     let (path, who) = match what {
-        TargetCommand::Cluster { name, repo, reason } => (cluster_dir(&repo, &name)?.join(SUSPEND_FILE), (format!("cluster {name}"), reason)),
-        TargetCommand::Fleet { repo, reason } => (repo.join(capstan_layout::fleet::CLUSTERS_DIR).join(SUSPEND_FILE), ("the fleet".to_string(), reason)),
+        TargetCommand::Cluster { name, repo, reason } => (
+            cluster_dir(&repo, &name)?.join(SUSPEND_FILE),
+            (format!("cluster {name}"), reason),
+        ),
+        TargetCommand::Fleet { repo, reason } => (
+            repo.join(capstan_layout::fleet::CLUSTERS_DIR)
+                .join(SUSPEND_FILE),
+            ("the fleet".to_string(), reason),
+        ),
     };
     let (who, reason) = who;
     if on {
         fs::write(&path, intent::document("Suspend", &reason))?;
-        println!("wrote {}: {who} is suspended once this is committed", path.display());
+        println!(
+            "wrote {}: {who} is suspended once this is committed",
+            path.display()
+        );
     } else if path.exists() {
         fs::remove_file(&path)?;
-        println!("removed {}: {who} resumes once this is committed", path.display());
+        println!(
+            "removed {}: {who} resumes once this is committed",
+            path.display()
+        );
     } else {
         println!("{who} is not suspended");
     }

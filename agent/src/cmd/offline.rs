@@ -23,7 +23,10 @@ fn load(repo: &Path) -> anyhow::Result<Fleet> {
 fn server_dry_run(fleet: &Fleet, kube: &KubeArgs) -> anyhow::Result<Vec<(String, String)>> {
     super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        eprintln!("dry-running every rendered object against {} ({})", conn.server, conn.source);
+        eprintln!(
+            "dry-running every rendered object against {} ({})",
+            conn.server, conn.source
+        );
         let mut out = Vec::new();
         for c in &fleet.clusters {
             let Some(objects) = &c.objects else { continue };
@@ -36,7 +39,11 @@ fn server_dry_run(fleet: &Fleet, kube: &KubeArgs) -> anyhow::Result<Vec<(String,
 }
 
 /// `capstan validate`.
-pub fn validate(repo: &Path, output: Output, server: Option<&KubeArgs>) -> anyhow::Result<ExitCode> {
+pub fn validate(
+    repo: &Path,
+    output: Output,
+    server: Option<&KubeArgs>,
+) -> anyhow::Result<ExitCode> {
     let fleet = load(repo)?;
     let diags = fleet.all_diagnostics();
     let rejected = match server {
@@ -60,7 +67,10 @@ pub fn validate(repo: &Path, output: Output, server: Option<&KubeArgs>) -> anyho
                     })
                 })
                 .collect();
-            let rejected: Vec<_> = rejected.iter().map(|(c, m)| json!({"cluster": c, "message": m})).collect();
+            let rejected: Vec<_> = rejected
+                .iter()
+                .map(|(c, m)| json!({"cluster": c, "message": m}))
+                .collect();
             let report = json!({"valid": errors == 0, "errors": errors, "clusters": clusters, "diagnostics": diags, "serverRejected": rejected});
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
@@ -73,28 +83,54 @@ pub fn validate(repo: &Path, output: Output, server: Option<&KubeArgs>) -> anyho
             }
             for c in &fleet.clusters {
                 let state = if c.is_valid() { "ok" } else { "INVALID" };
-                let version = c.release.map(|r| r.version.to_string()).unwrap_or_else(|| "-".into());
-                let objects = c.objects.as_ref().map(|o| o.len().to_string()).unwrap_or_else(|| "-".into());
-                println!("{state:8} {:<24} management={:<16} eksa={version:<8} objects={objects}", c.name, c.management());
+                let version = c
+                    .release
+                    .map(|r| r.version.to_string())
+                    .unwrap_or_else(|| "-".into());
+                let objects = c
+                    .objects
+                    .as_ref()
+                    .map(|o| o.len().to_string())
+                    .unwrap_or_else(|| "-".into());
+                println!(
+                    "{state:8} {:<24} management={:<16} eksa={version:<8} objects={objects}",
+                    c.name,
+                    c.management()
+                );
             }
             let warnings = diags.iter().filter(|d| !d.is_error()).count();
-            println!("{} clusters, {errors} errors, {warnings} warnings", fleet.clusters.len());
+            println!(
+                "{} clusters, {errors} errors, {warnings} warnings",
+                fleet.clusters.len()
+            );
         }
     }
-    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `capstan render`.
 pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let fleet = load(repo)?;
-    if let Some(name) = only {
-        if fleet.cluster(name).is_none() {
-            let known: Vec<_> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-            bail!("no cluster `{name}` in {}; clusters: {}", repo.display(), known.join(", "));
-        }
+    if let Some(name) = only
+        && fleet.cluster(name).is_none()
+    {
+        let known: Vec<_> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
+        bail!(
+            "no cluster `{name}` in {}; clusters: {}",
+            repo.display(),
+            known.join(", ")
+        );
     }
     let mut failed = false;
-    for c in fleet.clusters.iter().filter(|c| only.is_none_or(|n| n == c.name)) {
+    for c in fleet
+        .clusters
+        .iter()
+        .filter(|c| only.is_none_or(|n| n == c.name))
+    {
         let Some(objects) = &c.objects else {
             failed = true;
             for d in c.diagnostics.iter().filter(|d| d.is_error()) {
@@ -114,16 +150,38 @@ pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow
             None => print!("{text}"),
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn request(name: String, management: Option<String>, v: ClusterValues) -> anyhow::Result<ClusterRequest> {
+fn request(
+    name: String,
+    management: Option<String>,
+    v: ClusterValues,
+) -> anyhow::Result<ClusterRequest> {
     let values = match &v.values {
         None => None,
         Some(path) => {
-            let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            let docs = yaml::parse(&text).map_err(|e| anyhow::anyhow!("{}:{}:{}: {}", path.display(), e.pos.line, e.pos.column, e.message))?;
-            Some(docs.into_iter().next().map(|d| d.value).unwrap_or_else(|| json!({})))
+            let text =
+                fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let docs = yaml::parse(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}:{}:{}: {}",
+                    path.display(),
+                    e.pos.line,
+                    e.pos.column,
+                    e.message
+                )
+            })?;
+            Some(
+                docs.into_iter()
+                    .next()
+                    .map(|d| d.value)
+                    .unwrap_or_else(|| json!({})),
+            )
         }
     };
     Ok(ClusterRequest {
@@ -139,6 +197,7 @@ fn request(name: String, management: Option<String>, v: ClusterValues) -> anyhow
         service_cidr: v.service_cidr,
         endpoint_host: v.endpoint_host,
         external_etcd: v.external_etcd,
+        docker_backend: v.docker_backend,
         values,
     })
 }
@@ -164,10 +223,24 @@ fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
 /// `capstan init`.
 pub fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.dir;
-    if dir.exists() && fs::read_dir(dir)?.next().is_some() && dir.join(capstan_layout::fleet::CLUSTERS_DIR).join(&args.management).exists() {
-        bail!("{} already holds clusters/{}; not overwriting", dir.display(), args.management);
+    if dir.exists()
+        && fs::read_dir(dir)?.next().is_some()
+        && dir
+            .join(capstan_layout::fleet::CLUSTERS_DIR)
+            .join(&args.management)
+            .exists()
+    {
+        bail!(
+            "{} already holds clusters/{}; not overwriting",
+            dir.display(),
+            args.management
+        );
     }
-    let tree = if dir.exists() { Tree::from_dir(dir)? } else { Tree::new() };
+    let tree = if dir.exists() {
+        Tree::from_dir(dir)?
+    } else {
+        Tree::new()
+    };
     let req = request(args.management.clone(), None, args.values)?;
     let plan = scaffold::plan(&tree, &req)?;
     fs::create_dir_all(dir)?;
@@ -175,14 +248,34 @@ pub fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     if args.git {
         git(dir, &["init", "--quiet", "--initial-branch=main"])?;
         git(dir, &["add", "--all"])?;
-        git(dir, &["-c", "user.name=capstan", "-c", "user.email=capstan@localhost", "commit", "--quiet", "-m", &format!("Add management cluster {}", args.management)])?;
-        println!("initialised git repository in {} with a first commit", dir.display());
+        git(
+            dir,
+            &[
+                "-c",
+                "user.name=capstan",
+                "-c",
+                "user.email=capstan@localhost",
+                "commit",
+                "--quiet",
+                "-m",
+                &format!("Add management cluster {}", args.management),
+            ],
+        )?;
+        println!(
+            "initialised git repository in {} with a first commit",
+            dir.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let status = Process::new("git").arg("-C").arg(dir).args(args).status().context("running git")?;
+    let status = Process::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .status()
+        .context("running git")?;
     if !status.success() {
         bail!("git {} failed with {status}", args.join(" "));
     }
@@ -191,12 +284,18 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
 
 /// `capstan new cluster`.
 pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
-    let tree = Tree::from_dir(&args.repo).with_context(|| format!("reading {}", args.repo.display()))?;
+    let tree =
+        Tree::from_dir(&args.repo).with_context(|| format!("reading {}", args.repo.display()))?;
     let req = request(args.name, Some(args.management), args.values)?;
     let plan = scaffold::plan(&tree, &req)?;
     write_files(&args.repo, &plan.files)?;
     if let Some(c) = plan.fleet.cluster(&req.name) {
-        println!("cluster {} validates: {} objects to apply on {}", c.name, c.objects.as_ref().map_or(0, |o| o.len()), c.management());
+        println!(
+            "cluster {} validates: {} objects to apply on {}",
+            c.name,
+            c.objects.as_ref().map_or(0, |o| o.len()),
+            c.management()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,8 +5,8 @@
 //! admit every object exactly as it would on apply (schema, defaults, validation rules) without
 //! persisting anything: what `capstan validate --server` and the tests use.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
 use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
 use serde_json::Value;
 
 use super::discovery::{DiscoveryError, Resolver};
@@ -46,26 +46,43 @@ impl ApplyError {
 }
 
 fn params(dry_run: bool) -> PatchParams {
-    let p = PatchParams::apply(FIELD_MANAGER).force().validation(ValidationDirective::Strict);
+    let p = PatchParams::apply(FIELD_MANAGER)
+        .force()
+        .validation(ValidationDirective::Strict);
     if dry_run { p.dry_run() } else { p }
 }
 
 /// Server-side applies one object (or dry-runs it) and returns what the server made of it.
-pub async fn apply_one(client: &Client, resolver: &Resolver, obj: &Value, dry_run: bool) -> Result<Value, ApplyError> {
-    let subject = capstan_templates::render::subject(obj);
+pub async fn apply_one(
+    client: &Client,
+    resolver: &Resolver,
+    obj: &Value,
+    dry_run: bool,
+) -> Result<Value, ApplyError> {
+    let subject = capstan_templates::identity::subject_of(obj);
     let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
     let (ar, namespaced) = resolver
         .resolve(s("/apiVersion"), s("/kind"))
         .await
-        .map_err(|source| ApplyError::Discovery { subject: subject.clone(), source })?;
-    let api: Api<DynamicObject> = if namespaced { Api::namespaced_with(client.clone(), s("/metadata/namespace"), &ar) } else { Api::all_with(client.clone(), &ar) };
-    let out = api.patch(s("/metadata/name"), &params(dry_run), &Patch::Apply(obj)).await.map_err(|e| ApplyError::Rejected {
-        subject: subject.clone(),
-        message: match e {
-            kube::Error::Api(status) => status.message.clone(),
-            other => other.to_string(),
-        },
-    })?;
+        .map_err(|source| ApplyError::Discovery {
+            subject: subject.clone(),
+            source,
+        })?;
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(client.clone(), s("/metadata/namespace"), &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    };
+    let out = api
+        .patch(s("/metadata/name"), &params(dry_run), &Patch::Apply(obj))
+        .await
+        .map_err(|e| ApplyError::Rejected {
+            subject: subject.clone(),
+            message: match e {
+                kube::Error::Api(status) => status.message.clone(),
+                other => other.to_string(),
+            },
+        })?;
     Ok(serde_json::to_value(out).expect("objects serialise"))
 }
 
@@ -74,14 +91,21 @@ pub async fn apply_one(client: &Client, resolver: &Resolver, obj: &Value, dry_ru
 /// An object whose namespace does not exist yet (capstan creates namespaces when it applies) is
 /// checked in `default` instead: schema and validation rules do not depend on the namespace, and
 /// a dry run must not create anything.
-pub async fn dry_run_all(client: &Client, objects: &[Value]) -> Result<Vec<ApplyError>, DiscoveryError> {
+pub async fn dry_run_all(
+    client: &Client,
+    objects: &[Value],
+) -> Result<Vec<ApplyError>, DiscoveryError> {
     let resolver = Resolver::new(client.clone()).await?;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let mut missing: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
     let mut errors = Vec::new();
     for obj in objects {
         let mut obj = obj.clone();
-        if let Some(ns) = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string) {
+        if let Some(ns) = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        {
             let absent = match missing.get(&ns) {
                 Some(a) => *a,
                 None => {

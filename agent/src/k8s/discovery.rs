@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use kube::Client;
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope, pinned_kind};
-use kube::Client;
 
 /// Why a kind could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -33,29 +33,52 @@ pub struct Resolver {
 impl Resolver {
     /// Runs discovery.
     pub async fn new(client: Client) -> Result<Resolver, DiscoveryError> {
-        let discovery = Discovery::new(client.clone()).run_aggregated().await.map_err(DiscoveryError::Failed)?;
-        Ok(Resolver { client, discovery, extra: Mutex::new(HashMap::new()) })
+        let discovery = Discovery::new(client.clone())
+            .run_aggregated()
+            .await
+            .map_err(DiscoveryError::Failed)?;
+        Ok(Resolver {
+            client,
+            discovery,
+            extra: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The resource and scope of an `apiVersion` and `kind`.
-    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), DiscoveryError> {
+    pub async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, bool), DiscoveryError> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         if let Some((ar, caps)) = self.discovery.resolve_gvk(&gvk) {
             return Ok((ar, caps.scope == Scope::Namespaced));
         }
         let key = format!("{api_version}/{kind}");
-        if let Some((ar, caps)) = self.extra.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some((ar, caps)) = self
+            .extra
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok((ar.clone(), caps.scope == Scope::Namespaced));
         }
         match pinned_kind(&self.client, &gvk).await {
             Ok((ar, caps)) => {
                 let namespaced = caps.scope == Scope::Namespaced;
-                self.extra.lock().unwrap_or_else(|p| p.into_inner()).insert(key, (ar.clone(), caps));
+                self.extra
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, (ar.clone(), caps));
                 Ok((ar, namespaced))
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Err(DiscoveryError::Unknown(format!("{kind} in {api_version}"))),
-            Err(kube::Error::Discovery(_)) => Err(DiscoveryError::Unknown(format!("{kind} in {api_version}"))),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                Err(DiscoveryError::Unknown(format!("{kind} in {api_version}")))
+            }
+            Err(kube::Error::Discovery(_)) => {
+                Err(DiscoveryError::Unknown(format!("{kind} in {api_version}")))
+            }
             Err(e) => Err(DiscoveryError::Failed(e)),
         }
     }

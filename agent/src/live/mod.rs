@@ -1,19 +1,20 @@
 //! What is live on the management cluster, as far as a plan needs to know.
 //!
 //! A plan decides "unchanged" from four facts per object: does it exist, which content hash did
-//! capstan apply (an annotation), which generation is it at (drift bumps it), and who owns it (an
-//! owned object is never pruned); health needs one more, the `Available` condition of Cluster API
-//! Clusters. [`Live`] keeps exactly those facts ([`LiveObject`], about a hundred bytes) per object,
-//! plus the recorded status of every managed cluster, never whole objects: 12,000 objects
-//! cost about 3 MiB.
+//! capstan apply (an annotation), which generation is it at (drift bumps it), and which fleet
+//! cluster its label says it belongs to (prune deletes only its own); health needs the rollout
+//! status of Cluster API Clusters, control planes and MachineDeployments ([`Rollout`]). [`Live`]
+//! keeps exactly those facts ([`LiveObject`], about a hundred bytes) per object, plus the
+//! recorded status of every managed cluster, never whole objects: 12,000 objects cost about
+//! 3 MiB.
 //!
 //! It is filled one of two ways:
-//! - [`Live::list`]: one list per kind, metadata only (full objects for Cluster API Clusters), for
+//! - [`Live::list`]: one list per kind, metadata only (full objects for the kinds health reads), for
 //!   one-shot commands (`reconcile --once`, `plan`): the cost is the number of kinds, about
 //!   fifteen requests, whatever the size of the fleet.
 //! - [`watch::LiveCache`]: one watch per kind kept open by the daemon, so a steady-state pass
-//!   makes no read request at all, and a change on the cluster (drift, a Cluster becoming
-//!   Available) is seen as it happens and wakes the agent.
+//!   makes no read request at all, and a change on the cluster (drift, a rollout progressing, a
+//!   Cluster becoming Available) is seen as it happens and wakes the agent.
 //!
 //! Either way, a kind whose list failed is an error of the whole pass, never an empty result:
 //! reading "nothing exists" from a transient API error is how GitOps tools mass-delete.
@@ -24,16 +25,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DynamicObject, ListParams};
 use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use crate::k8s::{DiscoveryError, Resolver};
-use crate::plan::{HASH_ANNOTATION, ObjectRef};
-use crate::status::Recorded;
+pub use capstan_templates::identity::SELECTOR;
+use capstan_templates::identity::{CLUSTER_LABEL, HASH_ANNOTATION};
 
-/// Label selector of everything capstan applied.
-pub const SELECTOR: &str = "app.kubernetes.io/managed-by=capstan";
+use crate::health::{MachineSet, Rollout};
+use crate::k8s::{DiscoveryError, Resolver};
+use crate::plan::ObjectRef;
+use crate::status::Recorded;
 
 /// Why the live state could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +75,12 @@ pub struct LiveObject {
     pub generation: i64,
     /// The content hash capstan applied it with.
     pub hash: Option<Box<str>>,
-    /// The first owner, as `Kind/name`.
-    pub owner: Option<Box<str>>,
-    /// Cluster API Clusters: the `Available` condition's status and reason.
-    pub available: Option<(Box<str>, Box<str>)>,
+    /// The fleet cluster its `capstan.dev/cluster` label names.
+    pub cluster: Option<Box<str>>,
+    /// The rollout status of the kinds health reads ([`read_whole`]).
+    pub rollout: Option<Arc<Rollout>>,
+    /// Has a deletion timestamp (finalizers pending).
+    pub deleting: bool,
 }
 
 impl LiveObject {
@@ -84,24 +88,36 @@ impl LiveObject {
     pub fn from_meta(meta: &ObjectMeta) -> LiveObject {
         LiveObject {
             generation: meta.generation.unwrap_or(0),
-            hash: meta.annotations.as_ref().and_then(|a| a.get(HASH_ANNOTATION)).map(|h| h.as_str().into()),
-            owner: meta.owner_references.as_ref().and_then(|o| o.first()).map(|o| format!("{}/{}", o.kind, o.name).into()),
-            available: None,
+            hash: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(HASH_ANNOTATION))
+                .map(|h| h.as_str().into()),
+            cluster: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CLUSTER_LABEL))
+                .map(|c| c.as_str().into()),
+            rollout: None,
+            deleting: meta.deletion_timestamp.is_some(),
         }
     }
 
-    /// From a whole object (an apply's answer, a full list).
+    /// From a whole object (an apply's answer, a full list), with its rollout status.
     pub fn from_value(obj: &Value) -> LiveObject {
-        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").into();
+        let meta = |k: &str| obj.pointer("/metadata").and_then(|m| m.get(k));
         LiveObject {
-            generation: obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
-            hash: obj.pointer("/metadata/annotations").and_then(|a| a.get(HASH_ANNOTATION)).and_then(Value::as_str).map(Into::into),
-            owner: obj.pointer("/metadata/ownerReferences/0").map(|o| format!("{}/{}", o.get("kind").and_then(Value::as_str).unwrap_or("?"), o.get("name").and_then(Value::as_str).unwrap_or("?")).into()),
-            available: obj
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Available")))
-                .map(|c| (s(c, "status"), s(c, "reason"))),
+            generation: meta("generation").and_then(Value::as_i64).unwrap_or(0),
+            hash: meta("annotations")
+                .and_then(|a| a.get(HASH_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(Into::into),
+            cluster: meta("labels")
+                .and_then(|l| l.get(CLUSTER_LABEL))
+                .and_then(Value::as_str)
+                .map(Into::into),
+            rollout: Some(Arc::new(Rollout::from_object(obj))),
+            deleting: meta("deletionTimestamp").is_some(),
         }
     }
 }
@@ -118,9 +134,14 @@ pub fn kinds(refs: impl IntoIterator<Item = ObjectRef>) -> Vec<(String, String)>
     out
 }
 
-/// Whether objects of a kind are read whole (their status matters) rather than as metadata.
+/// Whether objects of a kind are read whole (their status matters for health) rather than as
+/// metadata: Cluster API Clusters, KubeadmControlPlanes and MachineDeployments.
 pub fn read_whole(api_version: &str, kind: &str) -> bool {
-    kind == "Cluster" && api_version.starts_with("cluster.x-k8s.io/")
+    matches!(
+        (capstan_templates::identity::group(api_version), kind),
+        ("cluster.x-k8s.io", "Cluster" | "MachineDeployment")
+            | ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane")
+    )
 }
 
 /// Live objects by [`ObjectRef::key`] and recorded statuses by cluster name. Shared (`&self`)
@@ -129,12 +150,47 @@ pub fn read_whole(api_version: &str, kind: &str) -> bool {
 pub struct Live {
     objects: RwLock<HashMap<String, LiveObject>>,
     records: RwLock<BTreeMap<String, Arc<Recorded>>>,
+    /// MachineSets by `namespace/deployment/name` ([`MACHINE_SET_SELECTOR`]).
+    machine_sets: RwLock<BTreeMap<String, MachineSet>>,
+}
+
+/// Selects the MachineSets Cluster API creates for MachineDeployments. They are not capstan's
+/// (no capstan label, never in an inventory, never pruned), but health reads them: a
+/// MachineDeployment's own counts lag behind them ([`crate::health`]).
+pub const MACHINE_SET_SELECTOR: &str = "cluster.x-k8s.io/deployment-name";
+
+/// The apiVersion and kind MachineSets are read as.
+pub const MACHINE_SET: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "MachineSet");
+
+/// Whether a kind's objects have MachineSets health must read (MachineDeployments).
+pub fn has_machine_sets(api_version: &str, kind: &str) -> bool {
+    kind == "MachineDeployment"
+        && capstan_templates::identity::group(api_version) == "cluster.x-k8s.io"
+}
+
+/// The key of a MachineSet in [`Live`], from its metadata: `namespace/deployment/name`.
+pub fn machine_set_key(meta: &ObjectMeta) -> String {
+    let deployment = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MACHINE_SET_SELECTOR))
+        .map(String::as_str)
+        .unwrap_or("");
+    format!(
+        "{}/{deployment}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
 }
 
 impl Live {
     /// Lists every kind (`apiVersion`, `kind`) once. Returns the state and the number of requests
     /// made. Statuses are read separately ([`status::read_all`], then [`Live::set_records`]).
-    pub async fn list(client: &Client, resolver: &Resolver, kinds: &[(String, String)]) -> Result<(Live, usize), LiveError> {
+    pub async fn list(
+        client: &Client,
+        resolver: &Resolver,
+        kinds: &[(String, String)],
+    ) -> Result<(Live, usize), LiveError> {
         let live = Live::default();
         let mut requests = 0;
         for (api_version, kind) in kinds {
@@ -146,22 +202,75 @@ impl Live {
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
             let lp = ListParams::default().labels(SELECTOR);
-            let err = |source| LiveError::List { api_version: api_version.clone(), kind: kind.clone(), source };
+            let err = |source| LiveError::List {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                source,
+            };
             requests += 1;
             let group = ar.group.as_str();
             let facts: Vec<(String, LiveObject)> = if read_whole(api_version, kind) {
-                api.list(&lp).await.map_err(err)?.items.iter().map(|o| (key_of(group, kind, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")))).collect()
+                api.list(&lp)
+                    .await
+                    .map_err(err)?
+                    .items
+                    .iter()
+                    .map(|o| {
+                        (
+                            key_of(group, kind, &o.metadata),
+                            LiveObject::from_value(
+                                &serde_json::to_value(o).expect("objects serialise"),
+                            ),
+                        )
+                    })
+                    .collect()
             } else {
-                api.list_metadata(&lp).await.map_err(err)?.items.iter().map(|o| (key_of(group, kind, &o.metadata), LiveObject::from_meta(&o.metadata))).collect()
+                api.list_metadata(&lp)
+                    .await
+                    .map_err(err)?
+                    .items
+                    .iter()
+                    .map(|o| {
+                        (
+                            key_of(group, kind, &o.metadata),
+                            LiveObject::from_meta(&o.metadata),
+                        )
+                    })
+                    .collect()
             };
             live.objects_mut().extend(facts);
+            if has_machine_sets(api_version, kind) {
+                requests += 1;
+                live.list_machine_sets(client, resolver).await?;
+            }
         }
         Ok((live, requests))
     }
 
     /// The live facts of a reference.
     pub fn get(&self, r: &ObjectRef) -> Option<LiveObject> {
-        self.objects.read().unwrap_or_else(|p| p.into_inner()).get(&r.key()).cloned()
+        self.objects
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&r.key())
+            .cloned()
+    }
+
+    /// The MachineSets of a MachineDeployment.
+    pub fn machine_sets(&self, namespace: &str, deployment: &str) -> Vec<MachineSet> {
+        let prefix = format!("{namespace}/{deployment}/");
+        self.machine_sets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    /// The MachineSets, to update.
+    fn machine_sets_mut(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, MachineSet>> {
+        self.machine_sets.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records what an apply returned, so later lookups (and the watch that will report the same
@@ -170,7 +279,7 @@ impl Live {
         let mut facts = LiveObject::from_value(applied);
         // Watches of other kinds carry metadata only: keep the facts comparable with theirs.
         if !read_whole(&r.api_version, &r.kind) {
-            facts.available = None;
+            facts.rollout = None;
         }
         self.objects_mut().insert(r.key(), facts.clone());
         facts
@@ -183,12 +292,16 @@ impl Live {
 
     /// Every recorded status.
     pub fn records(&self) -> BTreeMap<String, Arc<Recorded>> {
-        self.records.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.records
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Replaces every recorded status.
     pub fn set_records(&self, records: BTreeMap<String, Recorded>) {
-        *self.records.write().unwrap_or_else(|p| p.into_inner()) = records.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        *self.records.write().unwrap_or_else(|p| p.into_inner()) =
+            records.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
     }
 
     /// Records one cluster's status as written (`None`: removed). Returns whether one was
@@ -202,11 +315,52 @@ impl Live {
         .is_some()
     }
 
+    /// Lists every MachineSet of a MachineDeployment (one request).
+    async fn list_machine_sets(
+        &self,
+        client: &Client,
+        resolver: &Resolver,
+    ) -> Result<(), LiveError> {
+        let (api_version, kind) = MACHINE_SET;
+        let (ar, _) = resolver.resolve(api_version, kind).await?;
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let list = api
+            .list(&ListParams::default().labels(MACHINE_SET_SELECTOR))
+            .await
+            .map_err(|source| LiveError::List {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                source,
+            })?;
+        let sets = list.items.iter().map(|o| {
+            (
+                machine_set_key(&o.metadata),
+                MachineSet::from_object(&serde_json::to_value(o).expect("objects serialise")),
+            )
+        });
+        self.machine_sets_mut().extend(sets);
+        Ok(())
+    }
+
     /// The whole object (a GET), for a comparison.
-    pub async fn fetch(client: &Client, resolver: &Resolver, r: &ObjectRef) -> Result<Option<Value>, LiveError> {
+    pub async fn fetch(
+        client: &Client,
+        resolver: &Resolver,
+        r: &ObjectRef,
+    ) -> Result<Option<Value>, LiveError> {
         let (ar, namespaced) = resolver.resolve(&r.api_version, &r.kind).await?;
-        let api: Api<DynamicObject> = if namespaced { Api::namespaced_with(client.clone(), &r.namespace, &ar) } else { Api::all_with(client.clone(), &ar) };
-        let obj = api.get_opt(&r.name).await.map_err(|source| LiveError::Get { subject: r.subject(), source })?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), &r.namespace, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        let obj = api
+            .get_opt(&r.name)
+            .await
+            .map_err(|source| LiveError::Get {
+                subject: r.subject(),
+                source,
+            })?;
         Ok(obj.map(|o| {
             let mut v = serde_json::to_value(&o).expect("objects serialise");
             v["apiVersion"] = Value::String(r.api_version.clone());
@@ -222,7 +376,12 @@ impl Live {
 
 /// The [`ObjectRef::key`] of an object of a group and kind.
 fn key_of(group: &str, kind: &str, meta: &ObjectMeta) -> String {
-    crate::plan::key(group, kind, meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
+    crate::plan::key(
+        group,
+        kind,
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or(""),
+    )
 }
 
 #[cfg(test)]
@@ -235,23 +394,65 @@ mod tests {
         let v = json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
             "metadata": {"name": "c", "namespace": "ns", "generation": 3, "annotations": {HASH_ANNOTATION: "abc"},
+                         "labels": {CLUSTER_LABEL: "dev"},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "u"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Available", "status": "True", "reason": "Available"}]}
+            "status": {"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "False"}, {"type": "Available", "status": "True", "reason": "Available"}]}
         });
         let whole = LiveObject::from_value(&v);
         assert_eq!(whole.generation, 3);
         assert_eq!(whole.hash.as_deref(), Some("abc"));
-        assert_eq!(whole.owner.as_deref(), Some("Thing/t"));
-        assert_eq!(whole.available, Some(("True".into(), "Available".into())));
+        assert_eq!(whole.cluster.as_deref(), Some("dev"));
+        let rollout = whole.rollout.clone().unwrap();
+        assert_eq!(rollout.observed_generation, 3);
+        assert_eq!(&*rollout.condition("Available").unwrap().status, "True");
         let meta: ObjectMeta = serde_json::from_value(v["metadata"].clone()).unwrap();
-        assert_eq!(LiveObject { available: whole.available.clone(), ..LiveObject::from_meta(&meta) }, whole);
-        assert_eq!(key_of("cluster.x-k8s.io", "Cluster", &meta), ObjectRef::of(&v).key());
+        assert_eq!(
+            LiveObject {
+                rollout: whole.rollout.clone(),
+                ..LiveObject::from_meta(&meta)
+            },
+            whole
+        );
+        assert_eq!(
+            key_of("cluster.x-k8s.io", "Cluster", &meta),
+            ObjectRef::of(&v).key()
+        );
+    }
+
+    #[test]
+    fn health_kinds_are_read_whole() {
+        assert!(read_whole("cluster.x-k8s.io/v1beta2", "Cluster"));
+        assert!(read_whole("cluster.x-k8s.io/v1beta2", "MachineDeployment"));
+        assert!(read_whole(
+            "controlplane.cluster.x-k8s.io/v1beta2",
+            "KubeadmControlPlane"
+        ));
+        assert!(!read_whole(
+            "anywhere.eks.amazonaws.com/v1alpha1",
+            "Cluster"
+        ));
+        assert!(!read_whole(
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "DevMachineTemplate"
+        ));
     }
 
     #[test]
     fn one_list_per_group_and_kind() {
-        let r = |v: &str, k: &str| ObjectRef { api_version: v.into(), kind: k.into(), namespace: "n".into(), name: "x".into(), hash: String::new(), generation: 0 };
-        let ks = kinds([r("cluster.x-k8s.io/v1beta2", "Cluster"), r("cluster.x-k8s.io/v1beta1", "Cluster"), r("anywhere.eks.amazonaws.com/v1alpha1", "Cluster"), r("v1", "Secret")]);
+        let r = |v: &str, k: &str| ObjectRef {
+            api_version: v.into(),
+            kind: k.into(),
+            namespace: "n".into(),
+            name: "x".into(),
+            hash: String::new(),
+            generation: 0,
+        };
+        let ks = kinds([
+            r("cluster.x-k8s.io/v1beta2", "Cluster"),
+            r("cluster.x-k8s.io/v1beta1", "Cluster"),
+            r("anywhere.eks.amazonaws.com/v1alpha1", "Cluster"),
+            r("v1", "Secret"),
+        ]);
         assert_eq!(ks.len(), 3);
     }
 }

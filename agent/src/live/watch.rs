@@ -1,18 +1,19 @@
 //! The daemon's live cache: one watch per kind, open for as long as the agent runs.
 //!
 //! ```text
-//! watch Kind A (metadata only) ─┐
-//! watch Kind B (metadata only) ─┼─▶ Live { facts per object, recorded statuses } ◀── passes read it
-//! watch CAPI Cluster (whole)   ─┤         │ a fact changed that capstan did not write
-//! watch ManagedCluster         ─┘         └─▶ on_change(kind): the daemon schedules a pass
+//! watch Kind A (metadata only)      ─┐
+//! watch Kind B (metadata only)      ─┤
+//! watch Cluster, KCP, MD (whole)    ─┼─▶ Live { facts per object, MachineSets, statuses } ◀── passes
+//! watch MachineSets (whole)         ─┤         │ a fact changed that capstan did not write
+//! watch ManagedCluster              ─┘         └─▶ on_change(kind): the daemon schedules a pass
 //! ```
 //!
 //! A pass asks for the kinds it needs ([`LiveCache::ensure`]); a kind seen for the first time
 //! gets its watch, and the pass waits until that watch has listed everything once. From then on
 //! the pass reads memory only: a steady-state pass makes no read requests.
 //!
-//! Drift is an event: when a watched object's facts change (generation, content hash, owner, a
-//! Cluster's `Available`) or it is deleted, and the change is not the one capstan just wrote
+//! Drift is an event: when a watched object's facts change (generation, content hash, label,
+//! deletion, rollout status) or it is deleted, and the change is not the one capstan just wrote
 //! (applies and deletes update the cache before their watch events arrive), `on_change` fires.
 //! A re-list after a watch expired replaces the kind's facts wholesale and fires when anything
 //! differs. Watch errors are retried with kube's default backoff and never empty the cache: a
@@ -23,15 +24,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch as signal;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
-use super::{Live, LiveError, LiveObject, SELECTOR, key_of, read_whole};
+use super::{
+    Live, LiveError, LiveObject, MACHINE_SET, MACHINE_SET_SELECTOR, SELECTOR, has_machine_sets,
+    key_of, machine_set_key, read_whole,
+};
+use crate::health::MachineSet;
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::status::{self, Recorded};
 
@@ -41,17 +46,24 @@ pub type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
 /// The clusters whose objects' changes matter (`None`: every cluster, before the first pass).
 type Scope = Arc<std::sync::RwLock<Option<std::collections::HashSet<String>>>>;
 
-/// An object reduced to its key, its facts and the cluster it belongs to (its label).
-type Facts = (String, LiveObject, Option<String>);
+/// An object reduced to its key, what the cache keeps of it, and the fleet cluster it belongs to
+/// (its label).
+type Facts<V> = (String, V, Option<String>);
 
 fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
-    meta.labels.as_ref().and_then(|l| l.get(capstan_templates::render::CLUSTER_LABEL)).cloned()
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(capstan_templates::identity::CLUSTER_LABEL))
+        .cloned()
 }
 
 /// Whether a change to an object of `cluster` concerns this agent. Objects of no cluster (the
 /// EKS-A release objects every cluster shares) always do.
 fn in_scope(scope: &Scope, cluster: Option<&str>) -> bool {
-    match (scope.read().unwrap_or_else(|p| p.into_inner()).as_ref(), cluster) {
+    match (
+        scope.read().unwrap_or_else(|p| p.into_inner()).as_ref(),
+        cluster,
+    ) {
         (Some(names), Some(c)) => names.contains(c),
         _ => true,
     }
@@ -88,7 +100,8 @@ impl LiveCache {
     /// The clusters this agent reconciles: changes to objects of other clusters (another
     /// management cluster's agent on the same API server) do not wake it.
     pub fn set_scope(&self, clusters: impl IntoIterator<Item = String>) {
-        *self.scope.write().unwrap_or_else(|p| p.into_inner()) = Some(clusters.into_iter().collect());
+        *self.scope.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(clusters.into_iter().collect());
     }
 
     /// The state the watches keep current.
@@ -99,20 +112,37 @@ impl LiveCache {
     /// Makes sure every kind (`apiVersion`, `kind`) is watched, and waits until each watch (and
     /// the statuses' watch, opened on the first call: after the status CRD is installed) has
     /// listed its objects at least once.
-    pub async fn ensure(&self, resolver: &Resolver, kinds: &[(String, String)]) -> Result<(), LiveError> {
+    pub async fn ensure(
+        &self,
+        resolver: &Resolver,
+        kinds: &[(String, String)],
+    ) -> Result<(), LiveError> {
         let records = {
             let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
             records
                 .get_or_insert_with(|| {
                     let (tx, rx) = signal::channel(false);
-                    let task = tokio::spawn(watch_records(status::api(&self.client), self.live.clone(), tx, self.on_change.clone()));
-                    self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.abort_handle());
+                    let task = tokio::spawn(watch_records(
+                        status::api(&self.client),
+                        self.live.clone(),
+                        tx,
+                        self.on_change.clone(),
+                    ));
+                    self.tasks
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(task.abort_handle());
                     rx
                 })
                 .clone()
         };
         let mut waits = vec![("ManagedCluster".to_string(), records)];
-        for (api_version, kind) in kinds {
+        // MachineDeployments bring their MachineSets (health reads them).
+        let machine_sets = kinds
+            .iter()
+            .any(|(v, k)| has_machine_sets(v, k))
+            .then(|| (MACHINE_SET.0.to_string(), MACHINE_SET.1.to_string()));
+        for (api_version, kind) in kinds.iter().chain(machine_sets.iter()) {
             let (ar, _) = match resolver.resolve(api_version, kind).await {
                 Ok(r) => r,
                 Err(DiscoveryError::Unknown(_)) => continue,
@@ -125,8 +155,30 @@ impl LiveCache {
                     Some(rx) => rx.clone(),
                     None => {
                         let (tx, rx) = signal::channel(false);
-                        let task = tokio::spawn(watch_kind(self.client.clone(), ar.clone(), kind.clone(), read_whole(api_version, kind), self.live.clone(), tx, self.on_change.clone(), self.scope.clone()));
-                        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.abort_handle());
+                        let task = if (api_version.as_str(), kind.as_str()) == MACHINE_SET {
+                            tokio::spawn(watch_machine_sets(
+                                Api::all_with(self.client.clone(), &ar),
+                                self.live.clone(),
+                                tx,
+                                self.on_change.clone(),
+                                self.scope.clone(),
+                            ))
+                        } else {
+                            tokio::spawn(watch_kind(
+                                self.client.clone(),
+                                ar.clone(),
+                                kind.clone(),
+                                read_whole(api_version, kind),
+                                self.live.clone(),
+                                tx,
+                                self.on_change.clone(),
+                                self.scope.clone(),
+                            ))
+                        };
+                        self.tasks
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(task.abort_handle());
                         known.insert(id, rx.clone());
                         debug!(%kind, %api_version, "watching");
                         rx
@@ -147,7 +199,12 @@ impl LiveCache {
 
 impl Drop for LiveCache {
     fn drop(&mut self) {
-        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             t.abort();
         }
     }
@@ -155,69 +212,219 @@ impl Drop for LiveCache {
 
 /// One kind's watch: keeps its facts in `live` and reports changes capstan did not make.
 #[allow(clippy::too_many_arguments)]
-async fn watch_kind(client: Client, ar: ApiResource, kind: String, whole: bool, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange, scope: Scope) {
+async fn watch_kind(
+    client: Client,
+    ar: ApiResource,
+    kind: String,
+    whole: bool,
+    live: Arc<Live>,
+    synced: signal::Sender<bool>,
+    on_change: OnChange,
+    scope: Scope,
+) {
     let config = watcher::Config::default().labels(SELECTOR);
     let group = ar.group.clone();
     let (g, k) = (group.clone(), kind.clone());
     let events = if whole {
         watcher::watcher(Api::<DynamicObject>::all_with(client, &ar), config)
-            .map_ok(move |ev| facts_event(ev, |o: &DynamicObject| (key_of(&g, &k, &o.metadata), LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")), cluster_of(&o.metadata))))
+            .map_ok(move |ev| {
+                facts_event(ev, |o: &DynamicObject| {
+                    (
+                        key_of(&g, &k, &o.metadata),
+                        LiveObject::from_value(
+                            &serde_json::to_value(o).expect("objects serialise"),
+                        ),
+                        cluster_of(&o.metadata),
+                    )
+                })
+            })
             .boxed()
     } else {
-        watcher::watcher(Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &ar), config)
-            .map_ok(move |ev| facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| (key_of(&g, &k, &o.metadata), LiveObject::from_meta(&o.metadata), cluster_of(&o.metadata))))
-            .boxed()
+        watcher::watcher(
+            Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &ar),
+            config,
+        )
+        .map_ok(move |ev| {
+            facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| {
+                (
+                    key_of(&g, &k, &o.metadata),
+                    LiveObject::from_meta(&o.metadata),
+                    cluster_of(&o.metadata),
+                )
+            })
+        })
+        .boxed()
     };
+    let store = Objects {
+        live,
+        prefix: format!("{group}/{kind}/"),
+    };
+    follow(events, store, &kind, synced, on_change, scope).await;
+}
+
+/// Where a watch keeps what it learns of one kind's objects.
+trait Store<V> {
+    /// Replaces every entry with `fresh` (a complete list); whether anything differed.
+    fn replace(&self, fresh: HashMap<String, V>) -> bool;
+    /// Records one object; whether it differed from what was known.
+    fn insert(&self, key: String, value: V) -> bool;
+    /// Forgets one object; whether it was known.
+    fn remove(&self, key: &str) -> bool;
+}
+
+/// The facts of the objects of one group and kind, in [`Live`]'s objects.
+struct Objects {
+    live: Arc<Live>,
+    /// `group/Kind/`: the keys of this kind.
+    prefix: String,
+}
+
+impl Store<LiveObject> for Objects {
+    fn replace(&self, fresh: HashMap<String, LiveObject>) -> bool {
+        let mut objects = self.live.objects_mut();
+        let before = objects.len();
+        objects.retain(|k, _| !k.starts_with(&self.prefix) || fresh.contains_key(k));
+        let mut changed = objects.len() != before;
+        for (k, f) in fresh {
+            if objects.get(&k) != Some(&f) {
+                changed = true;
+                objects.insert(k, f);
+            }
+        }
+        changed
+    }
+
+    fn insert(&self, key: String, value: LiveObject) -> bool {
+        self.live
+            .objects_mut()
+            .insert(key, value.clone())
+            .is_none_or(|old| old != value)
+    }
+
+    fn remove(&self, key: &str) -> bool {
+        self.live.objects_mut().remove(key).is_some()
+    }
+}
+
+/// The MachineSets in [`Live`].
+struct MachineSets(Arc<Live>);
+
+impl Store<MachineSet> for MachineSets {
+    fn replace(&self, fresh: HashMap<String, MachineSet>) -> bool {
+        let fresh: std::collections::BTreeMap<String, MachineSet> = fresh.into_iter().collect();
+        let mut sets = self.0.machine_sets_mut();
+        let changed = *sets != fresh;
+        *sets = fresh;
+        changed
+    }
+
+    fn insert(&self, key: String, value: MachineSet) -> bool {
+        self.0
+            .machine_sets_mut()
+            .insert(key, value.clone())
+            .is_none_or(|old| old != value)
+    }
+
+    fn remove(&self, key: &str) -> bool {
+        self.0.machine_sets_mut().remove(key).is_some()
+    }
+}
+
+/// Follows a watch's events (reduced to key, value and fleet cluster) into a store: a
+/// complete (re-)list replaces the store's entries, single events update it, and a change of an
+/// object of this agent's clusters, after the first list, calls `on_change(what)`. Errors are
+/// retried with kube's default backoff and never empty the store.
+async fn follow<V>(
+    events: futures::stream::BoxStream<'static, Result<Event<Facts<V>>, watcher::Error>>,
+    store: impl Store<V>,
+    what: &str,
+    synced: signal::Sender<bool>,
+    on_change: OnChange,
+    scope: Scope,
+) {
     let mut events = events.default_backoff().boxed();
-    let prefix = format!("{group}/{kind}/");
-    let mut buffer: HashMap<String, LiveObject> = HashMap::new();
+    let mut buffer: HashMap<String, V> = HashMap::new();
     while let Some(ev) = events.next().await {
         let is_synced = *synced.borrow();
         let changed = match ev {
             Err(e) => {
-                warn!(%kind, error = %e, "watch failed; retrying (the cache keeps what it knew)");
+                warn!(%what, error = %e, "watch failed; retrying (the cache keeps what it knew)");
                 false
             }
             Ok(Event::Init) => {
                 buffer.clear();
                 false
             }
-            Ok(Event::InitApply((key, facts, _))) => {
-                buffer.insert(key, facts);
+            Ok(Event::InitApply((key, value, _))) => {
+                buffer.insert(key, value);
                 false
             }
             Ok(Event::InitDone) => {
-                let fresh = std::mem::take(&mut buffer);
-                let changed = {
-                    let mut objects = live.objects_mut();
-                    let before = objects.len();
-                    objects.retain(|k, _| !k.starts_with(&prefix) || fresh.contains_key(k));
-                    let mut changed = objects.len() != before;
-                    for (k, f) in fresh {
-                        if objects.get(&k) != Some(&f) {
-                            changed = true;
-                            objects.insert(k, f);
-                        }
-                    }
-                    changed
-                };
+                let changed = store.replace(std::mem::take(&mut buffer));
                 synced.send_replace(true);
                 changed && is_synced
             }
-            Ok(Event::Apply((key, facts, cluster))) => live.objects_mut().insert(key, facts.clone()).is_none_or(|old| old != facts) && is_synced && in_scope(&scope, cluster.as_deref()),
-            Ok(Event::Delete((key, _, cluster))) => live.objects_mut().remove(&key).is_some() && is_synced && in_scope(&scope, cluster.as_deref()),
+            Ok(Event::Apply((key, value, cluster))) => {
+                store.insert(key, value) && is_synced && in_scope(&scope, cluster.as_deref())
+            }
+            Ok(Event::Delete((key, _, cluster))) => {
+                store.remove(&key) && is_synced && in_scope(&scope, cluster.as_deref())
+            }
         };
         if changed {
-            on_change(&kind);
+            on_change(what);
         }
     }
+}
+
+/// The MachineSets' watch (whole objects, [`MACHINE_SET_SELECTOR`]): keeps what health reads of
+/// them in `live`, and reports changes of this agent's clusters (a rollout progressing).
+async fn watch_machine_sets(
+    api: Api<DynamicObject>,
+    live: Arc<Live>,
+    synced: signal::Sender<bool>,
+    on_change: OnChange,
+    scope: Scope,
+) {
+    let config = watcher::Config::default().labels(MACHINE_SET_SELECTOR);
+    let events = watcher::watcher(api, config)
+        .map_ok(|ev| {
+            facts_event(ev, |o: &DynamicObject| {
+                let cluster = o
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
+                    .cloned();
+                let set =
+                    MachineSet::from_object(&serde_json::to_value(o).expect("objects serialise"));
+                (machine_set_key(&o.metadata), set, cluster)
+            })
+        })
+        .boxed();
+    follow(
+        events,
+        MachineSets(live),
+        MACHINE_SET.1,
+        synced,
+        on_change,
+        scope,
+    )
+    .await;
 }
 
 /// The statuses' watch: keeps every recorded status in `live`. A status deleted by someone else
 /// schedules a pass (which writes it again); capstan's own writes are recorded before their
 /// events arrive and so never do.
-async fn watch_records(api: Api<DynamicObject>, live: Arc<Live>, synced: signal::Sender<bool>, on_change: OnChange) {
-    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+async fn watch_records(
+    api: Api<DynamicObject>,
+    live: Arc<Live>,
+    synced: signal::Sender<bool>,
+    on_change: OnChange,
+) {
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut buffer: std::collections::BTreeMap<String, Recorded> = Default::default();
     while let Some(ev) = events.next().await {
         let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
@@ -244,7 +451,7 @@ async fn watch_records(api: Api<DynamicObject>, live: Arc<Live>, synced: signal:
 }
 
 /// A watch event reduced to keys and facts.
-fn facts_event<K>(ev: Event<K>, f: impl Fn(&K) -> Facts) -> Event<Facts> {
+fn facts_event<K, V>(ev: Event<K>, f: impl Fn(&K) -> Facts<V>) -> Event<Facts<V>> {
     match ev {
         Event::Apply(o) => Event::Apply(f(&o)),
         Event::Delete(o) => Event::Delete(f(&o)),

@@ -42,15 +42,7 @@ mod pass;
 
 use pass::Pass;
 
-/// What to do about drift (a managed field changed by hand on the cluster).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Drift {
-    /// Re-apply the repository's version.
-    #[default]
-    Correct,
-    /// Only report it in the plan and status.
-    Report,
-}
+pub use crate::plan::planner::Drift;
 
 /// Options of a pass.
 #[derive(Debug, Clone, Default)]
@@ -130,7 +122,12 @@ impl Outcome {
 
 /// Desired objects of a cluster with their references (the hash is the rendered one).
 fn desired(entry: &ClusterEntry) -> Vec<(&Rendered, ObjectRef)> {
-    entry.objects.iter().flatten().map(|o| (o, plan::reference(o))).collect()
+    entry
+        .objects
+        .iter()
+        .flatten()
+        .map(|o| (o, plan::reference(o)))
+        .collect()
 }
 
 fn fingerprint(objects: &[(&Rendered, ObjectRef)]) -> String {
@@ -143,8 +140,107 @@ fn fingerprint(objects: &[(&Rendered, ObjectRef)]) -> String {
 }
 
 /// Reconciles a fleet revision once, reading the live state with lists (one-shot commands).
-pub async fn reconcile(client: &Client, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
-    Agent::connect(client.clone()).await?.reconcile(fleet, opts).await
+pub async fn reconcile(
+    client: &Client,
+    fleet: &Fleet,
+    opts: &Options,
+) -> Result<Outcome, ReconcileError> {
+    Agent::connect(client.clone())
+        .await?
+        .reconcile(fleet, opts)
+        .await
+}
+
+impl ClusterOutcome {
+    /// Whether the cluster has reached a phase that waiting will not change: Ready, Failed,
+    /// Orphaned, Suspended, or deleted.
+    pub fn settled(&self) -> bool {
+        match self.phase {
+            Phase::Ready | Phase::Failed | Phase::Orphaned | Phase::Suspended => true,
+            Phase::Deleting => self.message == DELETED,
+            Phase::Pending | Phase::Applying | Phase::Progressing => false,
+        }
+    }
+}
+
+impl Outcome {
+    /// Whether every cluster has settled ([`ClusterOutcome::settled`]).
+    pub fn settled(&self) -> bool {
+        self.clusters.iter().all(ClusterOutcome::settled)
+    }
+}
+
+/// The message of a cluster whose deletion completed.
+pub const DELETED: &str = "deleted";
+
+/// Every pass [`converge`] made, in order.
+#[derive(Debug, Clone)]
+pub struct Convergence {
+    /// The passes (at least one).
+    pub passes: Vec<Outcome>,
+}
+
+impl Convergence {
+    /// The first pass: the one that applied the revision.
+    pub fn first(&self) -> &Outcome {
+        &self.passes[0]
+    }
+
+    /// The last pass: where every cluster got to.
+    pub fn last(&self) -> &Outcome {
+        self.passes.last().expect("at least one pass")
+    }
+
+    /// Whether the last pass found every cluster settled.
+    pub fn settled(&self) -> bool {
+        self.last().settled()
+    }
+}
+
+/// Reconciles a fleet revision until it settles ([`Outcome::settled`]: every cluster Ready,
+/// Failed, ...), or until `timeout`: a pass, then another each time the cluster changes under
+/// the agent (watch events: a rollout progressing, a Cluster becoming Available), never on a
+/// timer.
+///
+/// This is `capstan reconcile --once --wait`, what `kubectl apply` followed by `kubectl wait`
+/// is for a manifest: the command returns when Cluster API has done what the revision asks.
+pub async fn converge(
+    client: &Client,
+    fleet: &Fleet,
+    opts: &Options,
+    timeout: Duration,
+) -> Result<Convergence, ReconcileError> {
+    converge_with(client, fleet, opts, timeout, |_| {}).await
+}
+
+/// [`converge`], calling `progress` after every pass.
+pub async fn converge_with(
+    client: &Client,
+    fleet: &Fleet,
+    opts: &Options,
+    timeout: Duration,
+    progress: impl Fn(&Outcome),
+) -> Result<Convergence, ReconcileError> {
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let notify = changed.clone();
+    let agent = Agent::connect(client.clone())
+        .await?
+        .with_watches(Arc::new(move |_kind: &str| notify.notify_one()));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut passes = Vec::new();
+    loop {
+        let out = agent.reconcile(fleet, opts).await?;
+        progress(&out);
+        let done = out.settled() || tokio::time::Instant::now() >= deadline;
+        passes.push(out);
+        if done {
+            return Ok(Convergence { passes });
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
 }
 
 /// What lives across passes: the client, discovery, and (in the daemon) the watch-backed cache.
@@ -160,7 +256,13 @@ impl Agent {
     /// Runs discovery against the management cluster.
     pub async fn connect(client: Client) -> Result<Agent, ReconcileError> {
         let resolver = Resolver::new(client.clone()).await?;
-        Ok(Agent { client, resolver, cache: None, status_installed: AtomicBool::new(false), namespaces: Mutex::new(BTreeSet::new()) })
+        Ok(Agent {
+            client,
+            resolver,
+            cache: None,
+            status_installed: AtomicBool::new(false),
+            namespaces: Mutex::new(BTreeSet::new()),
+        })
     }
 
     /// Reads live state from watches kept open across passes instead of listing on every pass;
@@ -171,7 +273,11 @@ impl Agent {
     }
 
     /// One pass over a fleet revision.
-    pub async fn reconcile(&self, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
+    pub async fn reconcile(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+    ) -> Result<Outcome, ReconcileError> {
         let reads = AtomicUsize::new(0);
         if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
             status::install(&self.client).await?;
@@ -188,31 +294,76 @@ impl Agent {
                 match status::read_all(&self.client).await {
                     Ok(r) => r.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
                     // Plans may run before the agent ever did: no CRD yet means nothing recorded.
-                    Err(StatusError::Api { source: kube::Error::Api(s), .. }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
+                    Err(StatusError::Api {
+                        source: kube::Error::Api(s),
+                        ..
+                    }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
                     Err(e) => return Err(e.into()),
                 }
             }
         };
-        let managements: Vec<&str> = fleet.clusters.iter().filter(|c| c.role == Role::Management).map(|c| c.name.as_str()).collect();
+        let managements: Vec<&str> = fleet
+            .clusters
+            .iter()
+            .filter(|c| c.role == Role::Management)
+            .map(|c| c.name.as_str())
+            .collect();
         let management = match (&opts.management, managements.as_slice()) {
             (Some(m), _) if managements.contains(&m.as_str()) => m.clone(),
-            (Some(m), _) => return Err(ReconcileError::Management(format!("management cluster `{m}` is not in the repository (found: {})", managements.join(", ")))),
+            (Some(m), _) => {
+                return Err(ReconcileError::Management(format!(
+                    "management cluster `{m}` is not in the repository (found: {})",
+                    managements.join(", ")
+                )));
+            }
             (None, [one]) => one.to_string(),
-            (None, []) => return Err(ReconcileError::Management("the repository has no management cluster".into())),
-            (None, many) => return Err(ReconcileError::Management(format!("the repository has several management clusters ({}); say which one this is with --management", many.join(", ")))),
+            (None, []) => {
+                return Err(ReconcileError::Management(
+                    "the repository has no management cluster".into(),
+                ));
+            }
+            (None, many) => {
+                return Err(ReconcileError::Management(format!(
+                    "the repository has several management clusters ({}); say which one this is with --management",
+                    many.join(", ")
+                )));
+            }
         };
-        let recorded: BTreeMap<String, Arc<Recorded>> = records.into_iter().filter(|(_, r)| r.management == management).collect();
-        let in_scope: BTreeSet<&str> = fleet.clusters.iter().filter(|c| c.management() == management).map(|c| c.name.as_str()).collect();
-        let selected = |name: &str| opts.only.as_deref().is_none_or(|o| o == name) && (in_scope.contains(name) || recorded.contains_key(name));
+        let recorded: BTreeMap<String, Arc<Recorded>> = records
+            .into_iter()
+            .filter(|(_, r)| r.management == management)
+            .collect();
+        let in_scope: BTreeSet<&str> = fleet
+            .clusters
+            .iter()
+            .filter(|c| c.management() == management)
+            .map(|c| c.name.as_str())
+            .collect();
+        let selected = |name: &str| {
+            opts.only.as_deref().is_none_or(|o| o == name)
+                && (in_scope.contains(name) || recorded.contains_key(name))
+        };
         let wanted = fleet
             .clusters
             .iter()
             .filter(|e| selected(&e.name))
             .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
-            .chain(recorded.iter().filter(|(n, _)| selected(n)).flat_map(|(_, r)| r.inventory()));
+            .chain(
+                recorded
+                    .iter()
+                    .filter(|(n, _)| selected(n))
+                    .flat_map(|(_, r)| r.inventory()),
+            );
         let kinds = live::kinds(wanted);
         if let Some(cache) = &self.cache {
-            cache.set_scope(fleet.clusters.iter().map(|c| c.name.clone()).filter(|n| selected(n)).chain(recorded.keys().filter(|n| selected(n)).cloned()));
+            cache.set_scope(
+                fleet
+                    .clusters
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .filter(|n| selected(n))
+                    .chain(recorded.keys().filter(|n| selected(n)).cloned()),
+            );
         }
         let live: Arc<Live> = match &self.cache {
             Some(cache) => {
@@ -225,18 +376,33 @@ impl Agent {
                 Arc::new(live)
             }
         };
-        let pass = Pass { agent: self, live, opts, writes: AtomicUsize::new(0), reads };
+        let pass = Pass {
+            agent: self,
+            live,
+            opts,
+            writes: AtomicUsize::new(0),
+            reads,
+        };
         if !opts.plan_only {
             pass.ensure_namespaces(fleet, &in_scope).await?;
         }
         let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-        let (managements, workloads): (Vec<&ClusterEntry>, Vec<&ClusterEntry>) = fleet.clusters.iter().filter(|e| selected(&e.name)).partition(|e| e.role == Role::Management);
+        let (managements, workloads): (Vec<&ClusterEntry>, Vec<&ClusterEntry>) = fleet
+            .clusters
+            .iter()
+            .filter(|e| selected(&e.name))
+            .partition(|e| e.role == Role::Management);
         let mut clusters = Vec::new();
         for entry in managements {
-            clusters.push(pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)).await?);
+            clusters.push(
+                pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref))
+                    .await?,
+            );
         }
         let results: Vec<Result<ClusterOutcome, ReconcileError>> = futures::stream::iter(workloads)
-            .map(|entry| pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref)))
+            .map(|entry| {
+                pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref))
+            })
             .buffered(opts.concurrency.max(1))
             .collect()
             .await;
@@ -244,7 +410,10 @@ impl Agent {
             clusters.push(r?);
         }
         // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
-        for (name, rec) in recorded.iter().filter(|(n, _)| !names.contains(n.as_str()) && selected(n)) {
+        for (name, rec) in recorded
+            .iter()
+            .filter(|(n, _)| !names.contains(n.as_str()) && selected(n))
+        {
             let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
             let st = ClusterStatus {
                 phase: Phase::Orphaned,
@@ -252,13 +421,31 @@ impl Agent {
                 last_applied_revision: rec.field("lastAppliedRevision").to_string(),
                 last_attempted_revision: opts.revision.clone(),
                 desired_hash: rec.field("desiredHash").to_string(),
-                conditions: vec![("Ready".into(), "Unknown".into(), "Orphaned".into(), message.clone())],
+                conditions: vec![(
+                    "Ready".into(),
+                    "Unknown".into(),
+                    "Orphaned".into(),
+                    message.clone(),
+                )],
                 inventory: rec.inventory(),
             };
-            pass.write_status(name, &rec.management, &rec.directory, &st, Some(rec)).await?;
-            clusters.push(ClusterOutcome { name: name.clone(), plan: Plan { cluster: name.clone(), entries: vec![] }, phase: Phase::Orphaned, message });
+            pass.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
+                .await?;
+            clusters.push(ClusterOutcome {
+                name: name.clone(),
+                plan: Plan {
+                    cluster: name.clone(),
+                    entries: vec![],
+                },
+                phase: Phase::Orphaned,
+                message,
+            });
         }
-        Ok(Outcome { clusters, writes: pass.writes.into_inner(), reads: pass.reads.into_inner() })
+        Ok(Outcome {
+            clusters,
+            writes: pass.writes.into_inner(),
+            reads: pass.reads.into_inner(),
+        })
     }
 
     /// Namespaces known to exist; forgotten when an apply says one is missing.

@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use capstan_layout::{ClusterEntry, Fleet, Rendered};
-use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::json;
 
-use super::{Agent, ClusterOutcome, Drift, Options, ReconcileError, desired, fingerprint};
+use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
+use crate::health;
 use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, Resolver};
-use crate::live::Live;
+use crate::live::{Live, LiveObject};
+use crate::plan::planner::{self, Applied, Decision};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ClusterStatus, Phase, Recorded};
 
@@ -46,7 +48,12 @@ impl Pass<'_> {
     }
 
     /// A cluster, then an Event when anything changed.
-    pub(super) async fn cluster_and_event(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<ClusterOutcome, ReconcileError> {
+    pub(super) async fn cluster_and_event(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+    ) -> Result<ClusterOutcome, ReconcileError> {
         let (outcome, status_changed) = self.cluster(fleet, entry, prev).await?;
         if !self.opts.plan_only && (outcome.plan.has_changes() || status_changed) {
             self.event(&outcome).await;
@@ -58,8 +65,23 @@ impl Pass<'_> {
     /// event that cannot be written is logged, never a failure of the pass.
     async fn event(&self, c: &ClusterOutcome) {
         use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-        let counts: Vec<String> = c.plan.counts().iter().filter(|(a, n)| *n > 0 && *a != Action::Unchanged).map(|(a, n)| format!("{n} {a}")).collect();
-        let note = if counts.is_empty() { c.message.clone() } else { format!("revision {}: {}; {}", self.opts.revision, counts.join(", "), c.message) };
+        let counts: Vec<String> = c
+            .plan
+            .counts()
+            .iter()
+            .filter(|(a, n)| *n > 0 && *a != Action::Unchanged)
+            .map(|(a, n)| format!("{n} {a}"))
+            .collect();
+        let note = if counts.is_empty() {
+            c.message.clone()
+        } else {
+            format!(
+                "revision {}: {}; {}",
+                self.opts.revision,
+                counts.join(", "),
+                c.message
+            )
+        };
         let (type_, reason) = match c.phase {
             Phase::Failed => (EventType::Warning, "ReconcileFailed"),
             Phase::Orphaned => (EventType::Warning, "Orphaned"),
@@ -74,8 +96,20 @@ impl Pass<'_> {
             name: Some(c.name.clone()),
             ..Default::default()
         };
-        let recorder = Recorder::new(self.client().clone(), Reporter { controller: "capstan".into(), instance: std::env::var("HOSTNAME").ok() });
-        let ev = Event { type_, reason: reason.into(), note: Some(note.chars().take(1000).collect()), action: "Reconcile".into(), secondary: None };
+        let recorder = Recorder::new(
+            self.client().clone(),
+            Reporter {
+                controller: "capstan".into(),
+                instance: std::env::var("HOSTNAME").ok(),
+            },
+        );
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
         match recorder.publish(&ev, &reference).await {
             Ok(()) => self.wrote(),
             Err(e) => tracing::warn!(cluster = %c.name, error = %e, "could not record an event"),
@@ -83,7 +117,14 @@ impl Pass<'_> {
     }
 
     /// Writes a status when it changed; returns whether it wrote.
-    pub(super) async fn write_status(&self, name: &str, management: &str, dir: &str, st: &ClusterStatus, prev: Option<&Recorded>) -> Result<bool, ReconcileError> {
+    pub(super) async fn write_status(
+        &self,
+        name: &str,
+        management: &str,
+        dir: &str,
+        st: &ClusterStatus,
+        prev: Option<&Recorded>,
+    ) -> Result<bool, ReconcileError> {
         if self.opts.plan_only {
             return Ok(false);
         }
@@ -98,7 +139,11 @@ impl Pass<'_> {
     }
 
     /// Namespaces the fleet's objects live in are created when missing (and never pruned).
-    pub(super) async fn ensure_namespaces(&self, fleet: &Fleet, in_scope: &BTreeSet<&str>) -> Result<(), ReconcileError> {
+    pub(super) async fn ensure_namespaces(
+        &self,
+        fleet: &Fleet,
+        in_scope: &BTreeSet<&str>,
+    ) -> Result<(), ReconcileError> {
         let wanted: BTreeSet<String> = fleet
             .clusters
             .iter()
@@ -122,7 +167,14 @@ impl Pass<'_> {
         self.read();
         for ns in wanted.difference(&existing) {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
-            apply_one(self.client(), self.resolver(), &obj, false).await.map_err(|e| ReconcileError::Namespace(ns.clone(), kube::Error::Service(e.to_string().into())))?;
+            apply_one(self.client(), self.resolver(), &obj, false)
+                .await
+                .map_err(|e| {
+                    ReconcileError::Namespace(
+                        ns.clone(),
+                        kube::Error::Service(e.to_string().into()),
+                    )
+                })?;
             self.wrote();
         }
         *self.agent.known_namespaces() = existing.union(&wanted).cloned().collect();
@@ -130,42 +182,94 @@ impl Pass<'_> {
     }
 
     /// One cluster; returns its outcome and whether its status was written.
-    async fn cluster(&self, fleet: &Fleet, entry: &ClusterEntry, prev: Option<&Recorded>) -> Result<(ClusterOutcome, bool), ReconcileError> {
+    async fn cluster(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+    ) -> Result<(ClusterOutcome, bool), ReconcileError> {
         let name = entry.name.clone();
         let dir = entry.dir.display().to_string();
         let mgmt = entry.management().to_string();
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
-        let last_applied = prev.map(|p| p.field("lastAppliedRevision").to_string()).unwrap_or_default();
-        let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome { name: name.clone(), plan, phase, message };
-        let empty = Plan { cluster: name.clone(), entries: vec![] };
+        let last_applied = prev
+            .map(|p| p.field("lastAppliedRevision").to_string())
+            .unwrap_or_default();
+        let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome {
+            name: name.clone(),
+            plan,
+            phase,
+            message,
+        };
+        let empty = Plan {
+            cluster: name.clone(),
+            entries: vec![],
+        };
 
         if fleet.suspended || entry.intent.suspend.is_some() {
-            let message = format!("suspended in the repository{}", entry.intent.suspend.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default());
+            let message = format!(
+                "suspended in the repository{}",
+                entry
+                    .intent
+                    .suspend
+                    .as_deref()
+                    .filter(|r| !r.is_empty())
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
             let st = ClusterStatus {
                 phase: Phase::Suspended,
                 message: message.clone(),
                 last_applied_revision: last_applied.clone(),
                 last_attempted_revision: last_applied,
-                desired_hash: prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default(),
-                conditions: vec![("Ready".into(), "Unknown".into(), "Suspended".into(), message.clone())],
+                desired_hash: prev
+                    .map(|p| p.field("desiredHash").to_string())
+                    .unwrap_or_default(),
+                conditions: vec![(
+                    "Ready".into(),
+                    "Unknown".into(),
+                    "Suspended".into(),
+                    message.clone(),
+                )],
                 inventory: previous_inventory,
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Suspended, message), changed));
         }
         if entry.intent.delete.is_some() {
-            return self.delete_cluster(&name, &mgmt, &dir, previous_inventory, prev).await;
+            return self
+                .delete_cluster(&name, &mgmt, &dir, previous_inventory, prev)
+                .await;
         }
         if !entry.is_valid() {
-            let first = entry.diagnostics.iter().find(|d| d.is_error()).map(|d| d.to_string()).unwrap_or_else(|| "invalid".into());
-            let message = if last_applied.is_empty() { format!("not applied: {first}") } else { format!("revision {} not applied, {last_applied} stays live: {first}", self.opts.revision) };
+            let first = entry
+                .diagnostics
+                .iter()
+                .find(|d| d.is_error())
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "invalid".into());
+            let message = if last_applied.is_empty() {
+                format!("not applied: {first}")
+            } else {
+                format!(
+                    "revision {} not applied, {last_applied} stays live: {first}",
+                    self.opts.revision
+                )
+            };
             let st = ClusterStatus {
                 phase: Phase::Failed,
                 message: message.clone(),
                 last_applied_revision: last_applied,
                 last_attempted_revision: self.opts.revision.clone(),
-                desired_hash: prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default(),
-                conditions: vec![("Ready".into(), "False".into(), "ValidationFailed".into(), first)],
+                desired_hash: prev
+                    .map(|p| p.field("desiredHash").to_string())
+                    .unwrap_or_default(),
+                conditions: vec![(
+                    "Ready".into(),
+                    "False".into(),
+                    "ValidationFailed".into(),
+                    first,
+                )],
                 inventory: previous_inventory,
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
@@ -176,16 +280,29 @@ impl Pass<'_> {
         let fp = fingerprint(&objects);
         let plan = self.plan(&name, &objects, &previous_inventory).await;
         if self.opts.plan_only {
-            let phase = if plan.has_changes() { Phase::Pending } else { Phase::Ready };
+            let phase = if plan.has_changes() {
+                Phase::Pending
+            } else {
+                Phase::Ready
+            };
             return Ok((done(plan, phase, String::new()), false));
         }
 
         // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
         // that may be one of their kinds), then the rest in render order; prune in reverse order.
-        let mut inventory: BTreeMap<String, ObjectRef> = previous_inventory.iter().map(|r| (r.key(), r.clone())).collect();
-        let (first, rest): (Vec<usize>, Vec<usize>) = (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
-        let changed = |i: &&usize| matches!(plan.entries[**i].action, Action::Create | Action::Update);
-        let crds: Vec<String> = first.iter().filter(changed).map(|&i| &objects[i].1).filter(|r| r.kind == "CustomResourceDefinition").map(|r| r.name.clone()).collect();
+        let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
+        let mut applied = Applied::default();
+        let (first, rest): (Vec<usize>, Vec<usize>) =
+            (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
+        let changed =
+            |i: &&usize| matches!(plan.entries[**i].action, Action::Create | Action::Update);
+        let crds: Vec<String> = first
+            .iter()
+            .filter(changed)
+            .map(|&i| &objects[i].1)
+            .filter(|r| r.kind == "CustomResourceDefinition")
+            .map(|r| r.name.clone())
+            .collect();
         let mut failure: Option<String> = None;
         for (stage, indices) in [first, rest].iter().enumerate() {
             if stage == 1 {
@@ -196,11 +313,12 @@ impl Pass<'_> {
                     break;
                 }
                 let (obj, r) = &objects[i];
-                match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await {
-                    Ok(applied) => {
+                match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await
+                {
+                    Ok(answer) => {
                         self.wrote();
-                        let facts = self.live.put(r, &applied);
-                        inventory.insert(r.key(), ObjectRef { generation: facts.generation, ..r.clone() });
+                        let facts = self.live.put(r, &answer);
+                        applied.generations.insert(r.key(), facts.generation);
                     }
                     Err(err) => {
                         let message = err.to_string();
@@ -218,8 +336,11 @@ impl Pass<'_> {
         if failure.is_none() {
             for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
                 match self.delete(&e.object).await {
-                    Ok(()) => {
-                        inventory.remove(&e.object.key());
+                    Ok(terminating) => {
+                        applied.pruned.insert(e.object.key());
+                        if terminating {
+                            applied.terminating.insert(e.object.key());
+                        }
                     }
                     Err(err) => {
                         failure = Some(format!("pruning {}: {err}", e.object.subject()));
@@ -227,43 +348,62 @@ impl Pass<'_> {
                     }
                 }
             }
-            // Unchanged objects keep their live generation; owned objects leave the inventory.
-            for (e, (_, r)) in plan.entries.iter().zip(objects.iter()) {
-                if e.action == Action::Unchanged {
-                    let generation = self.live.get(r).map_or(0, |l| l.generation);
-                    inventory.insert(r.key(), ObjectRef { generation, ..r.clone() });
-                }
-            }
-            let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
-            // A prune skipped because something else owns the object: it is no longer ours.
-            // (Skipped desired objects, e.g. reported drift, keep their recorded entry.)
-            for e in plan.entries.iter().filter(|e| e.action == Action::Skip && !e.object.is_cluster() && !desired_keys.contains(&e.object.key())) {
-                inventory.remove(&e.object.key());
-            }
-            inventory.retain(|k, r| desired_keys.contains(k) || r.is_cluster() || plan.entries.iter().any(|e| e.object.key() == *k && e.action == Action::Skip));
         }
-        // Inventory in apply order (prune works backwards through it).
-        let order: BTreeMap<String, usize> = objects.iter().enumerate().map(|(i, (_, r))| (r.key(), i)).collect();
-        let mut inv: Vec<ObjectRef> = inventory.into_values().collect();
-        inv.sort_by_key(|r| order.get(&r.key()).copied().unwrap_or(usize::MAX));
+        applied.complete = failure.is_none();
+        let inv = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
+            self.live.get(r).map_or(0, |l| l.generation)
+        });
 
         let (phase, message, conditions) = match &failure {
             Some(f) => (
                 Phase::Failed,
                 format!("applying revision {}: {f}", self.opts.revision),
-                vec![("Ready".into(), "False".into(), "ApplyFailed".into(), f.clone())],
+                vec![(
+                    "Ready".into(),
+                    "False".into(),
+                    "ApplyFailed".into(),
+                    f.clone(),
+                )],
             ),
-            None => self.health(&objects),
+            None => {
+                // Objects pruned now or before that finalizers still hold.
+                let deleting: Vec<&ObjectRef> = plan
+                    .entries
+                    .iter()
+                    .filter(|e| {
+                        e.action == Action::Deleting
+                            || applied.terminating.contains(&e.object.key())
+                    })
+                    .map(|e| &e.object)
+                    .collect();
+                self.health(&objects, &deleting)
+            }
         };
         // A cluster the new revision does not touch keeps the revision its objects came from:
         // its status is then unchanged and costs no write.
-        let untouched = failure.is_none() && !plan.has_changes() && prev.is_some_and(|p| p.field("desiredHash") == fp);
+        let untouched = failure.is_none()
+            && !plan.has_changes()
+            && prev.is_some_and(|p| p.field("desiredHash") == fp);
         let st = ClusterStatus {
             phase,
             message: message.clone(),
-            last_applied_revision: if untouched || failure.is_some() { last_applied } else { self.opts.revision.clone() },
-            last_attempted_revision: if untouched { prev.map(|p| p.field("lastAttemptedRevision").to_string()).unwrap_or_default() } else { self.opts.revision.clone() },
-            desired_hash: if failure.is_none() { fp } else { prev.map(|p| p.field("desiredHash").to_string()).unwrap_or_default() },
+            last_applied_revision: if untouched || failure.is_some() {
+                last_applied
+            } else {
+                self.opts.revision.clone()
+            },
+            last_attempted_revision: if untouched {
+                prev.map(|p| p.field("lastAttemptedRevision").to_string())
+                    .unwrap_or_default()
+            } else {
+                self.opts.revision.clone()
+            },
+            desired_hash: if failure.is_none() {
+                fp
+            } else {
+                prev.map(|p| p.field("desiredHash").to_string())
+                    .unwrap_or_default()
+            },
             conditions,
             inventory: inv,
         };
@@ -272,80 +412,188 @@ impl Pass<'_> {
         Ok((done(plan, phase, message), changed))
     }
 
-    /// The plan of one cluster.
-    async fn plan(&self, name: &str, objects: &[(&Rendered, ObjectRef)], previous: &[ObjectRef]) -> Plan {
-        let recorded: BTreeMap<String, &ObjectRef> = previous.iter().map(|r| (r.key(), r)).collect();
+    /// The plan of one cluster: the planner's decisions, with the server's dry run where only a
+    /// comparison can tell (and for every object when only planning).
+    async fn plan(
+        &self,
+        name: &str,
+        objects: &[(&Rendered, ObjectRef)],
+        previous: &[ObjectRef],
+    ) -> Plan {
+        let recorded: BTreeMap<String, &ObjectRef> =
+            previous.iter().map(|r| (r.key(), r)).collect();
         let mut entries = Vec::with_capacity(objects.len());
         for (rendered, r) in objects {
             let live = self.live.get(r);
-            let recorded_gen = recorded.get(&r.key()).map(|p| p.generation).unwrap_or(0);
-            let live_gen = live.as_ref().map_or(0, |l| l.generation);
-            let same_hash = live.as_ref().and_then(|l| l.hash.as_deref()) == Some(r.hash.as_str());
-            let untouched = recorded_gen == 0 || recorded_gen == live_gen;
-            if same_hash && untouched {
-                entries.push(Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None });
-                continue;
-            }
-            let obj = plan::annotated(rendered);
-            // Creating for real: the apply itself is validated strictly, no need to ask first.
-            if live.is_none() && !self.opts.plan_only {
-                entries.push(Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, &obj, &r.subject())), reason: None });
-                continue;
-            }
+            let entry = |action, diff, reason| Entry {
+                object: r.clone(),
+                action,
+                diff,
+                reason,
+            };
+            let drift = match planner::decide(r, recorded.get(&r.key()).copied(), live.as_ref()) {
+                Decision::Unchanged => {
+                    entries.push(entry(Action::Unchanged, None, None));
+                    continue;
+                }
+                // Creating for real: the apply itself is validated strictly, no need to ask first.
+                Decision::Create if !self.opts.plan_only => {
+                    let obj = plan::annotated(rendered);
+                    entries.push(entry(
+                        Action::Create,
+                        Some(plan::diff(None, &obj, &r.subject())),
+                        None,
+                    ));
+                    continue;
+                }
+                Decision::Create => false,
+                Decision::Compare { drift } => drift,
+            };
             // Ask the server what it would persist, and compare that with the whole live object
             // (the cache holds facts, not objects).
-            self.read();
-            let live = match &live {
+            let full = match &live {
                 None => None,
                 Some(_) => {
                     self.read();
                     match Live::fetch(self.client(), self.resolver(), r).await {
                         Ok(full) => full,
                         Err(e) => {
-                            entries.push(Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("could not read the live object: {e}")) });
+                            let why = format!("could not read the live object: {e}");
+                            entries.push(entry(Action::Skip, None, Some(why)));
                             continue;
                         }
                     }
                 }
             };
-            let entry = match apply_one(self.client(), self.resolver(), &obj, true).await {
-                Err(e) => Entry { object: r.clone(), action: Action::Skip, diff: None, reason: Some(format!("rejected by the API server: {}", apply_message(&e))) },
-                Ok(dry) => match &live {
-                    None => Entry { object: r.clone(), action: Action::Create, diff: Some(plan::diff(None, &dry, &r.subject())), reason: None },
-                    Some(l) if plan::same(l, &dry) => Entry { object: r.clone(), action: Action::Unchanged, diff: None, reason: None },
-                    Some(l) => {
-                        let drift = same_hash && !untouched;
-                        let (action, reason) = match (drift, self.opts.drift) {
-                            (true, Drift::Report) => (Action::Skip, Some("drift: changed on the cluster since capstan applied it (reported, not corrected)".to_string())),
-                            (true, Drift::Correct) => (Action::Update, Some("drift: changed on the cluster since capstan applied it".to_string())),
-                            _ => (Action::Update, None),
-                        };
-                        Entry { object: r.clone(), action, diff: Some(plan::diff(Some(l), &dry, &r.subject())), reason }
-                    }
+            self.read();
+            entries.push(
+                match apply_one(
+                    self.client(),
+                    self.resolver(),
+                    &plan::annotated(rendered),
+                    true,
+                )
+                .await
+                {
+                    Err(e) => entry(
+                        Action::Skip,
+                        None,
+                        Some(format!("rejected by the API server: {}", apply_message(&e))),
+                    ),
+                    Ok(dry) => planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry),
                 },
-            };
-            entries.push(entry);
+            );
         }
         let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
-        entries.extend(plan::prunes(previous, &desired_keys, |r| self.live.get(r)));
-        Plan { cluster: name.to_string(), entries }
+        entries.extend(planner::prunes(name, previous, &desired_keys, |r| {
+            self.live.get(r)
+        }));
+        Plan {
+            cluster: name.to_string(),
+            entries,
+        }
     }
 
-    /// CAPI-correct health: Ready only when the Cluster API Cluster reports Available.
-    fn health(&self, objects: &[(&Rendered, ObjectRef)]) -> (Phase, String, Vec<(String, String, String, String)>) {
-        let cluster = objects.iter().find(|(_, r)| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io").map(|(_, r)| r);
-        let available = cluster.and_then(|r| self.live.get(r)).and_then(|l| l.available);
-        let applied = ("Applied".to_string(), "True".to_string(), "Applied".to_string(), "every object of the cluster is applied".to_string());
-        match available {
-            Some((status, _)) if &*status == "True" => {
-                (Phase::Ready, "Cluster API reports the cluster Available".into(), vec![applied, ("Ready".into(), "True".into(), "Available".into(), String::new())])
-            }
-            other => {
-                let why = other.map(|(status, reason)| format!("Available={status} {reason}")).unwrap_or_else(|| "Available not reported yet".into());
-                let message = format!("applied; waiting for Cluster API: {}", why.trim());
-                (Phase::Progressing, message.clone(), vec![applied, ("Ready".into(), "False".into(), "Progressing".into(), message)])
-            }
-        }
+    /// Health as Cluster API reports it ([`health::assess`]) from the live facts of the cluster's
+    /// Cluster, control plane and MachineDeployments.
+    fn health(
+        &self,
+        objects: &[(&Rendered, ObjectRef)],
+        deleting: &[&ObjectRef],
+    ) -> (Phase, String, Vec<status::Condition>) {
+        // (kind, `Kind/name`, facts, MachineSets) of the kinds health reads.
+        type Facts<'r> = (&'r str, String, Option<LiveObject>, Vec<health::MachineSet>);
+        let facts: Vec<Facts<'_>> = objects
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| crate::live::read_whole(&r.api_version, &r.kind))
+            .map(|r| {
+                let sets = if crate::live::has_machine_sets(&r.api_version, &r.kind) {
+                    self.live.machine_sets(&r.namespace, &r.name)
+                } else {
+                    Vec::new()
+                };
+                (
+                    r.kind.as_str(),
+                    format!("{}/{}", r.kind, r.name),
+                    self.live.get(r),
+                    sets,
+                )
+            })
+            .collect();
+        let observed: Vec<(&str, health::Observed<'_>)> = facts
+            .iter()
+            .map(|(kind, what, live, sets)| {
+                let o = health::Observed {
+                    what,
+                    generation: live.as_ref().map_or(0, |l| l.generation),
+                    rollout: live.as_ref().and_then(|l| l.rollout.as_deref()),
+                    machine_sets: sets,
+                };
+                (*kind, o)
+            })
+            .collect();
+        let of_kind = |kind: &str| -> Vec<health::Observed<'_>> {
+            observed
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, o)| *o)
+                .collect()
+        };
+        let assessment = match of_kind("Cluster").first() {
+            None => health::Assessment {
+                ready: false,
+                reason: "Progressing",
+                message: "no Cluster API Cluster rendered".into(),
+            },
+            Some(_) if !deleting.is_empty() => health::Assessment {
+                ready: false,
+                reason: "Deleting",
+                message: format!(
+                    "waiting for {} pruned object(s) to be deleted: {}",
+                    deleting.len(),
+                    deleting
+                        .iter()
+                        .map(|r| r.subject())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+            Some(cluster) => health::assess(
+                *cluster,
+                of_kind("KubeadmControlPlane").first().copied(),
+                &of_kind("MachineDeployment"),
+            ),
+        };
+        let applied = (
+            "Applied".to_string(),
+            "True".to_string(),
+            "Applied".to_string(),
+            "every object of the cluster is applied".to_string(),
+        );
+        let (phase, status) = if assessment.ready {
+            (Phase::Ready, "True")
+        } else {
+            (Phase::Progressing, "False")
+        };
+        let message = if assessment.ready {
+            assessment.message.clone()
+        } else {
+            format!("applied; waiting for Cluster API: {}", assessment.message)
+        };
+        (
+            phase,
+            message.clone(),
+            vec![
+                applied,
+                (
+                    "Ready".into(),
+                    status.into(),
+                    assessment.reason.into(),
+                    message,
+                ),
+            ],
+        )
     }
 
     /// Waits until the CRDs just applied are Established (their kinds are served).
@@ -354,53 +602,116 @@ impl Pass<'_> {
         use kube::runtime::wait::{await_condition, conditions};
         let api: Api<CustomResourceDefinition> = Api::all(self.client().clone());
         for name in names {
-            match tokio::time::timeout(Duration::from_secs(60), await_condition(api.clone(), name, conditions::is_crd_established())).await {
+            match tokio::time::timeout(
+                Duration::from_secs(60),
+                await_condition(api.clone(), name, conditions::is_crd_established()),
+            )
+            .await
+            {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(format!("waiting for CustomResourceDefinition/{name} to be Established: {e}")),
-                Err(_) => return Err(format!("CustomResourceDefinition/{name} not Established after 60s")),
+                Ok(Err(e)) => {
+                    return Err(format!(
+                        "waiting for CustomResourceDefinition/{name} to be Established: {e}"
+                    ));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "CustomResourceDefinition/{name} not Established after 60s"
+                    ));
+                }
             }
         }
         Ok(())
     }
 
     async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
-        let (ar, namespaced) = self.resolver().resolve(&r.api_version, &r.kind).await.map_err(|e| e.to_string())?;
-        Ok(if namespaced { Api::namespaced_with(self.client().clone(), &r.namespace, &ar) } else { Api::all_with(self.client().clone(), &ar) })
+        let (ar, namespaced) = self
+            .resolver()
+            .resolve(&r.api_version, &r.kind)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(if namespaced {
+            Api::namespaced_with(self.client().clone(), &r.namespace, &ar)
+        } else {
+            Api::all_with(self.client().clone(), &ar)
+        })
     }
 
-    async fn delete(&self, r: &ObjectRef) -> Result<(), String> {
+    /// Deletes an object; returns whether it is still there, waiting for finalizers.
+    async fn delete(&self, r: &ObjectRef) -> Result<bool, String> {
         let api = self.api_for(r).await?;
-        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
         match api.delete(&r.name, &dp).await {
-            Ok(_) => {
+            Ok(answer) => {
                 self.wrote();
-                self.live.remove(r);
-                Ok(())
+                // The server answers with the object while finalizers hold it, with a Status
+                // once it is gone. A held object is left to the watch: its events (deletion
+                // timestamp set, then gone) may already have overtaken this answer, and
+                // forgetting it here would read as gone on the next pass while it still is
+                // not. At worst the next pass deletes it once more.
+                let terminating = answer.is_left();
+                if !terminating {
+                    self.live.remove(r);
+                }
+                Ok(terminating)
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
             Err(e) => Err(e.to_string()),
         }
     }
 
     /// Deletion on intent: the Cluster objects first, wait until they are gone (CAPI tears the
     /// machines down behind its finalizers), then everything else in reverse apply order.
-    async fn delete_cluster(&self, name: &str, mgmt: &str, dir: &str, inventory: Vec<ObjectRef>, prev: Option<&Recorded>) -> Result<(ClusterOutcome, bool), ReconcileError> {
+    async fn delete_cluster(
+        &self,
+        name: &str,
+        mgmt: &str,
+        dir: &str,
+        inventory: Vec<ObjectRef>,
+        prev: Option<&Recorded>,
+    ) -> Result<(ClusterOutcome, bool), ReconcileError> {
         let mut entries: Vec<Entry> = Vec::new();
-        let (clusters, rest): (Vec<_>, Vec<_>) = inventory.iter().cloned().partition(|r| r.is_cluster());
+        let (clusters, rest): (Vec<_>, Vec<_>) =
+            inventory.iter().cloned().partition(|r| r.is_cluster());
         // CAPI Cluster before the EKS-A Cluster.
         let mut clusters = clusters;
-        clusters.sort_by_key(|r| if r.group() == "cluster.x-k8s.io" { 0 } else { 1 });
+        clusters.sort_by_key(|r| {
+            if r.group() == "cluster.x-k8s.io" {
+                0
+            } else {
+                1
+            }
+        });
         for r in clusters.iter().chain(rest.iter().rev()) {
-            entries.push(Entry { object: r.clone(), action: Action::Prune, diff: None, reason: Some("tombstone: deletion requested in the repository".into()) });
+            entries.push(Entry {
+                object: r.clone(),
+                action: Action::Prune,
+                diff: None,
+                reason: Some("tombstone: deletion requested in the repository".into()),
+            });
         }
-        let plan = Plan { cluster: name.to_string(), entries };
+        let plan = Plan {
+            cluster: name.to_string(),
+            entries,
+        };
         if self.opts.plan_only || prev.is_none() {
-            return Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deletion requested".into() }, false));
+            return Ok((
+                ClusterOutcome {
+                    name: name.into(),
+                    plan,
+                    phase: Phase::Deleting,
+                    message: "deletion requested".into(),
+                },
+                false,
+            ));
         }
         let timeout = self.opts.delete_timeout.unwrap_or(Duration::from_secs(600));
         let mut failure = None;
         for r in &clusters {
-            if let Err(e) = self.delete(r).await {
+            if let Err(e) = self.delete(r).await.map(|_| ()) {
                 failure = Some(e);
                 break;
             }
@@ -414,7 +725,7 @@ impl Pass<'_> {
                 if r.kind == "Namespace" {
                     continue;
                 }
-                if let Err(e) = self.delete(r).await {
+                if let Err(e) = self.delete(r).await.map(|_| ()) {
                     failure = Some(e);
                     break;
                 }
@@ -427,20 +738,43 @@ impl Pass<'_> {
                 self.live.set_record(name, None);
                 status::remove(self.client(), name).await?;
                 self.wrote();
-                Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: "deleted".into() }, true))
+                Ok((
+                    ClusterOutcome {
+                        name: name.into(),
+                        plan,
+                        phase: Phase::Deleting,
+                        message: super::DELETED.into(),
+                    },
+                    true,
+                ))
             }
             Some(f) => {
                 let st = ClusterStatus {
                     phase: Phase::Deleting,
                     message: format!("deleting: {f}"),
-                    last_applied_revision: prev.map(|p| p.field("lastAppliedRevision").to_string()).unwrap_or_default(),
+                    last_applied_revision: prev
+                        .map(|p| p.field("lastAppliedRevision").to_string())
+                        .unwrap_or_default(),
                     last_attempted_revision: self.opts.revision.clone(),
                     desired_hash: String::new(),
-                    conditions: vec![("Ready".into(), "False".into(), "Deleting".into(), f.clone())],
+                    conditions: vec![(
+                        "Ready".into(),
+                        "False".into(),
+                        "Deleting".into(),
+                        f.clone(),
+                    )],
                     inventory,
                 };
                 let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
-                Ok((ClusterOutcome { name: name.into(), plan, phase: Phase::Deleting, message: f }, changed))
+                Ok((
+                    ClusterOutcome {
+                        name: name.into(),
+                        plan,
+                        phase: Phase::Deleting,
+                        message: f,
+                    },
+                    changed,
+                ))
             }
         }
     }
@@ -456,10 +790,18 @@ impl Pass<'_> {
                 Err(e) => return Err(format!("waiting for {} to be deleted: {e}", r.subject())),
             }
             if start.elapsed() > timeout {
-                return Err(format!("{} still exists after {}s (finalizers pending?)", r.subject(), timeout.as_secs()));
+                return Err(format!(
+                    "{} still exists after {}s (finalizers pending?)",
+                    r.subject(),
+                    timeout.as_secs()
+                ));
             }
             if last_report.elapsed() > Duration::from_secs(10) {
-                eprintln!("waiting for {} to be deleted ({}s)", r.subject(), start.elapsed().as_secs());
+                eprintln!(
+                    "waiting for {} to be deleted ({}s)",
+                    r.subject(),
+                    start.elapsed().as_secs()
+                );
                 last_report = std::time::Instant::now();
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -469,7 +811,8 @@ impl Pass<'_> {
 
 /// Objects that define where or what others are: applied before everything else.
 fn is_definition(r: &ObjectRef) -> bool {
-    (r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io") || (r.kind == "Namespace" && r.group().is_empty())
+    (r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io")
+        || (r.kind == "Namespace" && r.group().is_empty())
 }
 
 fn apply_message(e: &ApplyError) -> String {

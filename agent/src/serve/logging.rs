@@ -30,11 +30,16 @@ pub const DEFAULT_FILTER: &str = "info";
 /// `Ok(true)` if installed, `Ok(false)` if a subscriber was already installed (left in place).
 pub fn init_tracing(json: bool, filter: Option<&str>) -> Result<bool, LoggingError> {
     let filter = build_filter(filter, std::env::var("RUST_LOG").ok().as_deref())?;
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
     let installed = if json {
         builder.json().with_current_span(true).try_init().is_ok()
     } else {
-        builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init().is_ok()
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init()
+            .is_ok()
     };
     Ok(installed)
 }
@@ -43,9 +48,13 @@ pub fn init_tracing(json: bool, filter: Option<&str>) -> Result<bool, LoggingErr
 /// An invalid explicit directive is an error; an invalid `RUST_LOG` too (silently ignoring it would
 /// leave someone wondering why their debug logs never appear).
 fn build_filter(explicit: Option<&str>, env: Option<&str>) -> Result<EnvFilter, LoggingError> {
-    let directive = explicit.or(env.filter(|s| !s.trim().is_empty())).unwrap_or(DEFAULT_FILTER);
-    EnvFilter::try_new(directive)
-        .map_err(|e| LoggingError::Filter { filter: directive.to_owned(), message: e.to_string() })
+    let directive = explicit
+        .or(env.filter(|s| !s.trim().is_empty()))
+        .unwrap_or(DEFAULT_FILTER);
+    EnvFilter::try_new(directive).map_err(|e| LoggingError::Filter {
+        filter: directive.to_owned(),
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -54,10 +63,24 @@ mod tests {
 
     #[test]
     fn filter_precedence_and_errors() {
-        assert_eq!(build_filter(Some("debug"), Some("warn")).expect("ok").to_string(), "debug");
-        assert_eq!(build_filter(None, Some("warn")).expect("ok").to_string(), "warn");
-        assert_eq!(build_filter(None, Some("  ")).expect("ok").to_string(), "info");
+        assert_eq!(
+            build_filter(Some("debug"), Some("warn"))
+                .expect("ok")
+                .to_string(),
+            "debug"
+        );
+        assert_eq!(
+            build_filter(None, Some("warn")).expect("ok").to_string(),
+            "warn"
+        );
+        assert_eq!(
+            build_filter(None, Some("  ")).expect("ok").to_string(),
+            "info"
+        );
         assert_eq!(build_filter(None, None).expect("ok").to_string(), "info");
-        assert!(matches!(build_filter(Some("capstan=notalevel"), None), Err(LoggingError::Filter { .. })));
+        assert!(matches!(
+            build_filter(Some("capstan=notalevel"), None),
+            Err(LoggingError::Filter { .. })
+        ));
     }
 }

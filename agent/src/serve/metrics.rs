@@ -117,6 +117,8 @@ label_enum! {
         Prune => "prune",
         /// Deliberately left alone (paused, protected, owned by someone else).
         Skip => "skip",
+        /// Pruned, waiting for its finalizers.
+        Deleting => "deleting",
     }
 }
 
@@ -205,7 +207,8 @@ impl Metrics {
     /// Registers every metric, with all closed-label series at zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let stage_duration = HistogramFamily::new_with_constructor(stage_histogram as fn() -> Histogram);
+        let stage_duration =
+            HistogramFamily::new_with_constructor(stage_histogram as fn() -> Histogram);
         let api_requests = Family::<VerbLabels, Counter>::default();
         let objects = Family::<ActionLabels, Counter>::default();
         let reconciles = Family::<ResultLabels, Counter>::default();
@@ -218,16 +221,36 @@ impl Metrics {
             "Time spent in each reconcile stage, in seconds",
             stage_duration.clone(),
         );
-        registry.register("capstan_api_requests", "Kubernetes API requests, by verb", api_requests.clone());
-        registry.register("capstan_objects", "Objects handled by reconciles, by action", objects.clone());
-        registry.register("capstan_reconciles", "Finished reconciles, by result", reconciles.clone());
+        registry.register(
+            "capstan_api_requests",
+            "Kubernetes API requests, by verb",
+            api_requests.clone(),
+        );
+        registry.register(
+            "capstan_objects",
+            "Objects handled by reconciles, by action",
+            objects.clone(),
+        );
+        registry.register(
+            "capstan_reconciles",
+            "Finished reconciles, by result",
+            reconciles.clone(),
+        );
         registry.register(
             "capstan_webhook_requests",
             "Requests to the webhook endpoint, by outcome",
             webhook_requests.clone(),
         );
-        registry.register("capstan_clusters", "Clusters in the fleet, by phase", clusters.clone());
-        registry.register("process_resident_memory_bytes", "Resident memory of the agent, in bytes, after the last pass", resident_memory.clone());
+        registry.register(
+            "capstan_clusters",
+            "Clusters in the fleet, by phase",
+            clusters.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the agent, in bytes, after the last pass",
+            resident_memory.clone(),
+        );
 
         for &stage in Stage::ALL {
             let _ = stage_duration.get_or_create(&StageLabels { stage });
@@ -245,12 +268,23 @@ impl Metrics {
             let _ = webhook_requests.get_or_create(&OutcomeLabels { outcome });
         }
 
-        Metrics { registry, stage_duration, api_requests, objects, reconciles, webhook_requests, clusters, resident_memory }
+        Metrics {
+            registry,
+            stage_duration,
+            api_requests,
+            objects,
+            reconciles,
+            webhook_requests,
+            clusters,
+            resident_memory,
+        }
     }
 
     /// Records how long a stage took.
     pub fn observe_stage(&self, stage: Stage, elapsed: Duration) {
-        self.stage_duration.get_or_create(&StageLabels { stage }).observe(elapsed.as_secs_f64());
+        self.stage_duration
+            .get_or_create(&StageLabels { stage })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Counts one Kubernetes API request.
@@ -265,32 +299,46 @@ impl Metrics {
 
     /// Counts `n` objects handled the same way.
     pub fn add_objects(&self, action: ObjectAction, n: u64) {
-        self.objects.get_or_create(&ActionLabels { action }).inc_by(n);
+        self.objects
+            .get_or_create(&ActionLabels { action })
+            .inc_by(n);
     }
 
     /// Counts one finished reconcile.
     pub fn inc_reconcile(&self, result: ReconcileResult) {
-        self.reconciles.get_or_create(&ResultLabels { result }).inc();
+        self.reconciles
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     /// Counts one webhook request.
     pub fn inc_webhook(&self, outcome: WebhookOutcome) {
-        self.webhook_requests.get_or_create(&OutcomeLabels { outcome }).inc();
+        self.webhook_requests
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// The webhook requests counted so far with this outcome.
     pub fn webhook_requests(&self, outcome: WebhookOutcome) -> u64 {
-        self.webhook_requests.get_or_create(&OutcomeLabels { outcome }).get()
+        self.webhook_requests
+            .get_or_create(&OutcomeLabels { outcome })
+            .get()
     }
 
     /// The reconciles counted so far with this result.
     pub fn reconciles(&self, result: ReconcileResult) -> u64 {
-        self.reconciles.get_or_create(&ResultLabels { result }).get()
+        self.reconciles
+            .get_or_create(&ResultLabels { result })
+            .get()
     }
 
     /// Sets the number of clusters in one phase.
     pub fn set_clusters(&self, phase: &str, count: i64) {
-        self.clusters.get_or_create(&PhaseLabels { phase: phase.to_owned() }).set(count);
+        self.clusters
+            .get_or_create(&PhaseLabels {
+                phase: phase.to_owned(),
+            })
+            .set(count);
     }
 
     /// Replaces the whole cluster census: phases not listed disappear instead of keeping a stale
@@ -346,13 +394,20 @@ mod tests {
             "capstan_reconciles_total{result=\"failure\"} 0",
             "capstan_webhook_requests_total{outcome=\"too_large\"} 0",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
         assert!(text.ends_with("# EOF\n"));
         // The phase label is open, so the gauge has no series (and is not listed) until a status pass.
         assert!(!text.contains("capstan_clusters"));
         m.set_clusters("Provisioned", 0);
-        assert!(m.encode().lines().any(|l| l == "# TYPE capstan_clusters gauge"));
+        assert!(
+            m.encode()
+                .lines()
+                .any(|l| l == "# TYPE capstan_clusters gauge")
+        );
     }
 
     #[test]
@@ -375,7 +430,10 @@ mod tests {
             "capstan_webhook_requests_total{outcome=\"accepted\"} 2",
             "capstan_clusters{phase=\"Provisioned\"} 4",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
         assert!(!text.contains("Provisioning"), "stale phase kept:\n{text}");
         assert_eq!(m.webhook_requests(WebhookOutcome::Accepted), 2);
@@ -387,6 +445,9 @@ mod tests {
         let m = Metrics::new();
         m.set_clusters("a\"b\nc", 1);
         let text = m.encode();
-        assert!(text.contains("capstan_clusters{phase=\"a\\\"b\\nc\"} 1"), "{text}");
+        assert!(
+            text.contains("capstan_clusters{phase=\"a\\\"b\\nc\"} 1"),
+            "{text}"
+        );
     }
 }

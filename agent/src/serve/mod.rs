@@ -13,8 +13,15 @@ pub mod watch;
 pub mod webhook;
 
 pub use logging::{LoggingError, init_tracing};
-pub use metrics::{Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome};
-pub use server::{ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve, webhook_router};
-pub use trigger::{Trigger, TriggerError, TriggerReceiver, TriggerSender, channel, newest_revision};
+pub use metrics::{
+    Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome,
+};
+pub use server::{
+    ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve,
+    webhook_router,
+};
+pub use trigger::{
+    Trigger, TriggerError, TriggerReceiver, TriggerSender, channel, newest_revision,
+};
 pub use watch::{LocalWatcher, WatchError, watch_local, watch_local_with};
 pub use webhook::WebhookError;

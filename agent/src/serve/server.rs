@@ -65,7 +65,11 @@ impl ServerConfig {
 
     /// Follows `branch`, with no webhook secret and the default body limit.
     pub fn new(branch: impl Into<String>) -> ServerConfig {
-        ServerConfig { webhook_secret: None, branch: branch.into(), body_limit: Self::DEFAULT_BODY_LIMIT }
+        ServerConfig {
+            webhook_secret: None,
+            branch: branch.into(),
+            body_limit: Self::DEFAULT_BODY_LIMIT,
+        }
     }
 
     /// Sets the webhook secret.
@@ -83,7 +87,11 @@ impl ServerConfig {
     /// The full ref pushes must name: `refs/heads/<branch>`, or `branch` itself when it already
     /// starts with `refs/`.
     pub fn branch_ref(&self) -> String {
-        if self.branch.starts_with("refs/") { self.branch.clone() } else { format!("refs/heads/{}", self.branch) }
+        if self.branch.starts_with("refs/") {
+            self.branch.clone()
+        } else {
+            format!("refs/heads/{}", self.branch)
+        }
     }
 
     /// Whether the webhook endpoint is enabled (a non-empty secret is configured).
@@ -95,7 +103,10 @@ impl ServerConfig {
 impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerConfig")
-            .field("webhook_secret", &self.webhook_secret.as_ref().map(|_| "<redacted>"))
+            .field(
+                "webhook_secret",
+                &self.webhook_secret.as_ref().map(|_| "<redacted>"),
+            )
             .field("branch", &self.branch)
             .field("body_limit", &self.body_limit)
             .finish()
@@ -150,12 +161,23 @@ pub struct ServerState {
 impl ServerState {
     /// Builds the state: verified pushes fire into `triggers`, outcomes count into `metrics`,
     /// `/readyz` reads `ready`.
-    pub fn new(config: ServerConfig, triggers: TriggerSender, metrics: Arc<Metrics>, ready: ReadyFlag) -> ServerState {
+    pub fn new(
+        config: ServerConfig,
+        triggers: TriggerSender,
+        metrics: Arc<Metrics>,
+        ready: ReadyFlag,
+    ) -> ServerState {
         if !config.webhook_enabled() {
             tracing::info!("no webhook secret configured: POST /hook/github answers 404");
         }
         ServerState {
-            inner: Arc::new(Inner { config, triggers, metrics, ready, deliveries: Mutex::new(DeliveryLog::default()) }),
+            inner: Arc::new(Inner {
+                config,
+                triggers,
+                metrics,
+                ready,
+                deliveries: Mutex::new(DeliveryLog::default()),
+            }),
         }
     }
 
@@ -181,13 +203,19 @@ impl ServerState {
 
     /// Records a delivery id; `false` if it was seen recently.
     pub(super) fn remember_delivery(&self, id: &str) -> bool {
-        self.inner.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(id)
+        self.inner
+            .deliveries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(id)
     }
 }
 
 impl std::fmt::Debug for ServerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerState").field("config", &self.inner.config).finish_non_exhaustive()
+        f.debug_struct("ServerState")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -198,7 +226,9 @@ pub fn router(state: ServerState) -> Router {
 
 /// Only `POST /hook/github`, for the listener GitHub reaches.
 pub fn webhook_router(state: ServerState) -> Router {
-    Router::new().route("/hook/github", post(webhook::github)).with_state(state)
+    Router::new()
+        .route("/hook/github", post(webhook::github))
+        .with_state(state)
 }
 
 /// Only `/healthz`, `/readyz` and `/metrics`, for the in-cluster listener.
@@ -234,7 +264,12 @@ async fn metrics(State(state): State<ServerState>) -> Response {
 
 /// Binds a TCP listener, naming the address in the error.
 pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
-    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind { addr: addr.to_owned(), source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: addr.to_owned(),
+            source,
+        })
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
@@ -245,7 +280,10 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(addr = ?addr, "serving HTTP");
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServerError::Serve)
 }
 
 #[cfg(test)]
@@ -255,11 +293,18 @@ mod tests {
     #[test]
     fn branch_refs_and_redaction() {
         assert_eq!(ServerConfig::new("main").branch_ref(), "refs/heads/main");
-        assert_eq!(ServerConfig::new("refs/heads/release/1.2").branch_ref(), "refs/heads/release/1.2");
+        assert_eq!(
+            ServerConfig::new("refs/heads/release/1.2").branch_ref(),
+            "refs/heads/release/1.2"
+        );
         let config = ServerConfig::new("main").with_webhook_secret("hunter2");
         assert!(config.webhook_enabled());
         assert!(!format!("{config:?}").contains("hunter2"));
-        assert!(!ServerConfig::new("main").with_webhook_secret("").webhook_enabled());
+        assert!(
+            !ServerConfig::new("main")
+                .with_webhook_secret("")
+                .webhook_enabled()
+        );
         assert_eq!(ServerConfig::new("main").body_limit, 1 << 20);
     }
 

@@ -63,7 +63,9 @@ impl Trigger {
 /// A batch is in firing order, so this is the newest pushed revision: the one worth fetching.
 pub fn newest_revision(batch: &[Trigger]) -> Option<&str> {
     batch.iter().rev().find_map(|t| match t {
-        Trigger::Webhook { after: Some(after), .. } => Some(after.as_str()),
+        Trigger::Webhook {
+            after: Some(after), ..
+        } => Some(after.as_str()),
         _ => None,
     })
 }
@@ -92,17 +94,32 @@ impl Shared {
     /// Locks the state. A panic while holding this lock cannot leave it inconsistent (every update
     /// is a single push or field write), so a poisoned lock is simply taken over.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// Creates a trigger channel: any number of senders, one receiver.
 pub fn channel() -> (TriggerSender, TriggerReceiver) {
     let shared = Arc::new(Shared {
-        state: Mutex::new(State { pending: Vec::new(), senders: 1, receiver_alive: true, dropped: 0 }),
+        state: Mutex::new(State {
+            pending: Vec::new(),
+            senders: 1,
+            receiver_alive: true,
+            dropped: 0,
+        }),
         notify: Notify::new(),
     });
-    (TriggerSender { shared: shared.clone() }, TriggerReceiver { shared, debounce: None })
+    (
+        TriggerSender {
+            shared: shared.clone(),
+        },
+        TriggerReceiver {
+            shared,
+            debounce: None,
+        },
+    )
 }
 
 /// The firing end. Cheap to clone; usable from any thread, inside or outside a tokio runtime.
@@ -145,7 +162,9 @@ impl TriggerSender {
 impl Clone for TriggerSender {
     fn clone(&self) -> Self {
         self.shared.lock().senders += 1;
-        TriggerSender { shared: self.shared.clone() }
+        TriggerSender {
+            shared: self.shared.clone(),
+        }
     }
 }
 
@@ -260,7 +279,9 @@ impl Drop for TriggerReceiver {
 
 impl std::fmt::Debug for TriggerReceiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TriggerReceiver").field("debounce", &self.debounce).finish_non_exhaustive()
+        f.debug_struct("TriggerReceiver")
+            .field("debounce", &self.debounce)
+            .finish_non_exhaustive()
     }
 }
 
@@ -269,7 +290,10 @@ mod tests {
     use super::*;
 
     fn hook(after: &str) -> Trigger {
-        Trigger::Webhook { after: Some(after.to_owned()), delivery: None }
+        Trigger::Webhook {
+            after: Some(after.to_owned()),
+            delivery: None,
+        }
     }
 
     // tokio's `test-util` feature (paused time) is not enabled for this crate, so these tests use
@@ -306,8 +330,13 @@ mod tests {
         let (tx, mut rx) = channel();
         let waiter = tokio::spawn(async move { rx.next().await });
         tokio::task::yield_now().await;
-        std::thread::spawn(move || tx.fire(Trigger::LocalChange)).join().expect("thread");
-        let batch = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("woke").expect("task");
+        std::thread::spawn(move || tx.fire(Trigger::LocalChange))
+            .join()
+            .expect("thread");
+        let batch = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("woke")
+            .expect("task");
         assert_eq!(batch, Some(vec![Trigger::LocalChange]));
     }
 
@@ -323,11 +352,16 @@ mod tests {
         // On this current-thread runtime the receiver runs now, sees `a` and enters its window.
         tokio::task::yield_now().await;
         tx.fire(hook("b"));
-        let (mut rx, batch) = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("woke").expect("task");
+        let (mut rx, batch) = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("woke")
+            .expect("task");
         assert_eq!(batch, Some(vec![hook("a"), hook("b")]));
         // A trigger after the batch was handed over starts the next batch.
         tx.fire(Trigger::Poll);
-        let next = tokio::time::timeout(Duration::from_secs(30), rx.next()).await.expect("woke");
+        let next = tokio::time::timeout(Duration::from_secs(30), rx.next())
+            .await
+            .expect("woke");
         assert_eq!(next, Some(vec![Trigger::Poll]));
     }
 
@@ -340,7 +374,10 @@ mod tests {
         let waiter = tokio::spawn(async move { rx.next().await });
         tokio::task::yield_now().await;
         drop(tx);
-        let batch = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("woke").expect("task");
+        let batch = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("woke")
+            .expect("task");
         assert_eq!(batch, Some(vec![Trigger::Manual]));
     }
 
@@ -363,7 +400,10 @@ mod tests {
         let batch = rx.try_next().expect("batch");
         assert_eq!(batch.len(), MAX_PENDING);
         assert_eq!(batch[0], hook("10"));
-        assert_eq!(newest_revision(&batch), Some((MAX_PENDING + 9).to_string().as_str()));
+        assert_eq!(
+            newest_revision(&batch),
+            Some((MAX_PENDING + 9).to_string().as_str())
+        );
         assert_eq!(rx.dropped(), 10);
     }
 

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use notify_debouncer_full::notify::event::{EventKind, MetadataKind, ModifyKind};
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache, new_debouncer};
+use notify_debouncer_full::{
+    DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache, new_debouncer,
+};
 
 use super::trigger::{Trigger, TriggerSender};
 
@@ -70,7 +72,9 @@ impl LocalWatcher {
 
 impl std::fmt::Debug for LocalWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalWatcher").field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("LocalWatcher")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -80,8 +84,15 @@ pub fn watch_local(root: &Path, triggers: TriggerSender) -> Result<LocalWatcher,
 }
 
 /// Watches `root` recursively, delivering events after `debounce` of quiet.
-pub fn watch_local_with(root: &Path, debounce: Duration, triggers: TriggerSender) -> Result<LocalWatcher, WatchError> {
-    let root = root.canonicalize().map_err(|source| WatchError::Root { path: root.to_owned(), source })?;
+pub fn watch_local_with(
+    root: &Path,
+    debounce: Duration,
+    triggers: TriggerSender,
+) -> Result<LocalWatcher, WatchError> {
+    let root = root.canonicalize().map_err(|source| WatchError::Root {
+        path: root.to_owned(),
+        source,
+    })?;
     let callback_root = root.clone();
     let handler = move |result: DebounceEventResult| match result {
         Ok(events) => {
@@ -97,22 +108,33 @@ pub fn watch_local_with(root: &Path, debounce: Duration, triggers: TriggerSender
             triggers.fire(Trigger::LocalChange);
         }
     };
-    let notify_err = |source| WatchError::Notify { path: root.clone(), source };
+    let notify_err = |source| WatchError::Notify {
+        path: root.clone(),
+        source,
+    };
     let mut debouncer = new_debouncer(debounce, None, handler).map_err(notify_err)?;
-    debouncer.watch(&root, RecursiveMode::Recursive).map_err(notify_err)?;
+    debouncer
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(notify_err)?;
     tracing::info!(root = %root.display(), "watching the local working copy");
     Ok(LocalWatcher { debouncer, root })
 }
 
 /// The first path in a batch that is a change to the desired state, if any.
 fn first_relevant<'a>(root: &'a Path, events: &'a [DebouncedEvent]) -> Option<&'a Path> {
-    events.iter().filter(|e| is_relevant_kind(&e.kind) || e.need_rescan()).find_map(|e| {
-        if e.need_rescan() {
-            // The OS dropped events; the paths say nothing about what changed.
-            return Some(root_or_first(root, e));
-        }
-        e.paths.iter().map(PathBuf::as_path).find(|p| !is_ignored(root, p))
-    })
+    events
+        .iter()
+        .filter(|e| is_relevant_kind(&e.kind) || e.need_rescan())
+        .find_map(|e| {
+            if e.need_rescan() {
+                // The OS dropped events; the paths say nothing about what changed.
+                return Some(root_or_first(root, e));
+            }
+            e.paths
+                .iter()
+                .map(PathBuf::as_path)
+                .find(|p| !is_ignored(root, p))
+        })
 }
 
 fn root_or_first<'a>(root: &'a Path, e: &'a DebouncedEvent) -> &'a Path {
@@ -120,14 +142,20 @@ fn root_or_first<'a>(root: &'a Path, e: &'a DebouncedEvent) -> &'a Path {
 }
 
 fn is_relevant_kind(kind: &EventKind) -> bool {
-    !matches!(kind, EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)))
+    !matches!(
+        kind,
+        EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime))
+    )
 }
 
 /// Whether a changed path is not part of the desired state: under `.git/`, or an editor's
 /// temporary file. `path` may be absolute (under `root`) or relative to it.
 pub fn is_ignored(root: &Path, path: &Path) -> bool {
     let relative = path.strip_prefix(root).unwrap_or(path);
-    if relative.components().any(|c| matches!(c, Component::Normal(name) if name == ".git")) {
+    if relative
+        .components()
+        .any(|c| matches!(c, Component::Normal(name) if name == ".git"))
+    {
         return true;
     }
     let Some(name) = relative.file_name().and_then(|n| n.to_str()) else {
@@ -165,7 +193,12 @@ mod tests {
         ] {
             assert!(is_ignored(root, Path::new(p)), "{p} should be ignored");
         }
-        for p in ["/repo/clusters/mgmt/cluster.yaml", "/repo/README.md", "/repo/.github/workflows/ci.yaml", "/repo/#"] {
+        for p in [
+            "/repo/clusters/mgmt/cluster.yaml",
+            "/repo/README.md",
+            "/repo/.github/workflows/ci.yaml",
+            "/repo/#",
+        ] {
             assert!(!is_ignored(root, Path::new(p)), "{p} should count");
         }
     }
@@ -174,7 +207,9 @@ mod tests {
     fn access_events_do_not_count() {
         use notify_debouncer_full::notify::event::AccessKind;
         assert!(!is_relevant_kind(&EventKind::Access(AccessKind::Any)));
-        assert!(!is_relevant_kind(&EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime))));
+        assert!(!is_relevant_kind(&EventKind::Modify(ModifyKind::Metadata(
+            MetadataKind::AccessTime
+        ))));
         assert!(is_relevant_kind(&EventKind::Modify(ModifyKind::Any)));
     }
 }

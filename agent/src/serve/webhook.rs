@@ -84,7 +84,9 @@ pub enum WebhookError {
     #[error("missing X-GitHub-Event header")]
     MissingEvent,
     /// A signed push whose payload is not the JSON GitHub sends.
-    #[error("push payload is not JSON with a string \"ref\" (is the webhook's content type application/json?): {0}")]
+    #[error(
+        "push payload is not JSON with a string \"ref\" (is the webhook's content type application/json?): {0}"
+    )]
     BadPayload(#[source] serde_json::Error),
 }
 
@@ -93,14 +95,14 @@ impl WebhookError {
     pub fn status(&self) -> StatusCode {
         match self {
             WebhookError::NotConfigured => StatusCode::NOT_FOUND,
-            WebhookError::MissingSignature | WebhookError::MalformedSignature | WebhookError::BadSignature => {
-                StatusCode::UNAUTHORIZED
-            }
+            WebhookError::MissingSignature
+            | WebhookError::MalformedSignature
+            | WebhookError::BadSignature => StatusCode::UNAUTHORIZED,
             WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             WebhookError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            WebhookError::BodyRead(_) | WebhookError::MissingEvent | WebhookError::BadPayload(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            WebhookError::BodyRead(_)
+            | WebhookError::MissingEvent
+            | WebhookError::BadPayload(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -109,13 +111,13 @@ impl WebhookError {
     fn outcome(&self) -> Option<WebhookOutcome> {
         match self {
             WebhookError::NotConfigured | WebhookError::BodyTimeout => None,
-            WebhookError::MissingSignature | WebhookError::MalformedSignature | WebhookError::BadSignature => {
-                Some(WebhookOutcome::Unauthorized)
-            }
+            WebhookError::MissingSignature
+            | WebhookError::MalformedSignature
+            | WebhookError::BadSignature => Some(WebhookOutcome::Unauthorized),
             WebhookError::TooLarge { .. } => Some(WebhookOutcome::TooLarge),
-            WebhookError::BodyRead(_) | WebhookError::MissingEvent | WebhookError::BadPayload(_) => {
-                Some(WebhookOutcome::Ignored)
-            }
+            WebhookError::BodyRead(_)
+            | WebhookError::MissingEvent
+            | WebhookError::BadPayload(_) => Some(WebhookOutcome::Ignored),
         }
     }
 }
@@ -124,20 +126,33 @@ impl IntoResponse for WebhookError {
     fn into_response(self) -> Response {
         // Say what was wrong, never anything about the secret or the expected signature.
         let status = self.status();
-        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{self}\n")).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response()
     }
 }
 
 /// Checks a `X-Hub-Signature-256` header value against the raw body, in constant time.
-pub fn verify_signature(secret: &[u8], header_value: &[u8], body: &[u8]) -> Result<(), WebhookError> {
-    let hex_sig = header_value.strip_prefix(b"sha256=").ok_or(WebhookError::MalformedSignature)?;
-    let expected = hex::decode(hex_sig.trim_ascii()).map_err(|_| WebhookError::MalformedSignature)?;
+pub fn verify_signature(
+    secret: &[u8],
+    header_value: &[u8],
+    body: &[u8],
+) -> Result<(), WebhookError> {
+    let hex_sig = header_value
+        .strip_prefix(b"sha256=")
+        .ok_or(WebhookError::MalformedSignature)?;
+    let expected =
+        hex::decode(hex_sig.trim_ascii()).map_err(|_| WebhookError::MalformedSignature)?;
     if expected.len() != 32 {
         return Err(WebhookError::MalformedSignature);
     }
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| WebhookError::BadSignature)?;
     mac.update(body);
-    mac.verify_slice(&expected).map_err(|_| WebhookError::BadSignature)
+    mac.verify_slice(&expected)
+        .map_err(|_| WebhookError::BadSignature)
 }
 
 /// The header value GitHub would send for this body: `sha256=<hex HMAC-SHA256>`.
@@ -206,20 +221,46 @@ enum Verdict {
 }
 
 /// The `POST /hook/github` handler.
-pub(super) async fn github(State(state): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
+pub(super) async fn github(
+    State(state): State<ServerState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let delivery = header_str(&headers, DELIVERY_HEADER).map(str::to_owned);
     let event = header_str(&headers, EVENT_HEADER).map(str::to_owned);
     match handle(&state, &headers, body, delivery.as_deref()).await {
         Ok(verdict) => {
             let (outcome, status, text) = match verdict {
-                Verdict::Accepted => (WebhookOutcome::Accepted, StatusCode::ACCEPTED, "reconcile triggered".to_owned()),
+                Verdict::Accepted => (
+                    WebhookOutcome::Accepted,
+                    StatusCode::ACCEPTED,
+                    "reconcile triggered".to_owned(),
+                ),
                 Verdict::Pong => (WebhookOutcome::Ignored, StatusCode::OK, "pong".to_owned()),
-                Verdict::Ignored(why) => (WebhookOutcome::Ignored, StatusCode::ACCEPTED, format!("ignored: {why}")),
-                Verdict::Duplicate => (WebhookOutcome::Duplicate, StatusCode::ACCEPTED, "ignored: duplicate delivery".to_owned()),
+                Verdict::Ignored(why) => (
+                    WebhookOutcome::Ignored,
+                    StatusCode::ACCEPTED,
+                    format!("ignored: {why}"),
+                ),
+                Verdict::Duplicate => (
+                    WebhookOutcome::Duplicate,
+                    StatusCode::ACCEPTED,
+                    "ignored: duplicate delivery".to_owned(),
+                ),
             };
             state.metrics().inc_webhook(outcome);
-            tracing::info!(outcome = outcome.as_str(), event, delivery, "webhook: {text}");
-            (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{text}\n")).into_response()
+            tracing::info!(
+                outcome = outcome.as_str(),
+                event,
+                delivery,
+                "webhook: {text}"
+            );
+            (
+                status,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                format!("{text}\n"),
+            )
+                .into_response()
         }
         Err(e) => {
             match e.outcome() {
@@ -228,7 +269,9 @@ pub(super) async fn github(State(state): State<ServerState>, headers: HeaderMap,
                     tracing::warn!(outcome = outcome.as_str(), event, delivery, error = %e, "webhook request refused");
                 }
                 None if matches!(e, WebhookError::NotConfigured) => {
-                    tracing::warn!("webhook request received but no webhook secret is configured; answering 404");
+                    tracing::warn!(
+                        "webhook request received but no webhook secret is configured; answering 404"
+                    );
                 }
                 None => tracing::warn!(event, delivery, error = %e, "webhook request refused"),
             }
@@ -237,19 +280,33 @@ pub(super) async fn github(State(state): State<ServerState>, headers: HeaderMap,
     }
 }
 
-async fn handle(state: &ServerState, headers: &HeaderMap, body: Body, delivery: Option<&str>) -> Result<Verdict, WebhookError> {
+async fn handle(
+    state: &ServerState,
+    headers: &HeaderMap,
+    body: Body,
+    delivery: Option<&str>,
+) -> Result<Verdict, WebhookError> {
     let config = state.config();
-    let secret = config.webhook_secret.as_deref().filter(|s| !s.is_empty()).ok_or(WebhookError::NotConfigured)?;
-    let signature = headers.get(SIGNATURE_HEADER).ok_or(WebhookError::MissingSignature)?;
+    let secret = config
+        .webhook_secret
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or(WebhookError::NotConfigured)?;
+    let signature = headers
+        .get(SIGNATURE_HEADER)
+        .ok_or(WebhookError::MissingSignature)?;
     if !signature.as_bytes().starts_with(b"sha256=") {
         return Err(WebhookError::MalformedSignature);
     }
     let limit = config.body_limit;
-    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(WebhookError::TooLarge { limit });
     }
-    let raw = tokio::time::timeout(BODY_TIMEOUT, read_limited(body, limit)).await.map_err(|_| WebhookError::BodyTimeout)??;
+    let raw = tokio::time::timeout(BODY_TIMEOUT, read_limited(body, limit))
+        .await
+        .map_err(|_| WebhookError::BodyTimeout)??;
     verify_signature(secret, signature.as_bytes(), &raw)?;
 
     // Authenticated from here on.
@@ -267,12 +324,18 @@ async fn handle(state: &ServerState, headers: &HeaderMap, body: Body, delivery: 
     let push: PushPayload = serde_json::from_slice(&raw).map_err(WebhookError::BadPayload)?;
     let followed = config.branch_ref();
     if push.git_ref != followed {
-        return Ok(Verdict::Ignored(format!("push to {}, following {followed}", push.git_ref)));
+        return Ok(Verdict::Ignored(format!(
+            "push to {}, following {followed}",
+            push.git_ref
+        )));
     }
     if push.deleted {
         return Ok(Verdict::Ignored(format!("{followed} was deleted")));
     }
-    state.triggers().fire(Trigger::Webhook { after: push.after, delivery: delivery.map(str::to_owned) });
+    state.triggers().fire(Trigger::Webhook {
+        after: push.after,
+        delivery: delivery.map(str::to_owned),
+    });
     Ok(Verdict::Accepted)
 }
 
@@ -297,7 +360,10 @@ async fn read_limited(mut body: Body, limit: usize) -> Result<Vec<u8>, WebhookEr
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
 }
 
 #[cfg(test)]
@@ -310,12 +376,27 @@ mod tests {
         let good = sign(b"s3cret", body);
         assert!(good.starts_with("sha256=") && good.len() == 7 + 64);
         verify_signature(b"s3cret", good.as_bytes(), body).expect("valid");
-        assert!(matches!(verify_signature(b"other", good.as_bytes(), body), Err(WebhookError::BadSignature)));
-        assert!(matches!(verify_signature(b"s3cret", good.as_bytes(), b"{}"), Err(WebhookError::BadSignature)));
+        assert!(matches!(
+            verify_signature(b"other", good.as_bytes(), body),
+            Err(WebhookError::BadSignature)
+        ));
+        assert!(matches!(
+            verify_signature(b"s3cret", good.as_bytes(), b"{}"),
+            Err(WebhookError::BadSignature)
+        ));
         let sha1 = good.replacen("sha256=", "sha1=", 1);
-        assert!(matches!(verify_signature(b"s3cret", sha1.as_bytes(), body), Err(WebhookError::MalformedSignature)));
-        assert!(matches!(verify_signature(b"s3cret", b"sha256=zz", body), Err(WebhookError::MalformedSignature)));
-        assert!(matches!(verify_signature(b"s3cret", b"sha256=abcd", body), Err(WebhookError::MalformedSignature)));
+        assert!(matches!(
+            verify_signature(b"s3cret", sha1.as_bytes(), body),
+            Err(WebhookError::MalformedSignature)
+        ));
+        assert!(matches!(
+            verify_signature(b"s3cret", b"sha256=zz", body),
+            Err(WebhookError::MalformedSignature)
+        ));
+        assert!(matches!(
+            verify_signature(b"s3cret", b"sha256=abcd", body),
+            Err(WebhookError::MalformedSignature)
+        ));
     }
 
     #[test]
@@ -327,7 +408,10 @@ mod tests {
             assert!(log.insert(&format!("id-{i}")));
         }
         assert_eq!(log.len(), DELIVERY_LOG_SIZE);
-        assert!(!log.insert("first"), "still remembered at exactly the limit");
+        assert!(
+            !log.insert("first"),
+            "still remembered at exactly the limit"
+        );
         assert!(log.insert("one-more"));
         assert_eq!(log.len(), DELIVERY_LOG_SIZE);
         assert!(log.insert("first"), "the oldest was forgotten");

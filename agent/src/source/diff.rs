@@ -75,7 +75,10 @@ fn cause(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Parses a full hex object id.
 pub(crate) fn parse_id(s: &str, url: &str) -> Result<ObjectId, DiffError> {
-    ObjectId::from_hex(s.as_bytes()).map_err(|_| DiffError::BadCommitId { url: url.to_string(), commit: s.to_string() })
+    ObjectId::from_hex(s.as_bytes()).map_err(|_| DiffError::BadCommitId {
+        url: url.to_string(),
+        commit: s.to_string(),
+    })
 }
 
 /// The paths whose entry differs between the trees of `from` and `to`. `known` may carry an
@@ -90,13 +93,23 @@ pub(crate) fn changed_paths(
     let from_id = parse_id(from, url)?;
     let to_id = parse_id(to, url)?;
     let present = |id: ObjectId| {
-        repo.find_commit(id).ok().and_then(|c| c.tree_id().ok()).is_some_and(|t| repo.has_object(t))
+        repo.find_commit(id)
+            .ok()
+            .and_then(|c| c.tree_id().ok())
+            .is_some_and(|t| repo.has_object(t))
     };
     if !present(to_id) {
-        return Err(DiffError::ToUnavailable { url: url.to_string(), to: to.to_string() });
+        return Err(DiffError::ToUnavailable {
+            url: url.to_string(),
+            to: to.to_string(),
+        });
     }
     if !present(from_id) {
-        return Err(DiffError::FromUnavailable { url: url.to_string(), from: from.to_string(), to: to.to_string() });
+        return Err(DiffError::FromUnavailable {
+            url: url.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+        });
     }
     let err = |e: &(dyn std::error::Error + 'static)| DiffError::Diff {
         url: url.to_string(),
@@ -122,10 +135,18 @@ pub(crate) fn changed_paths(
         return Ok(compare_trees(&old, &new));
     }
 
-    let old_tree = repo.find_commit(from_id).and_then(|c| c.tree()).map_err(|e| err(&e))?;
-    let new_tree = repo.find_commit(to_id).and_then(|c| c.tree()).map_err(|e| err(&e))?;
+    let old_tree = repo
+        .find_commit(from_id)
+        .and_then(|c| c.tree())
+        .map_err(|e| err(&e))?;
+    let new_tree = repo
+        .find_commit(to_id)
+        .and_then(|c| c.tree())
+        .map_err(|e| err(&e))?;
     let options = gix::diff::Options::default().with_rewrites(None);
-    let changes = repo.diff_tree_to_tree(&old_tree, &new_tree, options).map_err(|e| err(&e))?;
+    let changes = repo
+        .diff_tree_to_tree(&old_tree, &new_tree, options)
+        .map_err(|e| err(&e))?;
     let mut paths = BTreeSet::new();
     for change in changes {
         let (new_mode, _) = change.entry_mode_and_id();

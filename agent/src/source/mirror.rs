@@ -86,10 +86,16 @@ pub(crate) fn redact(url: &str) -> (String, Option<String>) {
         if let Some((userinfo, host)) = authority.rsplit_once('@') {
             match userinfo.split_once(':') {
                 Some((user, password)) if !password.is_empty() => {
-                    return (format!("{scheme}://{user}:***@{host}{path}"), Some(password.to_string()));
+                    return (
+                        format!("{scheme}://{user}:***@{host}{path}"),
+                        Some(password.to_string()),
+                    );
                 }
                 None if !userinfo.is_empty() && scheme.to_ascii_lowercase().starts_with("http") => {
-                    return (format!("{scheme}://***@{host}{path}"), Some(userinfo.to_string()));
+                    return (
+                        format!("{scheme}://***@{host}{path}"),
+                        Some(userinfo.to_string()),
+                    );
                 }
                 _ => {}
             }
@@ -106,7 +112,9 @@ fn percent_decode(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'%'
             && i + 2 < b.len()
-            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(v);
             i += 3;
@@ -124,7 +132,9 @@ pub(crate) fn ssh_command(key: Option<&Path>, known_hosts: Option<&Path>) -> Opt
     if key.is_none() && known_hosts.is_none() {
         return None;
     }
-    let mut cmd = String::from("ssh -o BatchMode=yes -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4");
+    let mut cmd = String::from(
+        "ssh -o BatchMode=yes -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4",
+    );
     if let Some(key) = key {
         cmd.push_str(" -o IdentitiesOnly=yes -i ");
         cmd.push_str(&shell_quote(&key.to_string_lossy()));
@@ -162,12 +172,13 @@ impl Mirror {
         secret: Option<String>,
         ssh_command: Option<String>,
     ) -> Result<Mirror, MirrorError> {
-        let setup = |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
-            action,
-            dir: dir.to_path_buf(),
-            url: display_url.to_string(),
-            cause: cause(e),
-        };
+        let setup =
+            |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
+                action,
+                dir: dir.to_path_buf(),
+                url: display_url.to_string(),
+                cause: cause(e),
+            };
         let empty = match std::fs::read_dir(dir) {
             Ok(mut entries) => entries.next().is_none(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -198,7 +209,13 @@ impl Mirror {
                 cause: "it has a working tree; the cache must be a bare mirror".into(),
             });
         }
-        let mut mirror = Mirror { repo, dir: dir.to_path_buf(), display_url: display_url.to_string(), secret, roots: Vec::new() };
+        let mut mirror = Mirror {
+            repo,
+            dir: dir.to_path_buf(),
+            display_url: display_url.to_string(),
+            secret,
+            roots: Vec::new(),
+        };
         mirror.record_url(display_url)?;
         Ok(mirror)
     }
@@ -219,7 +236,11 @@ impl Mirror {
     /// Stores `url` (credential-free) as `remote.origin.url`; when a different URL was stored, the tracking refs
     /// are dropped so nothing synced from the old remote is mistaken for the new one's state.
     fn record_url(&mut self, url: &str) -> Result<(), MirrorError> {
-        let stored = self.repo.config_snapshot().string("remote.origin.url").map(|s| s.to_str_lossy().into_owned());
+        let stored = self
+            .repo
+            .config_snapshot()
+            .string("remote.origin.url")
+            .map(|s| s.to_str_lossy().into_owned());
         if stored.as_deref() == Some(url) {
             return Ok(());
         }
@@ -227,15 +248,23 @@ impl Mirror {
             tracing::info!(url = %self.display_url, "source URL changed; dropping the mirror's tracking refs");
             self.drop_tracking_refs()?;
         }
-        let err = |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
-            action,
-            dir: self.dir.clone(),
-            url: self.display_url.clone(),
-            cause: cause(e),
-        };
-        let path = self.repo.config_path(gix::config::Source::Local).map_err(|e| err("locate the config of", &e))?;
-        let mut file = self.repo.config_file_mut(path).map_err(|e| err("lock the config of", &e))?;
-        file.set_raw_value("remote.origin.url", url).map_err(|e| err("configure", &e))?;
+        let err =
+            |action: &'static str, e: &(dyn std::error::Error + 'static)| MirrorError::Setup {
+                action,
+                dir: self.dir.clone(),
+                url: self.display_url.clone(),
+                cause: cause(e),
+            };
+        let path = self
+            .repo
+            .config_path(gix::config::Source::Local)
+            .map_err(|e| err("locate the config of", &e))?;
+        let mut file = self
+            .repo
+            .config_file_mut(path)
+            .map_err(|e| err("lock the config of", &e))?;
+        file.set_raw_value("remote.origin.url", url)
+            .map_err(|e| err("configure", &e))?;
         file.commit().map_err(|e| err("write the config of", &e))?;
         Ok(())
     }
@@ -261,19 +290,27 @@ impl Mirror {
 
     /// The value of a tracking ref (not peeled), if it exists.
     pub(crate) fn tracking_target(&self, name: &str) -> Result<Option<ObjectId>, MirrorError> {
-        let found = self.repo.try_find_reference(name).map_err(|e| MirrorError::Ref {
-            action: "read",
-            name: name.to_string(),
-            url: self.display_url.clone(),
-            cause: cause(&e),
-        })?;
+        let found = self
+            .repo
+            .try_find_reference(name)
+            .map_err(|e| MirrorError::Ref {
+                action: "read",
+                name: name.to_string(),
+                url: self.display_url.clone(),
+                cause: cause(&e),
+            })?;
         Ok(found.and_then(|r| r.try_id().map(|id| id.detach())))
     }
 
     /// Points a tracking ref at `id` (used for pinned commits found through a full fetch).
     pub(crate) fn set_tracking(&self, name: &str, id: ObjectId) -> Result<(), MirrorError> {
         self.repo
-            .reference(name, id, gix::refs::transaction::PreviousValue::Any, "capstan: pin")
+            .reference(
+                name,
+                id,
+                gix::refs::transaction::PreviousValue::Any,
+                "capstan: pin",
+            )
             .map(|_| ())
             .map_err(|e| MirrorError::Ref {
                 action: "write",

@@ -175,34 +175,53 @@ impl GitSource {
         gix::url::parse(cfg.url.as_str()).map_err(|e| invalid(format!("not a Git URL: {e}")))?;
         match &cfg.reference {
             GitRef::Commit(c) => {
-                let ok = c.len() == gix::hash::Kind::Sha1.len_in_hex() && ObjectId::from_hex(c.as_bytes()).is_ok();
+                let ok = c.len() == gix::hash::Kind::Sha1.len_in_hex()
+                    && ObjectId::from_hex(c.as_bytes()).is_ok();
                 if !ok {
-                    return Err(invalid("a pinned commit must be a full 40-character hexadecimal id".into()));
+                    return Err(invalid(
+                        "a pinned commit must be a full 40-character hexadecimal id".into(),
+                    ));
                 }
             }
             GitRef::Branch(name) | GitRef::Tag(name) => {
                 let full = remote::remote_name(&cfg.reference);
-                if name.is_empty() || name.starts_with("refs/") || gix::validate::reference::name(full.as_str().into()).is_err() {
+                if name.is_empty()
+                    || name.starts_with("refs/")
+                    || gix::validate::reference::name(full.as_str().into()).is_err()
+                {
                     return Err(invalid(format!("{name:?} is not a valid short ref name")));
                 }
             }
         }
-        for (what, path) in [("ssh key", &cfg.ssh_key), ("known_hosts file", &cfg.known_hosts), ("CA file", &cfg.ca_file)] {
+        for (what, path) in [
+            ("ssh key", &cfg.ssh_key),
+            ("known_hosts file", &cfg.known_hosts),
+            ("CA file", &cfg.ca_file),
+        ] {
             if let Some(p) = path
                 && !p.is_file()
             {
                 return Err(invalid(format!("{what} {} does not exist", p.display())));
             }
         }
-        let cfg = SourceConfig { reference: normalise(&cfg.reference), ..cfg };
+        let cfg = SourceConfig {
+            reference: normalise(&cfg.reference),
+            ..cfg
+        };
         let ssh = mirror::ssh_command(cfg.ssh_key.as_deref(), cfg.known_hosts.as_deref());
         let roots = match &cfg.ca_file {
             None => Vec::new(),
             Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| invalid(format!("CA file {}: {e}", path.display())))?;
+                let pem = std::fs::read(path)
+                    .map_err(|e| invalid(format!("CA file {}: {e}", path.display())))?;
                 match reqwest::Certificate::from_pem_bundle(&pem) {
                     Ok(certs) if !certs.is_empty() => certs,
-                    Ok(_) => return Err(invalid(format!("CA file {} holds no PEM certificate", path.display()))),
+                    Ok(_) => {
+                        return Err(invalid(format!(
+                            "CA file {} holds no PEM certificate",
+                            path.display()
+                        )));
+                    }
                     Err(e) => return Err(invalid(format!("CA file {}: {e}", path.display()))),
                 }
             }
@@ -210,7 +229,13 @@ impl GitSource {
         let mut mirror = mirror::Mirror::open(&cfg.cache_dir, &display_url, secret, ssh)?;
         mirror.roots = roots;
         let tracking = mirror::tracking_ref(&cfg.reference);
-        Ok(GitSource { cfg, display_url, tracking, mirror, last_good: None })
+        Ok(GitSource {
+            cfg,
+            display_url,
+            tracking,
+            mirror,
+            last_good: None,
+        })
     }
 
     /// The configuration this source was opened with.
@@ -225,8 +250,16 @@ impl GitSource {
         if let GitRef::Commit(c) = &self.cfg.reference {
             return Ok(c.clone());
         }
-        let ad = remote::list(&self.mirror, &self.cfg.url, &self.cfg.reference, &self.tracking)?;
-        let commit = ad.peeled.or_else(|| self.mirror.peel_to_commit(ad.target)).unwrap_or(ad.target);
+        let ad = remote::list(
+            &self.mirror,
+            &self.cfg.url,
+            &self.cfg.reference,
+            &self.tracking,
+        )?;
+        let commit = ad
+            .peeled
+            .or_else(|| self.mirror.peel_to_commit(ad.target))
+            .unwrap_or(ad.target);
         Ok(commit.to_string())
     }
 
@@ -247,20 +280,37 @@ impl GitSource {
             }
             reference => {
                 let ad = remote::list(&self.mirror, &self.cfg.url, reference, &self.tracking)?;
-                let have = before == Some(ad.target) && self.mirror.peel_to_commit(ad.target).is_some_and(|c| self.mirror.has_commit(c));
+                let have = before == Some(ad.target)
+                    && self
+                        .mirror
+                        .peel_to_commit(ad.target)
+                        .is_some_and(|c| self.mirror.has_commit(c));
                 if have {
                     ad.target
                 } else {
-                    let shallow = remote::shallow_setting(&self.mirror, self.cfg.shallow, ad.shallow_supported);
-                    remote::fetch(&self.mirror, &self.cfg.url, reference, &self.tracking, shallow)?
+                    let shallow = remote::shallow_setting(
+                        &self.mirror,
+                        self.cfg.shallow,
+                        ad.shallow_supported,
+                    );
+                    remote::fetch(
+                        &self.mirror,
+                        &self.cfg.url,
+                        reference,
+                        &self.tracking,
+                        shallow,
+                    )?
                 }
             }
         };
-        let commit = self.mirror.peel_to_commit(target).ok_or_else(|| SourceError::InvalidConfig {
-            url: self.display_url.clone(),
-            reference: self.cfg.reference.to_string(),
-            reason: format!("{target} does not point to a commit"),
-        })?;
+        let commit =
+            self.mirror
+                .peel_to_commit(target)
+                .ok_or_else(|| SourceError::InvalidConfig {
+                    url: self.display_url.clone(),
+                    reference: self.cfg.reference.to_string(),
+                    reason: format!("{target} does not point to a commit"),
+                })?;
         let hex = commit.to_string();
         if let Some(last) = &self.last_good
             && last.commit == hex
@@ -271,7 +321,9 @@ impl GitSource {
         let revision = Revision { commit: hex, tree };
         let previous = match &self.last_good {
             Some(last) => Some(last.commit.clone()),
-            None => before.and_then(|b| self.mirror.peel_to_commit(b)).map(|c| c.to_string()),
+            None => before
+                .and_then(|b| self.mirror.peel_to_commit(b))
+                .map(|c| c.to_string()),
         };
         tracing::info!(url = %self.display_url, reference = %self.cfg.reference, commit = %revision.commit, ?previous, "source updated");
         self.last_good = Some(revision.clone());
@@ -287,8 +339,17 @@ impl GitSource {
     /// both ends of a rename). [`SourceError::everything_changed`] is true when `from` is not in
     /// the mirror and the caller should treat every path as changed.
     pub fn changed_paths(&self, from: &str, to: &str) -> Result<BTreeSet<PathBuf>, SourceError> {
-        let known = self.last_good.as_ref().map(|r| (r.commit.as_str(), &r.tree));
-        Ok(diff::changed_paths(&self.mirror.repo, &self.display_url, from, to, known)?)
+        let known = self
+            .last_good
+            .as_ref()
+            .map(|r| (r.commit.as_str(), &r.tree));
+        Ok(diff::changed_paths(
+            &self.mirror.repo,
+            &self.display_url,
+            from,
+            to,
+            known,
+        )?)
     }
 }
 

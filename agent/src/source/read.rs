@@ -60,7 +60,11 @@ pub(crate) fn to_path(bytes: &[u8]) -> PathBuf {
 }
 
 /// Lists the tree of `commit`: paths and object ids of files, symlink targets, directories.
-pub(crate) fn list(repo: &gix::Repository, commit: ObjectId, url: &str) -> Result<Listing, ReadError> {
+pub(crate) fn list(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    url: &str,
+) -> Result<Listing, ReadError> {
     let err = |what: &str, e: &(dyn std::error::Error + 'static)| ReadError::Object {
         url: url.to_string(),
         commit: commit.to_string(),
@@ -72,7 +76,11 @@ pub(crate) fn list(repo: &gix::Repository, commit: ObjectId, url: &str) -> Resul
         .map_err(|e| err("the commit", &e))?
         .tree()
         .map_err(|e| err("the root tree", &e))?;
-    let records = tree.traverse().breadthfirst.files().map_err(|e| err("the trees", &e))?;
+    let records = tree
+        .traverse()
+        .breadthfirst
+        .files()
+        .map_err(|e| err("the trees", &e))?;
     let mut listing = Listing::default();
     for r in records {
         let path = to_path(&r.filepath);
@@ -84,7 +92,9 @@ pub(crate) fn list(repo: &gix::Repository, commit: ObjectId, url: &str) -> Resul
                 listing.files.insert(path, r.oid);
             }
             EntryKind::Link => {
-                let blob = repo.find_blob(r.oid).map_err(|e| err(&format!("symlink {}", path.display()), &e))?;
+                let blob = repo
+                    .find_blob(r.oid)
+                    .map_err(|e| err(&format!("symlink {}", path.display()), &e))?;
                 listing.links.insert(path, to_path(&blob.data));
             }
             EntryKind::Commit => tracing::debug!(path = %path.display(), "skipping submodule"),
@@ -94,7 +104,11 @@ pub(crate) fn list(repo: &gix::Repository, commit: ObjectId, url: &str) -> Resul
 }
 
 /// Reads every file of `commit` into a `Tree`.
-pub(crate) fn read_tree(repo: &gix::Repository, commit: ObjectId, url: &str) -> Result<Tree, ReadError> {
+pub(crate) fn read_tree(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    url: &str,
+) -> Result<Tree, ReadError> {
     let listing = list(repo, commit, url)?;
     let err = |what: &Path, e: &(dyn std::error::Error + 'static)| ReadError::Object {
         url: url.to_string(),
@@ -108,7 +122,12 @@ pub(crate) fn read_tree(repo: &gix::Repository, commit: ObjectId, url: &str) -> 
         let entry = if size > MAX_FILE_SIZE {
             Entry::TooLarge(size)
         } else {
-            Entry::File(repo.find_blob(*oid).map_err(|e| err(path, &e))?.detach().data)
+            Entry::File(
+                repo.find_blob(*oid)
+                    .map_err(|e| err(path, &e))?
+                    .detach()
+                    .data,
+            )
         };
         tree.entries.insert(path.clone(), entry);
     }
@@ -117,12 +136,17 @@ pub(crate) fn read_tree(repo: &gix::Repository, commit: ObjectId, url: &str) -> 
     for (path, target) in &listing.links {
         match resolve(path, &listing) {
             Resolved::File(to) => {
-                let entry = tree.entries.get(&to).cloned().unwrap_or_else(|| Entry::EscapingSymlink(target.clone()));
+                let entry = tree
+                    .entries
+                    .get(&to)
+                    .cloned()
+                    .unwrap_or_else(|| Entry::EscapingSymlink(target.clone()));
                 tree.entries.insert(path.clone(), entry);
             }
             Resolved::Dir(to) if !path.starts_with(&to) => dir_links.push((path.clone(), to)),
             Resolved::Dir(_) | Resolved::Escaping => {
-                tree.entries.insert(path.clone(), Entry::EscapingSymlink(target.clone()));
+                tree.entries
+                    .insert(path.clone(), Entry::EscapingSymlink(target.clone()));
             }
         }
     }
@@ -130,7 +154,10 @@ pub(crate) fn read_tree(repo: &gix::Repository, commit: ObjectId, url: &str) -> 
     // what other directory links added, which keeps a pair of links from feeding each other.
     let snapshot = tree.entries.clone();
     for (link, dir) in dir_links {
-        for (p, e) in snapshot.range(dir.clone()..).take_while(|(p, _)| p.starts_with(&dir)) {
+        for (p, e) in snapshot
+            .range(dir.clone()..)
+            .take_while(|(p, _)| p.starts_with(&dir))
+        {
             let rel = p.strip_prefix(&dir).expect("range stays below dir");
             tree.entries.insert(link.join(rel), e.clone());
         }
@@ -149,7 +176,9 @@ pub(crate) enum Resolved {
 /// Follows the symlink at `link` through the listing, as the kernel would in a checkout rooted at
 /// the repository (but with `..` at the root and absolute targets counting as escapes).
 pub(crate) fn resolve(link: &Path, listing: &Listing) -> Resolved {
-    let Some(target) = listing.links.get(link) else { return Resolved::Escaping };
+    let Some(target) = listing.links.get(link) else {
+        return Resolved::Escaping;
+    };
     // Where we are (the directory the next component is looked up in) and what is left to walk,
     // as a stack with the next component on top.
     let mut at: Vec<PathBuf> = link.parent().map(components).unwrap_or_default();
@@ -177,7 +206,9 @@ pub(crate) fn resolve(link: &Path, listing: &Listing) -> Resolved {
             }
         } else if listing.dirs.contains(&candidate) {
             at.push(c);
-        } else if listing.files.contains_key(&candidate) && todo.iter().all(|c| c.as_os_str() == ".") {
+        } else if listing.files.contains_key(&candidate)
+            && todo.iter().all(|c| c.as_os_str() == ".")
+        {
             return Resolved::File(candidate);
         } else {
             // Missing, or a file used as a directory.
@@ -188,7 +219,9 @@ pub(crate) fn resolve(link: &Path, listing: &Listing) -> Resolved {
 }
 
 fn components(p: &Path) -> Vec<PathBuf> {
-    p.components().map(|c| PathBuf::from(c.as_os_str())).collect()
+    p.components()
+        .map(|c| PathBuf::from(c.as_os_str()))
+        .collect()
 }
 
 /// Pushes the components of a link target so that the first one is popped first. Absolute

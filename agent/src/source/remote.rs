@@ -61,7 +61,9 @@ pub enum RemoteError {
         cause: String,
     },
     /// A pinned commit is neither fetchable by id nor reachable from any branch or tag.
-    #[error("commit {commit} is not available from {url} (not fetchable by id and not reachable from any branch or tag)")]
+    #[error(
+        "commit {commit} is not available from {url} (not fetchable by id and not reachable from any branch or tag)"
+    )]
     CommitNotFound {
         /// The (credential-free) remote URL.
         url: String,
@@ -105,12 +107,27 @@ fn refspec(reference: &GitRef, tracking: &str) -> String {
 }
 
 fn remote<'r>(mirror: &'r Mirror, url: &str, specs: &[String]) -> gix::Result<gix::Remote<'r>> {
-    Ok(mirror.repo.remote_at(url)?.with_fetch_tags(Tags::None).with_refspecs(specs.iter().map(String::as_str), Direction::Fetch)?)
+    mirror
+        .repo
+        .remote_at(url)?
+        .with_fetch_tags(Tags::None)
+        .with_refspecs(specs.iter().map(String::as_str), Direction::Fetch)
 }
 
 /// Connects for fetching; with extra CA certificates, the https client trusts them too (gix's
 /// reqwest backend is configured through its backend options, as gix intends for TLS settings).
-fn connect<'a, 'r>(mirror: &Mirror, url: &str, remote: &'a gix::Remote<'r>) -> gix::Result<gix::remote::Connection<'a, 'a, 'r, Box<dyn gix::protocol::transport::client::blocking_io::Transport + Send>>> {
+fn connect<'a, 'r>(
+    mirror: &Mirror,
+    url: &str,
+    remote: &'a gix::Remote<'r>,
+) -> gix::Result<
+    gix::remote::Connection<
+        'a,
+        'a,
+        'r,
+        Box<dyn gix::protocol::transport::client::blocking_io::Transport + Send>,
+    >,
+> {
     let connection = remote.connect(Direction::Fetch)?;
     if mirror.roots.is_empty() || !url.starts_with("https://") {
         return Ok(connection);
@@ -124,12 +141,14 @@ fn connect<'a, 'r>(mirror: &Mirror, url: &str, remote: &'a gix::Remote<'r>) -> g
         .unwrap_or_default();
     let roots = mirror.roots.clone();
     let backend = http::reqwest::Options {
-        configure_client: Some(Box::new(move |mut builder: reqwest::blocking::ClientBuilder| {
-            for root in &roots {
-                builder = builder.add_root_certificate(root.clone());
-            }
-            Ok(builder)
-        })),
+        configure_client: Some(Box::new(
+            move |mut builder: reqwest::blocking::ClientBuilder| {
+                for root in &roots {
+                    builder = builder.add_root_certificate(root.clone());
+                }
+                Ok(builder)
+            },
+        )),
         configure_request: None,
     };
     options.backend = Some(std::sync::Arc::new(std::sync::Mutex::new(backend)));
@@ -146,15 +165,21 @@ fn connect<'a, 'r>(mirror: &Mirror, url: &str, remote: &'a gix::Remote<'r>) -> g
 fn shallow_capability(handshake: &gix::protocol::Handshake) -> bool {
     let caps = &handshake.capabilities;
     match handshake.server_protocol_version {
-        gix::protocol::transport::Protocol::V2 => {
-            caps.capability("fetch").and_then(|c| c.supports("shallow")).unwrap_or(false)
-        }
+        gix::protocol::transport::Protocol::V2 => caps
+            .capability("fetch")
+            .and_then(|c| c.supports("shallow"))
+            .unwrap_or(false),
         _ => caps.contains("shallow") && !caps.contains("deepen-relative"),
     }
 }
 
 /// Lists the followed branch or tag: handshake plus (v2) one filtered `ls-refs`. No pack.
-pub(crate) fn list(mirror: &Mirror, url: &str, reference: &GitRef, tracking: &str) -> Result<Advertised, RemoteError> {
+pub(crate) fn list(
+    mirror: &Mirror,
+    url: &str,
+    reference: &GitRef,
+    tracking: &str,
+) -> Result<Advertised, RemoteError> {
     let err = |e: &(dyn std::error::Error + 'static)| RemoteError::List {
         url: mirror.display_url.clone(),
         reference: reference.to_string(),
@@ -163,29 +188,46 @@ pub(crate) fn list(mirror: &Mirror, url: &str, reference: &GitRef, tracking: &st
     let spec = refspec(reference, tracking);
     let remote = remote(mirror, url, std::slice::from_ref(&spec)).map_err(|e| err(&e))?;
     let connection = connect(mirror, url, &remote).map_err(|e| err(&e))?;
-    let (ref_map, handshake) =
-        connection.ref_map(gix::progress::Discard, Default::default()).map_err(|e| err(&e))?;
+    let (ref_map, handshake) = connection
+        .ref_map(gix::progress::Discard, Default::default())
+        .map_err(|e| err(&e))?;
     let wanted = remote_name(reference);
     let found = ref_map.mappings.iter().find_map(|m| match &m.remote {
-        gix::remote::fetch::refmap::Source::Ref(r) if r.unpack().0 == wanted.as_str() => Some(r.clone()),
+        gix::remote::fetch::refmap::Source::Ref(r) if r.unpack().0 == wanted.as_str() => {
+            Some(r.clone())
+        }
         _ => None,
     });
     let Some(r) = found else {
-        return Err(RemoteError::RefNotFound { url: mirror.display_url.clone(), reference: reference.to_string() });
+        return Err(RemoteError::RefNotFound {
+            url: mirror.display_url.clone(),
+            reference: reference.to_string(),
+        });
     };
     let (target, peeled) = match r {
         Ref::Direct { object, .. } => (object, None),
         Ref::Peeled { tag, object, .. } => (tag, Some(object)),
         Ref::Symbolic { tag, object, .. } => (tag.unwrap_or(object), tag.map(|_| object)),
         Ref::Unborn { .. } => {
-            return Err(RemoteError::RefNotFound { url: mirror.display_url.clone(), reference: reference.to_string() });
+            return Err(RemoteError::RefNotFound {
+                url: mirror.display_url.clone(),
+                reference: reference.to_string(),
+            });
         }
     };
-    Ok(Advertised { target, peeled, shallow_supported: shallow_capability(&handshake) })
+    Ok(Advertised {
+        target,
+        peeled,
+        shallow_supported: shallow_capability(&handshake),
+    })
 }
 
 /// The depth setting for the next fetch into `mirror`.
-pub(crate) fn shallow_setting(mirror: &Mirror, want_shallow: bool, server_supports: bool) -> Shallow {
+pub(crate) fn shallow_setting(
+    mirror: &Mirror,
+    want_shallow: bool,
+    server_supports: bool,
+) -> Shallow {
     if want_shallow && server_supports {
         Shallow::DepthAtRemote(1.try_into().expect("non-zero"))
     } else if mirror.is_shallow() && !want_shallow {
@@ -202,7 +244,9 @@ fn fetch_specs(mirror: &Mirror, url: &str, specs: &[String], shallow: Shallow) -
     let remote = remote(mirror, url, specs)?;
     let connection = connect(mirror, url, &remote)?;
     let prepare = connection.prepare_fetch(gix::progress::Discard, Default::default())?;
-    let outcome = prepare.with_shallow(shallow).receive(gix::progress::Discard, &interrupt)?;
+    let outcome = prepare
+        .with_shallow(shallow)
+        .receive(gix::progress::Discard, &interrupt)?;
     tracing::debug!(status = ?std::mem::discriminant(&outcome.status), "fetch done");
     Ok(())
 }
@@ -216,10 +260,12 @@ pub(crate) fn fetch(
     shallow: Shallow,
 ) -> Result<ObjectId, RemoteError> {
     let spec = refspec(reference, tracking);
-    fetch_specs(mirror, url, std::slice::from_ref(&spec), shallow).map_err(|e| RemoteError::Fetch {
-        url: mirror.display_url.clone(),
-        reference: reference.to_string(),
-        cause: mirror.cause(&e),
+    fetch_specs(mirror, url, std::slice::from_ref(&spec), shallow).map_err(|e| {
+        RemoteError::Fetch {
+            url: mirror.display_url.clone(),
+            reference: reference.to_string(),
+            cause: mirror.cause(&e),
+        }
     })?;
     let target = mirror.tracking_target(tracking).ok().flatten();
     target.ok_or_else(|| RemoteError::NoTrackingRef {
@@ -238,27 +284,44 @@ pub(crate) fn fetch_commit(
     shallow: Shallow,
 ) -> Result<(), RemoteError> {
     let reference = GitRef::Commit(commit.to_string());
-    let by_id = fetch_specs(mirror, url, &[refspec(&reference, tracking)], shallow.clone());
+    let by_id = fetch_specs(
+        mirror,
+        url,
+        &[refspec(&reference, tracking)],
+        shallow.clone(),
+    );
     if by_id.is_ok() && mirror.has_commit(commit) {
         return Ok(());
     }
     if let Err(e) = &by_id {
         tracing::info!(url = %mirror.display_url, %commit, error = %mirror.cause(e), "fetching the pinned commit by id failed; fetching all branches and tags");
     }
-    let specs = ["+refs/heads/*:refs/capstan/all/heads/*".to_string(), "+refs/tags/*:refs/capstan/all/tags/*".to_string()];
+    let specs = [
+        "+refs/heads/*:refs/capstan/all/heads/*".to_string(),
+        "+refs/tags/*:refs/capstan/all/tags/*".to_string(),
+    ];
     // A full history: the commit may be anywhere.
-    let full = if mirror.is_shallow() { Shallow::undo() } else { Shallow::NoChange };
+    let full = if mirror.is_shallow() {
+        Shallow::undo()
+    } else {
+        Shallow::NoChange
+    };
     fetch_specs(mirror, url, &specs, full).map_err(|e| RemoteError::Fetch {
         url: mirror.display_url.clone(),
         reference: reference.to_string(),
         cause: mirror.cause(&e),
     })?;
     if !mirror.has_commit(commit) {
-        return Err(RemoteError::CommitNotFound { url: mirror.display_url.clone(), commit: commit.to_string() });
+        return Err(RemoteError::CommitNotFound {
+            url: mirror.display_url.clone(),
+            commit: commit.to_string(),
+        });
     }
-    mirror.set_tracking(tracking, commit).map_err(|e| RemoteError::Fetch {
-        url: mirror.display_url.clone(),
-        reference: reference.to_string(),
-        cause: e.to_string(),
-    })
+    mirror
+        .set_tracking(tracking, commit)
+        .map_err(|e| RemoteError::Fetch {
+            url: mirror.display_url.clone(),
+            reference: reference.to_string(),
+            cause: e.to_string(),
+        })
 }

@@ -2,22 +2,21 @@
 //!
 //! For each object one [`Action`]: create, update, unchanged, prune or skip, with a unified diff
 //! of what the server would persist (its dry-run answer) against what is live, both normalised
-//! (server-owned metadata and status stripped, Secret data masked). Everything here is pure: the
-//! inputs are the desired objects, the live objects and the previous inventory; `reconcile`
-//! gathers them and acts on the result, and `capstan plan` prints it.
+//! (server-owned metadata and status stripped, Secret data masked). The decisions are pure
+//! functions in [`planner`] (desired objects × live facts × previous inventory → plan and next
+//! inventory), tested without an API server; `reconcile` gathers their inputs, asks the server
+//! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
-use std::collections::BTreeSet;
+pub mod planner;
+
 use std::fmt;
 
 use capstan_layout::Rendered;
+pub use capstan_templates::identity::{HASH_ANNOTATION, content_hash, key};
+use capstan_templates::identity::{group, subject};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-
-use crate::live::LiveObject;
-
-/// Annotation recording the hash of what capstan applied: equal hash, nothing to do, no request.
-pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
 
 /// What happens to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
@@ -33,6 +32,10 @@ pub enum Action {
     Prune,
     /// Left alone, with a reason.
     Skip,
+    /// Pruned before and still there: waiting for its finalizers (Cluster API tearing down a
+    /// removed worker group's machines). Not a change; the cluster is not converged until it is
+    /// gone.
+    Deleting,
 }
 
 impl fmt::Display for Action {
@@ -43,6 +46,7 @@ impl fmt::Display for Action {
             Action::Unchanged => "unchanged",
             Action::Prune => "prune",
             Action::Skip => "skip",
+            Action::Deleting => "deleting",
         })
     }
 }
@@ -76,7 +80,12 @@ fn is_zero(n: &i64) -> bool {
 impl ObjectRef {
     /// The reference of an object.
     pub fn of(obj: &Value) -> ObjectRef {
-        let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |p: &str| {
+            obj.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         ObjectRef {
             api_version: s("/apiVersion"),
             kind: s("/kind"),
@@ -89,7 +98,7 @@ impl ObjectRef {
 
     /// The API group.
     pub fn group(&self) -> &str {
-        self.api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+        group(&self.api_version)
     }
 
     /// `group/Kind/namespace/name`: identity across versions.
@@ -99,18 +108,17 @@ impl ObjectRef {
 
     /// `Kind/namespace/name`, for messages.
     pub fn subject(&self) -> String {
-        if self.namespace.is_empty() { format!("{}/{}", self.kind, self.name) } else { format!("{}/{}/{}", self.kind, self.namespace, self.name) }
+        subject(&self.kind, &self.namespace, &self.name)
     }
 
     /// Whether this is a cluster object only deleted on explicit intent (CAPI or EKS-A Cluster).
     pub fn is_cluster(&self) -> bool {
-        self.kind == "Cluster" && matches!(self.group(), "cluster.x-k8s.io" | "anywhere.eks.amazonaws.com")
+        self.kind == "Cluster"
+            && matches!(
+                self.group(),
+                "cluster.x-k8s.io" | "anywhere.eks.amazonaws.com"
+            )
     }
-}
-
-/// `group/Kind/namespace/name`, the identity of an object across API versions.
-pub fn key(group: &str, kind: &str, namespace: &str, name: &str) -> String {
-    format!("{group}/{kind}/{namespace}/{name}")
 }
 
 /// One object's plan.
@@ -140,27 +148,23 @@ pub struct Plan {
 impl Plan {
     /// Whether applying it would write anything.
     pub fn has_changes(&self) -> bool {
-        self.entries.iter().any(|e| matches!(e.action, Action::Create | Action::Update | Action::Prune))
+        self.entries
+            .iter()
+            .any(|e| matches!(e.action, Action::Create | Action::Update | Action::Prune))
     }
 
     /// Counts per action.
-    pub fn counts(&self) -> [(Action, usize); 5] {
-        [Action::Create, Action::Update, Action::Unchanged, Action::Prune, Action::Skip].map(|a| (a, self.entries.iter().filter(|e| e.action == a).count()))
+    pub fn counts(&self) -> [(Action, usize); 6] {
+        [
+            Action::Create,
+            Action::Update,
+            Action::Unchanged,
+            Action::Prune,
+            Action::Skip,
+            Action::Deleting,
+        ]
+        .map(|a| (a, self.entries.iter().filter(|e| e.action == a).count()))
     }
-}
-
-/// The hash of a desired object, recorded in [`HASH_ANNOTATION`].
-pub fn content_hash(obj: &Value) -> String {
-    let mut v = obj.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            ann.remove(HASH_ANNOTATION);
-            if ann.is_empty() {
-                meta.remove("annotations");
-            }
-        }
-    }
-    hex::encode(Sha256::digest(serde_json::to_vec(&v).expect("values serialise")))[..16].to_string()
 }
 
 /// The reference of a rendered object, with its content hash.
@@ -176,16 +180,28 @@ pub fn reference(obj: &Rendered) -> ObjectRef {
 }
 
 /// A rendered object as applied: with its content hash annotation. (The rendered hash and
-/// [`content_hash`] agree: both hash the object's canonical JSON without the annotation.)
+/// [`content_hash`] agree: both are `capstan_templates::identity`'s hash of the canonical JSON without it.)
 pub fn annotated(obj: &Rendered) -> Value {
     let mut v = obj.value();
-    let meta = v.get_mut("metadata").and_then(Value::as_object_mut).expect("rendered objects have metadata");
+    let meta = v
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .expect("rendered objects have metadata");
     let ann = meta.entry("annotations").or_insert_with(|| json!({}));
-    ann.as_object_mut().expect("annotations is a mapping").insert(HASH_ANNOTATION.into(), json!(obj.hash()));
+    ann.as_object_mut()
+        .expect("annotations is a mapping")
+        .insert(HASH_ANNOTATION.into(), json!(obj.hash()));
     v
 }
 
-const SERVER_METADATA: &[&str] = &["managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink"];
+const SERVER_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "selfLink",
+];
 
 /// Strips what the server owns (status, bookkeeping metadata) and masks Secret data.
 pub fn normalize(obj: &Value) -> Value {
@@ -203,10 +219,24 @@ pub fn normalize(obj: &Value) -> Value {
                 }
             }
         }
-        if m.get("kind").and_then(Value::as_str) == Some("Secret") && m.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+        if m.get("kind").and_then(Value::as_str) == Some("Secret")
+            && m.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        {
             for field in ["data", "stringData"] {
                 if let Some(Value::Object(d)) = m.get_mut(field) {
-                    let masked: Map<String, Value> = d.iter().map(|(k, v)| (k.clone(), json!(format!("*** ({} bytes, sha256 {})", v.as_str().map_or(0, str::len), &hex::encode(Sha256::digest(v.to_string()))[..8])))).collect();
+                    let masked: Map<String, Value> = d
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                json!(format!(
+                                    "*** ({} bytes, sha256 {})",
+                                    v.as_str().map_or(0, str::len),
+                                    &hex::encode(Sha256::digest(v.to_string()))[..8]
+                                )),
+                            )
+                        })
+                        .collect();
                     *d = masked;
                 }
             }
@@ -217,9 +247,15 @@ pub fn normalize(obj: &Value) -> Value {
 
 /// A unified diff of two objects, normalised, as YAML.
 pub fn diff(live: Option<&Value>, desired: &Value, subject: &str) -> String {
-    let old = live.map(|l| capstan_templates::yaml::to_string(&normalize(l))).unwrap_or_default();
+    let old = live
+        .map(|l| capstan_templates::yaml::to_string(&normalize(l)))
+        .unwrap_or_default();
     let new = capstan_templates::yaml::to_string(&normalize(desired));
-    similar::TextDiff::from_lines(&old, &new).unified_diff().context_radius(3).header(&format!("live/{subject}"), &format!("desired/{subject}")).to_string()
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("live/{subject}"), &format!("desired/{subject}"))
+        .to_string()
 }
 
 /// Whether two objects are the same once normalised.
@@ -227,33 +263,10 @@ pub fn same(live: &Value, desired: &Value) -> bool {
     normalize(live) == normalize(desired)
 }
 
-/// The prune entries: previously applied objects that are no longer desired, in reverse order.
-///
-/// Cluster API and EKS-A `Cluster` objects are never pruned (deletion only on intent); objects
-/// that something else owns (ownerReferences, e.g. CAPI controllers) are left to their owner;
-/// an object already gone just leaves the inventory.
-pub fn prunes(previous: &[ObjectRef], desired: &BTreeSet<String>, live: impl Fn(&ObjectRef) -> Option<LiveObject>) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for r in previous.iter().rev() {
-        if desired.contains(&r.key()) {
-            continue;
-        }
-        let Some(obj) = live(r) else { continue };
-        let (action, reason) = if r.is_cluster() {
-            (Action::Skip, "a Cluster is deleted only on explicit intent (capstan delete cluster)".to_string())
-        } else if let Some(owner) = &obj.owner {
-            (Action::Skip, format!("owned by {owner}"))
-        } else {
-            (Action::Prune, "no longer rendered from the repository".to_string())
-        };
-        out.push(Entry { object: r.clone(), action, diff: None, reason: Some(reason) });
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::LiveObject;
 
     fn obj(kind: &str, name: &str) -> Value {
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name, "namespace": "ns"}, "spec": {"a": 1}})
@@ -265,7 +278,10 @@ mod tests {
         let rendered = Rendered::new(&o);
         let applied = annotated(&rendered);
         assert_eq!(content_hash(&applied), rendered.hash());
-        assert_eq!(LiveObject::from_value(&applied).hash.as_deref(), Some(rendered.hash()));
+        assert_eq!(
+            LiveObject::from_value(&applied).hash.as_deref(),
+            Some(rendered.hash())
+        );
         assert_eq!(reference(&rendered).key(), ObjectRef::of(&o).key());
     }
 
@@ -274,7 +290,10 @@ mod tests {
         let rendered = Rendered::new(&obj("MachineDeployment", "a"));
         let (with, h) = (annotated(&rendered), rendered.hash().to_string());
         assert_eq!(content_hash(&with), h);
-        assert_eq!(LiveObject::from_value(&with).hash.as_deref(), Some(h.as_str()));
+        assert_eq!(
+            LiveObject::from_value(&with).hash.as_deref(),
+            Some(h.as_str())
+        );
     }
 
     #[test]
@@ -285,21 +304,5 @@ mod tests {
         assert!(n.get("status").is_none());
         assert!(n["data"]["k"].as_str().unwrap().starts_with("***"));
         assert!(!diff(None, &live, "Secret/s").contains("c2VjcmV0"));
-    }
-
-    #[test]
-    fn prune_never_deletes_clusters_or_owned_objects() {
-        let md = ObjectRef::of(&obj("MachineDeployment", "old"));
-        let cl = ObjectRef::of(&obj("Cluster", "c"));
-        let owned = ObjectRef::of(&obj("MachineSet", "ms"));
-        let gone = ObjectRef::of(&obj("MachineHealthCheck", "gone"));
-        let live = |r: &ObjectRef| match r.name.as_str() {
-            "ms" => Some(LiveObject { owner: Some("MachineDeployment/old".into()), ..Default::default() }),
-            "gone" => None,
-            _ => Some(LiveObject::default()),
-        };
-        let entries = prunes(&[cl.clone(), md.clone(), owned.clone(), gone], &BTreeSet::new(), live);
-        let got: Vec<(String, Action)> = entries.iter().map(|e| (e.object.name.clone(), e.action)).collect();
-        assert_eq!(got, vec![("ms".into(), Action::Skip), ("old".into(), Action::Prune), ("c".into(), Action::Skip)]);
     }
 }

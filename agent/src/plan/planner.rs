@@ -1,0 +1,558 @@
+//! The planner's decisions, as pure functions: desired objects × live facts × the previous
+//! inventory → a plan, and after applying it, the next inventory.
+//!
+//! ```text
+//! desired ObjectRef ─┐   decide()    Unchanged   (live hash = desired, generation as recorded)
+//! recorded ObjectRef ┼─────────────▶ Create      (not live)
+//! LiveObject facts ──┘               Compare     (the server's dry run decides: compared())
+//!
+//! previous inventory ─┐  prunes()    Prune     the object is in the inventory, no longer
+//! desired keys ───────┼────────────▶           desired, and carries capstan's labels for this
+//! LiveObject facts ───┘                        cluster
+//!                                    Deleting  pruned before, its finalizers still pending: it
+//!                                              stays in the inventory, and the cluster is not
+//!                                              converged, until it is gone
+//!                                    Skip      a Cluster (deleted only on intent), or an object
+//!                                              another fleet cluster's labels claim
+//!
+//! plan + what applying did ──next_inventory()──▶ the inventory recorded in the status
+//! ```
+//!
+//! Prune works from capstan's own records and labels, as Flux does, never from owner
+//! references: Cluster API makes the Cluster the owner of machine templates, bootstrap templates
+//! and MachineDeployments, so "has an owner" says nothing about whose object it is. What Cluster
+//! API creates itself (Machines, MachineSets, generated bootstrap configs) is never in the
+//! inventory and carries no capstan label, so it is never pruned.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::{Action, Entry, ObjectRef, Plan, diff, same};
+use crate::live::LiveObject;
+
+/// What to do about drift (a managed field changed by hand on the cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drift {
+    /// Re-apply the repository's version.
+    #[default]
+    Correct,
+    /// Only report it in the plan and status.
+    Report,
+}
+
+/// What the facts alone say about a desired object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Live with the desired content hash, at the generation recorded when capstan applied it.
+    Unchanged,
+    /// Not live.
+    Create,
+    /// Live but different, or changed since capstan applied it (`drift`: same content hash, a
+    /// new generation): only a comparison with the server's dry run can tell.
+    Compare {
+        /// The generation moved under an unchanged desired content.
+        drift: bool,
+    },
+}
+
+/// Decides from facts, without a request.
+pub fn decide(
+    desired: &ObjectRef,
+    recorded: Option<&ObjectRef>,
+    live: Option<&LiveObject>,
+) -> Decision {
+    let Some(live) = live else {
+        return Decision::Create;
+    };
+    let recorded_generation = recorded.map_or(0, |r| r.generation);
+    let same_hash = live.hash.as_deref() == Some(desired.hash.as_str());
+    let untouched = recorded_generation == 0 || recorded_generation == live.generation;
+    if same_hash && untouched {
+        Decision::Unchanged
+    } else {
+        Decision::Compare {
+            drift: same_hash && !untouched,
+        }
+    }
+}
+
+/// The entry of an object whose live copy (`live`, whole; None when absent) was compared with
+/// what the server would persist (`dry`).
+pub fn compared(
+    object: &ObjectRef,
+    drift: bool,
+    policy: Drift,
+    live: Option<&Value>,
+    dry: &Value,
+) -> Entry {
+    let entry = |action, diff, reason: Option<&str>| Entry {
+        object: object.clone(),
+        action,
+        diff,
+        reason: reason.map(str::to_string),
+    };
+    match live {
+        None => entry(
+            Action::Create,
+            Some(diff(None, dry, &object.subject())),
+            None,
+        ),
+        Some(l) if same(l, dry) => entry(Action::Unchanged, None, None),
+        Some(l) => {
+            let d = Some(diff(Some(l), dry, &object.subject()));
+            match (drift, policy) {
+                (true, Drift::Report) => entry(
+                    Action::Skip,
+                    d,
+                    Some(
+                        "drift: changed on the cluster since capstan applied it (reported, not corrected)",
+                    ),
+                ),
+                (true, Drift::Correct) => entry(
+                    Action::Update,
+                    d,
+                    Some("drift: changed on the cluster since capstan applied it"),
+                ),
+                (false, _) => entry(Action::Update, d, None),
+            }
+        }
+    }
+}
+
+/// Why a Cluster is never pruned.
+pub const CLUSTER_NOT_PRUNED: &str =
+    "a Cluster is deleted only on explicit intent (capstan delete cluster)";
+
+/// The prune entries of `cluster`: objects of its previous inventory that are no longer desired,
+/// in reverse order. An object already gone just leaves the inventory (no entry).
+pub fn prunes(
+    cluster: &str,
+    previous: &[ObjectRef],
+    desired: &BTreeSet<String>,
+    live: impl Fn(&ObjectRef) -> Option<LiveObject>,
+) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for r in previous.iter().rev() {
+        if desired.contains(&r.key()) {
+            continue;
+        }
+        let Some(obj) = live(r) else { continue };
+        let (action, reason) = if r.is_cluster() {
+            (Action::Skip, CLUSTER_NOT_PRUNED.to_string())
+        } else if obj.deleting {
+            (
+                Action::Deleting,
+                "being deleted: waiting for its finalizers".to_string(),
+            )
+        } else if obj.cluster.as_deref() != Some(cluster) {
+            let other = obj
+                .cluster
+                .as_deref()
+                .map_or("no fleet cluster".to_string(), |c| {
+                    format!("fleet cluster {c}")
+                });
+            (
+                Action::Skip,
+                format!(
+                    "its capstan.dev/cluster label names {other}: not this cluster's to delete"
+                ),
+            )
+        } else {
+            (
+                Action::Prune,
+                "no longer rendered from the repository".to_string(),
+            )
+        };
+        out.push(Entry {
+            object: r.clone(),
+            action,
+            diff: None,
+            reason: Some(reason),
+        });
+    }
+    out
+}
+
+/// What applying a plan did.
+#[derive(Debug, Clone, Default)]
+pub struct Applied {
+    /// Keys applied, with the generation the server answered.
+    pub generations: BTreeMap<String, i64>,
+    /// Keys deleted (or found gone).
+    pub pruned: BTreeSet<String>,
+    /// Keys whose deletion was accepted but waits for finalizers.
+    pub terminating: BTreeSet<String>,
+    /// Every write of the plan was made (no failure stopped it).
+    pub complete: bool,
+}
+
+/// The inventory after applying `plan`: what capstan is responsible for on the cluster, in apply
+/// order (`desired` order; Clusters kept from before at the end).
+///
+/// - applied objects, with the generation the server answered;
+/// - after a complete apply: unchanged objects with their live generation; previous entries
+///   that are still desired (e.g. a reported drift, a rejected update) keep their record;
+///   Clusters no longer rendered stay until deleted on intent, and pruned objects until their
+///   finalizers let them go (terminating now, or [`Action::Deleting`]); everything else not
+///   desired leaves (pruned and gone, gone, or another cluster's);
+/// - after a failed apply: the previous inventory plus what was applied, minus what was pruned:
+///   nothing capstan might still have to delete is forgotten.
+pub fn next_inventory(
+    previous: &[ObjectRef],
+    desired: &[ObjectRef],
+    plan: &Plan,
+    applied: &Applied,
+    live_generation: impl Fn(&ObjectRef) -> i64,
+) -> Vec<ObjectRef> {
+    let mut inventory: BTreeMap<String, ObjectRef> =
+        previous.iter().map(|r| (r.key(), r.clone())).collect();
+    for r in desired {
+        if let Some(generation) = applied.generations.get(&r.key()) {
+            inventory.insert(
+                r.key(),
+                ObjectRef {
+                    generation: *generation,
+                    ..r.clone()
+                },
+            );
+        }
+    }
+    for k in &applied.pruned {
+        if !applied.terminating.contains(k) {
+            inventory.remove(k);
+        }
+    }
+    if applied.complete {
+        let desired_keys: BTreeSet<String> = desired.iter().map(ObjectRef::key).collect();
+        for e in plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Unchanged)
+        {
+            if let Some(r) = desired.iter().find(|r| r.key() == e.object.key()) {
+                inventory.insert(
+                    r.key(),
+                    ObjectRef {
+                        generation: live_generation(r),
+                        ..r.clone()
+                    },
+                );
+            }
+        }
+        let deleting: BTreeSet<String> = plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Deleting)
+            .map(|e| e.object.key())
+            .chain(applied.terminating.iter().cloned())
+            .collect();
+        inventory.retain(|k, r| desired_keys.contains(k) || r.is_cluster() || deleting.contains(k));
+    }
+    let order: BTreeMap<String, usize> = desired
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.key(), i))
+        .collect();
+    let mut out: Vec<ObjectRef> = inventory.into_values().collect();
+    out.sort_by_key(|r| order.get(&r.key()).copied().unwrap_or(usize::MAX));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn r(kind: &str, name: &str, hash: &str, generation: i64) -> ObjectRef {
+        let group = match kind {
+            "KubeadmControlPlane" => "controlplane.cluster.x-k8s.io",
+            "DevMachineTemplate" => "infrastructure.cluster.x-k8s.io",
+            _ => "cluster.x-k8s.io",
+        };
+        ObjectRef {
+            api_version: format!("{group}/v1beta2"),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            hash: hash.into(),
+            generation,
+        }
+    }
+
+    fn live(hash: &str, generation: i64, cluster: &str) -> LiveObject {
+        LiveObject {
+            generation,
+            hash: Some(hash.into()),
+            cluster: Some(cluster.into()),
+            rollout: None,
+            deleting: false,
+        }
+    }
+
+    #[test]
+    fn decisions_from_facts() {
+        let d = r("MachineDeployment", "md", "h1", 0);
+        let rec = r("MachineDeployment", "md", "h1", 4);
+        assert_eq!(decide(&d, Some(&rec), None), Decision::Create);
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&live("h1", 4, "c"))),
+            Decision::Unchanged
+        );
+        // Never recorded a generation (an old inventory): the hash decides.
+        assert_eq!(
+            decide(&d, None, Some(&live("h1", 9, "c"))),
+            Decision::Unchanged
+        );
+        // Someone changed it: same desired content, a new generation.
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&live("h1", 5, "c"))),
+            Decision::Compare { drift: true }
+        );
+        // The repository changed it.
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&live("h0", 4, "c"))),
+            Decision::Compare { drift: false }
+        );
+    }
+
+    #[test]
+    fn comparisons() {
+        let o = r("MachineDeployment", "md", "h", 0);
+        let a = json!({"kind": "MachineDeployment", "metadata": {"name": "md", "resourceVersion": "1"}, "spec": {"replicas": 2}});
+        let b = json!({"kind": "MachineDeployment", "metadata": {"name": "md", "resourceVersion": "2"}, "spec": {"replicas": 3}});
+        assert_eq!(
+            compared(&o, false, Drift::Correct, None, &a).action,
+            Action::Create
+        );
+        assert_eq!(
+            compared(&o, true, Drift::Correct, Some(&a), &a).action,
+            Action::Unchanged
+        );
+        let u = compared(&o, false, Drift::Report, Some(&a), &b);
+        assert_eq!((u.action, u.reason), (Action::Update, None));
+        let d = u.diff.unwrap();
+        assert!(
+            d.contains("-  replicas: 2") && d.contains("+  replicas: 3"),
+            "{d}"
+        );
+        assert_eq!(
+            compared(&o, true, Drift::Report, Some(&a), &b).action,
+            Action::Skip
+        );
+        assert_eq!(
+            compared(&o, true, Drift::Correct, Some(&a), &b).action,
+            Action::Update
+        );
+    }
+
+    #[test]
+    fn prune_by_inventory_and_labels_never_by_owner_references() {
+        let cluster = r("Cluster", "dev", "", 1);
+        let old_template = r("DevMachineTemplate", "dev-md-0-0a1b2c3d4e", "", 1);
+        let removed_group = r("MachineDeployment", "dev-md-1", "", 1);
+        let claimed = r("MachineDeployment", "dev-md-2", "", 1);
+        let gone = r("MachineHealthCheck", "dev-md-3", "", 1);
+        let kept = r("KubeadmControlPlane", "dev", "", 1);
+        let previous = [
+            cluster.clone(),
+            old_template.clone(),
+            removed_group.clone(),
+            claimed.clone(),
+            gone,
+            kept.clone(),
+        ];
+        let desired: BTreeSet<String> = [kept.key()].into();
+        // Cluster API made the Cluster the owner of all of them: that does not matter.
+        let facts = |o: &ObjectRef| match o.name.as_str() {
+            "dev-md-3" => None,
+            "dev-md-2" => Some(live("x", 1, "prod")),
+            _ => Some(live("x", 1, "dev")),
+        };
+        let got: Vec<(String, Action)> = prunes("dev", &previous, &desired, facts)
+            .into_iter()
+            .map(|e| (e.object.name, e.action))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dev-md-2".into(), Action::Skip),
+                ("dev-md-1".into(), Action::Prune),
+                ("dev-md-0-0a1b2c3d4e".into(), Action::Prune),
+                ("dev".into(), Action::Skip),
+            ]
+        );
+    }
+
+    #[test]
+    fn pruned_objects_stay_until_their_finalizers_let_them_go() {
+        let md = r("MachineDeployment", "dev-md-1", "m", 1);
+        let cp = r("KubeadmControlPlane", "dev", "k", 1);
+        let desired = vec![cp.clone()];
+        let terminating = LiveObject {
+            deleting: true,
+            ..live("m", 1, "dev")
+        };
+        let entries = prunes("dev", &[cp.clone(), md.clone()], &[cp.key()].into(), |_| {
+            Some(terminating.clone())
+        });
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].action, Action::Deleting);
+        let plan = Plan {
+            cluster: "dev".into(),
+            entries,
+        };
+        assert!(
+            !plan.has_changes(),
+            "waiting for finalizers is not a change"
+        );
+        let complete = Applied {
+            complete: true,
+            ..Default::default()
+        };
+        let inv = next_inventory(&[cp.clone(), md.clone()], &desired, &plan, &complete, |_| 1);
+        assert_eq!(inv.len(), 2, "still deleting: still ours");
+        // Deleted this pass, still terminating: kept; deleted and gone: dropped.
+        let empty = Plan {
+            cluster: "dev".into(),
+            entries: vec![],
+        };
+        let pruned = Applied {
+            pruned: [md.key()].into(),
+            terminating: [md.key()].into(),
+            complete: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            next_inventory(&[cp.clone(), md.clone()], &desired, &empty, &pruned, |_| 1).len(),
+            2
+        );
+        let gone = Applied {
+            pruned: [md.key()].into(),
+            complete: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            next_inventory(&[cp.clone(), md], &desired, &empty, &gone, |_| 1),
+            vec![ObjectRef {
+                generation: 1,
+                ..cp
+            }]
+        );
+    }
+
+    #[test]
+    fn the_next_inventory() {
+        let cluster = r("Cluster", "dev", "c1", 1);
+        let cp = r("KubeadmControlPlane", "dev", "k1", 2);
+        let old = r("DevMachineTemplate", "dev-cp-old", "t0", 1);
+        let new = r("DevMachineTemplate", "dev-cp-new", "t1", 0);
+        let md = r("MachineDeployment", "dev-md-0", "m1", 3);
+        let previous = vec![old.clone(), cp.clone(), cluster.clone(), md.clone()];
+        // The repository no longer renders the Cluster (a directory mid-rename, say) nor the
+        // MachineDeployment; the control plane moves to a new template.
+        let desired = vec![
+            new.clone(),
+            ObjectRef {
+                hash: "k2".into(),
+                generation: 0,
+                ..cp.clone()
+            },
+        ];
+        let plan = Plan {
+            cluster: "dev".into(),
+            entries: vec![
+                Entry {
+                    object: new.clone(),
+                    action: Action::Create,
+                    diff: None,
+                    reason: None,
+                },
+                Entry {
+                    object: desired[1].clone(),
+                    action: Action::Update,
+                    diff: None,
+                    reason: None,
+                },
+                Entry {
+                    object: md.clone(),
+                    action: Action::Prune,
+                    diff: None,
+                    reason: None,
+                },
+                Entry {
+                    object: old.clone(),
+                    action: Action::Prune,
+                    diff: None,
+                    reason: None,
+                },
+                Entry {
+                    object: cluster.clone(),
+                    action: Action::Skip,
+                    diff: None,
+                    reason: Some(CLUSTER_NOT_PRUNED.into()),
+                },
+            ],
+        };
+        let applied = Applied {
+            generations: [(new.key(), 1), (cp.key(), 3)].into(),
+            pruned: [md.key(), old.key()].into(),
+            complete: true,
+            ..Default::default()
+        };
+        let inv = next_inventory(&previous, &desired, &plan, &applied, |_| 0);
+        let got: Vec<(&str, &str, i64)> = inv
+            .iter()
+            .map(|r| (r.name.as_str(), r.hash.as_str(), r.generation))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("dev-cp-new", "t1", 1), ("dev", "k2", 3), ("dev", "c1", 1)]
+        );
+        assert_eq!(inv[2].kind, "Cluster");
+
+        // A failure after the first write: nothing recorded before is forgotten.
+        let failed = Applied {
+            generations: [(new.key(), 1)].into(),
+            ..Default::default()
+        };
+        let inv = next_inventory(&previous, &desired, &plan, &failed, |_| 0);
+        assert_eq!(inv.len(), 5);
+        assert_eq!(
+            inv.iter()
+                .find(|r| r.kind == "KubeadmControlPlane")
+                .unwrap()
+                .hash,
+            "k1"
+        );
+    }
+
+    #[test]
+    fn unchanged_objects_record_their_live_generation() {
+        let cp = r("KubeadmControlPlane", "dev", "k1", 2);
+        let plan = Plan {
+            cluster: "dev".into(),
+            entries: vec![Entry {
+                object: cp.clone(),
+                action: Action::Unchanged,
+                diff: None,
+                reason: None,
+            }],
+        };
+        let applied = Applied {
+            complete: true,
+            ..Default::default()
+        };
+        let inv = next_inventory(
+            std::slice::from_ref(&cp),
+            &[ObjectRef {
+                generation: 0,
+                ..cp.clone()
+            }],
+            &plan,
+            &applied,
+            |_| 7,
+        );
+        assert_eq!(inv[0].generation, 7);
+    }
+}
