@@ -43,13 +43,30 @@ impl Drop for Agent {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).env("GIT_AUTHOR_NAME", "bench").env("GIT_AUTHOR_EMAIL", "b@example.com").env("GIT_COMMITTER_NAME", "bench").env("GIT_COMMITTER_EMAIL", "b@example.com").output().expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "b@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "b@example.com")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn http(port: u16, request: &str) -> (u16, String) {
@@ -57,12 +74,23 @@ fn http(port: u16, request: &str) -> (u16, String) {
     s.write_all(request.as_bytes()).unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
-    let code = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    let code = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        code,
+        resp.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default(),
+    )
 }
 
 fn push(port: u16, commit: &str) {
-    let body = format!("{{\"ref\":\"refs/heads/main\",\"after\":\"{commit}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}");
+    let body = format!(
+        "{{\"ref\":\"refs/heads/main\",\"after\":\"{commit}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}"
+    );
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
     let req = format!(
         "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {commit}-{}\r\nX-Hub-Signature-256: {sig}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -74,7 +102,12 @@ fn push(port: u16, commit: &str) {
 
 /// The agent's "reconciled" log records (JSON logs).
 fn passes(log: &Path) -> Vec<Value> {
-    fs::read_to_string(log).unwrap_or_default().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v.pointer("/fields/message").and_then(Value::as_str) == Some("reconciled")).collect()
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.pointer("/fields/message").and_then(Value::as_str) == Some("reconciled"))
+        .collect()
 }
 
 fn wait_passes(log: &Path, n: usize, limit: Duration) -> Vec<Value> {
@@ -84,23 +117,44 @@ fn wait_passes(log: &Path, n: usize, limit: Duration) -> Vec<Value> {
         if p.len() >= n {
             return p;
         }
-        assert!(start.elapsed() < limit, "no pass {n} after {limit:?}:\n{}", fs::read_to_string(log).unwrap_or_default());
+        assert!(
+            start.elapsed() < limit,
+            "no pass {n} after {limit:?}:\n{}",
+            fs::read_to_string(log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn vm(pid: u32, field: &str) -> f64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
 }
 
 fn md_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource { group: "cluster.x-k8s.io".into(), version: "v1beta2".into(), api_version: "cluster.x-k8s.io/v1beta2".into(), kind: "MachineDeployment".into(), plural: "machinedeployments".into() };
+    let ar = ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "MachineDeployment".into(),
+        plural: "machinedeployments".into(),
+    };
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 /// Waits until a watch of the bench's own sees `name`'s replicas at `want`; returns when it did.
-async fn replicas_become(api: &Api<DynamicObject>, name: &str, want: i64, limit: Duration) -> Instant {
+async fn replicas_become(
+    api: &Api<DynamicObject>,
+    name: &str,
+    want: i64,
+    limit: Duration,
+) -> Instant {
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = std::pin::pin!(watcher::watcher(api.clone(), cfg));
     let seen = tokio::time::timeout(limit, async {
@@ -109,7 +163,10 @@ async fn replicas_become(api: &Api<DynamicObject>, name: &str, want: i64, limit:
                 Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => vec![o],
                 _ => vec![],
             };
-            if objs.iter().any(|o| o.data.pointer("/spec/replicas").and_then(Value::as_i64) == Some(want)) {
+            if objs
+                .iter()
+                .any(|o| o.data.pointer("/spec/replicas").and_then(Value::as_i64) == Some(want))
+            {
                 return Instant::now();
             }
         }
@@ -121,7 +178,10 @@ async fn replicas_become(api: &Api<DynamicObject>, name: &str, want: i64, limit:
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     fs::create_dir_all(&repo).unwrap();
@@ -134,7 +194,13 @@ async fn main() {
             tree.insert(p, t);
         }
     };
-    let mgmt = ClusterRequest { name: "mgmt".into(), provider: "docker".into(), pod_cidr: Some("192.168.0.0/16".into()), service_cidr: Some("10.96.0.0/12".into()), ..Default::default() };
+    let mgmt = ClusterRequest {
+        name: "mgmt".into(),
+        provider: "docker".into(),
+        pod_cidr: Some("192.168.0.0/16".into()),
+        service_cidr: Some("10.96.0.0/12".into()),
+        ..Default::default()
+    };
     let files = scaffold::plan(&tree, &mgmt).unwrap().files;
     write(&mut tree, files);
     let base = tree.clone();
@@ -154,13 +220,20 @@ async fn main() {
     }
     let fleet = capstan_layout::load(&tree);
     assert!(!fleet.has_errors());
-    let objects: usize = fleet.clusters.iter().map(|c| c.objects.as_ref().map_or(0, |o| o.len())).sum();
+    let objects: usize = fleet
+        .clusters
+        .iter()
+        .map(|c| c.objects.as_ref().map_or(0, |o| o.len()))
+        .sum();
     drop((fleet, tree, base));
     git(&repo, &["init", "-q", "-b", "main"]);
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "fleet"]);
     let c1 = git(&repo, &["rev-parse", "HEAD"]);
-    println!("fleet: {} workload clusters + management, {objects} objects, in a Git repository", n);
+    println!(
+        "fleet: {} workload clusters + management, {objects} objects, in a Git repository",
+        n
+    );
 
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client();
@@ -169,10 +242,27 @@ async fn main() {
     let concurrency = std::env::var("CAPSTAN_BENCH_CONCURRENCY").unwrap_or_else(|_| "4".into());
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--git", "--branch", "main", "--interval", "1h", "--log-json", "--management", "mgmt", "--concurrency", &concurrency])
+        .args([
+            "run",
+            "--git",
+            "--branch",
+            "main",
+            "--interval",
+            "1h",
+            "--log-json",
+            "--management",
+            "mgmt",
+            "--concurrency",
+            &concurrency,
+        ])
         .arg("--repo")
         .arg(&repo)
-        .args(["--webhook-addr", &format!("127.0.0.1:{hook}"), "--metrics-addr", &format!("127.0.0.1:{metrics}")])
+        .args([
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics}"),
+        ])
         .arg("--kubeconfig")
         .arg(cp.kubeconfig_path())
         .arg("--cache-dir")
@@ -191,21 +281,40 @@ async fn main() {
     let cold = started.elapsed();
     let p = &first[0]["fields"];
     assert_eq!(p["failed"], 0, "{p}");
-    println!("cold apply: {:.1}s from the agent's start ({} writes, {:.0} objects/s, concurrency {concurrency})", cold.as_secs_f64(), p["writes"], objects as f64 / cold.as_secs_f64());
-    println!("agent RSS after the cold apply: {:.0} MiB (peak so far {:.0} MiB)", vm(pid, "VmRSS:"), vm(pid, "VmHWM:"));
+    println!(
+        "cold apply: {:.1}s from the agent's start ({} writes, {:.0} objects/s, concurrency {concurrency})",
+        cold.as_secs_f64(),
+        p["writes"],
+        objects as f64 / cold.as_secs_f64()
+    );
+    println!(
+        "agent RSS after the cold apply: {:.0} MiB (peak so far {:.0} MiB)",
+        vm(pid, "VmRSS:"),
+        vm(pid, "VmHWM:")
+    );
 
     // Let the watch events of the cold apply settle (they may cause one more, empty, pass).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    cp.audit().settle(Duration::from_millis(500), Duration::from_secs(20)).await;
+    cp.audit()
+        .settle(Duration::from_millis(500), Duration::from_secs(20))
+        .await;
 
     // A no-op pass: the webhook for the revision already applied.
     let before = passes(&log).len();
     let mark = cp.audit().mark();
     push(hook, &c1);
     let noop = wait_passes(&log, before + 1, Duration::from_secs(120));
-    cp.audit().settle(Duration::from_millis(500), Duration::from_secs(10)).await;
+    cp.audit()
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .await;
     let p = &noop[before]["fields"];
-    let events: Vec<_> = cp.audit().events_since(mark).unwrap().into_iter().filter(|e| !e.user.username.starts_with("system:apiserver") && e.verb != "watch").collect();
+    let events: Vec<_> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| !e.user.username.starts_with("system:apiserver") && e.verb != "watch")
+        .collect();
     let writes = events.iter().filter(|e| e.is_write()).count();
     println!(
         "no-op pass: {} ms, {} API requests for {objects} objects = {:.4} requests/object (target <= 0.05), {writes} writes (audit log; agent's own count: {} reads, {} writes)",
@@ -218,7 +327,13 @@ async fn main() {
 
     // One-cluster change: scale w0000's workers, commit, push, time until the API server has it.
     let spec = repo.join("clusters/mgmt/workload-clusters/w0000/cluster.yaml");
-    fs::write(&spec, fs::read_to_string(&spec).unwrap().replacen("count: 2", "count: 3", 1)).unwrap();
+    fs::write(
+        &spec,
+        fs::read_to_string(&spec)
+            .unwrap()
+            .replacen("count: 2", "count: 3", 1),
+    )
+    .unwrap();
     git(&repo, &["commit", "-q", "-am", "scale w0000"]);
     let c2 = git(&repo, &["rev-parse", "HEAD"]);
     let mds = md_api(&client, "team-0");
@@ -251,13 +366,46 @@ async fn main() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let edited = Instant::now();
-    let status = Command::new("kubectl").arg("--kubeconfig").arg(cp.kubeconfig_path()).args(["-n", "team-0", "patch", "machinedeployments.cluster.x-k8s.io", "w0020-md-0", "--type", "merge", "-p", r#"{"spec":{"replicas":7}}"#]).stdout(Stdio::null()).status().unwrap();
+    let status = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args([
+            "-n",
+            "team-0",
+            "patch",
+            "machinedeployments.cluster.x-k8s.io",
+            "w0020-md-0",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":7}}"#,
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(status.success());
     let reverted = seen.await.unwrap();
-    println!("drift: reverted {:.0} ms after kubectl's edit, without a poll", reverted.duration_since(edited).as_secs_f64() * 1000.0);
+    println!(
+        "drift: reverted {:.0} ms after kubectl's edit, without a poll",
+        reverted.duration_since(edited).as_secs_f64() * 1000.0
+    );
 
-    println!("agent peak RSS (VmHWM): {:.0} MiB (target <= 100 MiB); RSS now {:.0} MiB", vm(pid, "VmHWM:"), vm(pid, "VmRSS:"));
-    let (_, body) = http(metrics, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    let verbs: Vec<String> = body.lines().filter(|l| l.starts_with("capstan_api_requests_total")).map(|l| l.replace("capstan_api_requests_total", "")).collect();
-    println!("agent API requests by verb (its /metrics, whole run): {}", verbs.join(" "));
+    println!(
+        "agent peak RSS (VmHWM): {:.0} MiB (target <= 100 MiB); RSS now {:.0} MiB",
+        vm(pid, "VmHWM:"),
+        vm(pid, "VmRSS:")
+    );
+    let (_, body) = http(
+        metrics,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    let verbs: Vec<String> = body
+        .lines()
+        .filter(|l| l.starts_with("capstan_api_requests_total"))
+        .map(|l| l.replace("capstan_api_requests_total", ""))
+        .collect();
+    println!(
+        "agent API requests by verb (its /metrics, whole run): {}",
+        verbs.join(" ")
+    );
 }

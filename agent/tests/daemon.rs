@@ -24,7 +24,14 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
     let mut tree = Tree::new();
     let mut out = Vec::new();
     let reqs = [
-        ClusterRequest { name: format!("m-{tag}"), provider: "docker".into(), namespace: Some(format!("t-{tag}")), pod_cidr: Some("192.168.0.0/16".into()), service_cidr: Some("10.96.0.0/12".into()), ..Default::default() },
+        ClusterRequest {
+            name: format!("m-{tag}"),
+            provider: "docker".into(),
+            namespace: Some(format!("t-{tag}")),
+            pod_cidr: Some("192.168.0.0/16".into()),
+            service_cidr: Some("10.96.0.0/12".into()),
+            ..Default::default()
+        },
         ClusterRequest {
             name: format!("w-{tag}"),
             management: Some(format!("m-{tag}")),
@@ -47,7 +54,11 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
 
 fn post(port: u16, body: &str, signature: Option<&str>) -> u16 {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut req = format!("POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n", uuidish(), body.len());
+    let mut req = format!(
+        "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        uuidish(),
+        body.len()
+    );
     if let Some(sig) = signature {
         req.push_str(&format!("X-Hub-Signature-256: {sig}\r\n"));
     }
@@ -56,17 +67,26 @@ fn post(port: u16, body: &str, signature: Option<&str>) -> u16 {
     s.write_all(req.as_bytes()).unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
-    resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    resp.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
 }
 
 fn uuidish() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("delivery-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "delivery-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 fn push_body(after: &str) -> String {
-    format!("{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}")
+    format!(
+        "{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}"
+    )
 }
 
 struct Agent(Child);
@@ -79,13 +99,27 @@ impl Drop for Agent {
 }
 
 async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
-    let ar = ApiResource { group: "capstan.dev".into(), version: "v1alpha1".into(), api_version: "capstan.dev/v1alpha1".into(), kind: "ManagedCluster".into(), plural: "managedclusters".into() };
+    let ar = ApiResource {
+        group: "capstan.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "capstan.dev/v1alpha1".into(),
+        kind: "ManagedCluster".into(),
+        plural: "managedclusters".into(),
+    };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
     let o = api.get_opt(cluster).await.ok()??;
-    o.data.pointer("/status/lastAppliedRevision").and_then(|v| v.as_str()).map(str::to_string)
+    o.data
+        .pointer("/status/lastAppliedRevision")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
 }
 
-async fn wait_for_revision(client: &kube::Client, cluster: &str, rev: &str, limit: Duration) -> Option<Duration> {
+async fn wait_for_revision(
+    client: &kube::Client,
+    cluster: &str,
+    rev: &str,
+    limit: Duration,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < limit {
         if applied_revision(client, cluster).await.as_deref() == Some(rev) {
@@ -97,12 +131,22 @@ async fn wait_for_revision(client: &kube::Client, cluster: &str, rev: &str, limi
 }
 
 fn reconciles(log: &Path) -> usize {
-    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains("\"reconciled\"") || l.contains(" reconciled ")).count()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"reconciled\"") || l.contains(" reconciled "))
+        .count()
 }
 
 /// Passes a webhook caused (passes the watches cause, after the agent's own writes, are not).
 fn webhook_passes(log: &Path) -> usize {
-    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| (l.contains("\"reconciled\"") || l.contains(" reconciled ")) && l.contains("webhook")).count()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            (l.contains("\"reconciled\"") || l.contains(" reconciled ")) && l.contains("webhook")
+        })
+        .count()
 }
 
 #[tokio::test]
@@ -110,14 +154,31 @@ async fn the_agent_follows_git_and_webhooks() {
     let cp = capstan_harness::shared().await;
     let client = cp.client();
     let files = fleet_files("run");
-    let file_refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
     let up = Upstream::new(&file_refs);
     let mut daemon = GitDaemon::start(&up.root);
     let hook = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main", "--interval", "1h", "--webhook-addr", &format!("127.0.0.1:{hook}"), "--metrics-addr", "127.0.0.1:0", "--management", "m-run"])
+        .args([
+            "run",
+            "--repo",
+            &daemon.url("repo.git"),
+            "--branch",
+            "main",
+            "--interval",
+            "1h",
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--management",
+            "m-run",
+        ])
         .arg("--kubeconfig")
         .arg(cp.kubeconfig_path())
         .arg("--cache-dir")
@@ -132,7 +193,13 @@ async fn the_agent_follows_git_and_webhooks() {
 
     // The first pass applies the initial commit.
     let c1 = up.head();
-    assert!(wait_for_revision(&client, "w-run", &c1, Duration::from_secs(90)).await.is_some(), "initial revision not applied:\n{}", std::fs::read_to_string(&log).unwrap());
+    assert!(
+        wait_for_revision(&client, "w-run", &c1, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "initial revision not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
     let ready = (0..100).find(|_| {
         std::thread::sleep(Duration::from_millis(50));
         std::net::TcpStream::connect(("127.0.0.1", hook)).is_ok()
@@ -140,26 +207,59 @@ async fn the_agent_follows_git_and_webhooks() {
     assert!(ready.is_some());
 
     // A change pushed, announced with a bad signature: 401 and nothing applied.
-    let original = files.iter().find(|(p, _)| p.contains("w-run")).unwrap().1.clone();
+    let original = files
+        .iter()
+        .find(|(p, _)| p.contains("w-run"))
+        .unwrap()
+        .1
+        .clone();
     assert_eq!(original.matches("count: 2").count(), 1);
     let scale = |n: u32| original.replacen("count: 2", &format!("count: {n}"), 1);
     let scaled = scale(3);
-    let path = files.iter().find(|(p, _)| p.contains("w-run")).unwrap().0.clone();
+    let path = files
+        .iter()
+        .find(|(p, _)| p.contains("w-run"))
+        .unwrap()
+        .0
+        .clone();
     let c2 = up.commit_and_push(&[(&path, &scaled)], &[], "scale w-run");
     assert_eq!(post(hook, &push_body(&c2), Some("sha256=0000")), 401);
     assert_eq!(post(hook, &push_body(&c2), None), 401);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(applied_revision(&client, "w-run").await.as_deref(), Some(c1.as_str()), "an unsigned push must not trigger anything");
+    assert_eq!(
+        applied_revision(&client, "w-run").await.as_deref(),
+        Some(c1.as_str()),
+        "an unsigned push must not trigger anything"
+    );
 
     // Signed: applied.
     let body = push_body(&c2);
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
     let sent = Instant::now();
     assert_eq!(post(hook, &body, Some(&sig)), 202);
-    let latency = wait_for_revision(&client, "w-run", &c2, Duration::from_secs(60)).await.expect("signed push applied");
-    println!("push-to-applied latency (webhook, git daemon, one cluster): {:?} (from send: {:?})", latency, sent.elapsed());
-    let md: Api<DynamicObject> = Api::namespaced_with(client.clone(), "t-run", &ApiResource { group: "cluster.x-k8s.io".into(), version: "v1beta2".into(), api_version: "cluster.x-k8s.io/v1beta2".into(), kind: "MachineDeployment".into(), plural: "machinedeployments".into() });
-    assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 3);
+    let latency = wait_for_revision(&client, "w-run", &c2, Duration::from_secs(60))
+        .await
+        .expect("signed push applied");
+    println!(
+        "push-to-applied latency (webhook, git daemon, one cluster): {:?} (from send: {:?})",
+        latency,
+        sent.elapsed()
+    );
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-run",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    assert_eq!(
+        md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"],
+        3
+    );
 
     // A burst of 20 signed pushes of the same revision: one or two passes, not twenty.
     let before = webhook_passes(&log);
@@ -169,10 +269,17 @@ async fn the_agent_follows_git_and_webhooks() {
         let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
         assert_eq!(post(hook, &body, Some(&sig)), 202);
     }
-    assert!(wait_for_revision(&client, "w-run", &c3, Duration::from_secs(60)).await.is_some());
+    assert!(
+        wait_for_revision(&client, "w-run", &c3, Duration::from_secs(60))
+            .await
+            .is_some()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let passes = webhook_passes(&log) - before;
-    assert!((1..=3).contains(&passes), "a burst of 20 pushes made {passes} passes");
+    assert!(
+        (1..=3).contains(&passes),
+        "a burst of 20 pushes made {passes} passes"
+    );
 
     // The remote goes down: the agent keeps the last good revision and stays healthy.
     daemon.stop();
@@ -181,7 +288,11 @@ async fn the_agent_follows_git_and_webhooks() {
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
     assert_eq!(post(hook, &body, Some(&sig)), 202);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(applied_revision(&client, "w-run").await.as_deref(), Some(c3.as_str()), "last good revision stays");
+    assert_eq!(
+        applied_revision(&client, "w-run").await.as_deref(),
+        Some(c3.as_str()),
+        "last good revision stays"
+    );
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("source unavailable"), "{text}");
     // It comes back: the next push applies the newest revision.
@@ -189,21 +300,41 @@ async fn the_agent_follows_git_and_webhooks() {
     let body = push_body(&c4);
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
     assert_eq!(post(hook, &body, Some(&sig)), 202);
-    assert!(wait_for_revision(&client, "w-run", &c4, Duration::from_secs(60)).await.is_some(), "{}", std::fs::read_to_string(&log).unwrap());
-    assert_eq!(md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"], 4);
+    assert!(
+        wait_for_revision(&client, "w-run", &c4, Duration::from_secs(60))
+            .await
+            .is_some(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(
+        md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"],
+        4
+    );
 }
 
 /// Requests an agent (not kubectl, not the API server itself) made since `mark` about the
 /// `drift` fleet or across namespaces, except the long-running watches it keeps open. (Other
 /// tests' agents share the API server; their requests name their own namespaces and clusters.)
-fn agent_requests(cp: &capstan_harness::ControlPlane, mark: capstan_harness::audit::AuditMark) -> Vec<String> {
+fn agent_requests(
+    cp: &capstan_harness::ControlPlane,
+    mark: capstan_harness::audit::AuditMark,
+) -> Vec<String> {
     cp.audit()
         .events_since(mark)
         .unwrap()
         .into_iter()
-        .filter(|e| !e.user.username.starts_with("system:apiserver") && !e.user_agent.as_deref().unwrap_or("").starts_with("kubectl") && e.verb != "watch")
         .filter(|e| {
-            let name = e.object_ref.as_ref().and_then(|o| o.name.as_deref()).unwrap_or("");
+            !e.user.username.starts_with("system:apiserver")
+                && !e.user_agent.as_deref().unwrap_or("").starts_with("kubectl")
+                && e.verb != "watch"
+        })
+        .filter(|e| {
+            let name = e
+                .object_ref
+                .as_ref()
+                .and_then(|o| o.name.as_deref())
+                .unwrap_or("");
             match e.namespace() {
                 None => true,
                 Some("t-drift") => true,
@@ -230,7 +361,18 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let metrics_port = free_port();
     // An hour between polls: every pass after the first is caused by a watch event or an edit.
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--interval", "1h", "--watch", "--management", "m-drift", "--concurrency", "2", "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .args([
+            "run",
+            "--interval",
+            "1h",
+            "--watch",
+            "--management",
+            "m-drift",
+            "--concurrency",
+            "2",
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
         .arg("--repo")
         .arg(&repo)
         .arg("--kubeconfig")
@@ -241,9 +383,28 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         .spawn()
         .unwrap();
     let _agent = Agent(child);
-    assert!(wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90)).await.is_some(), "not applied:\n{}", std::fs::read_to_string(&log).unwrap());
-    let md: Api<DynamicObject> = Api::namespaced_with(client.clone(), "t-drift", &ApiResource { group: "cluster.x-k8s.io".into(), version: "v1beta2".into(), api_version: "cluster.x-k8s.io/v1beta2".into(), kind: "MachineDeployment".into(), plural: "machinedeployments".into() });
-    assert_eq!(md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"], 2);
+    assert!(
+        wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
+            .await
+            .is_some(),
+        "not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-drift",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    assert_eq!(
+        md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"],
+        2
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // Steady state: an edit that changes nothing makes a pass that reads and writes nothing.
@@ -256,17 +417,36 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     while reconciles(&log) == passes && start.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(reconciles(&log) > passes, "the edit caused no pass:\n{}", std::fs::read_to_string(&log).unwrap());
-    cp.audit().settle(Duration::from_millis(500), Duration::from_secs(10)).await;
+    assert!(
+        reconciles(&log) > passes,
+        "the edit caused no pass:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    cp.audit()
+        .settle(Duration::from_millis(500), Duration::from_secs(10))
+        .await;
     let requests = agent_requests(cp, mark);
-    assert!(requests.is_empty(), "a steady-state pass made API requests: {requests:#?}");
+    assert!(
+        requests.is_empty(),
+        "a steady-state pass made API requests: {requests:#?}"
+    );
 
     // Drift: kubectl scales the MachineDeployment by hand. No poll is due; the watch sees it.
     let passes = reconciles(&log);
     let status = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(cp.kubeconfig_path())
-        .args(["-n", "t-drift", "patch", "machinedeployments.cluster.x-k8s.io", "w-drift-md-0", "--type", "merge", "-p", r#"{"spec":{"replicas":9}}"#])
+        .args([
+            "-n",
+            "t-drift",
+            "patch",
+            "machinedeployments.cluster.x-k8s.io",
+            "w-drift-md-0",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":9}}"#,
+        ])
         .status()
         .unwrap();
     assert!(status.success());
@@ -282,16 +462,27 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(replicas, 2, "drift not corrected:\n{text}");
     println!("drift corrected {:?} after kubectl's edit", start.elapsed());
-    assert!(text.contains("cluster_change"), "the pass was not caused by the watch:\n{text}");
+    assert!(
+        text.contains("cluster_change"),
+        "the pass was not caused by the watch:\n{text}"
+    );
 
     // The client counts its requests by verb for /metrics.
     let mut s = TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
     let count = |verb: &str| -> f64 {
-        body.lines().find(|l| l.starts_with(&format!("capstan_api_requests_total{{verb=\"{verb}\"}}"))).and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(-1.0)
+        body.lines()
+            .find(|l| l.starts_with(&format!("capstan_api_requests_total{{verb=\"{verb}\"}}")))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
     };
     // Watches (one per kind), patches (the applies), at least one get (the drift comparison).
-    assert!(count("watch") >= 1.0 && count("patch") >= 1.0 && count("get") >= 1.0, "{body}");
+    assert!(
+        count("watch") >= 1.0 && count("patch") >= 1.0 && count("get") >= 1.0,
+        "{body}"
+    );
 }

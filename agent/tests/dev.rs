@@ -1,7 +1,9 @@
 //! The quick start and cluster connection, through the real binary: `capstan dev up` starts a
-//! local management cluster that kubectl (an independent client) can use, `validate
-//! --server-dry-run` finds it through --kubeconfig / $KUBECONFIG and --context as kubectl would,
-//! and `capstan dev down` stops it and leaves no process or file behind.
+//! local management cluster with the Cluster API controllers that kubectl (an independent
+//! client) can use, `validate --server-dry-run` finds it through --kubeconfig / $KUBECONFIG and
+//! --context as kubectl would, the README's main command brings every cluster of the quick-start
+//! fleet up (Machines running, every ManagedCluster Ready), and `capstan dev down` stops it and
+//! leaves no process or file behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -19,13 +21,25 @@ fn example_fleet() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")
 }
 
+fn quickstart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart")
+}
+
+/// Pids of etcd, kube-apiserver and the controllers recorded in state.json.
 fn pids(dir: &Path) -> Vec<u32> {
-    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("state.json")).unwrap()).unwrap();
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("state.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for k in ["etcd", "kube_apiserver"] {
-        if let Some(p) = state["pids"][k]["pid"].as_u64().or_else(|| state["pids"][k].as_u64()) {
+        if let Some(p) = state["pids"][k]["pid"]
+            .as_u64()
+            .or_else(|| state["pids"][k].as_u64())
+        {
             out.push(p as u32);
         }
+    }
+    for p in state["controllers"].as_object().into_iter().flatten() {
+        out.push(p.1["pid"].as_u64().unwrap() as u32);
     }
     out
 }
@@ -36,43 +50,185 @@ fn dev_up_validate_against_it_and_down() {
     let dir = tmp.path().join("dev");
     let d = dir.to_str().unwrap();
     let up = capstan(&["dev", "up", "--dir", d], &[]);
-    assert!(up.status.success(), "dev up failed: {}", String::from_utf8_lossy(&up.stderr));
+    assert!(
+        up.status.success(),
+        "dev up failed: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
     let kubeconfig = String::from_utf8(up.stdout).unwrap().trim().to_string();
-    assert!(Path::new(&kubeconfig).exists(), "dev up prints the kubeconfig path, got {kubeconfig:?}");
+    assert!(
+        Path::new(&kubeconfig).exists(),
+        "dev up prints the kubeconfig path, got {kubeconfig:?}"
+    );
     let running = pids(&dir);
-    assert_eq!(running.len(), 2, "state.json records etcd and kube-apiserver");
+    assert_eq!(
+        running.len(),
+        7,
+        "state.json records etcd, kube-apiserver, kube-controller-manager and four Cluster API managers"
+    );
 
     // kubectl, an independent client, sees the upstream CRDs.
-    let crds = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "get", "crd", "-o", "name"]).output().unwrap();
+    let crds = Command::new("kubectl")
+        .args(["--kubeconfig", &kubeconfig, "get", "crd", "-o", "name"])
+        .output()
+        .unwrap();
     let crds = String::from_utf8_lossy(&crds.stdout);
-    for crd in ["clusters.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "vspheremachinetemplates.infrastructure.cluster.x-k8s.io", "etcdadmclusters.etcdcluster.cluster.x-k8s.io", "helmchartproxies.addons.cluster.x-k8s.io", "clusters.anywhere.eks.amazonaws.com"] {
+    for crd in [
+        "clusters.cluster.x-k8s.io",
+        "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "vspheremachinetemplates.infrastructure.cluster.x-k8s.io",
+        "etcdadmclusters.etcdcluster.cluster.x-k8s.io",
+        "helmchartproxies.addons.cluster.x-k8s.io",
+        "clusters.anywhere.eks.amazonaws.com",
+    ] {
         assert!(crds.contains(crd), "missing CRD {crd} in:\n{crds}");
     }
     for ns in ["eksa-system", "team-dev"] {
-        let out = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "create", "namespace", ns]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("kubectl")
+            .args(["--kubeconfig", &kubeconfig, "create", "namespace", ns])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     let fleet = example_fleet();
     let f = fleet.to_str().unwrap();
     // --kubeconfig with the named context.
-    let out = capstan(&["validate", f, "--server-dry-run", "--kubeconfig", &kubeconfig, "--context", "capstan-dev"], &[]);
-    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = capstan(
+        &[
+            "validate",
+            f,
+            "--server-dry-run",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "capstan-dev",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("context capstan-dev"));
     // $KUBECONFIG, current context.
-    let out = capstan(&["validate", f, "--server-dry-run", "--output", "json"], &[("KUBECONFIG", &kubeconfig)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = capstan(
+        &["validate", f, "--server-dry-run", "--output", "json"],
+        &[("KUBECONFIG", &kubeconfig)],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["valid"], true);
     assert_eq!(report["serverRejected"].as_array().unwrap().len(), 0);
     // A context that does not exist is an error, not a silent fallback.
-    let out = capstan(&["validate", f, "--server-dry-run", "--kubeconfig", &kubeconfig, "--context", "nope"], &[]);
+    let out = capstan(
+        &[
+            "validate",
+            f,
+            "--server-dry-run",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "nope",
+        ],
+        &[],
+    );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nope"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Dry-run persists nothing.
-    let out = Command::new("kubectl").args(["--kubeconfig", &kubeconfig, "get", "clusters.cluster.x-k8s.io", "-A", "-o", "name"]).output().unwrap();
+    let out = Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            &kubeconfig,
+            "get",
+            "clusters.cluster.x-k8s.io",
+            "-A",
+            "-o",
+            "name",
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+
+    // The README's main command: every cluster of the quick-start fleet comes up.
+    let qs = quickstart();
+    let env = [("KUBECONFIG", kubeconfig.as_str())];
+    let out = capstan(
+        &[
+            "reconcile",
+            "--once",
+            "--repo",
+            qs.to_str().unwrap(),
+            "--wait",
+            "10m",
+        ],
+        &env,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("settled in"), "{stdout}");
+    let out = capstan(&["status", "--output", "json"], &env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases: Vec<(String, String)> = status
+        .as_array()
+        .expect("a list of clusters")
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap().to_string(),
+                c["status"]["phase"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        ["dev", "legacy", "mgmt"].map(|c| (c.to_string(), "Ready".to_string())),
+        "{status}"
+    );
+    // What the controllers did, seen by kubectl: every Machine of the three clusters runs.
+    let out = Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            &kubeconfig,
+            "get",
+            "machines.cluster.x-k8s.io",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}",
+        ])
+        .output()
+        .unwrap();
+    let phases = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        phases.lines().count(),
+        1 + 1 + 3 + 2 + 1 + 1 + 1,
+        "{phases}"
+    );
+    assert!(phases.lines().all(|p| p == "Running"), "{phases}");
 
     // A second `dev up` reuses the running one (the quick start can be re-run).
     let again = capstan(&["dev", "up", "--dir", d], &[]);
@@ -81,9 +237,18 @@ fn dev_up_validate_against_it_and_down() {
     assert_eq!(pids(&dir), running);
 
     let down = capstan(&["dev", "down", "--dir", d], &[]);
-    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
     assert!(!dir.exists(), "dev down removes its directory");
     for pid in running {
-        assert!(!Path::new(&format!("/proc/{pid}")).exists() || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z ")), "process {pid} still running");
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z ")),
+            "process {pid} still running"
+        );
     }
 }

@@ -7,19 +7,30 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn capstan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan")
+    Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .output()
+        .expect("run capstan")
 }
 
 fn ok(args: &[&str]) -> String {
     let out = capstan(args);
-    assert!(out.status.success(), "capstan {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "capstan {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for e in walk(dir) {
-        out.push((e.strip_prefix(dir).unwrap().display().to_string(), fs::read(&e).unwrap()));
+        out.push((
+            e.strip_prefix(dir).unwrap().display().to_string(),
+            fs::read(&e).unwrap(),
+        ));
     }
     out.sort();
     out
@@ -32,7 +43,11 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         if p.file_name().unwrap() == ".git" {
             continue;
         }
-        if p.is_dir() { v.extend(walk(&p)) } else { v.push(p) }
+        if p.is_dir() {
+            v.extend(walk(&p))
+        } else {
+            v.push(p)
+        }
     }
     v
 }
@@ -42,24 +57,104 @@ fn init_new_validate_render_round_trip() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let r = repo.to_str().unwrap();
-    let out = ok(&["init", r, "--management", "mgmt", "--provider", "docker", "--pod-cidr", "192.168.0.0/16", "--service-cidr", "10.96.0.0/12", "--git"]);
+    let out = ok(&[
+        "init",
+        r,
+        "--management",
+        "mgmt",
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "192.168.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+        "--git",
+    ]);
     assert!(out.contains("clusters/mgmt/cluster.yaml"), "{out}");
-    let log = Command::new("git").args(["-C", r, "log", "--oneline"]).output().unwrap();
+    let log = Command::new("git")
+        .args(["-C", r, "log", "--oneline"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout).lines().count(), 1);
 
     // docker, stacked etcd
-    ok(&["new", "cluster", "dev", "--management", "mgmt", "--repo", r, "--provider", "docker", "--kubernetes-version", "1.33",
-        "--control-plane-count", "3", "--worker-count", "2", "--pod-cidr", "172.16.0.0/16", "--service-cidr", "10.112.0.0/16"]);
+    ok(&[
+        "new",
+        "cluster",
+        "dev",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "docker",
+        "--kubernetes-version",
+        "1.33",
+        "--control-plane-count",
+        "3",
+        "--worker-count",
+        "2",
+        "--pod-cidr",
+        "172.16.0.0/16",
+        "--service-cidr",
+        "10.112.0.0/16",
+    ]);
     // docker, external etcd
-    ok(&["new", "cluster", "etcd", "--management", "mgmt", "--repo", r, "--provider", "docker", "--kubernetes-version", "1.32",
-        "--control-plane-count", "2", "--worker-count", "1", "--pod-cidr", "172.17.0.0/16", "--service-cidr", "10.113.0.0/16", "--external-etcd", "3"]);
+    ok(&[
+        "new",
+        "cluster",
+        "etcd",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "docker",
+        "--kubernetes-version",
+        "1.32",
+        "--control-plane-count",
+        "2",
+        "--worker-count",
+        "1",
+        "--pod-cidr",
+        "172.17.0.0/16",
+        "--service-cidr",
+        "10.113.0.0/16",
+        "--external-etcd",
+        "3",
+    ]);
     // vsphere, external etcd, two groups one autoscaled, placement from a values file
     let values = tmp.path().join("values.yaml");
     fs::write(&values, "vsphere:\n  server: vc.example\n  datacenter: dc1\n  network: VM Network\n  datastore: ds1\n  resourcePool: /dc1/host/c/Resources\n  template: /dc1/vm/ubuntu\n  sshAuthorizedKey: ssh-ed25519 AAAA test\nworkerGroups:\n  - name: general\n    count: 2\n  - name: burst\n    autoscaling: {minCount: 1, maxCount: 5}\n    labels: {pool: burst}\n").unwrap();
-    let out = ok(&["new", "cluster", "vs", "--management", "mgmt", "--repo", r, "--provider", "vsphere", "--kubernetes-version", "1.33",
-        "--control-plane-count", "3", "--pod-cidr", "172.18.0.0/16", "--service-cidr", "10.114.0.0/16", "--endpoint-host", "10.0.0.5",
-        "--external-etcd", "3", "--values", values.to_str().unwrap()]);
-    assert!(out.contains("clusters/mgmt/workload-clusters/vs/cluster.yaml"), "{out}");
+    let out = ok(&[
+        "new",
+        "cluster",
+        "vs",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "vsphere",
+        "--kubernetes-version",
+        "1.33",
+        "--control-plane-count",
+        "3",
+        "--pod-cidr",
+        "172.18.0.0/16",
+        "--service-cidr",
+        "10.114.0.0/16",
+        "--endpoint-host",
+        "10.0.0.5",
+        "--external-etcd",
+        "3",
+        "--values",
+        values.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("clusters/mgmt/workload-clusters/vs/cluster.yaml"),
+        "{out}"
+    );
     assert!(out.contains("validates"), "{out}");
 
     let v = ok(&["validate", r, "--output", "json"]);
@@ -83,29 +178,276 @@ fn refusals_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let r = repo.to_str().unwrap();
-    ok(&["init", r, "--management", "mgmt", "--provider", "docker", "--pod-cidr", "192.168.0.0/16", "--service-cidr", "10.96.0.0/12"]);
-    ok(&["new", "cluster", "dev", "--management", "mgmt", "--repo", r, "--provider", "docker", "--pod-cidr", "172.16.0.0/16", "--service-cidr", "10.112.0.0/16"]);
+    ok(&[
+        "init",
+        r,
+        "--management",
+        "mgmt",
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "192.168.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+    ]);
+    ok(&[
+        "new",
+        "cluster",
+        "dev",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "172.16.0.0/16",
+        "--service-cidr",
+        "10.112.0.0/16",
+    ]);
     let before = snapshot(&repo);
 
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // CIDRs are never guessed.
-        (vec!["new", "cluster", "a", "--management", "mgmt", "--repo", r, "--provider", "docker", "--service-cidr", "10.113.0.0/16"], "--pod-cidr"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "a",
+                "--management",
+                "mgmt",
+                "--repo",
+                r,
+                "--provider",
+                "docker",
+                "--service-cidr",
+                "10.113.0.0/16",
+            ],
+            "--pod-cidr",
+        ),
         // The endpoint and placement of a vSphere cluster are never guessed.
-        (vec!["new", "cluster", "b", "--management", "mgmt", "--repo", r, "--provider", "vsphere", "--pod-cidr", "172.19.0.0/16", "--service-cidr", "10.115.0.0/16"], "--endpoint-host"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "b",
+                "--management",
+                "mgmt",
+                "--repo",
+                r,
+                "--provider",
+                "vsphere",
+                "--pod-cidr",
+                "172.19.0.0/16",
+                "--service-cidr",
+                "10.115.0.0/16",
+            ],
+            "--endpoint-host",
+        ),
         // Never overwrite.
-        (vec!["new", "cluster", "dev", "--management", "mgmt", "--repo", r, "--provider", "docker", "--pod-cidr", "172.20.0.0/16", "--service-cidr", "10.116.0.0/16"], "already exists"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "dev",
+                "--management",
+                "mgmt",
+                "--repo",
+                r,
+                "--provider",
+                "docker",
+                "--pod-cidr",
+                "172.20.0.0/16",
+                "--service-cidr",
+                "10.116.0.0/16",
+            ],
+            "already exists",
+        ),
         // A cluster that would not validate is not written: its CIDR overlaps dev's.
-        (vec!["new", "cluster", "c", "--management", "mgmt", "--repo", r, "--provider", "docker", "--pod-cidr", "172.16.0.0/16", "--service-cidr", "10.117.0.0/16"], "cidr-overlap"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "c",
+                "--management",
+                "mgmt",
+                "--repo",
+                r,
+                "--provider",
+                "docker",
+                "--pod-cidr",
+                "172.16.0.0/16",
+                "--service-cidr",
+                "10.117.0.0/16",
+            ],
+            "cidr-overlap",
+        ),
         // Unknown management cluster.
-        (vec!["new", "cluster", "d", "--management", "nope", "--repo", r, "--provider", "docker", "--pod-cidr", "172.21.0.0/16", "--service-cidr", "10.118.0.0/16"], "nope"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "d",
+                "--management",
+                "nope",
+                "--repo",
+                r,
+                "--provider",
+                "docker",
+                "--pod-cidr",
+                "172.21.0.0/16",
+                "--service-cidr",
+                "10.118.0.0/16",
+            ],
+            "nope",
+        ),
         // Even control plane with stacked etcd.
-        (vec!["new", "cluster", "e", "--management", "mgmt", "--repo", r, "--provider", "docker", "--control-plane-count", "2", "--pod-cidr", "172.22.0.0/16", "--service-cidr", "10.119.0.0/16"], "invalid-value"),
+        (
+            vec![
+                "new",
+                "cluster",
+                "e",
+                "--management",
+                "mgmt",
+                "--repo",
+                r,
+                "--provider",
+                "docker",
+                "--control-plane-count",
+                "2",
+                "--pod-cidr",
+                "172.22.0.0/16",
+                "--service-cidr",
+                "10.119.0.0/16",
+            ],
+            "invalid-value",
+        ),
     ];
     for (args, expect) in cases {
         let out = capstan(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should fail");
-        assert!(stderr.contains(expect), "{args:?}: expected `{expect}` in:\n{stderr}");
+        assert!(
+            stderr.contains(expect),
+            "{args:?}: expected `{expect}` in:\n{stderr}"
+        );
         assert_eq!(snapshot(&repo), before, "{args:?} changed the repository");
     }
+}
+
+/// `--docker-backend in-memory` writes the datacenter annotation; a workload inherits its
+/// management cluster's backend unless told otherwise; the rendered objects move to CAPD's
+/// Dev* kinds; a vSphere cluster refuses the flag and writes nothing.
+#[test]
+fn docker_backend_is_written_inherited_and_rendered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    let r = repo.to_str().unwrap();
+    ok(&[
+        "init",
+        r,
+        "--management",
+        "mgmt",
+        "--provider",
+        "docker",
+        "--docker-backend",
+        "in-memory",
+        "--pod-cidr",
+        "192.168.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+    ]);
+    ok(&[
+        "new",
+        "cluster",
+        "inherits",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "172.16.0.0/16",
+        "--service-cidr",
+        "10.112.0.0/16",
+    ]);
+    ok(&[
+        "new",
+        "cluster",
+        "containers",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "docker",
+        "--docker-backend",
+        "docker",
+        "--pod-cidr",
+        "172.17.0.0/16",
+        "--service-cidr",
+        "10.113.0.0/16",
+    ]);
+    let spec = |dir: &str| fs::read_to_string(repo.join(dir).join("cluster.yaml")).unwrap();
+    assert!(spec("clusters/mgmt").contains("capstan.dev/docker-backend: \"in-memory\""));
+    assert!(
+        spec("clusters/mgmt/workload-clusters/inherits")
+            .contains("capstan.dev/docker-backend: \"in-memory\"")
+    );
+    assert!(!spec("clusters/mgmt/workload-clusters/containers").contains("docker-backend"));
+    ok(&["validate", r]);
+    let kinds = |cluster: &str| -> Vec<String> {
+        ok(&["render", r, "--cluster", cluster])
+            .lines()
+            .filter_map(|l| l.strip_prefix("kind: "))
+            .map(str::to_string)
+            .collect()
+    };
+    let inherits = kinds("inherits");
+    assert!(
+        inherits.contains(&"DevCluster".to_string())
+            && inherits.contains(&"DevMachineTemplate".to_string()),
+        "{inherits:?}"
+    );
+    assert!(
+        !inherits
+            .iter()
+            .any(|k| k.starts_with("Docker") && k != "DockerDatacenterConfig"),
+        "{inherits:?}"
+    );
+    let containers = kinds("containers");
+    assert!(
+        containers.contains(&"DockerCluster".to_string())
+            && !containers.contains(&"DevCluster".to_string()),
+        "{containers:?}"
+    );
+
+    let before = snapshot(&repo);
+    let out = capstan(&[
+        "new",
+        "cluster",
+        "vs",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "vsphere",
+        "--docker-backend",
+        "in-memory",
+        "--pod-cidr",
+        "172.18.0.0/16",
+        "--service-cidr",
+        "10.114.0.0/16",
+        "--endpoint-host",
+        "10.0.0.10",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("docker-backend"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(&repo), before, "nothing written");
 }

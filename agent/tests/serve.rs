@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use capstan::serve::webhook::sign;
 use capstan::serve::{
-    Metrics, ReadyFlag, ServerConfig, ServerState, Trigger, TriggerReceiver, TriggerSender, WebhookOutcome, channel,
-    newest_revision, ops_router, router, serve, watch_local_with, webhook_router,
+    Metrics, ReadyFlag, ServerConfig, ServerState, Trigger, TriggerReceiver, TriggerSender,
+    WebhookOutcome, channel, newest_revision, ops_router, router, serve, watch_local_with,
+    webhook_router,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -47,7 +48,10 @@ impl Server {
     /// Stops the server and checks it shut down cleanly.
     async fn shutdown(self) {
         let _ = self.stop.send(());
-        let result = tokio::time::timeout(TIMEOUT, self.task).await.expect("server stops").expect("task");
+        let result = tokio::time::timeout(TIMEOUT, self.task)
+            .await
+            .expect("server stops")
+            .expect("task");
         result.expect("server ended without error");
     }
 }
@@ -60,7 +64,13 @@ impl Harness {
         let state = ServerState::new(config, tx, metrics.clone(), ready.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        Harness { addr, triggers, metrics, ready, server: Server::spawn(listener, router(state)) }
+        Harness {
+            addr,
+            triggers,
+            metrics,
+            ready,
+            server: Server::spawn(listener, router(state)),
+        }
     }
 
     async fn signed() -> Harness {
@@ -91,7 +101,13 @@ impl Reply {
 
 /// Sends one request (`Connection: close`) and reads the whole response. The body is written
 /// concurrently with reading, so a server that answers before reading it all (413) is fine.
-async fn request(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
+async fn request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Reply {
     request_with(addr, method, path, headers, Body::Sized(body)).await
 }
 
@@ -100,11 +116,19 @@ enum Body {
     Chunked(Vec<Vec<u8>>),
 }
 
-async fn request_with(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: Body) -> Reply {
+async fn request_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Body,
+) -> Reply {
     let work = async {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let (mut read, mut write) = stream.into_split();
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: GitHub-Hookshot/test\r\n");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: GitHub-Hookshot/test\r\n"
+        );
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -141,11 +165,23 @@ async fn request_with(addr: std::net::SocketAddr, method: &str, path: &str, head
             panic!("no response: {read_result:?}");
         }
         let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").expect("a complete response head");
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status code");
-        Reply { status, head: head.to_owned(), body: body.to_owned() }
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .expect("a complete response head");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status code");
+        Reply {
+            status,
+            head: head.to_owned(),
+            body: body.to_owned(),
+        }
     };
-    tokio::time::timeout(TIMEOUT, work).await.expect("request finished in time")
+    tokio::time::timeout(TIMEOUT, work)
+        .await
+        .expect("request finished in time")
 }
 
 fn push_payload(git_ref: &str, after: &str) -> Vec<u8> {
@@ -156,7 +192,13 @@ fn push_payload(git_ref: &str, after: &str) -> Vec<u8> {
 }
 
 /// Posts a GitHub event signed with `secret`.
-async fn post_event(addr: std::net::SocketAddr, event: &str, delivery: &str, body: Vec<u8>, secret: &[u8]) -> Reply {
+async fn post_event(
+    addr: std::net::SocketAddr,
+    event: &str,
+    delivery: &str,
+    body: Vec<u8>,
+    secret: &[u8],
+) -> Reply {
     let signature = sign(secret, &body);
     request(
         addr,
@@ -178,13 +220,23 @@ fn sha(i: usize) -> String {
 }
 
 fn webhook(after: &str, delivery: &str) -> Trigger {
-    Trigger::Webhook { after: Some(after.to_owned()), delivery: Some(delivery.to_owned()) }
+    Trigger::Webhook {
+        after: Some(after.to_owned()),
+        delivery: Some(delivery.to_owned()),
+    }
 }
 
 #[tokio::test]
 async fn a_signed_push_to_the_branch_fires_exactly_one_trigger() {
     let mut h = Harness::signed().await;
-    let reply = post_event(h.addr, "push", "d-1", push_payload("refs/heads/main", &sha(1)), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "push",
+        "d-1",
+        push_payload("refs/heads/main", &sha(1)),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 202, "{reply:?}");
     // The handler fires before it answers, so the trigger is already pending.
     assert_eq!(h.triggers.try_next(), Some(vec![webhook(&sha(1), "d-1")]));
@@ -220,10 +272,16 @@ async fn bad_signatures_are_401_and_fire_nothing() {
         }
         let reply = request(h.addr, "POST", "/hook/github", &headers, body).await;
         assert_eq!(reply.status, 401, "{what}: {reply:?}");
-        assert!(!reply.body.contains(&good[7..]), "{what}: the expected signature leaked");
+        assert!(
+            !reply.body.contains(&good[7..]),
+            "{what}: the expected signature leaked"
+        );
     }
     assert_eq!(h.triggers.try_next(), None, "nothing fired");
-    assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Unauthorized), count);
+    assert_eq!(
+        h.metrics.webhook_requests(WebhookOutcome::Unauthorized),
+        count
+    );
     assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Accepted), 0);
     h.shutdown().await;
 }
@@ -238,14 +296,29 @@ async fn oversized_bodies_are_413_and_fire_nothing() {
     body.resize(2 * 1024 * 1024 - 2, b'x');
     body.extend_from_slice(b"\"}");
     let signature = sign(SECRET, &body);
-    let headers = [("X-GitHub-Event", "push"), ("X-GitHub-Delivery", "big-1"), ("X-Hub-Signature-256", signature.as_str())];
+    let headers = [
+        ("X-GitHub-Event", "push"),
+        ("X-GitHub-Delivery", "big-1"),
+        ("X-Hub-Signature-256", signature.as_str()),
+    ];
     let reply = request(h.addr, "POST", "/hook/github", &headers, body.clone()).await;
     assert_eq!(reply.status, 413, "{reply:?}");
 
     // Chunked, with no Content-Length to refuse up front: reading stops at the limit.
     let chunks: Vec<Vec<u8>> = body.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
-    let headers = [("X-GitHub-Event", "push"), ("X-GitHub-Delivery", "big-2"), ("X-Hub-Signature-256", signature.as_str())];
-    let reply = request_with(h.addr, "POST", "/hook/github", &headers, Body::Chunked(chunks)).await;
+    let headers = [
+        ("X-GitHub-Event", "push"),
+        ("X-GitHub-Delivery", "big-2"),
+        ("X-Hub-Signature-256", signature.as_str()),
+    ];
+    let reply = request_with(
+        h.addr,
+        "POST",
+        "/hook/github",
+        &headers,
+        Body::Chunked(chunks),
+    )
+    .await;
     assert_eq!(reply.status, 413, "{reply:?}");
 
     assert_eq!(h.triggers.try_next(), None);
@@ -255,13 +328,29 @@ async fn oversized_bodies_are_413_and_fire_nothing() {
 
 #[tokio::test]
 async fn a_configurable_limit_and_a_chunked_body_under_it() {
-    let mut h = Harness::start(ServerConfig::new("main").with_webhook_secret(SECRET).with_body_limit(512)).await;
+    let mut h = Harness::start(
+        ServerConfig::new("main")
+            .with_webhook_secret(SECRET)
+            .with_body_limit(512),
+    )
+    .await;
     let body = push_payload("refs/heads/main", &sha(4));
     assert!(body.len() < 512);
     let signature = sign(SECRET, &body);
     let chunks: Vec<Vec<u8>> = body.chunks(7).map(<[u8]>::to_vec).collect();
-    let headers = [("X-GitHub-Event", "push"), ("X-GitHub-Delivery", "small"), ("X-Hub-Signature-256", signature.as_str())];
-    let reply = request_with(h.addr, "POST", "/hook/github", &headers, Body::Chunked(chunks)).await;
+    let headers = [
+        ("X-GitHub-Event", "push"),
+        ("X-GitHub-Delivery", "small"),
+        ("X-Hub-Signature-256", signature.as_str()),
+    ];
+    let reply = request_with(
+        h.addr,
+        "POST",
+        "/hook/github",
+        &headers,
+        Body::Chunked(chunks),
+    )
+    .await;
     assert_eq!(reply.status, 202, "{reply:?}");
     assert_eq!(h.triggers.try_next(), Some(vec![webhook(&sha(4), "small")]));
 
@@ -276,20 +365,50 @@ async fn a_configurable_limit_and_a_chunked_body_under_it() {
 #[tokio::test]
 async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     let mut h = Harness::signed().await;
-    let reply = post_event(h.addr, "ping", "p-1", br#"{"zen":"Keep it logically awesome.","hook_id":1}"#.to_vec(), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "ping",
+        "p-1",
+        br#"{"zen":"Keep it logically awesome.","hook_id":1}"#.to_vec(),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 200, "{reply:?}");
 
-    let reply = post_event(h.addr, "push", "o-1", push_payload("refs/heads/feature", &sha(5)), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "push",
+        "o-1",
+        push_payload("refs/heads/feature", &sha(5)),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 202, "{reply:?}");
     assert!(reply.body.contains("ignored"), "{reply:?}");
 
-    let reply = post_event(h.addr, "push", "t-1", push_payload("refs/tags/main", &sha(5)), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "push",
+        "t-1",
+        push_payload("refs/tags/main", &sha(5)),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 202, "{reply:?}");
 
-    let reply = post_event(h.addr, "pull_request", "pr-1", br#"{"action":"opened"}"#.to_vec(), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "pull_request",
+        "pr-1",
+        br#"{"action":"opened"}"#.to_vec(),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 202, "{reply:?}");
 
-    let deleted = String::from_utf8(push_payload("refs/heads/main", &sha(0))).expect("utf8").replace(r#""deleted":false"#, r#""deleted":true"#);
+    let deleted = String::from_utf8(push_payload("refs/heads/main", &sha(0)))
+        .expect("utf8")
+        .replace(r#""deleted":false"#, r#""deleted":true"#);
     let reply = post_event(h.addr, "push", "del-1", deleted.into_bytes(), SECRET).await;
     assert_eq!(reply.status, 202, "{reply:?}");
 
@@ -302,12 +421,32 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
 async fn a_duplicate_delivery_is_ignored() {
     let mut h = Harness::signed().await;
     let body = push_payload("refs/heads/main", &sha(6));
-    let first = post_event(h.addr, "push", "72d3162e-cc78-11e3-81ab-4c9367dc0958", body.clone(), SECRET).await;
+    let first = post_event(
+        h.addr,
+        "push",
+        "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        body.clone(),
+        SECRET,
+    )
+    .await;
     assert_eq!(first.status, 202, "{first:?}");
-    let again = post_event(h.addr, "push", "72d3162e-cc78-11e3-81ab-4c9367dc0958", body, SECRET).await;
+    let again = post_event(
+        h.addr,
+        "push",
+        "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        body,
+        SECRET,
+    )
+    .await;
     assert_eq!(again.status, 202, "{again:?}");
     assert!(again.body.contains("duplicate"), "{again:?}");
-    assert_eq!(h.triggers.try_next(), Some(vec![webhook(&sha(6), "72d3162e-cc78-11e3-81ab-4c9367dc0958")]));
+    assert_eq!(
+        h.triggers.try_next(),
+        Some(vec![webhook(
+            &sha(6),
+            "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+        )])
+    );
     assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Duplicate), 1);
     h.shutdown().await;
 }
@@ -315,9 +454,23 @@ async fn a_duplicate_delivery_is_ignored() {
 #[tokio::test]
 async fn without_a_secret_the_webhook_is_404_even_for_signed_requests() {
     let mut h = Harness::start(ServerConfig::new("main")).await;
-    let reply = post_event(h.addr, "push", "n-1", push_payload("refs/heads/main", &sha(7)), b"").await;
+    let reply = post_event(
+        h.addr,
+        "push",
+        "n-1",
+        push_payload("refs/heads/main", &sha(7)),
+        b"",
+    )
+    .await;
     assert_eq!(reply.status, 404, "{reply:?}");
-    let reply = post_event(h.addr, "push", "n-2", push_payload("refs/heads/main", &sha(7)), SECRET).await;
+    let reply = post_event(
+        h.addr,
+        "push",
+        "n-2",
+        push_payload("refs/heads/main", &sha(7)),
+        SECRET,
+    )
+    .await;
     assert_eq!(reply.status, 404, "{reply:?}");
     assert_eq!(h.triggers.try_next(), None);
     h.shutdown().await;
@@ -325,7 +478,11 @@ async fn without_a_secret_the_webhook_is_404_even_for_signed_requests() {
 
 /// The reconciler's side of a burst: it wakes, then is busy "reconciling" until the burst is over
 /// (the test says when), then wakes once more for everything that piled up meanwhile.
-async fn reconciler(mut rx: TriggerReceiver, expected: usize, burst_over: oneshot::Receiver<()>) -> (usize, Vec<Vec<Trigger>>) {
+async fn reconciler(
+    mut rx: TriggerReceiver,
+    expected: usize,
+    burst_over: oneshot::Receiver<()>,
+) -> (usize, Vec<Vec<Trigger>>) {
     let mut burst_over = Some(burst_over);
     let mut wakeups = 0;
     let mut batches = Vec::new();
@@ -344,19 +501,42 @@ async fn reconciler(mut rx: TriggerReceiver, expected: usize, burst_over: onesho
 
 #[tokio::test]
 async fn fifty_pushes_in_a_burst_wake_the_reconciler_at_most_twice() {
-    let Harness { addr, triggers, metrics, server, .. } = Harness::signed().await;
+    let Harness {
+        addr,
+        triggers,
+        metrics,
+        server,
+        ..
+    } = Harness::signed().await;
     let (over_tx, over_rx) = oneshot::channel();
     let reconciling = tokio::spawn(reconciler(triggers, 50, over_rx));
     for i in 0..50 {
-        let reply = post_event(addr, "push", &format!("burst-{i}"), push_payload("refs/heads/main", &sha(100 + i)), SECRET).await;
+        let reply = post_event(
+            addr,
+            "push",
+            &format!("burst-{i}"),
+            push_payload("refs/heads/main", &sha(100 + i)),
+            SECRET,
+        )
+        .await;
         assert_eq!(reply.status, 202, "push {i}: {reply:?}");
     }
     let _ = over_tx.send(());
-    let (wakeups, batches) = tokio::time::timeout(TIMEOUT, reconciling).await.expect("reconciled").expect("task");
-    assert!((1..=2).contains(&wakeups), "{wakeups} wake-ups for 50 pushes");
+    let (wakeups, batches) = tokio::time::timeout(TIMEOUT, reconciling)
+        .await
+        .expect("reconciled")
+        .expect("task");
+    assert!(
+        (1..=2).contains(&wakeups),
+        "{wakeups} wake-ups for 50 pushes"
+    );
     let all: Vec<Trigger> = batches.concat();
     assert_eq!(all.len(), 50);
-    assert_eq!(newest_revision(batches.last().expect("a batch")), Some(sha(149).as_str()), "the last batch has the newest push");
+    assert_eq!(
+        newest_revision(batches.last().expect("a batch")),
+        Some(sha(149).as_str()),
+        "the last batch has the newest push"
+    );
     assert_eq!(metrics.webhook_requests(WebhookOutcome::Accepted), 50);
     server.shutdown().await;
 }
@@ -365,10 +545,20 @@ async fn fifty_pushes_in_a_burst_wake_the_reconciler_at_most_twice() {
 async fn fifty_pushes_before_the_reconciler_looks_are_one_batch() {
     let mut h = Harness::signed().await;
     for i in 0..50 {
-        let reply = post_event(h.addr, "push", &format!("b-{i}"), push_payload("refs/heads/main", &sha(200 + i)), SECRET).await;
+        let reply = post_event(
+            h.addr,
+            "push",
+            &format!("b-{i}"),
+            push_payload("refs/heads/main", &sha(200 + i)),
+            SECRET,
+        )
+        .await;
         assert_eq!(reply.status, 202, "push {i}: {reply:?}");
     }
-    let batch = tokio::time::timeout(TIMEOUT, h.triggers.next()).await.expect("woke").expect("batch");
+    let batch = tokio::time::timeout(TIMEOUT, h.triggers.next())
+        .await
+        .expect("woke")
+        .expect("batch");
     assert_eq!(batch.len(), 50, "one wake-up carries the whole burst");
     assert_eq!(newest_revision(&batch), Some(sha(249).as_str()));
     assert_eq!(h.triggers.try_next(), None);
@@ -394,24 +584,54 @@ async fn health_and_readiness() {
 }
 
 fn metric_value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[tokio::test]
 async fn metrics_are_openmetrics_and_count_webhook_outcomes() {
     let h = Harness::signed().await;
     let push = push_payload("refs/heads/main", &sha(8));
-    assert_eq!(post_event(h.addr, "push", "m-1", push.clone(), SECRET).await.status, 202);
-    assert_eq!(post_event(h.addr, "push", "m-1", push.clone(), SECRET).await.status, 202);
-    assert_eq!(post_event(h.addr, "push", "m-2", push.clone(), b"wrong").await.status, 401);
-    assert_eq!(post_event(h.addr, "push", "m-3", push.clone(), b"wrong").await.status, 401);
-    assert_eq!(post_event(h.addr, "ping", "m-4", b"{}".to_vec(), SECRET).await.status, 200);
-    h.metrics.inc_reconcile(capstan::serve::ReconcileResult::Success);
+    assert_eq!(
+        post_event(h.addr, "push", "m-1", push.clone(), SECRET)
+            .await
+            .status,
+        202
+    );
+    assert_eq!(
+        post_event(h.addr, "push", "m-1", push.clone(), SECRET)
+            .await
+            .status,
+        202
+    );
+    assert_eq!(
+        post_event(h.addr, "push", "m-2", push.clone(), b"wrong")
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        post_event(h.addr, "push", "m-3", push.clone(), b"wrong")
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        post_event(h.addr, "ping", "m-4", b"{}".to_vec(), SECRET)
+            .await
+            .status,
+        200
+    );
+    h.metrics
+        .inc_reconcile(capstan::serve::ReconcileResult::Success);
     h.metrics.set_clusters("Provisioned", 3);
 
     let reply = request(h.addr, "GET", "/metrics", &[], Vec::new()).await;
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(reply.header("content-type"), Some("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
     let text = &reply.body;
     for name in [
         "capstan_reconcile_duration_seconds",
@@ -423,15 +643,35 @@ async fn metrics_are_openmetrics_and_count_webhook_outcomes() {
     ] {
         assert!(text.contains(name), "{name} missing from\n{text}");
     }
-    let outcome = |o: &str| metric_value(text, &format!("capstan_webhook_requests_total{{outcome=\"{o}\"}}"));
+    let outcome = |o: &str| {
+        metric_value(
+            text,
+            &format!("capstan_webhook_requests_total{{outcome=\"{o}\"}}"),
+        )
+    };
     assert_eq!(outcome("accepted"), Some(1.0), "{text}");
     assert_eq!(outcome("duplicate"), Some(1.0), "{text}");
     assert_eq!(outcome("unauthorized"), Some(2.0), "{text}");
     assert_eq!(outcome("ignored"), Some(1.0), "{text}");
     assert_eq!(outcome("too_large"), Some(0.0), "{text}");
-    assert_eq!(metric_value(text, "capstan_reconciles_total{result=\"success\"}"), Some(1.0), "{text}");
-    assert_eq!(metric_value(text, "capstan_clusters{phase=\"Provisioned\"}"), Some(3.0), "{text}");
-    assert_eq!(metric_value(text, "capstan_reconcile_duration_seconds_count{stage=\"apply\"}"), Some(0.0), "{text}");
+    assert_eq!(
+        metric_value(text, "capstan_reconciles_total{result=\"success\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric_value(text, "capstan_clusters{phase=\"Provisioned\"}"),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric_value(
+            text,
+            "capstan_reconcile_duration_seconds_count{stage=\"apply\"}"
+        ),
+        Some(0.0),
+        "{text}"
+    );
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
     h.shutdown().await;
 }
@@ -441,7 +681,12 @@ async fn webhook_and_metrics_can_listen_apart() {
     let (tx, mut rx) = channel();
     let metrics = Arc::new(Metrics::new());
     let ready = ReadyFlag::new();
-    let state = ServerState::new(ServerConfig::new("main").with_webhook_secret(SECRET), tx, metrics, ready);
+    let state = ServerState::new(
+        ServerConfig::new("main").with_webhook_secret(SECRET),
+        tx,
+        metrics,
+        ready,
+    );
     let hook_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let ops_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let hook_addr = hook_listener.local_addr().expect("addr");
@@ -449,12 +694,51 @@ async fn webhook_and_metrics_can_listen_apart() {
     let hook = Server::spawn(hook_listener, webhook_router(state.clone()));
     let ops = Server::spawn(ops_listener, ops_router(state));
 
-    assert_eq!(post_event(hook_addr, "push", "s-1", push_payload("refs/heads/main", &sha(9)), SECRET).await.status, 202);
-    assert_eq!(post_event(ops_addr, "push", "s-2", push_payload("refs/heads/main", &sha(9)), SECRET).await.status, 404);
-    assert_eq!(request(hook_addr, "GET", "/metrics", &[], Vec::new()).await.status, 404);
+    assert_eq!(
+        post_event(
+            hook_addr,
+            "push",
+            "s-1",
+            push_payload("refs/heads/main", &sha(9)),
+            SECRET
+        )
+        .await
+        .status,
+        202
+    );
+    assert_eq!(
+        post_event(
+            ops_addr,
+            "push",
+            "s-2",
+            push_payload("refs/heads/main", &sha(9)),
+            SECRET
+        )
+        .await
+        .status,
+        404
+    );
+    assert_eq!(
+        request(hook_addr, "GET", "/metrics", &[], Vec::new())
+            .await
+            .status,
+        404
+    );
     let reply = request(ops_addr, "GET", "/metrics", &[], Vec::new()).await;
-    assert_eq!(metric_value(&reply.body, "capstan_webhook_requests_total{outcome=\"accepted\"}"), Some(1.0), "{reply:?}");
-    assert_eq!(request(ops_addr, "GET", "/healthz", &[], Vec::new()).await.status, 200);
+    assert_eq!(
+        metric_value(
+            &reply.body,
+            "capstan_webhook_requests_total{outcome=\"accepted\"}"
+        ),
+        Some(1.0),
+        "{reply:?}"
+    );
+    assert_eq!(
+        request(ops_addr, "GET", "/healthz", &[], Vec::new())
+            .await
+            .status,
+        200
+    );
     assert_eq!(rx.try_next(), Some(vec![webhook(&sha(9), "s-1")]));
 
     hook.shutdown().await;
@@ -482,11 +766,23 @@ async fn the_watcher_fires_on_a_file_write_but_not_for_git_or_editor_files() {
     write(&root.join(".git/objects/ab/cdef"), "blob");
     write(&root.join("clusters/mgmt/.cluster.yaml.swp"), "swap");
     write(&root.join("clusters/mgmt/cluster.yaml~"), "backup");
-    assert_eq!(next_within(&mut rx, Duration::from_secs(2)).await, None, "a .git/ or editor write fired a trigger");
+    assert_eq!(
+        next_within(&mut rx, Duration::from_secs(2)).await,
+        None,
+        "a .git/ or editor write fired a trigger"
+    );
 
-    write(&root.join("clusters/mgmt/cluster.yaml"), "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\n");
-    let batch = next_within(&mut rx, TIMEOUT).await.expect("a file write fires");
-    assert!(!batch.is_empty() && batch.iter().all(|t| *t == Trigger::LocalChange), "{batch:?}");
+    write(
+        &root.join("clusters/mgmt/cluster.yaml"),
+        "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\n",
+    );
+    let batch = next_within(&mut rx, TIMEOUT)
+        .await
+        .expect("a file write fires");
+    assert!(
+        !batch.is_empty() && batch.iter().all(|t| *t == Trigger::LocalChange),
+        "{batch:?}"
+    );
 
     watcher.stop();
 }

@@ -8,7 +8,9 @@ mod source_support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use capstan::source::{GitRef, GitSource, RemoteError, Revision, SourceConfig, SourceError, SyncOutcome};
+use capstan::source::{
+    GitRef, GitSource, RemoteError, Revision, SourceConfig, SourceError, SyncOutcome,
+};
 use capstan_layout::tree::{Entry, MAX_FILE_SIZE};
 use source_support::daemon::GitDaemon;
 use source_support::http::HttpGitServer;
@@ -28,7 +30,15 @@ fn fleet() -> Upstream {
 }
 
 fn config(url: String, reference: GitRef, cache: &Path) -> SourceConfig {
-    SourceConfig { url, reference, cache_dir: cache.to_path_buf(), ssh_key: None, known_hosts: None, shallow: false, ca_file: None }
+    SourceConfig {
+        url,
+        reference,
+        cache_dir: cache.to_path_buf(),
+        ssh_key: None,
+        known_hosts: None,
+        shallow: false,
+        ca_file: None,
+    }
 }
 
 fn branch() -> GitRef {
@@ -41,14 +51,20 @@ fn text(rev: &Revision) -> BTreeMap<String, String> {
         .entries
         .iter()
         .map(|(p, e)| match e {
-            Entry::File(b) => (p.display().to_string(), String::from_utf8(b.clone()).unwrap()),
+            Entry::File(b) => (
+                p.display().to_string(),
+                String::from_utf8(b.clone()).unwrap(),
+            ),
             other => panic!("{}: unexpected {other:?}", p.display()),
         })
         .collect()
 }
 
 fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
-    entries.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect()
+    entries
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect()
 }
 
 fn paths(entries: &[&str]) -> BTreeSet<PathBuf> {
@@ -85,13 +101,30 @@ fn follow_branch(up: &Upstream, cfg: SourceConfig) -> (GitSource, String, String
     assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(c1.clone()));
 
     let c2 = up.commit_and_push(
-        &[("clusters/mgmt/cluster.yaml", "kind: Cluster\nmetadata:\n  name: mgmt\n# v2\n"), ("clusters/mgmt/workload-clusters/prod/cluster.yaml", "prod")],
+        &[
+            (
+                "clusters/mgmt/cluster.yaml",
+                "kind: Cluster\nmetadata:\n  name: mgmt\n# v2\n",
+            ),
+            ("clusters/mgmt/workload-clusters/prod/cluster.yaml", "prod"),
+        ],
         &["README.md"],
         "second",
     );
-    assert_eq!(src.remote_commit().unwrap(), c2, "remote_commit sees the push");
-    assert!(!has_object(&cache, &c2), "remote_commit must not download the new commit");
-    assert_eq!(src.last_good().unwrap().commit, c1, "remote_commit does not change last_good");
+    assert_eq!(
+        src.remote_commit().unwrap(),
+        c2,
+        "remote_commit sees the push"
+    );
+    assert!(
+        !has_object(&cache, &c2),
+        "remote_commit must not download the new commit"
+    );
+    assert_eq!(
+        src.last_good().unwrap().commit,
+        c1,
+        "remote_commit does not change last_good"
+    );
 
     let (previous, rev) = updated(src.sync().unwrap());
     assert_eq!(previous.as_deref(), Some(c1.as_str()));
@@ -99,9 +132,17 @@ fn follow_branch(up: &Upstream, cfg: SourceConfig) -> (GitSource, String, String
     assert_eq!(text(&rev).len(), 3);
     assert_eq!(
         src.changed_paths(&c1, &c2).unwrap(),
-        paths(&["README.md", "clusters/mgmt/cluster.yaml", "clusters/mgmt/workload-clusters/prod/cluster.yaml"])
+        paths(&[
+            "README.md",
+            "clusters/mgmt/cluster.yaml",
+            "clusters/mgmt/workload-clusters/prod/cluster.yaml"
+        ])
     );
-    assert_eq!(src.changed_paths(&c2, &c1).unwrap().len(), 3, "the diff is symmetric in its paths");
+    assert_eq!(
+        src.changed_paths(&c2, &c1).unwrap().len(),
+        3,
+        "the diff is symmetric in its paths"
+    );
     assert!(src.changed_paths(&c2, &c2).unwrap().is_empty());
     assert_eq!(src.last_good().unwrap().commit, c2);
     assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(c2.clone()));
@@ -120,17 +161,32 @@ fn git_daemon_clone_and_follow_branch() {
     let up = fleet();
     let daemon = GitDaemon::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
-    follow_branch(&up, config(daemon.url("repo.git"), branch(), &cache.path().join("mirror")));
+    follow_branch(
+        &up,
+        config(
+            daemon.url("repo.git"),
+            branch(),
+            &cache.path().join("mirror"),
+        ),
+    );
 }
 
 #[test]
 fn local_path_clone_and_follow_branch() {
     let up = fleet();
     let cache = tempfile::tempdir().unwrap();
-    follow_branch(&up, config(up.path_url(), branch(), &cache.path().join("mirror")));
+    follow_branch(
+        &up,
+        config(up.path_url(), branch(), &cache.path().join("mirror")),
+    );
     // file:// works the same.
     let cache2 = tempfile::tempdir().unwrap();
-    let mut src = GitSource::open(config(format!("file://{}", up.path_url()), branch(), cache2.path())).unwrap();
+    let mut src = GitSource::open(config(
+        format!("file://{}", up.path_url()),
+        branch(),
+        cache2.path(),
+    ))
+    .unwrap();
     assert_eq!(updated(src.sync().unwrap()).1.commit, up.head());
 }
 
@@ -141,7 +197,11 @@ fn http_clone_and_follow_branch_and_remote_commit_only_lists_refs() {
     let cache = tempfile::tempdir().unwrap();
     let mirror = cache.path().join("mirror");
     let (mut src, _c1, c2) = follow_branch(&up, config(server.url("repo.git"), branch(), &mirror));
-    assert!(server.log().iter().any(|r| r.is_fetch()), "the syncs fetched packs: {:?}", server.log());
+    assert!(
+        server.log().iter().any(|r| r.is_fetch()),
+        "the syncs fetched packs: {:?}",
+        server.log()
+    );
 
     // The cheap check: handshake (GET info/refs) and, with protocol v2, one ls-refs POST. No fetch.
     let c3 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v3")], &[], "third");
@@ -151,12 +211,22 @@ fn http_clone_and_follow_branch_and_remote_commit_only_lists_refs() {
     let log = server.log();
     assert!(!log.is_empty());
     for r in &log {
-        let listing = (r.method == "GET" && r.path == "/repo.git/info/refs" && r.query == "service=git-upload-pack")
-            || (r.method == "POST" && r.path == "/repo.git/git-upload-pack" && r.command.as_deref() == Some("ls-refs"));
-        assert!(listing, "remote_commit made a request other than listing refs: {r:?} (all: {log:?})");
+        let listing = (r.method == "GET"
+            && r.path == "/repo.git/info/refs"
+            && r.query == "service=git-upload-pack")
+            || (r.method == "POST"
+                && r.path == "/repo.git/git-upload-pack"
+                && r.command.as_deref() == Some("ls-refs"));
+        assert!(
+            listing,
+            "remote_commit made a request other than listing refs: {r:?} (all: {log:?})"
+        );
         assert_eq!(r.status, 200);
     }
-    assert!(log.iter().any(|r| r.command.as_deref() == Some("ls-refs")), "protocol v2 is used: {log:?}");
+    assert!(
+        log.iter().any(|r| r.command.as_deref() == Some("ls-refs")),
+        "protocol v2 is used: {log:?}"
+    );
     assert_eq!(packs(&mirror), packs_before, "no pack was written");
     assert!(!has_object(&mirror, &c3));
     assert_eq!(src.last_good().unwrap().commit, c2);
@@ -166,7 +236,11 @@ fn http_clone_and_follow_branch_and_remote_commit_only_lists_refs() {
     assert_eq!(rev.commit, c3);
     server.clear_log();
     assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(c3));
-    assert!(server.log().iter().all(|r| !r.is_fetch()), "an unchanged sync fetched: {:?}", server.log());
+    assert!(
+        server.log().iter().all(|r| !r.is_fetch()),
+        "an unchanged sync fetched: {:?}",
+        server.log()
+    );
 }
 
 #[test]
@@ -182,7 +256,10 @@ fn ssh_clone_and_follow_branch_with_a_read_only_deploy_key() {
     // The deploy key can only run git-upload-pack: no push, no shell.
     let push = sshd.run_as_deploy_key(&format!("git-receive-pack '{}'", up.bare.display()));
     assert!(!push.status.success());
-    assert!(String::from_utf8_lossy(&push.stderr).contains("read-only"), "{push:?}");
+    assert!(
+        String::from_utf8_lossy(&push.stderr).contains("read-only"),
+        "{push:?}"
+    );
     let shell = sshd.run_as_deploy_key("id");
     assert!(!shell.status.success(), "{shell:?}");
 }
@@ -203,11 +280,20 @@ fn ssh_protocol_v0_server_and_pinned_commit_fallback() {
     // unless uploadpack.allowReachableSHA1InWant is set; the source then fetches all branches and
     // tags and finds the commit there.
     let pinned = cache.path().join("pinned");
-    let mut src = GitSource::open(with_keys(config(sshd.url(&up.bare), GitRef::Commit(c1.clone()), &pinned))).unwrap();
+    let mut src = GitSource::open(with_keys(config(
+        sshd.url(&up.bare),
+        GitRef::Commit(c1.clone()),
+        &pinned,
+    )))
+    .unwrap();
     let (_, rev) = updated(src.sync().unwrap());
     assert_eq!(rev.commit, c1);
     assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
-    assert_ne!(git(&pinned, &["for-each-ref", "refs/capstan/all"]), "", "the fallback was used");
+    assert_ne!(
+        git(&pinned, &["for-each-ref", "refs/capstan/all"]),
+        "",
+        "the fallback was used"
+    );
     assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(c1.clone()));
 
     // Following a branch works over v0 as well; `shallow` falls back to a full fetch there.
@@ -220,7 +306,10 @@ fn ssh_protocol_v0_server_and_pinned_commit_fallback() {
     assert!(!mirror.join("shallow").exists() && has_object(&mirror, &c1));
     let c3 = up.commit_and_push(&[("x.yaml", "x")], &[], "third");
     let (previous, rev) = updated(src.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(c2.as_str()), c3.as_str()));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(c2.as_str()), c3.as_str())
+    );
     assert_eq!(src.changed_paths(&c2, &c3).unwrap(), paths(&["x.yaml"]));
 }
 
@@ -237,7 +326,10 @@ fn ssh_host_key_is_checked_against_known_hosts() {
     cfg.known_hosts = Some(other);
     let mut src = GitSource::open(cfg).unwrap();
     let err = src.sync().unwrap_err();
-    assert!(matches!(err, SourceError::Remote(RemoteError::List { .. })), "{err:?}");
+    assert!(
+        matches!(err, SourceError::Remote(RemoteError::List { .. })),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains(&url) && msg.contains("branch main"), "{msg}");
     assert!(src.last_good().is_none());
@@ -256,8 +348,17 @@ fn tags_annotated_and_lightweight() {
 
     for (tag, annotated) in [("v1", true), ("light1", false)] {
         let mirror = cache.path().join(tag);
-        let mut src = GitSource::open(config(daemon.url("repo.git"), GitRef::Tag(tag.into()), &mirror)).unwrap();
-        assert_eq!(src.remote_commit().unwrap(), c1, "{tag} peels to the commit");
+        let mut src = GitSource::open(config(
+            daemon.url("repo.git"),
+            GitRef::Tag(tag.into()),
+            &mirror,
+        ))
+        .unwrap();
+        assert_eq!(
+            src.remote_commit().unwrap(),
+            c1,
+            "{tag} peels to the commit"
+        );
         let (_, rev) = updated(src.sync().unwrap());
         assert_eq!(rev.commit, c1, "{tag}");
         assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
@@ -267,14 +368,32 @@ fn tags_annotated_and_lightweight() {
     }
 
     // Moving a tag is an update like any other.
-    let mut src = GitSource::open(config(daemon.url("repo.git"), GitRef::Tag("v1".into()), &cache.path().join("v1"))).unwrap();
-    assert_eq!(updated(src.sync().unwrap()).0.as_deref(), Some(c1.as_str()), "after reopening, previous is the synced tag");
-    git(&up.work, &["tag", "-f", "-a", "-m", "release 1 again", "v1", &c2]);
+    let mut src = GitSource::open(config(
+        daemon.url("repo.git"),
+        GitRef::Tag("v1".into()),
+        &cache.path().join("v1"),
+    ))
+    .unwrap();
+    assert_eq!(
+        updated(src.sync().unwrap()).0.as_deref(),
+        Some(c1.as_str()),
+        "after reopening, previous is the synced tag"
+    );
+    git(
+        &up.work,
+        &["tag", "-f", "-a", "-m", "release 1 again", "v1", &c2],
+    );
     up.push();
     assert_eq!(src.remote_commit().unwrap(), c2);
     let (previous, rev) = updated(src.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(c1.as_str()), c2.as_str()));
-    assert_eq!(src.changed_paths(&c1, &c2).unwrap(), paths(&["clusters/mgmt/cluster.yaml"]));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(c1.as_str()), c2.as_str())
+    );
+    assert_eq!(
+        src.changed_paths(&c1, &c2).unwrap(),
+        paths(&["clusters/mgmt/cluster.yaml"])
+    );
 }
 
 #[test]
@@ -287,10 +406,19 @@ fn pinned_commit() {
     let daemon = GitDaemon::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
 
-    for (name, url) in [("http", server.url("repo.git")), ("git", daemon.url("repo.git")), ("path", up.path_url())] {
+    for (name, url) in [
+        ("http", server.url("repo.git")),
+        ("git", daemon.url("repo.git")),
+        ("path", up.path_url()),
+    ] {
         for (i, pinned) in [&c1, &c2].into_iter().enumerate() {
             let mirror = cache.path().join(format!("{name}-{i}"));
-            let mut src = GitSource::open(config(url.clone(), GitRef::Commit(pinned.to_uppercase()), &mirror)).unwrap();
+            let mut src = GitSource::open(config(
+                url.clone(),
+                GitRef::Commit(pinned.to_uppercase()),
+                &mirror,
+            ))
+            .unwrap();
             assert_eq!(&src.remote_commit().unwrap(), pinned);
             let (previous, rev) = updated(src.sync().unwrap());
             assert_eq!(previous, None);
@@ -299,7 +427,11 @@ fn pinned_commit() {
             assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], expected, "{name}");
             assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(pinned.clone()));
             // Fetched by id (protocol v2), not through the fetch-everything fallback.
-            assert_eq!(git(&mirror, &["for-each-ref", "refs/capstan/all"]), "", "{name}");
+            assert_eq!(
+                git(&mirror, &["for-each-ref", "refs/capstan/all"]),
+                "",
+                "{name}"
+            );
         }
     }
     // Pinned-commit syncs go by id: over http only a fetch of the wanted commit, which the
@@ -309,10 +441,21 @@ fn pinned_commit() {
     // A commit the remote does not have.
     let missing = "0123456789abcdef0123456789abcdef01234567";
     let url = server.url("repo.git");
-    let mut src = GitSource::open(config(url.clone(), GitRef::Commit(missing.into()), &cache.path().join("missing"))).unwrap();
+    let mut src = GitSource::open(config(
+        url.clone(),
+        GitRef::Commit(missing.into()),
+        &cache.path().join("missing"),
+    ))
+    .unwrap();
     let err = src.sync().unwrap_err();
-    assert!(matches!(err, SourceError::Remote(RemoteError::CommitNotFound { .. })), "{err:?}");
-    assert!(err.to_string().contains(missing) && err.to_string().contains(&url), "{err}");
+    assert!(
+        matches!(err, SourceError::Remote(RemoteError::CommitNotFound { .. })),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(missing) && err.to_string().contains(&url),
+        "{err}"
+    );
 }
 
 #[test]
@@ -328,7 +471,10 @@ fn remote_down_keeps_last_good_and_recovers_on_the_same_port() {
     let c2 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v2")], &[], "while down");
     let err = src.sync().unwrap_err();
     assert!(err.to_string().contains(&url), "error names the URL: {err}");
-    assert!(err.to_string().contains("branch main"), "error names the ref: {err}");
+    assert!(
+        err.to_string().contains("branch main"),
+        "error names the ref: {err}"
+    );
     assert!(src.remote_commit().is_err());
     let last = src.last_good().expect("last_good survives the outage");
     assert_eq!(last.commit, c1);
@@ -337,8 +483,14 @@ fn remote_down_keeps_last_good_and_recovers_on_the_same_port() {
     daemon.restart();
     assert_eq!(daemon.url("repo.git"), url);
     let (previous, rev) = updated(src.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(c1.as_str()), c2.as_str()));
-    assert_eq!(src.changed_paths(&c1, &c2).unwrap(), paths(&["clusters/mgmt/cluster.yaml"]));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(c1.as_str()), c2.as_str())
+    );
+    assert_eq!(
+        src.changed_paths(&c1, &c2).unwrap(),
+        paths(&["clusters/mgmt/cluster.yaml"])
+    );
 }
 
 #[test]
@@ -347,7 +499,8 @@ fn force_push_to_unrelated_history() {
     let server = HttpGitServer::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let url = server.url("repo.git");
-    let mut src = GitSource::open(config(url.clone(), branch(), &cache.path().join("full"))).unwrap();
+    let mut src =
+        GitSource::open(config(url.clone(), branch(), &cache.path().join("full"))).unwrap();
     let c1 = updated(src.sync().unwrap()).1.commit;
 
     // Keep README.md byte-identical, change one file, drop one, add one.
@@ -356,8 +509,14 @@ fn force_push_to_unrelated_history() {
         ("clusters/mgmt/cluster.yaml", "rewritten"),
         ("clusters/other/cluster.yaml", "other"),
     ]);
-    let ancestor = source_support::git_command(&up.bare).args(["merge-base", "--is-ancestor", &c1, &rewritten]).status().unwrap();
-    assert!(!ancestor.success(), "the new tip does not descend from the old one");
+    let ancestor = source_support::git_command(&up.bare)
+        .args(["merge-base", "--is-ancestor", &c1, &rewritten])
+        .status()
+        .unwrap();
+    assert!(
+        !ancestor.success(),
+        "the new tip does not descend from the old one"
+    );
 
     assert_eq!(src.remote_commit().unwrap(), rewritten);
     let (previous, rev) = updated(src.sync().unwrap());
@@ -365,12 +524,20 @@ fn force_push_to_unrelated_history() {
     assert_eq!(rev.commit, rewritten);
     assert_eq!(
         text(&rev),
-        map(&[("README.md", README), ("clusters/mgmt/cluster.yaml", "rewritten"), ("clusters/other/cluster.yaml", "other")])
+        map(&[
+            ("README.md", README),
+            ("clusters/mgmt/cluster.yaml", "rewritten"),
+            ("clusters/other/cluster.yaml", "other")
+        ])
     );
     // The old commit is still in the mirror, so the tree diff stays exact across the rewrite.
     assert_eq!(
         src.changed_paths(&c1, &rewritten).unwrap(),
-        paths(&["clusters/mgmt/cluster.yaml", "clusters/mgmt/workload-clusters/dev/cluster.yaml", "clusters/other/cluster.yaml"])
+        paths(&[
+            "clusters/mgmt/cluster.yaml",
+            "clusters/mgmt/workload-clusters/dev/cluster.yaml",
+            "clusters/other/cluster.yaml"
+        ])
     );
 
     // A shallow mirror that never saw the old history (a replica, or a wiped cache) cannot diff:
@@ -381,7 +548,10 @@ fn force_push_to_unrelated_history() {
     assert_eq!(updated(fresh.sync().unwrap()).1.commit, rewritten);
     let err = fresh.changed_paths(&c1, &rewritten).unwrap_err();
     assert!(err.everything_changed(), "{err:?}");
-    assert!(err.to_string().contains(&c1) && err.to_string().contains(&url), "{err}");
+    assert!(
+        err.to_string().contains(&c1) && err.to_string().contains(&url),
+        "{err}"
+    );
     // A commit that was never fetched on the `to` side is a different error.
     let err = fresh.changed_paths(&rewritten, &c1).unwrap_err();
     assert!(!err.everything_changed(), "{err:?}");
@@ -389,14 +559,24 @@ fn force_push_to_unrelated_history() {
     // A force-push seen by the shallow mirror: still depth 1, still an exact diff.
     let again = up.force_push_unrelated(&[("README.md", "again")]);
     let (previous, rev) = updated(fresh.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(rewritten.as_str()), again.as_str()));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(rewritten.as_str()), again.as_str())
+    );
     assert_eq!(text(&rev), map(&[("README.md", "again")]));
     assert_eq!(
         fresh.changed_paths(&rewritten, &again).unwrap(),
-        paths(&["README.md", "clusters/mgmt/cluster.yaml", "clusters/other/cluster.yaml"])
+        paths(&[
+            "README.md",
+            "clusters/mgmt/cluster.yaml",
+            "clusters/other/cluster.yaml"
+        ])
     );
     let (_, rev) = updated(src.sync().unwrap());
-    assert_eq!(rev.commit, again, "the full mirror follows the second rewrite too");
+    assert_eq!(
+        rev.commit, again,
+        "the full mirror follows the second rewrite too"
+    );
 }
 
 #[test]
@@ -408,7 +588,10 @@ fn http_protocol_v0_server() {
     let server = HttpGitServer::start_v0(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let url = server.url("repo.git");
-    let (mut src, _, c2) = follow_branch(&up, config(url.clone(), branch(), &cache.path().join("branch")));
+    let (mut src, _, c2) = follow_branch(
+        &up,
+        config(url.clone(), branch(), &cache.path().join("branch")),
+    );
 
     // v0 advertises every ref in the GET; listing is that one request.
     let c3 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v3")], &[], "third");
@@ -416,21 +599,34 @@ fn http_protocol_v0_server() {
     assert_eq!(src.remote_commit().unwrap(), c3);
     let log = server.log();
     assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!((log[0].method.as_str(), log[0].path.as_str()), ("GET", "/repo.git/info/refs"));
+    assert_eq!(
+        (log[0].method.as_str(), log[0].path.as_str()),
+        ("GET", "/repo.git/info/refs")
+    );
     assert_eq!(log[0].command, None, "protocol v0: {log:?}");
 
     // Annotated tags are advertised peeled.
-    let mut tag = GitSource::open(config(url.clone(), GitRef::Tag("v1".into()), &cache.path().join("tag"))).unwrap();
+    let mut tag = GitSource::open(config(
+        url.clone(),
+        GitRef::Tag("v1".into()),
+        &cache.path().join("tag"),
+    ))
+    .unwrap();
     assert_eq!(tag.remote_commit().unwrap(), c1);
     assert_eq!(updated(tag.sync().unwrap()).1.commit, c1);
 
     // A pinned commit that is not a ref tip: smart HTTP v0 (stateless) still serves reachable
     // commits by id.
     let pinned = cache.path().join("pinned");
-    let mut src = GitSource::open(config(url.clone(), GitRef::Commit(c2.clone()), &pinned)).unwrap();
+    let mut src =
+        GitSource::open(config(url.clone(), GitRef::Commit(c2.clone()), &pinned)).unwrap();
     let (_, rev) = updated(src.sync().unwrap());
     assert_eq!(rev.commit, c2);
-    assert_eq!(git(&pinned, &["for-each-ref", "refs/capstan/all"]), "", "fetched by id");
+    assert_eq!(
+        git(&pinned, &["for-each-ref", "refs/capstan/all"]),
+        "",
+        "fetched by id"
+    );
 
     // `shallow` against a v0 server: gix would send `deepen-relative` along (see
     // source::remote), so the source fetches the full history on purpose, and it works.
@@ -456,7 +652,12 @@ fn shallow_clone_over_http_git_and_ssh() {
 
     let c4 = {
         let mut last = c3.clone();
-        for (name, url) in [("http", server.url("repo.git")), ("git", daemon.url("repo.git")), ("ssh", sshd.url(&up.bare)), ("path", up.path_url())] {
+        for (name, url) in [
+            ("http", server.url("repo.git")),
+            ("git", daemon.url("repo.git")),
+            ("ssh", sshd.url(&up.bare)),
+            ("path", up.path_url()),
+        ] {
             let mirror = cache.path().join(name);
             let mut cfg = config(url, branch(), &mirror);
             cfg.shallow = true;
@@ -465,20 +666,42 @@ fn shallow_clone_over_http_git_and_ssh() {
             let mut src = GitSource::open(cfg).unwrap();
             let (_, rev) = updated(src.sync().unwrap());
             assert_eq!(rev.commit, last, "{name}");
-            assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], if last == c3 { "v3" } else { "v4" });
-            assert!(mirror.join("shallow").is_file(), "{name}: the mirror is shallow");
+            assert_eq!(
+                text(&rev)["clusters/mgmt/cluster.yaml"],
+                if last == c3 { "v3" } else { "v4" }
+            );
+            assert!(
+                mirror.join("shallow").is_file(),
+                "{name}: the mirror is shallow"
+            );
             assert!(has_object(&mirror, &last), "{name}");
-            assert!(!has_object(&mirror, &c2) && !has_object(&mirror, &c1), "{name}: history beyond depth 1 was not fetched");
+            assert!(
+                !has_object(&mirror, &c2) && !has_object(&mirror, &c1),
+                "{name}: history beyond depth 1 was not fetched"
+            );
 
             // Following the branch stays shallow and diffs stay exact (both tips are present).
-            let next = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v4"), (&format!("{name}.txt"), name)], &[], name);
+            let next = up.commit_and_push(
+                &[
+                    ("clusters/mgmt/cluster.yaml", "v4"),
+                    (&format!("{name}.txt"), name),
+                ],
+                &[],
+                name,
+            );
             let (previous, rev) = updated(src.sync().unwrap());
-            assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(last.as_str()), next.as_str()));
+            assert_eq!(
+                (previous.as_deref(), rev.commit.as_str()),
+                (Some(last.as_str()), next.as_str())
+            );
             let mut expected = vec![format!("{name}.txt")];
             if last == c3 {
                 expected.push("clusters/mgmt/cluster.yaml".into());
             }
-            assert_eq!(src.changed_paths(&last, &next).unwrap(), expected.iter().map(PathBuf::from).collect());
+            assert_eq!(
+                src.changed_paths(&last, &next).unwrap(),
+                expected.iter().map(PathBuf::from).collect()
+            );
             assert!(!has_object(&mirror, &c2), "{name}: still shallow");
             last = next;
         }
@@ -507,9 +730,16 @@ fn reopening_the_cache_does_not_reclone() {
     let mut src = GitSource::open(cfg.clone()).unwrap();
     assert!(src.last_good().is_none());
     let (previous, rev) = updated(src.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(c1.as_str()), c1.as_str()));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(c1.as_str()), c1.as_str())
+    );
     assert_eq!(text(&rev).len(), 3);
-    assert!(server.log().iter().all(|r| !r.is_fetch()), "reopening fetched: {:?}", server.log());
+    assert!(
+        server.log().iter().all(|r| !r.is_fetch()),
+        "reopening fetched: {:?}",
+        server.log()
+    );
     assert_eq!(packs(&mirror), packs_before);
     drop(src);
 
@@ -518,11 +748,20 @@ fn reopening_the_cache_does_not_reclone() {
     server.clear_log();
     let mut src = GitSource::open(cfg).unwrap();
     let (previous, rev) = updated(src.sync().unwrap());
-    assert_eq!((previous.as_deref(), rev.commit.as_str()), (Some(c1.as_str()), c2.as_str()));
-    assert_eq!(src.changed_paths(&c1, &c2).unwrap(), paths(&["clusters/mgmt/cluster.yaml"]));
+    assert_eq!(
+        (previous.as_deref(), rev.commit.as_str()),
+        (Some(c1.as_str()), c2.as_str())
+    );
+    assert_eq!(
+        src.changed_paths(&c1, &c2).unwrap(),
+        paths(&["clusters/mgmt/cluster.yaml"])
+    );
     let after = packs(&mirror);
     assert_eq!(after.len(), packs_before.len() + 1);
-    assert!(packs_before.iter().all(|p| after.contains(p)), "old packs are kept");
+    assert!(
+        packs_before.iter().all(|p| after.contains(p)),
+        "old packs are kept"
+    );
     assert_eq!(server.log().iter().filter(|r| r.is_fetch()).count(), 1);
 
     // A different URL on the same cache: the old tracking state is dropped, not reused.
@@ -559,24 +798,49 @@ fn symlinks_and_large_files() {
     let (_, rev) = updated(src.sync().unwrap());
     assert_eq!(rev.commit, c);
     let e = &rev.tree.entries;
-    let escaping = |p: &str, target: &str| assert_eq!(e[Path::new(p)], Entry::EscapingSymlink(PathBuf::from(target)), "{p}");
+    let escaping = |p: &str, target: &str| {
+        assert_eq!(
+            e[Path::new(p)],
+            Entry::EscapingSymlink(PathBuf::from(target)),
+            "{p}"
+        )
+    };
     escaping("clusters/mgmt/evil.yaml", "../../../etc/passwd");
     escaping("absolute.yaml", "/etc/passwd");
     escaping("dangling.yaml", "missing.yaml");
     escaping("clusters/loop", "..");
     escaping("up-and-out", "clusters/mgmt/../../..");
     assert_eq!(e[Path::new("alias.yaml")], Entry::File(MGMT.into()));
-    assert_eq!(e[Path::new("alias-of-alias.yaml")], Entry::File(MGMT.into()));
-    assert_eq!(e[Path::new("clusters/mgmt/dev-link/cluster.yaml")], Entry::File(DEV.into()));
+    assert_eq!(
+        e[Path::new("alias-of-alias.yaml")],
+        Entry::File(MGMT.into())
+    );
+    assert_eq!(
+        e[Path::new("clusters/mgmt/dev-link/cluster.yaml")],
+        Entry::File(DEV.into())
+    );
     assert_eq!(e[Path::new("big.bin")], Entry::TooLarge(MAX_FILE_SIZE + 1));
 
     // A change behind a link shows up at the link's path too.
-    let c2 = up.commit_and_push(&[("clusters/mgmt/workload-clusters/dev/cluster.yaml", "changed")], &[], "dev");
+    let c2 = up.commit_and_push(
+        &[(
+            "clusters/mgmt/workload-clusters/dev/cluster.yaml",
+            "changed",
+        )],
+        &[],
+        "dev",
+    );
     let (_, rev) = updated(src.sync().unwrap());
-    assert_eq!(rev.tree.entries[Path::new("clusters/mgmt/dev-link/cluster.yaml")], Entry::File(b"changed".to_vec()));
+    assert_eq!(
+        rev.tree.entries[Path::new("clusters/mgmt/dev-link/cluster.yaml")],
+        Entry::File(b"changed".to_vec())
+    );
     assert_eq!(
         src.changed_paths(&c, &c2).unwrap(),
-        paths(&["clusters/mgmt/dev-link/cluster.yaml", "clusters/mgmt/workload-clusters/dev/cluster.yaml"])
+        paths(&[
+            "clusters/mgmt/dev-link/cluster.yaml",
+            "clusters/mgmt/workload-clusters/dev/cluster.yaml"
+        ])
     );
 }
 
@@ -586,18 +850,40 @@ fn configuration_and_ref_errors_name_the_url_and_ref() {
     let cache = tempfile::tempdir().unwrap();
     let url = up.path_url();
 
-    let bad = GitSource::open(config(url.clone(), GitRef::Commit("abc123".into()), cache.path())).unwrap_err();
+    let bad = GitSource::open(config(
+        url.clone(),
+        GitRef::Commit("abc123".into()),
+        cache.path(),
+    ))
+    .unwrap_err();
     assert!(matches!(bad, SourceError::InvalidConfig { .. }), "{bad:?}");
-    assert!(bad.to_string().contains("abc123") && bad.to_string().contains(&url), "{bad}");
+    assert!(
+        bad.to_string().contains("abc123") && bad.to_string().contains(&url),
+        "{bad}"
+    );
 
     let mut cfg = config(url.clone(), branch(), cache.path());
     cfg.ssh_key = Some(cache.path().join("no-such-key"));
-    assert!(matches!(GitSource::open(cfg).unwrap_err(), SourceError::InvalidConfig { .. }));
+    assert!(matches!(
+        GitSource::open(cfg).unwrap_err(),
+        SourceError::InvalidConfig { .. }
+    ));
 
-    let mut src = GitSource::open(config(url.clone(), GitRef::Branch("nope".into()), cache.path())).unwrap();
+    let mut src = GitSource::open(config(
+        url.clone(),
+        GitRef::Branch("nope".into()),
+        cache.path(),
+    ))
+    .unwrap();
     let err = src.sync().unwrap_err();
-    assert!(matches!(err, SourceError::Remote(RemoteError::RefNotFound { .. })), "{err:?}");
-    assert_eq!(err.to_string(), format!("branch nope does not exist at {url}"));
+    assert!(
+        matches!(err, SourceError::Remote(RemoteError::RefNotFound { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("branch nope does not exist at {url}")
+    );
     assert!(src.remote_commit().is_err());
 
     let not_a_repo = cache.path().join("file");
@@ -606,19 +892,47 @@ fn configuration_and_ref_errors_name_the_url_and_ref() {
     let err = GitSource::open(config(url.clone(), branch(), &not_a_repo)).unwrap_err();
     assert!(matches!(err, SourceError::Mirror(_)), "{err:?}");
 
-    let mut src = GitSource::open(config(format!("{url}-missing"), branch(), &cache.path().join("m2"))).unwrap();
+    let mut src = GitSource::open(config(
+        format!("{url}-missing"),
+        branch(),
+        &cache.path().join("m2"),
+    ))
+    .unwrap();
     let err = src.sync().unwrap_err();
     assert!(err.to_string().contains(&format!("{url}-missing")), "{err}");
 
     // Credentials in URLs never reach messages.
-    let mut src = GitSource::open(config("http://user:s3cret@127.0.0.1:1/repo.git".into(), branch(), &cache.path().join("m3"))).unwrap();
+    let mut src = GitSource::open(config(
+        "http://user:s3cret@127.0.0.1:1/repo.git".into(),
+        branch(),
+        &cache.path().join("m3"),
+    ))
+    .unwrap();
     let err = src.sync().unwrap_err();
-    assert!(!err.to_string().contains("s3cret") && !format!("{err:?}").contains("s3cret"), "{err}");
-    assert!(err.to_string().contains("http://user:***@127.0.0.1:1/repo.git"), "{err}");
-    let mut src = GitSource::open(config("http://ghp_t0ken@127.0.0.1:1/repo.git".into(), branch(), &cache.path().join("m4"))).unwrap();
+    assert!(
+        !err.to_string().contains("s3cret") && !format!("{err:?}").contains("s3cret"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("http://user:***@127.0.0.1:1/repo.git"),
+        "{err}"
+    );
+    let mut src = GitSource::open(config(
+        "http://ghp_t0ken@127.0.0.1:1/repo.git".into(),
+        branch(),
+        &cache.path().join("m4"),
+    ))
+    .unwrap();
     let err = src.sync().unwrap_err();
-    assert!(!err.to_string().contains("t0ken") && !format!("{err:?}").contains("t0ken"), "{err}");
+    assert!(
+        !err.to_string().contains("t0ken") && !format!("{err:?}").contains("t0ken"),
+        "{err}"
+    );
     assert!(!format!("{src:?}").contains("t0ken"));
     let stored = git(&cache.path().join("m4"), &["config", "remote.origin.url"]);
-    assert_eq!(stored, "http://***@127.0.0.1:1/repo.git", "no credential on disk");
+    assert_eq!(
+        stored, "http://***@127.0.0.1:1/repo.git",
+        "no credential on disk"
+    );
 }

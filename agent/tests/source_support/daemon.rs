@@ -18,7 +18,11 @@ impl GitDaemon {
         for _ in 0..5 {
             let port = free_port();
             if let Some(process) = spawn(root, port) {
-                return GitDaemon { port, root: root.to_path_buf(), process: Some(process) };
+                return GitDaemon {
+                    port,
+                    root: root.to_path_buf(),
+                    process: Some(process),
+                };
             }
         }
         panic!("git daemon did not start");
@@ -65,5 +69,9 @@ fn spawn(root: &Path, port: u16) -> Option<Process> {
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     let mut p = Process::spawn(cmd, "git daemon");
-    if wait_for_port(port, p.child()) { Some(p) } else { None }
+    if wait_for_port(port, p.child()) {
+        Some(p)
+    } else {
+        None
+    }
 }

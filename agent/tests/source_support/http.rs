@@ -49,9 +49,15 @@ impl HttpGitServer {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         capstan_harness::install_crypto_provider();
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().expect("certificate PEM");
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .expect("certificate PEM");
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
-        let config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).expect("server config");
+        let config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config");
         Self::start_with(root, true, Some(Arc::new(config)))
     }
 
@@ -78,14 +84,20 @@ impl HttpGitServer {
                     let (log, root, tls) = (log.clone(), root.clone(), tls.clone());
                     std::thread::spawn(move || {
                         let served = match tls {
-                            None => serve(conn, &root, &log, v2).and_then(|c| c.shutdown(std::net::Shutdown::Both)),
+                            None => serve(conn, &root, &log, v2)
+                                .and_then(|c| c.shutdown(std::net::Shutdown::Both)),
                             Some(config) => {
-                                let session = rustls::ServerConnection::new(config).map_err(std::io::Error::other);
-                                session.and_then(|s| serve(rustls::StreamOwned::new(s, conn), &root, &log, v2)).map(|mut s| {
-                                    s.conn.send_close_notify();
-                                    let _ = s.flush();
-                                    let _ = s.sock.shutdown(std::net::Shutdown::Both);
-                                })
+                                let session = rustls::ServerConnection::new(config)
+                                    .map_err(std::io::Error::other);
+                                session
+                                    .and_then(|s| {
+                                        serve(rustls::StreamOwned::new(s, conn), &root, &log, v2)
+                                    })
+                                    .map(|mut s| {
+                                        s.conn.send_close_notify();
+                                        let _ = s.flush();
+                                        let _ = s.sock.shutdown(std::net::Shutdown::Both);
+                                    })
                             }
                         };
                         if let Err(e) = served {
@@ -95,11 +107,21 @@ impl HttpGitServer {
                 }
             })
         };
-        HttpGitServer { port, tls: is_tls, stop, log, thread: Some(thread) }
+        HttpGitServer {
+            port,
+            tls: is_tls,
+            stop,
+            log,
+            thread: Some(thread),
+        }
     }
 
     pub fn url(&self, name: &str) -> String {
-        if self.tls { format!("https://localhost:{}/{name}", self.port) } else { format!("http://127.0.0.1:{}/{name}", self.port) }
+        if self.tls {
+            format!("https://localhost:{}/{name}", self.port)
+        } else {
+            format!("http://127.0.0.1:{}/{name}", self.port)
+        }
     }
 
     /// Everything served so far.
@@ -124,7 +146,12 @@ impl Drop for HttpGitServer {
 }
 
 /// Serves one request on `conn` and hands the connection back for closing.
-fn serve<S: Read + Write>(conn: S, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2: bool) -> std::io::Result<S> {
+fn serve<S: Read + Write>(
+    conn: S,
+    root: &PathBuf,
+    log: &Mutex<Vec<Logged>>,
+    v2: bool,
+) -> std::io::Result<S> {
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
@@ -149,7 +176,10 @@ fn serve<S: Read + Write>(conn: S, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2:
         let mut b = vec![0; len.parse().unwrap_or(0)];
         reader.read_exact(&mut b)?;
         b
-    } else if headers.get("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
         read_chunked(&mut reader)?
     } else {
         Vec::new()
@@ -170,13 +200,22 @@ fn serve<S: Read + Write>(conn: S, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2:
         .env("PATH_INFO", path)
         .env("QUERY_STRING", query)
         .env("CONTENT_LENGTH", body.len().to_string())
-        .env("CONTENT_TYPE", headers.get("content-type").map(String::as_str).unwrap_or(""))
+        .env(
+            "CONTENT_TYPE",
+            headers
+                .get("content-type")
+                .map(String::as_str)
+                .unwrap_or(""),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     for (k, v) in &headers {
         if k != "content-length" && k != "content-type" && (v2 || k != "git-protocol") {
-            cmd.env(format!("HTTP_{}", k.to_ascii_uppercase().replace('-', "_")), v);
+            cmd.env(
+                format!("HTTP_{}", k.to_ascii_uppercase().replace('-', "_")),
+                v,
+            );
         }
     }
     let mut child = cmd.spawn()?;
@@ -200,7 +239,11 @@ fn serve<S: Read + Write>(conn: S, root: &PathBuf, log: &Mutex<Vec<Logged>>, v2:
         match h.split_once(':') {
             Some((k, v)) if k.eq_ignore_ascii_case("status") => {
                 status_line = v.trim().to_string();
-                status = status_line.split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(500);
+                status = status_line
+                    .split_whitespace()
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(500);
             }
             _ => response_headers.push(h.to_string()),
         }
@@ -230,7 +273,8 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
     loop {
         let mut size = String::new();
         reader.read_line(&mut size)?;
-        let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let size =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
         if size == 0 {
             // Trailers until the empty line.
             loop {
@@ -253,6 +297,9 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
 fn find_command(body: &[u8]) -> Option<String> {
     let at = body.windows(8).position(|w| w == b"command=")?;
     let rest = &body[at + 8..];
-    let end = rest.iter().position(|b| *b == b'\n' || *b == 0 || !b.is_ascii_graphic()).unwrap_or(rest.len());
+    let end = rest
+        .iter()
+        .position(|b| *b == b'\n' || *b == 0 || !b.is_ascii_graphic())
+        .unwrap_or(rest.len());
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }

@@ -18,7 +18,11 @@ use std::time::Duration;
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Waits (bounded) until something accepts TCP connections on `port`, or the child died.
@@ -45,8 +49,13 @@ impl Process {
     /// Spawns `cmd` in a new process group.
     pub fn spawn(mut cmd: Command, what: &str) -> Process {
         cmd.process_group(0).stdin(Stdio::null());
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-        Process { child: Some(child), what: what.to_string() }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Process {
+            child: Some(child),
+            what: what.to_string(),
+        }
     }
 
     pub fn child(&mut self) -> &mut Child {
@@ -129,7 +138,12 @@ impl Upstream {
         git(&bare, &["init", "--bare", "-q", "-b", "main"]);
         git(&work, &["init", "-q", "-b", "main"]);
         git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
-        let up = Upstream { tmp, root, bare, work };
+        let up = Upstream {
+            tmp,
+            root,
+            bare,
+            work,
+        };
         up.write(files);
         up.commit("initial");
         up.push();
@@ -199,7 +213,12 @@ impl Upstream {
 /// The pack files of a mirror, to see whether anything was downloaded.
 pub fn packs(cache: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("objects/pack"))
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "pack")).collect())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -207,5 +226,9 @@ pub fn packs(cache: &Path) -> Vec<PathBuf> {
 
 /// Whether the mirror at `cache` has object `id` (asked through the git CLI, independent of gix).
 pub fn has_object(cache: &Path, id: &str) -> bool {
-    git_command(cache).args(["cat-file", "-e", id]).status().unwrap().success()
+    git_command(cache)
+        .args(["cat-file", "-e", id])
+        .status()
+        .unwrap()
+        .success()
 }

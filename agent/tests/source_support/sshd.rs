@@ -84,7 +84,15 @@ exec git-upload-pack "$path"
 
         let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
         let authorized = d.join("authorized_keys");
-        std::fs::write(&authorized, format!("restrict,command=\"{}\" {}", script.display(), public.trim())).unwrap();
+        std::fs::write(
+            &authorized,
+            format!(
+                "restrict,command=\"{}\" {}",
+                script.display(),
+                public.trim()
+            ),
+        )
+        .unwrap();
 
         let host_public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
         let known_hosts = d.join("known_hosts");
@@ -93,7 +101,11 @@ exec git-upload-pack "$path"
 
         for _ in 0..5 {
             let port = free_port();
-            std::fs::write(&known_hosts, format!("[127.0.0.1]:{port} {}\n", host_public.trim())).unwrap();
+            std::fs::write(
+                &known_hosts,
+                format!("[127.0.0.1]:{port} {}\n", host_public.trim()),
+            )
+            .unwrap();
             std::fs::write(
                 &config,
                 format!(
@@ -114,10 +126,19 @@ exec git-upload-pack "$path"
                 .stderr(std::fs::File::create(&log).unwrap());
             let mut process = Process::spawn(cmd, "sshd");
             if wait_for_banner(port, &mut process) {
-                return Sshd { process, port, dir, key, known_hosts };
+                return Sshd {
+                    process,
+                    port,
+                    dir,
+                    key,
+                    known_hosts,
+                };
             }
         }
-        panic!("sshd did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        panic!(
+            "sshd did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     }
 
     /// The ssh:// URL of a repository at an absolute path.
@@ -128,7 +149,14 @@ exec git-upload-pack "$path"
     /// Runs `remote_command` over ssh with the deploy key, as a client would.
     pub fn run_as_deploy_key(&self, remote_command: &str) -> Output {
         Command::new("ssh")
-            .args(["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=yes"])
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+            ])
             .arg("-o")
             .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
             .arg("-i")

@@ -4,10 +4,78 @@ use std::path::PathBuf;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 /// `examples/fleet`.
 pub fn example_fleet() -> PathBuf {
     repo_root().join("examples/fleet")
+}
+
+/// A fleet repository in a temp dir, written by capstan's own scaffolder (as `capstan init` and
+/// `capstan new cluster` would), that a test edits revision by revision.
+pub struct FleetDir {
+    _tmp: tempfile::TempDir,
+    /// The repository root.
+    pub root: PathBuf,
+    /// The management cluster's name.
+    pub mgmt: String,
+    tree: capstan_layout::Tree,
+}
+
+impl FleetDir {
+    /// A repository holding the management cluster `req` asks for (`req.management` unset).
+    pub fn new(req: capstan_layout::scaffold::ClusterRequest) -> FleetDir {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let mut dir = FleetDir {
+            root: tmp.path().to_path_buf(),
+            mgmt: req.name.clone(),
+            _tmp: tmp,
+            tree: capstan_layout::Tree::new(),
+        };
+        dir.add(req);
+        dir
+    }
+
+    /// Scaffolds one more cluster and writes its files.
+    pub fn add(&mut self, req: capstan_layout::scaffold::ClusterRequest) {
+        for (p, t) in capstan_layout::scaffold::plan(&self.tree, &req)
+            .unwrap_or_else(|e| panic!("scaffolding {}: {e}", req.name))
+            .files
+        {
+            let path = self.root.join(&p);
+            std::fs::create_dir_all(path.parent().expect("files are in directories")).unwrap();
+            std::fs::write(&path, &t).unwrap();
+            self.tree.insert(p, t);
+        }
+    }
+
+    /// A workload cluster's directory.
+    pub fn dir(&self, cluster: &str) -> PathBuf {
+        self.root
+            .join("clusters")
+            .join(&self.mgmt)
+            .join("workload-clusters")
+            .join(cluster)
+    }
+
+    /// Replaces the first `from` with `to` in a workload cluster's `cluster.yaml`.
+    pub fn edit(&self, cluster: &str, from: &str, to: &str) {
+        let path = self.dir(cluster).join("cluster.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(from),
+            "{from:?} not in {}:\n{text}",
+            path.display()
+        );
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+
+    /// The fleet as it is on disk now.
+    pub fn fleet(&self) -> capstan_layout::Fleet {
+        capstan_layout::load(&capstan_layout::Tree::from_dir(&self.root).unwrap())
+    }
 }

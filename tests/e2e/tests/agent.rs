@@ -13,36 +13,25 @@ use std::time::Duration;
 use capstan::plan::{Action, ObjectRef};
 use capstan::reconcile::{Drift, Options, Outcome, reconcile};
 use capstan::status::Phase;
+use capstan_e2e::FleetDir;
 use capstan_harness::{AuditMark, ControlPlane};
-use capstan_layout::scaffold::{self, ClusterRequest};
-use capstan_layout::{Fleet, Tree, load};
+use capstan_layout::Fleet;
+use capstan_layout::scaffold::ClusterRequest;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 /// A fleet repository in a temp dir: management `m`, workloads `a` and `b` (docker), all in `ns`.
 struct Repo {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+    files: FleetDir,
     mgmt: String,
     ns: String,
 }
 
 impl Repo {
     fn new(tag: &str) -> Repo {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().to_path_buf();
         let mgmt = format!("m-{tag}");
         let ns = format!("t-{tag}");
-        let mut tree = Tree::new();
-        let add = |tree: &mut Tree, req: ClusterRequest| {
-            for (p, t) in scaffold::plan(tree, &req).unwrap().files {
-                let path = root.join(&p);
-                fs::create_dir_all(path.parent().unwrap()).unwrap();
-                fs::write(&path, &t).unwrap();
-                tree.insert(p, t);
-            }
-        };
         let base = |name: &str, mgmt: Option<&str>, pods: &str, svc: &str| ClusterRequest {
             name: name.into(),
             management: mgmt.map(str::to_string),
@@ -53,27 +42,36 @@ impl Repo {
             service_cidr: Some(svc.into()),
             ..Default::default()
         };
-        add(&mut tree, base(&mgmt, None, "192.168.0.0/16", "10.96.0.0/12"));
-        let mut a = base(&format!("a-{tag}"), Some(&mgmt), "172.16.0.0/16", "10.112.0.0/16");
-        a.values = Some(json!({"workerGroups": [{"name": "md-0", "count": 2}, {"name": "auto", "autoscaling": {"minCount": 1, "maxCount": 5}}]}));
-        add(&mut tree, a);
-        add(&mut tree, base(&format!("b-{tag}"), Some(&mgmt), "172.17.0.0/16", "10.113.0.0/16"));
-        Repo { _tmp: tmp, root, mgmt, ns }
+        let mut files = FleetDir::new(base(&mgmt, None, "192.168.0.0/16", "10.96.0.0/12"));
+        let mut a = base(
+            &format!("a-{tag}"),
+            Some(&mgmt),
+            "172.16.0.0/16",
+            "10.112.0.0/16",
+        );
+        a.values = Some(
+            json!({"workerGroups": [{"name": "md-0", "count": 2}, {"name": "auto", "autoscaling": {"minCount": 1, "maxCount": 5}}]}),
+        );
+        files.add(a);
+        files.add(base(
+            &format!("b-{tag}"),
+            Some(&mgmt),
+            "172.17.0.0/16",
+            "10.113.0.0/16",
+        ));
+        Repo { files, mgmt, ns }
     }
 
     fn dir(&self, cluster: &str) -> PathBuf {
-        self.root.join("clusters").join(&self.mgmt).join("workload-clusters").join(cluster)
+        self.files.dir(cluster)
     }
 
     fn edit(&self, cluster: &str, from: &str, to: &str) {
-        let path = self.dir(cluster).join("cluster.yaml");
-        let text = fs::read_to_string(&path).unwrap();
-        assert!(text.contains(from), "{from:?} not in {}", path.display());
-        fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        self.files.edit(cluster, from, to)
     }
 
     fn fleet(&self) -> Fleet {
-        load(&Tree::from_dir(&self.root).unwrap())
+        self.files.fleet()
     }
 
     async fn reconcile(&self, revision: &str) -> Outcome {
@@ -82,26 +80,63 @@ impl Repo {
 
     async fn reconcile_with(&self, revision: &str, drift: Drift, plan_only: bool) -> Outcome {
         let cp = capstan_harness::shared().await;
-        let opts = Options { revision: revision.into(), drift, plan_only, management: Some(self.mgmt.clone()), delete_timeout: Some(Duration::from_secs(30)), ..Default::default() };
+        let opts = Options {
+            revision: revision.into(),
+            drift,
+            plan_only,
+            management: Some(self.mgmt.clone()),
+            delete_timeout: Some(Duration::from_secs(30)),
+            ..Default::default()
+        };
         reconcile(&cp.client(), &self.fleet(), &opts).await.unwrap()
     }
 }
 
 fn outcome<'a>(o: &'a Outcome, cluster: &str) -> &'a capstan::reconcile::ClusterOutcome {
-    o.clusters.iter().find(|c| c.name == cluster).unwrap_or_else(|| panic!("no outcome for {cluster}: {:?}", o.clusters.iter().map(|c| &c.name).collect::<Vec<_>>()))
+    o.clusters
+        .iter()
+        .find(|c| c.name == cluster)
+        .unwrap_or_else(|| {
+            panic!(
+                "no outcome for {cluster}: {:?}",
+                o.clusters.iter().map(|c| &c.name).collect::<Vec<_>>()
+            )
+        })
 }
 
 fn count(o: &Outcome, cluster: &str, action: Action) -> usize {
-    outcome(o, cluster).plan.entries.iter().filter(|e| e.action == action).count()
+    outcome(o, cluster)
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.action == action)
+        .count()
 }
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource { group: group.into(), version: version.into(), api_version: if group.is_empty() { version.into() } else { format!("{group}/{version}") }, kind: kind.into(), plural: plural.into() }
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
 }
 
 async fn list_names(cp: &ControlPlane, ns: &str, r: &ApiResource) -> Vec<String> {
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns, r);
-    let mut names: Vec<String> = api.list(&Default::default()).await.unwrap().items.into_iter().filter_map(|o| o.metadata.name).collect();
+    let mut names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
     names.sort();
     names
 }
@@ -110,29 +145,65 @@ fn capi_clusters() -> ApiResource {
     ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
 }
 fn machine_deployments() -> ApiResource {
-    ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment", "machinedeployments")
+    ar(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachineDeployment",
+        "machinedeployments",
+    )
 }
 fn machine_templates() -> ApiResource {
-    ar("infrastructure.cluster.x-k8s.io", "v1beta2", "DockerMachineTemplate", "dockermachinetemplates")
+    ar(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        "DockerMachineTemplate",
+        "dockermachinetemplates",
+    )
 }
 
 /// Writes the API server received since `mark`, in the test's namespace or to its status objects.
 async fn writes_since(cp: &ControlPlane, mark: AuditMark, repo: &Repo) -> Vec<String> {
-    cp.audit().settle(Duration::from_millis(300), Duration::from_secs(5)).await;
-    let names: Vec<String> = repo.fleet().clusters.iter().map(|c| c.name.clone()).collect();
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    let names: Vec<String> = repo
+        .fleet()
+        .clusters
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     cp.audit()
         .events_since(mark)
         .unwrap()
         .into_iter()
         .filter(|e| e.is_write())
-        .filter(|e| e.namespace() == Some(repo.ns.as_str()) || (e.namespace() == Some("capstan-system") && e.object_ref.as_ref().and_then(|o| o.name.as_ref()).is_some_and(|n| names.contains(n))))
+        .filter(|e| {
+            e.namespace() == Some(repo.ns.as_str())
+                || (e.namespace() == Some("capstan-system")
+                    && e.object_ref
+                        .as_ref()
+                        .and_then(|o| o.name.as_ref())
+                        .is_some_and(|n| names.contains(n)))
+        })
         .map(|e| format!("{} {}", e.verb, e.request_uri))
         .collect()
 }
 
 async fn status_of(cp: &ControlPlane, cluster: &str) -> Option<Value> {
-    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), "capstan-system", &ar("capstan.dev", "v1alpha1", "ManagedCluster", "managedclusters"));
-    api.get_opt(cluster).await.unwrap().map(|o| serde_json::to_value(o).unwrap())
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        cp.client(),
+        "capstan-system",
+        &ar(
+            "capstan.dev",
+            "v1alpha1",
+            "ManagedCluster",
+            "managedclusters",
+        ),
+    );
+    api.get_opt(cluster)
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap())
 }
 
 #[tokio::test]
@@ -141,21 +212,52 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     let cp = capstan_harness::shared().await;
     let first = repo.reconcile("r1").await;
     assert!(!first.has_failures(), "{:#?}", first.clusters);
-    let a = format!("a-noop");
+    let a = "a-noop".to_string();
     assert!(count(&first, &a, Action::Create) >= 10);
-    assert_eq!(list_names(cp, &repo.ns, &capi_clusters()).await, vec![a.clone(), "b-noop".to_string(), "m-noop".to_string()]);
+    assert_eq!(
+        list_names(cp, &repo.ns, &capi_clusters()).await,
+        vec![a.clone(), "b-noop".to_string(), "m-noop".to_string()]
+    );
     // kubectl, an independent client, sees the objects and the status columns.
-    let out = std::process::Command::new("kubectl").args(["--kubeconfig", cp.kubeconfig_path().to_str().unwrap(), "get", "managedclusters", "-n", "capstan-system", a.as_str()]).output().unwrap();
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            cp.kubeconfig_path().to_str().unwrap(),
+            "get",
+            "managedclusters",
+            "-n",
+            "capstan-system",
+            a.as_str(),
+        ])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("PHASE") && text.contains("Progressing") && text.contains("r1"), "{text}");
+    assert!(
+        text.contains("PHASE") && text.contains("Progressing") && text.contains("r1"),
+        "{text}"
+    );
 
     // An Event records what the pass did, on the cluster's ManagedCluster.
     let events = std::process::Command::new("kubectl")
-        .args(["--kubeconfig", cp.kubeconfig_path().to_str().unwrap(), "get", "events.events.k8s.io", "-n", "capstan-system", "-o", "jsonpath={range .items[*]}{.regarding.name} {.reason} {.note}{\"\\n\"}{end}"])
+        .args([
+            "--kubeconfig",
+            cp.kubeconfig_path().to_str().unwrap(),
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            "capstan-system",
+            "-o",
+            "jsonpath={range .items[*]}{.regarding.name} {.reason} {.note}{\"\\n\"}{end}",
+        ])
         .output()
         .unwrap();
     let events = String::from_utf8_lossy(&events.stdout);
-    assert!(events.lines().any(|l| l.starts_with(&format!("{a} Applied")) && l.contains("create")), "{events}");
+    assert!(
+        events
+            .lines()
+            .any(|l| l.starts_with(&format!("{a} Applied")) && l.contains("create")),
+        "{events}"
+    );
 
     let mark = cp.audit().mark();
     let second = repo.reconcile("r1").await;
@@ -164,12 +266,30 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     assert!(writes_since(cp, mark, &repo).await.is_empty());
     // Nothing else either: no CRD or namespace re-applied (writes by this test's client only,
     // i.e. capstan's field manager).
-    cp.audit().settle(Duration::from_millis(300), Duration::from_secs(5)).await;
-    let capstan_writes: Vec<String> = cp.audit().events_since(mark).unwrap().into_iter().filter(|e| e.is_write() && e.request_uri.contains("fieldManager=capstan&") || e.is_write() && e.request_uri.ends_with("fieldManager=capstan")).map(|e| e.request_uri).collect();
-    assert!(capstan_writes.iter().all(|u| !u.contains("customresourcedefinitions/managedclusters") && !u.contains("namespaces/capstan-system?")), "{capstan_writes:#?}");
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    let capstan_writes: Vec<String> = cp
+        .audit()
+        .writes_by_manager_since(mark, "capstan")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.request_uri)
+        .collect();
+    assert!(
+        capstan_writes
+            .iter()
+            .all(|u| !u.contains("customresourcedefinitions/managedclusters")
+                && !u.contains("namespaces/capstan-system?")),
+        "{capstan_writes:#?}"
+    );
     let objects: usize = second.clusters.iter().map(|c| c.plan.entries.len()).sum();
     // One list per kind, a status list, a namespace list: a fraction of a request per object.
-    assert!((second.reads as f64) / (objects as f64) < 0.5, "{} reads for {objects} objects", second.reads);
+    assert!(
+        (second.reads as f64) / (objects as f64) < 0.5,
+        "{} reads for {objects} objects",
+        second.reads
+    );
 }
 
 #[tokio::test]
@@ -179,29 +299,68 @@ async fn a_version_bump_changes_only_that_cluster_and_rolls_its_templates() {
     repo.reconcile("r1").await;
     let before = list_names(cp, &repo.ns, &machine_templates()).await;
     let a = "a-bump";
-    repo.edit(a, "kubernetesVersion: \"1.33\"", "kubernetesVersion: \"1.34\"");
+    repo.edit(
+        a,
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
 
     let plan = repo.reconcile_with("r2", Drift::Correct, true).await;
-    assert_eq!(count(&plan, "b-bump", Action::Unchanged), outcome(&plan, "b-bump").plan.entries.len());
-    assert_eq!(count(&plan, "m-bump", Action::Unchanged), outcome(&plan, "m-bump").plan.entries.len());
-    assert!(count(&plan, a, Action::Create) >= 3, "new hashed templates: {:#?}", outcome(&plan, a).plan.entries);
+    assert_eq!(
+        count(&plan, "b-bump", Action::Unchanged),
+        outcome(&plan, "b-bump").plan.entries.len()
+    );
+    assert_eq!(
+        count(&plan, "m-bump", Action::Unchanged),
+        outcome(&plan, "m-bump").plan.entries.len()
+    );
+    assert!(
+        count(&plan, a, Action::Create) >= 3,
+        "new hashed templates: {:#?}",
+        outcome(&plan, a).plan.entries
+    );
     assert!(count(&plan, a, Action::Prune) >= 3, "old templates pruned");
 
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
     assert!(!out.has_failures());
     // Object writes only touch the bumped cluster (status objects record the new revision for all).
-    let writes: Vec<String> = writes_since(cp, mark, &repo).await.into_iter().filter(|w| !w.contains("/managedclusters/")).collect();
-    assert!(writes.iter().all(|w| w.contains(&format!("/{a}"))), "writes outside the bumped cluster: {writes:#?}");
+    let writes: Vec<String> = writes_since(cp, mark, &repo)
+        .await
+        .into_iter()
+        .filter(|w| !w.contains("/managedclusters/"))
+        .collect();
+    assert!(
+        writes.iter().all(|w| w.contains(&format!("/{a}"))),
+        "writes outside the bumped cluster: {writes:#?}"
+    );
     let after = list_names(cp, &repo.ns, &machine_templates()).await;
     let a_before: Vec<_> = before.iter().filter(|n| n.starts_with(a)).collect();
     let a_after: Vec<_> = after.iter().filter(|n| n.starts_with(a)).collect();
     assert_eq!(a_before.len(), a_after.len());
-    assert!(a_before.iter().all(|n| !a_after.contains(n)), "every template of {a} has a new name: {a_before:?} -> {a_after:?}");
-    assert_eq!(before.iter().filter(|n| !n.starts_with(a)).collect::<Vec<_>>(), after.iter().filter(|n| !n.starts_with(a)).collect::<Vec<_>>());
-    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert!(
+        a_before.iter().all(|n| !a_after.contains(n)),
+        "every template of {a} has a new name: {a_before:?} -> {a_after:?}"
+    );
+    assert_eq!(
+        before
+            .iter()
+            .filter(|n| !n.starts_with(a))
+            .collect::<Vec<_>>(),
+        after
+            .iter()
+            .filter(|n| !n.starts_with(a))
+            .collect::<Vec<_>>()
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
     let md0 = md.get(&format!("{a}-md-0")).await.unwrap();
-    assert!(md0.data["spec"]["template"]["spec"]["version"].as_str().unwrap().starts_with("v1.34"));
+    assert!(
+        md0.data["spec"]["template"]["spec"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.34")
+    );
 }
 
 #[tokio::test]
@@ -212,12 +371,33 @@ async fn scaling_a_worker_group_updates_replicas_only() {
     let templates = list_names(cp, &repo.ns, &machine_templates()).await;
     repo.edit("a-scale", "count: 2", "count: 4");
     let out = repo.reconcile("r2").await;
-    let updates: Vec<String> = outcome(&out, "a-scale").plan.entries.iter().filter(|e| e.action != Action::Unchanged).map(|e| format!("{} {}", e.action, e.object.subject())).collect();
-    assert!(updates.iter().any(|u| u.starts_with("update") && u.contains("MachineDeployment") && u.contains("md-0")), "{updates:?}");
-    assert!(updates.iter().all(|u| !u.contains("Template")), "scaling must not roll templates: {updates:?}");
-    assert_eq!(list_names(cp, &repo.ns, &machine_templates()).await, templates);
-    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
-    assert_eq!(md.get("a-scale-md-0").await.unwrap().data["spec"]["replicas"], 4);
+    let updates: Vec<String> = outcome(&out, "a-scale")
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.action != Action::Unchanged)
+        .map(|e| format!("{} {}", e.action, e.object.subject()))
+        .collect();
+    assert!(
+        updates.iter().any(|u| u.starts_with("update")
+            && u.contains("MachineDeployment")
+            && u.contains("md-0")),
+        "{updates:?}"
+    );
+    assert!(
+        updates.iter().all(|u| !u.contains("Template")),
+        "scaling must not roll templates: {updates:?}"
+    );
+    assert_eq!(
+        list_names(cp, &repo.ns, &machine_templates()).await,
+        templates
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert_eq!(
+        md.get("a-scale-md-0").await.unwrap().data["spec"]["replicas"],
+        4
+    );
 }
 
 #[tokio::test]
@@ -225,18 +405,34 @@ async fn the_autoscaler_owns_replicas() {
     let repo = Repo::new("auto");
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
-    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
     let auto = md.get("a-auto-auto").await.unwrap();
-    assert!(auto.data["spec"].get("replicas").is_none() || auto.data["spec"]["replicas"].is_null() || auto.data["spec"]["replicas"] == 1, "{:?}", auto.data["spec"]["replicas"]);
+    assert!(
+        auto.data["spec"].get("replicas").is_none()
+            || auto.data["spec"]["replicas"].is_null()
+            || auto.data["spec"]["replicas"] == 1,
+        "{:?}",
+        auto.data["spec"]["replicas"]
+    );
     // The cluster autoscaler scales the group: a different field manager sets replicas.
     let pp = PatchParams::apply("cluster-autoscaler").force();
     md.patch("a-auto-auto", &pp, &Patch::Apply(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "spec": {"replicas": 4}}))).await.unwrap();
     let mark = cp.audit().mark();
     let out = repo.reconcile("r1").await;
     assert!(!out.has_failures());
-    assert_eq!(md.get("a-auto-auto").await.unwrap().data["spec"]["replicas"], 4, "capstan must never re-apply replicas of an autoscaled group");
+    assert_eq!(
+        md.get("a-auto-auto").await.unwrap().data["spec"]["replicas"],
+        4,
+        "capstan must never re-apply replicas of an autoscaled group"
+    );
     let writes = writes_since(cp, mark, &repo).await;
-    assert!(writes.iter().all(|w| !w.contains("machinedeployments/a-auto-auto")), "{writes:?}");
+    assert!(
+        writes
+            .iter()
+            .all(|w| !w.contains("machinedeployments/a-auto-auto")),
+        "{writes:?}"
+    );
 }
 
 #[tokio::test]
@@ -249,11 +445,22 @@ async fn a_removed_directory_is_orphaned_and_nothing_is_deleted() {
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
     assert_eq!(outcome(&out, "b-orphan").phase, Phase::Orphaned);
-    let deletes: Vec<String> = writes_since(cp, mark, &repo).await.into_iter().filter(|w| w.starts_with("delete")).collect();
+    let deletes: Vec<String> = writes_since(cp, mark, &repo)
+        .await
+        .into_iter()
+        .filter(|w| w.starts_with("delete"))
+        .collect();
     assert!(deletes.is_empty(), "{deletes:?}");
     assert_eq!(list_names(cp, &repo.ns, &machine_templates()).await, before);
-    assert!(list_names(cp, &repo.ns, &capi_clusters()).await.contains(&"b-orphan".to_string()));
-    assert_eq!(status_of(cp, "b-orphan").await.unwrap()["status"]["phase"], "Orphaned");
+    assert!(
+        list_names(cp, &repo.ns, &capi_clusters())
+            .await
+            .contains(&"b-orphan".to_string())
+    );
+    assert_eq!(
+        status_of(cp, "b-orphan").await.unwrap()["status"]["phase"],
+        "Orphaned"
+    );
 }
 
 #[tokio::test]
@@ -263,16 +470,43 @@ async fn a_tombstone_deletes_the_cluster_object_first_then_the_rest() {
     repo.reconcile("r1").await;
     let dir = repo.dir("b-tomb");
     fs::remove_file(dir.join("cluster.yaml")).unwrap();
-    fs::write(dir.join("tombstone.yaml"), capstan_layout::intent::document("Tombstone", "test")).unwrap();
+    fs::write(
+        dir.join("tombstone.yaml"),
+        capstan_layout::intent::document("Tombstone", "test"),
+    )
+    .unwrap();
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
     assert_eq!(outcome(&out, "b-tomb").message, "deleted");
-    let deletes: Vec<String> = writes_since(cp, mark, &repo).await.into_iter().filter(|w| w.starts_with("delete")).collect();
-    assert!(deletes.first().is_some_and(|d| d.contains("/clusters/b-tomb")), "the CAPI Cluster goes first: {deletes:#?}");
+    let deletes: Vec<String> = writes_since(cp, mark, &repo)
+        .await
+        .into_iter()
+        .filter(|w| w.starts_with("delete"))
+        .collect();
+    assert!(
+        deletes
+            .first()
+            .is_some_and(|d| d.contains("/clusters/b-tomb")),
+        "the CAPI Cluster goes first: {deletes:#?}"
+    );
     assert!(deletes.len() >= 8, "{deletes:#?}");
-    assert!(!list_names(cp, &repo.ns, &capi_clusters()).await.contains(&"b-tomb".to_string()));
-    assert!(list_names(cp, &repo.ns, &machine_templates()).await.iter().all(|n| !n.starts_with("b-tomb")));
-    assert!(list_names(cp, &repo.ns, &capi_clusters()).await.contains(&"a-tomb".to_string()), "other clusters untouched");
+    assert!(
+        !list_names(cp, &repo.ns, &capi_clusters())
+            .await
+            .contains(&"b-tomb".to_string())
+    );
+    assert!(
+        list_names(cp, &repo.ns, &machine_templates())
+            .await
+            .iter()
+            .all(|n| !n.starts_with("b-tomb"))
+    );
+    assert!(
+        list_names(cp, &repo.ns, &capi_clusters())
+            .await
+            .contains(&"a-tomb".to_string()),
+        "other clusters untouched"
+    );
     assert!(status_of(cp, "b-tomb").await.is_none());
 }
 
@@ -282,16 +516,35 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
     repo.edit("a-broken", "count: 2", "count: two");
-    repo.edit("b-broken", "count: 1\n  clusterNetwork", "count: 3\n  clusterNetwork");
+    repo.edit(
+        "b-broken",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
     let out = repo.reconcile("r2").await;
     let a = outcome(&out, "a-broken");
     assert_eq!(a.phase, Phase::Failed);
     assert!(a.message.contains("r1 stays live"), "{}", a.message);
-    assert_eq!(status_of(cp, "a-broken").await.unwrap()["status"]["lastAppliedRevision"], "r1");
-    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
-    assert_eq!(md.get("a-broken-md-0").await.unwrap().data["spec"]["replicas"], 2, "the broken cluster's objects stay as applied");
-    assert_eq!(md.get("b-broken-md-0").await.unwrap().data["spec"]["replicas"], 3, "the other cluster still applies");
-    assert_eq!(status_of(cp, "b-broken").await.unwrap()["status"]["lastAppliedRevision"], "r2");
+    assert_eq!(
+        status_of(cp, "a-broken").await.unwrap()["status"]["lastAppliedRevision"],
+        "r1"
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert_eq!(
+        md.get("a-broken-md-0").await.unwrap().data["spec"]["replicas"],
+        2,
+        "the broken cluster's objects stay as applied"
+    );
+    assert_eq!(
+        md.get("b-broken-md-0").await.unwrap().data["spec"]["replicas"],
+        3,
+        "the other cluster still applies"
+    );
+    assert_eq!(
+        status_of(cp, "b-broken").await.unwrap()["status"]["lastAppliedRevision"],
+        "r2"
+    );
 }
 
 #[tokio::test]
@@ -299,38 +552,202 @@ async fn drift_is_corrected_or_only_reported() {
     let repo = Repo::new("drift");
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
-    let mhc = ar("cluster.x-k8s.io", "v1beta2", "MachineHealthCheck", "machinehealthchecks");
+    let mhc = ar(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachineHealthCheck",
+        "machinehealthchecks",
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &mhc);
     let name = "b-drift-md-0-worker-unhealthy";
     let edit = || async {
         let pp = PatchParams::default();
-        api.patch(name, &pp, &Patch::Merge(json!({"spec": {"checks": {"nodeStartupTimeoutSeconds": 42}}}))).await.unwrap();
+        api.patch(
+            name,
+            &pp,
+            &Patch::Merge(json!({"spec": {"checks": {"nodeStartupTimeoutSeconds": 42}}})),
+        )
+        .await
+        .unwrap();
     };
     edit().await;
     let report = repo.reconcile_with("r1", Drift::Report, false).await;
-    let e = outcome(&report, "b-drift").plan.entries.iter().find(|e| e.object.name == name).unwrap();
+    let e = outcome(&report, "b-drift")
+        .plan
+        .entries
+        .iter()
+        .find(|e| e.object.name == name)
+        .unwrap();
     assert_eq!(e.action, Action::Skip);
     assert!(e.reason.as_deref().unwrap().contains("drift"));
     assert!(e.diff.as_deref().unwrap().contains("42"));
-    assert_eq!(api.get(name).await.unwrap().data["spec"]["checks"]["nodeStartupTimeoutSeconds"], 42);
+    assert_eq!(
+        api.get(name).await.unwrap().data["spec"]["checks"]["nodeStartupTimeoutSeconds"],
+        42
+    );
     let fix = repo.reconcile("r1").await;
-    assert_eq!(outcome(&fix, "b-drift").plan.entries.iter().find(|e| e.object.name == name).unwrap().action, Action::Update);
-    assert_eq!(api.get(name).await.unwrap().data["spec"]["checks"]["nodeStartupTimeoutSeconds"], 600);
+    assert_eq!(
+        outcome(&fix, "b-drift")
+            .plan
+            .entries
+            .iter()
+            .find(|e| e.object.name == name)
+            .unwrap()
+            .action,
+        Action::Update
+    );
+    assert_eq!(
+        api.get(name).await.unwrap().data["spec"]["checks"]["nodeStartupTimeoutSeconds"],
+        600
+    );
 }
 
+/// Plays Cluster API's part in writing status (the lifecycle tests run the real controllers):
+/// a stale `Available` is not Ready, a converged cluster is, and an upgrade applied on top of a
+/// converged status is not Ready until the controllers observe it.
 #[tokio::test]
-async fn ready_only_when_cluster_api_reports_available() {
+async fn ready_only_when_converged_at_this_revision() {
     let repo = Repo::new("health");
     let cp = capstan_harness::shared().await;
     let out = repo.reconcile("r1").await;
     assert_eq!(outcome(&out, "a-health").phase, Phase::Progressing);
-    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &repo.ns, &capi_clusters());
-    let status = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Available", "message": "", "lastTransitionTime": "2026-11-22T00:00:00Z"}]}});
-    api.patch_status("a-health", &PatchParams::apply("capi-controller").force(), &Patch::Apply(status)).await.unwrap();
+    let api = |r: ApiResource| Api::<DynamicObject>::namespaced_with(cp.client(), &repo.ns, &r);
+    let kcp = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+        "kubeadmcontrolplanes",
+    );
+    let write_status = |r: ApiResource, name: &'static str, status: Value| {
+        let api = api(r.clone());
+        async move {
+            let generation = api.get(name).await.unwrap().metadata.generation.unwrap();
+            let mut status = status;
+            if status.get("observedGeneration") == Some(&json!("current")) {
+                status["observedGeneration"] = json!(generation);
+            }
+            for c in status["conditions"].as_array_mut().into_iter().flatten() {
+                c["observedGeneration"] = json!(generation);
+                c["lastTransitionTime"] = json!("2026-11-22T00:00:00Z");
+                c["message"] = json!("");
+            }
+            let body = json!({"apiVersion": r.api_version, "kind": r.kind, "status": status});
+            api.patch_status(
+                name,
+                &PatchParams::apply("capi-controller").force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let available = json!([{"type": "Available", "status": "True", "reason": "Available"}]);
+    // The Cluster says Available, but nothing has observed what capstan applied.
+    write_status(
+        capi_clusters(),
+        "a-health",
+        json!({"conditions": available}),
+    )
+    .await;
     let out = repo.reconcile("r1").await;
-    assert_eq!(outcome(&out, "a-health").phase, Phase::Ready);
+    let a = outcome(&out, "a-health");
+    assert_eq!(a.phase, Phase::Progressing, "{}", a.message);
+    assert!(a.message.contains("not observed"), "{}", a.message);
+
+    // Everything observed and rolled out.
+    let rolled = |n: i64| {
+        json!({"observedGeneration": "current", "replicas": n, "upToDateReplicas": n, "availableReplicas": n, "readyReplicas": n,
+        "conditions": [{"type": "RollingOut", "status": "False", "reason": "NotRollingOut"}]})
+    };
+    write_status(
+        capi_clusters(),
+        "a-health",
+        json!({"observedGeneration": "current", "conditions": available}),
+    )
+    .await;
+    write_status(kcp.clone(), "a-health", rolled(1)).await;
+    write_status(machine_deployments(), "a-health-md-0", rolled(2)).await;
+    write_status(machine_deployments(), "a-health-auto", rolled(1)).await;
+    // A MachineDeployment's counts add up its MachineSets': until they exist, it is not done.
+    let out = repo.reconcile("r1").await;
+    let a = outcome(&out, "a-health");
+    assert!(
+        a.message
+            .contains("machines of the current template available"),
+        "{}",
+        a.message
+    );
+    // The MachineSets the MachineDeployment controller would create, with their machines up.
+    let sets = api(ar(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachineSet",
+        "machinesets",
+    ));
+    for (md, n) in [("a-health-md-0", 2), ("a-health-auto", 1)] {
+        let md_obj = api(machine_deployments()).get(md).await.unwrap();
+        let template = md_obj.data["spec"]["template"].clone();
+        let labels = json!({"cluster.x-k8s.io/cluster-name": "a-health", "cluster.x-k8s.io/deployment-name": md});
+        let ms = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+            "metadata": {"name": format!("{md}-x"), "namespace": repo.ns, "labels": labels},
+            "spec": {"clusterName": "a-health", "replicas": n, "selector": {"matchLabels": labels}, "template": template}});
+        let pp = PatchParams::apply("capi-controller").force();
+        sets.patch(&format!("{md}-x"), &pp, &Patch::Apply(ms))
+            .await
+            .unwrap();
+        let status = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+            "status": {"replicas": n, "availableReplicas": n, "readyReplicas": n, "upToDateReplicas": n}});
+        sets.patch_status(&format!("{md}-x"), &pp, &Patch::Apply(status))
+            .await
+            .unwrap();
+    }
+    let out = repo.reconcile("r1").await;
+    assert_eq!(
+        outcome(&out, "a-health").phase,
+        Phase::Ready,
+        "{}",
+        outcome(&out, "a-health").message
+    );
     assert_eq!(outcome(&out, "b-health").phase, Phase::Progressing);
-    assert_eq!(status_of(cp, "a-health").await.unwrap()["status"]["phase"], "Ready");
+    assert_eq!(
+        status_of(cp, "a-health").await.unwrap()["status"]["phase"],
+        "Ready"
+    );
+
+    // An upgrade applied on top: the old statuses still say converged, the cluster is not.
+    repo.edit(
+        "a-health",
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-health");
+    assert_eq!(a.phase, Phase::Progressing);
+    assert!(
+        a.message
+            .contains("KubeadmControlPlane/a-health: generation"),
+        "{}",
+        a.message
+    );
+    // The control plane rolls, then is done; the workers are still on their old generation.
+    let rolling = json!({"observedGeneration": "current", "replicas": 2, "upToDateReplicas": 1, "availableReplicas": 2,
+        "conditions": [{"type": "RollingOut", "status": "True", "reason": "RollingOut"}]});
+    write_status(kcp.clone(), "a-health", rolling).await;
+    let a = outcome(&repo.reconcile("r2").await, "a-health").clone();
+    assert!(
+        a.message.contains("1/1 machines up to date")
+            || a.message.contains("machines for 1 desired"),
+        "{}",
+        a.message
+    );
+    write_status(kcp, "a-health", rolled(1)).await;
+    let a = outcome(&repo.reconcile("r2").await, "a-health").clone();
+    assert!(
+        a.message
+            .contains("MachineDeployment/a-health-md-0: generation"),
+        "{}",
+        a.message
+    );
 }
 
 #[tokio::test]
@@ -342,25 +759,69 @@ async fn an_agent_killed_mid_apply_converges_with_nothing_duplicated_or_deleted(
     let a = fleet.cluster("a-killed").unwrap().objects.clone().unwrap();
     let resolver = capstan::k8s::Resolver::new(cp.client()).await.unwrap();
     let ns_obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": repo.ns}});
-    capstan::k8s::apply::apply_one(&cp.client(), &resolver, &ns_obj, false).await.unwrap();
+    capstan::k8s::apply::apply_one(&cp.client(), &resolver, &ns_obj, false)
+        .await
+        .unwrap();
     for obj in &a[..a.len() / 2] {
-        capstan::k8s::apply::apply_one(&cp.client(), &resolver, &capstan::plan::annotated(obj), false).await.unwrap();
+        capstan::k8s::apply::apply_one(
+            &cp.client(),
+            &resolver,
+            &capstan::plan::annotated(obj),
+            false,
+        )
+        .await
+        .unwrap();
     }
     let mark = cp.audit().mark();
     let out = repo.reconcile("r1").await;
     assert!(!out.has_failures());
     let a_out = outcome(&out, "a-killed");
-    assert_eq!(count(&out, "a-killed", Action::Unchanged), a.len() / 2, "what the first agent applied is recognised, not re-applied");
-    assert_eq!(count(&out, "a-killed", Action::Create), a.len() - a.len() / 2);
-    assert_eq!(a_out.plan.entries.iter().filter(|e| e.action == Action::Prune).count(), 0);
-    assert!(writes_since(cp, mark, &repo).await.iter().all(|w| !w.starts_with("delete")));
-    let inv: Vec<ObjectRef> = serde_json::from_value(status_of(cp, "a-killed").await.unwrap()["status"]["inventory"].clone()).unwrap();
+    assert_eq!(
+        count(&out, "a-killed", Action::Unchanged),
+        a.len() / 2,
+        "what the first agent applied is recognised, not re-applied"
+    );
+    assert_eq!(
+        count(&out, "a-killed", Action::Create),
+        a.len() - a.len() / 2
+    );
+    assert_eq!(
+        a_out
+            .plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Prune)
+            .count(),
+        0
+    );
+    assert!(
+        writes_since(cp, mark, &repo)
+            .await
+            .iter()
+            .all(|w| !w.starts_with("delete"))
+    );
+    let inv: Vec<ObjectRef> = serde_json::from_value(
+        status_of(cp, "a-killed").await.unwrap()["status"]["inventory"].clone(),
+    )
+    .unwrap();
     assert_eq!(inv.len(), a.len());
     let again = repo.reconcile("r1").await;
-    let changed: Vec<String> = again.clusters.iter().flat_map(|c| c.plan.entries.iter().filter(|e| e.action != Action::Unchanged).map(|e| format!("{} {} {:?}", e.action, e.object.subject(), e.reason))).collect();
-    assert_eq!(again.writes, 0, "second pass after convergence writes nothing: {changed:#?}");
+    let changed: Vec<String> = again
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.plan
+                .entries
+                .iter()
+                .filter(|e| e.action != Action::Unchanged)
+                .map(|e| format!("{} {} {:?}", e.action, e.object.subject(), e.reason))
+        })
+        .collect();
+    assert_eq!(
+        again.writes, 0,
+        "second pass after convergence writes nothing: {changed:#?}"
+    );
 }
-
 
 #[tokio::test]
 async fn crds_and_namespaces_are_applied_first_and_crds_established_before_their_objects() {
@@ -402,17 +863,47 @@ kind: Namespace
 metadata:
   name: widgets-crd
 "#;
-    fs::write(repo.root.join("clusters").join(&repo.mgmt).join("addons.yaml"), addons).unwrap();
+    fs::write(
+        repo.files
+            .root
+            .join("clusters")
+            .join(&repo.mgmt)
+            .join("addons.yaml"),
+        addons,
+    )
+    .unwrap();
     let fleet = repo.fleet();
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
     let out = repo.reconcile("r1").await;
     assert!(!out.has_failures(), "{:?}", outcome(&out, &repo.mgmt));
-    let widget = Api::<DynamicObject>::namespaced_with(cp.client(), "widgets-crd", &ar("crd.example.com", "v1", "Widget", "widgets")).get("w1").await.unwrap();
+    let widget = Api::<DynamicObject>::namespaced_with(
+        cp.client(),
+        "widgets-crd",
+        &ar("crd.example.com", "v1", "Widget", "widgets"),
+    )
+    .get("w1")
+    .await
+    .unwrap();
     assert_eq!(widget.data["spec"]["size"], 3);
     // Cluster-scoped objects carry no namespace, so their live copy is recognised next time.
     let again = repo.reconcile("r1").await;
-    let changed: Vec<String> = again.clusters.iter().flat_map(|c| c.plan.entries.iter().filter(|e| e.action != Action::Unchanged).map(|e| format!("{} {}", e.action, e.object.subject()))).collect();
+    let changed: Vec<String> = again
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.plan
+                .entries
+                .iter()
+                .filter(|e| e.action != Action::Unchanged)
+                .map(|e| format!("{} {}", e.action, e.object.subject()))
+        })
+        .collect();
     assert_eq!(again.writes, 0, "{changed:?}");
-    let crd = outcome(&again, &repo.mgmt).plan.entries.iter().find(|e| e.object.kind == "CustomResourceDefinition").unwrap();
+    let crd = outcome(&again, &repo.mgmt)
+        .plan
+        .entries
+        .iter()
+        .find(|e| e.object.kind == "CustomResourceDefinition")
+        .unwrap();
     assert_eq!(crd.object.namespace, "");
 }

@@ -50,13 +50,18 @@ const MGMT2_CLUSTER: &str = r#"
 
 /// A ConfigMap whose data nests `depth` flow sequences on line 4.
 fn deeply_nested(depth: usize) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w-deep}}\ndata: {{x: {}{}}}   # <-\n", "[".repeat(depth), "]".repeat(depth))
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w-deep}}\ndata: {{x: {}{}}}   # <-\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
 }
 
 /// A ConfigMap with an anchor of `width` scalars (line 5) and, on line 6, a sequence of
 /// `copies` aliases to it: `width * copies` nodes once expanded.
 fn alias_bomb(width: usize, copies: usize) -> String {
-    let mut s = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-bomb}\ndata:\n  a: &a [");
+    let mut s =
+        String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-bomb}\ndata:\n  a: &a [");
     s.push_str(&vec!["x"; width].join(", "));
     s.push_str("]\n  b: [");
     s.push_str(&vec!["*a"; copies].join(", "));
@@ -1533,6 +1538,17 @@ corpus! {
         "#)
         .err(InvalidValue, W, 9, 5);
 
+    invalid_value_docker_backend:
+        Case::workload().file(W_DC, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: DockerDatacenterConfig
+            metadata:
+              name: w
+              annotations:
+                capstan.dev/docker-backend: kind   # <-
+        "#)
+        .err(InvalidValue, W_DC, 6, 5);
+
     invalid_value_control_plane_count_zero:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -2908,7 +2924,16 @@ fn corpus_has_at_least_70_cases() {
     let names: BTreeSet<&str> = cases.iter().map(|(n, _)| *n).collect();
     assert_eq!(names.len(), cases.len());
     assert!(cases.len() >= 70, "only {} cases", cases.len());
-    let multi = cases.iter().filter(|(_, c)| c.expectations().iter().filter(|e| e.severity == capstan_templates::diag::Severity::Error).count() >= 3).count();
+    let multi = cases
+        .iter()
+        .filter(|(_, c)| {
+            c.expectations()
+                .iter()
+                .filter(|e| e.severity == capstan_templates::diag::Severity::Error)
+                .count()
+                >= 3
+        })
+        .count();
     assert!(multi >= 3, "only {multi} cases with three or more errors");
 }
 
@@ -2918,18 +2943,38 @@ fn corpus_covers_every_code_that_input_can_trigger() {
     // Neither can be produced by a repository's content.
     let untriggerable = [Io, RenderFailed];
     let covered: BTreeSet<Code> = corpus().iter().flat_map(|(_, c)| c.codes()).collect();
-    let missing: Vec<&str> = Code::ALL.iter().filter(|c| !covered.contains(c) && !untriggerable.contains(c)).map(|c| c.as_str()).collect();
-    assert!(missing.is_empty(), "codes without a bad-input case: {missing:?}");
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .filter(|c| !covered.contains(c) && !untriggerable.contains(c))
+        .map(|c| c.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "codes without a bad-input case: {missing:?}"
+    );
 }
 
 #[test]
 fn the_base_fleets_are_clean() {
     for (name, fleet) in [("docker", base_fleet()), ("vsphere", base_vsphere_fleet())] {
-        let diags: Vec<String> = fleet.all_diagnostics().iter().map(|d| d.to_string()).collect();
-        assert!(diags.is_empty(), "{name} base fleet has diagnostics: {diags:#?}");
+        let diags: Vec<String> = fleet
+            .all_diagnostics()
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert!(
+            diags.is_empty(),
+            "{name} base fleet has diagnostics: {diags:#?}"
+        );
         let names: Vec<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["mgmt", "ok", "w"], "{name}");
-        assert!(fleet.clusters.iter().all(|c| c.is_valid() && c.objects.is_some()), "{name}");
+        assert!(
+            fleet
+                .clusters
+                .iter()
+                .all(|c| c.is_valid() && c.objects.is_some()),
+            "{name}"
+        );
     }
 }
 
@@ -2939,7 +2984,11 @@ fn the_base_fleet_reads_the_same_from_disk() {
     let fleet = capstan_layout::load(&case.tree());
     assert!(!fleet.has_errors());
     for c in &fleet.clusters {
-        let base = base_fleet().clusters.iter().find(|b| b.dir == c.dir).unwrap();
+        let base = base_fleet()
+            .clusters
+            .iter()
+            .find(|b| b.dir == c.dir)
+            .unwrap();
         assert_eq!(c.objects, base.objects, "{}", c.name);
     }
 }
@@ -2993,8 +3042,13 @@ fn cli_validate_reports_broken_cluster_as_json() {
         .expect("running cargo");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "exit code\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\nstderr:\n{stderr}"));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit code\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\nstderr:\n{stderr}"));
     assert_eq!(report["valid"], false, "{report:#}");
     assert_eq!(report["errors"], 1, "{report:#}");
     let diags = report["diagnostics"].as_array().expect("diagnostics array");
@@ -3007,12 +3061,21 @@ fn cli_validate_reports_broken_cluster_as_json() {
     assert_eq!(d["column"], 5, "{d:#}");
     assert_eq!(d["cluster"], "w", "{d:#}");
     let clusters = report["clusters"].as_array().expect("clusters array");
-    let valid = |name: &str| clusters.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no cluster {name}: {report:#}"))["valid"].clone();
+    let valid = |name: &str| {
+        clusters
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no cluster {name}: {report:#}"))["valid"]
+            .clone()
+    };
     assert_eq!(valid("w"), false);
     assert_eq!(valid("ok"), true);
     assert_eq!(valid("mgmt"), true);
     let w = clusters.iter().find(|c| c["name"] == "w").unwrap();
-    assert!(w["objects"].is_null(), "broken cluster has no objects: {w:#}");
+    assert!(
+        w["objects"].is_null(),
+        "broken cluster has no objects: {w:#}"
+    );
     let ok = clusters.iter().find(|c| c["name"] == "ok").unwrap();
     assert!(ok["objects"].as_u64().is_some_and(|n| n > 0), "{ok:#}");
 }

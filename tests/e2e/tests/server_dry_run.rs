@@ -1,5 +1,5 @@
 //! Everything capstan renders is admitted by a real kube-apiserver with the upstream CRDs
-//! (Cluster API v1.12, CAPD, CAPV, CAAPH, etcdadm, EKS Anywhere) under strict field validation:
+//! (Cluster API v1.14, CAPD, CAPV, CAAPH, etcdadm, EKS Anywhere) under strict field validation:
 //! every example cluster and every scaffolded variant (provider x etcd topology x autoscaling) is
 //! server-side applied in dry-run mode. And the check can fail: a template broken on purpose
 //! (an unknown field, a wrong type) is rejected.
@@ -34,7 +34,12 @@ async fn admit(objects: &[Value]) -> Vec<String> {
             ensure_namespace(&client, ns).await;
         }
     }
-    dry_run_all(&client, objects).await.unwrap().into_iter().map(|e| e.to_string()).collect()
+    dry_run_all(&client, objects)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -45,15 +50,29 @@ async fn every_example_object_is_admitted_strictly() {
         let objects = c.objects.as_ref().unwrap().values();
         total += objects.len();
         let errors = admit(&objects).await;
-        assert!(errors.is_empty(), "cluster {} has objects the API server rejects:\n{}", c.name, errors.join("\n"));
+        assert!(
+            errors.is_empty(),
+            "cluster {} has objects the API server rejects:\n{}",
+            c.name,
+            errors.join("\n")
+        );
     }
-    assert!(total > 50, "expected the whole example fleet, got {total} objects");
+    assert!(
+        total > 50,
+        "expected the whole example fleet, got {total} objects"
+    );
 }
 
 /// Every scaffolded shape: provider x etcd topology x autoscaling.
 fn variants() -> Tree {
     let mut tree = Tree::new();
-    let mgmt = ClusterRequest { name: "mgmt".into(), provider: "docker".into(), pod_cidr: Some("192.168.0.0/16".into()), service_cidr: Some("10.96.0.0/12".into()), ..Default::default() };
+    let mgmt = ClusterRequest {
+        name: "mgmt".into(),
+        provider: "docker".into(),
+        pod_cidr: Some("192.168.0.0/16".into()),
+        service_cidr: Some("10.96.0.0/12".into()),
+        ..Default::default()
+    };
     for (p, t) in scaffold::plan(&tree, &mgmt).unwrap().files {
         tree.insert(p, t);
     }
@@ -97,7 +116,12 @@ async fn every_scaffolded_variant_is_admitted_strictly() {
     assert_eq!(fleet.clusters.len(), 9);
     for c in &fleet.clusters {
         let errors = admit(&c.objects.as_ref().unwrap().values()).await;
-        assert!(errors.is_empty(), "variant {} rejected:\n{}", c.name, errors.join("\n"));
+        assert!(
+            errors.is_empty(),
+            "variant {} rejected:\n{}",
+            c.name,
+            errors.join("\n")
+        );
     }
 }
 
@@ -110,8 +134,18 @@ async fn a_broken_template_is_rejected() {
     let release = entry.release.unwrap();
     let _ = ReleaseManifest::embedded();
     let breakages = [
-        ("unknown field", "  loadBalancer:\n", "  loadBalancr:\n", "loadBalancr"),
-        ("wrong type", "  replicas: {{ cp.count }}\n", "  replicas: \"three\"\n", "replicas"),
+        (
+            "unknown field",
+            "  loadBalancer:\n",
+            "  loadBalancr:\n",
+            "loadBalancr",
+        ),
+        (
+            "wrong type",
+            "  replicas: {{ cp.count }}\n",
+            "  replicas: \"three\"\n",
+            "replicas",
+        ),
     ];
     for (what, from, to, needle) in breakages {
         let mut templates: Vec<(&'static str, &'static str)> = Vec::new();
@@ -128,7 +162,10 @@ async fn a_broken_template_is_rejected() {
         let env = render::environment_with(&templates).unwrap();
         let objects = render::render_with(&env, cluster, release).unwrap();
         let errors = admit(&objects).await;
-        assert!(errors.iter().any(|e| e.contains(needle)), "{what}: expected a rejection naming `{needle}`, got {errors:?}");
+        assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "{what}: expected a rejection naming `{needle}`, got {errors:?}"
+        );
     }
 }
 
@@ -140,7 +177,10 @@ fn render_templates() -> Vec<(&'static str, &'static str)> {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {
             let p: PathBuf = e.unwrap().path();
             let name = format!("{dir}/{}", p.file_name().unwrap().to_str().unwrap());
-            out.push((&*Box::leak(name.into_boxed_str()), &*Box::leak(std::fs::read_to_string(&p).unwrap().into_boxed_str())));
+            out.push((
+                &*Box::leak(name.into_boxed_str()),
+                &*Box::leak(std::fs::read_to_string(&p).unwrap().into_boxed_str()),
+            ));
         }
     }
     out

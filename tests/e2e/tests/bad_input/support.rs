@@ -187,7 +187,12 @@ pub fn dedent(text: &str) -> String {
     if lines.last().is_some_and(|l| l.chars().all(|c| c == ' ')) {
         lines.pop();
     }
-    let indent = lines.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start_matches(' ').len()).min().unwrap_or(0);
+    let indent = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start_matches(' ').len())
+        .min()
+        .unwrap_or(0);
     let mut out = String::new();
     for l in lines {
         out.push_str(l.get(indent..).unwrap_or(""));
@@ -230,9 +235,24 @@ impl Expect {
 
 impl std::fmt::Display for Expect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sev = if self.severity == Severity::Error { "error" } else { "warning" };
-        let col = self.column.map(|c| c.to_string()).unwrap_or_else(|| "*".into());
-        write!(f, "{}:{}:{}: {sev}[{}] owner {:?}", self.file.as_deref().unwrap_or("<no file>"), self.line, col, self.code, self.owner)
+        let sev = if self.severity == Severity::Error {
+            "error"
+        } else {
+            "warning"
+        };
+        let col = self
+            .column
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "*".into());
+        write!(
+            f,
+            "{}:{}:{}: {sev}[{}] owner {:?}",
+            self.file.as_deref().unwrap_or("<no file>"),
+            self.line,
+            col,
+            self.code,
+            self.owner
+        )
     }
 }
 
@@ -318,13 +338,15 @@ impl Case {
 
     /// Sets a file (dedented).
     pub fn file(mut self, path: &str, yaml: &str) -> Case {
-        self.edits.insert(path.to_string(), FileEdit::Put(dedent(yaml).into_bytes()));
+        self.edits
+            .insert(path.to_string(), FileEdit::Put(dedent(yaml).into_bytes()));
         self
     }
 
     /// Sets a file to exact bytes.
     pub fn bytes(mut self, path: &str, bytes: impl Into<Vec<u8>>) -> Case {
-        self.edits.insert(path.to_string(), FileEdit::Put(bytes.into()));
+        self.edits
+            .insert(path.to_string(), FileEdit::Put(bytes.into()));
         self
     }
 
@@ -356,7 +378,8 @@ impl Case {
 
     /// A file next to the repository, outside it (implies `on_disk`).
     pub fn outside(mut self, path: &str, yaml: &str) -> Case {
-        self.outside.push((path.to_string(), dedent(yaml).into_bytes()));
+        self.outside
+            .push((path.to_string(), dedent(yaml).into_bytes()));
         self.on_disk()
     }
 
@@ -389,9 +412,23 @@ impl Case {
         self
     }
 
-    fn expect(mut self, code: Code, severity: Severity, file: Option<&str>, line: usize, column: Option<usize>) -> Case {
+    fn expect(
+        mut self,
+        code: Code,
+        severity: Severity,
+        file: Option<&str>,
+        line: usize,
+        column: Option<usize>,
+    ) -> Case {
         let owner = self.owner.clone();
-        self.expected.push(Expect { code, severity, file: file.map(str::to_string), line, column, owner });
+        self.expected.push(Expect {
+            code,
+            severity,
+            file: file.map(str::to_string),
+            line,
+            column,
+            owner,
+        });
         self
     }
 
@@ -479,16 +516,26 @@ impl Case {
 
     /// The files this case adds, changes or removes relative to its base fleet.
     fn changed_files(&self) -> Vec<&str> {
-        let changed = self.edits.iter().filter(|(p, e)| match (self.base.get(*p), e) {
-            (Some(FileEdit::Put(a)), FileEdit::Put(b)) => a != b,
-            _ => true,
-        });
-        changed.map(|(p, _)| p.as_str()).chain(self.symlinks.iter().map(|(l, _)| l.as_str())).chain(self.big_files.iter().map(|(l, _)| l.as_str())).collect()
+        let changed = self
+            .edits
+            .iter()
+            .filter(|(p, e)| match (self.base.get(*p), e) {
+                (Some(FileEdit::Put(a)), FileEdit::Put(b)) => a != b,
+                _ => true,
+            });
+        changed
+            .map(|(p, _)| p.as_str())
+            .chain(self.symlinks.iter().map(|(l, _)| l.as_str()))
+            .chain(self.big_files.iter().map(|(l, _)| l.as_str()))
+            .collect()
     }
 
     /// The cluster directories this case changes (their output may legitimately change).
     fn touched_dirs(&self) -> Vec<String> {
-        self.changed_files().into_iter().map(cluster_dir_of).collect()
+        self.changed_files()
+            .into_iter()
+            .map(cluster_dir_of)
+            .collect()
     }
 
     fn file_text(&self, path: &str) -> Option<String> {
@@ -512,21 +559,30 @@ pub fn base_vsphere_fleet() -> &'static Fleet {
 }
 
 fn objects_of<'a>(fleet: &'a Fleet, dir: &str) -> Option<&'a capstan_layout::Objects> {
-    fleet.clusters.iter().find(|c| c.dir == Path::new(dir)).and_then(|c| c.objects.as_ref())
+    fleet
+        .clusters
+        .iter()
+        .find(|c| c.dir == Path::new(dir))
+        .and_then(|c| c.objects.as_ref())
 }
 
 /// The cluster directory a repository path belongs to.
 pub fn cluster_dir_of(path: &str) -> String {
     let parts: Vec<&str> = path.split('/').collect();
     match parts.as_slice() {
-        ["clusters", m, "workload-clusters", w, _, ..] => format!("clusters/{m}/workload-clusters/{w}"),
+        ["clusters", m, "workload-clusters", w, _, ..] => {
+            format!("clusters/{m}/workload-clusters/{w}")
+        }
         ["clusters", m, _, ..] => format!("clusters/{m}"),
         _ => path.to_string(),
     }
 }
 
 fn numbered(text: &str) -> String {
-    text.lines().enumerate().map(|(i, l)| format!("{:>4} | {l}\n", i + 1)).collect()
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:>4} | {l}\n", i + 1))
+        .collect()
 }
 
 /// Set in the child process of an isolated case.
@@ -565,11 +621,25 @@ fn run_isolated(name: &str) {
         std::thread::sleep(Duration::from_millis(50));
     };
     let output = fs::read_to_string(&out_path).unwrap_or_default();
-    let tail: String = output.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    let tail: String = output
+        .lines()
+        .rev()
+        .take(40)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
     match status {
         Some(s) if s.success() && output.contains("1 passed") => {}
-        Some(s) => panic!("case `{name}` failed in its child process ({s}; {} MiB address space, {:?}):\n{tail}", CHILD_MEMORY_KIB / 1024, started.elapsed()),
-        None => panic!("case `{name}` did not finish within {CHILD_TIMEOUT:?} (capstan hangs on this input):\n{tail}"),
+        Some(s) => panic!(
+            "case `{name}` failed in its child process ({s}; {} MiB address space, {:?}):\n{tail}",
+            CHILD_MEMORY_KIB / 1024,
+            started.elapsed()
+        ),
+        None => panic!(
+            "case `{name}` did not finish within {CHILD_TIMEOUT:?} (capstan hangs on this input):\n{tail}"
+        ),
     }
 }
 
@@ -583,26 +653,40 @@ pub fn run(name: &str, case: &Case) {
     let mut problems: Vec<String> = Vec::new();
 
     // 1. Exactly the expected diagnostics, each with its owner.
-    let mut actual: Vec<(Owner, &Diagnostic)> = fleet.diagnostics.iter().map(|d| (Owner::Fleet, d)).collect();
+    let mut actual: Vec<(Owner, &Diagnostic)> = fleet
+        .diagnostics
+        .iter()
+        .map(|d| (Owner::Fleet, d))
+        .collect();
     for c in &fleet.clusters {
         let owner = Owner::Cluster(c.dir.to_string_lossy().into_owned());
         actual.extend(c.diagnostics.iter().map(|d| (owner.clone(), d)));
     }
-    let mut unmatched: Vec<Option<(Owner, &Diagnostic)>> = actual.iter().cloned().map(Some).collect();
+    let mut unmatched: Vec<Option<(Owner, &Diagnostic)>> =
+        actual.iter().cloned().map(Some).collect();
     for e in &case.expected {
-        match unmatched.iter_mut().find(|a| a.as_ref().is_some_and(|(o, d)| e.matches(o, d))) {
+        match unmatched
+            .iter_mut()
+            .find(|a| a.as_ref().is_some_and(|(o, d)| e.matches(o, d)))
+        {
             Some(slot) => *slot = None,
             None => problems.push(format!("missing diagnostic: {e}")),
         }
     }
     for (o, d) in unmatched.into_iter().flatten() {
-        problems.push(format!("unexpected diagnostic (owner {o:?}): {d} [line {} column {}]", d.line, d.column));
+        problems.push(format!(
+            "unexpected diagnostic (owner {o:?}): {d} [line {} column {}]",
+            d.line, d.column
+        ));
     }
     // A diagnostic of a cluster names that cluster.
     for c in &fleet.clusters {
         for d in &c.diagnostics {
             if d.cluster.as_deref() != Some(c.name.as_str()) {
-                problems.push(format!("diagnostic of cluster `{}` names cluster {:?}: {d}", c.name, d.cluster));
+                problems.push(format!(
+                    "diagnostic of cluster `{}` names cluster {:?}: {d}",
+                    c.name, d.cluster
+                ));
             }
         }
     }
@@ -611,7 +695,11 @@ pub fn run(name: &str, case: &Case) {
     // lines the expectations point at.
     let changed = case.changed_files();
     let mut marked: BTreeSet<(String, usize)> = BTreeSet::new();
-    for (p, e) in case.edits.iter().filter(|(p, _)| changed.contains(&p.as_str())) {
+    for (p, e) in case
+        .edits
+        .iter()
+        .filter(|(p, _)| changed.contains(&p.as_str()))
+    {
         if let FileEdit::Put(b) = e {
             for (i, l) in String::from_utf8_lossy(b).lines().enumerate() {
                 if l.contains("# <-") {
@@ -628,7 +716,10 @@ pub fn run(name: &str, case: &Case) {
         .filter(|(f, _)| changed.contains(&f.as_str()))
         .collect();
     for m in marked.symmetric_difference(&pointed) {
-        problems.push(format!("corpus hygiene: {}:{} is marked `# <-` xor expected", m.0, m.1));
+        problems.push(format!(
+            "corpus hygiene: {}:{} is marked `# <-` xor expected",
+            m.0, m.1
+        ));
     }
 
     // 2. Broken clusters are not rendered.
@@ -637,7 +728,10 @@ pub fn run(name: &str, case: &Case) {
             None => problems.push(format!("cluster directory {dir} is missing from the fleet")),
             Some(c) => {
                 if c.objects.is_some() || c.is_valid() {
-                    problems.push(format!("broken cluster {dir} was rendered (valid: {})", c.is_valid()));
+                    problems.push(format!(
+                        "broken cluster {dir} was rendered (valid: {})",
+                        c.is_valid()
+                    ));
                 }
                 if !c.diagnostics.iter().any(Diagnostic::is_error) {
                     problems.push(format!("broken cluster {dir} has no error of its own"));
@@ -659,8 +753,13 @@ pub fn run(name: &str, case: &Case) {
             continue;
         }
         let untouched = !touched.contains(&dir);
-        if untouched && (dir == OK_DIR || dir == MGMT_DIR) && objects_of(base, &dir) != c.objects.as_ref() {
-            problems.push(format!("untouched cluster {dir} renders differently than in the clean base fleet"));
+        if untouched
+            && (dir == OK_DIR || dir == MGMT_DIR)
+            && objects_of(base, &dir) != c.objects.as_ref()
+        {
+            problems.push(format!(
+                "untouched cluster {dir} renders differently than in the clean base fleet"
+            ));
         }
     }
     if !case.broken.iter().any(|d| d == OK_DIR) {
@@ -677,10 +776,22 @@ pub fn run(name: &str, case: &Case) {
         }
         let _ = writeln!(report, "all diagnostics:");
         for (o, d) in &actual {
-            let _ = writeln!(report, "  {d}   [line {} column {}; owner {o:?}]", d.line, d.column);
+            let _ = writeln!(
+                report,
+                "  {d}   [line {} column {}; owner {o:?}]",
+                d.line, d.column
+            );
         }
-        let mut files: Vec<&str> = case.expected.iter().filter_map(|e| e.file.as_deref()).collect();
-        files.extend(actual.iter().filter_map(|(_, d)| d.file.as_deref().and_then(Path::to_str)));
+        let mut files: Vec<&str> = case
+            .expected
+            .iter()
+            .filter_map(|e| e.file.as_deref())
+            .collect();
+        files.extend(
+            actual
+                .iter()
+                .filter_map(|(_, d)| d.file.as_deref().and_then(Path::to_str)),
+        );
         files.sort();
         files.dedup();
         for f in files {
