@@ -2,20 +2,31 @@
 //!
 //! ```text
 //! poll timer ──┐
-//! webhook  ────┼─▶ coalescing trigger ─▶ sync source ─▶ load fleet ─▶ reconcile ─▶ metrics
-//! local edits ─┘      (a burst = one pass)   (last good revision kept when the remote is down)
+//! webhook  ────┼─▶ coalescing trigger ─▶ sync source ─▶ load fleet ─▶ prepare ─▶ queue every cluster
+//! local edits ─┘      (a burst = one load)  (last good revision kept when the remote is down)
+//! watch event on cluster X ─────────────────────────────────────────▶ prepare ─▶ queue X
+//!                                                                          queue ─▶ reconcile_cluster,
+//!                                                                                   `--concurrency` at a time
 //! ```
 //!
-//! One pass at a time, always of the newest revision: triggers that arrive during a pass are
-//! merged into the next one, so a burst of pushes is one reconcile, never a storm. A pass that
-//! fails (remote down, API server unreachable) is logged and counted; the agent keeps serving
-//! probes and retries on the next trigger.
+//! Each cluster is reconciled on its own ([`crate::schedule::Queue`]): a cluster whose control
+//! plane rolls or whose Cluster API objects are being deleted is not waited for (its watch events
+//! bring it back), a failing one backs off exponentially with jitter without slowing the others,
+//! and triggers for a cluster already queued or running are merged. Workload clusters of a new
+//! revision start after their management cluster's run (its objects include the EKS-A releases
+//! they refer to).
 //!
-//! Live state comes from watches opened once ([`crate::live::watch`]), so a pass reads memory, not
+//! Triggers that arrive while the daemon is busy are merged, so a burst of pushes loads one
+//! revision, never a storm. A revision that cannot be loaded (remote down, API server
+//! unreachable) is logged and counted; the agent keeps serving probes and retries on the next
+//! trigger.
+//!
+//! Live state comes from watches opened once ([`crate::live::watch`]), so a run reads memory, not
 //! the API server; when a watched object changes under the agent (drift, health), the watches fire
-//! a [`Trigger::ClusterChange`], and the revision already loaded is reconciled again without
-//! going to the Git remote.
+//! a [`Trigger::ClusterChange`] naming the cluster, and only that cluster of the revision already
+//! loaded is reconciled again, without going to the Git remote.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,11 +34,13 @@ use std::time::{Duration, Instant};
 
 use capstan_layout::{Fleet, RenderCache, Tree, load_cached};
 use kube::Client;
+use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
-use crate::reconcile::{Agent, Drift, Options};
+use crate::reconcile::{Agent, Drift, Kind, Options, ReconcileError, Run, Scope};
+use crate::schedule::{Finished, Queue};
 use crate::serve::{
-    Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
+    Cause, Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
 };
 use crate::source::{GitRef, GitSource, SourceConfig};
 use crate::status::Phase;
@@ -160,10 +173,13 @@ pub async fn run_with(
     }
     let agent = {
         let tx = tx.clone();
-        Agent::connect(client)
-            .await?
-            .with_watches(Arc::new(move |_kind: &str| tx.fire(Trigger::ClusterChange)))
+        Agent::connect(client).await?.with_watches(Arc::new(
+            move |_kind: &str, cluster: Option<&str>| {
+                tx.fire(Trigger::ClusterChange(cluster.map(str::to_string)))
+            },
+        ))
     };
+    let agent = Arc::new(agent);
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
         _ => None,
@@ -187,120 +203,316 @@ pub async fn run_with(
     };
     let mut stop = stop_rx.clone();
     let mut renders = RenderCache::default();
-    let mut loaded: Option<(Fleet, String)> = None;
+    let mut current: Option<Current> = None;
+    let mut queue = Queue::new(cfg.concurrency);
+    let mut runs: JoinSet<RunResult> = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
+    let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
     loop {
-        let batch = tokio::select! {
-            b = rx.next() => b,
-            _ = stop.wait_for(|s| *s) => None,
+        metrics.set_queue(queue.queued(), queue.running());
+        let due = queue.next_due();
+        let wake = tokio::select! {
+            b = rx.next() => match b {
+                Some(b) => Wake::Triggers(b),
+                None => break,
+            },
+            Some(done) = runs.join_next_with_id(), if !runs.is_empty() => Wake::Finished(done),
+            _ = sleep_until(due), if due.is_some() => Wake::Due,
+            _ = stop.wait_for(|s| *s) => break,
         };
-        let Some(batch) = batch else { break };
-        let started = Instant::now();
-        let kinds: std::collections::BTreeSet<&str> = batch.iter().map(Trigger::kind).collect();
-        // Only the cluster changed: the loaded revision again, no Git round trip.
-        let cluster_only = batch.iter().all(|t| matches!(t, Trigger::ClusterChange));
-        let (fleet, revision) = match loaded.take() {
-            Some(l) if cluster_only => l,
-            previous => {
-                // The old revision's fleet goes before the new one is loaded: never two at once.
-                drop(previous);
-                let t = Instant::now();
-                let loaded_now = match (&cfg.repo, source.take()) {
-                    (Repo::Git(_), Some(mut src)) => {
-                        let (src_back, result) = tokio::task::spawn_blocking(move || {
-                            let r = src.sync().map(|_| ());
-                            (src, r)
-                        })
-                        .await?;
-                        if let Err(e) = result {
-                            // Keep serving the last good revision while the remote is unreachable.
-                            warn!(error = %e, "source unavailable; reconciling the last good revision");
+        match wake {
+            Wake::Due => {}
+            Wake::Finished(done) => {
+                let (name, result) = match done {
+                    Ok((_, r)) => r,
+                    Err(e) => {
+                        // A panicking run: counted as a failure of its cluster.
+                        let name = running.remove(&e.id()).unwrap_or_default();
+                        error!(cluster = %name, error = %e, "reconcile panicked");
+                        let after = queue.finish(&name, false, Instant::now(), fastrand::f64());
+                        metrics.inc_reconcile(ReconcileResult::Failure);
+                        if let Finished::Retry(_) = after {
+                            metrics.inc_retry();
                         }
-                        metrics.observe_stage(Stage::Source, t.elapsed());
-                        // Loaded from the source's own copy of the tree: no second copy.
-                        let t = Instant::now();
-                        let out = src_back
-                            .last_good()
-                            .map(|r| (load_cached(&r.tree, &mut renders), r.commit.clone()));
-                        metrics.observe_stage(Stage::Render, t.elapsed());
-                        source = Some(src_back);
-                        out
+                        continue;
                     }
-                    (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
-                        Ok(tree) => {
-                            metrics.observe_stage(Stage::Source, t.elapsed());
-                            let t = Instant::now();
-                            let fleet = load_cached(&tree, &mut renders);
-                            metrics.observe_stage(Stage::Render, t.elapsed());
-                            Some((fleet, "local".to_string()))
-                        }
-                        Err(e) => {
-                            error!(error = %e, "reading the working copy");
-                            None
-                        }
-                    },
-                    (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
                 };
-                let Some((mut fleet, revision)) = loaded_now else {
-                    metrics.inc_reconcile(ReconcileResult::Failure);
-                    continue;
-                };
-                // The validated specs are not needed once rendered (the objects are): about 20 KiB a
-                // cluster the agent would otherwise hold between passes.
-                for c in &mut fleet.clusters {
-                    c.cluster = None;
-                }
-                (fleet, revision)
-            }
-        };
-        let opts = Options {
-            revision: revision.clone(),
-            management: cfg.management.clone(),
-            drift: cfg.drift,
-            concurrency: cfg.concurrency,
-            ..Default::default()
-        };
-        let t = Instant::now();
-        let result = agent.reconcile(&fleet, &opts).await;
-        loaded = Some((fleet, revision.clone()));
-        match result {
-            Ok(out) => {
-                metrics.observe_stage(Stage::Apply, t.elapsed());
-                for c in &out.clusters {
-                    for (a, n) in c.plan.counts() {
-                        metrics.add_objects(object_action(a), n as u64);
-                    }
-                }
-                let mut phases = std::collections::BTreeMap::<&str, i64>::new();
-                for c in &out.clusters {
-                    *phases.entry(c.phase.as_str()).or_default() += 1;
-                }
-                metrics.set_cluster_phases(phases.iter().map(|(k, v)| (*k, *v)));
-                let failed = out
-                    .clusters
-                    .iter()
-                    .filter(|c| c.phase == Phase::Failed)
-                    .count();
-                metrics.inc_reconcile(if failed == 0 {
+                running.retain(|_, n| *n != name);
+                let ok = matches!(&result, Ok(run) if run.outcome.phase != Phase::Failed);
+                let after = queue.finish(&name, ok, Instant::now(), fastrand::f64());
+                metrics.inc_reconcile(if ok {
                     ReconcileResult::Success
                 } else {
                     ReconcileResult::Failure
                 });
+                let retry = match after {
+                    Finished::Retry(d) => {
+                        metrics.inc_retry();
+                        Some(d)
+                    }
+                    _ => None,
+                };
+                let revision = current.as_ref().map_or("", |c| c.revision.as_str());
+                match result {
+                    Ok(run) => {
+                        for (a, n) in run.outcome.plan.counts() {
+                            metrics.add_objects(object_action(a), n as u64);
+                        }
+                        phases.insert(name.clone(), run.outcome.phase);
+                        let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
+                        metrics.set_resident_memory(rss * 1024);
+                        info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
+                    }
+                    Err(e) => {
+                        phases.insert(name.clone(), Phase::Failed);
+                        error!(cluster = %name, revision = %revision, error = %e, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
+                    }
+                }
+                set_phases(&metrics, &phases);
+            }
+            Wake::Triggers(batch) => {
+                let started = Instant::now();
+                let kinds: BTreeSet<&str> = batch.iter().map(Trigger::kind).collect();
+                // Only clusters changed: the loaded revision again, no Git round trip.
+                let cluster_only = batch.iter().all(|t| matches!(t, Trigger::ClusterChange(_)));
+                let reload = !cluster_only || current.is_none();
+                // A new revision, or an edit or push someone made on purpose, cuts a failing
+                // cluster's backoff short; a poll that finds the same commit does not.
+                let mut urgent = false;
+                if reload {
+                    let Some((fleet, revision)) =
+                        load(&cfg.repo, &mut source, &mut renders, &metrics).await?
+                    else {
+                        metrics.inc_reconcile(ReconcileResult::Failure);
+                        received(&metrics, &batch);
+                        continue;
+                    };
+                    let why = cause(&batch);
+                    metrics.inc_revision(why);
+                    urgent = why != Cause::Poll
+                        || current.as_ref().is_none_or(|c| c.revision != revision);
+                    current = Some(Current {
+                        fleet: Arc::new(fleet),
+                        revision,
+                        opts: Arc::new(Options::default()),
+                        scope: None,
+                    });
+                }
+                let Some(cur) = current.as_mut() else {
+                    received(&metrics, &batch);
+                    continue;
+                };
+                cur.opts = Arc::new(Options {
+                    revision: cur.revision.clone(),
+                    management: cfg.management.clone(),
+                    drift: cfg.drift,
+                    concurrency: cfg.concurrency,
+                    ..Default::default()
+                });
+                // Cheap with the watches: memory reads, and writes only for a missing namespace.
+                let t = Instant::now();
+                let scope = match agent.prepare(&cur.fleet, &cur.opts).await {
+                    Ok(s) => Arc::new(s),
+                    Err(e) => {
+                        metrics.inc_reconcile(ReconcileResult::Failure);
+                        error!(revision = %cur.revision, error = %e, "preparing the revision failed; retrying on the next trigger");
+                        cur.scope = None;
+                        received(&metrics, &batch);
+                        continue;
+                    }
+                };
+                metrics.observe_stage(Stage::Plan, t.elapsed());
                 ready.set_ready(true);
-                let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
-                metrics.set_resident_memory(rss * 1024);
-                info!(revision = %revision, triggers = ?kinds, clusters = out.clusters.len(), failed, writes = out.writes, reads = out.reads, elapsed_ms = started.elapsed().as_millis() as u64, rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
+                let now = Instant::now();
+                let mgmt = scope.management().to_string();
+                let named: BTreeSet<&str> = batch
+                    .iter()
+                    .filter_map(|t| match t {
+                        Trigger::ClusterChange(Some(c)) => Some(c.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let everything = reload
+                    || cur.scope.is_none()
+                    || batch
+                        .iter()
+                        .any(|t| matches!(t, Trigger::ClusterChange(None)));
+                let names: BTreeSet<&str> = scope.clusters().map(|(n, _)| n).collect();
+                for (name, kind) in scope.clusters() {
+                    if !everything && !named.contains(name) {
+                        continue;
+                    }
+                    let after = (kind == Kind::Workload).then_some(mgmt.as_str());
+                    queue.enqueue(name, after, urgent, now);
+                }
+                phases.retain(|n, _| {
+                    let keep = names.contains(n.as_str());
+                    if !keep {
+                        queue.forget(n);
+                    }
+                    keep
+                });
+                set_phases(&metrics, &phases);
+                // Queued first, counted received after: who sees every trigger received and
+                // nothing queued or running knows the daemon is idle.
+                metrics.set_queue(queue.queued(), queue.running());
+                received(&metrics, &batch);
+                info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), queued = queue.queued(), running = queue.running(), elapsed_ms = started.elapsed().as_millis() as u64, "queued");
+                cur.scope = Some(scope);
             }
-            Err(e) => {
-                metrics.inc_reconcile(ReconcileResult::Failure);
-                error!(revision = %revision, error = %e, "reconcile failed");
-            }
+        }
+        // Start what is due, up to the concurrency cap.
+        let Some(cur) = current.as_ref() else {
+            continue;
+        };
+        let Some(scope) = cur.scope.as_ref() else {
+            continue;
+        };
+        let ready = queue.take_ready(Instant::now());
+        for name in ready {
+            let (agent, fleet, opts, scope) = (
+                agent.clone(),
+                cur.fleet.clone(),
+                cur.opts.clone(),
+                scope.clone(),
+            );
+            let task_name = name.clone();
+            let handle = runs.spawn(async move {
+                let r = agent
+                    .reconcile_cluster(&fleet, &opts, &scope, &task_name)
+                    .await;
+                (task_name, r)
+            });
+            running.insert(handle.id(), name);
         }
     }
     let _ = stop_tx.send(true);
+    runs.shutdown().await;
     for s in servers {
         let _ = s.await;
     }
     Ok(())
+}
+
+/// The revision being reconciled.
+struct Current {
+    fleet: Arc<Fleet>,
+    revision: String,
+    opts: Arc<Options>,
+    /// `None` until prepared (or after preparing failed).
+    scope: Option<Arc<Scope>>,
+}
+
+/// A cluster's run as its task returns it.
+type RunResult = (String, Result<Run, ReconcileError>);
+
+/// What woke the daemon.
+enum Wake {
+    Triggers(Vec<Trigger>),
+    Finished(Result<(tokio::task::Id, RunResult), tokio::task::JoinError>),
+    Due,
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Counts a batch's triggers as received (after what they caused is queued).
+fn received(metrics: &Metrics, batch: &[Trigger]) {
+    for t in batch {
+        metrics.inc_trigger(trigger_kind(t));
+    }
+}
+
+fn trigger_kind(t: &Trigger) -> Cause {
+    match t {
+        Trigger::Poll => Cause::Poll,
+        Trigger::Webhook { .. } => Cause::Webhook,
+        Trigger::LocalChange => Cause::LocalChange,
+        Trigger::Manual => Cause::Manual,
+        Trigger::ClusterChange(_) => Cause::ClusterChange,
+    }
+}
+
+/// What made a batch load a revision (the most specific trigger in it).
+fn cause(batch: &[Trigger]) -> Cause {
+    let has = |k: &str| batch.iter().any(|t| t.kind() == k);
+    if has("webhook") {
+        Cause::Webhook
+    } else if has("local_change") {
+        Cause::LocalChange
+    } else if has("manual") {
+        Cause::Manual
+    } else {
+        Cause::Poll
+    }
+}
+
+fn set_phases(metrics: &Metrics, phases: &BTreeMap<String, Phase>) {
+    let mut counts = BTreeMap::<&str, i64>::new();
+    for p in phases.values() {
+        *counts.entry(p.as_str()).or_default() += 1;
+    }
+    metrics.set_cluster_phases(counts.iter().map(|(k, v)| (*k, *v)));
+}
+
+/// Reads the newest revision: the Git source synced (the last good revision kept while the
+/// remote is unreachable), or the working copy read; then validated and rendered. `None` when
+/// there is nothing to reconcile (logged).
+async fn load(
+    repo: &Repo,
+    source: &mut Option<GitSource>,
+    renders: &mut RenderCache,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<(Fleet, String)>> {
+    let t = Instant::now();
+    let loaded = match (repo, source.take()) {
+        (Repo::Git(_), Some(mut src)) => {
+            let (src_back, result) = tokio::task::spawn_blocking(move || {
+                let r = src.sync().map(|_| ());
+                (src, r)
+            })
+            .await?;
+            if let Err(e) = result {
+                // Keep serving the last good revision while the remote is unreachable.
+                warn!(error = %e, "source unavailable; reconciling the last good revision");
+            }
+            metrics.observe_stage(Stage::Source, t.elapsed());
+            // Loaded from the source's own copy of the tree: no second copy.
+            let t = Instant::now();
+            let out = src_back
+                .last_good()
+                .map(|r| (load_cached(&r.tree, renders), r.commit.clone()));
+            metrics.observe_stage(Stage::Render, t.elapsed());
+            *source = Some(src_back);
+            out
+        }
+        (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
+            Ok(tree) => {
+                metrics.observe_stage(Stage::Source, t.elapsed());
+                let t = Instant::now();
+                let fleet = load_cached(&tree, renders);
+                metrics.observe_stage(Stage::Render, t.elapsed());
+                Some((fleet, "local".to_string()))
+            }
+            Err(e) => {
+                error!(error = %e, "reading the working copy");
+                None
+            }
+        },
+        (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
+    };
+    Ok(loaded.map(|(mut fleet, revision)| {
+        // The validated specs are not needed once rendered (the objects are): about 20 KiB a
+        // cluster the agent would otherwise hold between passes.
+        for c in &mut fleet.clusters {
+            c.cluster = None;
+        }
+        (fleet, revision)
+    }))
 }
 
 /// A memory figure of this process from /proc (KiB; 0 where there is no /proc).

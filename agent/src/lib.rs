@@ -9,6 +9,7 @@ pub mod k8s;
 pub mod live;
 pub mod plan;
 pub mod reconcile;
+pub mod schedule;
 pub mod serve;
 pub mod source;
 pub mod status;

@@ -7,7 +7,6 @@ mod source_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,28 +20,34 @@ use source_support::{Upstream, free_port};
 const SECRET: &str = "s3cret-for-tests";
 
 fn fleet_files(tag: &str) -> Vec<(String, String)> {
+    fleet_with(tag, &[format!("w-{tag}").as_str()])
+}
+
+/// A management cluster `m-<tag>` and the given workload clusters (two workers each), in
+/// namespace `t-<tag>`.
+fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
     let mut tree = Tree::new();
     let mut out = Vec::new();
-    let reqs = [
-        ClusterRequest {
-            name: format!("m-{tag}"),
-            provider: "docker".into(),
-            namespace: Some(format!("t-{tag}")),
-            pod_cidr: Some("192.168.0.0/16".into()),
-            service_cidr: Some("10.96.0.0/12".into()),
-            ..Default::default()
-        },
-        ClusterRequest {
-            name: format!("w-{tag}"),
+    let mut reqs = vec![ClusterRequest {
+        name: format!("m-{tag}"),
+        provider: "docker".into(),
+        namespace: Some(format!("t-{tag}")),
+        pod_cidr: Some("192.168.0.0/16".into()),
+        service_cidr: Some("10.96.0.0/12".into()),
+        ..Default::default()
+    }];
+    for (i, w) in workloads.iter().enumerate() {
+        reqs.push(ClusterRequest {
+            name: w.to_string(),
             management: Some(format!("m-{tag}")),
             provider: "docker".into(),
             namespace: Some(format!("t-{tag}")),
-            pod_cidr: Some("172.16.0.0/16".into()),
-            service_cidr: Some("10.112.0.0/16".into()),
+            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
+            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
             worker_count: Some(2),
             ..Default::default()
-        },
-    ];
+        });
+    }
     for req in reqs {
         for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
             tree.insert(p.clone(), t.clone());
@@ -130,23 +135,50 @@ async fn wait_for_revision(
     None
 }
 
-fn reconciles(log: &Path) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"reconciled\"") || l.contains(" reconciled "))
-        .count()
+/// The agent's /metrics text.
+fn scrape(port: u16) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
 }
 
-/// Passes a webhook caused (passes the watches cause, after the agent's own writes, are not).
-fn webhook_passes(log: &Path) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            (l.contains("\"reconciled\"") || l.contains(" reconciled ")) && l.contains("webhook")
-        })
-        .count()
+/// One series' value (`name{labels}` as exposed), -1 when absent.
+fn value_in(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(series))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+/// Waits until the metrics satisfy `until` (re-read after each change the agent makes, at most
+/// `limit`); returns the text that did.
+async fn wait_metrics(port: u16, limit: Duration, until: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = scrape(port);
+        if until(&text) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "metrics never got there in {limit:?}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Nothing queued or running, and every trigger the webhook accepted received by the daemon.
+fn idle(text: &str) -> bool {
+    value_in(text, "capstan_queue_clusters{state=\"queued\"}") == 0.0
+        && value_in(text, "capstan_queue_clusters{state=\"running\"}") == 0.0
+        && value_in(text, "capstan_triggers_total{trigger=\"webhook\"}")
+            == value_in(text, "capstan_webhook_requests_total{outcome=\"accepted\"}")
 }
 
 #[tokio::test]
@@ -161,6 +193,7 @@ async fn the_agent_follows_git_and_webhooks() {
     let up = Upstream::new(&file_refs);
     let mut daemon = GitDaemon::start(&up.root);
     let hook = free_port();
+    let metrics_port = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -175,7 +208,7 @@ async fn the_agent_follows_git_and_webhooks() {
             "--webhook-addr",
             &format!("127.0.0.1:{hook}"),
             "--metrics-addr",
-            "127.0.0.1:0",
+            &format!("127.0.0.1:{metrics_port}"),
             "--management",
             "m-run",
         ])
@@ -223,9 +256,21 @@ async fn the_agent_follows_git_and_webhooks() {
         .0
         .clone();
     let c2 = up.commit_and_push(&[(&path, &scaled)], &[], "scale w-run");
+    let before = scrape(metrics_port);
     assert_eq!(post(hook, &push_body(&c2), Some("sha256=0000")), 401);
     assert_eq!(post(hook, &push_body(&c2), None), 401);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The endpoint counts before it answers: both refused, neither accepted (only an accepted
+    // push fires a trigger), so nothing can have been queued.
+    let after = scrape(metrics_port);
+    let series = |o: &str| format!("capstan_webhook_requests_total{{outcome=\"{o}\"}}");
+    assert_eq!(
+        value_in(&after, &series("unauthorized")),
+        value_in(&before, &series("unauthorized")) + 2.0
+    );
+    assert_eq!(
+        value_in(&after, &series("accepted")),
+        value_in(&before, &series("accepted"))
+    );
     assert_eq!(
         applied_revision(&client, "w-run").await.as_deref(),
         Some(c1.as_str()),
@@ -261,8 +306,10 @@ async fn the_agent_follows_git_and_webhooks() {
         3
     );
 
-    // A burst of 20 signed pushes of the same revision: one or two passes, not twenty.
-    let before = webhook_passes(&log);
+    // A burst of 20 signed pushes of the same revision: one to three revision loads, not twenty.
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let webhook_loads = "capstan_revisions_total{trigger=\"webhook\"}";
+    let before = value_in(&text, webhook_loads);
     let c3 = up.commit_and_push(&[(&path, &scale(5))], &[], "scale again");
     for _ in 0..20 {
         let body = push_body(&c3);
@@ -274,11 +321,12 @@ async fn the_agent_follows_git_and_webhooks() {
             .await
             .is_some()
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let passes = webhook_passes(&log) - before;
+    // Every accepted push received by the daemon and nothing left to run: the count is final.
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let loads = value_in(&text, webhook_loads) - before;
     assert!(
-        (1..=3).contains(&passes),
-        "a burst of 20 pushes made {passes} passes"
+        (1.0..=3.0).contains(&loads),
+        "a burst of 20 pushes loaded {loads} revisions"
     );
 
     // The remote goes down: the agent keeps the last good revision and stays healthy.
@@ -286,8 +334,14 @@ async fn the_agent_follows_git_and_webhooks() {
     let c4 = up.commit_and_push(&[(&path, &scale(4))], &[], "while down");
     let body = push_body(&c4);
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    let loads = value_in(&scrape(metrics_port), webhook_loads);
     assert_eq!(post(hook, &body, Some(&sig)), 202);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The push was received and the source tried (a revision load is counted after the sync,
+    // failed or not), and the clusters run: the last good revision stays applied.
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        idle(t) && value_in(t, webhook_loads) > loads
+    })
+    .await;
     assert_eq!(
         applied_revision(&client, "w-run").await.as_deref(),
         Some(c3.as_str()),
@@ -405,23 +459,20 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"],
         2
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let runs = "capstan_reconciles_total{result=\"success\"}";
+    let local_loads = "capstan_revisions_total{trigger=\"local_change\"}";
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
 
-    // Steady state: an edit that changes nothing makes a pass that reads and writes nothing.
-    let passes = reconciles(&log);
+    // Steady state: an edit that changes nothing makes a run that reads and writes nothing.
+    let (loads, passes) = (value_in(&text, local_loads), value_in(&text, runs));
     let mark = cp.audit().mark();
     let spec = repo.join("clusters/m-drift/workload-clusters/w-drift/cluster.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(&spec, format!("{text}\n")).unwrap();
-    let start = Instant::now();
-    while reconciles(&log) == passes && start.elapsed() < Duration::from_secs(30) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        reconciles(&log) > passes,
-        "the edit caused no pass:\n{}",
-        std::fs::read_to_string(&log).unwrap()
-    );
+    wait_metrics(metrics_port, Duration::from_secs(30), |t| {
+        idle(t) && value_in(t, local_loads) > loads && value_in(t, runs) > passes
+    })
+    .await;
     cp.audit()
         .settle(Duration::from_millis(500), Duration::from_secs(10))
         .await;
@@ -431,8 +482,20 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         "a steady-state pass made API requests: {requests:#?}"
     );
 
-    // Drift: kubectl scales the MachineDeployment by hand. No poll is due; the watch sees it.
-    let passes = reconciles(&log);
+    // Drift: kubectl scales the MachineDeployment by hand. No poll is due; the watch sees it,
+    // and only the cluster it belongs to runs again, from the revision already loaded.
+    let text = scrape(metrics_port);
+    let watch_triggers = "capstan_triggers_total{trigger=\"cluster_change\"}";
+    let (passes, triggers) = (value_in(&text, runs), value_in(&text, watch_triggers));
+    let loads: f64 = ["poll", "webhook", "local_change", "manual"]
+        .iter()
+        .map(|k| {
+            value_in(
+                &text,
+                &format!("capstan_revisions_total{{trigger=\"{k}\"}}"),
+            )
+        })
+        .sum();
     let status = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(cp.kubeconfig_path())
@@ -451,20 +514,30 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         .unwrap();
     assert!(status.success());
     let start = Instant::now();
-    let mut replicas = serde_json::Value::Null;
-    while start.elapsed() < Duration::from_secs(30) {
-        replicas = md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"].clone();
-        if replicas == 2 && reconciles(&log) > passes {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(replicas, 2, "drift not corrected:\n{text}");
+    let text = wait_metrics(metrics_port, Duration::from_secs(30), |t| {
+        idle(t) && value_in(t, watch_triggers) > triggers && value_in(t, runs) > passes
+    })
+    .await;
+    let replicas = md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"].clone();
+    assert_eq!(
+        replicas,
+        2,
+        "drift not corrected:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
     println!("drift corrected {:?} after kubectl's edit", start.elapsed());
-    assert!(
-        text.contains("cluster_change"),
-        "the pass was not caused by the watch:\n{text}"
+    let loads_after: f64 = ["poll", "webhook", "local_change", "manual"]
+        .iter()
+        .map(|k| {
+            value_in(
+                &text,
+                &format!("capstan_revisions_total{{trigger=\"{k}\"}}"),
+            )
+        })
+        .sum();
+    assert_eq!(
+        loads_after, loads,
+        "the watch event reloaded the revision:\n{text}"
     );
 
     // The client counts its requests by verb for /metrics.
@@ -484,5 +557,198 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     assert!(
         count("watch") >= 1.0 && count("patch") >= 1.0 && count("get") >= 1.0,
         "{body}"
+    );
+}
+
+fn kubectl(cp: &capstan_harness::ControlPlane, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+async fn managed_cluster(client: &kube::Client, cluster: &str) -> Option<DynamicObject> {
+    let ar = ApiResource {
+        group: "capstan.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "capstan.dev/v1alpha1".into(),
+        kind: "ManagedCluster".into(),
+        plural: "managedclusters".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
+    api.get_opt(cluster).await.unwrap()
+}
+
+/// Waits until `check` holds for what the API server says, re-reading every 50 ms.
+async fn wait_until<F, Fut>(what: &str, log: &std::path::Path, limit: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}; the agent's log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Cluster whose deletion hangs on a finalizer (as it does for minutes while Cluster API
+/// removes its machines) holds up neither the agent nor another cluster's change; when the
+/// finalizer goes, the watch brings the deletion back and the rest of its objects go.
+#[tokio::test]
+async fn a_slow_deletion_does_not_delay_another_clusters_change() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_with("slow", &["a-slow", "b-slow"]) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "run",
+            "--interval",
+            "1h",
+            "--watch",
+            "--management",
+            "m-slow",
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+    for c in ["a-slow", "b-slow"] {
+        assert!(
+            wait_for_revision(&client, c, "local", Duration::from_secs(90))
+                .await
+                .is_some(),
+            "{c} not applied:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
+    // What Cluster API's finalizer does while it deletes machines: hold the Cluster.
+    kubectl(
+        cp,
+        &[
+            "-n",
+            "t-slow",
+            "patch",
+            "clusters.cluster.x-k8s.io",
+            "a-slow",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["test.capstan.dev/hold"]}}"#,
+        ],
+    );
+    let dir = repo.join("clusters/m-slow/workload-clusters");
+    std::fs::remove_file(dir.join("a-slow/cluster.yaml")).unwrap();
+    std::fs::write(
+        dir.join("a-slow/tombstone.yaml"),
+        capstan_layout::intent::document("Tombstone", "test"),
+    )
+    .unwrap();
+    wait_until("a-slow Deleting", &log, Duration::from_secs(60), || async {
+        managed_cluster(&client, "a-slow")
+            .await
+            .is_some_and(|o| o.data["status"]["phase"] == "Deleting")
+    })
+    .await;
+
+    // Another cluster's change, while the deletion hangs: applied.
+    let spec = dir.join("b-slow/cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert_eq!(text.matches("count: 2").count(), 1, "{text}");
+    std::fs::write(&spec, text.replacen("count: 2", "count: 3", 1)).unwrap();
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-slow",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    wait_until("b-slow scaled", &log, Duration::from_secs(60), || async {
+        md.get("b-slow-md-0").await.unwrap().data["spec"]["replicas"] == 3
+    })
+    .await;
+    let held = kubectl(
+        cp,
+        &[
+            "-n",
+            "t-slow",
+            "get",
+            "clusters.cluster.x-k8s.io",
+            "a-slow",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ],
+    );
+    assert!(!held.is_empty(), "a-slow's Cluster is still being deleted");
+    let status = managed_cluster(&client, "a-slow").await.unwrap();
+    assert_eq!(status.data["status"]["phase"], "Deleting");
+    assert!(
+        status.data["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for Cluster/t-slow/a-slow"),
+        "{:?}",
+        status.data["status"]
+    );
+    assert!(
+        md.get_opt("a-slow-md-0").await.unwrap().is_some(),
+        "nothing else of a-slow is deleted before its Cluster is gone"
+    );
+
+    // The finalizer goes: the watch sees the Cluster gone and the deletion completes.
+    kubectl(
+        cp,
+        &[
+            "-n",
+            "t-slow",
+            "patch",
+            "clusters.cluster.x-k8s.io",
+            "a-slow",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+    );
+    wait_until("a-slow deleted", &log, Duration::from_secs(60), || async {
+        managed_cluster(&client, "a-slow").await.is_none()
+            && md.get_opt("a-slow-md-0").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(
+        md.get("b-slow-md-0").await.unwrap().data["spec"]["replicas"],
+        3
     );
 }

@@ -157,7 +157,6 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
         management,
         concurrency,
         revision: revision.unwrap_or_else(|| local_revision(&repo)),
-        ..Default::default()
     };
     let started = std::time::Instant::now();
     let passes = super::runtime()?.block_on(async {

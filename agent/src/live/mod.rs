@@ -298,6 +298,15 @@ impl Live {
             .clone()
     }
 
+    /// One cluster's recorded status.
+    pub fn record(&self, name: &str) -> Option<Arc<Recorded>> {
+        self.records
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
     /// Replaces every recorded status.
     pub fn set_records(&self, records: BTreeMap<String, Recorded>) {
         *self.records.write().unwrap_or_else(|p| p.into_inner()) =

@@ -5,7 +5,7 @@
 //! watch Kind B (metadata only)      ─┤
 //! watch Cluster, KCP, MD (whole)    ─┼─▶ Live { facts per object, MachineSets, statuses } ◀── passes
 //! watch MachineSets (whole)         ─┤         │ a fact changed that capstan did not write
-//! watch ManagedCluster              ─┘         └─▶ on_change(kind): the daemon schedules a pass
+//! watch ManagedCluster              ─┘         └─▶ on_change(kind, cluster): the daemon queues it
 //! ```
 //!
 //! A pass asks for the kinds it needs ([`LiveCache::ensure`]); a kind seen for the first time
@@ -40,8 +40,10 @@ use crate::health::MachineSet;
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::status::{self, Recorded};
 
-/// What the cache calls when the cluster changed under it (with the kind that changed).
-pub type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
+/// What the cache calls when the cluster changed under it: the kind that changed, and the fleet
+/// cluster whose object it was (`None`: not known, e.g. a re-list that found differences: any
+/// of them may have changed).
+pub type OnChange = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
 
 /// The clusters whose objects' changes matter (`None`: every cluster, before the first pass).
 type Scope = Arc<std::sync::RwLock<Option<std::collections::HashSet<String>>>>;
@@ -346,33 +348,36 @@ async fn follow<V>(
     let mut buffer: HashMap<String, V> = HashMap::new();
     while let Some(ev) = events.next().await {
         let is_synced = *synced.borrow();
-        let changed = match ev {
+        // Some(cluster) when a change concerns this agent (`None` inside: which one is unknown).
+        let changed: Option<Option<String>> = match ev {
             Err(e) => {
                 warn!(%what, error = %e, "watch failed; retrying (the cache keeps what it knew)");
-                false
+                None
             }
             Ok(Event::Init) => {
                 buffer.clear();
-                false
+                None
             }
             Ok(Event::InitApply((key, value, _))) => {
                 buffer.insert(key, value);
-                false
+                None
             }
             Ok(Event::InitDone) => {
                 let changed = store.replace(std::mem::take(&mut buffer));
                 synced.send_replace(true);
-                changed && is_synced
+                (changed && is_synced).then_some(None)
             }
             Ok(Event::Apply((key, value, cluster))) => {
-                store.insert(key, value) && is_synced && in_scope(&scope, cluster.as_deref())
+                (store.insert(key, value) && is_synced && in_scope(&scope, cluster.as_deref()))
+                    .then_some(cluster)
             }
             Ok(Event::Delete((key, _, cluster))) => {
-                store.remove(&key) && is_synced && in_scope(&scope, cluster.as_deref())
+                (store.remove(&key) && is_synced && in_scope(&scope, cluster.as_deref()))
+                    .then_some(cluster)
             }
         };
-        if changed {
-            on_change(what);
+        if let Some(cluster) = changed {
+            on_change(what, cluster.as_deref());
         }
     }
 }
@@ -443,7 +448,7 @@ async fn watch_records(
             }
             Ok(Event::Delete(o)) => {
                 if live.set_record(&name(&o), None) {
-                    on_change("ManagedCluster");
+                    on_change("ManagedCluster", Some(&name(&o)));
                 }
             }
         }

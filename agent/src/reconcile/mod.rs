@@ -4,16 +4,19 @@
 //! Fleet (validated, rendered) ──┐
 //! ManagedCluster inventories ───┼─▶ Live (lists, or the daemon's watches) ─▶ per cluster:
 //!                               │      suspended?  → status Suspended, nothing else
-//!                               │      tombstone?  → delete the Cluster first, wait, then the rest
+//!                               │      tombstone?  → delete the Cluster; once it is gone, the rest
 //!                               │      invalid?    → status Failed, last applied revision stays live
 //!                               │      else plan → apply (CRDs and Namespaces first, CRDs
 //!                               │           Established, then render order) → prune → status
 //! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
 //! ```
 //!
-//! Management clusters go first (their objects include the EKS-A releases workloads refer to),
-//! then the workload clusters, `concurrency` at a time: clusters are independent, and one slow
-//! cluster (a Cluster being deleted, a webhook timing out) must not hold up the others.
+//! A revision is prepared once ([`Agent::prepare`]: records, scope, live state, namespaces) and
+//! each cluster reconciled on its own ([`Agent::reconcile_cluster`]), never waiting on Cluster API
+//! (a deletion or a rollout is left Deleting or Progressing for the watches to bring back). The
+//! daemon queues clusters independently ([`crate::schedule`]); one-shot passes
+//! ([`Agent::reconcile`]) run management clusters first (their objects include the EKS-A releases
+//! workloads refer to), then the workload clusters, `concurrency` at a time.
 //!
 //! Costs: an object whose live copy carries the hash capstan applied and whose generation is the
 //! one the server answered the apply with is unchanged without a request; anything else is
@@ -36,7 +39,7 @@ use crate::k8s::{DiscoveryError, Resolver};
 use crate::live::watch::{LiveCache, OnChange};
 use crate::live::{self, Live, LiveError};
 use crate::plan::{self, ObjectRef, Plan};
-use crate::status::{self, ClusterStatus, Phase, Recorded, StatusError};
+use crate::status::{self, Phase, Recorded, StatusError};
 
 mod pass;
 
@@ -55,8 +58,6 @@ pub struct Options {
     pub only: Option<String>,
     /// The revision being reconciled (a commit, or "local").
     pub revision: String,
-    /// How long to wait for a Cluster to go away when deleting.
-    pub delete_timeout: Option<Duration>,
     /// The management cluster this agent runs on (default: the repository's only one). Only its
     /// own cluster and its workloads are reconciled; other management clusters have their agents.
     pub management: Option<String>,
@@ -120,6 +121,74 @@ impl Outcome {
     }
 }
 
+/// The part a cluster plays in a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A management cluster: reconciled before its workloads.
+    Management,
+    /// A workload cluster.
+    Workload,
+    /// Recorded by an earlier revision, gone from this one without a tombstone.
+    Orphan,
+}
+
+/// A revision prepared for its clusters ([`Agent::prepare`]).
+#[derive(Clone)]
+pub struct Scope {
+    management: String,
+    clusters: Vec<(String, Kind)>,
+    recorded: BTreeMap<String, Arc<Recorded>>,
+    live: Arc<Live>,
+    /// Requests preparing made.
+    pub writes: usize,
+    /// Reads preparing made.
+    pub reads: usize,
+}
+
+impl Scope {
+    /// The management cluster this agent runs on.
+    pub fn management(&self) -> &str {
+        &self.management
+    }
+
+    /// Every cluster to reconcile, with its part, in repository order (orphans last).
+    pub fn clusters(&self) -> impl Iterator<Item = (&str, Kind)> {
+        self.clusters.iter().map(|(n, k)| (n.as_str(), *k))
+    }
+
+    fn of(&self, kind: Kind) -> impl Iterator<Item = &str> {
+        self.clusters()
+            .filter(move |(_, k)| *k == kind)
+            .map(|(n, _)| n)
+    }
+
+    /// The management clusters to reconcile.
+    pub fn managements(&self) -> impl Iterator<Item = &str> {
+        self.of(Kind::Management)
+    }
+
+    /// The workload clusters to reconcile.
+    pub fn workloads(&self) -> impl Iterator<Item = &str> {
+        self.of(Kind::Workload)
+    }
+
+    /// Recorded clusters the repository no longer has.
+    pub fn orphans(&self) -> impl Iterator<Item = &str> {
+        self.of(Kind::Orphan)
+    }
+}
+
+/// One cluster's run ([`Agent::reconcile_cluster`]).
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// What became of the cluster.
+    pub outcome: ClusterOutcome,
+    /// Write requests made.
+    pub writes: usize,
+    /// Read requests made.
+    pub reads: usize,
+}
+
 /// Desired objects of a cluster with their references (the hash is the rendered one).
 fn desired(entry: &ClusterEntry) -> Vec<(&Rendered, ObjectRef)> {
     entry
@@ -173,6 +242,9 @@ impl Outcome {
 /// The message of a cluster whose deletion completed.
 pub const DELETED: &str = "deleted";
 
+/// The message of a cluster neither in the repository nor recorded (any more).
+pub const GONE: &str = "neither in the repository nor recorded";
+
 /// Every pass [`converge`] made, in order.
 #[derive(Debug, Clone)]
 pub struct Convergence {
@@ -223,9 +295,9 @@ pub async fn converge_with(
 ) -> Result<Convergence, ReconcileError> {
     let changed = Arc::new(tokio::sync::Notify::new());
     let notify = changed.clone();
-    let agent = Agent::connect(client.clone())
-        .await?
-        .with_watches(Arc::new(move |_kind: &str| notify.notify_one()));
+    let agent = Agent::connect(client.clone()).await?.with_watches(Arc::new(
+        move |_kind: &str, _cluster: Option<&str>| notify.notify_one(),
+    ));
     let deadline = tokio::time::Instant::now() + timeout;
     let mut passes = Vec::new();
     loop {
@@ -272,12 +344,52 @@ impl Agent {
         self
     }
 
-    /// One pass over a fleet revision.
+    /// One pass over a fleet revision: [`Agent::prepare`], then every selected cluster with
+    /// [`Agent::reconcile_cluster`] — management clusters first (their objects include the EKS-A
+    /// releases the workloads refer to), then the workloads `concurrency` at a time, then the
+    /// recorded clusters the repository no longer has.
     pub async fn reconcile(
         &self,
         fleet: &Fleet,
         opts: &Options,
     ) -> Result<Outcome, ReconcileError> {
+        let scope = self.prepare(fleet, opts).await?;
+        let mut out = Outcome {
+            clusters: Vec::new(),
+            writes: scope.writes,
+            reads: scope.reads,
+        };
+        let add =
+            |out: &mut Outcome, r: Result<Run, ReconcileError>| -> Result<(), ReconcileError> {
+                let run = r?;
+                out.writes += run.writes;
+                out.reads += run.reads;
+                out.clusters.push(run.outcome);
+                Ok(())
+            };
+        for name in scope.managements() {
+            let r = self.reconcile_cluster(fleet, opts, &scope, name).await;
+            add(&mut out, r)?;
+        }
+        let results: Vec<Result<Run, ReconcileError>> = futures::stream::iter(scope.workloads())
+            .map(|name| self.reconcile_cluster(fleet, opts, &scope, name))
+            .buffered(opts.concurrency.max(1))
+            .collect()
+            .await;
+        for r in results {
+            add(&mut out, r)?;
+        }
+        for name in scope.orphans() {
+            let r = self.reconcile_cluster(fleet, opts, &scope, name).await;
+            add(&mut out, r)?;
+        }
+        Ok(out)
+    }
+
+    /// What every cluster of a revision shares, worked out once: the status CRD installed, the
+    /// recorded statuses read, which management cluster this is and which clusters it
+    /// reconciles, the live state of every kind they need, their namespaces ensured.
+    pub async fn prepare(&self, fleet: &Fleet, opts: &Options) -> Result<Scope, ReconcileError> {
         let reads = AtomicUsize::new(0);
         if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
             status::install(&self.client).await?;
@@ -378,7 +490,7 @@ impl Agent {
         };
         let pass = Pass {
             agent: self,
-            live,
+            live: live.clone(),
             opts,
             writes: AtomicUsize::new(0),
             reads,
@@ -387,62 +499,81 @@ impl Agent {
             pass.ensure_namespaces(fleet, &in_scope).await?;
         }
         let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
-        let (managements, workloads): (Vec<&ClusterEntry>, Vec<&ClusterEntry>) = fleet
+        let mut clusters: Vec<(String, Kind)> = fleet
             .clusters
             .iter()
             .filter(|e| selected(&e.name))
-            .partition(|e| e.role == Role::Management);
-        let mut clusters = Vec::new();
-        for entry in managements {
-            clusters.push(
-                pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref))
-                    .await?,
-            );
-        }
-        let results: Vec<Result<ClusterOutcome, ReconcileError>> = futures::stream::iter(workloads)
-            .map(|entry| {
-                pass.cluster_and_event(fleet, entry, recorded.get(&entry.name).map(Arc::as_ref))
+            .map(|e| {
+                let kind = if e.role == Role::Management {
+                    Kind::Management
+                } else {
+                    Kind::Workload
+                };
+                (e.name.clone(), kind)
             })
-            .buffered(opts.concurrency.max(1))
-            .collect()
-            .await;
-        for r in results {
-            clusters.push(r?);
-        }
-        // Recorded clusters whose directory is gone without a tombstone: reported, never deleted.
-        for (name, rec) in recorded
-            .iter()
-            .filter(|(n, _)| !names.contains(n.as_str()) && selected(n))
-        {
-            let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-            let st = ClusterStatus {
-                phase: Phase::Orphaned,
-                message: message.clone(),
-                last_applied_revision: rec.field("lastAppliedRevision").to_string(),
-                last_attempted_revision: opts.revision.clone(),
-                desired_hash: rec.field("desiredHash").to_string(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "Unknown".into(),
-                    "Orphaned".into(),
-                    message.clone(),
-                )],
-                inventory: rec.inventory(),
-            };
-            pass.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
-                .await?;
-            clusters.push(ClusterOutcome {
-                name: name.clone(),
-                plan: Plan {
-                    cluster: name.clone(),
-                    entries: vec![],
-                },
-                phase: Phase::Orphaned,
-                message,
-            });
-        }
-        Ok(Outcome {
+            .collect();
+        clusters.extend(
+            recorded
+                .keys()
+                .filter(|n| !names.contains(n.as_str()) && selected(n))
+                .map(|n| (n.clone(), Kind::Orphan)),
+        );
+        Ok(Scope {
+            management,
             clusters,
+            recorded,
+            live,
+            writes: pass.writes.into_inner(),
+            reads: pass.reads.into_inner(),
+        })
+    }
+
+    /// One cluster of a prepared revision: plan, apply, prune and status (or the deletion step a
+    /// tombstone asks for, or the Orphaned status of a recorded cluster the repository lost).
+    /// It never waits for Cluster API: a cluster that is rolling out or being deleted is left
+    /// Progressing or Deleting, and the watches say when to look again.
+    pub async fn reconcile_cluster(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+        scope: &Scope,
+        name: &str,
+    ) -> Result<Run, ReconcileError> {
+        // The freshest record: in the daemon a cluster runs long after its revision was prepared.
+        let prev: Option<Arc<Recorded>> = match &self.cache {
+            Some(cache) => cache
+                .live()
+                .record(name)
+                .filter(|r| r.management == scope.management),
+            None => scope.recorded.get(name).cloned(),
+        };
+        let pass = Pass {
+            agent: self,
+            live: scope.live.clone(),
+            opts,
+            writes: AtomicUsize::new(0),
+            reads: AtomicUsize::new(0),
+        };
+        let outcome = match fleet.clusters.iter().find(|c| c.name == name) {
+            Some(entry) => {
+                pass.cluster_and_event(fleet, entry, prev.as_deref())
+                    .await?
+            }
+            None => match prev {
+                Some(rec) => pass.orphan(name, &rec).await?,
+                None => ClusterOutcome {
+                    name: name.to_string(),
+                    plan: Plan {
+                        cluster: name.to_string(),
+                        entries: vec![],
+                    },
+                    phase: Phase::Orphaned,
+                    message: GONE.to_string(),
+                },
+            },
+        };
+        Ok(Run {
+            outcome,
             writes: pass.writes.into_inner(),
             reads: pass.reads.into_inner(),
         })

@@ -61,6 +61,41 @@ impl Pass<'_> {
         Ok(outcome)
     }
 
+    /// A recorded cluster whose directory is gone without a tombstone: reported Orphaned,
+    /// nothing deleted.
+    pub(super) async fn orphan(
+        &self,
+        name: &str,
+        rec: &Recorded,
+    ) -> Result<ClusterOutcome, ReconcileError> {
+        let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
+        let st = ClusterStatus {
+            phase: Phase::Orphaned,
+            message: message.clone(),
+            last_applied_revision: rec.field("lastAppliedRevision").to_string(),
+            last_attempted_revision: self.opts.revision.clone(),
+            desired_hash: rec.field("desiredHash").to_string(),
+            conditions: vec![(
+                "Ready".into(),
+                "Unknown".into(),
+                "Orphaned".into(),
+                message.clone(),
+            )],
+            inventory: rec.inventory(),
+        };
+        self.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
+            .await?;
+        Ok(ClusterOutcome {
+            name: name.to_string(),
+            plan: Plan {
+                cluster: name.to_string(),
+                entries: vec![],
+            },
+            phase: Phase::Orphaned,
+            message,
+        })
+    }
+
     /// A Kubernetes Event on the cluster's ManagedCluster: what this pass did. Best effort: an
     /// event that cannot be written is logged, never a failure of the pass.
     async fn event(&self, c: &ClusterOutcome) {
@@ -663,8 +698,9 @@ impl Pass<'_> {
         }
     }
 
-    /// Deletion on intent: the Cluster objects first, wait until they are gone (CAPI tears the
-    /// machines down behind its finalizers), then everything else in reverse apply order.
+    /// Deletion on intent, one step per run: the Cluster objects first (CAPI tears the machines
+    /// down behind their finalizers); once they are gone, everything else in reverse apply order
+    /// and the status. A run never waits for a finalizer.
     async fn delete_cluster(
         &self,
         name: &str,
@@ -708,17 +744,80 @@ impl Pass<'_> {
                 false,
             ));
         }
-        let timeout = self.opts.delete_timeout.unwrap_or(Duration::from_secs(600));
+        // The Cluster objects first. One still held by its finalizers (Cluster API tearing the
+        // machines down) ends this step: the cluster stays Deleting, and the watch's event when
+        // it is gone brings the cluster back for the rest. Nothing waits here.
         let mut failure = None;
+        let mut waiting: Option<(ObjectRef, Action)> = None;
         for r in &clusters {
-            if let Err(e) = self.delete(r).await.map(|_| ()) {
-                failure = Some(e);
+            let held = match self.live.get(r) {
+                None => None,
+                Some(obj) if obj.deleting => Some(Action::Deleting),
+                Some(_) => match self.delete(r).await {
+                    Ok(true) => Some(Action::Prune),
+                    Ok(false) => None,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                },
+            };
+            if let Some(action) = held {
+                // The CAPI Cluster goes before the EKS-A Cluster: one at a time.
+                waiting = Some((r.clone(), action));
                 break;
             }
-            if let Err(e) = self.wait_gone(r, timeout).await {
-                failure = Some(e);
-                break;
-            }
+        }
+        if let (None, Some((held, action))) = (&failure, waiting) {
+            // This run's plan: the Cluster deleted now (or already being deleted); the rest
+            // waits for it.
+            let plan = Plan {
+                cluster: name.to_string(),
+                entries: plan
+                    .entries
+                    .into_iter()
+                    .map(|mut e| {
+                        if e.object.key() == held.key() {
+                            e.action = action;
+                        } else {
+                            e.action = Action::Skip;
+                            e.reason = Some(format!("deleted once {} is gone", held.subject()));
+                        }
+                        e
+                    })
+                    .collect(),
+            };
+            let waiting = [held.subject()];
+            let message = format!(
+                "waiting for {} to be deleted (Cluster API is removing its machines)",
+                waiting.join(", ")
+            );
+            let st = ClusterStatus {
+                phase: Phase::Deleting,
+                message: message.clone(),
+                last_applied_revision: prev
+                    .map(|p| p.field("lastAppliedRevision").to_string())
+                    .unwrap_or_default(),
+                last_attempted_revision: self.opts.revision.clone(),
+                desired_hash: String::new(),
+                conditions: vec![(
+                    "Ready".into(),
+                    "False".into(),
+                    "Deleting".into(),
+                    message.clone(),
+                )],
+                inventory,
+            };
+            let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
+            return Ok((
+                ClusterOutcome {
+                    name: name.into(),
+                    plan,
+                    phase: Phase::Deleting,
+                    message,
+                },
+                changed,
+            ));
         }
         if failure.is_none() {
             for r in rest.iter().rev() {
@@ -776,35 +875,6 @@ impl Pass<'_> {
                     changed,
                 ))
             }
-        }
-    }
-
-    async fn wait_gone(&self, r: &ObjectRef, timeout: Duration) -> Result<(), String> {
-        let api = self.api_for(r).await?;
-        let start = std::time::Instant::now();
-        let mut last_report = start;
-        loop {
-            match api.get_opt(&r.name).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(_)) => {}
-                Err(e) => return Err(format!("waiting for {} to be deleted: {e}", r.subject())),
-            }
-            if start.elapsed() > timeout {
-                return Err(format!(
-                    "{} still exists after {}s (finalizers pending?)",
-                    r.subject(),
-                    timeout.as_secs()
-                ));
-            }
-            if last_report.elapsed() > Duration::from_secs(10) {
-                eprintln!(
-                    "waiting for {} to be deleted ({}s)",
-                    r.subject(),
-                    start.elapsed().as_secs()
-                );
-                last_report = std::time::Instant::now();
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 }

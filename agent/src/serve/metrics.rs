@@ -11,7 +11,9 @@
 //!
 //! Names (prometheus-client appends `_total` to counters itself):
 //! `capstan_reconcile_duration_seconds{stage}`, `capstan_api_requests_total{verb}`,
-//! `capstan_objects_total{action}`, `capstan_reconciles_total{result}`,
+//! `capstan_objects_total{action}`, `capstan_reconciles_total{result}` (one per cluster run),
+//! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
+//! `capstan_queue_clusters{state}`, `capstan_retries_total`,
 //! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`.
 
 use std::fmt::Write as _;
@@ -133,6 +135,32 @@ label_enum! {
 }
 
 label_enum! {
+    /// A kind of trigger (what caused a revision to be loaded, or a cluster to be queued).
+    Cause {
+        /// The poll timer.
+        Poll => "poll",
+        /// A verified push webhook.
+        Webhook => "webhook",
+        /// An edit of the watched working copy.
+        LocalChange => "local_change",
+        /// A manual request.
+        Manual => "manual",
+        /// A watched object changed under the agent.
+        ClusterChange => "cluster_change",
+    }
+}
+
+label_enum! {
+    /// Where a cluster is in the daemon's queue.
+    QueueState {
+        /// Waiting to run (due, or backing off after a failure).
+        Queued => "queued",
+        /// Being reconciled.
+        Running => "running",
+    }
+}
+
+label_enum! {
     /// What the webhook endpoint made of a request.
     WebhookOutcome {
         /// A verified push to the followed branch: a trigger was fired.
@@ -169,6 +197,16 @@ struct ResultLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct QueueLabels {
+    state: QueueState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CauseLabels {
+    trigger: Cause,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: WebhookOutcome,
 }
@@ -192,6 +230,10 @@ pub struct Metrics {
     api_requests: Family<VerbLabels, Counter>,
     objects: Family<ActionLabels, Counter>,
     reconciles: Family<ResultLabels, Counter>,
+    revisions: Family<CauseLabels, Counter>,
+    triggers: Family<CauseLabels, Counter>,
+    retries: Counter,
+    queue: Family<QueueLabels, Gauge>,
     webhook_requests: Family<OutcomeLabels, Counter>,
     clusters: Family<PhaseLabels, Gauge>,
     resident_memory: Gauge,
@@ -212,6 +254,10 @@ impl Metrics {
         let api_requests = Family::<VerbLabels, Counter>::default();
         let objects = Family::<ActionLabels, Counter>::default();
         let reconciles = Family::<ResultLabels, Counter>::default();
+        let revisions = Family::<CauseLabels, Counter>::default();
+        let retries = Counter::default();
+        let triggers = Family::<CauseLabels, Counter>::default();
+        let queue = Family::<QueueLabels, Gauge>::default();
         let webhook_requests = Family::<OutcomeLabels, Counter>::default();
         let clusters = Family::<PhaseLabels, Gauge>::default();
         let resident_memory = Gauge::default();
@@ -233,8 +279,28 @@ impl Metrics {
         );
         registry.register(
             "capstan_reconciles",
-            "Finished reconciles, by result",
+            "Finished reconciles of one cluster, by result",
             reconciles.clone(),
+        );
+        registry.register(
+            "capstan_revisions",
+            "Revisions loaded from the source (read, validated, rendered), by what caused it",
+            revisions.clone(),
+        );
+        registry.register(
+            "capstan_triggers",
+            "Triggers the daemon received (merged ones included), by kind",
+            triggers.clone(),
+        );
+        registry.register(
+            "capstan_queue_clusters",
+            "Clusters in the daemon's queue, by state",
+            queue.clone(),
+        );
+        registry.register(
+            "capstan_retries",
+            "Clusters queued again after a failure, with backoff",
+            retries.clone(),
         );
         registry.register(
             "capstan_webhook_requests",
@@ -264,6 +330,13 @@ impl Metrics {
         for &result in ReconcileResult::ALL {
             let _ = reconciles.get_or_create(&ResultLabels { result });
         }
+        for &trigger in Cause::ALL {
+            let _ = revisions.get_or_create(&CauseLabels { trigger });
+            let _ = triggers.get_or_create(&CauseLabels { trigger });
+        }
+        for &state in QueueState::ALL {
+            let _ = queue.get_or_create(&QueueLabels { state });
+        }
         for &outcome in WebhookOutcome::ALL {
             let _ = webhook_requests.get_or_create(&OutcomeLabels { outcome });
         }
@@ -274,6 +347,10 @@ impl Metrics {
             api_requests,
             objects,
             reconciles,
+            revisions,
+            triggers,
+            retries,
+            queue,
             webhook_requests,
             clusters,
             resident_memory,
@@ -309,6 +386,30 @@ impl Metrics {
         self.reconciles
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// Counts one revision loaded.
+    pub fn inc_revision(&self, trigger: Cause) {
+        self.revisions.get_or_create(&CauseLabels { trigger }).inc();
+    }
+
+    /// Counts one trigger received.
+    pub fn inc_trigger(&self, trigger: Cause) {
+        self.triggers.get_or_create(&CauseLabels { trigger }).inc();
+    }
+
+    /// Sets how many clusters are queued and running.
+    pub fn set_queue(&self, queued: usize, running: usize) {
+        for (state, n) in [(QueueState::Queued, queued), (QueueState::Running, running)] {
+            self.queue
+                .get_or_create(&QueueLabels { state })
+                .set(n as i64);
+        }
+    }
+
+    /// Counts one cluster queued again after a failure.
+    pub fn inc_retry(&self) {
+        self.retries.inc();
     }
 
     /// Counts one webhook request.

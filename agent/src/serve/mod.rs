@@ -14,7 +14,7 @@ pub mod webhook;
 
 pub use logging::{LoggingError, init_tracing};
 pub use metrics::{
-    Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome,
+    Cause, Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome,
 };
 pub use server::{
     ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve,

@@ -41,8 +41,9 @@ pub enum Trigger {
     Manual,
     /// A watched object on the management cluster changed under the agent (drift, a Cluster
     /// becoming Available, a status deleted): the revision already applied is reconciled again,
-    /// without asking the Git remote.
-    ClusterChange,
+    /// without asking the Git remote. Names the fleet cluster whose object changed, when known
+    /// (only that cluster is reconciled again).
+    ClusterChange(Option<String>),
 }
 
 impl Trigger {
@@ -53,7 +54,7 @@ impl Trigger {
             Trigger::Webhook { .. } => "webhook",
             Trigger::LocalChange => "local_change",
             Trigger::Manual => "manual",
-            Trigger::ClusterChange => "cluster_change",
+            Trigger::ClusterChange(_) => "cluster_change",
         }
     }
 }

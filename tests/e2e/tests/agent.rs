@@ -85,7 +85,6 @@ impl Repo {
             drift,
             plan_only,
             management: Some(self.mgmt.clone()),
-            delete_timeout: Some(Duration::from_secs(30)),
             ..Default::default()
         };
         reconcile(&cp.client(), &self.fleet(), &opts).await.unwrap()

@@ -1,0 +1,350 @@
+//! The daemon's work queue: clusters reconciled independently, each at its own pace.
+//!
+//! ```text
+//! new revision ──────────▶ enqueue(every cluster; workloads after their management cluster)
+//! watch: cluster X changed ─▶ enqueue(X)            (already queued: one entry; running: once more after)
+//!                                  │
+//!                  take_ready(now) ─▶ up to `cap` clusters at once, oldest first, never one twice
+//!                                  │
+//!           finish(X, ok) ─▶ failed: back in the queue after 2 s, 4 s, 8 s … 5 min (±20 % jitter)
+//!                            ok: its backoff forgotten; the next trigger runs it at once
+//! ```
+//!
+//! Why a queue and not a pass over the fleet: a pass is only as fast as its slowest cluster. A
+//! Cluster API deletion takes minutes, a webhook can time out, a control plane rolls for a
+//! quarter of an hour; with one ordered pass every other cluster's change waits behind it, and a
+//! cluster that keeps failing is retried as often as anything triggers. Here a cluster that
+//! waits is simply not in the queue (its watch events bring it back), a failing one backs off
+//! alone, and `cap` bounds how many talk to the API server at once.
+//!
+//! A trigger never shortens a failed cluster's backoff unless it is `urgent` (a new revision:
+//! the fix may be in it), so a controller that keeps rewriting what capstan applies cannot make
+//! the two fight at the watch's pace. The queue is pure: time and jitter come in as arguments.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// First retry delay after a failure.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(2);
+/// Longest retry delay (a cluster failing for hours is retried every five minutes).
+pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// Spread of the retry delay (±): clusters failing together (an API server restart) do not
+/// come back in lockstep.
+pub const JITTER: f64 = 0.2;
+
+/// The retry delay after `failures` consecutive failures (≥ 1), `jitter` in [0, 1).
+pub fn backoff(failures: u32, jitter: f64) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    let delay = BACKOFF_BASE.saturating_mul(1 << exp).min(BACKOFF_CAP);
+    delay.mul_f64(1.0 - JITTER + 2.0 * JITTER * jitter.clamp(0.0, 1.0))
+}
+
+#[derive(Debug, Clone)]
+struct Queued {
+    due: Instant,
+    seq: u64,
+    /// Not started while this key is queued (not as a retry) or running.
+    after: Option<String>,
+    /// Queued by [`Queue::finish`] after a failure.
+    retry: bool,
+}
+
+/// What became of a finished run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// Triggered while it ran: queued to run again at once.
+    Again,
+    /// Failed: retried after this delay.
+    Retry(Duration),
+    /// Done until the next trigger.
+    Idle,
+}
+
+/// Clusters waiting to be reconciled, running, and backing off.
+#[derive(Debug, Default)]
+pub struct Queue {
+    cap: usize,
+    queued: BTreeMap<String, Queued>,
+    /// Running keys, and whether they were triggered again meanwhile (with `after`, `urgent`).
+    running: BTreeMap<String, Option<(Option<String>, bool)>>,
+    failures: BTreeMap<String, u32>,
+    seq: u64,
+}
+
+impl Queue {
+    /// A queue running at most `cap` clusters at once (0 counts as 1).
+    pub fn new(cap: usize) -> Queue {
+        Queue {
+            cap: cap.max(1),
+            ..Default::default()
+        }
+    }
+
+    /// Asks for `key` to be reconciled, after `after` (its management cluster) when that is
+    /// queued or running. `urgent` (a new revision) also cuts a failure backoff short.
+    pub fn enqueue(&mut self, key: &str, after: Option<&str>, urgent: bool, now: Instant) {
+        let after = after.filter(|a| *a != key).map(str::to_string);
+        if let Some(again) = self.running.get_mut(key) {
+            let was_urgent = again.as_ref().is_some_and(|(_, u)| *u);
+            *again = Some((after, urgent || was_urgent));
+            return;
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        match self.queued.get_mut(key) {
+            Some(q) => {
+                if urgent || !q.retry {
+                    q.due = q.due.min(now);
+                    q.retry = false;
+                }
+                q.after = after.or(q.after.take());
+            }
+            None => {
+                self.queued.insert(
+                    key.to_string(),
+                    Queued {
+                        due: now,
+                        seq,
+                        after,
+                        retry: false,
+                    },
+                );
+            }
+        }
+    }
+
+    fn blocked(&self, q: &Queued) -> bool {
+        q.after.as_ref().is_some_and(|a| {
+            self.running.contains_key(a) || self.queued.get(a).is_some_and(|b| !b.retry)
+        })
+    }
+
+    /// The clusters to start now: due, not blocked, oldest trigger first, as many as the cap
+    /// leaves room for. They count as running until [`Queue::finish`].
+    pub fn take_ready(&mut self, now: Instant) -> Vec<String> {
+        let room = self.cap.saturating_sub(self.running.len());
+        let mut ready: Vec<(u64, String)> = self
+            .queued
+            .iter()
+            .filter(|(_, q)| q.due <= now && !self.blocked(q))
+            .map(|(k, q)| (q.seq, k.clone()))
+            .collect();
+        ready.sort();
+        ready.truncate(room);
+        let out: Vec<String> = ready.into_iter().map(|(_, k)| k).collect();
+        for k in &out {
+            self.queued.remove(k);
+            self.running.insert(k.clone(), None);
+        }
+        out
+    }
+
+    /// Records the end of `key`'s run. `jitter` in [0, 1) spreads the retry delay.
+    pub fn finish(&mut self, key: &str, ok: bool, now: Instant, jitter: f64) -> Finished {
+        let again = self.running.remove(key).flatten();
+        let retry = if ok {
+            self.failures.remove(key);
+            None
+        } else {
+            let n = self.failures.entry(key.to_string()).or_default();
+            *n += 1;
+            Some(backoff(*n, jitter))
+        };
+        self.seq += 1;
+        let seq = self.seq;
+        match (again, retry) {
+            (Some((after, true)), _) | (Some((after, _)), None) => {
+                self.queued.insert(
+                    key.to_string(),
+                    Queued {
+                        due: now,
+                        seq,
+                        after,
+                        retry: false,
+                    },
+                );
+                Finished::Again
+            }
+            (again, Some(delay)) => {
+                self.queued.insert(
+                    key.to_string(),
+                    Queued {
+                        due: now + delay,
+                        seq,
+                        after: again.and_then(|(a, _)| a),
+                        retry: true,
+                    },
+                );
+                Finished::Retry(delay)
+            }
+            (None, None) => Finished::Idle,
+        }
+    }
+
+    /// Forgets a key that left the fleet (queued, retries and failure count).
+    pub fn forget(&mut self, key: &str) {
+        self.queued.remove(key);
+        self.failures.remove(key);
+    }
+
+    /// When the next queued cluster falls due (`None`: nothing waits on time).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.queued
+            .values()
+            .filter(|q| !self.blocked(q))
+            .map(|q| q.due)
+            .min()
+    }
+
+    /// Consecutive failures of a key.
+    pub fn failures(&self, key: &str) -> u32 {
+        self.failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Keys running now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Keys waiting (due or backing off).
+    pub fn queued(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Whether nothing is queued or running.
+    pub fn is_idle(&self) -> bool {
+        self.queued.is_empty() && self.running.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn the_backoff_doubles_up_to_the_cap_with_bounded_jitter() {
+        assert_eq!(backoff(1, 0.5), secs(2));
+        assert_eq!(backoff(2, 0.5), secs(4));
+        assert_eq!(backoff(5, 0.5), secs(32));
+        assert_eq!(backoff(9, 0.5), BACKOFF_CAP);
+        assert_eq!(backoff(1000, 0.5), BACKOFF_CAP);
+        assert_eq!(backoff(1, 0.0), Duration::from_millis(1600));
+        assert_eq!(backoff(1, 1.0), Duration::from_millis(2400));
+    }
+
+    #[test]
+    fn triggers_are_deduplicated_and_a_cluster_never_runs_twice_at_once() {
+        let t = Instant::now();
+        let mut q = Queue::new(4);
+        q.enqueue("a", None, false, t);
+        q.enqueue("a", None, false, t);
+        q.enqueue("b", None, false, t);
+        assert_eq!(q.take_ready(t), vec!["a", "b"]);
+        assert!(q.take_ready(t).is_empty());
+        // Triggered while running: once more afterwards, however many triggers.
+        q.enqueue("a", None, false, t);
+        q.enqueue("a", None, false, t);
+        assert!(q.take_ready(t).is_empty(), "a is still running");
+        assert_eq!(q.finish("a", true, t, 0.5), Finished::Again);
+        assert_eq!(q.finish("b", true, t, 0.5), Finished::Idle);
+        assert_eq!(q.take_ready(t), vec!["a"]);
+        assert_eq!(q.finish("a", true, t, 0.5), Finished::Idle);
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn the_cap_bounds_runs_and_the_oldest_trigger_goes_first() {
+        let t = Instant::now();
+        let mut q = Queue::new(2);
+        for k in ["c", "a", "d", "b"] {
+            q.enqueue(k, None, false, t);
+        }
+        assert_eq!(q.take_ready(t), vec!["c", "a"]);
+        assert_eq!(q.running(), 2);
+        assert!(q.take_ready(t).is_empty());
+        q.finish("a", true, t, 0.5);
+        assert_eq!(q.take_ready(t), vec!["d"]);
+    }
+
+    #[test]
+    fn a_slow_cluster_does_not_hold_the_others() {
+        let t = Instant::now();
+        let mut q = Queue::new(2);
+        q.enqueue("deleting", None, false, t);
+        q.enqueue("a", None, false, t);
+        q.enqueue("b", None, false, t);
+        assert_eq!(q.take_ready(t), vec!["deleting", "a"]);
+        // "deleting" is still running; "a" finishes and "b" starts in its place.
+        q.finish("a", true, t, 0.5);
+        assert_eq!(q.take_ready(t), vec!["b"]);
+    }
+
+    #[test]
+    fn failures_back_off_and_watch_triggers_do_not_cut_the_backoff_short() {
+        let t = Instant::now();
+        let mut q = Queue::new(4);
+        q.enqueue("a", None, false, t);
+        q.take_ready(t);
+        assert_eq!(q.finish("a", false, t, 0.5), Finished::Retry(secs(2)));
+        assert_eq!(q.next_due(), Some(t + secs(2)));
+        // A watch event (someone rewrote a field): still waits.
+        q.enqueue("a", None, false, t + secs(1));
+        assert!(q.take_ready(t + secs(1)).is_empty());
+        assert_eq!(q.take_ready(t + secs(2)), vec!["a"]);
+        assert_eq!(
+            q.finish("a", false, t + secs(2), 0.5),
+            Finished::Retry(secs(4))
+        );
+        assert_eq!(q.failures("a"), 2);
+        // A new revision may hold the fix: at once.
+        q.enqueue("a", None, true, t + secs(3));
+        assert_eq!(q.take_ready(t + secs(3)), vec!["a"]);
+        assert_eq!(q.finish("a", true, t + secs(3), 0.5), Finished::Idle);
+        assert_eq!(q.failures("a"), 0, "success forgets the failures");
+        assert_eq!(q.next_due(), None);
+    }
+
+    #[test]
+    fn an_urgent_trigger_while_failing_runs_again_at_once() {
+        let t = Instant::now();
+        let mut q = Queue::new(4);
+        q.enqueue("a", None, false, t);
+        q.take_ready(t);
+        q.enqueue("a", None, true, t);
+        assert_eq!(q.finish("a", false, t, 0.5), Finished::Again);
+        assert_eq!(q.take_ready(t), vec!["a"]);
+        // A plain trigger during a failing run: the backoff wins.
+        q.enqueue("a", None, false, t);
+        assert_eq!(q.finish("a", false, t, 0.5), Finished::Retry(secs(4)));
+    }
+
+    #[test]
+    fn workloads_wait_for_their_management_cluster_unless_it_is_backing_off() {
+        let t = Instant::now();
+        let mut q = Queue::new(4);
+        q.enqueue("mgmt", None, true, t);
+        q.enqueue("w1", Some("mgmt"), true, t);
+        q.enqueue("w2", Some("mgmt"), true, t);
+        q.enqueue("other", None, false, t);
+        assert_eq!(q.take_ready(t), vec!["mgmt", "other"]);
+        assert!(q.take_ready(t).is_empty(), "mgmt is running");
+        // It failed: the workloads go ahead while it backs off (as they would after a failed
+        // pass), rather than wait minutes.
+        q.finish("mgmt", false, t, 0.5);
+        assert_eq!(q.take_ready(t), vec!["w1", "w2"]);
+    }
+
+    #[test]
+    fn a_forgotten_cluster_leaves_the_queue() {
+        let t = Instant::now();
+        let mut q = Queue::new(1);
+        q.enqueue("gone", None, false, t);
+        q.forget("gone");
+        assert!(q.is_idle());
+        assert_eq!(q.next_due(), None);
+    }
+}
