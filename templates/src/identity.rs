@@ -55,6 +55,28 @@ pub fn hash_json(json: &str) -> String {
     hex::encode(Sha256::digest(json.as_bytes()))[..16].to_string()
 }
 
+/// The field manager of everything capstan applies (server-side apply).
+pub const FIELD_MANAGER: &str = "capstan";
+
+/// A short hash of the fields [`FIELD_MANAGER`] owns by server-side apply: its `Apply` entry of
+/// the main resource in `metadata.managedFields` (`None`: it owns nothing there). Anyone who
+/// changes, takes over or removes one of those fields (a label edit, a removed annotation, a
+/// ConfigMap key edited by hand) changes this hash, whether or not the object has a generation.
+pub fn owned_fields(managed_fields: &Value) -> Option<String> {
+    managed_fields.as_array()?.iter().find_map(|e| {
+        let s = |k: &str| e.get(k).and_then(Value::as_str);
+        (s("manager") == Some(FIELD_MANAGER)
+            && s("operation") == Some("Apply")
+            && s("subresource").is_none_or(str::is_empty))
+        .then(|| {
+            hash_json(
+                &serde_json::to_string(e.get("fieldsV1").unwrap_or(&Value::Null))
+                    .expect("values serialise"),
+            )
+        })
+    })
+}
+
 /// The content hash of an object, ignoring the [`HASH_ANNOTATION`] that records it (and an
 /// annotations map that only held it), so an applied object hashes like the rendered one.
 pub fn content_hash(obj: &Value) -> String {
@@ -87,6 +109,44 @@ pub fn owned_by(labels: Option<&serde_json::Map<String, Value>>, cluster: &str) 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn owned_fields_are_capstans_apply_entry_of_the_main_resource() {
+        let entry = |manager: &str, operation: &str, sub: Option<&str>, f: Value| {
+            let mut e = json!({"manager": manager, "operation": operation, "fieldsV1": f, "time": "2026-11-24T00:00:00Z"});
+            if let Some(s) = sub {
+                e["subresource"] = json!(s);
+            }
+            e
+        };
+        let mine = json!({"f:metadata": {"f:labels": {"f:a": {}}}});
+        let fields = json!([
+            entry(
+                "capi",
+                "Update",
+                None,
+                json!({"f:metadata": {"f:finalizers": {}}})
+            ),
+            entry(
+                FIELD_MANAGER,
+                "Apply",
+                Some("status"),
+                json!({"f:status": {}})
+            ),
+            entry(FIELD_MANAGER, "Apply", None, mine.clone()),
+        ]);
+        let h = owned_fields(&fields).unwrap();
+        assert_eq!(h, hash_json(&mine.to_string()));
+        // Another manager's writes and timestamps do not matter; losing a field does.
+        let mut later = fields.clone();
+        later[0]["time"] = json!("2026-11-25T00:00:00Z");
+        later[0]["fieldsV1"] = json!({"f:metadata": {"f:labels": {"f:b": {}}}});
+        assert_eq!(owned_fields(&later).as_deref(), Some(h.as_str()));
+        later[2]["fieldsV1"] = json!({"f:metadata": {"f:labels": {}}});
+        assert_ne!(owned_fields(&later).as_deref(), Some(h.as_str()));
+        assert_eq!(owned_fields(&json!([])), None);
+        assert_eq!(owned_fields(&Value::Null), None);
+    }
 
     #[test]
     fn the_hash_ignores_its_own_annotation() {

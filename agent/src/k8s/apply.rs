@@ -11,8 +11,7 @@ use serde_json::Value;
 
 use super::discovery::{DiscoveryError, Resolver};
 
-/// The field manager of everything capstan applies.
-pub const FIELD_MANAGER: &str = "capstan";
+pub use capstan_templates::identity::FIELD_MANAGER;
 
 /// Why an object was not admitted.
 #[derive(Debug, thiserror::Error)]

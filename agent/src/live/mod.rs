@@ -30,7 +30,9 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 pub use capstan_templates::identity::SELECTOR;
-use capstan_templates::identity::{CLUSTER_LABEL, HASH_ANNOTATION};
+use capstan_templates::identity::{
+    CLUSTER_LABEL, FIELD_MANAGER, HASH_ANNOTATION, hash_json, owned_fields,
+};
 
 use crate::health::{MachineSet, Rollout};
 use crate::k8s::{DiscoveryError, Resolver};
@@ -81,6 +83,8 @@ pub struct LiveObject {
     pub rollout: Option<Arc<Rollout>>,
     /// Has a deletion timestamp (finalizers pending).
     pub deleting: bool,
+    /// The hash of the fields capstan owns ([`capstan_templates::identity::owned_fields`]).
+    pub fields: Option<Box<str>>,
 }
 
 impl LiveObject {
@@ -100,6 +104,16 @@ impl LiveObject {
                 .map(|c| c.as_str().into()),
             rollout: None,
             deleting: meta.deletion_timestamp.is_some(),
+            // As `owned_fields` reads it from JSON, here from the typed entries.
+            fields: meta.managed_fields.iter().flatten().find_map(|e| {
+                (e.manager.as_deref() == Some(FIELD_MANAGER)
+                    && e.operation.as_deref() == Some("Apply")
+                    && e.subresource.as_deref().is_none_or(str::is_empty))
+                .then(|| {
+                    let f = e.fields_v1.as_ref().map(|f| &f.0).unwrap_or(&Value::Null);
+                    hash_json(&serde_json::to_string(f).expect("values serialise")).into()
+                })
+            }),
         }
     }
 
@@ -118,6 +132,7 @@ impl LiveObject {
                 .map(Into::into),
             rollout: Some(Arc::new(Rollout::from_object(obj))),
             deleting: meta("deletionTimestamp").is_some(),
+            fields: meta("managedFields").and_then(owned_fields).map(Into::into),
         }
     }
 }
@@ -455,6 +470,7 @@ mod tests {
             name: "x".into(),
             hash: String::new(),
             generation: 0,
+            fields: String::new(),
         };
         let ks = kinds([
             r("cluster.x-k8s.io/v1beta2", "Cluster"),

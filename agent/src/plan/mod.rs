@@ -71,6 +71,12 @@ pub struct ObjectRef {
     /// means someone changed the object since (drift), without comparing anything else.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: i64,
+    /// The hash of the fields capstan owned after applying it
+    /// ([`capstan_templates::identity::owned_fields`]): a live hash that differs means someone
+    /// changed, took over or removed one of them — labels, annotations, the data of objects
+    /// without a generation — which the generation does not show.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fields: String,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -93,6 +99,7 @@ impl ObjectRef {
             name: s("/metadata/name"),
             hash: String::new(),
             generation: 0,
+            fields: String::new(),
         }
     }
 
@@ -176,6 +183,7 @@ pub fn reference(obj: &Rendered) -> ObjectRef {
         name: obj.name().to_string(),
         hash: obj.hash().to_string(),
         generation: 0,
+        fields: String::new(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! inventory → a plan, and after applying it, the next inventory.
 //!
 //! ```text
-//! desired ObjectRef ─┐   decide()    Unchanged   (live hash = desired, generation as recorded)
+//! desired ObjectRef ─┐   decide()    Unchanged   (live hash = desired, generation and owned
+//!                    │                            fields as recorded)
 //! recorded ObjectRef ┼─────────────▶ Create      (not live)
 //! LiveObject facts ──┘               Compare     (the server's dry run decides: compared())
 //!
@@ -48,8 +49,9 @@ pub enum Decision {
     Unchanged,
     /// Not live.
     Create,
-    /// Live but different, or changed since capstan applied it (`drift`: same content hash, a
-    /// new generation): only a comparison with the server's dry run can tell.
+    /// Live but different, or changed since capstan applied it (`drift`: same content hash, but
+    /// a new generation or a field capstan owned changed, taken over or removed by someone
+    /// else): only a comparison with the server's dry run can tell.
     Compare {
         /// The generation moved under an unchanged desired content.
         drift: bool,
@@ -66,8 +68,11 @@ pub fn decide(
         return Decision::Create;
     };
     let recorded_generation = recorded.map_or(0, |r| r.generation);
+    let recorded_fields = recorded.map_or("", |r| r.fields.as_str());
     let same_hash = live.hash.as_deref() == Some(desired.hash.as_str());
-    let untouched = recorded_generation == 0 || recorded_generation == live.generation;
+    // Nothing recorded (an inventory from before the record existed) is no evidence of drift.
+    let untouched = (recorded_generation == 0 || recorded_generation == live.generation)
+        && (recorded_fields.is_empty() || live.fields.as_deref() == Some(recorded_fields));
     if same_hash && untouched {
         Decision::Unchanged
     } else {
@@ -174,11 +179,47 @@ pub fn prunes(
     out
 }
 
+/// What the inventory records of an object as capstan left it: its generation and the hash of
+/// the fields capstan owns, from the apply's answer (or the live object, when unchanged).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stamp {
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// [`capstan_templates::identity::owned_fields`] ("" when unknown).
+    pub fields: String,
+}
+
+impl Stamp {
+    /// The stamp of live facts.
+    pub fn of(live: &LiveObject) -> Stamp {
+        Stamp {
+            generation: live.generation,
+            fields: live.fields.as_deref().unwrap_or("").to_string(),
+        }
+    }
+
+    /// A stamp with a generation only.
+    pub fn generation(generation: i64) -> Stamp {
+        Stamp {
+            generation,
+            fields: String::new(),
+        }
+    }
+
+    fn on(&self, r: &ObjectRef) -> ObjectRef {
+        ObjectRef {
+            generation: self.generation,
+            fields: self.fields.clone(),
+            ..r.clone()
+        }
+    }
+}
+
 /// What applying a plan did.
 #[derive(Debug, Clone, Default)]
 pub struct Applied {
-    /// Keys applied, with the generation the server answered.
-    pub generations: BTreeMap<String, i64>,
+    /// Keys applied, with what the server answered.
+    pub stamps: BTreeMap<String, Stamp>,
     /// Keys deleted (or found gone).
     pub pruned: BTreeSet<String>,
     /// Keys whose deletion was accepted but waits for finalizers.
@@ -190,8 +231,8 @@ pub struct Applied {
 /// The inventory after applying `plan`: what capstan is responsible for on the cluster, in apply
 /// order (`desired` order; Clusters kept from before at the end).
 ///
-/// - applied objects, with the generation the server answered;
-/// - after a complete apply: unchanged objects with their live generation; previous entries
+/// - applied objects, with the generation and owned fields the server answered;
+/// - after a complete apply: unchanged objects with their live ones; previous entries
 ///   that are still desired (e.g. a reported drift, a rejected update) keep their record;
 ///   Clusters no longer rendered stay until deleted on intent, and pruned objects until their
 ///   finalizers let them go (terminating now, or [`Action::Deleting`]); everything else not
@@ -203,19 +244,13 @@ pub fn next_inventory(
     desired: &[ObjectRef],
     plan: &Plan,
     applied: &Applied,
-    live_generation: impl Fn(&ObjectRef) -> i64,
+    live: impl Fn(&ObjectRef) -> Stamp,
 ) -> Vec<ObjectRef> {
     let mut inventory: BTreeMap<String, ObjectRef> =
         previous.iter().map(|r| (r.key(), r.clone())).collect();
     for r in desired {
-        if let Some(generation) = applied.generations.get(&r.key()) {
-            inventory.insert(
-                r.key(),
-                ObjectRef {
-                    generation: *generation,
-                    ..r.clone()
-                },
-            );
+        if let Some(stamp) = applied.stamps.get(&r.key()) {
+            inventory.insert(r.key(), stamp.on(r));
         }
     }
     for k in &applied.pruned {
@@ -231,13 +266,7 @@ pub fn next_inventory(
             .filter(|e| e.action == Action::Unchanged)
         {
             if let Some(r) = desired.iter().find(|r| r.key() == e.object.key()) {
-                inventory.insert(
-                    r.key(),
-                    ObjectRef {
-                        generation: live_generation(r),
-                        ..r.clone()
-                    },
-                );
+                inventory.insert(r.key(), live(r).on(r));
             }
         }
         let deleting: BTreeSet<String> = plan
@@ -277,6 +306,7 @@ mod tests {
             name: name.into(),
             hash: hash.into(),
             generation,
+            fields: String::new(),
         }
     }
 
@@ -287,6 +317,7 @@ mod tests {
             cluster: Some(cluster.into()),
             rollout: None,
             deleting: false,
+            fields: None,
         }
     }
 
@@ -313,6 +344,43 @@ mod tests {
         assert_eq!(
             decide(&d, Some(&rec), Some(&live("h0", 4, "c"))),
             Decision::Compare { drift: false }
+        );
+    }
+
+    #[test]
+    fn drift_beyond_generation_is_seen_in_the_owned_fields() {
+        // A ConfigMap: no generation; a label edited, an annotation removed, a key edited by
+        // hand all change which fields capstan owns, and only that.
+        let d = r("ConfigMap", "cm", "h1", 0);
+        let rec = ObjectRef {
+            fields: "f1".into(),
+            ..r("ConfigMap", "cm", "h1", 0)
+        };
+        let with = |fields: Option<&str>| LiveObject {
+            fields: fields.map(Into::into),
+            ..live("h1", 0, "c")
+        };
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&with(Some("f1")))),
+            Decision::Unchanged
+        );
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&with(Some("f2")))),
+            Decision::Compare { drift: true }
+        );
+        assert_eq!(
+            decide(&d, Some(&rec), Some(&with(None))),
+            Decision::Compare { drift: true },
+            "someone took over every field"
+        );
+        // An inventory from before owned fields were recorded: no evidence of drift.
+        assert_eq!(
+            decide(
+                &d,
+                Some(&r("ConfigMap", "cm", "h1", 0)),
+                Some(&with(Some("f2")))
+            ),
+            Decision::Unchanged
         );
     }
 
@@ -410,7 +478,13 @@ mod tests {
             complete: true,
             ..Default::default()
         };
-        let inv = next_inventory(&[cp.clone(), md.clone()], &desired, &plan, &complete, |_| 1);
+        let inv = next_inventory(
+            &[cp.clone(), md.clone()],
+            &desired,
+            &plan,
+            &complete,
+            |_| Stamp::generation(1),
+        );
         assert_eq!(inv.len(), 2, "still deleting: still ours");
         // Deleted this pass, still terminating: kept; deleted and gone: dropped.
         let empty = Plan {
@@ -424,7 +498,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            next_inventory(&[cp.clone(), md.clone()], &desired, &empty, &pruned, |_| 1).len(),
+            next_inventory(&[cp.clone(), md.clone()], &desired, &empty, &pruned, |_| {
+                Stamp::generation(1)
+            })
+            .len(),
             2
         );
         let gone = Applied {
@@ -433,7 +510,9 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            next_inventory(&[cp.clone(), md], &desired, &empty, &gone, |_| 1),
+            next_inventory(&[cp.clone(), md], &desired, &empty, &gone, |_| {
+                Stamp::generation(1)
+            }),
             vec![ObjectRef {
                 generation: 1,
                 ..cp
@@ -495,12 +574,16 @@ mod tests {
             ],
         };
         let applied = Applied {
-            generations: [(new.key(), 1), (cp.key(), 3)].into(),
+            stamps: [
+                (new.key(), Stamp::generation(1)),
+                (cp.key(), Stamp::generation(3)),
+            ]
+            .into(),
             pruned: [md.key(), old.key()].into(),
             complete: true,
             ..Default::default()
         };
-        let inv = next_inventory(&previous, &desired, &plan, &applied, |_| 0);
+        let inv = next_inventory(&previous, &desired, &plan, &applied, |_| Stamp::default());
         let got: Vec<(&str, &str, i64)> = inv
             .iter()
             .map(|r| (r.name.as_str(), r.hash.as_str(), r.generation))
@@ -513,10 +596,10 @@ mod tests {
 
         // A failure after the first write: nothing recorded before is forgotten.
         let failed = Applied {
-            generations: [(new.key(), 1)].into(),
+            stamps: [(new.key(), Stamp::generation(1))].into(),
             ..Default::default()
         };
-        let inv = next_inventory(&previous, &desired, &plan, &failed, |_| 0);
+        let inv = next_inventory(&previous, &desired, &plan, &failed, |_| Stamp::default());
         assert_eq!(inv.len(), 5);
         assert_eq!(
             inv.iter()
@@ -551,8 +634,11 @@ mod tests {
             }],
             &plan,
             &applied,
-            |_| 7,
+            |_| Stamp {
+                generation: 7,
+                fields: "f7".into(),
+            },
         );
-        assert_eq!(inv[0].generation, 7);
+        assert_eq!((inv[0].generation, inv[0].fields.as_str()), (7, "f7"));
     }
 }

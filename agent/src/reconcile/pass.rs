@@ -17,7 +17,7 @@ use crate::health;
 use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, Resolver};
 use crate::live::{Live, LiveObject};
-use crate::plan::planner::{self, Applied, Decision};
+use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ClusterStatus, Phase, Recorded};
 
@@ -353,7 +353,7 @@ impl Pass<'_> {
                     Ok(answer) => {
                         self.wrote();
                         let facts = self.live.put(r, &answer);
-                        applied.generations.insert(r.key(), facts.generation);
+                        applied.stamps.insert(r.key(), Stamp::of(&facts));
                     }
                     Err(err) => {
                         let message = err.to_string();
@@ -386,7 +386,7 @@ impl Pass<'_> {
         }
         applied.complete = failure.is_none();
         let inv = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
-            self.live.get(r).map_or(0, |l| l.generation)
+            self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
         });
 
         let (phase, message, conditions) = match &failure {

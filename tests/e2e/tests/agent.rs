@@ -604,6 +604,119 @@ async fn drift_is_corrected_or_only_reported() {
 /// Plays Cluster API's part in writing status (the lifecycle tests run the real controllers):
 /// a stale `Available` is not Ready, a converged cluster is, and an upgrade applied on top of a
 /// converged status is not Ready until the controllers observe it.
+/// Edits the generation does not show — a ConfigMap's data (it has no generation), a label
+/// overwritten, an annotation removed — are seen in the fields capstan owns, reported with
+/// `--drift report` and corrected otherwise; afterwards a pass has nothing to do again.
+#[tokio::test]
+async fn drift_beyond_generation_labels_annotations_and_configmaps() {
+    let repo = Repo::new("meta");
+    let cp = capstan_harness::shared().await;
+    fs::write(
+        repo.dir("b-meta").join("settings.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b-meta-settings\n  namespace: {}\n  labels:\n    team: blue\n  annotations:\n    owner: platform\ndata:\n  mode: strict\n",
+            repo.ns
+        ),
+    )
+    .unwrap();
+    let first = repo.reconcile("r1").await;
+    assert_eq!(
+        outcome(&first, "b-meta").phase,
+        Phase::Progressing,
+        "{}",
+        outcome(&first, "b-meta").message
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cp.client(), &repo.ns);
+    let name = "b-meta-settings";
+    let entry = |o: &Outcome| {
+        outcome(o, "b-meta")
+            .plan
+            .entries
+            .iter()
+            .find(|e| e.object.name == name)
+            .cloned()
+            .unwrap()
+    };
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["-n", &repo.ns])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let quiet = repo.reconcile("r1").await;
+    assert_eq!(entry(&quiet).action, Action::Unchanged);
+
+    for (what, edit, check) in [
+        (
+            "data edited",
+            vec![
+                "patch",
+                "configmap",
+                name,
+                "--type",
+                "merge",
+                "-p",
+                r#"{"data":{"mode":"lax"}}"#,
+            ],
+            "mode",
+        ),
+        (
+            "label overwritten",
+            vec!["label", "configmap", name, "team=red", "--overwrite"],
+            "team",
+        ),
+        (
+            "annotation removed",
+            vec!["annotate", "configmap", name, "owner-"],
+            "owner",
+        ),
+    ] {
+        kubectl(&edit);
+        let report = repo.reconcile_with("r1", Drift::Report, false).await;
+        let e = entry(&report);
+        assert_eq!(e.action, Action::Skip, "{what}: {e:?}");
+        assert!(
+            e.reason.as_deref().unwrap_or("").contains("drift"),
+            "{what}: {e:?}"
+        );
+        assert!(
+            e.diff.as_deref().unwrap_or("").contains(check),
+            "{what}: {e:?}"
+        );
+        let fix = repo.reconcile("r1").await;
+        assert_eq!(entry(&fix).action, Action::Update, "{what}");
+        let live = cms.get(name).await.unwrap();
+        assert_eq!(live.data.unwrap()["mode"], "strict", "{what}");
+        assert_eq!(live.metadata.labels.unwrap()["team"], "blue", "{what}");
+        assert_eq!(
+            live.metadata.annotations.unwrap()["owner"],
+            "platform",
+            "{what}"
+        );
+        // Corrected: the next pass finds nothing to do, without a dry run.
+        let mark = cp.audit().mark();
+        let again = repo.reconcile("r1").await;
+        assert_eq!(entry(&again).action, Action::Unchanged, "{what}");
+        let requests: Vec<String> = cp
+            .audit()
+            .events_since(mark)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.request_uri.contains(&format!("/configmaps/{name}")))
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect();
+        assert!(requests.is_empty(), "{what}: {requests:#?}");
+    }
+}
+
 #[tokio::test]
 async fn ready_only_when_converged_at_this_revision() {
     let repo = Repo::new("health");
