@@ -538,5 +538,6 @@ fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {
         Action::Prune => O::Prune,
         Action::Skip => O::Skip,
         Action::Deleting => O::Deleting,
+        Action::Conflict => O::Conflict,
     }
 }

@@ -7,6 +7,7 @@
 //! inventory), tested without an API server; `reconcile` gathers their inputs, asks the server
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
+pub mod fights;
 pub mod planner;
 
 use std::fmt;
@@ -36,6 +37,9 @@ pub enum Action {
     /// removed worker group's machines). Not a change; the cluster is not converged until it is
     /// gone.
     Deleting,
+    /// Drifted again and again: another field manager keeps changing fields capstan owns, so
+    /// capstan stops re-applying it for a while ([`fights`]) and names the other manager.
+    Conflict,
 }
 
 impl fmt::Display for Action {
@@ -47,6 +51,7 @@ impl fmt::Display for Action {
             Action::Prune => "prune",
             Action::Skip => "skip",
             Action::Deleting => "deleting",
+            Action::Conflict => "conflict",
         })
     }
 }
@@ -161,7 +166,7 @@ impl Plan {
     }
 
     /// Counts per action.
-    pub fn counts(&self) -> [(Action, usize); 6] {
+    pub fn counts(&self) -> [(Action, usize); 7] {
         [
             Action::Create,
             Action::Update,
@@ -169,6 +174,7 @@ impl Plan {
             Action::Prune,
             Action::Skip,
             Action::Deleting,
+            Action::Conflict,
         ]
         .map(|a| (a, self.entries.iter().filter(|e| e.action == a).count()))
     }

@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::live::watch::{LiveCache, OnChange};
 use crate::live::{self, Live, LiveError};
+use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
@@ -322,6 +323,7 @@ pub struct Agent {
     cache: Option<LiveCache>,
     status_installed: AtomicBool,
     namespaces: Mutex<BTreeSet<String>>,
+    fights: Mutex<Fights>,
 }
 
 impl Agent {
@@ -334,6 +336,7 @@ impl Agent {
             cache: None,
             status_installed: AtomicBool::new(false),
             namespaces: Mutex::new(BTreeSet::new()),
+            fights: Mutex::new(Fights::default()),
         })
     }
 
@@ -577,6 +580,11 @@ impl Agent {
             writes: pass.writes.into_inner(),
             reads: pass.reads.into_inner(),
         })
+    }
+
+    /// The drift history of recently drifted objects.
+    fn fights(&self) -> std::sync::MutexGuard<'_, Fights> {
+        self.fights.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Namespaces known to exist; forgotten when an apply says one is missing.

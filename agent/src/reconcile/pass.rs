@@ -17,6 +17,7 @@ use crate::health;
 use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, Resolver};
 use crate::live::{Live, LiveObject};
+use crate::plan::fights::{self, Verdict};
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ClusterStatus, Phase, Recorded};
@@ -59,6 +60,40 @@ impl Pass<'_> {
             self.event(&outcome).await;
         }
         Ok(outcome)
+    }
+
+    /// A drift correction about to be made, unless capstan has been fighting another field
+    /// manager over this object ([`fights`]): then a [`Action::Conflict`] that names it.
+    fn fought(&self, mut e: Entry, live: Option<&serde_json::Value>) -> Entry {
+        let correcting = e.action == Action::Update
+            && e.reason.as_deref().is_some_and(|r| r.starts_with("drift"));
+        if !correcting || self.opts.plan_only {
+            return e;
+        }
+        let manager = live.and_then(fights::other_manager);
+        let verdict = self.agent.fights().drifted(
+            &e.object.key(),
+            manager.as_deref(),
+            std::time::Instant::now(),
+        );
+        if let Verdict::Hold {
+            manager,
+            corrections,
+            left,
+            ..
+        } = verdict
+        {
+            e.action = Action::Conflict;
+            e.reason = Some(format!(
+                "conflict: {} keeps changing fields capstan owns (corrected {corrections} times within {}s); not re-applied for {}s",
+                manager.map_or("another field manager".to_string(), |m| format!(
+                    "field manager `{m}`"
+                )),
+                fights::FIGHT_WINDOW.as_secs(),
+                left.as_secs(),
+            ));
+        }
+        e
     }
 
     /// A recorded cluster whose directory is gone without a tombstone: reported Orphaned,
@@ -117,7 +152,9 @@ impl Pass<'_> {
                 c.message
             )
         };
+        let conflict = c.plan.entries.iter().any(|e| e.action == Action::Conflict);
         let (type_, reason) = match c.phase {
+            Phase::Failed if conflict => (EventType::Warning, "Conflict"),
             Phase::Failed => (EventType::Warning, "ReconcileFailed"),
             Phase::Orphaned => (EventType::Warning, "Orphaned"),
             Phase::Deleting => (EventType::Normal, "Deleting"),
@@ -411,7 +448,43 @@ impl Pass<'_> {
                     })
                     .map(|e| &e.object)
                     .collect();
-                self.health(&objects, &deleting)
+                let conflicts: Vec<String> = plan
+                    .entries
+                    .iter()
+                    .filter(|e| e.action == Action::Conflict)
+                    .map(|e| {
+                        format!(
+                            "{}: {}",
+                            e.object.subject(),
+                            e.reason.as_deref().unwrap_or("conflict")
+                        )
+                    })
+                    .collect();
+                let (phase, message, mut conditions) = self.health(&objects, &deleting);
+                if conflicts.is_empty() {
+                    (phase, message, conditions)
+                } else {
+                    // Not converged, and not something waiting will fix: someone has to settle
+                    // which side owns the field.
+                    let message = conflicts.join("; ");
+                    conditions.retain(|c| c.0 != "Ready");
+                    conditions.insert(
+                        0,
+                        (
+                            "Ready".into(),
+                            "False".into(),
+                            "Conflict".into(),
+                            message.clone(),
+                        ),
+                    );
+                    conditions.push((
+                        "Conflict".into(),
+                        "True".into(),
+                        "FieldManagerConflict".into(),
+                        message.clone(),
+                    ));
+                    (Phase::Failed, message, conditions)
+                }
             }
         };
         // A cluster the new revision does not touch keeps the revision its objects came from:
@@ -515,7 +588,10 @@ impl Pass<'_> {
                         None,
                         Some(format!("rejected by the API server: {}", apply_message(&e))),
                     ),
-                    Ok(dry) => planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry),
+                    Ok(dry) => {
+                        let e = planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry);
+                        self.fought(e, full.as_ref())
+                    }
                 },
             );
         }

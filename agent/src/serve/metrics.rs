@@ -121,6 +121,8 @@ label_enum! {
         Skip => "skip",
         /// Pruned, waiting for its finalizers.
         Deleting => "deleting",
+        /// Fought over with another field manager: not re-applied for a while.
+        Conflict => "conflict",
     }
 }
 

@@ -717,6 +717,136 @@ async fn drift_beyond_generation_labels_annotations_and_configmaps() {
     }
 }
 
+/// A second field manager that keeps rewriting a field capstan owns: capstan corrects it a
+/// couple of times, then stops, reports a Conflict naming the other manager (plan entry,
+/// ManagedCluster condition, Event) and leaves the object alone instead of flapping with it.
+#[tokio::test]
+async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight() {
+    let repo = Repo::new("fight");
+    let cp = capstan_harness::shared().await;
+    let name = "b-fight-settings";
+    fs::write(
+        repo.dir("b-fight").join("settings.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {}\ndata:\n  mode: strict\n",
+            repo.ns
+        ),
+    )
+    .unwrap();
+    // One agent across passes, as the daemon runs: the fight is remembered between them.
+    let agent = capstan::reconcile::Agent::connect(cp.client())
+        .await
+        .unwrap();
+    let opts = Options {
+        revision: "r1".into(),
+        management: Some(repo.mgmt.clone()),
+        ..Default::default()
+    };
+    let fleet = repo.fleet();
+    agent.reconcile(&fleet, &opts).await.unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cp.client(), &repo.ns);
+    let rival = |n: u32| {
+        let cms = cms.clone();
+        let ns = repo.ns.clone();
+        async move {
+            let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"mode": format!("rival-{n}")}});
+            cms.patch(
+                name,
+                &PatchParams::apply("rival-controller").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let entry = |o: &Outcome| {
+        outcome(o, "b-fight")
+            .plan
+            .entries
+            .iter()
+            .find(|e| e.object.name == name)
+            .cloned()
+            .unwrap()
+    };
+    let mode = || async { cms.get(name).await.unwrap().data.unwrap()["mode"].clone() };
+    for n in 1..=2 {
+        rival(n).await;
+        let out = agent.reconcile(&fleet, &opts).await.unwrap();
+        assert_eq!(entry(&out).action, Action::Update, "correction {n}");
+        assert_eq!(mode().await, "strict", "correction {n}");
+    }
+    rival(3).await;
+    let out = agent.reconcile(&fleet, &opts).await.unwrap();
+    let e = entry(&out);
+    assert_eq!(e.action, Action::Conflict, "{e:?}");
+    assert!(
+        e.reason.as_deref().unwrap().contains("rival-controller"),
+        "{e:?}"
+    );
+    assert_eq!(outcome(&out, "b-fight").phase, Phase::Failed);
+    assert_eq!(mode().await, "rival-3", "not re-applied while in conflict");
+    assert_eq!(
+        outcome(&out, "a-fight").phase,
+        outcome(&out, "m-fight").phase,
+        "the other clusters are not affected"
+    );
+    let status = status_of(cp, "b-fight").await.unwrap();
+    let conflict = status["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Conflict")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conflict["status"], "True", "{status:#}");
+    assert!(
+        conflict["message"]
+            .as_str()
+            .unwrap()
+            .contains("rival-controller"),
+        "{conflict:#}"
+    );
+    let events = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args([
+            "get",
+            "events",
+            "-n",
+            "capstan-system",
+            "--field-selector",
+            "involvedObject.name=b-fight,reason=Conflict",
+            "-o",
+            "name",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&events.stdout).trim().is_empty(),
+        "a Conflict event: {}",
+        String::from_utf8_lossy(&events.stderr)
+    );
+
+    // The rival writes again: still a conflict, and capstan writes nothing to the object.
+    let mark = cp.audit().mark();
+    rival(4).await;
+    let out = agent.reconcile(&fleet, &opts).await.unwrap();
+    assert_eq!(entry(&out).action, Action::Conflict);
+    assert_eq!(mode().await, "rival-4");
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    let writes: Vec<String> = cp
+        .audit()
+        .writes_by_manager_since(mark, "capstan")
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.request_uri.contains(&format!("/configmaps/{name}")))
+        .map(|e| e.request_uri)
+        .collect();
+    assert!(writes.is_empty(), "{writes:#?}");
+}
+
 #[tokio::test]
 async fn ready_only_when_converged_at_this_revision() {
     let repo = Repo::new("health");
