@@ -200,6 +200,13 @@ fn desired(entry: &ClusterEntry) -> Vec<(&Rendered, ObjectRef)> {
         .collect()
 }
 
+/// The `desiredHash` a cluster's status records once it has applied this entry: the identity
+/// and content hash of every object it renders. A cluster whose revision does not change its
+/// objects keeps the revision they came from, so this, not the revision, says "up to date".
+pub fn desired_hash(entry: &ClusterEntry) -> String {
+    fingerprint(&desired(entry))
+}
+
 fn fingerprint(objects: &[(&Rendered, ObjectRef)]) -> String {
     let mut h = Sha256::new();
     for (_, r) in objects {

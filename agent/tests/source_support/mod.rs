@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod daemon;
 pub mod http;
 pub mod sshd;

@@ -203,6 +203,8 @@ pub struct ControlPlane {
     crds: Vec<CrdFile>,
     timings: StartTimings,
     controllers: Option<Controllers>,
+    spawns: Option<[Spawn; 2]>,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -219,9 +221,31 @@ impl std::fmt::Debug for ControlPlane {
 pub(crate) struct Launched {
     pub etcd: Child,
     pub apiserver: Child,
+    /// How etcd and kube-apiserver were started, to start them again the same way.
+    pub spawns: [Spawn; 2],
     pub endpoints: Endpoints,
     pub config: Config,
     pub kubeconfig_yaml: String,
+}
+
+/// A process as it was started: program, arguments, log file.
+#[derive(Debug, Clone)]
+pub(crate) struct Spawn {
+    program: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    detach: bool,
+}
+
+impl Spawn {
+    fn start(&self) -> Result<Child, Error> {
+        Ok(process::spawn_logged(
+            &self.program,
+            &self.args,
+            &self.log,
+            self.detach,
+        )?)
+    }
 }
 
 /// Kills whatever it still holds when dropped (start-up failed half-way).
@@ -297,6 +321,8 @@ impl ControlPlane {
             crds: crd_files,
             timings: StartTimings::default(),
             controllers: None,
+            spawns: Some(launched.spawns),
+            timeout: opts.timeout,
         };
         let t_processes = t2.elapsed();
 
@@ -334,6 +360,56 @@ impl ControlPlane {
             },
         };
         Ok(cp)
+    }
+
+    /// Kills etcd (SIGKILL, as a crash would), keeps it down for `down`, then starts it again
+    /// on the same data directory and ports and waits until it is healthy. For fault tests;
+    /// the API server in front of it sees the outage as it would in production.
+    pub async fn crash_etcd(&mut self, down: Duration) -> Result<(), Error> {
+        self.crash(0, down).await
+    }
+
+    /// Kills kube-apiserver (SIGKILL), keeps it down for `down`, starts it again with the same
+    /// flags (same port, certificates, audit log) and waits until it serves.
+    pub async fn crash_apiserver(&mut self, down: Duration) -> Result<(), Error> {
+        self.crash(1, down).await
+    }
+
+    async fn crash(&mut self, which: usize, down: Duration) -> Result<(), Error> {
+        let spawn = self
+            .spawns
+            .as_ref()
+            .map(|s| s[which].clone())
+            .ok_or(Error::Task("this control plane cannot be restarted".into()))?;
+        let slot = if which == 0 {
+            &mut self.etcd
+        } else {
+            &mut self.apiserver
+        };
+        if let Some(mut child) = slot.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        tokio::time::sleep(down).await;
+        let mut child = spawn.start()?;
+        if let Some(w) = self.watchdog.as_mut() {
+            w.watch(child.id())?;
+        }
+        if which == 0 {
+            wait_etcd(
+                &mut child,
+                self.endpoints.etcd_client_port,
+                &spawn.log,
+                self.timeout,
+            )
+            .await?;
+            self.etcd = Some(child);
+        } else {
+            let client = self.try_client()?;
+            wait_apiserver(&mut child, &client, &spawn.log, self.timeout).await?;
+            self.apiserver = Some(child);
+        }
+        Ok(())
     }
 
     /// The kubeconfig file (user `admin` in `system:masters`, context [`CONTEXT_NAME`]).
@@ -584,7 +660,13 @@ pub(crate) async fn launch(
         "--unsafe-no-fsync=true".to_owned(),
         "--log-level=warn".to_owned(),
     ];
-    let etcd = process::spawn_logged(&bins.etcd, &etcd_args, &etcd_log, detach)?;
+    let etcd_spawn = Spawn {
+        program: bins.etcd.clone(),
+        args: etcd_args,
+        log: etcd_log.clone(),
+        detach,
+    };
+    let etcd = etcd_spawn.start()?;
     if let Some(w) = watchdog.as_deref_mut() {
         w.watch(etcd.id())?;
     }
@@ -618,7 +700,13 @@ pub(crate) async fn launch(
         "--audit-log-maxbackup=0".to_owned(),
     ];
     api_args.extend(opts.extra_apiserver_args.iter().cloned());
-    let apiserver = process::spawn_logged(&bins.kube_apiserver, &api_args, &api_log, detach)?;
+    let api_spawn = Spawn {
+        program: bins.kube_apiserver.clone(),
+        args: api_args,
+        log: api_log.clone(),
+        detach,
+    };
+    let apiserver = api_spawn.start()?;
     if let Some(w) = watchdog {
         w.watch(apiserver.id())?;
     }
@@ -649,6 +737,7 @@ pub(crate) async fn launch(
     Ok(Launched {
         etcd: guard.etcd.take().expect("set above"),
         apiserver: guard.apiserver.take().expect("set above"),
+        spawns: [etcd_spawn, api_spawn],
         endpoints: Endpoints {
             server_url,
             etcd_url: format!("http://127.0.0.1:{etcd_port}"),

@@ -1,0 +1,854 @@
+//! Randomized fault runs: `capstan run` follows a fleet of 20 clusters through creates, version
+//! bumps, scales, suspends and tombstones while faults are injected at random points, and after
+//! every run the invariants are checked from the API server and its audit log — never from
+//! capstan's own view.
+//!
+//! ```text
+//! git daemon ──▶ capstan run ──▶ TCP proxy (delay, reset, blackhole) ──▶ kube-apiserver ──▶ etcd
+//!    ▲ pushes, force-pushes,        ▲ SIGKILL + restart                    ▲ SIGKILL + restart
+//!    │ down and back                                                        │ kubectl: a foreign
+//!    └── the test, seeded                                                   └ field manager's edits
+//! ```
+//!
+//! Invariants after each run, once the faults stop (and the last push's webhook is delivered):
+//! - every object the desired revision renders for a live cluster exists, with every field
+//!   capstan renders as rendered (suspended clusters: they exist);
+//! - no Cluster, KubeadmControlPlane or MachineDeployment of a cluster without a tombstone was
+//!   ever deleted (DELETE requests in the audit log, across API server restarts);
+//! - at most one CAPI and one EKS-A Cluster per fleet cluster;
+//! - every live cluster's ManagedCluster says the head commit is applied; tombstoned clusters
+//!   are gone, status included;
+//! - convergence takes a bounded number of cluster runs (counted by the agent's
+//!   `capstan_reconciles_total`) after the faults stop.
+//!
+//! CI runs 2 runs (seed fixed). The long run:
+//! `CAPSTAN_FAULT_RUNS=100 CAPSTAN_FAULT_SEED=7 cargo test -p capstan --test faults -- --nocapture`
+//! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default).
+
+mod source_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use capstan_harness::ControlPlane;
+use capstan_layout::scaffold::{self, ClusterRequest};
+use capstan_layout::{Tree, load};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use serde_json::Value;
+use source_support::agent::{post, push_body, scrape, value_in};
+use source_support::daemon::GitDaemon;
+use source_support::{Upstream, free_port};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SECRET: &str = "s3cret-for-faults";
+const NS: &str = "t-fault";
+const MGMT: &str = "m-fault";
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fleet model: what the repository says, regenerated from scratch on every change.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Live,
+    Suspended,
+    Tombstoned,
+}
+
+#[derive(Debug, Clone)]
+struct Workload {
+    index: u32,
+    minor: u32,
+    count: u32,
+    state: State,
+}
+
+impl Workload {
+    fn name(&self) -> String {
+        format!("w-{:03}", self.index)
+    }
+}
+
+struct Model {
+    workloads: Vec<Workload>,
+    next: u32,
+    /// Fleet clusters ever tombstoned (their deletions are allowed).
+    tombstoned: BTreeSet<String>,
+}
+
+impl Model {
+    fn new(n: u32) -> Model {
+        let mut m = Model {
+            workloads: Vec::new(),
+            next: 0,
+            tombstoned: BTreeSet::new(),
+        };
+        for _ in 0..n {
+            m.create();
+        }
+        m
+    }
+
+    fn create(&mut self) {
+        self.workloads.push(Workload {
+            index: self.next,
+            minor: 32,
+            count: 1,
+            state: State::Live,
+        });
+        self.next += 1;
+    }
+
+    fn request(w: &Workload) -> ClusterRequest {
+        let k = w.index;
+        ClusterRequest {
+            name: w.name(),
+            management: Some(MGMT.into()),
+            provider: "docker".into(),
+            namespace: Some(NS.into()),
+            kubernetes_version: Some(format!("1.{}", w.minor)),
+            pod_cidr: Some(format!("10.{}.0.0/16", k + 1)),
+            service_cidr: Some(format!("100.{}.{}.0/18", 64 + k / 4, (k % 4) * 64)),
+            worker_count: Some(w.count),
+            ..Default::default()
+        }
+    }
+
+    /// Every file of the repository.
+    fn files(&self) -> BTreeMap<String, String> {
+        let mut tree = Tree::new();
+        let mut out = BTreeMap::new();
+        let mgmt = ClusterRequest {
+            name: MGMT.into(),
+            provider: "docker".into(),
+            namespace: Some(NS.into()),
+            kubernetes_version: Some("1.34".into()),
+            pod_cidr: Some("172.16.0.0/16".into()),
+            service_cidr: Some("172.17.0.0/16".into()),
+            ..Default::default()
+        };
+        fn add(tree: &mut Tree, out: &mut BTreeMap<String, String>, req: &ClusterRequest) {
+            for (p, t) in scaffold::plan(tree, req).unwrap().files {
+                tree.insert(p.clone(), t.clone());
+                out.insert(p.display().to_string(), t);
+            }
+        }
+        add(&mut tree, &mut out, &mgmt);
+        for w in &self.workloads {
+            add(&mut tree, &mut out, &Self::request(w));
+            let dir = format!("clusters/{MGMT}/workload-clusters/{}", w.name());
+            match w.state {
+                State::Live => {}
+                State::Suspended => {
+                    out.insert(
+                        format!("{dir}/{}", capstan_layout::intent::SUSPEND_FILE),
+                        capstan_layout::intent::document("Suspend", "fault run"),
+                    );
+                }
+                State::Tombstoned => {
+                    out.remove(&format!("{dir}/cluster.yaml"));
+                    out.insert(
+                        format!("{dir}/{}", capstan_layout::intent::TOMBSTONE_FILE),
+                        capstan_layout::intent::document("Tombstone", "fault run"),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// One random change, described.
+    fn change(&mut self, rng: &mut fastrand::Rng) -> String {
+        let alive: Vec<usize> = (0..self.workloads.len())
+            .filter(|&i| self.workloads[i].state != State::Tombstoned)
+            .collect();
+        let pick = |rng: &mut fastrand::Rng| alive[rng.usize(..alive.len())];
+        match rng.u32(0..10) {
+            0 => {
+                self.create();
+                format!("create {}", self.workloads.last().unwrap().name())
+            }
+            1 if alive.len() > 3 => {
+                let i = pick(rng);
+                self.workloads[i].state = State::Tombstoned;
+                self.tombstoned.insert(self.workloads[i].name());
+                format!("tombstone {}", self.workloads[i].name())
+            }
+            2 => {
+                let i = pick(rng);
+                let w = &mut self.workloads[i];
+                w.state = if w.state == State::Suspended {
+                    State::Live
+                } else {
+                    State::Suspended
+                };
+                format!("{:?} {}", w.state, w.name())
+            }
+            3 | 4 => {
+                let i = pick(rng);
+                let w = &mut self.workloads[i];
+                if w.minor < 34 {
+                    w.minor += 1;
+                }
+                format!("version {} 1.{}", w.name(), w.minor)
+            }
+            _ => {
+                let i = pick(rng);
+                let w = &mut self.workloads[i];
+                w.count = 1 + (w.count + rng.u32(1..4)) % 5;
+                format!("scale {} {}", w.name(), w.count)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A TCP proxy between the agent and the API server.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Pass,
+    /// Every chunk waits this long in each direction.
+    Delay(Duration),
+    /// Connections are accepted and nothing is forwarded.
+    Blackhole,
+}
+
+struct Proxy {
+    port: u16,
+    mode: Arc<Mutex<Mode>>,
+    conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    _accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(Mutex::new(Mode::Pass));
+        let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (m, c) = (mode.clone(), conns.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
+                let m = m.clone();
+                let task = tokio::spawn(async move {
+                    if *m.lock().unwrap() == Mode::Blackhole {
+                        // Hold the connection open, forwarding nothing, until reset.
+                        let _held = client;
+                        return std::future::pending::<()>().await;
+                    }
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                        return;
+                    };
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::join!(pipe(cr, sw, m.clone()), pipe(sr, cw, m.clone()));
+                });
+                let mut all = c.lock().unwrap();
+                all.retain(|h| !h.is_finished());
+                all.push(task.abort_handle());
+            }
+        });
+        Proxy {
+            port,
+            mode,
+            conns,
+            _accept: accept,
+        }
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    /// Cuts every open connection (the agent's watches and requests fail mid-flight).
+    fn reset(&self) {
+        for h in self.conns.lock().unwrap().drain(..) {
+            h.abort();
+        }
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mode: Arc<Mutex<Mode>>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let m = *mode.lock().unwrap();
+        match m {
+            Mode::Delay(d) => tokio::time::sleep(d).await,
+            Mode::Blackhole => std::future::pending::<()>().await,
+            Mode::Pass => {}
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent under test.
+
+struct AgentProcess {
+    child: Option<Child>,
+    cmd: Vec<String>,
+    log: PathBuf,
+    hook: u16,
+    metrics: u16,
+}
+
+impl AgentProcess {
+    fn start(repo_url: &str, kubeconfig: &Path, cache: &Path, log: &Path) -> AgentProcess {
+        let (hook, metrics) = (free_port(), free_port());
+        let cmd = vec![
+            "run".to_string(),
+            "--repo".into(),
+            repo_url.into(),
+            "--branch".into(),
+            "main".into(),
+            "--interval".into(),
+            "30s".into(),
+            "--webhook-addr".into(),
+            format!("127.0.0.1:{hook}"),
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{metrics}"),
+            "--management".into(),
+            MGMT.into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--cache-dir".into(),
+            cache.display().to_string(),
+        ];
+        let mut a = AgentProcess {
+            child: None,
+            cmd,
+            log: log.to_owned(),
+            hook,
+            metrics,
+        };
+        a.spawn();
+        a
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(&self.cmd)
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    /// SIGKILL, then started again at once.
+    fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.spawn();
+    }
+
+    /// Delivers the push webhook of `commit` (as GitHub does, and redelivers after an outage);
+    /// false while the agent is not listening yet.
+    fn push(&self, commit: &str) -> bool {
+        let body = push_body(commit);
+        let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        std::net::TcpStream::connect(("127.0.0.1", self.hook)).is_ok()
+            && post(self.hook, &body, Some(&sig)) == 202
+    }
+
+    fn runs(&self) -> f64 {
+        let text = scrape(self.metrics);
+        ["success", "failure"]
+            .iter()
+            .map(|r| {
+                value_in(
+                    &text,
+                    &format!("capstan_reconciles_total{{result=\"{r}\"}}"),
+                )
+            })
+            .sum()
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    AgentKilled,
+    ApiServerKilled,
+    EtcdKilled,
+    ConnectionsReset,
+    Delayed,
+    Blackholed,
+    GitDown,
+    ForcePush,
+    ForeignEdit,
+}
+
+const FAULTS: [Fault; 9] = [
+    Fault::AgentKilled,
+    Fault::ApiServerKilled,
+    Fault::EtcdKilled,
+    Fault::ConnectionsReset,
+    Fault::Delayed,
+    Fault::Blackholed,
+    Fault::GitDown,
+    Fault::ForcePush,
+    Fault::ForeignEdit,
+];
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> std::process::Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Every leaf of `want` equals the same path in `have` (lists element by element).
+fn contains(have: &Value, want: &Value, path: &str, out: &mut Vec<String>) {
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => {
+            for (k, v) in w {
+                match h.get(k) {
+                    Some(hv) => contains(hv, v, &format!("{path}.{k}"), out),
+                    None => out.push(format!("{path}.{k} missing")),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(h)) if w.len() == h.len() => {
+            for (i, (wv, hv)) in w.iter().zip(h).enumerate() {
+                contains(hv, wv, &format!("{path}[{i}]"), out);
+            }
+        }
+        (w, h) if w == h => {}
+        // The API server writes some numbers back as their canonical form ("1" vs 1.0).
+        (Value::Number(w), Value::Number(h)) if w.as_f64() == h.as_f64() => {}
+        (w, h) => out.push(format!("{path}: want {w}, have {h}")),
+    }
+}
+
+/// The invariants, read from the API server; the violations found.
+async fn check(
+    cp: &ControlPlane,
+    model: &Model,
+    (head, ancestors): (&str, &BTreeSet<String>),
+    files: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    let client = cp.client();
+    let mut tree = Tree::new();
+    for (p, t) in files {
+        tree.insert(PathBuf::from(p), t.clone());
+    }
+    let fleet = load(&tree);
+    let discovery = match kube::discovery::Discovery::new(client.clone()).run().await {
+        Ok(d) => d,
+        Err(e) => return vec![format!("discovery: {e}")],
+    };
+    let managed: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "capstan-system",
+        &ar(
+            "capstan.dev",
+            "v1alpha1",
+            "ManagedCluster",
+            "managedclusters",
+        ),
+    );
+    for w in &model.workloads {
+        let name = w.name();
+        let status = match managed.get_opt(&name).await {
+            Ok(s) => s,
+            Err(e) => {
+                violations.push(format!("{name}: reading its ManagedCluster: {e}"));
+                continue;
+            }
+        };
+        let entry = fleet.clusters.iter().find(|c| c.name == name);
+        match w.state {
+            State::Tombstoned => {
+                if status.is_some() {
+                    violations.push(format!("{name}: tombstoned, its ManagedCluster remains"));
+                }
+            }
+            State::Live | State::Suspended => {
+                let Some(st) = status else {
+                    violations.push(format!("{name}: no ManagedCluster"));
+                    continue;
+                };
+                let field = |k: &str| st.data["status"][k].as_str().unwrap_or("").to_string();
+                let phase = field("phase");
+                let Some(entry) = entry else {
+                    violations.push(format!("{name}: not in the rendered fleet"));
+                    continue;
+                };
+                // Applied at the head: the recorded desired content is the head's (a cluster
+                // the last commits did not touch keeps the revision its objects came from).
+                let want = capstan::reconcile::desired_hash(entry);
+                if w.state == State::Live
+                    && (field("desiredHash") != want
+                        || !ancestors.contains(&field("lastAppliedRevision")))
+                {
+                    violations.push(format!(
+                        "{name}: desiredHash {} at {} (head {head} renders {want}; {phase}: {})",
+                        field("desiredHash"),
+                        field("lastAppliedRevision"),
+                        field("message")
+                    ));
+                }
+                if w.state == State::Suspended && phase != "Suspended" {
+                    violations.push(format!("{name}: suspended in Git, phase {phase}"));
+                }
+                for obj in entry.objects.iter().flatten() {
+                    let v = obj.value();
+                    let (api_version, kind) = (obj.api_version(), obj.kind());
+                    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+                    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+                    let Some((res, _)) = discovery.resolve_gvk(&gvk) else {
+                        violations.push(format!("{name}: {kind} is not served"));
+                        continue;
+                    };
+                    let api: Api<DynamicObject> = if obj.namespace().is_empty() {
+                        Api::all_with(client.clone(), &res)
+                    } else {
+                        Api::namespaced_with(client.clone(), obj.namespace(), &res)
+                    };
+                    match api.get_opt(obj.name()).await {
+                        Ok(Some(live)) => {
+                            if w.state == State::Live {
+                                let live = serde_json::to_value(&live).unwrap();
+                                let mut diffs = Vec::new();
+                                contains(&live, &v, "", &mut diffs);
+                                if !diffs.is_empty() {
+                                    violations.push(format!(
+                                        "{name}: {kind}/{} differs: {}",
+                                        obj.name(),
+                                        diffs.join("; ")
+                                    ));
+                                }
+                            }
+                        }
+                        Ok(None) => {
+                            violations.push(format!("{name}: {kind}/{} missing", obj.name()))
+                        }
+                        Err(e) => violations.push(format!("{name}: reading {kind}: {e}")),
+                    }
+                }
+            }
+        }
+        // One CAPI and one EKS-A Cluster at most per fleet cluster.
+        for (group, version) in [
+            ("cluster.x-k8s.io", "v1beta2"),
+            ("anywhere.eks.amazonaws.com", "v1alpha1"),
+        ] {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                NS,
+                &ar(group, version, "Cluster", "clusters"),
+            );
+            let lp =
+                kube::api::ListParams::default().labels(&format!("capstan.dev/cluster={name}"));
+            let n = match api.list(&lp).await {
+                Ok(l) => l.items.len(),
+                Err(e) => {
+                    violations.push(format!("{name}: listing {group} Clusters: {e}"));
+                    continue;
+                }
+            };
+            let expected = usize::from(w.state != State::Tombstoned);
+            if n != expected {
+                violations.push(format!("{name}: {n} {group} Clusters, expected {expected}"));
+            }
+        }
+    }
+    // Deletions of what only a tombstone may delete, from the audit log (all of it: it survives
+    // the API server's restarts).
+    for e in cp
+        .audit()
+        .events_since(capstan_harness::AuditMark::default())
+        .unwrap()
+    {
+        if e.verb != "delete" {
+            continue;
+        }
+        let Some(o) = e.object_ref.as_ref() else {
+            continue;
+        };
+        let resource = o.resource.as_deref().unwrap_or("");
+        if !["clusters", "kubeadmcontrolplanes", "machinedeployments"].contains(&resource) {
+            continue;
+        }
+        let name = o.name.as_deref().unwrap_or("");
+        let owner = model
+            .workloads
+            .iter()
+            .map(Workload::name)
+            .find(|w| name == w || name.starts_with(&format!("{w}-")));
+        match owner {
+            Some(w) if model.tombstoned.contains(&w) => {}
+            _ => violations.push(format!("deleted without a tombstone: {resource}/{name}")),
+        }
+    }
+    violations
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomized_fault_runs_keep_the_invariants() {
+    let runs = env_or("CAPSTAN_FAULT_RUNS", 2);
+    let clusters = env_or("CAPSTAN_FAULT_CLUSTERS", 20) as u32;
+    let seed = env_or("CAPSTAN_FAULT_SEED", 7);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // Its own control plane: this test kills etcd and the API server.
+    let mut cp = ControlPlane::start().await.unwrap();
+    let proxy = Proxy::start(cp.endpoints().apiserver_port).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let proxied = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &proxied,
+        cp.kubeconfig_yaml().replace(
+            &format!("127.0.0.1:{}", cp.endpoints().apiserver_port),
+            &format!("127.0.0.1:{}", proxy.port),
+        ),
+    )
+    .unwrap();
+
+    let mut model = Model::new(clusters - 1);
+    let files = model.files();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let mut git = GitDaemon::start(&up.root);
+    let log = tmp.path().join("agent.log");
+    let mut agent = AgentProcess::start(
+        &git.url("repo.git"),
+        &proxied,
+        &tmp.path().join("mirror"),
+        &log,
+    );
+    let mut current = files;
+    let mut injected: BTreeMap<Fault, usize> = BTreeMap::new();
+    let mut violations: Vec<String> = Vec::new();
+    let mut max_runs_to_converge = 0f64;
+    let mut pushed: BTreeSet<String> = BTreeSet::new();
+    let started = Instant::now();
+
+    for run in 0..=runs {
+        // Run 0 is the initial apply, without faults.
+        let steps = if run == 0 { 0 } else { rng.usize(2..6) };
+        let mut changes = Vec::new();
+        for _ in 0..steps {
+            changes.push(model.change(&mut rng));
+            let next = model.files();
+            let write: Vec<(&str, &str)> = next
+                .iter()
+                .filter(|(p, t)| current.get(*p) != Some(t))
+                .map(|(p, t)| (p.as_str(), t.as_str()))
+                .collect();
+            let remove: Vec<&str> = current
+                .keys()
+                .filter(|p| !next.contains_key(*p))
+                .map(String::as_str)
+                .collect();
+            let fault = FAULTS[rng.usize(..FAULTS.len())];
+            *injected.entry(fault).or_default() += 1;
+            // Some faults start before the push, some after, at a random moment.
+            let early = rng.bool();
+            let pause = Duration::from_millis(rng.u64(0..1500));
+            if !early {
+                let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
+                agent.push(&commit);
+                tokio::time::sleep(pause).await;
+            }
+            match fault {
+                Fault::AgentKilled => agent.crash(),
+                Fault::ApiServerKilled => cp
+                    .crash_apiserver(Duration::from_millis(rng.u64(0..2000)))
+                    .await
+                    .unwrap(),
+                Fault::EtcdKilled => cp
+                    .crash_etcd(Duration::from_millis(rng.u64(0..2000)))
+                    .await
+                    .unwrap(),
+                Fault::ConnectionsReset => proxy.reset(),
+                Fault::Delayed => proxy.set(Mode::Delay(Duration::from_millis(rng.u64(50..400)))),
+                Fault::Blackholed => {
+                    proxy.set(Mode::Blackhole);
+                    proxy.reset();
+                }
+                Fault::GitDown => git.stop(),
+                Fault::ForcePush => {
+                    // The branch's content (before or after this step's push) on an unrelated
+                    // history: a rewritten branch.
+                    let pushed_now = if early { &current } else { &next };
+                    let all: Vec<(&str, &str)> = pushed_now
+                        .iter()
+                        .map(|(p, t)| (p.as_str(), t.as_str()))
+                        .collect();
+                    up.force_push_unrelated(&all);
+                }
+                Fault::ForeignEdit => {
+                    let live: Vec<&Workload> = model
+                        .workloads
+                        .iter()
+                        .filter(|w| w.state == State::Live)
+                        .collect();
+                    if let Some(w) = live.get(rng.usize(..live.len().max(1))) {
+                        let _ = kubectl(
+                            &cp,
+                            &[
+                                "-n",
+                                NS,
+                                "patch",
+                                "machinedeployments.cluster.x-k8s.io",
+                                &format!("{}-md-0", w.name()),
+                                "--type",
+                                "merge",
+                                "-p",
+                                r#"{"spec":{"replicas":9},"metadata":{"labels":{"capstan.dev/cluster":"someone-else"}}}"#,
+                            ],
+                        );
+                    }
+                }
+            }
+            if early {
+                tokio::time::sleep(pause).await;
+                let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
+                agent.push(&commit);
+            }
+            // Faults that last a while end before the next step.
+            tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
+            proxy.set(Mode::Pass);
+            if fault == Fault::Blackholed {
+                proxy.reset();
+            }
+            if fault == Fault::GitDown {
+                git.restart();
+            }
+            current = next;
+        }
+        // The faults have stopped. A push of the head (the force-push may have rewritten it)
+        // is delivered once the agent listens, as GitHub redelivers; then wait for the state.
+        let head = up.commit_and_push(&[], &[], &format!("run {run}"));
+        let delivered = Instant::now();
+        while !agent.push(&head) {
+            assert!(
+                delivered.elapsed() < Duration::from_secs(60),
+                "the agent does not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Every commit pushed so far (force-pushes included): a cluster's applied revision is
+        // one of them. (A cluster the latest commits did not touch keeps the older revision its
+        // objects came from, even from before a force-push.)
+        pushed.extend(
+            source_support::git(&up.work, &["rev-list", "HEAD"])
+                .lines()
+                .map(str::to_string),
+        );
+        let ancestors = pushed.clone();
+        let before = agent.runs().max(0.0);
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let found = loop {
+            let found = check(&cp, &model, (&head, &ancestors), &current).await;
+            if found.is_empty() || Instant::now() > deadline {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let took = agent.runs() - before;
+        max_runs_to_converge = max_runs_to_converge.max(took);
+        // Bounded: every cluster a few times over, not a run per event forever.
+        let bound = f64::from(clusters * 4 + 20);
+        if took > bound {
+            violations.push(format!(
+                "run {run}: {took} cluster runs to converge (bound {bound})"
+            ));
+        }
+        println!(
+            "run {run}: {} changes [{}], converged: {}, cluster runs after the faults: {took}",
+            changes.len(),
+            changes.join(", "),
+            found.is_empty()
+        );
+        violations.extend(found.into_iter().map(|v| format!("run {run}: {v}")));
+        if !violations.is_empty() {
+            break;
+        }
+    }
+    println!(
+        "fault runs: seed {seed}, {runs} runs of a {clusters}-cluster fleet in {:?}; faults injected: {injected:?}; most cluster runs to converge after faults: {max_runs_to_converge}; invariant violations: {}",
+        started.elapsed(),
+        violations.len()
+    );
+    if !violations.is_empty() {
+        let keep = std::env::temp_dir().join(format!("capstan-faults-{seed}.log"));
+        let _ = std::fs::copy(&log, &keep);
+        println!("the agent's whole log: {}", keep.display());
+    }
+    assert!(
+        violations.is_empty(),
+        "invariant violations (seed {seed}):\n{}\n\nthe agent's log (tail):\n{}",
+        violations.join("\n"),
+        capstan_harness::process::log_tail(&log, 80)
+    );
+}

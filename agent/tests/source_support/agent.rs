@@ -1,0 +1,82 @@
+//! Talking to a running `capstan run` the way GitHub and Prometheus do: signed push webhooks,
+//! and the /metrics text (tests wait on its counters, never on the clock).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// A signed (or unsigned) GitHub push webhook to `/hook/github` on `port`: the status code.
+pub fn post(port: u16, body: &str, signature: Option<&str>) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!(
+        "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        uuidish(),
+        body.len()
+    );
+    if let Some(sig) = signature {
+        req.push_str(&format!("X-Hub-Signature-256: {sig}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn uuidish() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "delivery-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+pub fn push_body(after: &str) -> String {
+    format!(
+        "{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}"
+    )
+}
+
+/// The agent's /metrics text.
+pub fn scrape(port: u16) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+/// One series' value (`name{labels}` as exposed), -1 when absent.
+pub fn value_in(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(series))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+/// Waits until the metrics satisfy `until` (re-read after each change the agent makes, at most
+/// `limit`); returns the text that did.
+pub async fn wait_metrics(port: u16, limit: Duration, until: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = scrape(port);
+        if until(&text) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "metrics never got there in {limit:?}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
