@@ -60,6 +60,40 @@ fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
 
 struct Agent(Child);
 
+/// `capstan run --watch` on a working copy, polling only once an hour: every run after the
+/// first is caused by an edit or a watch event.
+fn watch_working_copy(
+    cp: &capstan_harness::ControlPlane,
+    repo: &std::path::Path,
+    management: &str,
+    metrics_port: u16,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> Agent {
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "run",
+            "--interval",
+            "1h",
+            "--watch",
+            "--management",
+            management,
+        ])
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .args(extra)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    Agent(child)
+}
+
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -340,29 +374,14 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     // An hour between polls: every pass after the first is caused by a watch event or an edit.
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
-            "--interval",
-            "1h",
-            "--watch",
-            "--management",
-            "m-drift",
-            "--concurrency",
-            "2",
-            "--metrics-addr",
-            &format!("127.0.0.1:{metrics_port}"),
-        ])
-        .arg("--repo")
-        .arg(&repo)
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+    let _agent = watch_working_copy(
+        cp,
+        &repo,
+        "m-drift",
+        metrics_port,
+        &log,
+        &["--concurrency", "2"],
+    );
     assert!(
         wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
             .await
@@ -466,6 +485,40 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         "the watch event reloaded the revision:\n{text}"
     );
 
+    // A label edit (no new generation) that even takes the object away from its cluster: the
+    // watch still wakes the cluster it belonged to, and the label is put back.
+    let status = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .args([
+            "-n",
+            "t-drift",
+            "label",
+            "machinedeployments.cluster.x-k8s.io",
+            "w-drift-md-0",
+            "capstan.dev/cluster=someone-else",
+            "--overwrite",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // No poll is due for an hour: only the watch can bring the label back.
+    wait_until(
+        "the label put back",
+        &log,
+        Duration::from_secs(30),
+        || async {
+            md.get("w-drift-md-0")
+                .await
+                .unwrap()
+                .metadata
+                .labels
+                .unwrap()["capstan.dev/cluster"]
+                == "w-drift"
+        },
+    )
+    .await;
+
     // The client counts its requests by verb for /metrics.
     let mut s = TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
@@ -546,27 +599,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     }
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
-            "--interval",
-            "1h",
-            "--watch",
-            "--management",
-            "m-slow",
-            "--metrics-addr",
-            &format!("127.0.0.1:{metrics_port}"),
-        ])
-        .arg("--repo")
-        .arg(&repo)
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]);
     for c in ["a-slow", "b-slow"] {
         assert!(
             wait_for_revision(&client, c, "local", Duration::from_secs(90))

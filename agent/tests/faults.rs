@@ -677,6 +677,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect();
     let up = Upstream::new(&refs);
+    let mut pushed: BTreeSet<String> = BTreeSet::from([up.head()]);
     let mut git = GitDaemon::start(&up.root);
     let log = tmp.path().join("agent.log");
     let mut agent = AgentProcess::start(
@@ -689,7 +690,6 @@ async fn randomized_fault_runs_keep_the_invariants() {
     let mut injected: BTreeMap<Fault, usize> = BTreeMap::new();
     let mut violations: Vec<String> = Vec::new();
     let mut max_runs_to_converge = 0f64;
-    let mut pushed: BTreeSet<String> = BTreeSet::new();
     let started = Instant::now();
 
     for run in 0..=runs {
@@ -716,6 +716,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
             let pause = Duration::from_millis(rng.u64(0..1500));
             if !early {
                 let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
+                pushed.insert(commit.clone());
                 agent.push(&commit);
                 tokio::time::sleep(pause).await;
             }
@@ -744,7 +745,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
                         .iter()
                         .map(|(p, t)| (p.as_str(), t.as_str()))
                         .collect();
-                    up.force_push_unrelated(&all);
+                    pushed.insert(up.force_push_unrelated(&all));
                 }
                 Fault::ForeignEdit => {
                     let live: Vec<&Workload> = model
@@ -773,6 +774,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
             if early {
                 tokio::time::sleep(pause).await;
                 let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
+                pushed.insert(commit.clone());
                 agent.push(&commit);
             }
             // Faults that last a while end before the next step.
@@ -789,6 +791,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
         // The faults have stopped. A push of the head (the force-push may have rewritten it)
         // is delivered once the agent listens, as GitHub redelivers; then wait for the state.
         let head = up.commit_and_push(&[], &[], &format!("run {run}"));
+        pushed.insert(head.clone());
         let delivered = Instant::now();
         while !agent.push(&head) {
             assert!(
@@ -797,14 +800,9 @@ async fn randomized_fault_runs_keep_the_invariants() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // Every commit pushed so far (force-pushes included): a cluster's applied revision is
-        // one of them. (A cluster the latest commits did not touch keeps the older revision its
-        // objects came from, even from before a force-push.)
-        pushed.extend(
-            source_support::git(&up.work, &["rev-list", "HEAD"])
-                .lines()
-                .map(str::to_string),
-        );
+        // Every commit pushed so far (force-pushed ones and those a force-push rewrote away
+        // included): a cluster's applied revision is one of them. (A cluster the latest commits
+        // did not touch keeps the older revision its objects came from.)
         let ancestors = pushed.clone();
         let before = agent.runs().max(0.0);
         let deadline = Instant::now() + Duration::from_secs(180);

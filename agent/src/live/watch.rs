@@ -272,6 +272,10 @@ trait Store<V> {
     fn insert(&self, key: String, value: V) -> bool;
     /// Forgets one object; whether it was known.
     fn remove(&self, key: &str) -> bool;
+    /// The fleet cluster the known object belonged to (its label), where the store keeps it.
+    fn cluster_of(&self, _key: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The facts of the objects of one group and kind, in [`Live`]'s objects.
@@ -305,6 +309,15 @@ impl Store<LiveObject> for Objects {
 
     fn remove(&self, key: &str) -> bool {
         self.live.objects_mut().remove(key).is_some()
+    }
+
+    fn cluster_of(&self, key: &str) -> Option<String> {
+        self.live
+            .objects
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .and_then(|o| o.cluster.as_deref().map(str::to_string))
     }
 }
 
@@ -368,6 +381,14 @@ async fn follow<V>(
                 (changed && is_synced).then_some(None)
             }
             Ok(Event::Apply((key, value, cluster))) => {
+                // A relabelled object (its capstan.dev/cluster label edited away) concerns the
+                // cluster it belonged to.
+                let before = store.cluster_of(&key);
+                let cluster = match (&before, &cluster) {
+                    (Some(b), Some(c)) if b != c && !in_scope(&scope, Some(c)) => before,
+                    (Some(_), None) => before,
+                    _ => cluster,
+                };
                 (store.insert(key, value) && is_synced && in_scope(&scope, cluster.as_deref()))
                     .then_some(cluster)
             }

@@ -863,37 +863,21 @@ impl Pass<'_> {
                     })
                     .collect(),
             };
-            let waiting = [held.subject()];
             let message = format!(
                 "waiting for {} to be deleted (Cluster API is removing its machines)",
-                waiting.join(", ")
+                held.subject()
             );
-            let st = ClusterStatus {
-                phase: Phase::Deleting,
-                message: message.clone(),
-                last_applied_revision: prev
-                    .map(|p| p.field("lastAppliedRevision").to_string())
-                    .unwrap_or_default(),
-                last_attempted_revision: self.opts.revision.clone(),
-                desired_hash: String::new(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "Deleting".into(),
-                    message.clone(),
-                )],
-                inventory,
-            };
-            let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
-            return Ok((
-                ClusterOutcome {
-                    name: name.into(),
+            return self
+                .still_deleting(
+                    name,
+                    (mgmt, dir),
                     plan,
-                    phase: Phase::Deleting,
+                    message.clone(),
                     message,
-                },
-                changed,
-            ));
+                    inventory,
+                    prev,
+                )
+                .await;
         }
         if failure.is_none() {
             for r in rest.iter().rev() {
@@ -924,34 +908,58 @@ impl Pass<'_> {
                 ))
             }
             Some(f) => {
-                let st = ClusterStatus {
-                    phase: Phase::Deleting,
-                    message: format!("deleting: {f}"),
-                    last_applied_revision: prev
-                        .map(|p| p.field("lastAppliedRevision").to_string())
-                        .unwrap_or_default(),
-                    last_attempted_revision: self.opts.revision.clone(),
-                    desired_hash: String::new(),
-                    conditions: vec![(
-                        "Ready".into(),
-                        "False".into(),
-                        "Deleting".into(),
-                        f.clone(),
-                    )],
+                self.still_deleting(
+                    name,
+                    (mgmt, dir),
+                    plan,
+                    format!("deleting: {f}"),
+                    f,
                     inventory,
-                };
-                let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
-                Ok((
-                    ClusterOutcome {
-                        name: name.into(),
-                        plan,
-                        phase: Phase::Deleting,
-                        message: f,
-                    },
-                    changed,
-                ))
+                    prev,
+                )
+                .await
             }
         }
+    }
+
+    /// The outcome and status of a deletion that is not over: phase Deleting, Ready False.
+    #[allow(clippy::too_many_arguments)]
+    async fn still_deleting(
+        &self,
+        name: &str,
+        (mgmt, dir): (&str, &str),
+        plan: Plan,
+        status_message: String,
+        message: String,
+        inventory: Vec<ObjectRef>,
+        prev: Option<&Recorded>,
+    ) -> Result<(ClusterOutcome, bool), ReconcileError> {
+        let st = ClusterStatus {
+            phase: Phase::Deleting,
+            message: status_message,
+            last_applied_revision: prev
+                .map(|p| p.field("lastAppliedRevision").to_string())
+                .unwrap_or_default(),
+            last_attempted_revision: self.opts.revision.clone(),
+            desired_hash: String::new(),
+            conditions: vec![(
+                "Ready".into(),
+                "False".into(),
+                "Deleting".into(),
+                message.clone(),
+            )],
+            inventory,
+        };
+        let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
+        Ok((
+            ClusterOutcome {
+                name: name.into(),
+                plan,
+                phase: Phase::Deleting,
+                message,
+            },
+            changed,
+        ))
     }
 }
 
