@@ -711,3 +711,80 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
         3
     );
 }
+
+/// A cluster whose apply the API server rejects is retried on its own, with a growing delay,
+/// while the other cluster's changes still apply.
+#[tokio::test]
+async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_with("retry", &["a-retry", "b-retry"]) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    // A field the ConfigMap schema does not have: strict field validation rejects the apply.
+    let dir = repo.join("clusters/m-retry/workload-clusters");
+    std::fs::write(
+        dir.join("a-retry/broken.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-retry-broken\n  namespace: t-retry\nspec:\n  unknown: field\n",
+    )
+    .unwrap();
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]);
+    assert!(
+        wait_for_revision(&client, "b-retry", "local", Duration::from_secs(90))
+            .await
+            .is_some(),
+        "b-retry not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    // Retried without any trigger (no poll for an hour, no edit): the backoff's own timer.
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_retries_total") >= 3.0
+    })
+    .await;
+    assert!(value_in(&text, "capstan_reconciles_total{result=\"failure\"}") >= 3.0);
+    let status = managed_cluster(&client, "a-retry").await.unwrap();
+    assert_eq!(
+        status.data["status"]["phase"], "Failed",
+        "{:?}",
+        status.data
+    );
+    // The log says when the next attempt is: each delay longer than the one before.
+    let delays: Vec<u64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("cluster=a-retry"))
+        .filter_map(|l| l.split("retry_in_ms=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(delays.len() >= 3, "{delays:?}");
+    assert!(
+        delays.windows(2).take(2).all(|w| w[1] > w[0]),
+        "the delays grow: {delays:?}"
+    );
+
+    // The other cluster still applies its changes.
+    let spec = dir.join("b-retry/cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replacen("count: 2", "count: 4", 1)).unwrap();
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-retry",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    wait_until("b-retry scaled", &log, Duration::from_secs(60), || async {
+        md.get("b-retry-md-0").await.unwrap().data["spec"]["replicas"] == 4
+    })
+    .await;
+}
