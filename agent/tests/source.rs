@@ -936,3 +936,47 @@ fn configuration_and_ref_errors_name_the_url_and_ref() {
         "no credential on disk"
     );
 }
+
+/// A long-running agent syncs every push. Each fetch adds a pack; the mirror keeps working past
+/// the number of pack indices its object store was opened with (found by the fault runs: after
+/// about 33 fetches every sync failed with "too few index slots" until a restart), and the packs
+/// never pile up past [`capstan::source::PACK_LIMIT`]: the mirror is rebuilt by a fresh fetch.
+#[test]
+fn a_long_running_source_survives_many_fetches_and_bounds_its_packs() {
+    let up = fleet();
+    let daemon = GitDaemon::start(&up.root);
+    let tmp = tempfile::tempdir().unwrap();
+    let mirror = tmp.path().join("mirror");
+    let mut src = GitSource::open(config(daemon.url("repo.git"), branch(), &mirror)).unwrap();
+    src.sync().unwrap();
+    let pushes = capstan::source::PACK_LIMIT + 40;
+    let mut most = 0;
+    for i in 0..pushes {
+        let c = up.commit_and_push(
+            &[(
+                "clusters/mgmt/workload-clusters/dev/cluster.yaml",
+                &format!("{DEV}# {i}\n"),
+            )],
+            &[],
+            &format!("push {i}"),
+        );
+        let (_, rev) = updated(
+            src.sync()
+                .unwrap_or_else(|e| panic!("sync after push {i}: {e}")),
+        );
+        assert_eq!(rev.commit, c, "push {i}");
+        assert_eq!(
+            text(&rev)["clusters/mgmt/workload-clusters/dev/cluster.yaml"],
+            format!("{DEV}# {i}\n")
+        );
+        most = most.max(packs(&mirror).len());
+    }
+    assert!(
+        most <= capstan::source::PACK_LIMIT + 1,
+        "{most} packs at most after {pushes} fetches"
+    );
+    assert!(
+        packs(&mirror).len() < capstan::source::PACK_LIMIT,
+        "the mirror was compacted along the way"
+    );
+}

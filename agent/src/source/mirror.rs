@@ -164,7 +164,29 @@ fn cause(e: &(dyn std::error::Error + 'static)) -> String {
     super::describe(e)
 }
 
+/// Packs the mirror may pile up (one per fetch that brought objects) before it is rebuilt by a
+/// fresh fetch into an empty mirror: a long-running agent fetches every push, and gix neither
+/// repacks nor can hold an unbounded number of pack indices open. (Git's own `gc --auto` repacks
+/// at 50 packs.)
+pub const PACK_LIMIT: usize = 64;
+
 impl Mirror {
+    /// Pack indices in the object store.
+    pub(crate) fn packs(&self) -> usize {
+        std::fs::read_dir(self.repo.objects.store_ref().path().join("pack"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "idx"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether enough packs have piled up that the next sync starts from an empty mirror.
+    pub(crate) fn needs_compaction(&self) -> bool {
+        self.packs() > PACK_LIMIT
+    }
+
     /// Opens the bare mirror in `dir`, creating it if `dir` is missing or empty. No network.
     pub(crate) fn open(
         dir: &Path,
@@ -196,7 +218,15 @@ impl Mirror {
             overrides.push(format!("core.sshCommand={cmd}"));
             overrides.push("ssh.variant=ssh".to_string());
         }
-        let options = gix::open::Options::default().config_overrides(overrides);
+        // Every fetch adds a pack, and the object store holds as many pack indices as it had
+        // slots when opened: room for PACK_LIMIT and then some, and the mirror is rebuilt
+        // before it gets there ([`Mirror::needs_compaction`]).
+        let options = gix::open::Options::default()
+            .config_overrides(overrides)
+            .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState {
+                multiplier: 2.0,
+                minimum: 2 * PACK_LIMIT,
+            });
         let repo = gix::open_opts(dir, options).map_err(|e| MirrorError::NotARepository {
             dir: dir.to_path_buf(),
             url: display_url.to_string(),

@@ -40,7 +40,7 @@ mod read;
 mod remote;
 
 pub use diff::DiffError;
-pub use mirror::MirrorError;
+pub use mirror::{MirrorError, PACK_LIMIT};
 pub use read::ReadError;
 pub use remote::RemoteError;
 
@@ -164,6 +164,27 @@ impl fmt::Debug for GitSource {
 }
 
 impl GitSource {
+    /// Replaces a mirror full of packs with an empty one; the sync that follows fetches the
+    /// branch afresh (shallow where the server allows) into a single pack. The last good revision
+    /// stays in memory meanwhile.
+    fn compact(&mut self) -> Result<(), SourceError> {
+        let packs = self.mirror.packs();
+        let dir = self.mirror.dir.clone();
+        let (_, secret) = mirror::redact(&self.cfg.url);
+        let ssh = mirror::ssh_command(self.cfg.ssh_key.as_deref(), self.cfg.known_hosts.as_deref());
+        let roots = std::mem::take(&mut self.mirror.roots);
+        std::fs::remove_dir_all(&dir).map_err(|e| MirrorError::Setup {
+            action: "clear (to compact)",
+            dir: dir.clone(),
+            url: self.display_url.clone(),
+            cause: e.to_string(),
+        })?;
+        self.mirror = mirror::Mirror::open(&dir, &self.display_url, secret, ssh)?;
+        self.mirror.roots = roots;
+        tracing::info!(url = %self.display_url, packs, "mirror compacted: fetching afresh into an empty one");
+        Ok(())
+    }
+
     /// Opens (or creates) the mirror in `cfg.cache_dir` and checks the configuration. No network.
     pub fn open(cfg: SourceConfig) -> Result<GitSource, SourceError> {
         let (display_url, secret) = mirror::redact(&cfg.url);
@@ -266,6 +287,9 @@ impl GitSource {
     /// Brings the mirror up to date with the followed ref and reads the new revision if it moved
     /// (or on the first call). On error, [`last_good`](Self::last_good) is left as it was.
     pub fn sync(&mut self) -> Result<SyncOutcome, SourceError> {
+        if self.mirror.needs_compaction() {
+            self.compact()?;
+        }
         let before = self.mirror.tracking_target(&self.tracking)?;
         let target = match &self.cfg.reference {
             GitRef::Commit(c) => {
