@@ -12,7 +12,7 @@
 //!
 //! Invariants after each run, once the faults stop (and the last push's webhook is delivered):
 //! - every object the desired revision renders for a live cluster exists, with every field
-//!   capstan renders as rendered (suspended clusters: they exist);
+//!   capstan renders as rendered (a suspended cluster keeps what it had; its Cluster exists);
 //! - no Cluster, KubeadmControlPlane or MachineDeployment of a cluster without a tombstone was
 //!   ever deleted (DELETE requests in the audit log, across API server restarts);
 //! - at most one CAPI and one EKS-A Cluster per fleet cluster;
@@ -555,7 +555,13 @@ async fn check(
                 if w.state == State::Suspended && phase != "Suspended" {
                     violations.push(format!("{name}: suspended in Git, phase {phase}"));
                 }
-                for obj in entry.objects.iter().flatten() {
+                // A suspended cluster keeps what it had when it was suspended (its Cluster is
+                // counted below); what the repository renders for it now is not applied yet.
+                let objects = match w.state {
+                    State::Live => entry.objects.iter().flatten().collect::<Vec<_>>(),
+                    _ => Vec::new(),
+                };
+                for obj in objects {
                     let v = obj.value();
                     let (api_version, kind) = (obj.api_version(), obj.kind());
                     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -571,17 +577,15 @@ async fn check(
                     };
                     match api.get_opt(obj.name()).await {
                         Ok(Some(live)) => {
-                            if w.state == State::Live {
-                                let live = serde_json::to_value(&live).unwrap();
-                                let mut diffs = Vec::new();
-                                contains(&live, &v, "", &mut diffs);
-                                if !diffs.is_empty() {
-                                    violations.push(format!(
-                                        "{name}: {kind}/{} differs: {}",
-                                        obj.name(),
-                                        diffs.join("; ")
-                                    ));
-                                }
+                            let live = serde_json::to_value(&live).unwrap();
+                            let mut diffs = Vec::new();
+                            contains(&live, &v, "", &mut diffs);
+                            if !diffs.is_empty() {
+                                violations.push(format!(
+                                    "{name}: {kind}/{} differs: {}",
+                                    obj.name(),
+                                    diffs.join("; ")
+                                ));
                             }
                         }
                         Ok(None) => {
