@@ -13,7 +13,7 @@ fn main() -> std::process::ExitCode {
     match capstan::cmd::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", capstan::cmd::error_chain(&e));
             std::process::ExitCode::from(1)
         }
     }

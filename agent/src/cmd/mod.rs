@@ -51,3 +51,44 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()?)
 }
+
+/// An error and its causes on one line, each cause once: many errors already print their
+/// source in their own message (kube's kubeconfig errors do), and printing the chain as is
+/// would repeat it (`failed to read kubeconfig: …: failed to read kubeconfig: …`).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        let text = text.trim();
+        if text.is_empty() || out.contains(text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to read kubeconfig from /x: {0}")]
+    struct Read(#[source] std::io::Error);
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(Read(io)).context("kubeconfig /x");
+        assert_eq!(
+            error_chain(&e),
+            "kubeconfig /x: failed to read kubeconfig from /x: No such file or directory"
+        );
+        // Causes that add something are all kept.
+        let e = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(error_chain(&e), "outer: middle: inner");
+    }
+}
