@@ -819,8 +819,9 @@ async fn randomized_fault_runs_keep_the_invariants() {
         };
         let took = agent.runs() - before;
         max_runs_to_converge = max_runs_to_converge.max(took);
-        // Bounded: every cluster a few times over, not a run per event forever.
-        let bound = f64::from(clusters * 4 + 20);
+        // Bounded: every cluster a few times over, not a run per event forever. The fleet grows
+        // (creates; tombstoned directories stay and are still visited), so the bound does too.
+        let bound = 4.0 * (model.workloads.len() as f64 + 1.0) + 20.0;
         if took > bound {
             violations.push(format!(
                 "run {run}: {took} cluster runs to converge (bound {bound})"
