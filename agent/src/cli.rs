@@ -90,6 +90,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t)]
         output: Output,
+        /// Upgrades (what a run would do).
+        #[command(flatten)]
+        upgrade: UpgradeArgs,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,
@@ -126,6 +129,28 @@ pub enum Command {
         #[command(subcommand)]
         what: TargetCommand,
     },
+    /// Write a backup of every Cluster API, EKS Anywhere and capstan object of the management
+    /// cluster, and the Secrets of its clusters, into a new directory (what capstan does by
+    /// itself before a management cluster upgrades its own etcd or control plane).
+    Backup {
+        /// Where to create the backup's directory.
+        #[arg(long, default_value_os_t = default_backup_dir())]
+        dir: PathBuf,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Re-create the objects of a backup (`capstan backup`, or the one taken before a
+    /// management cluster upgraded itself) on the cluster given: owners first, Clusters paused
+    /// until everything is back, statuses restored. Objects that exist are left as they are.
+    Restore {
+        /// The backup's directory.
+        #[arg(long)]
+        from: PathBuf,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
     /// A local management cluster for trying capstan without one.
     Dev {
         /// Up or down.
@@ -138,6 +163,43 @@ pub enum Command {
         #[command(subcommand)]
         what: NewCommand,
     },
+}
+
+/// Where backups go by default: `$XDG_STATE_HOME/capstan/backups` (`~/.local/state/...`), outside
+/// any cluster the backup is for.
+pub fn default_backup_dir() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/var/lib"));
+    state.join("capstan/backups")
+}
+
+/// How upgrades are applied ([`crate::plan::stages`], [`crate::plan::chain`]).
+#[derive(Debug, Args, Clone)]
+pub struct UpgradeArgs {
+    /// Refuse a control-plane jump of several Kubernetes minors instead of applying it as a
+    /// chain of one-minor steps.
+    #[arg(long)]
+    pub no_chain: bool,
+    /// A stage (etcd, control plane, CNI, a worker group) that has not rolled out after this
+    /// long fails the cluster: later stages stay held, and a management cluster's workload
+    /// clusters stay paused.
+    #[arg(long, default_value = "1h", value_parser = parse_interval)]
+    pub stage_timeout: std::time::Duration,
+    /// Where a management cluster's backup goes before it upgrades its own etcd or control
+    /// plane.
+    #[arg(long, default_value_os_t = default_backup_dir())]
+    pub backup_dir: PathBuf,
+}
+
+impl UpgradeArgs {
+    /// Sets these in reconcile options.
+    pub fn apply(&self, opts: &mut crate::reconcile::Options) {
+        opts.no_chain = self.no_chain;
+        opts.stage_timeout = Some(self.stage_timeout);
+        opts.backup_dir = Some(self.backup_dir.clone());
+    }
 }
 
 /// Which cluster to talk to, as kubectl chooses it.
@@ -232,6 +294,9 @@ pub struct RunArgs {
     /// Log as JSON.
     #[arg(long)]
     pub log_json: bool,
+    /// Upgrades.
+    #[command(flatten)]
+    pub upgrade: UpgradeArgs,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -308,6 +373,9 @@ pub struct ReconcileArgs {
     /// Workload clusters reconciled at the same time.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub concurrency: usize,
+    /// Upgrades.
+    #[command(flatten)]
+    pub upgrade: UpgradeArgs,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,

@@ -77,6 +77,8 @@ pub struct RunConfig {
     pub drift: Drift,
     /// Workload clusters reconciled at the same time.
     pub concurrency: usize,
+    /// How upgrades are applied.
+    pub upgrade: crate::cli::UpgradeArgs,
 }
 
 /// Builds the Git source configuration from CLI values.
@@ -209,21 +211,21 @@ pub async fn run_with(
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
     loop {
-        metrics.set_queue(queue.queued(), queue.running());
+        metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
         let due = queue.next_due();
         let wake = tokio::select! {
             b = rx.next() => match b {
                 Some(b) => Wake::Triggers(b),
                 None => break,
             },
-            Some(done) = runs.join_next_with_id(), if !runs.is_empty() => Wake::Finished(done),
+            Some(done) = runs.join_next_with_id(), if !runs.is_empty() => Wake::Finished(Box::new(done)),
             _ = sleep_until(due), if due.is_some() => Wake::Due,
             _ = stop.wait_for(|s| *s) => break,
         };
         match wake {
             Wake::Due => {}
             Wake::Finished(done) => {
-                let (name, result) = match done {
+                let (name, result) = match *done {
                     Ok((_, r)) => r,
                     Err(e) => {
                         // A panicking run: counted as a failure of its cluster.
@@ -258,7 +260,21 @@ pub async fn run_with(
                         for (a, n) in run.outcome.plan.counts() {
                             metrics.add_objects(object_action(a), n as u64);
                         }
-                        phases.insert(name.clone(), run.outcome.phase);
+                        if run.outcome.staged.waiting.is_some() && retry.is_none() {
+                            queue.recheck(&name, Instant::now() + crate::plan::stages::RECHECK);
+                        }
+                        let was = phases.insert(name.clone(), run.outcome.phase);
+                        // Workload clusters hold while their management cluster upgrades
+                        // itself: when its phase moves, they look again.
+                        if let Some(scope) = current.as_ref().and_then(|c| c.scope.as_ref())
+                            && scope.management() == name
+                            && was != Some(run.outcome.phase)
+                        {
+                            let now = Instant::now();
+                            for w in scope.workloads() {
+                                queue.enqueue(w, Some(&name), false, now);
+                            }
+                        }
                         let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
                         metrics.set_resident_memory(rss * 1024);
                         info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
@@ -302,13 +318,15 @@ pub async fn run_with(
                     received(&metrics, &batch);
                     continue;
                 };
-                cur.opts = Arc::new(Options {
+                let mut opts = Options {
                     revision: cur.revision.clone(),
                     management: cfg.management.clone(),
                     drift: cfg.drift,
                     concurrency: cfg.concurrency,
                     ..Default::default()
-                });
+                };
+                cfg.upgrade.apply(&mut opts);
+                cur.opts = Arc::new(opts);
                 // Cheap with the watches: memory reads, and writes only for a missing namespace.
                 let t = Instant::now();
                 let scope = match agent.prepare(&cur.fleet, &cur.opts).await {
@@ -355,7 +373,7 @@ pub async fn run_with(
                 set_phases(&metrics, &phases);
                 // Queued first, counted received after: who sees every trigger received and
                 // nothing queued or running knows the daemon is idle.
-                metrics.set_queue(queue.queued(), queue.running());
+                metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
                 received(&metrics, &batch);
                 info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), queued = queue.queued(), running = queue.running(), elapsed_ms = started.elapsed().as_millis() as u64, "queued");
                 cur.scope = Some(scope);
@@ -409,7 +427,7 @@ type RunResult = (String, Result<Run, ReconcileError>);
 /// What woke the daemon.
 enum Wake {
     Triggers(Vec<Trigger>),
-    Finished(Result<(tokio::task::Id, RunResult), tokio::task::JoinError>),
+    Finished(Box<Result<(tokio::task::Id, RunResult), tokio::task::JoinError>>),
     Due,
 }
 
@@ -505,14 +523,9 @@ async fn load(
         },
         (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
     };
-    Ok(loaded.map(|(mut fleet, revision)| {
-        // The validated specs are not needed once rendered (the objects are): about 20 KiB a
-        // cluster the agent would otherwise hold between passes.
-        for c in &mut fleet.clusters {
-            c.cluster = None;
-        }
-        (fleet, revision)
-    }))
+    // The validated specs stay: a chained upgrade renders its steps from them
+    // (`capstan_layout::step`).
+    Ok(loaded)
 }
 
 /// A memory figure of this process from /proc (KiB; 0 where there is no /proc).
@@ -539,5 +552,6 @@ fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {
         Action::Skip => O::Skip,
         Action::Deleting => O::Deleting,
         Action::Conflict => O::Conflict,
+        Action::Held => O::Held,
     }
 }

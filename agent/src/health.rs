@@ -37,6 +37,16 @@ pub const CONDITIONS: &[&str] = &[
     "RemoteConnectionProbe",
 ];
 
+/// The conditions the upgrade stages read of the kinds outside core Cluster API (v1beta1-style
+/// conditions): etcdadm's EtcdadmCluster and CAAPH's HelmChartProxy.
+pub const STAGE_CONDITIONS: &[&str] = &[
+    "EtcdMachinesSpecUpToDate",
+    "EtcdClusterResizeCompleted",
+    "Ready",
+    "HelmReleaseProxiesReady",
+    "HelmReleaseProxySpecsUpToDate",
+];
+
 /// One condition, as far as health needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
@@ -79,6 +89,29 @@ pub struct Rollout {
     pub replicas: Option<Replicas>,
     /// Being deleted.
     pub deleting: bool,
+    /// The Kubernetes version it asks for: a control plane's `spec.version`, a
+    /// MachineDeployment's `spec.template.spec.version`.
+    pub version: Option<Box<str>>,
+    /// The lowest Kubernetes version among its machines (Cluster API v1.14's `status.versions`,
+    /// or the deprecated `status.version`): what it has rolled out.
+    pub rolled_out_version: Option<Box<str>>,
+    /// `metadata.uid` (what an owner reference to it names).
+    pub uid: Option<Box<str>>,
+    /// An EtcdadmCluster's status.
+    pub etcd: Option<Etcd>,
+}
+
+/// What etcdadm's controller reports of an EtcdadmCluster (`etcdcluster.cluster.x-k8s.io`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Etcd {
+    /// `spec.replicas`.
+    pub desired: i64,
+    /// `status.replicas`: healthy members.
+    pub ready_replicas: i64,
+    /// `status.ready`: every member passed its health check.
+    pub ready: bool,
+    /// `status.endpoints`: the client URLs, comma-separated (empty until etcd is up).
+    pub endpoints: Box<str>,
 }
 
 impl Rollout {
@@ -88,6 +121,12 @@ impl Rollout {
         let s = |c: &Value, k: &str| -> Box<str> {
             c.get(k).and_then(Value::as_str).unwrap_or("").into()
         };
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let kept: &[&str] = if matches!(kind, "EtcdadmCluster" | "HelmChartProxy") {
+            STAGE_CONDITIONS
+        } else {
+            CONDITIONS
+        };
         let conditions = obj
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -96,7 +135,7 @@ impl Rollout {
             .filter(|c| {
                 c.get("type")
                     .and_then(Value::as_str)
-                    .is_some_and(|t| CONDITIONS.contains(&t))
+                    .is_some_and(|t| kept.contains(&t))
             })
             .map(|c| {
                 let type_ = s(c, "type");
@@ -116,12 +155,24 @@ impl Rollout {
                 }
             })
             .collect();
-        let replicas = int("/status/replicas").map(|current| Replicas {
-            desired: int("/spec/replicas"),
-            current,
-            up_to_date: int("/status/upToDateReplicas").unwrap_or(0),
-            available: int("/status/availableReplicas").unwrap_or(0),
+        let text = |p: &str| obj.pointer(p).and_then(Value::as_str).map(Into::into);
+        let etcd = (kind == "EtcdadmCluster").then(|| Etcd {
+            desired: int("/spec/replicas").unwrap_or(0),
+            ready_replicas: int("/status/replicas").unwrap_or(0),
+            ready: obj
+                .pointer("/status/ready")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            endpoints: text("/status/endpoints").unwrap_or_default(),
         });
+        let replicas = int("/status/replicas")
+            .filter(|_| etcd.is_none())
+            .map(|current| Replicas {
+                desired: int("/spec/replicas"),
+                current,
+                up_to_date: int("/status/upToDateReplicas").unwrap_or(0),
+                available: int("/status/availableReplicas").unwrap_or(0),
+            });
         Rollout {
             observed_generation: int("/status/observedGeneration").unwrap_or(0),
             template: obj
@@ -130,6 +181,10 @@ impl Rollout {
             conditions,
             replicas,
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
+            version: text("/spec/version").or_else(|| text("/spec/template/spec/version")),
+            rolled_out_version: lowest_version(obj),
+            uid: text("/metadata/uid"),
+            etcd,
         }
     }
 
@@ -138,9 +193,29 @@ impl Rollout {
         self.conditions.iter().find(|c| &*c.type_ == type_)
     }
 
-    fn is_true(&self, type_: &str) -> bool {
+    /// Whether a condition is True.
+    pub fn is_true(&self, type_: &str) -> bool {
         self.condition(type_).is_some_and(|c| &*c.status == "True")
     }
+}
+
+/// The lowest version in `status.versions` (else `status.version`), compared by minor and patch.
+fn lowest_version(obj: &Value) -> Option<Box<str>> {
+    let key = |v: &str| -> Vec<u64> {
+        v.trim_start_matches('v')
+            .split(['.', '-', '+'])
+            .take(3)
+            .map(|p| p.parse().unwrap_or(0))
+            .collect()
+    };
+    obj.pointer("/status/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("version").and_then(Value::as_str))
+        .min_by_key(|v| key(v))
+        .or_else(|| obj.pointer("/status/version").and_then(Value::as_str))
+        .map(Into::into)
 }
 
 /// What rolls machines out in a MachineSet's or MachineDeployment's template: the Kubernetes
@@ -216,8 +291,9 @@ impl Assessment {
     }
 }
 
-/// Rules 1 and 2 for a control plane or MachineDeployment.
-fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
+/// Rules 1 and 2 for a control plane or MachineDeployment: None when rolled out, else the first
+/// reason why not.
+pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
     let Some(r) = o.rollout else {
         return Some(Assessment::waiting(
             "Progressing",

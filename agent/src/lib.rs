@@ -1,6 +1,7 @@
 //! The `capstan` agent: CLI, Kubernetes client, and (as they land) the Git source, plan, apply,
 //! prune and status stages. The binary (`main.rs`) only parses the command line and calls in here.
 
+pub mod backup;
 pub mod cli;
 pub mod cmd;
 pub mod daemon;

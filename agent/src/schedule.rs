@@ -47,6 +47,8 @@ struct Queued {
     after: Option<String>,
     /// Queued by [`Queue::finish`] after a failure.
     retry: bool,
+    /// Queued by [`Queue::recheck`]: any trigger brings it forward, and it holds back no one.
+    recheck: bool,
 }
 
 /// What became of a finished run.
@@ -96,6 +98,7 @@ impl Queue {
                 if urgent || !q.retry {
                     q.due = q.due.min(now);
                     q.retry = false;
+                    q.recheck = false;
                 }
                 q.after = after.or(q.after.take());
             }
@@ -107,6 +110,7 @@ impl Queue {
                         seq,
                         after,
                         retry: false,
+                        recheck: false,
                     },
                 );
             }
@@ -115,7 +119,8 @@ impl Queue {
 
     fn blocked(&self, q: &Queued) -> bool {
         q.after.as_ref().is_some_and(|a| {
-            self.running.contains_key(a) || self.queued.get(a).is_some_and(|b| !b.retry)
+            self.running.contains_key(a)
+                || self.queued.get(a).is_some_and(|b| !b.retry && !b.recheck)
         })
     }
 
@@ -161,6 +166,7 @@ impl Queue {
                         seq,
                         after,
                         retry: false,
+                        recheck: false,
                     },
                 );
                 Finished::Again
@@ -173,12 +179,34 @@ impl Queue {
                         seq,
                         after: again.and_then(|(a, _)| a),
                         retry: true,
+                        recheck: false,
                     },
                 );
                 Finished::Retry(delay)
             }
             (None, None) => Finished::Idle,
         }
+    }
+
+    /// Asks for `key` to be looked at again by `at` at the latest (a cluster waiting for an
+    /// upgrade stage, in case no watch event says it finished): queued with that due time unless
+    /// it is queued or running already.
+    pub fn recheck(&mut self, key: &str, at: Instant) {
+        if self.running.contains_key(key) || self.queued.contains_key(key) {
+            return;
+        }
+        self.seq += 1;
+        self.queued.insert(
+            key.to_string(),
+            Queued {
+                due: at,
+                seq: self.seq,
+                after: None,
+                // Any trigger meanwhile brings it forward (not a retry), and it waits on its own.
+                retry: false,
+                recheck: true,
+            },
+        );
     }
 
     /// Forgets a key that left the fleet (queued, retries and failure count).
@@ -206,14 +234,19 @@ impl Queue {
         self.running.len()
     }
 
-    /// Keys waiting (due or backing off).
+    /// Keys waiting (due or backing off), not counting [`Queue::recheck`]s.
     pub fn queued(&self) -> usize {
-        self.queued.len()
+        self.queued.values().filter(|q| !q.recheck).count()
     }
 
-    /// Whether nothing is queued or running.
+    /// Keys only due for a [`Queue::recheck`] (clusters waiting for an upgrade stage).
+    pub fn rechecks(&self) -> usize {
+        self.queued.values().filter(|q| q.recheck).count()
+    }
+
+    /// Whether nothing is queued or running (rechecks aside: they are timers, not work).
     pub fn is_idle(&self) -> bool {
-        self.queued.is_empty() && self.running.is_empty()
+        self.queued() == 0 && self.running.is_empty()
     }
 }
 
@@ -223,6 +256,25 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_recheck_is_due_later_and_any_trigger_brings_it_forward() {
+        let t0 = Instant::now();
+        let mut q = Queue::new(2);
+        q.recheck("a", t0 + Duration::from_secs(30));
+        assert!(q.take_ready(t0).is_empty());
+        assert_eq!(q.next_due(), Some(t0 + Duration::from_secs(30)));
+        q.enqueue("a", None, false, t0);
+        assert_eq!(q.take_ready(t0), vec!["a".to_string()]);
+        // Running or queued already: nothing changes.
+        q.recheck("a", t0 + Duration::from_secs(30));
+        assert_eq!(q.queued(), 0);
+        // A management cluster waiting for a recheck holds back none of its workloads.
+        let mut q = Queue::new(2);
+        q.recheck("m", t0 + Duration::from_secs(30));
+        q.enqueue("w", Some("m"), false, t0);
+        assert_eq!(q.take_ready(t0), vec!["w".to_string()]);
     }
 
     #[test]

@@ -23,14 +23,18 @@ pub const API_VERSION: &str = "capstan.dev/v1alpha1";
 pub const CRD: &str = include_str!("../manifests/managedclusters.capstan.dev.yaml");
 
 /// Where a cluster is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Phase {
     /// Known, nothing applied yet.
+    #[default]
     Pending,
     /// Objects are being applied.
     Applying,
     /// Applied; Cluster API is not done yet.
     Progressing,
+    /// A change to a cluster that was up is going out stage by stage (etcd, control plane, CNI,
+    /// workers): the `stage` field says which one it waits for.
+    Upgrading,
     /// Applied and the Cluster is Available.
     Ready,
     /// The revision does not validate or apply; the last applied one stays live.
@@ -50,6 +54,7 @@ impl Phase {
             Phase::Pending => "Pending",
             Phase::Applying => "Applying",
             Phase::Progressing => "Progressing",
+            Phase::Upgrading => "Upgrading",
             Phase::Ready => "Ready",
             Phase::Failed => "Failed",
             Phase::Orphaned => "Orphaned",
@@ -82,7 +87,7 @@ pub enum StatusError {
 pub type Condition = (String, String, String, String);
 
 /// The status capstan computes for a cluster.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterStatus {
     /// Phase.
     pub phase: Phase,
@@ -94,6 +99,16 @@ pub struct ClusterStatus {
     pub last_attempted_revision: String,
     /// Hash of all desired objects of the last applied revision.
     pub desired_hash: String,
+    /// The upgrade stage the cluster waits for (`Etcd`, `ControlPlane`, `CNI`, `Workers`; empty
+    /// when none): [`crate::plan::stages`].
+    pub stage: String,
+    /// When the cluster started waiting for `stage` (RFC 3339; empty when none): what the stage
+    /// timeout is measured from.
+    pub stage_since: String,
+    /// A management cluster upgrading its own etcd or control plane: the backup taken before
+    /// it started (its directory). Empty when no such upgrade is in progress; while set, the
+    /// workload clusters are paused.
+    pub backup: String,
     /// Conditions: `(type, status, reason, message)`.
     pub conditions: Vec<Condition>,
     /// What capstan applied.
@@ -229,11 +244,18 @@ pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, Sta
 }
 
 /// Now, as RFC 3339.
-fn now() -> String {
+pub fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())
         .unwrap_or_default()
+}
+
+/// How long ago an RFC 3339 time was (None: not a time).
+pub fn age(rfc3339: &str) -> Option<std::time::Duration> {
+    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
+    let d = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+    std::time::Duration::try_from(d).ok()
 }
 
 /// Writes a cluster's status when it differs from what is recorded. Returns what it wrote, or
@@ -273,6 +295,9 @@ pub async fn write(
         "lastAppliedRevision": status.last_applied_revision,
         "lastAttemptedRevision": status.last_attempted_revision,
         "desiredHash": status.desired_hash,
+        "stage": status.stage,
+        "stageSince": status.stage_since,
+        "backup": status.backup,
         "objectCount": status.inventory.len(),
         "conditions": conditions,
     });

@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod intent;
 pub mod objects;
 pub mod scaffold;
+pub mod step;
 pub mod tenancy;
 pub mod tree;
 

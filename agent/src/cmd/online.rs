@@ -8,7 +8,7 @@ use capstan_layout::{Tree, load};
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
-use crate::cli::{DriftArg, KubeArgs, Output, ReconcileArgs, RunArgs};
+use crate::cli::{DriftArg, KubeArgs, Output, ReconcileArgs, RunArgs, UpgradeArgs};
 use crate::plan::Action;
 use crate::reconcile::{self, Drift, Options, Outcome};
 use crate::status;
@@ -63,6 +63,16 @@ fn print_outcome(out: &Outcome, plan_only: bool) {
                 format!(" — {}", c.message)
             }
         );
+        let stages: Vec<String> = c
+            .staged
+            .stages
+            .iter()
+            .filter(|s| s.state != crate::plan::stages::State::Done)
+            .map(|s| format!("{} ({})", s.stage, stage_state(&s.state)))
+            .collect();
+        if !stages.is_empty() {
+            println!("  stages: {}", stages.join(" → "));
+        }
         for e in &c.plan.entries {
             if e.action == Action::Unchanged {
                 continue;
@@ -86,29 +96,41 @@ fn print_outcome(out: &Outcome, plan_only: bool) {
     }
 }
 
+fn stage_state(s: &crate::plan::stages::State) -> &'static str {
+    use crate::plan::stages::State;
+    match s {
+        State::Done => "done",
+        State::Apply => "applied now",
+        State::Held => "held until the stages before it roll out",
+        State::RollingOut => "rolling out",
+    }
+}
+
 /// `capstan plan`.
 pub fn plan(
     repo: &Path,
     cluster: Option<String>,
     management: Option<String>,
     output: Output,
+    upgrade: &UpgradeArgs,
     kube: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
     let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
-    let opts = Options {
+    let mut opts = Options {
         plan_only: true,
         only: cluster,
         management,
         revision: local_revision(repo),
         ..Default::default()
     };
+    upgrade.apply(&mut opts);
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         anyhow::Ok(reconcile::reconcile(&conn.client, &fleet, &opts).await?)
     })?;
     match output {
         Output::Json => {
-            let plans: Vec<_> = out.clusters.iter().map(|c| json!({"cluster": c.name, "phase": c.phase.as_str(), "message": c.message, "entries": c.plan.entries})).collect();
+            let plans: Vec<_> = out.clusters.iter().map(|c| json!({"cluster": c.name, "phase": c.phase.as_str(), "message": c.message, "stages": c.staged.stages, "entries": c.plan.entries})).collect();
             println!(
                 "{}",
                 serde_json::to_string_pretty(
@@ -132,6 +154,42 @@ pub fn plan(
     })
 }
 
+/// `capstan backup`.
+pub fn backup(dir: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let b = super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        anyhow::Ok(crate::backup::write(&conn.client, dir, "manual").await?)
+    })?;
+    println!("{} objects backed up in {}", b.objects, b.dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `capstan restore`.
+pub fn restore(from: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    let r = super::runtime()?.block_on(async {
+        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
+        eprintln!("restoring {} onto {}", from.display(), conn.server);
+        anyhow::Ok(crate::backup::restore(&conn.client, from).await?)
+    })?;
+    println!(
+        "{} objects restored, {} already there, {} of kinds the server does not serve",
+        r.created,
+        r.existing.len(),
+        r.unknown.len()
+    );
+    for s in &r.existing {
+        println!("  exists, left as it is: {s}");
+    }
+    for s in &r.unknown {
+        println!("  not restored (is its CRD installed?): {s}");
+    }
+    Ok(if r.unknown.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 /// `capstan reconcile --once [--wait D]`.
 pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     let ReconcileArgs {
@@ -143,6 +201,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
         revision,
         management,
         concurrency,
+        upgrade,
         kube,
     } = args;
     if !once {
@@ -150,14 +209,16 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     }
     let fleet =
         load(&Tree::from_dir(&repo).with_context(|| format!("reading {}", repo.display()))?);
-    let opts = Options {
+    let mut opts = Options {
         plan_only: false,
         only: cluster,
         drift: drift.into(),
         management,
         concurrency,
         revision: revision.unwrap_or_else(|| local_revision(&repo)),
+        ..Default::default()
     };
+    upgrade.apply(&mut opts);
     let started = std::time::Instant::now();
     let passes = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
@@ -274,7 +335,11 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                     .unwrap_or("-")
                     .to_string()
             };
-            let table: Vec<[String; 6]> = rows
+            let stage = |r: &Value| match s(r, "/status/stage").as_str() {
+                "" | "-" => "-".to_string(),
+                st => st.to_string(),
+            };
+            let table: Vec<[String; 7]> = rows
                 .iter()
                 .map(|r| {
                     [
@@ -282,6 +347,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                         s(r, "/spec/management"),
                         s(r, "/status/lastAppliedRevision"),
                         s(r, "/status/phase"),
+                        stage(r),
                         age(&s(r, "/metadata/creationTimestamp")),
                         s(r, "/status/message"),
                     ]
@@ -292,12 +358,14 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 "MANAGEMENT",
                 "REVISION",
                 "PHASE",
+                "STAGE",
                 "AGE",
                 "MESSAGE",
             ]
             .map(String::from);
             // Columns as wide as their widest cell, as kubectl prints them.
-            let widths: Vec<usize> = (0..5)
+            let last = header.len() - 1;
+            let widths: Vec<usize> = (0..last)
                 .map(|i| {
                     table
                         .iter()
@@ -308,10 +376,10 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 })
                 .collect();
             for row in [&header].into_iter().chain(&table) {
-                let cells: Vec<String> = (0..5)
+                let cells: Vec<String> = (0..last)
                     .map(|i| format!("{:<w$}", row[i], w = widths[i]))
                     .collect();
-                println!("{}   {}", cells.join("   "), row[5]);
+                println!("{}   {}", cells.join("   "), row[last]);
             }
         }
     }
@@ -378,6 +446,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         management: args.management.clone(),
         drift: args.drift.into(),
         concurrency: args.concurrency,
+        upgrade: args.upgrade.clone(),
     };
     super::runtime()?.block_on(async {
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());

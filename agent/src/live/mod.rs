@@ -71,7 +71,7 @@ pub enum LiveError {
 }
 
 /// The facts a plan needs about one live object.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LiveObject {
     /// `metadata.generation`.
     pub generation: i64,
@@ -85,6 +85,28 @@ pub struct LiveObject {
     pub deleting: bool,
     /// The hash of the fields capstan owns ([`capstan_templates::identity::owned_fields`]).
     pub fields: Option<Box<str>>,
+    /// `metadata.resourceVersion` as a number (0: unknown). Not a fact of its own (every write
+    /// moves it, so equality ignores it): it only tells which of two reports of an object is
+    /// the later one ([`Live::put`]).
+    pub resource_version: u64,
+}
+
+impl PartialEq for LiveObject {
+    fn eq(&self, other: &LiveObject) -> bool {
+        self.generation == other.generation
+            && self.hash == other.hash
+            && self.cluster == other.cluster
+            && self.rollout == other.rollout
+            && self.deleting == other.deleting
+            && self.fields == other.fields
+    }
+}
+
+impl Eq for LiveObject {}
+
+/// A `resourceVersion` as a number (0 when it is not one).
+fn resource_version(rv: Option<&str>) -> u64 {
+    rv.and_then(|r| r.parse().ok()).unwrap_or(0)
 }
 
 impl LiveObject {
@@ -114,6 +136,7 @@ impl LiveObject {
                     hash_json(&serde_json::to_string(f).expect("values serialise")).into()
                 })
             }),
+            resource_version: resource_version(meta.resource_version.as_deref()),
         }
     }
 
@@ -133,6 +156,7 @@ impl LiveObject {
             rollout: Some(Arc::new(Rollout::from_object(obj))),
             deleting: meta("deletionTimestamp").is_some(),
             fields: meta("managedFields").and_then(owned_fields).map(Into::into),
+            resource_version: resource_version(meta("resourceVersion").and_then(Value::as_str)),
         }
     }
 }
@@ -149,13 +173,16 @@ pub fn kinds(refs: impl IntoIterator<Item = ObjectRef>) -> Vec<(String, String)>
     out
 }
 
-/// Whether objects of a kind are read whole (their status matters for health) rather than as
-/// metadata: Cluster API Clusters, KubeadmControlPlanes and MachineDeployments.
+/// Whether objects of a kind are read whole (their status matters for health and the upgrade
+/// stages) rather than as metadata: Cluster API Clusters, KubeadmControlPlanes,
+/// MachineDeployments, etcdadm's EtcdadmClusters and CAAPH's HelmChartProxies.
 pub fn read_whole(api_version: &str, kind: &str) -> bool {
     matches!(
         (capstan_templates::identity::group(api_version), kind),
         ("cluster.x-k8s.io", "Cluster" | "MachineDeployment")
             | ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane")
+            | ("etcdcluster.cluster.x-k8s.io", "EtcdadmCluster")
+            | ("addons.cluster.x-k8s.io", "HelmChartProxy")
     )
 }
 
@@ -289,14 +316,25 @@ impl Live {
     }
 
     /// Records what an apply returned, so later lookups (and the watch that will report the same
-    /// write) see it. Returns the facts recorded.
+    /// write) see it — unless the watch already reported a later write (a controller that acted
+    /// on the object before the apply's answer came back): the cache keeps the later one. Returns
+    /// the facts of the apply's answer.
+    ///
+    /// Resource versions are etcd's revision numbers on every API server capstan has met; a
+    /// version that is not a number compares as 0 and the apply's answer is kept.
     pub fn put(&self, r: &ObjectRef, applied: &Value) -> LiveObject {
         let mut facts = LiveObject::from_value(applied);
         // Watches of other kinds carry metadata only: keep the facts comparable with theirs.
         if !read_whole(&r.api_version, &r.kind) {
             facts.rollout = None;
         }
-        self.objects_mut().insert(r.key(), facts.clone());
+        let mut objects = self.objects_mut();
+        match objects.get(&r.key()) {
+            Some(seen) if seen.resource_version > facts.resource_version => {}
+            _ => {
+                objects.insert(r.key(), facts.clone());
+            }
+        }
         facts
     }
 
@@ -326,6 +364,11 @@ impl Live {
     pub fn set_records(&self, records: BTreeMap<String, Recorded>) {
         *self.records.write().unwrap_or_else(|p| p.into_inner()) =
             records.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+    }
+
+    /// Replaces every recorded status with shared ones.
+    pub fn replace_records(&self, records: BTreeMap<String, Arc<Recorded>>) {
+        *self.records.write().unwrap_or_else(|p| p.into_inner()) = records;
     }
 
     /// Records one cluster's status as written (`None`: removed). Returns whether one was
@@ -441,6 +484,30 @@ mod tests {
             key_of("cluster.x-k8s.io", "Cluster", &meta),
             ObjectRef::of(&v).key()
         );
+    }
+
+    #[test]
+    fn an_apply_answer_does_not_replace_a_later_watch_event() {
+        let live = Live::default();
+        let obj = |rv: &str, observed: i64| {
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+                "metadata": {"name": "c", "namespace": "ns", "generation": 1, "resourceVersion": rv},
+                "status": {"observedGeneration": observed}})
+        };
+        let r = ObjectRef::of(&obj("1", 0));
+        // The controller's status write (rv 6) reached the watch before the apply's answer (rv 5).
+        live.objects_mut()
+            .insert(r.key(), LiveObject::from_value(&obj("6", 1)));
+        let answered = live.put(&r, &obj("5", 0));
+        assert_eq!(answered.rollout.unwrap().observed_generation, 0);
+        assert_eq!(
+            live.get(&r).unwrap().rollout.unwrap().observed_generation,
+            1,
+            "the later report stays"
+        );
+        // The usual order: the apply's answer is the latest.
+        live.put(&r, &obj("9", 1));
+        assert_eq!(live.get(&r).unwrap().resource_version, 9);
     }
 
     #[test]

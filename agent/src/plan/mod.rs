@@ -7,8 +7,10 @@
 //! inventory), tested without an API server; `reconcile` gathers their inputs, asks the server
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
+pub mod chain;
 pub mod fights;
 pub mod planner;
+pub mod stages;
 
 use std::fmt;
 
@@ -40,6 +42,9 @@ pub enum Action {
     /// Drifted again and again: another field manager keeps changing fields capstan owns, so
     /// capstan stops re-applying it for a while ([`fights`]) and names the other manager.
     Conflict,
+    /// A change that waits for an earlier upgrade stage to roll out ([`stages`]): applied by a
+    /// later pass.
+    Held,
 }
 
 impl fmt::Display for Action {
@@ -52,6 +57,7 @@ impl fmt::Display for Action {
             Action::Skip => "skip",
             Action::Deleting => "deleting",
             Action::Conflict => "conflict",
+            Action::Held => "held",
         })
     }
 }
@@ -143,9 +149,36 @@ pub struct Entry {
     /// Unified diff, live → desired (updates and creates).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// Why (skips and prunes).
+    /// Why (skips, prunes, held changes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// An update that changes only `spec.replicas`: a scale, which rolls no machine and never
+    /// waits for an upgrade stage.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub scale_only: bool,
+}
+
+impl Entry {
+    /// Whether it puts back what capstan applied before, changed on the cluster by someone
+    /// else (its desired content is what was applied; [`planner::compared`]).
+    pub fn is_drift_correction(&self) -> bool {
+        self.action == Action::Update
+            && self
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("drift"))
+    }
+
+    /// An entry without a diff.
+    pub fn new(object: ObjectRef, action: Action, reason: Option<String>) -> Entry {
+        Entry {
+            object,
+            action,
+            diff: None,
+            reason,
+            scale_only: false,
+        }
+    }
 }
 
 /// A cluster's plan.
@@ -158,15 +191,18 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether applying it would write anything.
+    /// Whether applying it would write anything (now, or once its held changes go out).
     pub fn has_changes(&self) -> bool {
-        self.entries
-            .iter()
-            .any(|e| matches!(e.action, Action::Create | Action::Update | Action::Prune))
+        self.entries.iter().any(|e| {
+            matches!(
+                e.action,
+                Action::Create | Action::Update | Action::Prune | Action::Held
+            )
+        })
     }
 
     /// Counts per action.
-    pub fn counts(&self) -> [(Action, usize); 7] {
+    pub fn counts(&self) -> [(Action, usize); 8] {
         [
             Action::Create,
             Action::Update,
@@ -175,6 +211,7 @@ impl Plan {
             Action::Skip,
             Action::Deleting,
             Action::Conflict,
+            Action::Held,
         ]
         .map(|a| (a, self.entries.iter().filter(|e| e.action == a).count()))
     }

@@ -96,6 +96,7 @@ pub fn compared(
         action,
         diff,
         reason: reason.map(str::to_string),
+        scale_only: false,
     };
     match live {
         None => entry(
@@ -106,6 +107,11 @@ pub fn compared(
         Some(l) if same(l, dry) => entry(Action::Unchanged, None, None),
         Some(l) => {
             let d = Some(diff(Some(l), dry, &object.subject()));
+            let only_scales = scale_only(l, dry);
+            let entry = |action, diff, reason| Entry {
+                scale_only: only_scales,
+                ..entry(action, diff, reason)
+            };
             match (drift, policy) {
                 (true, Drift::Report) => entry(
                     Action::Skip,
@@ -123,6 +129,26 @@ pub fn compared(
             }
         }
     }
+}
+
+/// Whether the only difference between a live object and what the server would persist is
+/// `spec.replicas`: a scale, which rolls no machine.
+pub fn scale_only(live: &Value, dry: &Value) -> bool {
+    let without = |v: &Value| {
+        let mut n = super::normalize(v);
+        if let Some(spec) = n.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("replicas");
+        }
+        // The content hash moves with the replicas.
+        if let Some(a) = n
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(super::HASH_ANNOTATION);
+        }
+        n
+    };
+    live.pointer("/spec/replicas") != dry.pointer("/spec/replicas") && without(live) == without(dry)
 }
 
 /// Why a Cluster is never pruned.
@@ -169,12 +195,7 @@ pub fn prunes(
                 "no longer rendered from the repository".to_string(),
             )
         };
-        out.push(Entry {
-            object: r.clone(),
-            action,
-            diff: None,
-            reason: Some(reason),
-        });
+        out.push(Entry::new(r.clone(), action, Some(reason)));
     }
     out
 }
@@ -269,10 +290,12 @@ pub fn next_inventory(
                 inventory.insert(r.key(), live(r).on(r));
             }
         }
+        // Still ours: objects pruned before and waiting for their finalizers, and prunes held
+        // until an upgrade's stages have rolled out.
         let deleting: BTreeSet<String> = plan
             .entries
             .iter()
-            .filter(|e| e.action == Action::Deleting)
+            .filter(|e| matches!(e.action, Action::Deleting | Action::Held))
             .map(|e| e.object.key())
             .chain(applied.terminating.iter().cloned())
             .collect();
@@ -318,6 +341,7 @@ mod tests {
             rollout: None,
             deleting: false,
             fields: None,
+            resource_version: 0,
         }
     }
 
@@ -382,6 +406,18 @@ mod tests {
             ),
             Decision::Unchanged
         );
+    }
+
+    #[test]
+    fn a_change_of_replicas_alone_is_a_scale() {
+        let md = |replicas: i64, hash: &str, version: &str| {
+            json!({"kind": "MachineDeployment", "metadata": {"name": "md", "annotations": {super::super::HASH_ANNOTATION: hash}},
+                "spec": {"replicas": replicas, "template": {"spec": {"version": version}}}})
+        };
+        assert!(scale_only(&md(1, "a", "v1"), &md(2, "b", "v1")));
+        assert!(!scale_only(&md(1, "a", "v1"), &md(2, "b", "v2")));
+        assert!(!scale_only(&md(1, "a", "v1"), &md(1, "b", "v2")));
+        assert!(!scale_only(&md(1, "a", "v1"), &md(1, "a", "v1")));
     }
 
     #[test]
@@ -546,30 +582,35 @@ mod tests {
                     action: Action::Create,
                     diff: None,
                     reason: None,
+                    scale_only: false,
                 },
                 Entry {
                     object: desired[1].clone(),
                     action: Action::Update,
                     diff: None,
                     reason: None,
+                    scale_only: false,
                 },
                 Entry {
                     object: md.clone(),
                     action: Action::Prune,
                     diff: None,
                     reason: None,
+                    scale_only: false,
                 },
                 Entry {
                     object: old.clone(),
                     action: Action::Prune,
                     diff: None,
                     reason: None,
+                    scale_only: false,
                 },
                 Entry {
                     object: cluster.clone(),
                     action: Action::Skip,
                     diff: None,
                     reason: Some(CLUSTER_NOT_PRUNED.into()),
+                    scale_only: false,
                 },
             ],
         };
@@ -611,6 +652,35 @@ mod tests {
     }
 
     #[test]
+    fn a_held_prune_stays_in_the_inventory() {
+        let old = r("DevMachineTemplate", "dev-md-0-old", "t0", 1);
+        let md = r("MachineDeployment", "dev-md-0", "m1", 1);
+        let plan = Plan {
+            cluster: "dev".into(),
+            entries: vec![
+                Entry::new(md.clone(), Action::Held, Some("waits".into())),
+                Entry::new(old.clone(), Action::Held, Some("pruned later".into())),
+            ],
+        };
+        let applied = Applied {
+            complete: true,
+            ..Default::default()
+        };
+        let inv = next_inventory(
+            &[old.clone(), md.clone()],
+            std::slice::from_ref(&md),
+            &plan,
+            &applied,
+            |_| Stamp::default(),
+        );
+        assert_eq!(
+            inv.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            vec!["dev-md-0", "dev-md-0-old"],
+            "the old template is still used by the held group: not forgotten"
+        );
+    }
+
+    #[test]
     fn unchanged_objects_record_their_live_generation() {
         let cp = r("KubeadmControlPlane", "dev", "k1", 2);
         let plan = Plan {
@@ -620,6 +690,7 @@ mod tests {
                 action: Action::Unchanged,
                 diff: None,
                 reason: None,
+                scale_only: false,
             }],
         };
         let applied = Applied {

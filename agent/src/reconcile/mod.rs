@@ -43,6 +43,8 @@ use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
 mod pass;
+mod self_upgrade;
+mod staging;
 
 use pass::Pass;
 
@@ -64,6 +66,16 @@ pub struct Options {
     pub management: Option<String>,
     /// Workload clusters reconciled at the same time (0 and 1: one after the other).
     pub concurrency: usize,
+    /// How upgrades proceed through their stages ([`crate::plan::stages`]).
+    pub stages: crate::plan::stages::Settings,
+    /// Refuse a control-plane jump of several minors instead of applying it as a chain of
+    /// one-minor steps ([`crate::plan::chain`]).
+    pub no_chain: bool,
+    /// A stage not rolled out after this long fails the cluster (None: never).
+    pub stage_timeout: Option<Duration>,
+    /// Where a management cluster's backup goes before it upgrades itself (None: the
+    /// default, [`crate::cli::default_backup_dir`]).
+    pub backup_dir: Option<std::path::PathBuf>,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
@@ -97,6 +109,8 @@ pub struct ClusterOutcome {
     pub phase: Phase,
     /// Message after the pass.
     pub message: String,
+    /// The upgrade stages of its plan (empty when the cluster was not planned).
+    pub staged: crate::plan::stages::Staged,
 }
 
 /// The result of a pass.
@@ -235,7 +249,7 @@ impl ClusterOutcome {
         match self.phase {
             Phase::Ready | Phase::Failed | Phase::Orphaned | Phase::Suspended => true,
             Phase::Deleting => self.message == DELETED,
-            Phase::Pending | Phase::Applying | Phase::Progressing => false,
+            Phase::Pending | Phase::Applying | Phase::Progressing | Phase::Upgrading => false,
         }
     }
 }
@@ -308,17 +322,43 @@ pub async fn converge_with(
     ));
     let deadline = tokio::time::Instant::now() + timeout;
     let mut passes = Vec::new();
+    let mut failures = 0u32;
     loop {
-        let out = agent.reconcile(fleet, opts).await?;
+        let out = match agent.reconcile(fleet, opts).await {
+            Ok(out) => out,
+            // A pass that could not read or write (the API server restarting under a
+            // management cluster that upgrades itself, a dropped connection) is tried again
+            // until the deadline, with the daemon's backoff; the last error is the answer.
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                failures += 1;
+                tracing::warn!(error = %e, "the pass failed; trying again");
+                let delay = crate::schedule::backoff(failures, fastrand::f64());
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        failures = 0;
         progress(&out);
         let done = out.settled() || tokio::time::Instant::now() >= deadline;
+        // A cluster waiting for an upgrade stage is looked at again after a while even when no
+        // watch event brings it back.
+        let recheck = out
+            .clusters
+            .iter()
+            .any(|c| c.staged.waiting.is_some())
+            .then(|| tokio::time::Instant::now() + crate::plan::stages::RECHECK);
         passes.push(out);
         if done {
             return Ok(Convergence { passes });
         }
+        let wake = recheck.map_or(deadline, |r| r.min(deadline));
         tokio::select! {
             _ = changed.notified() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
+            _ = tokio::time::sleep_until(wake) => {}
         }
     }
 }
@@ -381,8 +421,14 @@ impl Agent {
             let r = self.reconcile_cluster(fleet, opts, &scope, name).await;
             add(&mut out, r)?;
         }
-        let results: Vec<Result<Run, ReconcileError>> = futures::stream::iter(scope.workloads())
-            .map(|name| self.reconcile_cluster(fleet, opts, &scope, name))
+        // Owned names: a closure over `&str` would make this future not `Send` for every
+        // lifetime (rust-lang/rust#102211), and callers spawn it.
+        let workloads: Vec<String> = scope.workloads().map(str::to_string).collect();
+        let scope_ref = &scope;
+        let results: Vec<Result<Run, ReconcileError>> = futures::stream::iter(workloads)
+            .map(|name: String| async move {
+                self.reconcile_cluster(fleet, opts, scope_ref, &name).await
+            })
             .buffered(opts.concurrency.max(1))
             .collect()
             .await;
@@ -495,6 +541,8 @@ impl Agent {
             None => {
                 let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
                 reads.fetch_add(n, Ordering::Relaxed);
+                // Clusters read each other's records (a workload its management cluster's).
+                live.replace_records(recorded.clone());
                 Arc::new(live)
             }
         };
@@ -579,6 +627,7 @@ impl Agent {
                     },
                     phase: Phase::Orphaned,
                     message: GONE.to_string(),
+                    staged: Default::default(),
                 },
             },
         };

@@ -12,6 +12,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::json;
 
+use super::staging::Versioned;
 use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
 use crate::health;
 use crate::k8s::apply::apply_one;
@@ -19,6 +20,7 @@ use crate::k8s::{ApplyError, Resolver};
 use crate::live::{Live, LiveObject};
 use crate::plan::fights::{self, Verdict};
 use crate::plan::planner::{self, Applied, Decision, Stamp};
+use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ClusterStatus, Phase, Recorded};
 
@@ -32,19 +34,19 @@ pub(super) struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    fn client(&self) -> &Client {
+    pub(super) fn client(&self) -> &Client {
         &self.agent.client
     }
 
-    fn resolver(&self) -> &Resolver {
+    pub(super) fn resolver(&self) -> &Resolver {
         &self.agent.resolver
     }
 
-    fn wrote(&self) {
+    pub(super) fn wrote(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn read(&self) {
+    pub(super) fn read(&self) {
         self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -117,6 +119,7 @@ impl Pass<'_> {
                 message.clone(),
             )],
             inventory: rec.inventory(),
+            ..Default::default()
         };
         self.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
             .await?;
@@ -128,6 +131,7 @@ impl Pass<'_> {
             },
             phase: Phase::Orphaned,
             message,
+            staged: Default::default(),
         })
     }
 
@@ -272,23 +276,34 @@ impl Pass<'_> {
             plan,
             phase,
             message,
+            staged: Default::default(),
         };
         let empty = Plan {
             cluster: name.clone(),
             entries: vec![],
         };
 
-        if fleet.suspended || entry.intent.suspend.is_some() {
-            let message = format!(
-                "suspended in the repository{}",
-                entry
-                    .intent
-                    .suspend
-                    .as_deref()
-                    .filter(|r| !r.is_empty())
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            );
+        // Suspended in the repository, or held while its management cluster upgrades itself:
+        // nothing applied, nothing deleted.
+        let hold = if fleet.suspended || entry.intent.suspend.is_some() {
+            Some((
+                "Suspended",
+                format!(
+                    "suspended in the repository{}",
+                    entry
+                        .intent
+                        .suspend
+                        .as_deref()
+                        .filter(|r| !r.is_empty())
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+            ))
+        } else {
+            self.management_upgrading(entry)
+                .map(|m| ("ManagementUpgrading", m))
+        };
+        if let Some((reason, message)) = hold {
             let st = ClusterStatus {
                 phase: Phase::Suspended,
                 message: message.clone(),
@@ -300,10 +315,11 @@ impl Pass<'_> {
                 conditions: vec![(
                     "Ready".into(),
                     "Unknown".into(),
-                    "Suspended".into(),
+                    reason.into(),
                     message.clone(),
                 )],
                 inventory: previous_inventory,
+                ..Default::default()
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Suspended, message), changed));
@@ -343,29 +359,101 @@ impl Pass<'_> {
                     first,
                 )],
                 inventory: previous_inventory,
+                ..Default::default()
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Failed, message), changed));
         }
 
-        let objects = desired(entry);
-        let fp = fingerprint(&objects);
-        let plan = self.plan(&name, &objects, &previous_inventory).await;
+        // The revision's identity: what the repository asks for, before the chain steps and
+        // live-dependent wiring.
+        let fp = fingerprint(&desired(entry));
+        let settings = self.settings(entry);
+        let snap = self.snapshot(entry);
+        let (step, note) = match self.versioned(entry, &snap) {
+            Versioned::Spec => (None, None),
+            Versioned::Step(objects, note) => (Some(objects), Some(note)),
+            Versioned::Refused(why) => {
+                let at = entry
+                    .cluster
+                    .as_ref()
+                    .map(|c| {
+                        let pos = c.source.pos("spec.kubernetesVersion");
+                        format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
+                    })
+                    .unwrap_or_default();
+                let message = format!(
+                    "revision {} not applied ({}): {at}{why}",
+                    self.opts.revision,
+                    if last_applied.is_empty() {
+                        "nothing applied yet".to_string()
+                    } else {
+                        format!("{last_applied} stays live")
+                    }
+                );
+                let st = ClusterStatus {
+                    phase: Phase::Failed,
+                    message: message.clone(),
+                    last_applied_revision: last_applied,
+                    last_attempted_revision: self.opts.revision.clone(),
+                    desired_hash: prev
+                        .map(|p| p.field("desiredHash").to_string())
+                        .unwrap_or_default(),
+                    conditions: vec![(
+                        "Ready".into(),
+                        "False".into(),
+                        "UpgradeRefused".into(),
+                        format!("{at}{why}"),
+                    )],
+                    inventory: previous_inventory,
+                    ..Default::default()
+                };
+                let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+                return Ok((done(empty, Phase::Failed, message), changed));
+            }
+        };
+        let wired = match &step {
+            Some(objects) => self.wire(objects.iter(), &snap),
+            None => self.wire(entry.objects.iter().flatten(), &snap),
+        };
+        let objects: Vec<(&Rendered, ObjectRef)> = match (&wired.objects, &step) {
+            (Some(objs), _) => objs.iter().map(|o| (o, plan::reference(o))).collect(),
+            (None, Some(objs)) => objs.iter().map(|o| (o, plan::reference(o))).collect(),
+            (None, None) => desired(entry),
+        };
+        let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
+        let staged = self.stage(&mut plan, settings, &wired.held, &snap);
+        let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
+            staged: Staged {
+                waiting,
+                ..staged.clone()
+            },
+            ..done(plan, phase, message)
+        };
         if self.opts.plan_only {
             let phase = if plan.has_changes() {
                 Phase::Pending
             } else {
                 Phase::Ready
             };
-            return Ok((done(plan, phase, String::new()), false));
+            let waiting = staged.waiting.clone();
+            return Ok((done(plan, phase, String::new(), waiting), false));
         }
-
+        // A management cluster changing its own etcd or control plane backs up and pauses its
+        // workload clusters first.
+        let upgrade = self
+            .self_upgrade(fleet, entry, &mut plan, &staged, prev)
+            .await;
         // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
-        // that may be one of their kinds), then the rest in render order; prune in reverse order.
+        // that may be one of their kinds), then the rest by upgrade stage (objects that roll no
+        // machine, etcd, control plane, CNI, workers) in render order; held changes wait for a
+        // later pass; prune in reverse order.
         let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
         let mut applied = Applied::default();
-        let (first, rest): (Vec<usize>, Vec<usize>) =
+        let (first, mut rest): (Vec<usize>, Vec<usize>) =
             (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
+        rest.sort_by_key(|&i| crate::plan::stages::stage(&objects[i].1, settings.workers));
         let changed =
             |i: &&usize| matches!(plan.entries[**i].action, Action::Create | Action::Update);
         let crds: Vec<String> = first
@@ -422,6 +510,30 @@ impl Pass<'_> {
             }
         }
         applied.complete = failure.is_none();
+        // Where the stages stand now that this pass's changes are out: what the status says,
+        // what the stage timeout measures, when to look again.
+        let after = self.progress(entry, &plan, settings);
+        // How long the cluster has waited for its current stage.
+        let waiting_for = after.waiting.as_ref().map(|(s, _)| s.name());
+        let stage_since = match (waiting_for, prev) {
+            (Some(s), Some(p)) if p.field("stage") == s && !p.field("stageSince").is_empty() => {
+                p.field("stageSince").to_string()
+            }
+            (Some(_), _) => status::now(),
+            (None, _) => String::new(),
+        };
+        let timed_out = match (&after.waiting, self.opts.stage_timeout) {
+            (Some((s, progress)), Some(limit))
+                if status::age(&stage_since).is_some_and(|a| a > limit) =>
+            {
+                Some(format!(
+                    "the {s} stage has not rolled out within {}: {progress}",
+                    humanize(limit)
+                ))
+            }
+            _ => None,
+        };
+
         let inv = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
             self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
         });
@@ -462,7 +574,53 @@ impl Pass<'_> {
                     .collect();
                 let (phase, message, mut conditions) = self.health(&objects, &deleting);
                 if conflicts.is_empty() {
-                    (phase, message, conditions)
+                    match after.summary() {
+                        // A stage is not rolled out: that, not the Cluster's own summary, is
+                        // what the cluster waits for.
+                        Some(summary) => {
+                            // A change to a cluster applied before at another revision is an
+                            // upgrade, and stays one until it is done; a new cluster is being
+                            // created.
+                            let upgrading = prev.is_some_and(|p| {
+                                let recorded = p.field("desiredHash");
+                                (!recorded.is_empty() && recorded != fp)
+                                    || p.field("phase") == Phase::Upgrading.as_str()
+                            });
+                            let (phase, reason, verb) = if upgrading {
+                                (Phase::Upgrading, "Upgrading", "upgrading")
+                            } else {
+                                (Phase::Progressing, "Progressing", "applied, rolling out")
+                            };
+                            let message = match &note {
+                                Some(n) => format!("{verb} ({n}): {summary}"),
+                                None => format!("{verb}: {summary}"),
+                            };
+                            conditions.retain(|c| c.0 != "Ready");
+                            conditions.push((
+                                "Ready".into(),
+                                "False".into(),
+                                reason.into(),
+                                message.clone(),
+                            ));
+                            (phase, message, conditions)
+                        }
+                        // A chain step rolled out: the next step is the next pass's.
+                        None if note.is_some() => {
+                            let message = format!(
+                                "upgrading ({}): this step has rolled out",
+                                note.as_deref().unwrap_or_default()
+                            );
+                            conditions.retain(|c| c.0 != "Ready");
+                            conditions.push((
+                                "Ready".into(),
+                                "False".into(),
+                                "Upgrading".into(),
+                                message.clone(),
+                            ));
+                            (Phase::Upgrading, message, conditions)
+                        }
+                        None => (phase, message, conditions),
+                    }
                 } else {
                     // Not converged, and not something waiting will fix: someone has to settle
                     // which side owns the field.
@@ -487,6 +645,37 @@ impl Pass<'_> {
                 }
             }
         };
+        // Failures of the upgrade itself: its backup or pause could not be made, or a stage has
+        // not rolled out in time (later stages stay held; a management cluster's workload
+        // clusters stay paused and its backup stays).
+        let (phase, message, conditions) = match (&upgrade.failure, &timed_out) {
+            (Some(f), _) => (
+                Phase::Failed,
+                format!("upgrade not started: {f}"),
+                vec![(
+                    "Ready".into(),
+                    "False".into(),
+                    "UpgradeFailed".into(),
+                    f.clone(),
+                )],
+            ),
+            (None, Some(t)) if failure.is_none() => {
+                let t = if upgrade.backup.is_empty() {
+                    t.clone()
+                } else {
+                    format!(
+                        "{t}; its workload clusters stay paused; the backup taken before is in {}",
+                        upgrade.backup
+                    )
+                };
+                (
+                    Phase::Failed,
+                    t.clone(),
+                    vec![("Ready".into(), "False".into(), "StageTimedOut".into(), t)],
+                )
+            }
+            _ => (phase, message, conditions),
+        };
         // A cluster the new revision does not touch keeps the revision its objects came from:
         // its status is then unchanged and costs no write.
         let untouched = failure.is_none()
@@ -506,18 +695,29 @@ impl Pass<'_> {
             } else {
                 self.opts.revision.clone()
             },
-            desired_hash: if failure.is_none() {
+            // Gated: this revision has not started; the next pass gates it again.
+            desired_hash: if failure.is_none() && gated.is_none() {
                 fp
             } else {
                 prev.map(|p| p.field("desiredHash").to_string())
                     .unwrap_or_default()
             },
+            stage: match (&failure, &after.waiting) {
+                (None, Some((stage, _))) => stage.name().to_string(),
+                _ => String::new(),
+            },
+            stage_since: if failure.is_none() {
+                stage_since
+            } else {
+                String::new()
+            },
+            backup: upgrade.backup.clone(),
             conditions,
             inventory: inv,
         };
         // The failure itself is in the phase and message.
         let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-        Ok((done(plan, phase, message), changed))
+        Ok((done(plan, phase, message, after.waiting.clone()), changed))
     }
 
     /// The plan of one cluster: the planner's decisions, with the server's dry run where only a
@@ -538,6 +738,7 @@ impl Pass<'_> {
                 action,
                 diff,
                 reason,
+                scale_only: false,
             };
             let drift = match planner::decide(r, recorded.get(&r.key()).copied(), live.as_ref()) {
                 Decision::Unchanged => {
@@ -607,7 +808,7 @@ impl Pass<'_> {
 
     /// Health as Cluster API reports it ([`health::assess`]) from the live facts of the cluster's
     /// Cluster, control plane and MachineDeployments.
-    fn health(
+    pub(super) fn health(
         &self,
         objects: &[(&Rendered, ObjectRef)],
         deleting: &[&ObjectRef],
@@ -735,7 +936,7 @@ impl Pass<'_> {
         Ok(())
     }
 
-    async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
+    pub(super) async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
         let (ar, namespaced) = self
             .resolver()
             .resolve(&r.api_version, &r.kind)
@@ -798,24 +999,30 @@ impl Pass<'_> {
             }
         });
         for r in clusters.iter().chain(rest.iter().rev()) {
-            entries.push(Entry {
-                object: r.clone(),
-                action: Action::Prune,
-                diff: None,
-                reason: Some("tombstone: deletion requested in the repository".into()),
-            });
+            entries.push(Entry::new(
+                r.clone(),
+                Action::Prune,
+                Some("tombstone: deletion requested in the repository".into()),
+            ));
         }
         let plan = Plan {
             cluster: name.to_string(),
             entries,
         };
         if self.opts.plan_only || prev.is_none() {
+            // Nothing recorded: deleted already (its record goes last), or never applied.
+            let message = if prev.is_none() && !self.opts.plan_only {
+                super::DELETED
+            } else {
+                "deletion requested"
+            };
             return Ok((
                 ClusterOutcome {
                     name: name.into(),
                     plan,
                     phase: Phase::Deleting,
-                    message: "deletion requested".into(),
+                    message: message.into(),
+                    staged: Default::default(),
                 },
                 false,
             ));
@@ -903,6 +1110,7 @@ impl Pass<'_> {
                         plan,
                         phase: Phase::Deleting,
                         message: super::DELETED.into(),
+                        staged: Default::default(),
                     },
                     true,
                 ))
@@ -949,6 +1157,7 @@ impl Pass<'_> {
                 message.clone(),
             )],
             inventory,
+            ..Default::default()
         };
         let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
         Ok((
@@ -957,9 +1166,22 @@ impl Pass<'_> {
                 plan,
                 phase: Phase::Deleting,
                 message,
+                staged: Default::default(),
             },
             changed,
         ))
+    }
+}
+
+/// A duration as the flags take it (`90s`, `30m`, `1h`).
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s.is_multiple_of(3600) && s > 0 {
+        format!("{}h", s / 3600)
+    } else if s.is_multiple_of(60) && s > 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
     }
 }
 

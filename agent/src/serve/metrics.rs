@@ -123,6 +123,8 @@ label_enum! {
         Deleting => "deleting",
         /// Fought over with another field manager: not re-applied for a while.
         Conflict => "conflict",
+        /// Waits for an earlier upgrade stage to roll out.
+        Held => "held",
     }
 }
 
@@ -159,6 +161,8 @@ label_enum! {
         Queued => "queued",
         /// Being reconciled.
         Running => "running",
+        /// Waiting for an upgrade stage, to be looked at again later.
+        Waiting => "waiting",
     }
 }
 
@@ -401,8 +405,12 @@ impl Metrics {
     }
 
     /// Sets how many clusters are queued and running.
-    pub fn set_queue(&self, queued: usize, running: usize) {
-        for (state, n) in [(QueueState::Queued, queued), (QueueState::Running, running)] {
+    pub fn set_queue(&self, queued: usize, running: usize, waiting: usize) {
+        for (state, n) in [
+            (QueueState::Queued, queued),
+            (QueueState::Running, running),
+            (QueueState::Waiting, waiting),
+        ] {
             self.queue
                 .get_or_create(&QueueLabels { state })
                 .set(n as i64);

@@ -1,0 +1,334 @@
+//! A management cluster upgrading its own etcd or control plane, from within: no bootstrap
+//! cluster, so nothing to fall back on but what capstan writes down first.
+//!
+//! ```text
+//! its etcd or control plane about to change (a live object, not a scale)
+//!   (i)   back up every Cluster API / EKS-A / capstan object and the clusters' Secrets
+//!         (crate::backup) into --backup-dir; the directory goes into its status (`backup`)
+//!   (ii)  pause every workload cluster it manages (spec.paused on their Cluster API Clusters,
+//!         field manager capstan-pause); their own passes hold while `backup` is set
+//!   (iii) etcd, then the control plane, stage by stage (crate::plan::stages); the machine
+//!         holding kube-vip's address is rolled last: the other outdated control-plane machines
+//!         are marked for deletion first (Cluster API deletes marked machines first)
+//!   (iv)  every step is read back from the API server, so its own API server going away and
+//!         coming back loses nothing: watches reconnect, the next pass picks up where it was
+//!   (v)   etcd and control plane rolled out: the workload clusters are unpaused, `backup`
+//!         cleared (the backup itself stays on disk)
+//! ```
+//!
+//! A stage that fails (the stage timeout) stops there: the workload clusters stay paused, the
+//! backup stays, the status says which stage and why.
+
+use std::collections::BTreeSet;
+
+use capstan_layout::{ClusterEntry, Fleet, Role};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::pass::Pass;
+use crate::plan::stages::{self, Stage, Staged, State};
+use crate::plan::{Action, ObjectRef, Plan};
+use crate::status::Recorded;
+
+/// The field manager that pauses and unpauses workload clusters (capstan's own applies never
+/// render `spec.paused`, so the two never contend).
+pub const PAUSE_MANAGER: &str = "capstan-pause";
+
+/// The Lease kube-vip holds for a control plane's address (its default name, EKS Anywhere's
+/// too), in `kube-system` of the cluster itself.
+pub const KUBE_VIP_LEASE: (&str, &str) = ("kube-system", "plndr-cp-lock");
+
+/// Cluster API deletes control-plane machines carrying this annotation first.
+pub const DELETE_MACHINE: &str = "cluster.x-k8s.io/delete-machine";
+
+/// Where a management cluster's self-upgrade is after this pass's preparations.
+#[derive(Debug, Default)]
+pub(super) struct SelfUpgrade {
+    /// The backup of the self-upgrade in progress (empty: none).
+    pub backup: String,
+    /// Preparing failed: nothing of the etcd or control plane may be applied.
+    pub failure: Option<String>,
+}
+
+/// The Cluster API Cluster of a rendered cluster or a recorded inventory.
+fn capi_cluster(refs: impl IntoIterator<Item = ObjectRef>) -> Option<ObjectRef> {
+    refs.into_iter()
+        .find(|r| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io")
+}
+
+impl Pass<'_> {
+    /// The management cluster whose record says it is upgrading itself, if `entry`'s is.
+    pub(super) fn management_upgrading(&self, entry: &ClusterEntry) -> Option<String> {
+        if entry.role == Role::Management {
+            return None;
+        }
+        let rec = self.live.record(entry.management())?;
+        let backup = rec.field("backup");
+        (!backup.is_empty()).then(|| {
+            format!(
+                "management cluster {} is upgrading its own {} (backup {backup}): this cluster is paused until it is done",
+                entry.management(),
+                match rec.field("stage") {
+                    "Etcd" => "etcd",
+                    _ => "control plane",
+                }
+            )
+        })
+    }
+
+    /// Steps (i)–(iii) and (v) of the [module docs](self), for a management cluster's pass.
+    pub(super) async fn self_upgrade(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        plan: &mut Plan,
+        staged: &Staged,
+        prev: Option<&Recorded>,
+    ) -> SelfUpgrade {
+        let mut out = SelfUpgrade {
+            backup: prev
+                .map(|p| p.field("backup").to_string())
+                .unwrap_or_default(),
+            failure: None,
+        };
+        if entry.role != Role::Management || self.opts.plan_only {
+            return out;
+        }
+        let core = |s: &Stage| matches!(s, Stage::Etcd | Stage::ControlPlane);
+        let changes_core = plan.entries.iter().any(|e| {
+            matches!(e.action, Action::Create | Action::Update)
+                && !e.scale_only
+                && !e.is_drift_correction()
+                && core(&stages::stage(&e.object, Default::default()))
+                && self.live.get(&e.object).is_some()
+        });
+        if out.backup.is_empty() && changes_core {
+            match self.start_self_upgrade(fleet, entry).await {
+                Ok(dir) => out.backup = dir,
+                Err(why) => {
+                    // Not one step without a backup and paused workloads.
+                    for e in &mut plan.entries {
+                        if matches!(e.action, Action::Create | Action::Update | Action::Prune) {
+                            e.action = Action::Held;
+                            e.reason = Some(format!("waits for the backup: {why}"));
+                        }
+                    }
+                    out.failure = Some(why);
+                    return out;
+                }
+            }
+        }
+        if out.backup.is_empty() {
+            return out;
+        }
+        let rolling_cp = staged.stages.iter().any(|s| {
+            s.stage == Stage::ControlPlane && matches!(s.state, State::Apply | State::RollingOut)
+        });
+        if rolling_cp
+            && let Some(kcp) = plan
+                .entries
+                .iter()
+                .find(|e| e.object.kind == "KubeadmControlPlane")
+                .map(|e| e.object.clone())
+            && let Err(e) = self.kube_vip_last(&kcp).await
+        {
+            tracing::warn!(cluster = %entry.name, error = %e, "could not order the control-plane rollout around kube-vip's holder");
+        }
+        let core_done = !plan.entries.iter().any(|e| {
+            e.action == Action::Held && core(&stages::stage(&e.object, Default::default()))
+        }) && staged
+            .stages
+            .iter()
+            .filter(|s| core(&s.stage))
+            .all(|s| s.state == State::Done);
+        if core_done {
+            match self.pause_workloads(fleet, entry, false).await {
+                Ok(()) => out.backup.clear(),
+                Err(e) => out.failure = Some(format!("unpausing the workload clusters: {e}")),
+            }
+        }
+        out
+    }
+
+    /// (i) and (ii): the backup, then the workloads paused. Returns the backup's directory.
+    async fn start_self_upgrade(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+    ) -> Result<String, String> {
+        let root = self
+            .opts
+            .backup_dir
+            .clone()
+            .unwrap_or_else(crate::cli::default_backup_dir);
+        let backup = crate::backup::write(self.client(), &root, &entry.name)
+            .await
+            .map_err(|e| format!("backing up before upgrading {}: {e}", entry.name))?;
+        self.read();
+        tracing::info!(cluster = %entry.name, backup = %backup.dir.display(), objects = backup.objects, "backed up before the management cluster upgrades itself");
+        self.pause_workloads(fleet, entry, true)
+            .await
+            .map_err(|e| format!("pausing the workload clusters: {e}"))?;
+        Ok(backup.dir.display().to_string())
+    }
+
+    /// Sets (or removes) `spec.paused` on the Cluster API Cluster of every workload cluster of
+    /// this management cluster: those of the repository and those recorded.
+    async fn pause_workloads(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        paused: bool,
+    ) -> Result<(), String> {
+        let mut clusters: Vec<ObjectRef> = fleet
+            .clusters
+            .iter()
+            .filter(
+                |c| matches!(&c.role, Role::Workload { management } if *management == entry.name),
+            )
+            .filter_map(|c| capi_cluster(c.objects.iter().flatten().map(crate::plan::reference)))
+            .collect();
+        let known: BTreeSet<String> = clusters.iter().map(ObjectRef::key).collect();
+        for (name, rec) in self.live.records() {
+            if rec.management == entry.name
+                && name != entry.name
+                && let Some(r) = capi_cluster(rec.inventory())
+                && !known.contains(&r.key())
+            {
+                clusters.push(r);
+            }
+        }
+        let pp = PatchParams::apply(PAUSE_MANAGER).force();
+        for r in clusters {
+            if self.live.get(&r).is_none() {
+                continue;
+            }
+            let api = self.api_for(&r).await?;
+            let body = if paused {
+                json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": {"name": r.name, "namespace": r.namespace}, "spec": {"paused": true}})
+            } else {
+                // Applying nothing of it gives up the field: the server removes it.
+                json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": {"name": r.name, "namespace": r.namespace}})
+            };
+            api.patch(&r.name, &pp, &Patch::Apply(&body))
+                .await
+                .map_err(|e| format!("{}: {e}", r.subject()))?;
+            self.wrote();
+        }
+        Ok(())
+    }
+
+    /// (iii): the control-plane machine whose node holds kube-vip's Lease goes last — every other
+    /// outdated control-plane machine is marked for deletion, which Cluster API honours first.
+    async fn kube_vip_last(&self, kcp: &ObjectRef) -> Result<(), String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client().clone(), KUBE_VIP_LEASE.0);
+        self.read();
+        let Some(lease) = leases
+            .get_opt(KUBE_VIP_LEASE.1)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(());
+        };
+        let Some(holder) = lease.spec.and_then(|s| s.holder_identity) else {
+            return Ok(());
+        };
+        let machine = ObjectRef {
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Machine".into(),
+            namespace: kcp.namespace.clone(),
+            name: String::new(),
+            hash: String::new(),
+            generation: 0,
+            fields: String::new(),
+        };
+        let api = self.api_for(&machine).await?;
+        self.read();
+        let machines = api
+            .list(
+                &ListParams::default()
+                    .labels(&format!("cluster.x-k8s.io/control-plane-name={}", kcp.name)),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        for m in marked_for_deletion(&machines.items, &holder) {
+            let patch = json!({"metadata": {"annotations": {DELETE_MACHINE: ""}}});
+            api.patch(&m, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| format!("Machine/{}/{m}: {e}", kcp.namespace))?;
+            self.wrote();
+        }
+        Ok(())
+    }
+}
+
+/// The outdated control-plane machines to mark for deletion so that the one whose node is
+/// `holder` goes last: every outdated one but it, not marked yet. Outdated: Cluster API's
+/// `UpToDate` condition is False.
+pub fn marked_for_deletion(machines: &[DynamicObject], holder: &str) -> Vec<String> {
+    let v = |m: &DynamicObject| serde_json::to_value(m).unwrap_or(Value::Null);
+    let outdated = |m: &Value| {
+        m.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "UpToDate" && c["status"] == "False")
+    };
+    let holds =
+        |m: &Value| m.pointer("/status/nodeRef/name").and_then(Value::as_str) == Some(holder);
+    if !machines.iter().map(v).any(|m| holds(&m) && outdated(&m)) {
+        // The holder is up to date already (or not a machine of this control plane): nothing
+        // to order.
+        return Vec::new();
+    }
+    machines
+        .iter()
+        .map(v)
+        .filter(|m| outdated(m) && !holds(m))
+        .filter(|m| {
+            m.pointer("/metadata/annotations")
+                .and_then(|a| a.get(DELETE_MACHINE))
+                .is_none()
+        })
+        .filter(|m| m.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|m| {
+            m.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(name: &str, node: &str, up_to_date: bool, marked: bool) -> DynamicObject {
+        let mut annotations = serde_json::Map::new();
+        if marked {
+            annotations.insert(DELETE_MACHINE.into(), json!(""));
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "annotations": annotations},
+            "status": {"nodeRef": {"name": node},
+                "conditions": [{"type": "UpToDate", "status": if up_to_date { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_outdated_machine_but_the_holder_is_marked() {
+        let ms = [
+            machine("cp-a", "node-a", false, false),
+            machine("cp-b", "node-b", false, false),
+            machine("cp-c", "node-c", false, true),
+            machine("cp-new", "node-new", true, false),
+        ];
+        assert_eq!(marked_for_deletion(&ms, "node-b"), vec!["cp-a"]);
+        // The holder already rolled (or is not ours): nothing to order.
+        assert!(marked_for_deletion(&ms, "node-new").is_empty());
+        assert!(marked_for_deletion(&ms, "elsewhere").is_empty());
+    }
+}
