@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub mod capi;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -53,16 +55,17 @@ impl FleetDir {
         }
     }
 
-    /// A workload cluster's directory.
+    /// A cluster's directory (the management cluster's, or a workload cluster's).
     pub fn dir(&self, cluster: &str) -> PathBuf {
-        self.root
-            .join("clusters")
-            .join(&self.mgmt)
-            .join("workload-clusters")
-            .join(cluster)
+        let mgmt = self.root.join("clusters").join(&self.mgmt);
+        if cluster == self.mgmt {
+            mgmt
+        } else {
+            mgmt.join("workload-clusters").join(cluster)
+        }
     }
 
-    /// Replaces the first `from` with `to` in a workload cluster's `cluster.yaml`.
+    /// Replaces the first `from` with `to` in a cluster's `cluster.yaml`.
     pub fn edit(&self, cluster: &str, from: &str, to: &str) {
         let path = self.dir(cluster).join("cluster.yaml");
         let text = std::fs::read_to_string(&path).unwrap();

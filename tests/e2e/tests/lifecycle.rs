@@ -10,310 +10,15 @@
 //! cluster is Ready.
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use capstan::plan::Action;
-use capstan::reconcile::{Convergence, Options, Outcome, converge};
+use capstan::plan::stages::WorkerRollout;
 use capstan::status::Phase;
-use capstan_e2e::FleetDir;
-use capstan_harness::ControlPlane;
-use capstan_layout::Fleet;
-use capstan_layout::scaffold::ClusterRequest;
-use futures::StreamExt;
+use capstan_e2e::capi::*;
 use kube::api::{Api, DynamicObject};
-use kube::discovery::ApiResource;
-use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
-
-/// How long a fleet may take to settle (a cold in-memory cluster comes up in about a minute).
-const SETTLE: Duration = Duration::from_secs(420);
-
-/// A fleet repository: management cluster `m-<tag>`, workloads in namespace `l-<tag>`, every
-/// docker datacenter on CAPD's in-memory backend.
-struct Repo {
-    files: FleetDir,
-    mgmt: String,
-    ns: String,
-    revision: usize,
-}
-
-impl Repo {
-    /// `workloads`: name → worker groups (values file's `workerGroups`).
-    fn new(tag: &str, workloads: &[(&str, Value)]) -> Repo {
-        let mgmt = format!("m-{tag}");
-        let ns = format!("l-{tag}");
-        let mut files = FleetDir::new(ClusterRequest {
-            name: mgmt.clone(),
-            provider: "docker".into(),
-            docker_backend: Some("in-memory".into()),
-            namespace: Some(ns.clone()),
-            kubernetes_version: Some("1.33".into()),
-            pod_cidr: Some("192.168.0.0/16".into()),
-            service_cidr: Some("10.96.0.0/12".into()),
-            worker_count: Some(1),
-            ..Default::default()
-        });
-        for (i, (name, groups)) in workloads.iter().enumerate() {
-            // The workloads inherit the management cluster's in-memory backend.
-            files.add(ClusterRequest {
-                name: name.to_string(),
-                management: Some(mgmt.clone()),
-                provider: "docker".into(),
-                namespace: Some(ns.clone()),
-                kubernetes_version: Some("1.33".into()),
-                pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
-                service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
-                values: Some(json!({ "workerGroups": groups })),
-                ..Default::default()
-            });
-        }
-        Repo {
-            files,
-            mgmt,
-            ns,
-            revision: 0,
-        }
-    }
-
-    fn dir(&self, cluster: &str) -> PathBuf {
-        self.files.dir(cluster)
-    }
-
-    fn edit(&self, cluster: &str, from: &str, to: &str) {
-        self.files.edit(cluster, from, to)
-    }
-
-    /// `capstan delete cluster`: the spec goes, a tombstone takes its place.
-    fn tombstone(&self, cluster: &str) {
-        let dir = self.dir(cluster);
-        fs::remove_file(dir.join("cluster.yaml")).unwrap();
-        fs::write(
-            dir.join(capstan_layout::intent::TOMBSTONE_FILE),
-            capstan_layout::intent::document("Tombstone", "lifecycle test"),
-        )
-        .unwrap();
-    }
-
-    /// Removes a worker group from a scaffolded spec.
-    fn remove_group(&self, cluster: &str, group: &str) {
-        let path = self.dir(cluster).join("cluster.yaml");
-        let text = fs::read_to_string(&path).unwrap();
-        let start = text
-            .find(&format!("    - name: \"{group}\""))
-            .expect("the group is in the spec");
-        let rest = &text[start + 1..];
-        let end = start
-            + 1
-            + rest
-                .find("    - name:")
-                .or_else(|| rest.find("  clusterNetwork:"))
-                .unwrap();
-        fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
-    }
-
-    fn fleet(&self) -> Fleet {
-        self.files.fleet()
-    }
-
-    fn opts(&self, only: Option<&str>) -> Options {
-        Options {
-            revision: format!("r{}", self.revision),
-            management: Some(self.mgmt.clone()),
-            only: only.map(str::to_string),
-            concurrency: 4,
-            ..Default::default()
-        }
-    }
-
-    /// The next revision, reconciled until it settles; panics when it does not.
-    async fn converge(&mut self, only: Option<&str>) -> Convergence {
-        self.revision += 1;
-        let cp = capstan_harness::shared_with_controllers().await;
-        let converged = converge(&cp.client(), &self.fleet(), &self.opts(only), SETTLE)
-            .await
-            .unwrap();
-        let out = converged.last();
-        assert!(
-            out.settled(),
-            "not settled after {SETTLE:?}: {}",
-            summary(out)
-        );
-        for c in &out.clusters {
-            assert!(
-                matches!(c.phase, Phase::Ready | Phase::Deleting),
-                "{}: {:?} {}",
-                c.name,
-                c.phase,
-                c.message
-            );
-        }
-        converged
-    }
-
-    /// Machines of a cluster, from kubectl.
-    fn machines(&self, cluster: &str) -> Vec<Machine> {
-        kubectl_items(&[
-            "get",
-            "machines.cluster.x-k8s.io",
-            "-n",
-            &self.ns,
-            "-l",
-            &format!("cluster.x-k8s.io/cluster-name={cluster}"),
-        ])
-        .iter()
-        .map(Machine::of)
-        .collect()
-    }
-
-    /// Names of the objects of a kind in the namespace, from kubectl.
-    fn names(&self, resource: &str) -> BTreeSet<String> {
-        kubectl_items(&["get", resource, "-n", &self.ns])
-            .iter()
-            .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-fn summary(out: &Outcome) -> String {
-    out.clusters
-        .iter()
-        .map(|c| format!("{} {:?}: {}", c.name, c.phase, c.message))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-fn kubectl(args: &[&str]) -> String {
-    let cp = capstan_harness::shared_if_started_with_controllers().expect("started");
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn kubectl_items(args: &[&str]) -> Vec<Value> {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let list: Value = serde_json::from_str(&kubectl(&all)).unwrap();
-    list["items"].as_array().cloned().unwrap_or_default()
-}
-
-/// What a test needs of a Machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Machine {
-    name: String,
-    /// `control-plane` or the MachineDeployment's name.
-    role: String,
-    version: String,
-    phase: String,
-    deleting: bool,
-}
-
-impl Machine {
-    fn of(m: &Value) -> Machine {
-        let s = |p: &str| {
-            m.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let labels = m.pointer("/metadata/labels");
-        let role = if labels
-            .and_then(|l| l.get("cluster.x-k8s.io/control-plane"))
-            .is_some()
-        {
-            "control-plane".to_string()
-        } else {
-            labels
-                .and_then(|l| l.get("cluster.x-k8s.io/deployment-name"))
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string()
-        };
-        Machine {
-            name: s("/metadata/name"),
-            role,
-            version: s("/spec/version"),
-            phase: s("/status/phase"),
-            deleting: m.pointer("/metadata/deletionTimestamp").is_some(),
-        }
-    }
-}
-
-fn of_role<'a>(machines: &'a [Machine], role: &str) -> Vec<&'a Machine> {
-    machines.iter().filter(|m| m.role == role).collect()
-}
-
-fn names_of(machines: &[&Machine]) -> BTreeSet<String> {
-    machines.iter().map(|m| m.name.clone()).collect()
-}
-
-fn all_running(machines: &[Machine]) -> bool {
-    machines.iter().all(|m| m.phase == "Running" && !m.deleting)
-}
-
-/// The ManagedCluster of a cluster, from kubectl.
-fn managed_cluster(cluster: &str) -> Option<Value> {
-    kubectl_items(&["get", "managedclusters.capstan.dev", "-n", "capstan-system"])
-        .into_iter()
-        .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(cluster))
-}
-
-fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(group, version, kind))
-}
-
-/// Events seen by watches, in the order the test saw them.
-#[derive(Default)]
-struct Log(Mutex<Vec<String>>);
-
-impl Log {
-    fn push(&self, e: String) {
-        self.0.lock().unwrap().push(e);
-    }
-    fn snapshot(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// Records `added <role> <version> <name>` and `deleted <role> <version> <name>` for the
-/// Machines of a namespace, as a watch sees them.
-fn watch_machines(cp: &ControlPlane, ns: &str, log: Arc<Log>) -> tokio::task::JoinHandle<()> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        cp.client(),
-        ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
-    );
-    tokio::spawn(async move {
-        let mut seen = BTreeSet::new();
-        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
-        while let Some(ev) = events.next().await {
-            let (obj, deleted) = match ev {
-                Ok(Event::Apply(o)) | Ok(Event::InitApply(o)) => (o, false),
-                Ok(Event::Delete(o)) => (o, true),
-                _ => continue,
-            };
-            let m = Machine::of(&serde_json::to_value(&obj).unwrap());
-            if deleted {
-                log.push(format!("deleted {} {} {}", m.role, m.version, m.name));
-            } else if seen.insert(m.name.clone()) {
-                log.push(format!("added {} {} {}", m.role, m.version, m.name));
-            }
-        }
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_scale_and_remove_a_worker_group() {
@@ -490,63 +195,111 @@ async fn create_scale_and_remove_a_worker_group() {
     );
 }
 
-/// Lists a cluster's Machines with the raw client the first time its ManagedCluster says Ready
-/// at `revision`: what the controllers had done when capstan declared the cluster converged.
-fn machines_when_first_ready(
-    cp: &ControlPlane,
+/// A `Kind`'s API resource in the test bed's versions.
+fn kind(group: &str, version: &str, kind: &str) -> kube::discovery::ApiResource {
+    ar(group, version, kind)
+}
+
+fn text(v: &Value, p: &str) -> String {
+    match v.pointer(p) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "-".into(),
+    }
+}
+
+/// Watches what the upgrade stages are read from and act on, into one timeline: the control
+/// plane's version and rollout, the MachineDeployments' versions and replicas, Machines, and
+/// the ManagedClusters' phase and stage.
+fn watch_upgrade(
+    cp: &capstan_harness::ControlPlane,
     ns: &str,
-    cluster: &str,
-    revision: &str,
-) -> tokio::task::JoinHandle<Vec<Machine>> {
-    let statuses: Api<DynamicObject> = Api::namespaced_with(
-        cp.client(),
-        "capstan-system",
-        &ar("capstan.dev", "v1alpha1", "ManagedCluster"),
-    );
-    let machines: Api<DynamicObject> = Api::namespaced_with(
-        cp.client(),
-        ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
-    );
-    let (cluster, revision) = (cluster.to_string(), revision.to_string());
-    tokio::spawn(async move {
-        let config = watcher::Config::default().fields(&format!("metadata.name={cluster}"));
-        let mut events = watcher::watcher(statuses, config).boxed();
-        while let Some(ev) = events.next().await {
-            let (Ok(Event::Apply(o)) | Ok(Event::InitApply(o))) = ev else {
-                continue;
-            };
-            let status = o.data.get("status").cloned().unwrap_or_default();
-            if status["phase"] == "Ready" && status["lastAppliedRevision"] == revision.as_str() {
-                let selector = format!("cluster.x-k8s.io/cluster-name={cluster}");
-                let list = machines
-                    .list(&kube::api::ListParams::default().labels(&selector))
-                    .await
-                    .unwrap();
-                return list
-                    .items
-                    .iter()
-                    .map(|m| Machine::of(&serde_json::to_value(m).unwrap()))
-                    .collect();
-            }
-        }
-        Vec::new()
-    })
+    tl: &Arc<Timeline>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        watch_objects(
+            cp,
+            ns,
+            kind(
+                "controlplane.cluster.x-k8s.io",
+                "v1beta2",
+                "KubeadmControlPlane",
+            ),
+            tl.clone(),
+            |v| {
+                format!(
+                    "kcp {} version={} generation={} observed={} uptodate={}/{}",
+                    text(v, "/metadata/name"),
+                    text(v, "/spec/version"),
+                    text(v, "/metadata/generation"),
+                    text(v, "/status/observedGeneration"),
+                    text(v, "/status/upToDateReplicas"),
+                    text(v, "/status/replicas"),
+                )
+            },
+        ),
+        watch_objects(
+            cp,
+            ns,
+            kind("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            tl.clone(),
+            |v| {
+                format!(
+                    "md {} version={} replicas={}",
+                    text(v, "/metadata/name"),
+                    text(v, "/spec/template/spec/version"),
+                    text(v, "/spec/replicas"),
+                )
+            },
+        ),
+        watch_objects(
+            cp,
+            ns,
+            kind("cluster.x-k8s.io", "v1beta2", "Machine"),
+            tl.clone(),
+            |v| {
+                let m = Machine::of(v);
+                format!("machine {} {} {}", m.role, m.version, m.name)
+            },
+        ),
+        watch_objects(
+            cp,
+            "capstan-system",
+            kind("capstan.dev", "v1alpha1", "ManagedCluster"),
+            tl.clone(),
+            |v| {
+                format!(
+                    "mc {} phase={} stage={}",
+                    text(v, "/metadata/name"),
+                    text(v, "/status/phase"),
+                    text(v, "/status/stage"),
+                )
+            },
+        ),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_bump_rolls_the_control_plane_first_then_the_workers() {
+async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     let cp = capstan_harness::shared_with_controllers().await;
-    let _logs = cp.logs_on_failure("a_version_bump_rolls_the_control_plane_first_then_the_workers");
-    let mut repo = Repo::new("bump", &[("w-bump", json!([{"name": "md-0", "count": 1}]))]);
+    let _logs =
+        cp.logs_on_failure("a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits");
+    let mut repo = Repo::new(
+        "bump",
+        &[(
+            "w-bump",
+            json!([{"name": "md-0", "count": 1}, {"name": "md-1", "count": 1}]),
+        )],
+    );
+    repo.stages.workers = WorkerRollout::Sequential;
     let only = Some("w-bump");
     repo.converge(only).await;
     let before = repo.machines("w-bump");
-    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!(before.len(), 3, "{before:?}");
     let old_version = before[0].version.clone();
 
-    let log = Arc::new(Log::default());
-    let watch = watch_machines(cp, &repo.ns, log.clone());
+    let tl = Arc::new(Timeline::default());
+    let watches = watch_upgrade(cp, &repo.ns, &tl);
     let at_ready = machines_when_first_ready(cp, &repo.ns, "w-bump", "r2");
     repo.edit(
         "w-bump",
@@ -567,15 +320,26 @@ async fn a_version_bump_rolls_the_control_plane_first_then_the_workers() {
     assert_ne!(new_version, old_version);
 
     // Right after the upgrade was applied the cluster was not Ready, although its old status
-    // said Available.
+    // said Available: it is upgrading, its control plane first, the workers held.
     let first = &out.first().clusters[0];
-    assert_eq!(first.phase, Phase::Progressing, "{}", first.message);
+    assert_eq!(first.phase, Phase::Upgrading, "{}", first.message);
+    let held: BTreeSet<String> = first
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Held)
+        .map(|e| e.object.name.clone())
+        .collect();
+    assert!(
+        held.contains("w-bump-md-0") && held.contains("w-bump-md-1"),
+        "{held:?}"
+    );
     assert!(out.passes.len() > 1);
 
     // Every Machine at the new version, none left over; and so already when capstan first
     // reported the cluster Ready at this revision.
     let machines = repo.machines("w-bump");
-    assert_eq!(machines.len(), 2, "{machines:?}");
+    assert_eq!(machines.len(), 3, "{machines:?}");
     assert!(all_running(&machines), "{machines:?}");
     assert!(
         machines.iter().all(|m| m.version == new_version),
@@ -585,7 +349,7 @@ async fn a_version_bump_rolls_the_control_plane_first_then_the_workers() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(at_ready.len(), 2, "at Ready: {at_ready:?}");
+    assert_eq!(at_ready.len(), 3, "at Ready: {at_ready:?}");
     assert!(
         at_ready
             .iter()
@@ -593,21 +357,88 @@ async fn a_version_bump_rolls_the_control_plane_first_then_the_workers() {
         "Ready was reported before the rollout completed: {at_ready:?}"
     );
 
-    // Control plane first: the old control-plane machine was gone before the first worker
-    // machine of the new version was created.
-    watch.abort();
-    let events = log.snapshot();
-    let at = |prefix: String| events.iter().position(|e| e.starts_with(&prefix));
+    // Stage by stage, read from the API server's own write order: the control plane's version
+    // changed first; md-0's spec only once the control plane had rolled out (its old machine
+    // gone); md-1's only once md-0 had (sequential worker rollout).
     let old_cp = of_role(&before, "control-plane")[0].name.clone();
-    let cp_deleted = at(format!("deleted control-plane {old_version} {old_cp}"))
-        .expect("old control-plane machine deleted");
-    let cp_added =
-        at(format!("added control-plane {new_version}")).expect("new control-plane machine");
-    let worker_added = at(format!("added w-bump-md-0 {new_version}")).expect("new worker machine");
+    let old_md0 = of_role(&before, "w-bump-md-0")[0].name.clone();
+    let events = tl.events();
+    let at = |prefix: String| {
+        tl.first(&prefix)
+            .unwrap_or_else(|| panic!("no `{prefix}` in {events:#?}"))
+    };
+    let kcp_changed = at(format!("kcp w-bump version={new_version}"));
+    let cp_old_gone = at(format!(
+        "deleted machine control-plane {old_version} {old_cp}"
+    ));
+    let md0_changed = at(format!("md w-bump-md-0 version={new_version}"));
+    let md0_old_gone = at(format!(
+        "deleted machine w-bump-md-0 {old_version} {old_md0}"
+    ));
+    let md1_changed = at(format!("md w-bump-md-1 version={new_version}"));
     assert!(
-        cp_added < cp_deleted && cp_deleted < worker_added,
-        "{events:#?}"
+        kcp_changed < cp_old_gone && cp_old_gone < md0_changed,
+        "workers changed before the control plane rolled out: {events:#?}"
     );
+    assert!(
+        md0_changed < md0_old_gone && md0_old_gone < md1_changed,
+        "md-1 changed before md-0 rolled out: {events:#?}"
+    );
+    // The status said so: Upgrading at the control plane, then at the workers, then Ready.
+    let mc: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("mc w-bump "))
+        .collect();
+    let stage_at = |s: &str| mc.iter().position(|e| e.ends_with(s));
+    let (cp_stage, workers_stage) = (
+        stage_at("phase=Upgrading stage=ControlPlane"),
+        stage_at("phase=Upgrading stage=Workers"),
+    );
+    assert!(
+        cp_stage.is_some() && workers_stage.is_some() && cp_stage < workers_stage,
+        "{mc:#?}"
+    );
+    assert!(
+        mc.last().unwrap().ends_with("phase=Ready stage="),
+        "{mc:#?}"
+    );
+
+    // A template change of md-0 and a scale of md-1 together: md-0 rolls, md-1's scale goes at
+    // once (a scale rolls nothing and waits for nothing).
+    let rolled_md0 = of_role(&repo.machines("w-bump"), "w-bump-md-0")[0]
+        .name
+        .clone();
+    repo.edit(
+        "w-bump",
+        "- name: \"md-0\"\n      count: 1\n",
+        "- name: \"md-0\"\n      count: 1\n      labels: {\"tier\": \"general\"}\n",
+    );
+    repo.edit(
+        "w-bump",
+        "- name: \"md-1\"\n      count: 1",
+        "- name: \"md-1\"\n      count: 2",
+    );
+    let out = repo.converge(only).await;
+    let md1 = out.first().clusters[0]
+        .plan
+        .entries
+        .iter()
+        .find(|e| e.object.name == "w-bump-md-1" && e.object.kind == "MachineDeployment")
+        .unwrap();
+    assert_eq!((md1.action, md1.scale_only), (Action::Update, true));
+    let scaled = at(format!("md w-bump-md-1 version={new_version} replicas=2"));
+    let md0_rolled = at(format!(
+        "deleted machine w-bump-md-0 {new_version} {rolled_md0}"
+    ));
+    assert!(
+        scaled < md0_rolled,
+        "the scale waited for md-0's rollout: {:#?}",
+        tl.events()
+    );
+    assert_eq!(of_role(&repo.machines("w-bump"), "w-bump-md-1").len(), 2);
+    for w in watches {
+        w.abort();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,294 @@
+//! A management cluster upgraded from within, against the real Cluster API controllers on a
+//! control plane of this test's own (its API server is killed and restarted mid-upgrade, which
+//! the shared test bed of other tests must not see).
+//!
+//! The management cluster `m-self` is, as everything on CAPD's in-memory backend, simulated:
+//! its machines and API server are CAPD's. What is real is what capstan and the Cluster API
+//! controllers do with its objects on the API server the test runs — the backup, the pause of
+//! the workload clusters, the staged rollout, the order in which the kubeadm control plane
+//! controller deletes the old machines — and the API server going away and coming back under
+//! them. kube-vip cannot run here; the test plays its documented part: the Lease
+//! `kube-system/plndr-cp-lock` naming the node that holds the control plane's address.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use capstan::reconcile::converge;
+use capstan::status::Phase;
+use capstan_e2e::capi::*;
+use capstan_harness::{ControlPlane, StartOptions};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+
+fn status_of(cluster: &str) -> Value {
+    managed_cluster(cluster).unwrap()["status"].clone()
+}
+
+fn paused(ns: &str, cluster: &str) -> bool {
+    kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        cluster,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.paused}",
+    ]) == "true"
+}
+
+/// A backed-up object as restored: what the server keeps of it, without what it assigns.
+fn comparable(o: &Value) -> Value {
+    let mut v = o.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(k);
+        }
+        if let Some(refs) = meta
+            .get_mut("ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            for r in refs {
+                r.as_object_mut().unwrap().remove("uid");
+            }
+        }
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_management_cluster_upgrades_itself_from_within() {
+    let mut cp = ControlPlane::start_with(StartOptions {
+        controllers: true,
+        timeout: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    use_kubeconfig(cp.kubeconfig_path());
+    let _logs = cp.logs_on_failure("a_management_cluster_upgrades_itself_from_within");
+    let backups = tempfile::tempdir().unwrap();
+    let mut repo = Repo::new_full(
+        "self",
+        |m| {
+            m.control_plane_count = Some(3);
+            m.kubernetes_version = Some("1.32".into());
+        },
+        &[("w-self", json!([{"name": "md-0", "count": 1}]))],
+        |w| w.kubernetes_version = Some("1.32".into()),
+    );
+    repo.client = Some(cp.client());
+    repo.backup_dir = Some(backups.path().to_path_buf());
+    let (ns, mgmt) = (repo.ns.clone(), repo.mgmt.clone());
+    repo.converge(None).await;
+    let old_cp: Vec<Machine> = of_role(&repo.machines(&mgmt), "control-plane")
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(old_cp.len(), 3);
+
+    // kube-vip's part: the Lease of the control plane's address, held by the node of the
+    // second control-plane machine.
+    let holder = old_cp[1].name.clone();
+    let node = kubectl(&[
+        "get",
+        "machines.cluster.x-k8s.io",
+        &holder,
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.status.nodeRef.name}",
+    ]);
+    assert!(!node.is_empty());
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cp.client(), "kube-system");
+    leases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "plndr-cp-lock"},
+                "spec": {"holderIdentity": node, "leaseDurationSeconds": 15}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // 1. The management cluster goes to 1.33, and its workload scales md-0 in the same
+    //    revision. A stage that has not rolled out in time (1 s here) fails the cluster there:
+    //    backup written, workload paused and its change held.
+    repo.edit(
+        &mgmt,
+        "kubernetesVersion: \"1.32\"",
+        "kubernetesVersion: \"1.33\"",
+    );
+    repo.edit(
+        "w-self",
+        "- name: \"md-0\"\n      count: 1",
+        "- name: \"md-0\"\n      count: 2",
+    );
+    repo.revision += 1;
+    let mut opts = repo.opts(None);
+    opts.stage_timeout = Some(Duration::from_secs(1));
+    let failed = converge(&cp.client(), &repo.fleet(), &opts, SETTLE)
+        .await
+        .unwrap();
+    let last = failed.last();
+    let m = last.clusters.iter().find(|c| c.name == mgmt).unwrap();
+    assert_eq!(m.phase, Phase::Failed, "{}", m.message);
+    let st = status_of(&mgmt);
+    assert_eq!(st["stage"], "ControlPlane", "{st}");
+    let ready = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(ready["reason"], "StageTimedOut", "{st}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("control plane stage has not rolled out"),
+        "{st}"
+    );
+    let backup = st["backup"].as_str().unwrap().to_string();
+    assert!(backup.starts_with(backups.path().to_str().unwrap()), "{st}");
+    let backed_up = capstan::backup::read(std::path::Path::new(&backup)).unwrap();
+    let kinds: BTreeSet<String> = backed_up
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect();
+    for k in [
+        "Cluster",
+        "KubeadmControlPlane",
+        "MachineDeployment",
+        "Machine",
+        "Secret",
+        "ManagedCluster",
+    ] {
+        assert!(kinds.contains(k), "{k} not backed up: {kinds:?}");
+    }
+    assert!(paused(&ns, "w-self"), "the workload cluster was not paused");
+    assert_eq!(status_of("w-self")["phase"], "Suspended");
+    assert_eq!(
+        of_role(&repo.machines("w-self"), "w-self-md-0").len(),
+        1,
+        "the workload's own change went out while its management cluster upgraded"
+    );
+
+    // 2. The same revision with no stage timeout: the upgrade goes on. Its API server is
+    //    killed and restarted while the control plane rolls; nothing is lost.
+    let audit = cp.audit().mark();
+    let client = cp.client();
+    let (fleet, mut opts) = (repo.fleet(), repo.opts(None));
+    opts.stage_timeout = None;
+    let upgrade = tokio::spawn(async move { converge(&client, &fleet, &opts, SETTLE).await });
+    // Once the first new control-plane machine exists, the rollout is under way.
+    tokio::time::timeout(SETTLE, async {
+        loop {
+            let names: BTreeSet<String> = of_role(&repo.machines(&mgmt), "control-plane")
+                .iter()
+                .map(|m| m.name.clone())
+                .collect();
+            if names.iter().any(|n| !old_cp.iter().any(|o| &o.name == n)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the control plane started rolling");
+    cp.crash_apiserver(Duration::from_secs(2)).await.unwrap();
+    let done = upgrade.await.unwrap().unwrap();
+    let out = done.last();
+    for c in &out.clusters {
+        assert_eq!(c.phase, Phase::Ready, "{}: {}", c.name, c.message);
+    }
+    let cps = of_role(&repo.machines(&mgmt), "control-plane")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(cps.len(), 3, "{cps:?}");
+    assert!(
+        cps.iter()
+            .all(|m| m.version.starts_with("v1.33.") && !old_cp.iter().any(|o| o.name == m.name)),
+        "{cps:?}"
+    );
+    // The workload is unpaused, its held change applied; the status no longer names a backup,
+    // which stays on disk.
+    assert!(!paused(&ns, "w-self"));
+    assert_eq!(of_role(&repo.machines("w-self"), "w-self-md-0").len(), 2);
+    assert_eq!(status_of(&mgmt)["backup"], "");
+    assert!(std::path::Path::new(&backup).join("objects.json").exists());
+    // kube-vip's holder went last: Cluster API deleted the other old machines first.
+    let deleted: Vec<String> = cp
+        .audit()
+        .events_since(audit)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.verb == "delete" && e.resource() == Some("machines"))
+        .filter(|e| (200..300).contains(&e.response_status.code.unwrap_or(0)))
+        .filter_map(|e| e.object_ref.and_then(|r| r.name))
+        .filter(|n| old_cp.iter().any(|o| &o.name == n))
+        .fold(Vec::new(), |mut v, n| {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+            v
+        });
+    assert_eq!(deleted.len(), 3, "{deleted:?}");
+    assert_eq!(deleted.last(), Some(&holder), "{deleted:?}");
+
+    // 3. The backup restores onto a fresh API server: every object back as it was. (Its
+    //    upstream CRDs are installed; capstan's own status CRD is installed as an operator
+    //    would, before restoring.)
+    let target = ControlPlane::start().await.unwrap();
+    capstan::status::install(&target.client()).await.unwrap();
+    let restored = capstan::backup::restore(&target.client(), std::path::Path::new(&backup))
+        .await
+        .unwrap();
+    assert!(
+        restored.existing.is_empty() && restored.unknown.is_empty(),
+        "{restored:?}"
+    );
+    assert_eq!(restored.created, backed_up.len());
+    let discovery = kube::discovery::Discovery::new(target.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    for o in &backed_up {
+        let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (group, version) = s("/apiVersion")
+            .split_once('/')
+            .unwrap_or(("", s("/apiVersion")));
+        let (ar, _) = discovery
+            .resolve_gvk(&kube::core::GroupVersionKind::gvk(
+                group,
+                version,
+                s("/kind"),
+            ))
+            .unwrap();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(target.client(), s("/metadata/namespace"), &ar);
+        let back = serde_json::to_value(api.get(s("/metadata/name")).await.unwrap()).unwrap();
+        let (mut want, mut got) = (comparable(o), comparable(&back));
+        got["apiVersion"] = want["apiVersion"].clone();
+        got["kind"] = want["kind"].clone();
+        for v in [&mut want, &mut got] {
+            if let Some(c) = v
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+            {
+                c.sort_by_key(|c| c["type"].to_string());
+            }
+        }
+        assert_eq!(got, want, "{} {}", s("/kind"), s("/metadata/name"));
+    }
+}

@@ -1,0 +1,688 @@
+//! Ordered upgrades against the real Cluster API controllers (CAPD's in-memory backend standing
+//! in for machines): what capstan applies when, read from the API server's own write order
+//! ([`Timeline`]), never from capstan's view.
+//!
+//! External etcd needs etcdadm's controller, whose machines cannot run on the in-memory
+//! backend. [`EtcdadmStandIn`] plays its documented part on the API server instead: for an
+//! EtcdadmCluster owned by its Cluster it creates the two Secrets the control plane reads (the
+//! etcd CA and the API server's etcd client certificate), and on every new generation reports
+//! the members as etcdadm does — first not ready (members being replaced), then, when the test
+//! lets it, ready with the new members' endpoints. Everything else is the real thing: the
+//! kubeadm control plane controller creates the control plane with those endpoints, CAPD brings
+//! up its machines.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use capstan::plan::Action;
+use capstan::status::Phase;
+use capstan_e2e::capi::*;
+use capstan_harness::ControlPlane;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+fn text(v: &Value, p: &str) -> String {
+    match v.pointer(p) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "-".into(),
+    }
+}
+
+/// The endpoints the stand-in reports for a generation: a rollout replaces every member, and
+/// new machines have new addresses.
+fn endpoints_of(generation: i64) -> String {
+    format!("https://10.20.{generation}.1:2379")
+}
+
+fn rv_of(o: &DynamicObject) -> u64 {
+    o.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Plays etcdadm-controller's part on the API server (see the module docs). Each permit added
+/// to `ready` lets one generation of one EtcdadmCluster become ready.
+struct EtcdadmStandIn {
+    ready: Arc<Semaphore>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EtcdadmStandIn {
+    fn start(cp: &ControlPlane, ns: &str, timeline: Arc<Timeline>) -> EtcdadmStandIn {
+        let ready = Arc::new(Semaphore::new(0));
+        let client = cp.client();
+        let etcds: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            ns,
+            &ar("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
+        );
+        let secrets: Api<Secret> = Api::namespaced(client, ns);
+        let gate = ready.clone();
+        let task = tokio::spawn(async move {
+            let mut reported: BTreeMap<String, i64> = BTreeMap::new();
+            let mut events = watcher::watcher(etcds.clone(), watcher::Config::default()).boxed();
+            while let Some(ev) = events.next().await {
+                let (Ok(Event::Apply(o)) | Ok(Event::InitApply(o))) = ev else {
+                    continue;
+                };
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let generation = o.metadata.generation.unwrap_or(0);
+                let Some(owner) = o
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|r| r.kind == "Cluster")
+                else {
+                    // etcdadm waits for the Cluster to own it.
+                    continue;
+                };
+                if reported.get(&name) == Some(&generation) {
+                    continue;
+                }
+                reported.insert(name.clone(), generation);
+                let cluster = owner.name.clone();
+                ensure_secrets(&secrets, &cluster, &name, o.metadata.uid.as_deref()).await;
+                let replicas = o
+                    .data
+                    .pointer("/spec/replicas")
+                    .cloned()
+                    .unwrap_or(json!(1));
+                let status = |ready: bool, endpoints: &str| {
+                    json!({"status": {
+                        "observedGeneration": generation,
+                        "ready": ready,
+                        "initialized": true,
+                        "creationComplete": true,
+                        "replicas": if ready { replicas.clone() } else { json!(0) },
+                        "endpoints": endpoints,
+                        "conditions": [{
+                            "type": "EtcdMachinesSpecUpToDate",
+                            "status": if ready { "True" } else { "False" },
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }],
+                    }})
+                };
+                let previous = o
+                    .data
+                    .pointer("/status/endpoints")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let pp = PatchParams::default();
+                // Members being replaced: not ready, the old endpoints still reported.
+                let answer = etcds
+                    .patch_status(&name, &pp, &Patch::Merge(status(false, &previous)))
+                    .await
+                    .unwrap();
+                timeline.push(
+                    rv_of(&answer),
+                    format!("stand-in: etcd {name} generation {generation} rolling"),
+                );
+                gate.acquire().await.unwrap().forget();
+                let answer = etcds
+                    .patch_status(
+                        &name,
+                        &pp,
+                        &Patch::Merge(status(true, &endpoints_of(generation))),
+                    )
+                    .await
+                    .unwrap();
+                timeline.push(
+                    rv_of(&answer),
+                    format!(
+                        "stand-in: etcd {name} generation {generation} ready at {}",
+                        endpoints_of(generation)
+                    ),
+                );
+            }
+        });
+        EtcdadmStandIn { ready, task }
+    }
+
+    /// Lets one more generation become ready.
+    fn release(&self) {
+        self.ready.add_permits(1);
+    }
+}
+
+impl Drop for EtcdadmStandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The Secrets etcdadm creates for the control plane of `cluster`: `<cluster>-etcd` (the etcd
+/// CA) and `<cluster>-apiserver-etcd-client` (the API server's client certificate and key).
+/// etcdadm's CA Secret holds the certificate only; this one holds the CA's key too, because
+/// CAPD's in-memory backend, standing in for the machines, simulates an etcd member on every
+/// control-plane machine and signs its certificate with it.
+async fn ensure_secrets(secrets: &Api<Secret>, cluster: &str, owner: &str, uid: Option<&str>) {
+    let pem = etcd_pki();
+    for (name, data) in [
+        (
+            format!("{cluster}-etcd"),
+            json!({"tls.crt": pem[0], "tls.key": pem[1]}),
+        ),
+        (
+            format!("{cluster}-apiserver-etcd-client"),
+            json!({"tls.crt": pem[2], "tls.key": pem[3]}),
+        ),
+    ] {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                "ownerReferences": [{
+                    "apiVersion": "etcdcluster.cluster.x-k8s.io/v1beta1",
+                    "kind": "EtcdadmCluster",
+                    "name": owner,
+                    "uid": uid.unwrap_or_default(),
+                }],
+            },
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": data,
+        }))
+        .unwrap();
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("creating Secret {name}: {e}"),
+        }
+    }
+}
+
+/// An etcd CA and a client certificate it signed, RSA as etcdadm makes them (CAPD's in-memory
+/// backend only takes RSA keys): `[ca.crt, ca.key, client.crt, client.key]`, by openssl.
+fn etcd_pki() -> [String; 4] {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-subj",
+        "/CN=etcd-ca",
+        "-days",
+        "2",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/CN=apiserver-etcd-client",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.crt",
+        "-days",
+        "2",
+    ]);
+    ["ca.crt", "ca.key", "client.crt", "client.key"]
+        .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap())
+}
+
+/// Waits until the ManagedCluster of `cluster` satisfies `pred` (its status as JSON).
+async fn wait_status(cp: &ControlPlane, cluster: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    // The agent installs its status CRD on its first pass, which may not have run yet.
+    capstan::status::install(&cp.client()).await.unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        cp.client(),
+        "capstan-system",
+        &ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+    );
+    let cond =
+        move |o: Option<&DynamicObject>| o.and_then(|o| o.data.get("status")).is_some_and(&pred);
+    let found = tokio::time::timeout(
+        SETTLE,
+        kube::runtime::wait::await_condition(api, cluster, cond),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{cluster}: the status never got there"))
+    .unwrap()
+    .unwrap();
+    found.data["status"].clone()
+}
+
+fn kcp(ns: &str, cluster: &str) -> Option<Value> {
+    kubectl_items(&[
+        "get",
+        "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "-n",
+        ns,
+    ])
+    .into_iter()
+    .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(cluster))
+}
+
+fn kcp_endpoints(kcp: &Value) -> Vec<String> {
+    kcp.pointer("/spec/kubeadmConfigSpec/clusterConfiguration/etcd/external/endpoints")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcdadm_played_by_the_test()
+ {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("external_etcd_is_wired_and_upgraded_before_the_control_plane");
+    let mut repo = Repo::new_with(
+        "etcd",
+        &[("w-etcd", json!([{"name": "md-0", "count": 1}]))],
+        |req| {
+            req.external_etcd = Some(1);
+            req.control_plane_count = Some(1);
+        },
+    );
+    let ns = repo.ns.clone();
+    let tl = Arc::new(Timeline::default());
+    let etcdadm = EtcdadmStandIn::start(cp, &ns, tl.clone());
+    let kcp_watch = watch_objects(
+        cp,
+        &ns,
+        ar(
+            "controlplane.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmControlPlane",
+        ),
+        tl.clone(),
+        |v| {
+            format!(
+                "kcp {} generation={} version={} endpoints={}",
+                text(v, "/metadata/name"),
+                text(v, "/metadata/generation"),
+                text(v, "/spec/version"),
+                kcp_endpoints(v).join(","),
+            )
+        },
+    );
+    let machine_watch = watch_objects(
+        cp,
+        &ns,
+        ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        tl.clone(),
+        |v| {
+            let m = Machine::of(v);
+            format!("machine {} {} {}", m.role, m.version, m.name)
+        },
+    );
+
+    // Create: the Cluster first, then the EtcdadmCluster owned by it, and no control plane
+    // until etcd reports its endpoints.
+    let only = Some("w-etcd");
+    let created = repo.converge_in_background(only);
+    let status = wait_status(cp, "w-etcd", |s| s["stage"] == "Etcd").await;
+    assert_eq!(status["phase"], "Progressing", "{status}");
+    let etcd = kubectl_items(&[
+        "get",
+        "etcdadmclusters.etcdcluster.cluster.x-k8s.io",
+        "-n",
+        &ns,
+    ]);
+    assert_eq!(etcd.len(), 1);
+    let cluster_uid = kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        "w-etcd",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let owners = etcd[0]["metadata"]["ownerReferences"].clone();
+    assert_eq!(owners[0]["kind"], "Cluster", "{owners}");
+    assert_eq!(owners[0]["name"], "w-etcd");
+    assert_eq!(owners[0]["uid"], cluster_uid.as_str(), "{owners}");
+    assert!(
+        kcp(&ns, "w-etcd").is_none(),
+        "the control plane was created before etcd reported its endpoints"
+    );
+    etcdadm.release();
+    let converged = created.await.unwrap();
+    assert!(converged.settled());
+    let first = kcp(&ns, "w-etcd").unwrap();
+    assert_eq!(kcp_endpoints(&first), vec![endpoints_of(1)]);
+    let machines = repo.machines("w-etcd");
+    assert!(all_running(&machines), "{machines:?}");
+    assert_eq!(
+        managed_cluster("w-etcd").unwrap()["status"]["phase"],
+        "Ready"
+    );
+    let old_version = first["spec"]["version"].as_str().unwrap().to_string();
+    let kcp_generation = first["metadata"]["generation"].as_i64().unwrap();
+
+    // Upgrade to 1.34 (a new etcd version too): etcd first, the control plane held until etcd
+    // has rolled out, then changed once — version and new endpoints together — so it rolls
+    // once.
+    repo.edit(
+        "w-etcd",
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
+    let upgraded = repo.converge_in_background(only);
+    let status = wait_status(cp, "w-etcd", |s| {
+        s["phase"] == "Upgrading" && s["stage"] == "Etcd"
+    })
+    .await;
+    assert!(
+        status["message"].as_str().unwrap().contains("etcd"),
+        "{status}"
+    );
+    let held = kcp(&ns, "w-etcd").unwrap();
+    assert_eq!(
+        (
+            held["metadata"]["generation"].as_i64().unwrap(),
+            held["spec"]["version"].as_str().unwrap()
+        ),
+        (kcp_generation, old_version.as_str()),
+        "the control plane changed while etcd was rolling"
+    );
+    etcdadm.release();
+    let out = upgraded.await.unwrap();
+    assert!(out.settled());
+    let after = kcp(&ns, "w-etcd").unwrap();
+    let new_version = after["spec"]["version"].as_str().unwrap().to_string();
+    assert!(new_version.starts_with("v1.34."), "{new_version}");
+    assert_eq!(
+        after["metadata"]["generation"].as_i64().unwrap(),
+        kcp_generation + 1,
+        "one change of the control plane for the etcd and version change together: {:#?}\n{}",
+        tl.events(),
+        history(&out)
+    );
+    assert_eq!(kcp_endpoints(&after), vec![endpoints_of(2)]);
+    let events = tl.events();
+    let etcd_ready = events
+        .iter()
+        .position(|e| e.contains("generation 2 ready"))
+        .expect("etcd rolled");
+    let kcp_changed = events
+        .iter()
+        .position(|e| e.starts_with("kcp w-etcd") && e.contains(&new_version))
+        .expect("control plane changed");
+    assert!(etcd_ready < kcp_changed, "{events:#?}");
+    // One control-plane rollout: one new control-plane machine (the count is one).
+    let new_cp_machines = events
+        .iter()
+        .filter(|e| e.starts_with(&format!("machine control-plane {new_version} ")))
+        .count();
+    assert_eq!(new_cp_machines, 1, "{events:#?}");
+    let first_pass = &out.first().clusters[0];
+    assert_eq!(first_pass.phase, Phase::Upgrading);
+    assert!(
+        first_pass
+            .plan
+            .entries
+            .iter()
+            .any(|e| e.object.kind == "KubeadmControlPlane" && e.action == Action::Held),
+        "{:?}",
+        first_pass.plan.entries
+    );
+    let machines = repo.machines("w-etcd");
+    assert!(
+        all_running(&machines) && machines.iter().all(|m| m.version == new_version),
+        "{machines:?}"
+    );
+    kcp_watch.abort();
+    machine_watch.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jump_of_two_minors_goes_one_minor_at_a_time_or_is_refused_with_no_chain() {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("a_jump_of_two_minors_goes_one_minor_at_a_time");
+    let mut repo = Repo::new_with(
+        "chain",
+        &[("w-chain", json!([{"name": "md-0", "count": 1}]))],
+        |w| w.kubernetes_version = Some("1.31".into()),
+    );
+    let only = Some("w-chain");
+    repo.converge(only).await;
+    let ns = repo.ns.clone();
+    let before = kcp(&ns, "w-chain").unwrap();
+    let generation = before["metadata"]["generation"].as_i64().unwrap();
+    let tl = Arc::new(Timeline::default());
+    let watches = [
+        watch_objects(
+            cp,
+            &ns,
+            ar(
+                "controlplane.cluster.x-k8s.io",
+                "v1beta2",
+                "KubeadmControlPlane",
+            ),
+            tl.clone(),
+            |v| format!("kcp version={}", text(v, "/spec/version")),
+        ),
+        watch_objects(
+            cp,
+            &ns,
+            ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            tl.clone(),
+            |v| format!("md version={}", text(v, "/spec/template/spec/version")),
+        ),
+        watch_objects(
+            cp,
+            &ns,
+            ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+            tl.clone(),
+            |v| {
+                let m = Machine::of(v);
+                format!("machine {} {}", m.role, m.version)
+            },
+        ),
+    ];
+    repo.edit(
+        "w-chain",
+        "kubernetesVersion: \"1.31\"",
+        "kubernetesVersion: \"1.33\"",
+    );
+
+    // --no-chain: refused at plan time, with the spec's line, nothing applied.
+    repo.revision += 1;
+    let mut opts = repo.opts(only);
+    opts.no_chain = true;
+    let refused = capstan::reconcile::converge(&cp.client(), &repo.fleet(), &opts, SETTLE)
+        .await
+        .unwrap();
+    let c = &refused.last().clusters[0];
+    assert_eq!(c.phase, Phase::Failed, "{}", c.message);
+    assert!(
+        c.message.contains("--no-chain") && c.message.contains("cluster.yaml:"),
+        "{}",
+        c.message
+    );
+    assert_eq!(
+        kcp(&ns, "w-chain").unwrap()["metadata"]["generation"].as_i64(),
+        Some(generation),
+        "the refused revision changed the control plane"
+    );
+
+    // Chained: 1.32 first, rolled out, then 1.33; the workers skip 1.32.
+    let out = repo.converge(only).await;
+    let events = tl.events();
+    let v = |minor: &str| format!("v1.{minor}.");
+    let at = |prefix: String| {
+        events
+            .iter()
+            .position(|e| e.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in {events:#?}"))
+    };
+    let step = at(format!("kcp version={}", v("32")));
+    let step_rolled = at(format!("deleted machine control-plane {}", v("31")));
+    let target = at(format!("kcp version={}", v("33")));
+    assert!(
+        step < step_rolled && step_rolled < target,
+        "1.33 before the 1.32 step rolled out: {events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with(&format!("machine control-plane {}", v("32")))),
+        "{events:#?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.starts_with(&format!("md version={}", v("32")))),
+        "the workers did not skip 1.32: {events:#?}"
+    );
+    let md = at(format!("md version={}", v("33")));
+    assert!(target < md, "{events:#?}");
+    assert!(
+        out.passes.iter().any(|p| p.clusters[0]
+            .message
+            .contains("chained upgrade 1.31 → 1.33, step 1.32")),
+        "{}",
+        history(&out)
+    );
+    let machines = repo.machines("w-chain");
+    assert!(
+        all_running(&machines) && machines.iter().all(|m| m.version.starts_with(&v("33"))),
+        "{machines:?}"
+    );
+    for w in watches {
+        w.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repository_says_otherwise() {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("an_upgrade_waits_for_a_cluster_that_is_not_healthy");
+    let mut repo = Repo::new("gate", &[("w-gate", json!([{"name": "md-0", "count": 1}]))]);
+    let only = Some("w-gate");
+    repo.converge(only).await;
+    let ns = repo.ns.clone();
+
+    // Revision A rolls md-0 (a new label); capstan applies it and moves on while it rolls.
+    repo.edit(
+        "w-gate",
+        "- name: \"md-0\"\n      count: 1\n",
+        "- name: \"md-0\"\n      count: 1\n      labels: {\"tier\": \"a\"}\n",
+    );
+    repo.revision += 1;
+    let one = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
+        .await
+        .unwrap();
+    assert_eq!(one.clusters[0].phase, Phase::Upgrading);
+    // Revision B, a version bump, arrives while A still rolls: it does not start.
+    repo.edit(
+        "w-gate",
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
+    repo.revision += 1;
+    let gated = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
+        .await
+        .unwrap();
+    let c = &gated.clusters[0];
+    let kcp_entry = c
+        .plan
+        .entries
+        .iter()
+        .find(|e| e.object.kind == "KubeadmControlPlane")
+        .unwrap();
+    assert_eq!(kcp_entry.action, Action::Held, "{c:?}");
+    assert!(
+        kcp_entry
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("not healthy at its current revision"),
+        "{kcp_entry:?}"
+    );
+    let version = |o: Option<Value>| o.unwrap()["spec"]["version"].as_str().unwrap().to_string();
+    assert!(version(kcp(&ns, "w-gate")).starts_with("v1.33."));
+    // Once A has rolled out, B goes: the same revision, reconciled until it settles.
+    repo.revision -= 1;
+    let out = repo.converge(only).await;
+    assert!(version(kcp(&ns, "w-gate")).starts_with("v1.34."));
+    assert!(
+        out.passes.iter().any(|p| p.clusters[0]
+            .message
+            .contains("not healthy at its current revision")),
+        "{}",
+        history(&out)
+    );
+
+    // The override: an unhealthy cluster (md-0 rolling again) has its control plane rolled at
+    // once when its Cluster carries the annotation.
+    repo.edit(
+        "w-gate",
+        "labels: {\"tier\": \"a\"}",
+        "labels: {\"tier\": \"b\"}",
+    );
+    repo.revision += 1;
+    capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
+        .await
+        .unwrap();
+    repo.edit(
+        "w-gate",
+        "metadata:\n  name: \"w-gate\"\n",
+        "metadata:\n  name: \"w-gate\"\n  annotations:\n    capstan.dev/upgrade-when-unhealthy: \"the test says so\"\n",
+    );
+    repo.edit(
+        "w-gate",
+        "controlPlaneConfiguration:\n    count: 1",
+        "controlPlaneConfiguration:\n    count: 1\n    labels: {\"plane\": \"x\"}",
+    );
+    repo.revision += 1;
+    let forced = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
+        .await
+        .unwrap();
+    let c = &forced.clusters[0];
+    assert!(
+        !c.plan.entries.iter().any(|e| e
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("not healthy"))),
+        "{:#?}",
+        c.plan.entries
+    );
+    repo.converge(only).await;
+}
