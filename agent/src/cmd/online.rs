@@ -257,7 +257,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(
             api.list(&ListParams::default())
                 .await
-                .context("listing ManagedClusters (has the agent run?)")?
+                .context("listing ManagedClusters (has `capstan install` run?)")?
                 .items,
         )
     })?;

@@ -443,7 +443,7 @@ async fn watch_machine_sets(
 /// schedules a pass (which writes it again); capstan's own writes are recorded before their
 /// events arrive and so never do.
 async fn watch_records(
-    api: Api<DynamicObject>,
+    api: Api<status::ManagedCluster>,
     live: Arc<Live>,
     synced: signal::Sender<bool>,
     on_change: OnChange,
@@ -453,7 +453,7 @@ async fn watch_records(
         .boxed();
     let mut buffer: std::collections::BTreeMap<String, Recorded> = Default::default();
     while let Some(ev) = events.next().await {
-        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        let name = |o: &status::ManagedCluster| o.metadata.name.clone().unwrap_or_default();
         match ev {
             Err(e) => warn!(error = %e, "watch of ManagedClusters failed; retrying"),
             Ok(Event::Init) => buffer.clear(),

@@ -235,7 +235,7 @@ impl ClusterOutcome {
         match self.phase {
             Phase::Ready | Phase::Failed | Phase::Orphaned | Phase::Suspended => true,
             Phase::Deleting => self.message == DELETED,
-            Phase::Pending | Phase::Applying | Phase::Progressing => false,
+            Phase::Pending | Phase::Applying | Phase::Progressing | Phase::Unknown => false,
         }
     }
 }
@@ -328,7 +328,7 @@ pub struct Agent {
     client: Client,
     resolver: Resolver,
     cache: Option<LiveCache>,
-    status_installed: AtomicBool,
+    crd_checked: AtomicBool,
     namespaces: Mutex<BTreeSet<String>>,
     fights: Mutex<Fights>,
 }
@@ -341,7 +341,7 @@ impl Agent {
             client,
             resolver,
             cache: None,
-            status_installed: AtomicBool::new(false),
+            crd_checked: AtomicBool::new(false),
             namespaces: Mutex::new(BTreeSet::new()),
             fights: Mutex::new(Fights::default()),
         })
@@ -396,14 +396,14 @@ impl Agent {
         Ok(out)
     }
 
-    /// What every cluster of a revision shares, worked out once: the status CRD installed, the
+    /// What every cluster of a revision shares, worked out once: the status CRD checked, the
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.
     pub async fn prepare(&self, fleet: &Fleet, opts: &Options) -> Result<Scope, ReconcileError> {
         let reads = AtomicUsize::new(0);
-        if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
-            status::install(&self.client).await?;
-            self.status_installed.store(true, Ordering::Relaxed);
+        if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
+            status::check_crd(&self.client).await?;
+            self.crd_checked.store(true, Ordering::Relaxed);
         }
         // Recorded statuses first: their inventories name kinds the repository may no longer render.
         let records = match &self.cache {

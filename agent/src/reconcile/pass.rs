@@ -20,7 +20,8 @@ use crate::live::{Live, LiveObject};
 use crate::plan::fights::{self, Verdict};
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
-use crate::status::{self, ClusterStatus, Phase, Recorded};
+use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// One pass.
 pub(super) struct Pass<'a> {
@@ -104,19 +105,15 @@ impl Pass<'_> {
         rec: &Recorded,
     ) -> Result<ClusterOutcome, ReconcileError> {
         let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-        let st = ClusterStatus {
-            phase: Phase::Orphaned,
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Orphaned),
             message: message.clone(),
-            last_applied_revision: rec.field("lastAppliedRevision").to_string(),
+            last_applied_revision: rec.status.last_applied_revision.clone(),
             last_attempted_revision: self.opts.revision.clone(),
-            desired_hash: rec.field("desiredHash").to_string(),
-            conditions: vec![(
-                "Ready".into(),
-                "Unknown".into(),
-                "Orphaned".into(),
-                message.clone(),
-            )],
+            desired_hash: rec.status.desired_hash.clone(),
+            conditions: vec![condition("Ready", "Unknown", "Orphaned", &message)],
             inventory: rec.inventory(),
+            ..Default::default()
         };
         self.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
             .await?;
@@ -194,7 +191,7 @@ impl Pass<'_> {
         name: &str,
         management: &str,
         dir: &str,
-        st: &ClusterStatus,
+        st: &ManagedClusterStatus,
         prev: Option<&Recorded>,
     ) -> Result<bool, ReconcileError> {
         if self.opts.plan_only {
@@ -265,7 +262,7 @@ impl Pass<'_> {
         let mgmt = entry.management().to_string();
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
         let last_applied = prev
-            .map(|p| p.field("lastAppliedRevision").to_string())
+            .map(|p| p.status.last_applied_revision.clone())
             .unwrap_or_default();
         let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome {
             name: name.clone(),
@@ -289,21 +286,17 @@ impl Pass<'_> {
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
             );
-            let st = ClusterStatus {
-                phase: Phase::Suspended,
+            let st = ManagedClusterStatus {
+                phase: Some(Phase::Suspended),
                 message: message.clone(),
                 last_applied_revision: last_applied.clone(),
                 last_attempted_revision: last_applied,
                 desired_hash: prev
-                    .map(|p| p.field("desiredHash").to_string())
+                    .map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "Unknown".into(),
-                    "Suspended".into(),
-                    message.clone(),
-                )],
+                conditions: vec![condition("Ready", "Unknown", "Suspended", &message)],
                 inventory: previous_inventory,
+                ..Default::default()
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Suspended, message), changed));
@@ -328,21 +321,17 @@ impl Pass<'_> {
                     self.opts.revision
                 )
             };
-            let st = ClusterStatus {
-                phase: Phase::Failed,
+            let st = ManagedClusterStatus {
+                phase: Some(Phase::Failed),
                 message: message.clone(),
                 last_applied_revision: last_applied,
                 last_attempted_revision: self.opts.revision.clone(),
                 desired_hash: prev
-                    .map(|p| p.field("desiredHash").to_string())
+                    .map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "ValidationFailed".into(),
-                    first,
-                )],
+                conditions: vec![condition("Ready", "False", "ValidationFailed", &first)],
                 inventory: previous_inventory,
+                ..Default::default()
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Failed, message), changed));
@@ -430,12 +419,7 @@ impl Pass<'_> {
             Some(f) => (
                 Phase::Failed,
                 format!("applying revision {}: {f}", self.opts.revision),
-                vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "ApplyFailed".into(),
-                    f.clone(),
-                )],
+                vec![condition("Ready", "False", "ApplyFailed", &f)],
             ),
             None => {
                 // Objects pruned now or before that finalizers still hold.
@@ -467,22 +451,12 @@ impl Pass<'_> {
                     // Not converged, and not something waiting will fix: someone has to settle
                     // which side owns the field.
                     let message = conflicts.join("; ");
-                    conditions.retain(|c| c.0 != "Ready");
+                    conditions.retain(|c| c.type_ != "Ready");
                     conditions.insert(
                         0,
-                        (
-                            "Ready".into(),
-                            "False".into(),
-                            "Conflict".into(),
-                            message.clone(),
-                        ),
+                        condition("Ready", "False", "Conflict", &message),
                     );
-                    conditions.push((
-                        "Conflict".into(),
-                        "True".into(),
-                        "FieldManagerConflict".into(),
-                        message.clone(),
-                    ));
+                    conditions.push(condition("Conflict", "True", "FieldManagerConflict", &message));
                     (Phase::Failed, message, conditions)
                 }
             }
@@ -491,9 +465,9 @@ impl Pass<'_> {
         // its status is then unchanged and costs no write.
         let untouched = failure.is_none()
             && !plan.has_changes()
-            && prev.is_some_and(|p| p.field("desiredHash") == fp);
-        let st = ClusterStatus {
-            phase,
+            && prev.is_some_and(|p| p.status.desired_hash == fp);
+        let st = ManagedClusterStatus {
+            phase: Some(phase),
             message: message.clone(),
             last_applied_revision: if untouched || failure.is_some() {
                 last_applied
@@ -501,7 +475,7 @@ impl Pass<'_> {
                 self.opts.revision.clone()
             },
             last_attempted_revision: if untouched {
-                prev.map(|p| p.field("lastAttemptedRevision").to_string())
+                prev.map(|p| p.status.last_attempted_revision.clone())
                     .unwrap_or_default()
             } else {
                 self.opts.revision.clone()
@@ -509,11 +483,12 @@ impl Pass<'_> {
             desired_hash: if failure.is_none() {
                 fp
             } else {
-                prev.map(|p| p.field("desiredHash").to_string())
+                prev.map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default()
             },
             conditions,
             inventory: inv,
+            ..Default::default()
         };
         // The failure itself is in the phase and message.
         let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
@@ -611,7 +586,7 @@ impl Pass<'_> {
         &self,
         objects: &[(&Rendered, ObjectRef)],
         deleting: &[&ObjectRef],
-    ) -> (Phase, String, Vec<status::Condition>) {
+    ) -> (Phase, String, Vec<Condition>) {
         // (kind, `Kind/name`, facts, MachineSets) of the kinds health reads.
         type Facts<'r> = (&'r str, String, Option<LiveObject>, Vec<health::MachineSet>);
         let facts: Vec<Facts<'_>> = objects
@@ -676,12 +651,7 @@ impl Pass<'_> {
                 &of_kind("MachineDeployment"),
             ),
         };
-        let applied = (
-            "Applied".to_string(),
-            "True".to_string(),
-            "Applied".to_string(),
-            "every object of the cluster is applied".to_string(),
-        );
+        let applied = condition("Applied", "True", "Applied", "every object of the cluster is applied");
         let (phase, status) = if assessment.ready {
             (Phase::Ready, "True")
         } else {
@@ -697,12 +667,7 @@ impl Pass<'_> {
             message.clone(),
             vec![
                 applied,
-                (
-                    "Ready".into(),
-                    status.into(),
-                    assessment.reason.into(),
-                    message,
-                ),
+                condition("Ready", status, assessment.reason, &message),
             ],
         )
     }
@@ -934,21 +899,17 @@ impl Pass<'_> {
         inventory: Vec<ObjectRef>,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
-        let st = ClusterStatus {
-            phase: Phase::Deleting,
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Deleting),
             message: status_message,
             last_applied_revision: prev
-                .map(|p| p.field("lastAppliedRevision").to_string())
+                .map(|p| p.status.last_applied_revision.clone())
                 .unwrap_or_default(),
             last_attempted_revision: self.opts.revision.clone(),
             desired_hash: String::new(),
-            conditions: vec![(
-                "Ready".into(),
-                "False".into(),
-                "Deleting".into(),
-                message.clone(),
-            )],
+            conditions: vec![condition("Ready", "False", "Deleting", &message)],
             inventory,
+            ..Default::default()
         };
         let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
         Ok((
