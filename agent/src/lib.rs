@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cmd;
 pub mod daemon;
 pub mod health;
+pub mod install;
 pub mod k8s;
 pub mod live;
 pub mod plan;
