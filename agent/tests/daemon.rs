@@ -62,7 +62,7 @@ struct Agent(Child);
 
 /// `capstan run --watch` on a working copy, polling only once an hour: every run after the
 /// first is caused by an edit or a watch event.
-fn watch_working_copy(
+async fn watch_working_copy(
     cp: &capstan_harness::ControlPlane,
     repo: &std::path::Path,
     management: &str,
@@ -70,6 +70,7 @@ fn watch_working_copy(
     log: &std::path::Path,
     extra: &[&str],
 ) -> Agent {
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
             "run",
@@ -85,7 +86,7 @@ fn watch_working_copy(
         .arg("--repo")
         .arg(repo)
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(kubeconfig)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -173,7 +174,7 @@ async fn the_agent_follows_git_and_webhooks() {
             "m-run",
         ])
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
         .arg("--cache-dir")
         .arg(tmp.path().join("mirror"))
         .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
@@ -381,7 +382,7 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         metrics_port,
         &log,
         &["--concurrency", "2"],
-    );
+    ).await;
     assert!(
         wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
             .await
@@ -599,7 +600,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     }
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]).await;
     for c in ["a-slow", "b-slow"] {
         assert!(
             wait_for_revision(&client, c, "local", Duration::from_secs(90))
@@ -734,7 +735,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     .unwrap();
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]).await;
     assert!(
         wait_for_revision(&client, "b-retry", "local", Duration::from_secs(90))
             .await

@@ -11,6 +11,7 @@
 
 pub mod manifests;
 pub mod rbac;
+pub mod testing;
 
 use std::time::Duration;
 

@@ -133,7 +133,8 @@ impl Repo {
     async fn converge(&mut self, only: Option<&str>) -> Convergence {
         self.revision += 1;
         let cp = capstan_harness::shared_with_controllers().await;
-        let converged = converge(&cp.client(), &self.fleet(), &self.opts(only), SETTLE)
+        let client = capstan::install::testing::agent_client(cp).await;
+        let converged = converge(&client, &self.fleet(), &self.opts(only), SETTLE)
             .await
             .unwrap();
         let out = converged.last();
