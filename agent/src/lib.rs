@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod health;
 pub mod install;
 pub mod k8s;
+pub mod leader;
 pub mod live;
 pub mod plan;
 pub mod reconcile;

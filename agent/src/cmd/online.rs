@@ -334,11 +334,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
         _ => None,
     };
-    if args.webhook_addr.is_some() && secret.is_none() {
-        anyhow::bail!(
-            "--webhook-addr needs a secret (--webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET): unsigned pushes are never accepted"
-        );
-    }
+    let webhook_addr = match (args.webhook_addr, &secret) {
+        (Some(addr), None) => {
+            // Installed agents listen by default; without the Secret there is nothing to check
+            // signatures with, and unsigned pushes are never accepted: no listener.
+            tracing::warn!(%addr, "no webhook secret (--webhook-secret-file, $CAPSTAN_WEBHOOK_SECRET, the Secret capstan-webhook): webhooks are off, the agent polls");
+            None
+        }
+        (addr, _) => addr,
+    };
     let local = Path::new(&args.repo);
     let repo = if !args.git && local.is_dir() && !args.repo.contains("://") {
         crate::daemon::Repo::WorkingCopy(local.to_path_buf())
@@ -370,7 +374,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cfg = crate::daemon::RunConfig {
         repo,
         interval: args.interval,
-        webhook_addr: args.webhook_addr,
+        webhook_addr,
         metrics_addr: args.metrics_addr,
         webhook_secret: secret,
         branch: args.branch.clone(),
@@ -378,6 +382,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         management: args.management.clone(),
         drift: args.drift.into(),
         concurrency: args.concurrency,
+        leader: args.leader_elect.then(|| crate::leader::LeaderConfig {
+            lease: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+                .unwrap_or_else(|| status::NAMESPACE.to_string()),
+            identity: std::env::var("POD_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| {
+                    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                    format!("{}-{}", host.trim(), std::process::id())
+                }),
+            duration: args.lease_duration,
+        }),
     };
     super::runtime()?.block_on(async {
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());

@@ -189,8 +189,8 @@ pub fn rules() -> Vec<Rule> {
             System,
             "coordination.k8s.io",
             &["leases"],
-            &["get", "create", "patch"],
-            "leader election: only the holder of the Lease reconciles",
+            &["get", "list", "watch", "create", "patch"],
+            "leader election: only the holder of the Lease reconciles; followers forward pushes through it, the leader watches it",
         ),
     ]
 }
