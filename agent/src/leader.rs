@@ -122,7 +122,11 @@ impl Election {
 
 /// A follower hands an accepted push to the leader: the pushed commit and delivery id go into
 /// an annotation of the Lease, which the leader watches.
-pub async fn forward(client: &Client, cfg: &LeaderConfig, trigger: &Trigger) -> Result<(), kube::Error> {
+pub async fn forward(
+    client: &Client,
+    cfg: &LeaderConfig,
+    trigger: &Trigger,
+) -> Result<(), kube::Error> {
     let Trigger::Webhook { after, delivery } = trigger else {
         return Ok(());
     };

@@ -9,7 +9,10 @@ use crate::install::{self, Options, manifests, rbac};
 
 /// The install options from the command line.
 pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
-    let repo = a.repo.as_deref().context("--repo is required: the repository the agent follows")?;
+    let repo = a
+        .repo
+        .as_deref()
+        .context("--repo is required: the repository the agent follows")?;
     let management = a
         .management
         .as_deref()
@@ -42,7 +45,11 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         Some(options(&args.agent)?)
     };
     let report = super::runtime()?.block_on(async {
-        let conn = crate::k8s::connect(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
+        let conn = crate::k8s::connect(
+            args.kube.kubeconfig.as_deref(),
+            args.kube.context.as_deref(),
+        )
+        .await?;
         eprintln!("installing capstan into {} ({})", conn.server, conn.source);
         anyhow::Ok(match &objects {
             Some(o) => install::install(&conn.client, o, args.wait).await?,

@@ -387,13 +387,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             namespace: args
                 .lease_namespace
                 .clone()
-                .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|n| !n.is_empty())
+                })
                 .unwrap_or_else(|| status::NAMESPACE.to_string()),
             identity: std::env::var("POD_NAME")
                 .ok()
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| {
-                    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                    let host =
+                        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
                     format!("{}-{}", host.trim(), std::process::id())
                 }),
             duration: args.lease_duration,

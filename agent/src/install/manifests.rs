@@ -70,7 +70,10 @@ impl Options {
 
     /// Every rule: capstan's and the `--allow`ed ones.
     pub fn rules(&self) -> Vec<Rule> {
-        rbac::rules().into_iter().chain(self.allow.clone()).collect()
+        rbac::rules()
+            .into_iter()
+            .chain(self.allow.clone())
+            .collect()
     }
 
     /// Whether the repository is reached over SSH (then the Git Secret is required).
@@ -162,12 +165,8 @@ pub fn args(o: &Options) -> Vec<String> {
 /// The Deployment.
 pub fn deployment(o: &Options) -> Value {
     let selector = json!({"app.kubernetes.io/name": NAME});
-    let env_from_secret = |name: &str, secret: &str, key: &str| {
-        json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}})
-    };
-    let probe = |path: &str, period: u32| {
-        json!({"httpGet": {"path": path, "port": "ops"}, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3})
-    };
+    let env_from_secret = |name: &str, secret: &str, key: &str| json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}});
+    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "ops"}, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3});
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -90,12 +90,18 @@ pub struct Report {
 
 /// Applies `objects` in order as [`FIELD_MANAGER`], waiting for the CRD to be Established once
 /// it is applied.
-pub async fn apply(client: &Client, objects: &[Value], wait: Duration) -> Result<Report, InstallError> {
+pub async fn apply(
+    client: &Client,
+    objects: &[Value],
+    wait: Duration,
+) -> Result<Report, InstallError> {
     let resolver = Resolver::new(client.clone()).await?;
     let mut report = Report::default();
     for obj in objects {
         apply_as(client, &resolver, obj, FIELD_MANAGER, false).await?;
-        report.applied.push(capstan_templates::identity::subject_of(obj));
+        report
+            .applied
+            .push(capstan_templates::identity::subject_of(obj));
         if obj["kind"] == "CustomResourceDefinition" {
             wait_established(client, wait).await?;
         }
@@ -133,7 +139,12 @@ async fn wait_established(client: &Client, limit: Duration) -> Result<(), Instal
     tokio::time::timeout(limit, established)
         .await
         .map_err(|_| InstallError::NotEstablished(limit))?
-        .map_err(|e| InstallError::Api(format!("waiting for {CRD_NAME}"), kube::Error::Service(e.to_string().into())))?;
+        .map_err(|e| {
+            InstallError::Api(
+                format!("waiting for {CRD_NAME}"),
+                kube::Error::Service(e.to_string().into()),
+            )
+        })?;
     Ok(())
 }
 
@@ -146,14 +157,39 @@ pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, Inst
         ("apps/v1", "Deployment", manifests::NAME, true),
         ("v1", "Service", manifests::NAME, true),
         ("coordination.k8s.io/v1", "Lease", manifests::LEASE, true),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding", manifests::NAME, true),
-        ("rbac.authorization.k8s.io/v1", "Role", manifests::NAME, true),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", manifests::NAME, false),
-        ("rbac.authorization.k8s.io/v1", "ClusterRole", manifests::NAME, false),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            manifests::NAME,
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "Role",
+            manifests::NAME,
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            manifests::NAME,
+            false,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            manifests::NAME,
+            false,
+        ),
         ("v1", "ServiceAccount", manifests::NAME, true),
     ];
     if purge {
-        targets.push(("apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME, false));
+        targets.push((
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            CRD_NAME,
+            false,
+        ));
         targets.push(("v1", "Namespace", NAMESPACE, false));
     }
     let mut deleted = Vec::new();
@@ -193,8 +229,18 @@ mod tests {
         let mut tree = capstan_layout::Tree::new();
         let mut reqs = vec![
             base("mgmt", None, "docker"),
-            ClusterRequest { external_etcd: Some(3), pod_cidr: Some("172.16.0.0/16".into()), service_cidr: Some("10.112.0.0/16".into()), ..base("etcd", Some("mgmt"), "docker") },
-            ClusterRequest { docker_backend: Some("in-memory".into()), pod_cidr: Some("172.17.0.0/16".into()), service_cidr: Some("10.113.0.0/16".into()), ..base("mem", Some("mgmt"), "docker") },
+            ClusterRequest {
+                external_etcd: Some(3),
+                pod_cidr: Some("172.16.0.0/16".into()),
+                service_cidr: Some("10.112.0.0/16".into()),
+                ..base("etcd", Some("mgmt"), "docker")
+            },
+            ClusterRequest {
+                docker_backend: Some("in-memory".into()),
+                pod_cidr: Some("172.17.0.0/16".into()),
+                service_cidr: Some("10.113.0.0/16".into()),
+                ..base("mem", Some("mgmt"), "docker")
+            },
         ];
         reqs.push(ClusterRequest { pod_cidr: Some("172.18.0.0/16".into()), service_cidr: Some("10.114.0.0/16".into()), values: Some(serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}})), ..base("vs", Some("mgmt"), "vsphere") });
         for req in reqs {
@@ -211,9 +257,13 @@ mod tests {
         let rules = rbac::rules();
         let mut kinds = std::collections::BTreeSet::new();
         for c in &fleet.clusters {
-            let objects = c.objects.as_ref().unwrap_or_else(|| panic!("{} renders: {:?}", c.name, c.diagnostics));
+            let objects = c
+                .objects
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} renders: {:?}", c.name, c.diagnostics));
             for o in objects.values() {
-                let group = capstan_templates::identity::group(o["apiVersion"].as_str().unwrap()).to_string();
+                let group = capstan_templates::identity::group(o["apiVersion"].as_str().unwrap())
+                    .to_string();
                 let kind = o["kind"].as_str().unwrap().to_lowercase();
                 let resource = match kind.strip_suffix('y') {
                     Some(stem) => format!("{stem}ies"),
@@ -224,7 +274,9 @@ mod tests {
         }
         assert!(kinds.len() >= 15, "{kinds:?}");
         for (group, resource) in &kinds {
-            let rule = rules.iter().find(|r| &r.group == group && r.resources.contains(resource));
+            let rule = rules
+                .iter()
+                .find(|r| &r.group == group && r.resources.contains(resource));
             let rule = rule.unwrap_or_else(|| panic!("no rule for {resource}.{group}"));
             assert_eq!(rule.verbs, rbac::MANAGE, "{resource}.{group}");
         }
@@ -238,15 +290,33 @@ mod tests {
         assert_eq!(d["spec"]["replicas"], 2);
         assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
         assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
-        assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
+            true
+        );
         assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
-        let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
         assert!(args.contains(&"--leader-elect"), "{args:?}");
-        assert!(args.contains(&"/var/run/secrets/capstan.dev/git/identity"), "{args:?}");
+        assert!(
+            args.contains(&"/var/run/secrets/capstan.dev/git/identity"),
+            "{args:?}"
+        );
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
         assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
         // An https repository does not need the Git Secret.
-        let https = manifests::deployment(&Options::new("https://example.com/fleet.git", "main", "mgmt"));
-        assert_eq!(https["spec"]["template"]["spec"]["volumes"][1]["secret"]["optional"], true);
+        let https = manifests::deployment(&Options::new(
+            "https://example.com/fleet.git",
+            "main",
+            "mgmt",
+        ));
+        assert_eq!(
+            https["spec"]["template"]["spec"]["volumes"][1]["secret"]["optional"],
+            true
+        );
     }
 }

@@ -55,7 +55,8 @@ impl Rule {
 
     /// The rule as it goes into a (Cluster)Role.
     pub fn to_value(&self) -> Value {
-        let mut v = json!({"apiGroups": [self.group], "resources": self.resources, "verbs": self.verbs});
+        let mut v =
+            json!({"apiGroups": [self.group], "resources": self.resources, "verbs": self.verbs});
         if !self.resource_names.is_empty() {
             v["resourceNames"] = json!(self.resource_names);
         }
@@ -233,6 +234,9 @@ mod tests {
         assert!(allow("*").is_err());
         assert!(allow("configmaps").unwrap().group.is_empty());
         let w = allow("widgets.crd.example.com").unwrap();
-        assert_eq!((w.group.as_str(), w.resources[0].as_str()), ("crd.example.com", "widgets"));
+        assert_eq!(
+            (w.group.as_str(), w.resources[0].as_str()),
+            ("crd.example.com", "widgets")
+        );
     }
 }

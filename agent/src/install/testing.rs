@@ -24,7 +24,8 @@ pub const TEST_ALLOW: &[&str] = &[
 ];
 
 /// Per control plane (by server URL): the agent's kubeconfig, once installed.
-static INSTALLED: tokio::sync::Mutex<Vec<(String, PathBuf)>> = tokio::sync::Mutex::const_new(Vec::new());
+static INSTALLED: tokio::sync::Mutex<Vec<(String, PathBuf)>> =
+    tokio::sync::Mutex::const_new(Vec::new());
 
 /// Installs capstan's CRD and the agent's ServiceAccount with its rules (and [`TEST_ALLOW`]) on
 /// `cp`, once per control plane; the path of a kubeconfig authenticated as that ServiceAccount.
@@ -34,17 +35,21 @@ pub async fn agent_kubeconfig(cp: &ControlPlane) -> PathBuf {
         return path.clone();
     }
     let path = {
-            let client = cp.client();
-            let mut rules = rbac::rules();
-            rules.extend(TEST_ALLOW.iter().map(|r| rbac::allow(r).expect("a resource")));
-            let mut objects = vec![manifests::namespace(), manifests::crd()];
-            objects.extend(manifests::rbac(&rules));
-            super::apply(&client, &objects, std::time::Duration::from_secs(60))
-                .await
-                .unwrap_or_else(|e| panic!("installing capstan for the tests: {e}"));
-            cp.service_account_kubeconfig(NAMESPACE, manifests::NAME)
-                .await
-                .unwrap_or_else(|e| panic!("the agent's ServiceAccount token: {e}"))
+        let client = cp.client();
+        let mut rules = rbac::rules();
+        rules.extend(
+            TEST_ALLOW
+                .iter()
+                .map(|r| rbac::allow(r).expect("a resource")),
+        );
+        let mut objects = vec![manifests::namespace(), manifests::crd()];
+        objects.extend(manifests::rbac(&rules));
+        super::apply(&client, &objects, std::time::Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("installing capstan for the tests: {e}"));
+        cp.service_account_kubeconfig(NAMESPACE, manifests::NAME)
+            .await
+            .unwrap_or_else(|e| panic!("the agent's ServiceAccount token: {e}"))
     };
     installed.push((cp.server_url().to_string(), path.clone()));
     path

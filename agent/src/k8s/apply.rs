@@ -84,7 +84,11 @@ pub async fn apply_as(
         Api::all_with(client.clone(), &ar)
     };
     let out = api
-        .patch(s("/metadata/name"), &params(manager, dry_run), &Patch::Apply(obj))
+        .patch(
+            s("/metadata/name"),
+            &params(manager, dry_run),
+            &Patch::Apply(obj),
+        )
         .await
         .map_err(|e| ApplyError::Rejected {
             subject: subject.clone(),

@@ -58,7 +58,16 @@ impl fmt::Display for Action {
 
 /// Identity of an object: group, kind, namespace and name (the version is not identity).
 #[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {

@@ -452,11 +452,13 @@ impl Pass<'_> {
                     // which side owns the field.
                     let message = conflicts.join("; ");
                     conditions.retain(|c| c.type_ != "Ready");
-                    conditions.insert(
-                        0,
-                        condition("Ready", "False", "Conflict", &message),
-                    );
-                    conditions.push(condition("Conflict", "True", "FieldManagerConflict", &message));
+                    conditions.insert(0, condition("Ready", "False", "Conflict", &message));
+                    conditions.push(condition(
+                        "Conflict",
+                        "True",
+                        "FieldManagerConflict",
+                        &message,
+                    ));
                     (Phase::Failed, message, conditions)
                 }
             }
@@ -651,7 +653,12 @@ impl Pass<'_> {
                 &of_kind("MachineDeployment"),
             ),
         };
-        let applied = condition("Applied", "True", "Applied", "every object of the cluster is applied");
+        let applied = condition(
+            "Applied",
+            "True",
+            "Applied",
+            "every object of the cluster is applied",
+        );
         let (phase, status) = if assessment.ready {
             (Phase::Ready, "True")
         } else {

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use crate::plan::ObjectRef;
 
 /// What a `ManagedCluster` names: one cluster of the fleet, where it lives in the repository.
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema,
+)]
 #[kube(
     group = "capstan.dev",
     version = "v1alpha1",
@@ -39,9 +41,17 @@ use crate::plan::ObjectRef;
     doc = "One cluster of a capstan fleet: what capstan applied for it, where it is in its lifecycle, and the inventory prune works from.",
     printcolumn(name = "Management", type_ = "string", json_path = ".spec.management"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Revision", type_ = "string", json_path = ".status.lastAppliedRevision"),
+    printcolumn(
+        name = "Revision",
+        type_ = "string",
+        json_path = ".status.lastAppliedRevision"
+    ),
     printcolumn(name = "Objects", type_ = "integer", json_path = ".status.objectCount"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(
         name = "Message",
         type_ = "string",
@@ -245,7 +255,14 @@ mod tests {
             .collect();
         assert_eq!(
             columns,
-            ["Management", "Phase", "Revision", "Objects", "Age", "Message"]
+            [
+                "Management",
+                "Phase",
+                "Revision",
+                "Objects",
+                "Age",
+                "Message"
+            ]
         );
         assert_eq!(version["subresources"]["status"], serde_json::json!({}));
         assert_eq!(crd["spec"]["names"]["shortNames"][0], "mc");

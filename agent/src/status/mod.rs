@@ -34,7 +34,8 @@ pub const API_VERSION: &str = "capstan.dev/v1alpha1";
 /// The CRD's name.
 pub const CRD_NAME: &str = "managedclusters.capstan.dev";
 /// What to do when the CRD is missing or too old.
-pub const RUN_INSTALL: &str = "run `capstan install` (it installs the CRD, the ServiceAccount and its RBAC, and the agent)";
+pub const RUN_INSTALL: &str =
+    "run `capstan install` (it installs the CRD, the ServiceAccount and its RBAC, and the agent)";
 
 /// Why status could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +127,10 @@ pub async fn check_crd(client: &Client) -> Result<(), StatusError> {
     if !established {
         return Err(StatusError::Crd("is not Established".into()));
     }
-    let missing = missing_fields(&crd_schema(&serde_json::to_value(&live).unwrap_or_default()), &crd_schema(&serde_json::to_value(api::crd()).expect("the CRD serialises")));
+    let missing = missing_fields(
+        &crd_schema(&serde_json::to_value(&live).unwrap_or_default()),
+        &crd_schema(&serde_json::to_value(api::crd()).expect("the CRD serialises")),
+    );
     if !missing.is_empty() {
         return Err(StatusError::Crd(format!(
             "is older than this agent (it lacks {})",
@@ -152,18 +156,33 @@ fn crd_schema(crd: &Value) -> Value {
 pub fn missing_fields(installed: &Value, expected: &Value) -> Vec<String> {
     fn walk(installed: &Value, expected: &Value, path: &str, out: &mut Vec<String>) {
         if installed.is_null() {
-            out.push(if path.is_empty() { "a v1alpha1 schema".into() } else { path.to_string() });
+            out.push(if path.is_empty() {
+                "a v1alpha1 schema".into()
+            } else {
+                path.to_string()
+            });
             return;
         }
         if let Some(props) = expected.get("properties").and_then(Value::as_object) {
             for (name, schema) in props {
-                let sub = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
-                let have = installed.pointer(&format!("/properties/{name}")).unwrap_or(&Value::Null);
+                let sub = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
+                let have = installed
+                    .pointer(&format!("/properties/{name}"))
+                    .unwrap_or(&Value::Null);
                 walk(have, schema, &sub, out);
             }
         }
         if let Some(items) = expected.get("items") {
-            walk(installed.get("items").unwrap_or(&Value::Null), items, &format!("{path}[]"), out);
+            walk(
+                installed.get("items").unwrap_or(&Value::Null),
+                items,
+                &format!("{path}[]"),
+                out,
+            );
         }
     }
     let mut out = Vec::new();
@@ -196,10 +215,7 @@ pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, Sta
 /// Now, to the second.
 fn now() -> Time {
     let t = k8s_openapi::jiff::Timestamp::now();
-    Time(
-        t.round(k8s_openapi::jiff::Unit::Second)
-            .unwrap_or(t),
-    )
+    Time(t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t))
 }
 
 /// The status to record: what the pass computed, with the transition times of conditions whose
@@ -210,7 +226,13 @@ fn to_record(
     previous: Option<&Recorded>,
 ) -> ManagedClusterStatus {
     let prev: BTreeMap<&str, &Condition> = previous
-        .map(|p| p.status.conditions.iter().map(|c| (c.type_.as_str(), c)).collect())
+        .map(|p| {
+            p.status
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c))
+                .collect()
+        })
         .unwrap_or_default();
     let mut out = status.clone();
     out.observed_generation = Some(generation);
@@ -236,10 +258,18 @@ pub async fn write(
     status: &ManagedClusterStatus,
     previous: Option<&Recorded>,
 ) -> Result<Option<Recorded>, StatusError> {
-    let err = |action| move |source| StatusError::Api { action, name: name.into(), source };
+    let err = |action| {
+        move |source| StatusError::Api {
+            action,
+            name: name.into(),
+            source,
+        }
+    };
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let api = api(client);
-    let spec_written = previous.is_some_and(|p| p.management == management && p.directory == directory && p.generation > 0);
+    let spec_written = previous.is_some_and(|p| {
+        p.management == management && p.directory == directory && p.generation > 0
+    });
     let generation = match previous {
         Some(p) if spec_written => p.generation,
         _ => {
@@ -249,7 +279,10 @@ pub async fn write(
                 "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
                 "spec": {"management": management, "directory": directory},
             });
-            let answer = api.patch(name, &pp, &Patch::Apply(&obj)).await.map_err(err("writing"))?;
+            let answer = api
+                .patch(name, &pp, &Patch::Apply(&obj))
+                .await
+                .map_err(err("writing"))?;
             answer.metadata.generation.unwrap_or(1)
         }
     };
@@ -302,7 +335,10 @@ mod tests {
         let mut newer = expected.clone();
         newer["properties"]["status"]["properties"]["stage"] = json!({"type": "string"});
         assert!(missing_fields(&newer, &expected).is_empty());
-        assert_eq!(missing_fields(&Value::Null, &expected), ["a v1alpha1 schema"]);
+        assert_eq!(
+            missing_fields(&Value::Null, &expected),
+            ["a v1alpha1 schema"]
+        );
     }
 
     #[test]
@@ -312,18 +348,30 @@ mod tests {
         ready.last_transition_time = t0.clone();
         let previous = Recorded {
             generation: 1,
-            status: ManagedClusterStatus { conditions: vec![ready], ..Default::default() },
+            status: ManagedClusterStatus {
+                conditions: vec![ready],
+                ..Default::default()
+            },
             ..Default::default()
         };
         let st = ManagedClusterStatus {
-            conditions: vec![condition("Ready", "True", "Available", "still"), condition("Applied", "True", "Applied", "")],
+            conditions: vec![
+                condition("Ready", "True", "Available", "still"),
+                condition("Applied", "True", "Applied", ""),
+            ],
             ..Default::default()
         };
         let out = to_record(&st, 1, Some(&previous));
         assert_eq!(out.conditions[0].last_transition_time, t0);
         assert_ne!(out.conditions[1].last_transition_time, t0);
         assert_eq!(out.observed_generation, Some(1));
-        let flipped = ManagedClusterStatus { conditions: vec![condition("Ready", "False", "Progressing", "")], ..Default::default() };
-        assert_ne!(to_record(&flipped, 1, Some(&previous)).conditions[0].last_transition_time, t0);
+        let flipped = ManagedClusterStatus {
+            conditions: vec![condition("Ready", "False", "Progressing", "")],
+            ..Default::default()
+        };
+        assert_ne!(
+            to_record(&flipped, 1, Some(&previous)).conditions[0].last_transition_time,
+            t0
+        );
     }
 }

@@ -22,7 +22,11 @@ const TOKEN_SECONDS: i64 = 24 * 3600;
 
 impl ControlPlane {
     /// A token for `namespace/name` from the TokenRequest API (the ServiceAccount must exist).
-    pub async fn service_account_token(&self, namespace: &str, name: &str) -> Result<String, Error> {
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, Error> {
         let api: Api<ServiceAccount> = Api::namespaced(self.try_client()?, namespace);
         let req = TokenRequest {
             spec: TokenRequestSpec {
@@ -64,7 +68,11 @@ impl ControlPlane {
 
     /// A kubeconfig that authenticates as `namespace/name` with a fresh token, written into the
     /// control plane's directory; its path.
-    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> Result<PathBuf, Error> {
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, Error> {
         let token = self.service_account_token(namespace, name).await?;
         let yaml = format!(
             "apiVersion: v1
@@ -94,7 +102,11 @@ current-context: sa
     }
 
     /// A client for the calling runtime authenticated as `namespace/name`.
-    pub async fn service_account_client(&self, namespace: &str, name: &str) -> Result<Client, Error> {
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, Error> {
         let path = self.service_account_kubeconfig(namespace, name).await?;
         let kc = Kubeconfig::read_from(&path).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
