@@ -251,15 +251,19 @@ fn age(created: &str) -> String {
 
 /// `capstan status`.
 pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
-    let items = super::runtime()?.block_on(async {
+    let (items, agent) = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let api = status::api(&conn.client);
-        anyhow::Ok(
-            api.list(&ListParams::default())
-                .await
-                .context("listing ManagedClusters (has `capstan install` run?)")?
-                .items,
-        )
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .context("listing ManagedClusters (has `capstan install` run?)")?
+            .items;
+        // The agent itself, when installed (and readable with these credentials).
+        let agent = crate::install::health(&conn.client)
+            .await
+            .unwrap_or_default();
+        anyhow::Ok((items, agent))
     })?;
     let rows: Vec<Value> = items
         .iter()
@@ -312,6 +316,12 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                     .map(|i| format!("{:<w$}", row[i], w = widths[i]))
                     .collect();
                 println!("{}   {}", cells.join("   "), row[5]);
+            }
+            if !agent.is_empty() {
+                println!("\nagent:");
+                for line in &agent {
+                    println!("  {}", line.trim_start());
+                }
             }
         }
     }

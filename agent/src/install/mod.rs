@@ -9,6 +9,7 @@
 //! leaves every managed cluster, and (unless `--purge`) the status records, which hold the
 //! inventories prune works from.
 
+mod health;
 pub mod manifests;
 pub mod rbac;
 pub mod testing;
@@ -24,6 +25,7 @@ use crate::k8s::apply::apply_as;
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::status::{CRD_NAME, NAMESPACE};
 
+pub use health::health;
 pub use manifests::Options;
 
 /// The field manager of `capstan install`.
