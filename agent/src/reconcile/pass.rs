@@ -419,7 +419,7 @@ impl Pass<'_> {
             Some(f) => (
                 Phase::Failed,
                 format!("applying revision {}: {f}", self.opts.revision),
-                vec![condition("Ready", "False", "ApplyFailed", &f)],
+                vec![condition("Ready", "False", "ApplyFailed", f)],
             ),
             None => {
                 // Objects pruned now or before that finalizers still hold.

@@ -17,6 +17,9 @@
 //! when it creates the object, and the status through `/status`, so `observedGeneration` says
 //! which spec the status describes.
 
+// The printer columns repeat `type_ = "string"`, which clippy takes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
