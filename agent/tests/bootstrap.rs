@@ -195,6 +195,43 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         "{text}"
     );
 
+    // A wrong image: the kubelet reports the pod's container waiting on the pull (played here by
+    // writing the status a kubelet writes), and `capstan status` shows it with the reason.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pod_obj = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "capstan-7d9f-wrong", "namespace": NS, "labels": {"app.kubernetes.io/name": "capstan"}},
+        "spec": {"containers": [{"name": "agent", "image": "capstan:wrong"}]}});
+    let pp = kube::api::PatchParams::apply("kubelet-stand-in").force();
+    pods.patch(
+        "capstan-7d9f-wrong",
+        &pp,
+        &kube::api::Patch::Apply(&pod_obj),
+    )
+    .await
+    .unwrap();
+    let waiting = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "status": {"containerStatuses": [{
+        "name": "agent", "image": "capstan:wrong", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"capstan:wrong\""}}}]}});
+    pods.patch_status(
+        "capstan-7d9f-wrong",
+        &pp,
+        &kube::api::Patch::Apply(&waiting),
+    )
+    .await
+    .unwrap();
+    let status = capstan(&["status"], admin).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("pod capstan-7d9f-wrong: container agent waiting: ImagePullBackOff Back-off pulling image \"capstan:wrong\""),
+        "{text}"
+    );
+    pods.delete(
+        "capstan-7d9f-wrong",
+        &DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
+
     // Uninstall: the agent goes, the managed cluster and its record stay.
     let un = capstan(&["uninstall"], admin).output().unwrap();
     assert!(
@@ -210,5 +247,80 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
             .await
             .unwrap()
             .is_some()
+    );
+}
+
+/// A cluster without Cluster API: `capstan install` refuses and names the missing CRDs, writing
+/// nothing.
+#[tokio::test]
+async fn install_without_cluster_api_names_the_missing_crds() {
+    let cp = capstan_harness::ControlPlane::start_with(capstan_harness::StartOptions {
+        install_crds: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let out = capstan(
+        &[
+            "install",
+            "--repo",
+            "https://example.com/fleet.git",
+            "--management",
+            "m",
+        ],
+        cp.kubeconfig_path(),
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for crd in capstan::install::REQUIRED_CRDS {
+        assert!(err.contains(crd), "{crd} not named: {err}");
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cp.client());
+    assert!(
+        namespaces.get_opt(NS).await.unwrap().is_none(),
+        "nothing is written"
+    );
+
+    // The agent does not install its CRD: without it, it says what to run.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in source_support::agent::fleet_with("nocrd", &[]) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let reconcile = |kubeconfig: &std::path::Path| {
+        capstan(
+            &["reconcile", "--once", "--repo", repo.to_str().unwrap()],
+            kubeconfig,
+        )
+        .output()
+        .unwrap()
+    };
+    let out = reconcile(cp.kubeconfig_path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("managedclusters.capstan.dev) is not installed: run `capstan install`"),
+        "{err}"
+    );
+    // An older CRD (here: one without observedGeneration) is named as such.
+    let mut older = capstan::install::manifests::crd();
+    older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("observedGeneration");
+    capstan::install::apply(&cp.client(), &[older], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let out = reconcile(cp.kubeconfig_path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "is older than this agent (it lacks status.observedGeneration): run `capstan install`"
+        ),
+        "{err}"
     );
 }
