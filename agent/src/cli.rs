@@ -102,6 +102,27 @@ pub enum Command {
     Run(RunArgs),
     /// Reconcile the repository against the management cluster.
     Reconcile(ReconcileArgs),
+    /// Install the agent on the management cluster: Namespace capstan-system, the ManagedCluster
+    /// CRD, a ServiceAccount with least-privilege RBAC, a Service and a Deployment (two replicas,
+    /// leader election). Re-running updates it. With --export, print the YAML instead.
+    Install(InstallArgs),
+    /// Remove the agent and its rights; managed clusters are not touched, nor (without --purge)
+    /// the status records.
+    Uninstall {
+        /// Also remove the ManagedCluster CRD (and so every status record and inventory) and the
+        /// capstan-system namespace.
+        #[arg(long)]
+        purge: bool,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Set a fleet repository up and the agent on the management cluster, as `flux bootstrap
+    /// git` does: an empty repository gets the fleet skeleton (`capstan init`), the agent's
+    /// install manifests are committed and pushed, applied, the Git credentials Secret is created
+    /// from the deploy key, and bootstrap waits until the agent reports its first applied
+    /// revision.
+    Bootstrap(BootstrapArgs),
     /// Show the status of every managed cluster.
     Status {
         /// Output format.
@@ -202,6 +223,103 @@ impl UpgradeArgs {
     }
 }
 
+/// `capstan install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Print the manifests instead of applying them.
+    #[arg(long)]
+    pub export: bool,
+    /// Only the ManagedCluster CRD (with --export: how agent/manifests/ is regenerated).
+    #[arg(long)]
+    pub crd_only: bool,
+    /// What the agent follows.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// How long to wait for the CRD to be Established.
+    #[arg(long, default_value = "2m", value_parser = parse_interval)]
+    pub wait: std::time::Duration,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// The agent's settings, shared by `install` and `bootstrap`.
+#[derive(Debug, Args, Clone)]
+pub struct AgentArgs {
+    /// The fleet repository the agent follows (required, but for `install --crd-only`).
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// Its branch.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// The management cluster this is (required, but for `install --crd-only`).
+    #[arg(long)]
+    pub management: Option<String>,
+    /// The agent's image.
+    #[arg(long, default_value = crate::install::manifests::DEFAULT_IMAGE)]
+    pub image: String,
+    /// Poll interval.
+    #[arg(long, default_value = "1m")]
+    pub interval: String,
+    /// Replicas (leader election picks the one that reconciles).
+    #[arg(long, default_value_t = 2)]
+    pub replicas: u32,
+    /// A further kind the fleet's directories carry, which the agent may then manage:
+    /// `RESOURCE` or `RESOURCE.GROUP` (e.g. configmaps, widgets.example.com). Repeatable.
+    #[arg(long, value_name = "RESOURCE[.GROUP]")]
+    pub allow: Vec<String>,
+}
+
+/// `capstan bootstrap`.
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// The agent: repository (ssh://, https://, git:// or a path), branch, management cluster.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The deploy key the agent reads the repository with (and bootstrap pushes with), for
+    /// ssh:// repositories; it goes into the Secret capstan-git.
+    #[arg(long)]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for the repository's host (default: asked with ssh-keyscan).
+    #[arg(long)]
+    pub known_hosts: Option<PathBuf>,
+    /// Where the install manifests are committed in the repository.
+    #[arg(long, default_value = "capstan-system")]
+    pub path: String,
+    /// How long to wait for the agent's first applied revision.
+    #[arg(long, default_value = "5m", value_parser = parse_interval)]
+    pub timeout: std::time::Duration,
+    /// The management cluster's values, when the repository is empty and gets a skeleton.
+    #[command(flatten)]
+    pub values: BootstrapValues,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// The values of a new management cluster (`capstan init`'s), when bootstrap writes one.
+#[derive(Debug, Args, Clone)]
+pub struct BootstrapValues {
+    /// Provider of the management cluster.
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderArg>,
+    /// Pod CIDR.
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// Service CIDR.
+    #[arg(long)]
+    pub service_cidr: Option<String>,
+    /// Namespace of the management cluster's objects.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Docker clusters: `docker` or `in-memory`.
+    #[arg(long, value_name = "BACKEND")]
+    pub docker_backend: Option<String>,
+    /// Control-plane endpoint address (vSphere).
+    #[arg(long)]
+    pub endpoint_host: Option<String>,
+}
+
 /// Which cluster to talk to, as kubectl chooses it.
 #[derive(Debug, Args, Clone, Default)]
 pub struct KubeArgs {
@@ -297,6 +415,19 @@ pub struct RunArgs {
     /// Upgrades.
     #[command(flatten)]
     pub upgrade: UpgradeArgs,
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease
+    /// reconciles; the others serve probes, metrics and webhooks and take over when it goes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = crate::install::manifests::LEASE)]
+    pub lease_name: String,
+    /// The Lease's namespace (default: $POD_NAMESPACE, else capstan-system).
+    #[arg(long)]
+    pub lease_namespace: Option<String>,
+    /// How long a leader's Lease lasts without renewal: a killed leader is replaced within it.
+    #[arg(long, default_value = "15s", value_parser = parse_interval)]
+    pub lease_duration: std::time::Duration,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,

@@ -37,6 +37,7 @@ use kube::Client;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::leader::{Election, LeaderConfig};
 use crate::reconcile::{Agent, Drift, Kind, Options, ReconcileError, Run, Scope};
 use crate::schedule::{Finished, Queue};
 use crate::serve::{
@@ -79,6 +80,8 @@ pub struct RunConfig {
     pub concurrency: usize,
     /// How upgrades are applied.
     pub upgrade: crate::cli::UpgradeArgs,
+    /// Leader election (`None`: this process reconciles alone).
+    pub leader: Option<LeaderConfig>,
 }
 
 /// Builds the Git source configuration from CLI values.
@@ -175,7 +178,7 @@ pub async fn run_with(
     }
     let agent = {
         let tx = tx.clone();
-        Agent::connect(client).await?.with_watches(Arc::new(
+        Agent::connect(client.clone()).await?.with_watches(Arc::new(
             move |_kind: &str, cluster: Option<&str>| {
                 tx.fire(Trigger::ClusterChange(cluster.map(str::to_string)))
             },
@@ -194,7 +197,52 @@ pub async fn run_with(
             let _ = stop_tx.send(true);
         });
     }
+    let leader_tx = tx.clone();
     drop(tx);
+
+    // Followers serve probes, metrics and webhooks (forwarded to the leader) until they lead.
+    let mut election = match &cfg.leader {
+        None => None,
+        Some(lc) => {
+            let mut e = Election::join(client.clone(), lc).await?;
+            ready.set_ready(true);
+            info!(identity = %lc.identity, lease = %lc.lease, "joined the leader election");
+            let mut stop = stop_rx.clone();
+            let leading = loop {
+                tokio::select! {
+                    _ = e.acquired() => break true,
+                    batch = rx.next() => match batch {
+                        Some(batch) => {
+                            for t in batch.iter().filter(|t| matches!(t, Trigger::Webhook { .. })) {
+                                match crate::leader::forward(&client, lc, t).await {
+                                    Ok(()) => info!(trigger = ?t, "push forwarded to the leader"),
+                                    Err(e) => warn!(error = %e, "forwarding a push to the leader failed"),
+                                }
+                            }
+                            received(&metrics, &batch);
+                        }
+                        None => break false,
+                    },
+                    _ = stop.wait_for(|s| *s) => break false,
+                }
+            };
+            if !leading {
+                e.release().await;
+                let _ = stop_tx.send(true);
+                for s in servers {
+                    let _ = s.await;
+                }
+                return Ok(());
+            }
+            info!(identity = %lc.identity, "became the leader");
+            crate::leader::watch_forwarded(client.clone(), lc, leader_tx.clone());
+            // The poll timer's first tick went to the follower: load the revision now.
+            leader_tx.fire(Trigger::Manual);
+            Some(e)
+        }
+    };
+    metrics.set_leader(true);
+    drop(leader_tx);
 
     let mut source = match &cfg.repo {
         Repo::Git(sc) => {
@@ -210,6 +258,7 @@ pub async fn run_with(
     let mut runs: JoinSet<RunResult> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
+    let mut lost = false;
     loop {
         metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
         let due = queue.next_due();
@@ -221,6 +270,12 @@ pub async fn run_with(
             Some(done) = runs.join_next_with_id(), if !runs.is_empty() => Wake::Finished(Box::new(done)),
             _ = sleep_until(due), if due.is_some() => Wake::Due,
             _ = stop.wait_for(|s| *s) => break,
+            _ = lost_lease(&mut election) => {
+                error!("lost the leader Lease: stopping, another replica may be reconciling already");
+                metrics.set_leader(false);
+                lost = true;
+                break;
+            }
         };
         match wake {
             Wake::Due => {}
@@ -406,10 +461,24 @@ pub async fn run_with(
     }
     let _ = stop_tx.send(true);
     runs.shutdown().await;
+    if let Some(e) = election {
+        e.release().await;
+    }
     for s in servers {
         let _ = s.await;
     }
+    if lost {
+        anyhow::bail!("lost the leader Lease");
+    }
     Ok(())
+}
+
+/// Resolves when this replica loses the Lease; never without leader election.
+async fn lost_lease(election: &mut Option<Election>) {
+    match election {
+        Some(e) => e.lost().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The revision being reconciled.

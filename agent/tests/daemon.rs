@@ -10,11 +10,9 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capstan_layout::Tree;
-use capstan_layout::scaffold::{self, ClusterRequest};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{post, push_body, scrape, value_in, wait_metrics};
+use source_support::agent::{fleet_with, post, push_body, scrape, value_in, wait_metrics};
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
 
@@ -24,45 +22,11 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
     fleet_with(tag, &[format!("w-{tag}").as_str()])
 }
 
-/// A management cluster `m-<tag>` and the given workload clusters (two workers each), in
-/// namespace `t-<tag>`.
-fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
-    let mut tree = Tree::new();
-    let mut out = Vec::new();
-    let mut reqs = vec![ClusterRequest {
-        name: format!("m-{tag}"),
-        provider: "docker".into(),
-        namespace: Some(format!("t-{tag}")),
-        pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
-        ..Default::default()
-    }];
-    for (i, w) in workloads.iter().enumerate() {
-        reqs.push(ClusterRequest {
-            name: w.to_string(),
-            management: Some(format!("m-{tag}")),
-            provider: "docker".into(),
-            namespace: Some(format!("t-{tag}")),
-            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
-            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
-            worker_count: Some(2),
-            ..Default::default()
-        });
-    }
-    for req in reqs {
-        for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
-            tree.insert(p.clone(), t.clone());
-            out.push((p.display().to_string(), t));
-        }
-    }
-    out
-}
-
 struct Agent(Child);
 
 /// `capstan run --watch` on a working copy, polling only once an hour: every run after the
 /// first is caused by an edit or a watch event.
-fn watch_working_copy(
+async fn watch_working_copy(
     cp: &capstan_harness::ControlPlane,
     repo: &std::path::Path,
     management: &str,
@@ -70,6 +34,7 @@ fn watch_working_copy(
     log: &std::path::Path,
     extra: &[&str],
 ) -> Agent {
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
             "run",
@@ -85,7 +50,7 @@ fn watch_working_copy(
         .arg("--repo")
         .arg(repo)
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(kubeconfig)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -173,7 +138,7 @@ async fn the_agent_follows_git_and_webhooks() {
             "m-run",
         ])
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
         .arg("--cache-dir")
         .arg(tmp.path().join("mirror"))
         .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
@@ -381,7 +346,8 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         metrics_port,
         &log,
         &["--concurrency", "2"],
-    );
+    )
+    .await;
     assert!(
         wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
             .await
@@ -599,7 +565,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     }
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]).await;
     for c in ["a-slow", "b-slow"] {
         assert!(
             wait_for_revision(&client, c, "local", Duration::from_secs(90))
@@ -734,7 +700,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     .unwrap();
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]).await;
     assert!(
         wait_for_revision(&client, "b-retry", "local", Duration::from_secs(90))
             .await

@@ -665,9 +665,11 @@ async fn randomized_fault_runs_keep_the_invariants() {
     let proxy = Proxy::start(cp.endpoints().apiserver_port).await;
     let tmp = tempfile::tempdir().unwrap();
     let proxied = tmp.path().join("kubeconfig");
+    // The agent's own ServiceAccount, through the proxy.
+    let agent_kubeconfig = capstan::install::testing::agent_kubeconfig(&cp).await;
     std::fs::write(
         &proxied,
-        cp.kubeconfig_yaml().replace(
+        std::fs::read_to_string(&agent_kubeconfig).unwrap().replace(
             &format!("127.0.0.1:{}", cp.endpoints().apiserver_port),
             &format!("127.0.0.1:{}", proxy.port),
         ),

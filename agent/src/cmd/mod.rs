@@ -1,6 +1,8 @@
 //! One module per command family; each returns the process exit code.
 
+mod bootstrap;
 mod dev;
+mod install;
 mod intent;
 mod offline;
 mod online;
@@ -39,6 +41,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Backup { dir, kube } => online::backup(&dir, &kube),
         Command::Restore { from, kube } => online::restore(&from, &kube),
         Command::Reconcile(args) => online::reconcile(args),
+        Command::Install(args) => install::install(args),
+        Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),
+        Command::Bootstrap(args) => bootstrap::bootstrap(args),
         Command::Status { output, kube } => online::status(output, &kube),
         Command::Run(args) => online::run(args),
         Command::Delete { what } => intent::delete(what),

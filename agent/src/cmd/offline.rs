@@ -157,7 +157,7 @@ pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow
     })
 }
 
-fn request(
+pub(super) fn request(
     name: String,
     management: Option<String>,
     v: ClusterValues,
@@ -202,7 +202,7 @@ fn request(
     })
 }
 
-fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
+pub(super) fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
     for (rel, _) in files {
         let path = root.join(rel);
         if path.exists() {

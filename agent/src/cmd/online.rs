@@ -161,6 +161,12 @@ pub fn backup(dir: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(crate::backup::write(&conn.client, dir, "manual").await?)
     })?;
     println!("{} objects backed up in {}", b.objects, b.dir.display());
+    if !b.skipped.is_empty() {
+        eprintln!(
+            "warning: not allowed to list {} (left out of the backup)",
+            b.skipped.join(", ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -312,15 +318,19 @@ fn age(created: &str) -> String {
 
 /// `capstan status`.
 pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
-    let items = super::runtime()?.block_on(async {
+    let (items, agent) = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let api = status::api(&conn.client);
-        anyhow::Ok(
-            api.list(&ListParams::default())
-                .await
-                .context("listing ManagedClusters (has the agent run?)")?
-                .items,
-        )
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .context("listing ManagedClusters (has `capstan install` run?)")?
+            .items;
+        // The agent itself, when installed (and readable with these credentials).
+        let agent = crate::install::health(&conn.client)
+            .await
+            .unwrap_or_default();
+        anyhow::Ok((items, agent))
     })?;
     let rows: Vec<Value> = items
         .iter()
@@ -381,6 +391,12 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                     .collect();
                 println!("{}   {}", cells.join("   "), row[last]);
             }
+            if !agent.is_empty() {
+                println!("\nagent:");
+                for line in &agent {
+                    println!("  {}", line.trim_start());
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -402,11 +418,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
         _ => None,
     };
-    if args.webhook_addr.is_some() && secret.is_none() {
-        anyhow::bail!(
-            "--webhook-addr needs a secret (--webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET): unsigned pushes are never accepted"
-        );
-    }
+    let webhook_addr = match (args.webhook_addr, &secret) {
+        (Some(addr), None) => {
+            // Installed agents listen by default; without the Secret there is nothing to check
+            // signatures with, and unsigned pushes are never accepted: no listener.
+            tracing::warn!(%addr, "no webhook secret (--webhook-secret-file, $CAPSTAN_WEBHOOK_SECRET, the Secret capstan-webhook): webhooks are off, the agent polls");
+            None
+        }
+        (addr, _) => addr,
+    };
     let local = Path::new(&args.repo);
     let repo = if !args.git && local.is_dir() && !args.repo.contains("://") {
         crate::daemon::Repo::WorkingCopy(local.to_path_buf())
@@ -438,7 +458,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cfg = crate::daemon::RunConfig {
         repo,
         interval: args.interval,
-        webhook_addr: args.webhook_addr,
+        webhook_addr,
         metrics_addr: args.metrics_addr,
         webhook_secret: secret,
         branch: args.branch.clone(),
@@ -447,6 +467,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         drift: args.drift.into(),
         concurrency: args.concurrency,
         upgrade: args.upgrade.clone(),
+        leader: args.leader_elect.then(|| crate::leader::LeaderConfig {
+            lease: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|n| !n.is_empty())
+                })
+                .unwrap_or_else(|| status::NAMESPACE.to_string()),
+            identity: std::env::var("POD_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| {
+                    let host =
+                        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                    format!("{}-{}", host.trim(), std::process::id())
+                }),
+            duration: args.lease_duration,
+        }),
     };
     super::runtime()?.block_on(async {
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());

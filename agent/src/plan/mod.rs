@@ -63,7 +63,18 @@ impl fmt::Display for Action {
 }
 
 /// Identity of an object: group, kind, namespace and name (the version is not identity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// apiVersion it was applied with.
@@ -87,6 +98,9 @@ pub struct ObjectRef {
     /// changed, took over or removed one of them — labels, annotations, the data of objects
     /// without a generation — which the generation does not show.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(
+        description = "Hash of the fields capstan owns by server-side apply, as applied (drift the generation does not show)."
+    )]
     pub fields: String,
 }
 

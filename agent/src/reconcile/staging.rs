@@ -289,7 +289,7 @@ impl Pass<'_> {
         prev: Option<&crate::status::Recorded>,
         revision_hash: &str,
     ) -> Option<String> {
-        let recorded = prev.map(|p| p.field("desiredHash")).unwrap_or("");
+        let recorded = prev.map(|p| p.status.desired_hash.as_str()).unwrap_or("");
         if recorded.is_empty() || recorded == revision_hash {
             return None;
         }

@@ -14,7 +14,7 @@
 //! `capstan_objects_total{action}`, `capstan_reconciles_total{result}` (one per cluster run),
 //! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
 //! `capstan_queue_clusters{state}`, `capstan_retries_total`,
-//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`.
+//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -243,6 +243,7 @@ pub struct Metrics {
     webhook_requests: Family<OutcomeLabels, Counter>,
     clusters: Family<PhaseLabels, Gauge>,
     resident_memory: Gauge,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -267,6 +268,7 @@ impl Metrics {
         let webhook_requests = Family::<OutcomeLabels, Counter>::default();
         let clusters = Family::<PhaseLabels, Gauge>::default();
         let resident_memory = Gauge::default();
+        let leader = Gauge::default();
 
         registry.register(
             "capstan_reconcile_duration_seconds",
@@ -323,6 +325,11 @@ impl Metrics {
             "Resident memory of the agent, in bytes, after the last pass",
             resident_memory.clone(),
         );
+        registry.register(
+            "capstan_leader",
+            "1 while this replica holds the leader-election Lease (or runs without election), else 0",
+            leader.clone(),
+        );
 
         for &stage in Stage::ALL {
             let _ = stage_duration.get_or_create(&StageLabels { stage });
@@ -360,7 +367,13 @@ impl Metrics {
             webhook_requests,
             clusters,
             resident_memory,
+            leader,
         }
+    }
+
+    /// Whether this replica reconciles (holds the Lease, or runs without leader election).
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
     }
 
     /// Records how long a stage took.

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod daemon;
 pub mod http;
+pub mod kubelet;
 pub mod sshd;
 
 use std::net::{TcpListener, TcpStream};

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capstan::install::testing::agent_client;
 use capstan::reconcile::{Convergence, Options, Outcome, converge};
 use capstan::status::Phase;
 use capstan_harness::ControlPlane;
@@ -43,7 +44,7 @@ pub struct Repo {
     pub stage_timeout: Option<Duration>,
     /// `--backup-dir` (None: the default).
     pub backup_dir: Option<PathBuf>,
-    /// The management cluster's client (None: the shared test bed's).
+    /// The client the agent runs with (None: the agent's ServiceAccount on the shared test bed).
     pub client: Option<kube::Client>,
 }
 
@@ -176,7 +177,7 @@ impl Repo {
         tokio::spawn(async move {
             let client = match client {
                 Some(c) => c,
-                None => capstan_harness::shared_with_controllers().await.client(),
+                None => agent_client(capstan_harness::shared_with_controllers().await).await,
             };
             converge(&client, &fleet, &opts, SETTLE).await.unwrap()
         })
@@ -187,7 +188,7 @@ impl Repo {
         self.revision += 1;
         let client = match &self.client {
             Some(c) => c.clone(),
-            None => capstan_harness::shared_with_controllers().await.client(),
+            None => agent_client(capstan_harness::shared_with_controllers().await).await,
         };
         let converged = converge(&client, &self.fleet(), &self.opts(only), SETTLE)
             .await

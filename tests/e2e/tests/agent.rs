@@ -87,7 +87,8 @@ impl Repo {
             management: Some(self.mgmt.clone()),
             ..Default::default()
         };
-        reconcile(&cp.client(), &self.fleet(), &opts).await.unwrap()
+        let client = capstan::install::testing::agent_client(cp).await;
+        reconcile(&client, &self.fleet(), &opts).await.unwrap()
     }
 }
 
@@ -751,9 +752,10 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
     )
     .unwrap();
     // One agent across passes, as the daemon runs: the fight is remembered between them.
-    let agent = capstan::reconcile::Agent::connect(cp.client())
-        .await
-        .unwrap();
+    let agent =
+        capstan::reconcile::Agent::connect(capstan::install::testing::agent_client(cp).await)
+            .await
+            .unwrap();
     let opts = Options {
         revision: "r1".into(),
         management: Some(repo.mgmt.clone()),

@@ -45,6 +45,7 @@ pub mod controllers;
 pub mod crds;
 pub mod persistent;
 pub mod process;
+pub mod service_account;
 pub mod shared;
 pub mod versions;
 
