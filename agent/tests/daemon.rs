@@ -419,8 +419,9 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     })
     .await;
     cp.audit()
-        .settle(Duration::from_millis(500), Duration::from_secs(10))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let requests = agent_requests(cp, mark);
     assert!(
         requests.is_empty(),
@@ -787,4 +788,171 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
         md.get("b-retry-md-0").await.unwrap().data["spec"]["replicas"] == 4
     })
     .await;
+}
+
+/// A wiped branch — a force-push of a tree without `clusters/`, then one whose `clusters/` holds
+/// no cluster — is refused as a revision: nothing on the management cluster changes (no apply,
+/// no prune, no delete, every ManagedCluster status as it was), the failure is counted and
+/// logged with its `not-a-fleet` diagnostic, and the fleet pushed back applies as before.
+#[tokio::test]
+async fn a_wiped_branch_changes_nothing_on_the_management_cluster() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let names = ["m-wipe", "a-wipe", "b-wipe"];
+    let files = fleet_with("wipe", &names[1..]);
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&file_refs);
+    let _git = GitDaemon::start(&up.root);
+    let (hook, metrics_port) = (free_port(), free_port());
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &_git.url("repo.git"), "--branch", "main"])
+        .args(["--interval", "1h", "--management", "m-wipe"])
+        .arg("--webhook-addr")
+        .arg(format!("127.0.0.1:{hook}"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(tmp.path().join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+    let c1 = up.head();
+    for n in names {
+        assert!(
+            wait_for_revision(&client, n, &c1, Duration::from_secs(90))
+                .await
+                .is_some(),
+            "{n}: first revision not applied:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
+    // Settled: nothing queued or running.
+    wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let snapshot = || async {
+        let mut out = Vec::new();
+        for n in names {
+            let mc = managed_cluster(&client, n).await.expect("a ManagedCluster");
+            out.push((
+                n,
+                mc.metadata.resource_version.clone(),
+                mc.data["status"].clone(),
+            ));
+        }
+        let objects = kubectl(
+            cp,
+            &[
+                "-n",
+                "t-wipe",
+                "get",
+                "clusters.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io,kubeadmcontrolplanes.controlplane.cluster.x-k8s.io,clusters.anywhere.eks.amazonaws.com",
+                "-o",
+                "custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion,DELETING:.metadata.deletionTimestamp",
+                "--no-headers",
+            ],
+        );
+        (out, objects)
+    };
+    let before = snapshot().await;
+    assert!(before.1.lines().count() >= 6, "{}", before.1);
+    let mark = cp.audit().mark();
+
+    let wiped: [(&str, Vec<(&str, &str)>); 2] = [
+        ("no clusters/", vec![("README.md", "# moved elsewhere\n")]),
+        (
+            "an empty clusters/",
+            vec![("clusters/README.md", "# nothing here yet\n")],
+        ),
+    ];
+    for (what, tree) in wiped {
+        let text = scrape(metrics_port);
+        let failures = value_in(&text, "capstan_reconciles_total{result=\"failure\"}").max(0.0);
+        let revisions = value_in(&text, "capstan_revisions_total{trigger=\"webhook\"}").max(0.0);
+        let commit = up.force_push_unrelated(&tree);
+        assert_eq!(
+            post(
+                hook,
+                &push_body(&commit),
+                Some(&capstan::serve::webhook::sign(
+                    SECRET.as_bytes(),
+                    push_body(&commit).as_bytes()
+                ))
+            ),
+            202
+        );
+        // The revision was loaded and refused (counted as a failed run), and the daemon is idle.
+        wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+            value_in(t, "capstan_revisions_total{trigger=\"webhook\"}") > revisions
+                && value_in(t, "capstan_reconciles_total{result=\"failure\"}") > failures
+                && idle(t)
+        })
+        .await;
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            logged.contains("not-a-fleet") && logged.contains("nothing applied"),
+            "{what}: the refusal is not in the log:\n{logged}"
+        );
+        let now = snapshot().await;
+        assert_eq!(now.0, before.0, "{what}: a ManagedCluster changed");
+        assert_eq!(now.1, before.1, "{what}: a Cluster API object changed");
+    }
+    // Nothing written for this fleet since the first revision settled.
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes: Vec<String> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.is_write())
+        .filter(|e| {
+            e.namespace() == Some("t-wipe")
+                || e.object_ref
+                    .as_ref()
+                    .and_then(|o| o.name.as_deref())
+                    .is_some_and(|n| names.contains(&n))
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(writes.is_empty(), "writes after the wipe: {writes:#?}");
+
+    // The fleet pushed back, with one change, applies as before: the changed cluster at the new
+    // commit, the others keep the revision their objects came from.
+    let mut back = files.clone();
+    let a = back
+        .iter_mut()
+        .find(|(p, _)| p.contains("/a-wipe/"))
+        .expect("a-wipe's spec");
+    assert_eq!(a.1.matches("count: 2").count(), 1);
+    a.1 = a.1.replacen("count: 2", "count: 3", 1);
+    let back_refs: Vec<(&str, &str)> = back.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let restored = up.force_push_unrelated(&back_refs);
+    let body = push_body(&restored);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+    assert!(
+        wait_for_revision(&client, "a-wipe", &restored, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "the restored fleet is not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    for n in ["m-wipe", "b-wipe"] {
+        assert_eq!(
+            applied_revision(&client, n).await.as_deref(),
+            Some(c1.as_str())
+        );
+    }
 }
