@@ -516,7 +516,10 @@ fn check(
         prop_assert_eq!(
             w.objects.is_some(),
             !errors,
-            "w renders iff it has no error"
+            "w renders iff it has no error; {}:\n{}\ndiagnostics: {:#?}",
+            target,
+            String::from_utf8_lossy(&files[&target]),
+            w.diagnostics
         );
         *stats
             .entry(if errors { "w broken" } else { "w renders" }.into())
@@ -544,6 +547,13 @@ fn check(
     }
     prop_assert!(fleet.unreadable().is_none(), "the revision was refused");
     Ok(())
+}
+
+/// A 32-byte ChaCha seed from a number.
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[..8].copy_from_slice(&seed.to_le_bytes());
+    b
 }
 
 fn peak_rss_kib() -> u64 {
@@ -606,11 +616,22 @@ fn fleets_fuzzed_through_parse_validate_render() {
     let mut cache = RenderCache::default();
     let mut stats = BTreeMap::new();
     let mut slowest = Duration::ZERO;
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    // Deterministic: the same cases every run (PROPTEST_RNG_SEED picks another sequence).
+    let seed: u64 = std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(11);
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        proptest::test_runner::TestRng::from_seed(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+            &seed_bytes(seed),
+        ),
+    );
     let cache_cell = std::cell::RefCell::new(&mut cache);
     let stats_cell = std::cell::RefCell::new(&mut stats);
     let slowest_cell = std::cell::RefCell::new(&mut slowest);
@@ -634,7 +655,7 @@ fn fleets_fuzzed_through_parse_validate_render() {
     drop((cache_cell, stats_cell, slowest_cell));
     let peak = peak_rss_kib();
     println!(
-        "fleet fuzz: {} cases, slowest {:?}, peak RSS {} MiB; diagnostics by code: {:?}",
+        "fleet fuzz (seed {seed}): {} cases, slowest {:?}, peak RSS {} MiB; diagnostics by code: {:?}",
         started_case.load(Ordering::Relaxed),
         slowest,
         peak / 1024,

@@ -2130,6 +2130,13 @@ corpus! {
             .err_file(NotAFleet, "clusters")
             .refused();
 
+    // Found by fuzzing: a Cluster whose apiVersion has a typo in the group is another group's
+    // object, so the directory has no EKS Anywhere Cluster — an error, not a silent skip.
+    missing_cluster_typo_in_the_api_group:
+        Case::workload()
+            .set(W, "apiVersion:", "apiVersion: anywhere.eks.amazonaws.com-x/v1alpha1")
+            .err_file(MissingCluster, W);
+
     // ─────────────── families: one change each, from the base fleet ───────────────
     forbidden_kind_cluster_role_binding:
         Case::workload()
