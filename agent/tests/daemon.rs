@@ -956,3 +956,97 @@ async fn a_wiped_branch_changes_nothing_on_the_management_cluster() {
         );
     }
 }
+
+/// A controller that keeps rewriting a field capstan owns, against the real binary: the watch
+/// brings each rewrite, the agent corrects it twice, and the third time within the window it
+/// stops (no more applies of that object), counts the object under
+/// `capstan_objects_total{action="conflict"}`, records an Event, and the rival's value stays.
+#[tokio::test]
+async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_files("rival") {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let name = "w-rival-settings";
+    std::fs::write(
+        repo.join("clusters/m-rival/workload-clusters/w-rival/settings.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: t-rival\ndata:\n  mode: strict\n"
+        ),
+    )
+    .unwrap();
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let _agent = watch_working_copy(cp, &repo, "m-rival", metrics_port, &log, &[]);
+    assert!(
+        wait_for_revision(&client, "w-rival", "local", Duration::from_secs(90))
+            .await
+            .is_some(),
+        "not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "t-rival");
+    let mode = || async { cms.get(name).await.unwrap().data.unwrap_or_default()["mode"].clone() };
+    let conflicts = |t: &str| value_in(t, "capstan_objects_total{action=\"conflict\"}").max(0.0);
+    let rival = |n: u32| {
+        let cms = cms.clone();
+        async move {
+            let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "t-rival"}, "data": {"mode": format!("rival-{n}")}});
+            cms.patch(
+                name,
+                &kube::api::PatchParams::apply("rival-controller").force(),
+                &kube::api::Patch::Apply(&obj),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // Two rewrites, each corrected by the agent on the watch event it causes.
+    for n in 1..=2 {
+        rival(n).await;
+        wait_until(
+            &format!("correction {n}"),
+            &log,
+            Duration::from_secs(60),
+            || async { mode().await == "strict" },
+        )
+        .await;
+    }
+    assert_eq!(conflicts(&scrape(metrics_port)), 0.0);
+    // The third within the window is a fight: counted, and the rival's value is left alone.
+    rival(3).await;
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        conflicts(t) >= 1.0
+    })
+    .await;
+    assert_eq!(mode().await, "rival-3", "re-applied while in conflict");
+    // Runs go on (watch events, the failed cluster's backoff) and leave the object alone: two
+    // more held runs, at least one of them wholly after the next rewrite.
+    let held = conflicts(&text);
+    rival(4).await;
+    wait_metrics(metrics_port, Duration::from_secs(120), |t| {
+        conflicts(t) >= held + 2.0
+    })
+    .await;
+    assert_eq!(mode().await, "rival-4", "re-applied while in conflict");
+    let events = kubectl(
+        cp,
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=w-rival,reason=Conflict",
+            "-o",
+            "name",
+        ],
+    );
+    assert!(!events.trim().is_empty(), "no Conflict event");
+}
