@@ -32,8 +32,9 @@
 //!
 //! CI runs 2 runs (seed fixed). The long run (about TIME; figures in the README):
 //! `CAPSTAN_FAULT_RUNS=100 CAPSTAN_FAULT_SEED=7 cargo test -p capstan --test faults -- --nocapture`
-//! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default). The last line printed gives the
-//! runs, the faults injected by type and the invariant violations.
+//! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default; `CAPSTAN_FAULT_BIN` runs a copy
+//! of the `capstan` binary, so rebuilding the workspace does not change the agent mid-run). The
+//! last line printed gives the runs, the faults injected by type and the invariant violations.
 
 mod source_support;
 
@@ -369,7 +370,10 @@ impl AgentProcess {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        // CAPSTAN_FAULT_BIN: a copy of the binary, so a long run is not disturbed by rebuilds.
+        let bin = std::env::var("CAPSTAN_FAULT_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_capstan").to_string());
+        let child = Command::new(bin)
             .args(&self.cmd)
             .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
             .env("RUST_LOG", "info")
