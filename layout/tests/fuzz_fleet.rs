@@ -120,8 +120,8 @@ enum Doc {
     Wrap(At),
     Unwrap(At),
     NestDeep(At, usize),
-    DropDoc,
-    DuplicateDoc,
+    Drop,
+    Duplicate,
     Retype(String, String),
 }
 
@@ -194,8 +194,8 @@ fn doc_mutation() -> impl Strategy<Value = Doc> {
         1 => any::<usize>().prop_map(Doc::Wrap),
         1 => any::<usize>().prop_map(Doc::Unwrap),
         1 => (any::<usize>(), 1usize..300).prop_map(|(a, d)| Doc::NestDeep(a, d)),
-        1 => Just(Doc::DropDoc),
-        1 => Just(Doc::DuplicateDoc),
+        1 => Just(Doc::Drop),
+        1 => Just(Doc::Duplicate),
         1 => (
             prop_oneof![
                 Just("anywhere.eks.amazonaws.com/v1alpha1".to_string()),
@@ -310,11 +310,11 @@ fn apply_doc(docs: &mut Vec<Value>, which: usize, m: &Doc) {
     }
     let i = which % docs.len();
     match m {
-        Doc::DropDoc => {
+        Doc::Drop => {
             docs.remove(i);
             return;
         }
-        Doc::DuplicateDoc => {
+        Doc::Duplicate => {
             let d = docs[i].clone();
             docs.insert(i, d);
             return;
@@ -397,7 +397,7 @@ fn apply_doc(docs: &mut Vec<Value>, which: usize, m: &Doc) {
                 o.insert("kind".into(), json!(kind));
             }
         }
-        Doc::DropDoc | Doc::DuplicateDoc => unreachable!("handled above"),
+        Doc::Drop | Doc::Duplicate => unreachable!("handled above"),
     }
 }
 
@@ -652,7 +652,11 @@ fn fleets_fuzzed_through_parse_validate_render() {
         r
     });
     done.store(u64::MAX, Ordering::Relaxed);
-    drop((cache_cell, stats_cell, slowest_cell));
+    let (_, _, _) = (
+        cache_cell.into_inner(),
+        stats_cell.into_inner(),
+        slowest_cell.into_inner(),
+    );
     let peak = peak_rss_kib();
     println!(
         "fleet fuzz (seed {seed}): {} cases, slowest {:?}, peak RSS {} MiB; diagnostics by code: {:?}",
