@@ -1969,23 +1969,23 @@ corpus! {
             .many_files(W_DIR, 10_000)
             .err_file(TooManyEntries, W_DIR);
 
-    ten_thousand_files_in_workload_clusters_refuses_the_revision:
+    too_many_entries_in_workload_clusters_refuses_the_revision:
         Case::workload()
-            .many_files("clusters/mgmt/workload-clusters", 10_000)
+            .many_files("clusters/mgmt/workload-clusters", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
             .in_fleet()
             .err_file(TooManyEntries, "clusters/mgmt/workload-clusters")
             .refused();
 
-    ten_thousand_files_under_clusters_refuses_the_revision:
+    too_many_entries_under_clusters_refuses_the_revision:
         Case::workload()
-            .many_files("clusters", 10_000)
+            .many_files("clusters", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
             .in_fleet()
             .err_file(TooManyEntries, "clusters")
             .refused();
 
-    ten_thousand_files_outside_clusters_are_ignored:
+    too_many_entries_outside_clusters_are_ignored:
         Case::workload()
-            .many_files("docs/generated", 10_000)
+            .many_files("docs/generated", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
             .renders();
 
     deep_nesting_in_a_workload_dir:
