@@ -30,7 +30,8 @@
 //! - convergence takes a bounded number of cluster runs (counted by the agent's
 //!   `capstan_reconciles_total`) after the faults stop.
 //!
-//! CI runs 2 runs (seed fixed). The long run (about TIME; figures in the README):
+//! CI runs 2 runs (seed fixed). The long run (70 minutes here; its figures are in the README,
+//! "Reliability"):
 //! `CAPSTAN_FAULT_RUNS=100 CAPSTAN_FAULT_SEED=7 cargo test -p capstan --test faults -- --nocapture`
 //! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default; `CAPSTAN_FAULT_BIN` runs a copy
 //! of the `capstan` binary, so rebuilding the workspace does not change the agent mid-run). The
