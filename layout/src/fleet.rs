@@ -112,6 +112,22 @@ impl Fleet {
     pub fn cluster(&self, name: &str) -> Option<&ClusterEntry> {
         self.clusters.iter().find(|c| c.name == name)
     }
+
+    /// Why nothing of this tree may be applied, if so: it is not a fleet (no `clusters/`, or no
+    /// cluster in it: a wiped branch), or a directory that lists clusters could not be read.
+    /// Applying such a revision would treat every live cluster as removed from the repository;
+    /// the agent refuses it instead and leaves the management cluster as it is.
+    pub fn unreadable(&self) -> Option<&Diagnostic> {
+        self.diagnostics.iter().find(|d| is_unreadable(d))
+    }
+}
+
+/// A fleet-level diagnostic that makes the whole revision unusable ([`Fleet::unreadable`]).
+fn is_unreadable(d: &Diagnostic) -> bool {
+    matches!(
+        d.code,
+        Code::NotAFleet | Code::TooManyEntries | Code::TooDeep
+    ) && d.cluster.is_none()
 }
 
 /// Rendered objects of earlier loads, keyed by everything rendering depends on: the bytes of the
@@ -164,6 +180,15 @@ pub fn load_with(
     cache: &mut RenderCache,
 ) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
+    if dirs.is_empty() && !fleet_diags.iter().any(is_unreadable) {
+        let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
+        let message = if has_clusters_dir {
+            "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
+        } else {
+            "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
+        };
+        fleet_diags.push(Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR));
+    }
     let mut clusters: Vec<ClusterEntry> = dirs
         .into_iter()
         .map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags))
@@ -292,11 +317,109 @@ struct Dir {
     role: Option<Role>,
     files: Vec<PathBuf>,
     diags: Vec<Diagnostic>,
+    /// Part of the directory could not be read: it is a cluster (with errors) even without a
+    /// readable file, never a directory that is simply not there.
+    unreadable: bool,
+}
+
+/// The cluster directory a path belongs to (the directory itself included), by the path's
+/// components; `None` for `clusters/` itself, a `workload-clusters/` directory, files directly
+/// in either, and everything outside `clusters/`.
+fn cluster_dir_of(parts: &[&str], is_dir: bool) -> Option<(PathBuf, Role)> {
+    let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
+    match parts {
+        [c, m, w, name, ..] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => Some((
+            mgmt_dir(m).join(WORKLOADS_DIR).join(name),
+            Role::Workload {
+                management: m.to_string(),
+            },
+        )),
+        [c, _, w] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => None,
+        [c, _] if *c == CLUSTERS_DIR && !is_dir => None,
+        [c, m, ..] if *c == CLUSTERS_DIR => Some((mgmt_dir(m), Role::Management)),
+        _ => None,
+    }
+}
+
+/// A path's components as text (lossy where a name is not UTF-8), and whether all were UTF-8.
+fn components(path: &Path) -> (Vec<String>, bool) {
+    let mut utf8 = true;
+    let parts = path
+        .iter()
+        .map(|c| match c.to_str() {
+            Some(s) => s.to_string(),
+            None => {
+                utf8 = false;
+                c.to_string_lossy().into_owned()
+            }
+        })
+        .collect();
+    (parts, utf8)
+}
+
+/// What makes a directory unreadable, as a diagnostic at it.
+fn unreadable_dir(path: &Path, entry: &Entry) -> Option<Diagnostic> {
+    let d = match entry {
+        Entry::TooManyEntries(n) => Diagnostic::error(
+            Code::TooManyEntries,
+            format!(
+                "directory has {n} entries; the limit is {}, so it was not read",
+                crate::tree::MAX_DIR_ENTRIES
+            ),
+        ),
+        Entry::TooDeep => Diagnostic::error(
+            Code::TooDeep,
+            format!(
+                "directories nested deeper than {} levels; not read any further",
+                crate::tree::MAX_DEPTH
+            ),
+        ),
+        _ => return None,
+    };
+    Some(d.in_file(path))
+}
+
+/// Names in one directory that differ only in case (a checkout on macOS or Windows keeps only
+/// one of them): every path of such a group, with whether it is a directory.
+fn case_collisions(tree: &Tree) -> Vec<(PathBuf, bool, String)> {
+    let mut names: BTreeMap<(PathBuf, String), BTreeMap<PathBuf, bool>> = BTreeMap::new();
+    for path in tree.entries.keys() {
+        if !path.starts_with(CLUSTERS_DIR) {
+            continue;
+        }
+        let is_dir_entry = matches!(
+            tree.entries[path],
+            Entry::TooManyEntries(_) | Entry::TooDeep
+        );
+        let mut at = PathBuf::new();
+        let n = path.components().count();
+        for (i, c) in path.iter().enumerate() {
+            let key = (at.clone(), c.to_string_lossy().to_lowercase());
+            at.push(c);
+            names
+                .entry(key)
+                .or_default()
+                .insert(at.clone(), i + 1 < n || is_dir_entry);
+        }
+    }
+    let mut out = Vec::new();
+    for group in names.into_values().filter(|g| g.len() > 1) {
+        let all: Vec<String> = group.keys().map(|p| format!("`{}`", p.display())).collect();
+        for (p, is_dir) in &group {
+            out.push((p.clone(), *is_dir, all.join(" and ")));
+        }
+    }
+    out
 }
 
 /// Finds the cluster directories and the files of each. An entry the layout does not allow is
 /// an error of the cluster whose directory holds it (so that cluster is not applied half-read),
 /// or of the fleet when it is outside every cluster directory.
+///
+/// A tree that is not a fleet (no `clusters/`, or no cluster directory in it) and a
+/// `clusters/` or `workload-clusters/` directory that could not be read are [`Code::NotAFleet`]
+/// and read-limit errors of the fleet: [`Fleet::unreadable`] then says nothing of this revision
+/// may be applied (an unread directory hides clusters that would otherwise look removed).
 fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
     let mut fleet_diags = Vec::new();
     let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
@@ -307,9 +430,39 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
         )
         .in_file(p)
     };
-    for path in tree.entries.keys() {
-        let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
+    // Problems of a path: the cluster directory it belongs to gets them, else the fleet.
+    let blame = |dirs: &mut BTreeMap<PathBuf, Dir>,
+                 fleet_diags: &mut Vec<Diagnostic>,
+                 parts: &[&str],
+                 is_dir: bool,
+                 diag: Diagnostic| {
+        match cluster_dir_of(parts, is_dir) {
+            Some((dir, role)) => {
+                let d = dirs.entry(dir).or_default();
+                d.role.get_or_insert(role);
+                d.diags.push(diag);
+                d.unreadable = true;
+            }
+            None => fleet_diags.push(diag),
+        }
+    };
+    for (path, entry) in &tree.entries {
+        let (owned, utf8) = components(path);
+        let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
         if parts.first() != Some(&CLUSTERS_DIR) {
+            continue;
+        }
+        if let Some(diag) = unreadable_dir(path, entry) {
+            blame(&mut dirs, &mut fleet_diags, &parts, true, diag);
+            continue;
+        }
+        if !utf8 {
+            let diag = Diagnostic::error(
+                Code::InvalidPath,
+                "the path is not valid UTF-8 (names in a fleet repository are text)",
+            )
+            .in_file(path);
+            blame(&mut dirs, &mut fleet_diags, &parts, false, diag);
             continue;
         }
         let ignorable = parts
@@ -426,9 +579,19 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
             d.diags.push(diag);
         }
     }
+    for (path, is_dir, all) in case_collisions(tree) {
+        let (owned, _) = components(&path);
+        let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
+        let diag = Diagnostic::error(
+            Code::CaseCollision,
+            format!("{all} differ only in case: a checkout on a case-insensitive filesystem (macOS, Windows) keeps one of them"),
+        )
+        .in_file(&path);
+        blame(&mut dirs, &mut fleet_diags, &parts, is_dir, diag);
+    }
     let mut out = Vec::new();
     for (path, d) in dirs {
-        if d.files.is_empty() {
+        if d.files.is_empty() && !d.unreadable {
             fleet_diags.extend(d.diags);
         } else {
             out.push((
@@ -459,7 +622,8 @@ fn read_cluster(
         .map(|d| d.for_cluster(&name))
         .collect();
     let mut docs = Vec::new();
-    let mut file_errors = false;
+    // A directory kept for a read error with no file read: "no Cluster" would only repeat it.
+    let mut file_errors = files.is_empty();
     for file in files {
         let err = |code, msg: String| {
             Diagnostic::error(code, msg)
@@ -482,6 +646,27 @@ fn read_cluster(
                     t.display()
                 ),
             )),
+            Entry::GitSymlink(t) => diags.push(err(
+                Code::SymlinkIntoGit,
+                format!(
+                    "symlink to `{}` points into .git, which is not part of the fleet",
+                    t.display()
+                ),
+            )),
+            Entry::TooManyEntries(_) | Entry::TooDeep => {
+                unreachable!("discover reports unreadable directories, never as files")
+            }
+            Entry::File(bytes) if bytes.contains(&0) => {
+                let at = bytes.iter().position(|b| *b == 0).unwrap_or(0);
+                let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+                diags.push(
+                    err(
+                        Code::BinaryFile,
+                        format!("file is binary (a NUL byte at byte {at}), not a YAML spec"),
+                    )
+                    .at(yaml::Pos { line, column: 1 }),
+                );
+            }
             Entry::File(bytes) => match std::str::from_utf8(bytes) {
                 Err(e) => {
                     let line = bytes[..e.valid_up_to()]

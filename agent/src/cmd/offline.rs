@@ -115,6 +115,9 @@ pub fn validate(
 /// `capstan render`.
 pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let fleet = load(repo)?;
+    if let Some(d) = fleet.unreadable() {
+        bail!("{d}");
+    }
     if let Some(name) = only
         && fleet.cluster(name).is_none()
     {

@@ -96,6 +96,10 @@ pub enum ReconcileError {
     /// Namespaces could not be ensured.
     #[error("ensuring namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
+    /// The revision is not a fleet (no `clusters/`, or nothing in it: a wiped branch) or could
+    /// not be read whole ([`Fleet::unreadable`]): nothing is applied, pruned or recorded.
+    #[error("{0} (the revision is refused: nothing applied, pruned or recorded)")]
+    NotAFleet(capstan_templates::diag::Diagnostic),
 }
 
 /// The result for one cluster.
@@ -450,6 +454,9 @@ impl Agent {
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.
     pub async fn prepare(&self, fleet: &Fleet, opts: &Options) -> Result<Scope, ReconcileError> {
+        if let Some(d) = fleet.unreadable() {
+            return Err(ReconcileError::NotAFleet(d.clone()));
+        }
         let reads = AtomicUsize::new(0);
         if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
             status::check_crd(&self.client).await?;

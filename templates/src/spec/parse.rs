@@ -81,7 +81,8 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         ));
         return;
     };
-    let text = |k: &str| obj.get(k).and_then(Value::as_str);
+    // An empty string is as good as missing: the API server would refuse the object.
+    let text = |k: &str| obj.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
     let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
         diags.push(here(
             Code::MissingTypeInfo,
@@ -94,6 +95,7 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         .get("metadata")
         .and_then(|m| m.get("name"))
         .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
         .is_none()
     {
         diags.push(here(

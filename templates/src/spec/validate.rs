@@ -29,9 +29,11 @@ pub const MAX_COUNT: i64 = i32::MAX as i64;
 fn present(docs: &[SourceDoc], kind: &str, name: Option<&str>) -> bool {
     docs.iter().any(|d| {
         let v = &d.doc.value;
+        // The group exactly as `classify` reads it: `anywhere.eks.amazonaws.com-x/v1` is another
+        // group (an extra object), not a Cluster that failed to parse (found by fuzzing).
         v.get("apiVersion")
             .and_then(Value::as_str)
-            .is_some_and(|a| a.starts_with(super::EKSA_GROUP))
+            .is_some_and(|a| a.split_once('/').map(|(g, _)| g) == Some(super::EKSA_GROUP))
             && v.get("kind").and_then(Value::as_str) == Some(kind)
             && name.is_none_or(|n| v.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
     })

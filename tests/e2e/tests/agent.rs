@@ -164,8 +164,9 @@ fn machine_templates() -> ApiResource {
 /// Writes the API server received since `mark`, in the test's namespace or to its status objects.
 async fn writes_since(cp: &ControlPlane, mark: AuditMark, repo: &Repo) -> Vec<String> {
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let names: Vec<String> = repo
         .fleet()
         .clusters
@@ -267,8 +268,9 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     // Nothing else either: no CRD or namespace re-applied (writes by this test's client only,
     // i.e. capstan's field manager).
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let capstan_writes: Vec<String> = cp
         .audit()
         .writes_by_manager_since(mark, "capstan")
@@ -853,8 +855,9 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
     assert_eq!(entry(&out).action, Action::Conflict);
     assert_eq!(mode().await, "rival-4");
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let writes: Vec<String> = cp
         .audit()
         .writes_by_manager_since(mark, "capstan")

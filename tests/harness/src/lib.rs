@@ -31,7 +31,7 @@
 //! let client = cp.client();
 //! let mark = cp.audit().mark();
 //! // ... run the code under test against `client` / `cp.kubeconfig_path()` ...
-//! cp.audit().settle(std::time::Duration::from_millis(200), std::time::Duration::from_secs(5)).await;
+//! cp.audit().sync(&cp.client(), std::time::Duration::from_secs(5)).await.unwrap();
 //! let writes = cp.audit().count_writes_since(mark, |e| e.namespace() == Some(ns.name())).unwrap();
 //! # let _ = (client, writes);
 //! # }
