@@ -8,6 +8,7 @@
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
 pub mod fights;
+pub mod impact;
 pub mod planner;
 
 use std::fmt;
