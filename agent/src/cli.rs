@@ -23,6 +23,18 @@ pub enum Output {
     Json,
 }
 
+/// Output format of change reports (`capstan diff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ReportOutput {
+    /// Human-readable text, coloured on a terminal (unless NO_COLOR is set).
+    #[default]
+    Text,
+    /// JSON, for scripts and CI.
+    Json,
+    /// GitHub-flavoured markdown, for a pull-request comment (at most 65,536 characters).
+    Markdown,
+}
+
 /// A provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProviderArg {
@@ -94,6 +106,11 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// Show what a change of the repository does, without a cluster: validate and render two
+    /// revisions, and print per changed cluster the objects created, changed and deleted with
+    /// diffs and what happens to its machines (rollouts, scaling, add-on upgrades, blocked
+    /// fields). Exits 0 when nothing changes, 2 when something does, 1 on errors.
+    Diff(DiffArgs),
     /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
     Run(RunArgs),
@@ -311,6 +328,27 @@ pub struct ReconcileArgs {
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
+}
+
+/// `capstan diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The repository (a working copy or a bare repository).
+    #[arg(default_value = ".")]
+    pub repo: PathBuf,
+    /// The revision to compare against (e.g. origin/main).
+    #[arg(long)]
+    pub base: String,
+    /// The revision with the change (default: the working copy as it is, uncommitted edits
+    /// included).
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t)]
+    pub output: ReportOutput,
+    /// Only this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
 }
 
 /// `capstan new ...`.

@@ -1,6 +1,7 @@
 //! One module per command family; each returns the process exit code.
 
 mod dev;
+mod diff;
 mod intent;
 mod offline;
 mod online;
@@ -28,6 +29,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             what: NewCommand::Cluster(args),
         } => offline::new_cluster(args),
         Command::Dev { what } => dev::run(what),
+        Command::Diff(args) => diff::run(args),
         Command::Plan {
             repo,
             cluster,

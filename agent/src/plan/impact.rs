@@ -723,7 +723,7 @@ struct Rule {
 const RULES: &[Rule] = &[
     Rule {
         kind: "Cluster",
-        field: "spec.controlPlaneConfiguration.endpoint",
+        field: "spec.controlPlaneConfiguration.endpoint.host",
         reason: "the control-plane endpoint is immutable (EKS Anywhere's webhook refuses it; machines and certificates carry it)",
     },
     Rule {

@@ -377,6 +377,32 @@ impl GitSource {
     }
 }
 
+/// Reads the tree of `rev` (any Git revision expression: a branch, `origin/main`, a tag, a
+/// commit id, `HEAD~2`) from the local repository at `path` (a working copy or a bare
+/// repository), without a checkout and without touching the network.
+pub fn read_local(path: &std::path::Path, rev: &str) -> Result<Revision, SourceError> {
+    let url = path.display().to_string();
+    let invalid = |reason: String| SourceError::InvalidConfig {
+        url: url.clone(),
+        reference: format!("revision {rev}"),
+        reason,
+    };
+    let repo = gix::discover(path)
+        .map_err(|e| invalid(format!("not a Git repository: {}", describe(&e))))?;
+    let id = repo
+        .rev_parse_single(rev)
+        .map_err(|e| invalid(format!("unknown revision: {}", describe(&e))))?;
+    let commit = id
+        .object()
+        .and_then(|o| o.peel_to_commit().map_err(Into::into))
+        .map_err(|e| invalid(format!("not a commit: {}", describe(&e))))?;
+    let tree = read::read_tree(&repo, commit.id, &url)?;
+    Ok(Revision {
+        commit: commit.id.to_string(),
+        tree,
+    })
+}
+
 /// An error and its causes on one line (`a: b: c`), for messages that must stand on their own
 /// (callers often log only `Display`). gix errors are walked with their own traversal, which
 /// also reaches causes that are not exposed through `source()`.

@@ -289,16 +289,19 @@ fn immutable_fields_are_blocked_with_their_spec_path_and_file_line() {
     assert_eq!(
         fields,
         [
-            ("Cluster", "spec.controlPlaneConfiguration.endpoint"),
+            ("Cluster", "spec.controlPlaneConfiguration.endpoint.host"),
             ("Cluster", "spec.clusterNetwork.pods"),
             ("VSphereDatacenterConfig", "spec.server"),
             ("VSphereMachineConfig", "spec.osFamily"),
         ]
     );
-    assert!(i.blocked[0].from.contains("10.20.0.10") && i.blocked[0].to.contains("10.20.0.11"));
-    assert!(
-        i.lines()[0].starts_with("BLOCKED Cluster/prod spec.controlPlaneConfiguration.endpoint")
+    assert_eq!(
+        (i.blocked[0].from.as_str(), i.blocked[0].to.as_str()),
+        ("10.20.0.10", "10.20.0.11")
     );
+    assert!(i.lines()[0].starts_with(
+        "BLOCKED Cluster/prod spec.controlPlaneConfiguration.endpoint.host: 10.20.0.10 → 10.20.0.11"
+    ));
     // Located in the head revision: the endpoint's line in cluster.yaml, the machine config's
     // metadata.name line in vsphere.yaml.
     let mut head = example();
@@ -315,7 +318,7 @@ fn immutable_fields_are_blocked_with_their_spec_path_and_file_line() {
         .nth(pos.line - 1)
         .unwrap()
         .to_string();
-    assert!(line.contains("endpoint") || line.contains("host"), "{line}");
+    assert!(line.contains("host: 10.20.0.11"), "{line}");
     let (file, pos) = i.blocked[3].locate(spec).unwrap();
     assert_eq!(file, Path::new(PROD_VSPHERE));
     assert!(
