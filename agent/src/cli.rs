@@ -157,6 +157,66 @@ pub enum Command {
     },
 }
 
+/// GitHub credentials and repository, shared by `run` and the `--open-pr` commands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GitHubArgs {
+    /// File holding a GitHub token (fine-grained: pull requests and commit statuses write).
+    #[arg(long, value_name = "FILE")]
+    pub github_token_file: Option<PathBuf>,
+    /// GitHub App id (with --github-app-key and --github-installation-id), instead of a token.
+    #[arg(long, requires_all = ["github_app_key", "github_installation_id"], conflicts_with = "github_token_file")]
+    pub github_app_id: Option<u64>,
+    /// The GitHub App's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "github_app_id")]
+    pub github_app_key: Option<PathBuf>,
+    /// The GitHub App's installation id on the repository.
+    #[arg(long, requires = "github_app_id")]
+    pub github_installation_id: Option<u64>,
+    /// GitHub API URL (GitHub Enterprise: https://HOST/api/v3).
+    #[arg(long, default_value = crate::github::DEFAULT_API_URL)]
+    pub github_api_url: String,
+    /// The repository on GitHub, owner/name (default: read from the Git remote URL).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub github_repo: Option<String>,
+}
+
+impl GitHubArgs {
+    /// The client these arguments describe, for the repository at `remote`; `None` without
+    /// credentials.
+    pub fn client(&self, remote: &str) -> anyhow::Result<Option<crate::github::GitHub>> {
+        let app = match (
+            &self.github_app_id,
+            &self.github_app_key,
+            self.github_installation_id,
+        ) {
+            (Some(id), Some(key), Some(inst)) => Some((*id, key, inst)),
+            _ => None,
+        };
+        let Some(auth) = crate::github::auth_from_files(self.github_token_file.as_ref(), app)?
+        else {
+            return Ok(None);
+        };
+        let repo = match self
+            .github_repo
+            .clone()
+            .or_else(|| crate::github::repo_from_url(remote))
+        {
+            Some(r) => r,
+            None => anyhow::bail!(
+                "cannot tell the GitHub repository from {remote}; name it with --github-repo OWNER/NAME"
+            ),
+        };
+        Ok(Some(crate::github::GitHub::new(
+            &crate::github::GitHubConfig {
+                api_url: self.github_api_url.clone(),
+                repo,
+                auth,
+                retry: crate::github::Retry::default(),
+            },
+        )?))
+    }
+}
+
 /// Which cluster to talk to, as kubectl chooses it.
 #[derive(Debug, Args, Clone, Default)]
 pub struct KubeArgs {
@@ -249,6 +309,13 @@ pub struct RunArgs {
     /// Log as JSON.
     #[arg(long)]
     pub log_json: bool,
+    /// GitHub: plans on pull requests and commit statuses.
+    #[command(flatten)]
+    pub github: GitHubArgs,
+    /// Also plan pull requests whose head is in a fork (their specs are rendered and dry-run
+    /// with the agent's credentials).
+    #[arg(long)]
+    pub pr_plans_from_forks: bool,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod github;
 pub mod health;
 pub mod k8s;
 pub mod live;

@@ -367,6 +367,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.ca_file.clone(),
         ))
     };
+    let github = args
+        .github
+        .client(&args.repo)?
+        .map(|github| crate::daemon::GitHubRun {
+            github,
+            pr_forks: args.pr_plans_from_forks,
+        });
+    if github.is_none() && args.pr_plans_from_forks {
+        anyhow::bail!(
+            "--pr-plans-from-forks needs GitHub credentials (--github-token-file or a GitHub App)"
+        );
+    }
     let cfg = crate::daemon::RunConfig {
         repo,
         interval: args.interval,
@@ -378,6 +390,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         management: args.management.clone(),
         drift: args.drift.into(),
         concurrency: args.concurrency,
+        github,
     };
     super::runtime()?.block_on(async {
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());

@@ -53,6 +53,8 @@ pub enum GitRef {
     Tag(String),
     /// A full hexadecimal commit id (40 characters for SHA-1).
     Commit(String),
+    /// The head of a GitHub pull request, `refs/pull/<n>/head` (what the agent plans on a PR).
+    Pull(u64),
 }
 
 impl fmt::Display for GitRef {
@@ -61,6 +63,7 @@ impl fmt::Display for GitRef {
             GitRef::Branch(b) => write!(f, "branch {b}"),
             GitRef::Tag(t) => write!(f, "tag {t}"),
             GitRef::Commit(c) => write!(f, "commit {c}"),
+            GitRef::Pull(n) => write!(f, "pull request #{n}"),
         }
     }
 }
@@ -213,6 +216,7 @@ impl GitSource {
                     return Err(invalid(format!("{name:?} is not a valid short ref name")));
                 }
             }
+            GitRef::Pull(_) => {}
         }
         for (what, path) in [
             ("ssh key", &cfg.ssh_key),
