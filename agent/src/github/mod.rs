@@ -365,7 +365,7 @@ impl GitHub {
             };
             let delay = match sent {
                 Err(e) => {
-                    last = format!("{e}");
+                    last = crate::source::describe(&e);
                     self.retry.base.saturating_mul(1 << (attempt - 1).min(10))
                 }
                 Ok(resp) => {
