@@ -10,11 +10,12 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capstan_layout::Tree;
-use capstan_layout::scaffold::{self, ClusterRequest};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{post, push_body, scrape, value_in, wait_metrics};
+use source_support::agent::{
+    applied_revision, fleet_with, post, push_body, scrape, value_in, wait_for_revision,
+    wait_metrics,
+};
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
 
@@ -22,40 +23,6 @@ const SECRET: &str = "s3cret-for-tests";
 
 fn fleet_files(tag: &str) -> Vec<(String, String)> {
     fleet_with(tag, &[format!("w-{tag}").as_str()])
-}
-
-/// A management cluster `m-<tag>` and the given workload clusters (two workers each), in
-/// namespace `t-<tag>`.
-fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
-    let mut tree = Tree::new();
-    let mut out = Vec::new();
-    let mut reqs = vec![ClusterRequest {
-        name: format!("m-{tag}"),
-        provider: "docker".into(),
-        namespace: Some(format!("t-{tag}")),
-        pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
-        ..Default::default()
-    }];
-    for (i, w) in workloads.iter().enumerate() {
-        reqs.push(ClusterRequest {
-            name: w.to_string(),
-            management: Some(format!("m-{tag}")),
-            provider: "docker".into(),
-            namespace: Some(format!("t-{tag}")),
-            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
-            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
-            worker_count: Some(2),
-            ..Default::default()
-        });
-    }
-    for req in reqs {
-        for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
-            tree.insert(p.clone(), t.clone());
-            out.push((p.display().to_string(), t));
-        }
-    }
-    out
 }
 
 struct Agent(Child);
@@ -99,38 +66,6 @@ impl Drop for Agent {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
-    let ar = ApiResource {
-        group: "capstan.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "capstan.dev/v1alpha1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let o = api.get_opt(cluster).await.ok()??;
-    o.data
-        .pointer("/status/lastAppliedRevision")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-}
-
-async fn wait_for_revision(
-    client: &kube::Client,
-    cluster: &str,
-    rev: &str,
-    limit: Duration,
-) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if applied_revision(client, cluster).await.as_deref() == Some(rev) {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// Nothing queued or running, and every trigger the webhook accepted received by the daemon.
