@@ -351,6 +351,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
     /// Every cluster of the repository (suspend/resume only).
     Fleet {
@@ -360,6 +363,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
 }
 
@@ -497,4 +503,38 @@ pub struct NewClusterArgs {
     /// Cluster values.
     #[command(flatten)]
     pub values: ClusterValues,
+    /// Open a pull request instead of writing into the working copy.
+    #[command(flatten)]
+    pub pr: PrArgs,
+}
+
+/// `--open-pr`: the change goes to a branch pushed to the remote and a pull request, and the
+/// working copy is left as it is.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PrArgs {
+    /// Commit the change on a branch off the remote's base branch, push it and open (or update)
+    /// a pull request whose body is the `capstan diff` of the change.
+    #[arg(long)]
+    pub open_pr: bool,
+    /// The Git remote to push to (its URL: https://, ssh:// or a path).
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull request goes into.
+    #[arg(long, default_value = "main", requires = "open_pr")]
+    pub base: String,
+    /// The branch to push (default: capstan/<what>-<cluster>); re-running updates it.
+    #[arg(long, requires = "open_pr")]
+    pub branch: Option<String>,
+    /// Deploy key for ssh:// remotes (must be allowed to push).
+    #[arg(long, requires = "open_pr")]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for ssh:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub known_hosts: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for https:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub ca_file: Option<PathBuf>,
+    /// GitHub credentials and repository.
+    #[command(flatten)]
+    pub github: GitHubArgs,
 }

@@ -5,6 +5,7 @@ mod diff;
 mod intent;
 mod offline;
 mod online;
+mod open_pr;
 
 use std::process::ExitCode;
 

@@ -381,6 +381,21 @@ impl GitSource {
     }
 }
 
+/// The `ssh` command the source runs for ssh:// remotes with this deploy key and known_hosts
+/// (`None` when neither is set): for other Git commands that must reach the same remote alike
+/// (`GIT_SSH_COMMAND` of the scaffolder's push).
+pub fn ssh_command(
+    key: Option<&std::path::Path>,
+    known_hosts: Option<&std::path::Path>,
+) -> Option<String> {
+    mirror::ssh_command(key, known_hosts)
+}
+
+/// A URL with its password or token replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    mirror::redact(url).0
+}
+
 /// Reads the tree of `rev` (any Git revision expression: a branch, `origin/main`, a tag, a
 /// commit id, `HEAD~2`) from the local repository at `path` (a working copy or a bare
 /// repository), without a checkout and without touching the network.
