@@ -173,7 +173,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         metrics: free_port(),
         dir: tempfile::tempdir().unwrap(),
     };
-    let agent = setup.start(&cp, &gh, "agent.log");
+    let agent = setup.start(cp, &gh, "agent.log");
     let c1 = up.head();
     assert!(
         wait_for_revision(&client, "w-prp", &c1, Duration::from_secs(90))
@@ -251,7 +251,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
-    let agent = setup.start(&cp, &gh, "agent2.log");
+    let agent = setup.start(cp, &gh, "agent2.log");
     let rescaled = wtext.replacen("count: 2", "count: 4", 1);
     let h3 = push_pr(&up, 1, &[(wpath, &rescaled)], "scale to 4");
     let body = pr_body("synchronize", 1, &h3, "acme/fleet");

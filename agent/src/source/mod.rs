@@ -413,7 +413,7 @@ pub fn read_local(path: &std::path::Path, rev: &str) -> Result<Revision, SourceE
         .map_err(|e| invalid(format!("unknown revision: {}", describe(&e))))?;
     let commit = id
         .object()
-        .and_then(|o| o.peel_to_commit().map_err(Into::into))
+        .and_then(|o| o.peel_to_commit())
         .map_err(|e| invalid(format!("not a commit: {}", describe(&e))))?;
     let tree = read::read_tree(&repo, commit.id, &url)?;
     Ok(Revision {
