@@ -195,15 +195,16 @@ impl Report {
     /// Markdown of at most `limit` characters.
     pub fn markdown(&self, limit: usize) -> String {
         let mut head = String::new();
-        let _ = writeln!(head, "### {}\n", self.title);
+        // Every block after the title starts with its own blank line.
+        let _ = writeln!(head, "### {}", self.title);
         let changed: Vec<&ClusterReport> = self.clusters.iter().collect();
         if changed.is_empty() && self.errors.is_empty() {
-            let _ = writeln!(head, "No cluster changes.");
+            let _ = writeln!(head, "\nNo cluster changes.");
         }
         if self.has_errors() {
             let _ = writeln!(
                 head,
-                "**Errors:** a cluster with errors or blocked fields is not applied as it stands.\n"
+                "\n**Errors:** a cluster with errors or blocked fields is not applied as it stands.\n"
             );
             for e in &self.errors {
                 let _ = writeln!(head, "- :x: `{}`", code(e));
@@ -212,7 +213,7 @@ impl Report {
         if !self.outside.is_empty() {
             let _ = writeln!(
                 head,
-                "- :warning: files outside `clusters/` changed: {}",
+                "\n- :warning: files outside `clusters/` changed: {}",
                 self.outside
                     .iter()
                     .map(|p| format!("`{}`", code(p)))
