@@ -23,6 +23,18 @@ pub enum Output {
     Json,
 }
 
+/// Output format of change reports (`capstan diff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ReportOutput {
+    /// Human-readable text, coloured on a terminal (unless NO_COLOR is set).
+    #[default]
+    Text,
+    /// JSON, for scripts and CI.
+    Json,
+    /// GitHub-flavoured markdown, for a pull-request comment (at most 65,536 characters).
+    Markdown,
+}
+
 /// A provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProviderArg {
@@ -97,6 +109,11 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// Show what a change of the repository does, without a cluster: validate and render two
+    /// revisions, and print per changed cluster the objects created, changed and deleted with
+    /// diffs and what happens to its machines (rollouts, scaling, add-on upgrades, blocked
+    /// fields). Exits 0 when nothing changes, 2 when something does, 1 on errors.
+    Diff(DiffArgs),
     /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
     Run(RunArgs),
@@ -320,6 +337,66 @@ pub struct BootstrapValues {
     pub endpoint_host: Option<String>,
 }
 
+/// GitHub credentials and repository, shared by `run` and the `--open-pr` commands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GitHubArgs {
+    /// File holding a GitHub token (fine-grained: pull requests and commit statuses write).
+    #[arg(long, value_name = "FILE")]
+    pub github_token_file: Option<PathBuf>,
+    /// GitHub App id (with --github-app-key and --github-installation-id), instead of a token.
+    #[arg(long, requires_all = ["github_app_key", "github_installation_id"], conflicts_with = "github_token_file")]
+    pub github_app_id: Option<u64>,
+    /// The GitHub App's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "github_app_id")]
+    pub github_app_key: Option<PathBuf>,
+    /// The GitHub App's installation id on the repository.
+    #[arg(long, requires = "github_app_id")]
+    pub github_installation_id: Option<u64>,
+    /// GitHub API URL (GitHub Enterprise: https://HOST/api/v3).
+    #[arg(long, default_value = crate::github::DEFAULT_API_URL)]
+    pub github_api_url: String,
+    /// The repository on GitHub, owner/name (default: read from the Git remote URL).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub github_repo: Option<String>,
+}
+
+impl GitHubArgs {
+    /// The client these arguments describe, for the repository at `remote`; `None` without
+    /// credentials.
+    pub fn client(&self, remote: &str) -> anyhow::Result<Option<crate::github::GitHub>> {
+        let app = match (
+            &self.github_app_id,
+            &self.github_app_key,
+            self.github_installation_id,
+        ) {
+            (Some(id), Some(key), Some(inst)) => Some((*id, key, inst)),
+            _ => None,
+        };
+        let Some(auth) = crate::github::auth_from_files(self.github_token_file.as_ref(), app)?
+        else {
+            return Ok(None);
+        };
+        let repo = match self
+            .github_repo
+            .clone()
+            .or_else(|| crate::github::repo_from_url(remote))
+        {
+            Some(r) => r,
+            None => anyhow::bail!(
+                "cannot tell the GitHub repository from {remote}; name it with --github-repo OWNER/NAME"
+            ),
+        };
+        Ok(Some(crate::github::GitHub::new(
+            &crate::github::GitHubConfig {
+                api_url: self.github_api_url.clone(),
+                repo,
+                auth,
+                retry: crate::github::Retry::default(),
+            },
+        )?))
+    }
+}
+
 /// Which cluster to talk to, as kubectl chooses it.
 #[derive(Debug, Args, Clone, Default)]
 pub struct KubeArgs {
@@ -428,6 +505,13 @@ pub struct RunArgs {
     /// How long a leader's Lease lasts without renewal: a killed leader is replaced within it.
     #[arg(long, default_value = "15s", value_parser = parse_interval)]
     pub lease_duration: std::time::Duration,
+    /// GitHub: plans on pull requests and commit statuses.
+    #[command(flatten)]
+    pub github: GitHubArgs,
+    /// Also plan pull requests whose head is in a fork (their specs are rendered and dry-run
+    /// with the agent's credentials).
+    #[arg(long)]
+    pub pr_plans_from_forks: bool,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -463,6 +547,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
     /// Every cluster of the repository (suspend/resume only).
     Fleet {
@@ -472,6 +559,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
 }
 
@@ -510,6 +600,27 @@ pub struct ReconcileArgs {
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
+}
+
+/// `capstan diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The repository (a working copy or a bare repository).
+    #[arg(default_value = ".")]
+    pub repo: PathBuf,
+    /// The revision to compare against (e.g. origin/main).
+    #[arg(long)]
+    pub base: String,
+    /// The revision with the change (default: the working copy as it is, uncommitted edits
+    /// included).
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t)]
+    pub output: ReportOutput,
+    /// Only this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
 }
 
 /// `capstan new ...`.
@@ -591,4 +702,38 @@ pub struct NewClusterArgs {
     /// Cluster values.
     #[command(flatten)]
     pub values: ClusterValues,
+    /// Open a pull request instead of writing into the working copy.
+    #[command(flatten)]
+    pub pr: PrArgs,
+}
+
+/// `--open-pr`: the change goes to a branch pushed to the remote and a pull request, and the
+/// working copy is left as it is.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PrArgs {
+    /// Commit the change on a branch off the remote's base branch, push it and open (or update)
+    /// a pull request whose body is the `capstan diff` of the change.
+    #[arg(long)]
+    pub open_pr: bool,
+    /// The Git remote to push to (its URL: https://, ssh:// or a path).
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull request goes into.
+    #[arg(long, default_value = "main", requires = "open_pr")]
+    pub base: String,
+    /// The branch to push (default: capstan/<what>-<cluster>); re-running updates it.
+    #[arg(long, requires = "open_pr")]
+    pub branch: Option<String>,
+    /// Deploy key for ssh:// remotes (must be allowed to push).
+    #[arg(long, requires = "open_pr")]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for ssh:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub known_hosts: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for https:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub ca_file: Option<PathBuf>,
+    /// GitHub credentials and repository.
+    #[command(flatten)]
+    pub github: GitHubArgs,
 }

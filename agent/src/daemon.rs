@@ -82,6 +82,17 @@ pub struct RunConfig {
     pub upgrade: crate::cli::UpgradeArgs,
     /// Leader election (`None`: this process reconciles alone).
     pub leader: Option<LeaderConfig>,
+    /// GitHub: commit statuses for applied revisions and plans on pull requests.
+    pub github: Option<GitHubRun>,
+}
+
+/// What the daemon does with GitHub.
+#[derive(Debug, Clone)]
+pub struct GitHubRun {
+    /// The client.
+    pub github: crate::github::GitHub,
+    /// Plan pull requests from forks too.
+    pub pr_forks: bool,
 }
 
 /// Builds the Git source configuration from CLI values.
@@ -131,13 +142,32 @@ pub async fn run_with(
     let ready = ReadyFlag::new();
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
-    let server_cfg = {
+    let mut server_cfg = {
         let c = ServerConfig::new(&cfg.branch);
         match &cfg.webhook_secret {
             Some(s) => c.with_webhook_secret(s.clone()),
             None => c,
         }
     };
+    // GitHub: statuses of applied revisions, and plans of pull requests on their own task (a
+    // Git remote is needed to fetch their heads).
+    let statuses = cfg
+        .github
+        .as_ref()
+        .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
+    if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
+        let queue = crate::github::pr::PrQueue::default();
+        server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
+        let planner = crate::github::pr::Planner {
+            source: sc.clone(),
+            management: cfg.management.clone(),
+            github: g.github.clone(),
+            client: client.clone(),
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(planner.run(queue));
+        info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
+    }
     let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
@@ -330,12 +360,22 @@ pub async fn run_with(
                                 queue.enqueue(w, Some(&name), false, now);
                             }
                         }
+                        if let Some(st) = &statuses
+                            && is_commit(revision)
+                        {
+                            st.report(revision, &name, run.outcome.phase, &run.outcome.message);
+                        }
                         let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
                         metrics.set_resident_memory(rss * 1024);
                         info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
                     }
                     Err(e) => {
                         phases.insert(name.clone(), Phase::Failed);
+                        if let Some(st) = &statuses
+                            && is_commit(revision)
+                        {
+                            st.report(revision, &name, Phase::Failed, &e.to_string());
+                        }
                         error!(cluster = %name, revision = %revision, error = %e, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
                     }
                 }
@@ -595,6 +635,11 @@ async fn load(
     // The validated specs stay: a chained upgrade renders its steps from them
     // (`capstan_layout::step`).
     Ok(loaded)
+}
+
+/// Whether a revision label is a commit id (a working copy's "local" gets no status).
+fn is_commit(revision: &str) -> bool {
+    revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A memory figure of this process from /proc (KiB; 0 where there is no /proc).

@@ -5,6 +5,7 @@ pub mod backup;
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod github;
 pub mod health;
 pub mod install;
 pub mod k8s;

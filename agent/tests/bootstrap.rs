@@ -61,7 +61,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
             bare.to_str().unwrap(),
         ],
     );
-    let sshd = Sshd::start_read_write(&served);
+    let sshd = Sshd::start_push(&served);
     let url = sshd.url(&bare);
 
     let bootstrap_args = [

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{fleet_with, post, push_body, scrape, value_in, wait_metrics};
+use source_support::agent::{
+    applied_revision, fleet_with, post, push_body, scrape, value_in, wait_for_revision,
+    wait_metrics,
+};
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
 
@@ -64,38 +67,6 @@ impl Drop for Agent {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
-    let ar = ApiResource {
-        group: "capstan.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "capstan.dev/v1alpha1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let o = api.get_opt(cluster).await.ok()??;
-    o.data
-        .pointer("/status/lastAppliedRevision")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-}
-
-async fn wait_for_revision(
-    client: &kube::Client,
-    cluster: &str,
-    rev: &str,
-    limit: Duration,
-) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if applied_revision(client, cluster).await.as_deref() == Some(rev) {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// Nothing queued or running, and every trigger the webhook accepted received by the daemon.

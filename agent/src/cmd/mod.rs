@@ -2,10 +2,12 @@
 
 mod bootstrap;
 mod dev;
+mod diff;
 mod install;
 mod intent;
 mod offline;
 mod online;
+mod open_pr;
 
 use std::process::ExitCode;
 
@@ -30,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             what: NewCommand::Cluster(args),
         } => offline::new_cluster(args),
         Command::Dev { what } => dev::run(what),
+        Command::Diff(args) => diff::run(args),
         Command::Plan {
             repo,
             cluster,

@@ -285,13 +285,29 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `capstan new cluster`.
+/// `capstan new cluster` (with `--open-pr`: on a branch, pushed, as a pull request).
 pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
-    let tree =
-        Tree::from_dir(&args.repo).with_context(|| format!("reading {}", args.repo.display()))?;
     let req = request(args.name, Some(args.management), args.values)?;
-    let plan = scaffold::plan(&tree, &req)?;
-    write_files(&args.repo, &plan.files)?;
+    if args.pr.open_pr {
+        let title = format!(
+            "Add cluster {} (managed by {})",
+            req.name,
+            req.management.as_deref().unwrap_or_default()
+        );
+        let branch = format!("capstan/new-cluster-{}", req.name);
+        return super::open_pr::open_pr(&args.repo, &args.pr, branch, &title, |dir| {
+            scaffold_into(dir, &req)
+        });
+    }
+    scaffold_into(&args.repo, &req)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Validates the fleet of `repo` with the new cluster, then writes its files.
+fn scaffold_into(repo: &Path, req: &ClusterRequest) -> anyhow::Result<()> {
+    let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
+    let plan = scaffold::plan(&tree, req)?;
+    write_files(repo, &plan.files)?;
     if let Some(c) = plan.fleet.cluster(&req.name) {
         println!(
             "cluster {} validates: {} objects to apply on {}",
@@ -300,5 +316,5 @@ pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
             c.management()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -455,7 +455,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.ca_file.clone(),
         ))
     };
-    let cfg = crate::daemon::RunConfig {
+    let mut cfg = crate::daemon::RunConfig {
         repo,
         interval: args.interval,
         webhook_addr,
@@ -488,8 +488,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 }),
             duration: args.lease_duration,
         }),
+        github: None,
     };
     super::runtime()?.block_on(async {
+        // The GitHub client lives on the runtime (its HTTP stack spawns tasks).
+        cfg.github = args
+            .github
+            .client(&args.repo)?
+            .map(|github| crate::daemon::GitHubRun {
+                github,
+                pr_forks: args.pr_plans_from_forks,
+            });
+        if cfg.github.is_none() && args.pr_plans_from_forks {
+            anyhow::bail!("--pr-plans-from-forks needs GitHub credentials (--github-token-file or a GitHub App)");
+        }
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());
         let count = metrics.clone();
         let conn = crate::k8s::connect_with(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref(), Some(std::sync::Arc::new(move |verb| count.inc_api_request(verb)))).await?;

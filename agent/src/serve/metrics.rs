@@ -14,7 +14,8 @@
 //! `capstan_objects_total{action}`, `capstan_reconciles_total{result}` (one per cluster run),
 //! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
 //! `capstan_queue_clusters{state}`, `capstan_retries_total`,
-//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`.
+//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`,
+//! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -182,6 +183,23 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// How a GitHub report (a PR plan, a commit status) ended.
+    GitHubResult {
+        /// Posted to GitHub.
+        Posted => "posted",
+        /// GitHub refused or kept failing (logged).
+        Failed => "failed",
+        /// Deliberately not planned (a fork without --pr-plans-from-forks, another base branch).
+        Ignored => "ignored",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GitHubLabels {
+    result: GitHubResult,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StageLabels {
     stage: Stage,
@@ -244,6 +262,8 @@ pub struct Metrics {
     clusters: Family<PhaseLabels, Gauge>,
     resident_memory: Gauge,
     leader: Gauge,
+    pr_plans: Family<GitHubLabels, Counter>,
+    commit_statuses: Family<GitHubLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -269,6 +289,22 @@ impl Metrics {
         let clusters = Family::<PhaseLabels, Gauge>::default();
         let resident_memory = Gauge::default();
         let leader = Gauge::default();
+        let pr_plans = Family::<GitHubLabels, Counter>::default();
+        let commit_statuses = Family::<GitHubLabels, Counter>::default();
+        registry.register(
+            "capstan_pr_plans",
+            "Pull-request plans, by result",
+            pr_plans.clone(),
+        );
+        registry.register(
+            "capstan_commit_statuses",
+            "Commit statuses sent to GitHub, by result",
+            commit_statuses.clone(),
+        );
+        for &result in GitHubResult::ALL {
+            let _ = pr_plans.get_or_create(&GitHubLabels { result });
+            let _ = commit_statuses.get_or_create(&GitHubLabels { result });
+        }
 
         registry.register(
             "capstan_reconcile_duration_seconds",
@@ -368,12 +404,26 @@ impl Metrics {
             clusters,
             resident_memory,
             leader,
+            pr_plans,
+            commit_statuses,
         }
     }
 
     /// Whether this replica reconciles (holds the Lease, or runs without leader election).
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// Counts a pull-request plan.
+    pub fn inc_pr_plan(&self, result: GitHubResult) {
+        self.pr_plans.get_or_create(&GitHubLabels { result }).inc();
+    }
+
+    /// Counts a commit status.
+    pub fn inc_commit_status(&self, result: GitHubResult) {
+        self.commit_statuses
+            .get_or_create(&GitHubLabels { result })
+            .inc();
     }
 
     /// Records how long a stage took.

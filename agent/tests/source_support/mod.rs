@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod daemon;
+pub mod github;
 pub mod http;
 pub mod kubelet;
 pub mod sshd;

@@ -41,9 +41,10 @@ impl Sshd {
         Self::start_with(root, true, false)
     }
 
-    /// Like [`start`](Self::start), but the deploy key may also push (`git-receive-pack`), as
-    /// the key `capstan bootstrap` is given.
-    pub fn start_read_write(root: &Path) -> Sshd {
+    /// Like [`start`](Self::start), but the key may also push (`git-receive-pack`), as the
+    /// key of a developer or a bot that opens pull requests, or the key `capstan bootstrap` is
+    /// given.
+    pub fn start_push(root: &Path) -> Sshd {
         Self::start_with(root, true, true)
     }
 
@@ -53,7 +54,7 @@ impl Sshd {
         Self::start_with(root, false, false)
     }
 
-    fn start_with(root: &Path, v2: bool, write: bool) -> Sshd {
+    fn start_with(root: &Path, v2: bool, push: bool) -> Sshd {
         // sshd refuses to start without its privilege separation directory, which the package
         // only creates when the service is started through systemd/init.
         std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
@@ -69,13 +70,13 @@ impl Sshd {
             &script,
             format!(
                 r#"#!/bin/sh
-# Deploy key: only git-upload-pack (and, read-write, git-receive-pack) of a repository below
+# Deploy key: git-upload-pack (and, for a push key, git-receive-pack) of a repository below
 # the served root.
 root='{root}'
-program=git-upload-pack
+push='{push}'
 case "$SSH_ORIGINAL_COMMAND" in
-  "git-upload-pack '"*"'") path=${{SSH_ORIGINAL_COMMAND#git-upload-pack \'}}; path=${{path%\'}} ;;
-  {receive}
+  "git-upload-pack '"*"'") cmd=git-upload-pack; path=${{SSH_ORIGINAL_COMMAND#git-upload-pack \'}}; path=${{path%\'}} ;;
+  "git-receive-pack '"*"'") [ "$push" = yes ] || {{ echo "this deploy key is read-only" >&2; exit 1; }}; cmd=git-receive-pack; path=${{SSH_ORIGINAL_COMMAND#git-receive-pack \'}}; path=${{path%\'}} ;;
   *) echo "this deploy key is read-only: '$SSH_ORIGINAL_COMMAND' refused" >&2; exit 1 ;;
 esac
 case "$path" in
@@ -83,14 +84,10 @@ case "$path" in
   "$root"/*) ;;
   *) echo "not exported: $path" >&2; exit 1 ;;
 esac
-exec $program "$path"
+exec $cmd "$path"
 "#,
                 root = root.display(),
-                receive = if write {
-                    r#""git-receive-pack '"*"'") program=git-receive-pack; path=${SSH_ORIGINAL_COMMAND#git-receive-pack \'}; path=${path%\'} ;;"#
-                } else {
-                    ""
-                },
+                push = if push { "yes" } else { "no" },
             ),
         )
         .unwrap();

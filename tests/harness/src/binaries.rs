@@ -378,6 +378,32 @@ pub fn ensure_controllers() -> Result<ControllerBinaries, BinariesError> {
     Ok(b)
 }
 
+static ACTIONLINT_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes sure actionlint of the pinned version exists in the cache
+/// (`<cache>/tools/<key>/bin/actionlint`), building it from `tests/control-plane/actionlint`
+/// when missing (about a minute cold); returns its path. Only the test of the GitHub Actions
+/// example calls this.
+pub fn ensure_actionlint() -> Result<PathBuf, BinariesError> {
+    let mut memo = ACTIONLINT_MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = memo.as_ref() {
+        return Ok(p.clone());
+    }
+    let version =
+        versions::module_version(&versions::ACTIONLINT_MODULE, "github.com/rhysd/actionlint")?;
+    let target = Target {
+        name: "actionlint",
+        module: &versions::ACTIONLINT_MODULE,
+        package: "github.com/rhysd/actionlint/cmd/actionlint",
+        ldflags: format!("-s -w -X github.com/rhysd/actionlint.version={version}"),
+        version: Some(version),
+    };
+    let (dir, _) = ensure_set("tools", std::slice::from_ref(&target))?;
+    let path = dir.join("bin").join("actionlint");
+    *memo = Some(path.clone());
+    Ok(path)
+}
+
 /// Builds every target of a set that is not in `<cache>/<set>/<key>/bin` yet; returns the
 /// set's directory and whether anything was built.
 fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool), BinariesError> {

@@ -51,7 +51,8 @@ pub mod versions;
 
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
-    Binaries, BinariesError, ControllerBinaries, ensure_binaries, ensure_controllers,
+    Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
+    ensure_controllers,
 };
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,

@@ -94,6 +94,25 @@ pub const CAPI_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/control-plane/actionlint`: actionlint, which checks the GitHub Actions example.
+pub const ACTIONLINT_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "actionlint",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../control-plane/actionlint/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../control-plane/actionlint/go.sum"),
+        },
+        EmbeddedFile {
+            name: "tools.go",
+            contents: include_str!("../../control-plane/actionlint/tools.go"),
+        },
+    ],
+};
+
 /// `tests/control-plane/versions.env`.
 pub const VERSIONS_ENV: &str = include_str!("../../control-plane/versions.env");
 
@@ -262,6 +281,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "ETCDADM_BOOTSTRAP_PROVIDER_VERSION",
         &CRDS_MODULE,
         "github.com/aws/etcdadm-bootstrap-provider",
+    ),
+    (
+        "ACTIONLINT_VERSION",
+        &ACTIONLINT_MODULE,
+        "github.com/rhysd/actionlint",
     ),
 ];
 
