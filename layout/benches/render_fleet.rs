@@ -86,7 +86,9 @@ fn main() {
             .collect();
         let (c, diags) = parse_cluster(&docs);
         let c = c.unwrap_or_else(|| panic!("{diags:?}"));
-        let (r, _) = manifest.resolve(&c, Some(mgmt_release));
+        let r = manifest
+            .resolve(&capstan_templates::release::Sample, &c, Some(&mgmt_release))
+            .release;
         clusters.push((c, r.unwrap()));
     }
     let parse = t0.elapsed();

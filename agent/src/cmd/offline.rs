@@ -62,7 +62,7 @@ pub fn validate(
                         "directory": c.dir,
                         "management": c.management(),
                         "valid": c.is_valid(),
-                        "eksaVersion": c.release.map(|r| r.version.to_string()),
+                        "eksaVersion": c.release.as_ref().map(|r| r.version.to_string()),
                         "objects": c.objects.as_ref().map(|o| o.len()),
                     })
                 })
@@ -85,6 +85,7 @@ pub fn validate(
                 let state = if c.is_valid() { "ok" } else { "INVALID" };
                 let version = c
                     .release
+                    .as_ref()
                     .map(|r| r.version.to_string())
                     .unwrap_or_else(|| "-".into());
                 let objects = c

@@ -131,7 +131,7 @@ async fn a_broken_template_is_rejected() {
     let fleet = load(&Tree::from_dir(&example_fleet()).unwrap());
     let entry = fleet.cluster("dev").unwrap();
     let cluster = entry.cluster.as_ref().unwrap();
-    let release = entry.release.unwrap();
+    let release = entry.release.clone().unwrap();
     let _ = ReleaseManifest::embedded();
     let breakages = [
         (
@@ -160,7 +160,7 @@ async fn a_broken_template_is_rejected() {
         }
         assert!(changed, "{what}: no template contains {from:?}");
         let env = render::environment_with(&templates).unwrap();
-        let objects = render::render_with(&env, cluster, release).unwrap();
+        let objects = render::render_with(&env, cluster, &release).unwrap();
         let errors = admit(&objects).await;
         assert!(
             errors.iter().any(|e| e.contains(needle)),

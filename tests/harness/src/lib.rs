@@ -51,6 +51,7 @@ pub mod versions;
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
     Binaries, BinariesError, ControllerBinaries, ensure_binaries, ensure_controllers,
+    ensure_eksa_oracle,
 };
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,
