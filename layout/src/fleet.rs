@@ -206,6 +206,9 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             catalogs.insert(mgmt.clone(), Catalog::new(tree, fetched, source));
         }
     }
+    // Clusters under a directory that holds no management cluster (reported by the layout
+    // checks) resolve against the embedded data.
+    let default_catalog = Catalog::new(tree, fetched, None);
     let mut missing_documents = BTreeSet::new();
 
     // Versions: management clusters first, then their workloads.
@@ -218,7 +221,15 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             let Some(cluster) = &entry.cluster else {
                 continue;
             };
-            let Some(catalog) = catalogs.get(entry.management()) else {
+            let catalog = match configs.get(entry.management()) {
+                None => Some(&default_catalog),
+                Some(_) => catalogs.get(entry.management()),
+            };
+            let Some(catalog) = catalog else {
+                // The management cluster carries its fleet config's own diagnostics.
+                if entry.role == Role::Management {
+                    continue;
+                }
                 let file = PathBuf::from(CLUSTERS_DIR)
                     .join(entry.management())
                     .join(config::FILE);
@@ -235,6 +246,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             };
             let mgmt = mgmt_release.get(entry.management()).cloned();
             if !pass_management
+                && !catalog.is_broken()
                 && mgmt.is_none()
                 && cluster.eksa_version.is_none()
                 && cluster.bundles_ref.is_none()

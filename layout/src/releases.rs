@@ -105,6 +105,12 @@ impl<'a> Catalog<'a> {
         }
     }
 
+    /// Whether the fleet's release manifest itself cannot be read (every cluster of the fleet
+    /// then reports why).
+    pub(crate) fn is_broken(&self) -> bool {
+        self.manifest.is_err()
+    }
+
     /// Resolves a cluster's release; documents still to fetch are added to `missing`.
     pub(crate) fn resolve(
         &self,

@@ -26,6 +26,7 @@ const W2_DIR: &str = "clusters/mgmt/workload-clusters/w2";
 const W2: &str = "clusters/mgmt/workload-clusters/w2/cluster.yaml";
 const W_EXTRA: &str = "clusters/mgmt/workload-clusters/w/extra.yaml";
 const MGMT2: &str = "clusters/mgmt2/cluster.yaml";
+const FLEET: &str = "clusters/mgmt/fleet.yaml";
 
 /// A second management cluster (eksaVersion v0.25.2) for cases that need two.
 const MGMT2_CLUSTER: &str = r#"
@@ -1008,6 +1009,91 @@ corpus! {
         .err(UnknownField, W, 10, 5)
         .err(UnknownField, W, 16, 7);
 
+    // ───────────────────────────── fleet config ────────────────────────────
+    // clusters/<mgmt>/fleet.yaml: its problems are the management cluster's, and every cluster of
+    // the fleet is held with it (their release data comes from it).
+    unknown_field_fleet_config:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:
+                manifest: release/manifest.yaml
+                sha: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err(UnknownField, FLEET, 6, 5)
+        .in_cluster(OK_DIR)
+        .err(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err(ReleaseUnavailable, W, 5, 1);
+
+    invalid_value_fleet_config_kind:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: Fleet   # <-
+            spec: {}
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err(InvalidValue, FLEET, 2, 1)
+        .in_cluster(OK_DIR)
+        .err(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err(ReleaseUnavailable, W, 5, 1);
+
+    missing_field_unpinned_https_release_manifest:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: https://anywhere-assets.eks.amazonaws.com/releases/eks-a/manifest.yaml
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err(MissingField, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err(ReleaseUnavailable, W, 5, 1);
+
+    release_unavailable_manifest_not_in_repository:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/eks-a/manifest.yaml
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err(ReleaseUnavailable, FLEET, 4, 3);
+
+    checksum_mismatch_release_manifest:
+        Case::workload()
+        .file("release/manifest.yaml", "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Release\n")
+        .file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/manifest.yaml
+                sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err(ChecksumMismatch, FLEET, 4, 3);
+
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
         Case::workload().file(W, r#"
@@ -1027,7 +1113,7 @@ corpus! {
         "#)
         .err(UnsupportedField, W, 6, 3);
 
-    unsupported_field_proxy_configuration:
+    missing_field_proxy_https_proxy:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1039,15 +1125,35 @@ corpus! {
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               proxyConfiguration:   # <-
-                httpProxy: http://proxy.internal:3128
+                httpProxy: http://10.0.0.2:3128
                 noProxy: [10.0.0.0/8]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 10, 3);
+        .err(MissingField, W, 10, 3);
 
-    unsupported_field_registry_mirror:
+    invalid_value_proxy_without_port:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              proxyConfiguration:
+                httpProxy: http://10.0.0.2:3128
+                httpsProxy: http://proxy.internal   # <-
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(InvalidValue, W, 12, 5);
+
+    invalid_value_registry_mirror_with_credentials:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1061,11 +1167,33 @@ corpus! {
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
-              registryMirrorConfiguration: {endpoint: harbor.internal}   # <-
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                authenticate: true   # <-
         "#)
-        .err(UnsupportedField, W, 13, 3);
+        .err(InvalidValue, W, 15, 5);
 
-    unsupported_field_control_plane_machine_health_check:
+    invalid_type_registry_mirror_port_number:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                port: 5000   # <-
+        "#)
+        .err(InvalidType, W, 15, 5);
+
+    invalid_value_control_plane_machine_health_check_duration:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1076,15 +1204,17 @@ corpus! {
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration:
                 count: 1
-                machineHealthCheck: {maxUnhealthy: 1}   # <-
+                machineHealthCheck:
+                  maxUnhealthy: 1
+                  nodeStartupTimeout: 10min   # <-
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 10, 5);
+        .err(InvalidValue, W, 12, 7);
 
-    unsupported_field_worker_kubelet_configuration:
+    invalid_value_worker_kubelet_configuration_provider_id:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1099,14 +1229,35 @@ corpus! {
                   count: 1
                 - name: md-1
                   count: 1
-                  kubeletConfiguration: {maxPods: 50}   # <-
+                  kubeletConfiguration:
+                    maxPods: 50
+                    providerID: vsphere://x   # <-
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 14, 7);
+        .err(InvalidValue, W, 16, 9);
 
-    unsupported_field_cluster_network_cni:
+    invalid_type_kubelet_configuration_not_a_mapping:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                kubeletConfiguration: maxPods=50   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(InvalidType, W, 10, 5);
+
+    invalid_value_cluster_network_cni:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1118,13 +1269,54 @@ corpus! {
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
+                cni: weave   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(InvalidValue, W, 11, 5);
+
+    deprecated_field_cluster_network_cni_and_cert_sans_spelling:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                certSANs: [api.w.example.com]   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
                 cni: cilium   # <-
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 11, 5);
+        .renders()
+        .warn(DeprecatedField, W, 10, 5)
+        .warn(DeprecatedField, W, 13, 5);
 
-    unsupported_field_vsphere_host_os_configuration:
+    invalid_value_kindnetd:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                cniConfig:
+                  kindnetd: {}   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(InvalidValue, W, 12, 7);
+
+    invalid_value_vsphere_cert_bundles_on_ubuntu:
         Case::vsphere().file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
@@ -1139,17 +1331,18 @@ corpus! {
               resourcePool: /dc1/host/c1/Resources
               template: ubuntu-2204-kube-v1.33
               osFamily: ubuntu
-              hostOSConfiguration:   # <-
+              hostOSConfiguration:
                 ntpConfiguration: {servers: [time.internal]}
+                certBundles: [{name: corp, data: x}]   # <-
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(UnsupportedField, W_VS, 14, 3);
+        .err(InvalidValue, W_VS, 16, 5);
 
-    unsupported_field_vsphere_datacenter_failure_domains:
+    missing_field_vsphere_failure_domain:
         Case::vsphere().file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
@@ -1159,8 +1352,8 @@ corpus! {
               network: VM Network
               server: vcenter.example.internal
               insecure: true
-              failureDomains:   # <-
-                - name: fd-1
+              failureDomains:
+                - name: fd-1   # <-
                   computeCluster: c1
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -1173,7 +1366,7 @@ corpus! {
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(UnsupportedField, W_VS, 9, 3);
+        .err(MissingField, W_VS, 10, 7);
 
     unsupported_field_in_place_rollout:
         Case::workload().file(W, r#"
@@ -1204,23 +1397,127 @@ corpus! {
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
               packages: {disable: true}   # <-
-              etcdEncryption: [{resources: [secrets]}]   # <-
               licenseToken: abc   # <-
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration:
                 count: 1
-                certSans: [api.w.internal]   # <-
+                skipAdmissionForSystemResources: true   # <-
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
-              podIamConfig: {serviceAccountIssuer: https://x}   # <-
+              gitOpsRef: {kind: FluxConfig, name: w}   # <-
         "#)
         .err(UnsupportedField, W, 7, 3)
         .err(UnsupportedField, W, 8, 3)
-        .err(UnsupportedField, W, 9, 3)
-        .err(UnsupportedField, W, 13, 5)
-        .err(UnsupportedField, W, 18, 3);
+        .err(UnsupportedField, W, 12, 5)
+        .err(UnsupportedField, W, 17, 3);
+
+    invalid_value_etcd_encryption_on_docker:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              etcdEncryption:   # <-
+                - providers: [{kms: {name: kms, socketListenAddress: "unix:///var/run/kmsplugin/socket.sock"}}]
+                  resources: [secrets]
+        "#)
+        .err(InvalidValue, W, 13, 3);
+
+    invalid_value_control_plane_max_surge:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 3
+                upgradeRolloutStrategy:
+                  type: RollingUpdate
+                  rollingUpdate: {maxSurge: 2}   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(InvalidValue, W, 12, 23);
+
+    unsupported_kind_aws_iam_identity_provider:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - {kind: AWSIamConfig, name: w-iam}   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(UnsupportedField, W, 9, 8);
+
+    dangling_ref_oidc_config:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - kind: OIDCConfig
+                  name: w-oidc   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err(DanglingRef, W, 10, 7);
+
+    invalid_value_oidc_flag_twice:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs: [{kind: OIDCConfig, name: w-oidc}]
+              controlPlaneConfiguration:
+                count: 1
+                apiServerExtraArgs:
+                  oidc-issuer-url: https://other.example.com   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: OIDCConfig
+            metadata: {name: w-oidc}
+            spec: {clientId: k8s, issuerUrl: "https://login.example.com"}
+        "#)
+        .err(InvalidValue, W, 12, 7);
 
     // ───────────────────────────── missing-field ───────────────────────────
     missing_field_vsphere_endpoint:
@@ -1271,23 +1568,26 @@ corpus! {
         // w-workers is then referenced by nothing.
         .warn(UnusedObject, W_VS, 17, 12);
 
-    missing_field_no_worker_groups:
+    invalid_value_tainted_control_plane_without_workers:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w}
-            spec:   # <-
+            spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
+              controlPlaneConfiguration:
+                count: 1
+                taints:   # <-
+                  - {key: dedicated, value: cp, effect: NoSchedule}
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(MissingField, W, 4, 1);
+        .err(InvalidValue, W, 10, 5);
 
-    missing_field_empty_worker_groups:
+    invalid_value_node_cidr_mask_too_short:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1297,12 +1597,13 @@ corpus! {
               managementCluster: {name: mgmt}
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: []   # <-
+              workerNodeGroupConfigurations: []
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
+                nodes: {cidrMaskSize: 16}   # <-
         "#)
-        .err(MissingField, W, 9, 3);
+        .err(InvalidValue, W, 13, 13);
 
     missing_field_no_spec:
         Case::workload().file(W, r#"

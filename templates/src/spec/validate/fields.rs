@@ -61,7 +61,9 @@ pub(super) fn check_labels(at: &mut At, labels: &BTreeMap<String, String>, path:
 /// `upgradeRolloutStrategy` of the control plane: its maxSurge (KubeadmControlPlane allows 0 or 1).
 pub(super) fn cp_rollout(at: &mut At, r: &Option<raw::RolloutStrategy>, path: &str) -> Option<u32> {
     let r = r.as_ref()?;
-    rollout_type(at, r, path);
+    if !rollout_type(at, r, path) {
+        return None;
+    }
     let ru = r.rolling_update.as_ref()?;
     if ru.max_unavailable.is_some() {
         at.err(
@@ -90,7 +92,9 @@ pub(super) fn worker_rollout(
     path: &str,
 ) -> Option<(u32, u32)> {
     let r = r.as_ref()?;
-    rollout_type(at, r, path);
+    if !rollout_type(at, r, path) {
+        return None;
+    }
     let Some(ru) = &r.rolling_update else {
         at.err(
             Code::MissingField,
@@ -119,9 +123,10 @@ pub(super) fn worker_rollout(
     Some((surge as u32, unavailable as u32))
 }
 
-fn rollout_type(at: &mut At, r: &raw::RolloutStrategy, path: &str) {
+/// Checks the rollout type; false when it is not RollingUpdate (already reported).
+fn rollout_type(at: &mut At, r: &raw::RolloutStrategy, path: &str) -> bool {
     match r.kind.as_deref() {
-        None | Some("RollingUpdate") => {}
+        None | Some("RollingUpdate") => return true,
         Some("InPlace") => at.err(
             Code::UnsupportedField,
             &format!("{path}.type"),
@@ -133,6 +138,7 @@ fn rollout_type(at: &mut At, r: &raw::RolloutStrategy, path: &str) {
             format!("rollout type `{other}` must be RollingUpdate"),
         ),
     }
+    false
 }
 
 pub(super) fn int_or_percent(v: &Value) -> bool {
