@@ -500,3 +500,92 @@ mod tests {
         assert!(d.iter().all(|d| allowed(d, &[]).is_none()));
     }
 }
+
+/// Kubernetes minors of capstan's release data, and the EKS-A release that carries each.
+pub const VERSIONS: &[(u32, &str)] = &[
+    (28, "v0.24.3"),
+    (29, "v0.24.3"),
+    (30, "v0.26.1"),
+    (31, "v0.26.1"),
+    (32, "v0.26.1"),
+    (33, "v0.26.1"),
+    (34, "v0.26.1"),
+    (35, "v0.26.1"),
+    (36, "v0.26.1"),
+];
+
+/// One spec of the corpus (`tests/e2e/oracle/*.yaml`).
+pub struct CorpusSpec {
+    /// File stem.
+    pub name: String,
+    /// The spec as written.
+    pub text: String,
+    /// `# tags:` of the spec.
+    pub tags: Vec<String>,
+    /// `# worker-lag:`: how many minors worker groups with a kubernetesVersion lag.
+    pub worker_lag: u32,
+}
+
+/// `# key: value` directives at the top of a corpus spec.
+fn directive(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .take_while(|l| l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(&format!("# {key}:")))
+        .map(|v| v.trim().to_string())
+}
+
+/// Every spec of the corpus, sorted by name.
+pub fn corpus_specs() -> Vec<CorpusSpec> {
+    let dir = crate::repo_root().join("tests/e2e/oracle");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/e2e/oracle")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).expect("corpus spec");
+            CorpusSpec {
+                name: f
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("")
+                    .to_string(),
+                tags: directive(&text, "tags")
+                    .map(|t| t.split(',').map(|s| s.trim().to_string()).collect())
+                    .unwrap_or_default(),
+                worker_lag: directive(&text, "worker-lag")
+                    .map(|l| l.parse().expect("worker-lag is a number"))
+                    .unwrap_or(0),
+                text,
+            }
+        })
+        .collect()
+}
+
+/// The spec with the case's versions written in: the Cluster's kubernetesVersion and
+/// eksaVersion, and `minor - lag` for worker groups that name a version.
+pub fn with_versions(text: &str, minor: u32, lag: u32, eksa: &str) -> String {
+    let mut docs = capstan_templates::yaml::parse_values(text).expect("corpus specs parse");
+    for d in &mut docs {
+        if d["kind"] != "Cluster" {
+            continue;
+        }
+        let spec = d["spec"].as_object_mut().expect("a Cluster has a spec");
+        spec.insert("kubernetesVersion".into(), json!(format!("1.{minor}")));
+        spec.insert("eksaVersion".into(), json!(eksa));
+        if let Some(groups) = spec
+            .get_mut("workerNodeGroupConfigurations")
+            .and_then(Value::as_array_mut)
+        {
+            for g in groups {
+                if let Some(v) = g.get_mut("kubernetesVersion") {
+                    *v = json!(format!("1.{}", minor - lag));
+                }
+            }
+        }
+    }
+    capstan_templates::yaml::to_string_multi(&docs)
+}

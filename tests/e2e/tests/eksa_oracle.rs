@@ -24,19 +24,6 @@ use capstan_templates::spec::{SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::{Value, json};
 
-/// Kubernetes minors of capstan's release data, and the EKS-A release that carries each.
-const VERSIONS: &[(u32, &str)] = &[
-    (28, "v0.24.3"),
-    (29, "v0.24.3"),
-    (30, "v0.26.1"),
-    (31, "v0.26.1"),
-    (32, "v0.26.1"),
-    (33, "v0.26.1"),
-    (34, "v0.26.1"),
-    (35, "v0.26.1"),
-    (36, "v0.26.1"),
-];
-
 struct Case {
     name: String,
     text: String,
@@ -44,58 +31,12 @@ struct Case {
     release: Arc<Release>,
 }
 
-/// `# key: value` directives at the top of a corpus spec.
-fn directive(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .take_while(|l| l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(&format!("# {key}:")))
-        .map(|v| v.trim().to_string())
-}
-
-/// The spec with the case's versions written in.
-fn with_versions(text: &str, minor: u32, lag: u32, eksa: &str) -> String {
-    let mut docs = yaml::parse_values(text).expect("corpus specs parse");
-    for d in &mut docs {
-        if d["kind"] != "Cluster" {
-            continue;
-        }
-        let spec = d["spec"].as_object_mut().expect("a Cluster has a spec");
-        spec.insert("kubernetesVersion".into(), json!(format!("1.{minor}")));
-        spec.insert("eksaVersion".into(), json!(eksa));
-        if let Some(groups) = spec
-            .get_mut("workerNodeGroupConfigurations")
-            .and_then(Value::as_array_mut)
-        {
-            for g in groups {
-                if let Some(v) = g.get_mut("kubernetesVersion") {
-                    *v = json!(format!("1.{}", minor - lag));
-                }
-            }
-        }
-    }
-    yaml::to_string_multi(&docs)
-}
-
 fn corpus() -> Vec<Case> {
-    let dir = repo_root().join("tests/e2e/oracle");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
     let manifest = ReleaseManifest::embedded();
     let mut cases = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let stem = f.file_stem().unwrap().to_str().unwrap().to_string();
-        let tags: Vec<String> = directive(&text, "tags")
-            .map(|t| t.split(',').map(|s| s.trim().to_string()).collect())
-            .unwrap_or_default();
-        let lag: u32 = directive(&text, "worker-lag")
-            .map(|l| l.parse().unwrap())
-            .unwrap_or(0);
-        for (minor, eksa) in VERSIONS {
+    for spec in oracle::corpus_specs() {
+        let (stem, text, tags, lag) = (spec.name, spec.text, spec.tags, spec.worker_lag);
+        for (minor, eksa) in oracle::VERSIONS {
             let release = manifest
                 .release(&Sample, &SemVer::parse(eksa).unwrap())
                 .unwrap();
@@ -110,7 +51,7 @@ fn corpus() -> Vec<Case> {
             }
             cases.push(Case {
                 name: format!("{stem}@1.{minor}"),
-                text: with_versions(&text, *minor, lag, eksa),
+                text: oracle::with_versions(&text, *minor, lag, eksa),
                 tags: tags.clone(),
                 release: release.clone(),
             });

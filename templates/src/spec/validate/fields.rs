@@ -186,7 +186,7 @@ pub(super) fn cidr(at: &mut At, blocks: &[String], path: &str) -> Option<IpNet> 
 }
 
 pub(super) fn cilium(at: &mut At, c: Option<raw::Cilium>) -> raw::Cilium {
-    let mut c = c.unwrap_or_default();
+    let c = c.unwrap_or_default();
     let base = "spec.clusterNetwork.cniConfig.cilium";
     if let Some(mode) = &c.policy_enforcement_mode
         && !matches!(mode.as_str(), "default" | "always" | "never")
