@@ -15,8 +15,7 @@ use serde_json::json;
 use crate::cli::{ClusterValues, InitArgs, KubeArgs, NewClusterArgs, Output};
 
 fn load(repo: &Path) -> anyhow::Result<Fleet> {
-    let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
-    Ok(capstan_layout::load(&tree))
+    super::load_fleet(repo)
 }
 
 /// Server-side dry-run of every rendered object; messages per cluster.

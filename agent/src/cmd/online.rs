@@ -4,7 +4,6 @@ use std::path::Path;
 use std::process::{Command as Process, ExitCode};
 
 use anyhow::Context;
-use capstan_layout::{Tree, load};
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
@@ -94,7 +93,7 @@ pub fn plan(
     output: Output,
     kube: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(repo)?;
     let opts = Options {
         plan_only: true,
         only: cluster,
@@ -148,8 +147,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     if !once {
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
-    let fleet =
-        load(&Tree::from_dir(&repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(&repo)?;
     let opts = Options {
         plan_only: false,
         only: cluster,
@@ -378,6 +376,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         management: args.management.clone(),
         drift: args.drift.into(),
         concurrency: args.concurrency,
+        ca_file: args.ca_file.clone(),
     };
     super::runtime()?.block_on(async {
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());

@@ -446,61 +446,6 @@ pub fn allowed(d: &Difference, tags: &[&str]) -> Option<&'static Allowed> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn argument_order_formatting_and_template_suffixes_do_not_count() {
-        let eksa = vec![json!({
-            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
-            "metadata": {"name": "c-md-0-1", "namespace": "eksa-system", "creationTimestamp": null},
-            "spec": {"template": {"spec": {"joinConfiguration": {"pause": {}, "nodeRegistration": {
-                "kubeletExtraArgs": [{"name": "b", "value": "2"}, {"name": "a", "value": "1"}], "taints": []}},
-                "files": [{"path": "/x.yaml", "content": "a: 1\nb: [x]\n"}]}}},
-        })];
-        let capstan = vec![json!({
-            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
-            "metadata": {"name": "c-md-0-0123456789", "namespace": "team", "labels": {MANAGED_BY_LABEL: "capstan"}},
-            "spec": {"template": {"spec": {"joinConfiguration": {"nodeRegistration": {
-                "kubeletExtraArgs": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}], "taints": []}},
-                "files": [{"path": "/x.yaml", "content": "b:\n  - x\na: 1\n"}]}}},
-        })];
-        let d = diff(
-            &normalise(&eksa, Side::Eksa),
-            &normalise(&capstan, Side::Capstan),
-        );
-        assert!(d.is_empty(), "{d:?}");
-    }
-
-    #[test]
-    fn a_changed_value_and_a_missing_taint_list_are_differences() {
-        let eksa = vec![
-            json!({"kind": "KubeadmControlPlane", "metadata": {"name": "c"},
-            "spec": {"kubeadmConfigSpec": {"initConfiguration": {"nodeRegistration": {"criSocket": "x", "taints": []}}},
-                     "kubeadmConfigSpecX": {"profiling": "false"}}}),
-        ];
-        let capstan = vec![
-            json!({"kind": "KubeadmControlPlane", "metadata": {"name": "c"},
-            "spec": {"kubeadmConfigSpec": {"initConfiguration": {"nodeRegistration": {"criSocket": "x"}}},
-                     "kubeadmConfigSpecX": {"profiling": "true"}}}),
-        ];
-        let d = diff(
-            &normalise(&eksa, Side::Eksa),
-            &normalise(&capstan, Side::Capstan),
-        );
-        let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            vec![
-                "spec.kubeadmConfigSpec.initConfiguration.nodeRegistration.taints",
-                "spec.kubeadmConfigSpecX.profiling"
-            ]
-        );
-        assert!(d.iter().all(|d| allowed(d, &[]).is_none()));
-    }
-}
-
 /// Kubernetes minors of capstan's release data, and the EKS-A release that carries each.
 pub const VERSIONS: &[(u32, &str)] = &[
     (28, "v0.24.3"),
@@ -588,4 +533,59 @@ pub fn with_versions(text: &str, minor: u32, lag: u32, eksa: &str) -> String {
         }
     }
     capstan_templates::yaml::to_string_multi(&docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_order_formatting_and_template_suffixes_do_not_count() {
+        let eksa = vec![json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "c-md-0-1", "namespace": "eksa-system", "creationTimestamp": null},
+            "spec": {"template": {"spec": {"joinConfiguration": {"pause": {}, "nodeRegistration": {
+                "kubeletExtraArgs": [{"name": "b", "value": "2"}, {"name": "a", "value": "1"}], "taints": []}},
+                "files": [{"path": "/x.yaml", "content": "a: 1\nb: [x]\n"}]}}},
+        })];
+        let capstan = vec![json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "c-md-0-0123456789", "namespace": "team", "labels": {MANAGED_BY_LABEL: "capstan"}},
+            "spec": {"template": {"spec": {"joinConfiguration": {"nodeRegistration": {
+                "kubeletExtraArgs": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}], "taints": []}},
+                "files": [{"path": "/x.yaml", "content": "b:\n  - x\na: 1\n"}]}}},
+        })];
+        let d = diff(
+            &normalise(&eksa, Side::Eksa),
+            &normalise(&capstan, Side::Capstan),
+        );
+        assert!(d.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn a_changed_value_and_a_missing_taint_list_are_differences() {
+        let eksa = vec![
+            json!({"kind": "KubeadmControlPlane", "metadata": {"name": "c"},
+            "spec": {"kubeadmConfigSpec": {"initConfiguration": {"nodeRegistration": {"criSocket": "x", "taints": []}}},
+                     "kubeadmConfigSpecX": {"profiling": "false"}}}),
+        ];
+        let capstan = vec![
+            json!({"kind": "KubeadmControlPlane", "metadata": {"name": "c"},
+            "spec": {"kubeadmConfigSpec": {"initConfiguration": {"nodeRegistration": {"criSocket": "x"}}},
+                     "kubeadmConfigSpecX": {"profiling": "true"}}}),
+        ];
+        let d = diff(
+            &normalise(&eksa, Side::Eksa),
+            &normalise(&capstan, Side::Capstan),
+        );
+        let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.kubeadmConfigSpec.initConfiguration.nodeRegistration.taints",
+                "spec.kubeadmConfigSpecX.profiling"
+            ]
+        );
+        assert!(d.iter().all(|d| allowed(d, &[]).is_none()));
+    }
 }
