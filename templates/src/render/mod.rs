@@ -29,7 +29,7 @@ use crate::spec::{Cluster, KubeVersion, Provider};
 mod context;
 pub mod node;
 
-pub use context::{cilium_values, default_cp_taint};
+pub use context::{ETCD_MIN_MEMORY_MIB, cilium_values, default_cp_taint};
 
 /// Length of the content-hash suffix of immutable templates, in hex digits.
 pub const HASH_LEN: usize = 10;

@@ -443,6 +443,31 @@ pub(crate) fn validate(
             machine,
         }
     });
+    // EKS-A's vSphere defaulter gives etcd machines at least 8192 MiB; so does the renderer.
+    if let (
+        Some(ExternalEtcd {
+            machine: Some(m), ..
+        }),
+        true,
+    ) = (&etcd, is_vsphere)
+        && let Some(p) = vsphere_machines.iter().find(|p| &p.meta.name == m)
+        && let Some(mem) = p.spec.memory_mib
+        && mem < crate::render::ETCD_MIN_MEMORY_MIB
+    {
+        At {
+            sd: &docs[p.src],
+            diags: at.diags,
+        }
+        .warn(
+            Code::InvalidValue,
+            "spec.memoryMiB",
+            format!(
+                "memoryMiB {mem} is below the {} MiB etcd machines need; as EKS Anywhere does, the etcd machines get {}",
+                crate::render::ETCD_MIN_MEMORY_MIB,
+                crate::render::ETCD_MIN_MEMORY_MIB
+            ),
+        );
+    }
 
     // Workers.
     let mut workers = Vec::new();
