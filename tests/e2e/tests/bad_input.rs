@@ -1009,6 +1009,56 @@ corpus! {
         .err(UnknownField, W, 10, 5)
         .err(UnknownField, W, 16, 7);
 
+    // A warning, not an error: EKS-A's defaulter raises etcd machines to 8192 MiB, and so does capstan.
+    invalid_value_warning_small_etcd_machine:
+        Case::vsphere()
+        .file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                endpoint: {host: 10.20.0.10}
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+              externalEtcdConfiguration:
+                count: 3
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
+              workerNodeGroupConfigurations:
+                - name: md-0
+                  count: 1
+                  machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .file(W_VS, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereDatacenterConfig
+            metadata: {name: w}
+            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-cp}
+            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-workers}
+            spec:
+              datastore: ds1
+              resourcePool: /dc1/host/c1/Resources
+              template: ubuntu-2204-kube-v1.33
+              osFamily: ubuntu
+              memoryMiB: 4096   # <-
+        "#)
+        .renders()
+        .warn(InvalidValue, W_VS, 19, 3);
+
     // ───────────────────────────── fleet config ────────────────────────────
     // clusters/<mgmt>/fleet.yaml: its problems are the management cluster's, and every cluster of
     // the fleet is held with it (their release data comes from it).
