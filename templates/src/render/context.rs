@@ -25,6 +25,17 @@ use crate::spec::{
 /// The smallest memory of an external etcd machine on vSphere (EKS-A's defaulter raises it).
 pub const ETCD_MIN_MEMORY_MIB: i64 = 8192;
 
+/// The default audit policy as written to machines (parsed once: comments and anchors of the
+/// source file dropped).
+fn default_audit_policy() -> &'static str {
+    static P: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let v = crate::yaml::parse_values(node::DEFAULT_AUDIT_POLICY)
+            .expect("the default audit policy parses; checked by a test");
+        crate::yaml::to_string(&v[0]).trim_end().to_string()
+    })
+}
+
 /// The control-plane taint kubeadm uses and EKS-A defaults to on vSphere.
 pub fn default_cp_taint() -> Value {
     json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
@@ -227,11 +238,7 @@ pub(super) fn context(
     );
     let audit_policy = match &cp.audit_policy {
         Some(p) => p.clone(),
-        None => {
-            let v = crate::yaml::parse_values(node::DEFAULT_AUDIT_POLICY)
-                .expect("the default audit policy parses; checked by a test");
-            crate::yaml::to_string(&v[0]).trim_end().to_string()
-        }
+        None => default_audit_policy().to_string(),
     };
     let encryption = node::encryption_config(cluster);
 

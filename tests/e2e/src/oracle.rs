@@ -16,6 +16,8 @@
 //!   ConfigMaps and Secrets) are parsed and compared as values, so formatting does not count;
 //! - what Cluster API's defaulting webhooks set is set on both sides (a KubeadmControlPlane's
 //!   rollout type, a MachineDeployment's cluster label, selector and template labels);
+//! - apiVersions are compared as they are: both sides speak Cluster API's v1beta2 contract for
+//!   core objects and CAPD, v1beta1 for CAPV and etcdadm, so a version move is a difference;
 //! - capstan's HelmChartProxy for Cilium becomes the chart, version, namespace and values EKS-A's
 //!   Cilium installer hands to Helm (the oracle prints those as `CiliumHelmChart`).
 //!
@@ -210,7 +212,6 @@ pub fn normalise(objects: &[Value], side: Side) -> BTreeMap<String, Value> {
         }
         if let Some(obj) = as_obj(&mut v) {
             obj.remove("status");
-            obj.remove("apiVersion");
         }
         capi_defaults(&kind, &mut v);
         let mut v = clean(v, "");
