@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_layout::{Fleet, RenderCache, Tree, load_cached};
+use capstan_layout::{Fleet, RenderCache, Tree, load_fetched};
 use kube::Client;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
@@ -43,6 +43,7 @@ use crate::schedule::{Finished, Queue};
 use crate::serve::{
     Cause, Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
 };
+use crate::source::release::ReleaseFetcher;
 use crate::source::{GitRef, GitSource, SourceConfig};
 use crate::status::Phase;
 
@@ -82,6 +83,8 @@ pub struct RunConfig {
     pub upgrade: crate::cli::UpgradeArgs,
     /// Leader election (`None`: this process reconciles alone).
     pub leader: Option<LeaderConfig>,
+    /// Extra CAs trusted for https release documents (fleet configs' release manifests).
+    pub ca_file: Option<PathBuf>,
     /// GitHub: commit statuses for applied revisions and plans on pull requests.
     pub github: Option<GitHubRun>,
 }
@@ -281,6 +284,13 @@ pub async fn run_with(
         }
         Repo::WorkingCopy(_) => None,
     };
+    let ca_file = cfg.ca_file.clone();
+    let mut fetcher = Some(
+        tokio::task::spawn_blocking(move || {
+            ReleaseFetcher::new(&ReleaseFetcher::default_cache_dir(), ca_file.as_deref())
+        })
+        .await??,
+    );
     let mut stop = stop_rx.clone();
     let mut renders = RenderCache::default();
     let mut current: Option<Current> = None;
@@ -392,7 +402,7 @@ pub async fn run_with(
                 let mut urgent = false;
                 if reload {
                     let Some((fleet, revision)) =
-                        load(&cfg.repo, &mut source, &mut renders, &metrics).await?
+                        load(&cfg.repo, &mut source, &mut fetcher, &mut renders, &metrics).await?
                     else {
                         metrics.inc_reconcile(ReconcileResult::Failure);
                         received(&metrics, &batch);
@@ -589,9 +599,43 @@ fn set_phases(metrics: &Metrics, phases: &BTreeMap<String, Phase>) {
 /// Reads the newest revision: the Git source synced (the last good revision kept while the
 /// remote is unreachable), or the working copy read; then validated and rendered. `None` when
 /// there is nothing to reconcile (logged).
+/// Loads a tree's fleet, fetching the release documents its fleet configs name (off the
+/// runtime threads: the fetcher blocks).
+async fn load_release(
+    tree: &Tree,
+    fetcher: &mut Option<ReleaseFetcher>,
+    renders: &mut RenderCache,
+) -> anyhow::Result<Fleet> {
+    let f = fetcher
+        .as_mut()
+        .expect("the fetcher is put back after every round");
+    // A failure of an earlier pass is retried.
+    f.fetched.failures.clear();
+    let mut fleet = load_fetched(tree, &f.fetched, renders);
+    for _ in 0..crate::source::release::MAX_ROUNDS {
+        let mut f = fetcher
+            .take()
+            .expect("the fetcher is put back after every round");
+        let wanted = f.wanted(&fleet);
+        if wanted.is_empty() {
+            *fetcher = Some(f);
+            break;
+        }
+        let f = tokio::task::spawn_blocking(move || {
+            f.fetch(wanted);
+            f
+        })
+        .await?;
+        fleet = load_fetched(tree, &f.fetched, renders);
+        *fetcher = Some(f);
+    }
+    Ok(fleet)
+}
+
 async fn load(
     repo: &Repo,
     source: &mut Option<GitSource>,
+    fetcher: &mut Option<ReleaseFetcher>,
     renders: &mut RenderCache,
     metrics: &Metrics,
 ) -> anyhow::Result<Option<(Fleet, String)>> {
@@ -610,9 +654,13 @@ async fn load(
             metrics.observe_stage(Stage::Source, t.elapsed());
             // Loaded from the source's own copy of the tree: no second copy.
             let t = Instant::now();
-            let out = src_back
-                .last_good()
-                .map(|r| (load_cached(&r.tree, renders), r.commit.clone()));
+            let out = match src_back.last_good() {
+                Some(r) => Some((
+                    load_release(&r.tree, fetcher, renders).await?,
+                    r.commit.clone(),
+                )),
+                None => None,
+            };
             metrics.observe_stage(Stage::Render, t.elapsed());
             *source = Some(src_back);
             out
@@ -621,7 +669,7 @@ async fn load(
             Ok(tree) => {
                 metrics.observe_stage(Stage::Source, t.elapsed());
                 let t = Instant::now();
-                let fleet = load_cached(&tree, renders);
+                let fleet = load_release(&tree, fetcher, renders).await?;
                 metrics.observe_stage(Stage::Render, t.elapsed());
                 Some((fleet, "local".to_string()))
             }

@@ -10,6 +10,9 @@
 //! optionally further objects (ConfigMaps, Secrets without data, add-ons) applied with it.
 //! Markdown files are ignored; anything else in the layout is an error.
 //!
+//! A management cluster's directory may also hold `fleet.yaml`, the fleet config
+//! ([`crate::config`]): it names the release data the whole fleet renders with.
+//!
 //! Validation is per cluster first (a broken cluster never hides the others: each gets its own
 //! diagnostics and the valid ones still render), then across clusters: directory and cluster
 //! names, management/workload relations, versions, overlapping CIDRs, tenancy of workload
@@ -17,14 +20,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use capstan_templates::diag::{Code, Diagnostic, has_errors};
-use capstan_templates::release::{Release, ReleaseManifest};
+use capstan_templates::release::{Location, Release};
 use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::Value;
 
+use crate::config::{self, FleetConfig};
 use crate::objects::{Objects, Rendered};
+use crate::releases::{Catalog, Fetched};
 use crate::tenancy;
 use crate::tree::{Entry, Tree};
 
@@ -59,7 +65,7 @@ pub struct ClusterEntry {
     /// The validated cluster; None when it has errors.
     pub cluster: Option<Cluster>,
     /// Its EKS Anywhere release, once resolved.
-    pub release: Option<&'static Release>,
+    pub release: Option<Arc<Release>>,
     /// The rendered objects, in apply order; None when the cluster has errors.
     pub objects: Option<Objects>,
     /// Every problem of this cluster.
@@ -92,6 +98,11 @@ pub struct Fleet {
     pub diagnostics: Vec<Diagnostic>,
     /// `clusters/suspend.yaml`: the whole fleet is suspended.
     pub suspended: bool,
+    /// Release documents the fleet configs need and the caller has not supplied: the agent
+    /// fetches them and loads again ([`load_fetched`]).
+    pub missing_documents: BTreeSet<Location>,
+    /// The valid fleet configs, by management cluster.
+    pub configs: BTreeMap<String, FleetConfig>,
 }
 
 impl Fleet {
@@ -146,12 +157,14 @@ fn render_key(tree: &Tree, dir: &Path, release: &Release) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(release.version.to_string().as_bytes());
+    h.update(release.digest.as_bytes());
     for (path, entry) in tree.entries.range(dir.to_path_buf()..) {
         if !path.starts_with(dir) {
             break;
         }
-        // A management cluster's render does not depend on its workloads' files.
-        if path.starts_with(dir.join(WORKLOADS_DIR)) {
+        // A management cluster's render does not depend on its workloads' files (or on the
+        // fleet config, whose effect is the release, hashed above).
+        if path.starts_with(dir.join(WORKLOADS_DIR)) || path == &dir.join(config::FILE) {
             continue;
         }
         h.update(path.to_string_lossy().as_bytes());
@@ -170,15 +183,11 @@ pub fn load(tree: &Tree) -> Fleet {
 
 /// [`load`], reusing the renders of clusters whose inputs did not change.
 pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
-    load_with(tree, ReleaseManifest::embedded(), cache)
+    load_fetched(tree, &Fetched::default(), cache)
 }
 
-/// [`load`] with a given release manifest and render cache.
-pub fn load_with(
-    tree: &Tree,
-    manifest: &'static ReleaseManifest,
-    cache: &mut RenderCache,
-) -> Fleet {
+/// [`load_cached`] with the release documents the agent fetched for the fleet configs.
+pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
     if dirs.is_empty() && !fleet_diags.iter().any(is_unreadable) {
         let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
@@ -194,8 +203,41 @@ pub fn load_with(
         .map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags))
         .collect();
 
+    // Fleet configs: a management cluster's config problems are its own; its workloads are held
+    // with it, since their release data comes from it.
+    let mut configs: BTreeMap<String, Option<FleetConfig>> = BTreeMap::new();
+    for entry in clusters.iter_mut().filter(|c| c.role == Role::Management) {
+        let path = entry.dir.join(config::FILE);
+        let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
+            configs.insert(entry.name.clone(), Some(FleetConfig::default()));
+            continue;
+        };
+        let (cfg, diags) = match std::str::from_utf8(bytes) {
+            Ok(text) => config::parse(&path, text),
+            Err(_) => (
+                None,
+                vec![Diagnostic::error(Code::NotUtf8, "file is not valid UTF-8").in_file(&path)],
+            ),
+        };
+        entry
+            .diagnostics
+            .extend(diags.into_iter().map(|d| d.for_cluster(&entry.name)));
+        configs.insert(entry.name.clone(), cfg);
+    }
+    let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
+    for (mgmt, cfg) in &configs {
+        if let Some(cfg) = cfg {
+            let source = cfg.release.clone().map(|r| (cfg.file.clone(), r));
+            catalogs.insert(mgmt.clone(), Catalog::new(tree, fetched, source));
+        }
+    }
+    // Clusters under a directory that holds no management cluster (reported by the layout
+    // checks) resolve against the embedded data.
+    let default_catalog = Catalog::new(tree, fetched, None);
+    let mut missing_documents = BTreeSet::new();
+
     // Versions: management clusters first, then their workloads.
-    let mut mgmt_release: BTreeMap<String, &'static Release> = BTreeMap::new();
+    let mut mgmt_release: BTreeMap<String, Arc<Release>> = BTreeMap::new();
     for pass_management in [true, false] {
         for entry in clusters
             .iter_mut()
@@ -204,8 +246,32 @@ pub fn load_with(
             let Some(cluster) = &entry.cluster else {
                 continue;
             };
-            let mgmt = mgmt_release.get(entry.management()).copied();
+            let catalog = match configs.get(entry.management()) {
+                None => Some(&default_catalog),
+                Some(_) => catalogs.get(entry.management()),
+            };
+            let Some(catalog) = catalog else {
+                // The management cluster carries its fleet config's own diagnostics.
+                if entry.role == Role::Management {
+                    continue;
+                }
+                let file = PathBuf::from(CLUSTERS_DIR)
+                    .join(entry.management())
+                    .join(config::FILE);
+                entry.diagnostics.push(
+                    Diagnostic::error(
+                        Code::ReleaseUnavailable,
+                        format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
+                    )
+                    .in_file(&cluster.source.file)
+                    .at(cluster.source.pos("spec"))
+                    .for_cluster(&entry.name),
+                );
+                continue;
+            };
+            let mgmt = mgmt_release.get(entry.management()).cloned();
             if !pass_management
+                && !catalog.is_broken()
                 && mgmt.is_none()
                 && cluster.eksa_version.is_none()
                 && cluster.bundles_ref.is_none()
@@ -218,12 +284,13 @@ pub fn load_with(
                 );
                 continue;
             }
-            let (release, diags) = manifest.resolve(cluster, mgmt);
+            let (release, diags) =
+                catalog.resolve(cluster, mgmt.as_deref(), &mut missing_documents);
             entry.diagnostics.extend(diags);
-            entry.release = release;
-            if let (true, Some(r)) = (pass_management, release) {
-                mgmt_release.insert(entry.name.clone(), r);
+            if let (true, Some(r)) = (pass_management, &release) {
+                mgmt_release.insert(entry.name.clone(), r.clone());
             }
+            entry.release = release;
         }
     }
 
@@ -245,7 +312,7 @@ pub fn load_with(
         if has_errors(&entry.diagnostics) {
             continue;
         }
-        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else {
+        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release.as_deref()) else {
             continue;
         };
         let key = render_key(tree, &entry.dir, release);
@@ -287,6 +354,11 @@ pub fn load_with(
         clusters,
         diagnostics: fleet_diags,
         suspended,
+        missing_documents,
+        configs: configs
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
     }
 }
 
@@ -487,6 +559,7 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
                     "files directly under clusters/ belong to no cluster",
                 ));
             }
+            [_, _mgmt, file] if *file == config::FILE => {}
             [_, mgmt, _file] => {
                 if is_yaml {
                     add(mgmt_dir(mgmt), Role::Management, Some(path), None);
@@ -865,12 +938,12 @@ fn check_cidrs(clusters: &mut [ClusterEntry]) {
 
 /// Puts one EKSARelease per release in use into each management cluster's objects.
 fn add_release_objects(clusters: &mut [ClusterEntry]) {
-    let mut used: BTreeMap<String, BTreeMap<String, &'static Release>> = BTreeMap::new();
+    let mut used: BTreeMap<String, BTreeMap<String, Arc<Release>>> = BTreeMap::new();
     for e in clusters.iter() {
-        if let Some(r) = e.release {
+        if let Some(r) = &e.release {
             used.entry(e.management().to_string())
                 .or_default()
-                .insert(r.version.to_string(), r);
+                .insert(r.version.to_string(), r.clone());
         }
     }
     for e in clusters.iter_mut().filter(|e| e.role == Role::Management) {

@@ -96,6 +96,11 @@ codes! {
     UnusedObject = "unused-object",
     /// An eksaVersion or Kubernetes version the release manifest does not know.
     UnknownVersion = "unknown-version",
+    /// Release documents (release manifest, Bundles, EKS-D) that are missing, malformed or do
+    /// not match their pinned checksum.
+    ReleaseUnavailable = "release-unavailable",
+    /// A release document whose sha256 differs from the pin in the fleet config.
+    ChecksumMismatch = "checksum-mismatch",
     /// eksaVersion and bundlesRef both set.
     VersionConflict = "version-conflict",
     /// Versions that break a skew rule.

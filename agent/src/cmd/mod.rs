@@ -63,6 +63,20 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Reads a working copy and loads its fleet, fetching the release documents its fleet configs
+/// name (cached in `$CAPSTAN_CACHE_DIR/release-documents`; extra CAs from `$CAPSTAN_CA_FILE`).
+/// Not for a tokio runtime thread.
+pub fn load_fleet(repo: &std::path::Path) -> anyhow::Result<capstan_layout::Fleet> {
+    use anyhow::Context;
+    let tree = capstan_layout::Tree::from_dir(repo)
+        .with_context(|| format!("reading {}", repo.display()))?;
+    let mut fetcher = crate::source::release::ReleaseFetcher::new(
+        &crate::source::release::ReleaseFetcher::default_cache_dir(),
+        None,
+    )?;
+    Ok(fetcher.load(&tree, &mut capstan_layout::RenderCache::default()))
+}
+
 /// An error and its causes on one line, each cause once: many errors already print their
 /// source in their own message (kube's kubeconfig errors do), and printing the chain as is
 /// would repeat it (`failed to read kubeconfig: …: failed to read kubeconfig: …`).

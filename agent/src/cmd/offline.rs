@@ -15,8 +15,7 @@ use serde_json::json;
 use crate::cli::{ClusterValues, InitArgs, KubeArgs, NewClusterArgs, Output};
 
 fn load(repo: &Path) -> anyhow::Result<Fleet> {
-    let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
-    Ok(capstan_layout::load(&tree))
+    super::load_fleet(repo)
 }
 
 /// Server-side dry-run of every rendered object; messages per cluster.
@@ -62,7 +61,7 @@ pub fn validate(
                         "directory": c.dir,
                         "management": c.management(),
                         "valid": c.is_valid(),
-                        "eksaVersion": c.release.map(|r| r.version.to_string()),
+                        "eksaVersion": c.release.as_ref().map(|r| r.version.to_string()),
                         "objects": c.objects.as_ref().map(|o| o.len()),
                     })
                 })
@@ -85,6 +84,7 @@ pub fn validate(
                 let state = if c.is_valid() { "ok" } else { "INVALID" };
                 let version = c
                     .release
+                    .as_ref()
                     .map(|r| r.version.to_string())
                     .unwrap_or_else(|| "-".into());
                 let objects = c

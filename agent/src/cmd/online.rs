@@ -4,7 +4,6 @@ use std::path::Path;
 use std::process::{Command as Process, ExitCode};
 
 use anyhow::Context;
-use capstan_layout::{Tree, load};
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
@@ -115,7 +114,7 @@ pub fn plan(
     upgrade: &UpgradeArgs,
     kube: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(repo)?;
     let mut opts = Options {
         plan_only: true,
         only: cluster,
@@ -213,8 +212,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     if !once {
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
-    let fleet =
-        load(&Tree::from_dir(&repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(&repo)?;
     let mut opts = Options {
         plan_only: false,
         only: cluster,
@@ -489,6 +487,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             duration: args.lease_duration,
         }),
         github: None,
+        ca_file: args.ca_file.clone(),
     };
     super::runtime()?.block_on(async {
         // The GitHub client lives on the runtime (its HTTP stack spawns tasks).

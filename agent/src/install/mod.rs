@@ -279,7 +279,8 @@ mod tests {
             let rule = rules
                 .iter()
                 .find(|r| &r.group == group && r.resources.contains(resource));
-            let rule = rule.unwrap_or_else(|| panic!("no rule for {resource}.{group}"));
+            let rule = rule
+                .unwrap_or_else(|| panic!("no rule for {resource}.{group} (rendered: {kinds:?})"));
             assert_eq!(rule.verbs, rbac::MANAGE, "{resource}.{group}");
         }
     }

@@ -5,8 +5,10 @@
 //! No wildcards, and every rule is there for something a test shows failing with `Forbidden`
 //! without it (`tests/e2e/tests/rbac.rs`); the rules only a management cluster's upgrade of itself
 //! needs (reading what its backup holds, the kube-vip ordering) are proven sufficient by
-//! `tests/e2e/tests/self_upgrade.rs`, which runs as the agent's ServiceAccount. What the rules deliberately do not grant: writing
-//! CRDs, RBAC or Secrets. An agent that could write RBAC could grant itself anything, so the
+//! `tests/e2e/tests/self_upgrade.rs`, which runs as the agent's ServiceAccount. What the rules
+//! deliberately do not grant: writing CRDs or RBAC. (Secrets are written: vSphere clusters carry
+//! their ClusterResourceSet payloads in Secrets, as EKS Anywhere renders them; credentials never
+//! come from the repository.) An agent that could write RBAC could grant itself anything, so the
 //! agent never applies its own install manifests; a fleet whose directories carry other kinds
 //! (ConfigMaps, CRDs, ...) names them with `capstan install --allow RESOURCE[.GROUP]`, which adds
 //! one rule per resource.
@@ -164,6 +166,20 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             Cluster,
+            "addons.cluster.x-k8s.io",
+            &["clusterresourcesets"],
+            MANAGE,
+            "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does",
+        ),
+        Rule::new(
+            Cluster,
+            "",
+            &["configmaps", "secrets"],
+            MANAGE,
+            "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set)",
+        ),
+        Rule::new(
+            Cluster,
             "",
             &["namespaces"],
             &["list", "create", "patch"],
@@ -214,8 +230,8 @@ pub fn rules() -> Vec<Rule> {
 
 /// What a management cluster's upgrade of itself needs besides the rules above: reading every
 /// object the backup holds (the kinds Cluster API's controllers create as well as those capstan
-/// renders, and the clusters' Secrets: certificates and kubeconfigs a restore cannot do
-/// without), and sending the control-plane machines that do not hold kube-vip's address first.
+/// renders; the clusters' Secrets, certificates and kubeconfigs a restore cannot do without,
+/// are readable through the rule for vSphere's payloads), and sending the control-plane machines that do not hold kube-vip's address first.
 /// Read-only but for the deletion mark on Machines.
 fn self_upgrade_rules() -> Vec<Rule> {
     use Scope::Cluster;
@@ -256,7 +272,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
             ],
         ),
         list("capstan.dev", &["managedclusters"]),
-        list("", &["secrets"]),
         Rule {
             resource_names: vec![crate::reconcile::self_upgrade::KUBE_VIP_LEASE.1.into()],
             ..Rule::new(

@@ -37,6 +37,7 @@ use gix::ObjectId;
 mod diff;
 mod mirror;
 mod read;
+pub mod release;
 mod remote;
 
 pub use diff::DiffError;

@@ -26,6 +26,7 @@ const W2_DIR: &str = "clusters/mgmt/workload-clusters/w2";
 const W2: &str = "clusters/mgmt/workload-clusters/w2/cluster.yaml";
 const W_EXTRA: &str = "clusters/mgmt/workload-clusters/w/extra.yaml";
 const MGMT2: &str = "clusters/mgmt2/cluster.yaml";
+const FLEET: &str = "clusters/mgmt/fleet.yaml";
 
 /// A second management cluster (eksaVersion v0.25.2) for cases that need two.
 const MGMT2_CLUSTER: &str = r#"
@@ -752,68 +753,378 @@ corpus! {
             .err(UnknownField, W, "replicas")
             .err(UnknownField, W, "calico");
 
+    // A warning, not an error: EKS-A's defaulter raises etcd machines to 8192 MiB, and so does capstan.
+    invalid_value_warning_small_etcd_machine:
+        Case::vsphere()
+        .file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                endpoint: {host: 10.20.0.10}
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+              externalEtcdConfiguration:
+                count: 3
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
+              workerNodeGroupConfigurations:
+                - name: md-0
+                  count: 1
+                  machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .file(W_VS, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereDatacenterConfig
+            metadata: {name: w}
+            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-cp}
+            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-workers}
+            spec:
+              datastore: ds1
+              resourcePool: /dc1/host/c1/Resources
+              template: ubuntu-2204-kube-v1.33
+              osFamily: ubuntu
+              memoryMiB: 4096   # <-
+        "#)
+        .renders()
+        .warn_n(InvalidValue, W_VS, 19, 3);
+
+    // ───────────────────────────── fleet config ────────────────────────────
+    // clusters/<mgmt>/fleet.yaml: its problems are the management cluster's, and every cluster of
+    // the fleet is held with it (their release data comes from it).
+    unknown_field_fleet_config:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:
+                manifest: release/manifest.yaml
+                sha: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(UnknownField, FLEET, 6, 5)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    invalid_value_fleet_config_kind:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: Fleet   # <-
+            spec: {}
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 2, 1)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    missing_field_unpinned_https_release_manifest:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: https://anywhere-assets.eks.amazonaws.com/releases/eks-a/manifest.yaml
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(MissingField, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    release_unavailable_manifest_not_in_repository:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/eks-a/manifest.yaml
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3);
+
+    checksum_mismatch_release_manifest:
+        Case::workload()
+        .file("release/manifest.yaml", "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Release\n")
+        .file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/manifest.yaml
+                sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3);
+
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
         Case::workload()
             .after(W, "kubernetesVersion:", "gitOpsRef: {kind: FluxConfig, name: w-flux}")
             .err(UnsupportedField, W, "gitOpsRef");
 
-    unsupported_field_proxy_configuration:
-        Case::workload()
-            .after(W, "workerNodeGroupConfigurations:", r#"
-                proxyConfiguration:
-                  httpProxy: http://proxy.internal:3128
-                  noProxy: [10.0.0.0/8]
-            "#)
-            .err(UnsupportedField, W, "proxyConfiguration");
+    missing_field_proxy_https_proxy:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              proxyConfiguration:   # <-
+                httpProxy: http://10.0.0.2:3128
+                noProxy: [10.0.0.0/8]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(MissingField, W, 10, 3);
 
-    unsupported_field_registry_mirror:
-        Case::workload()
-            .after(W, "services:", "|  registryMirrorConfiguration: {endpoint: harbor.internal}")
-            .err(UnsupportedField, W, "registryMirrorConfiguration");
+    invalid_value_proxy_without_port:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              proxyConfiguration:
+                httpProxy: http://10.0.0.2:3128
+                httpsProxy: http://proxy.internal   # <-
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 5);
 
-    unsupported_field_control_plane_machine_health_check:
-        Case::workload()
-            .set(W, "controlPlaneConfiguration:", r#"
-                controlPlaneConfiguration:
+    invalid_value_registry_mirror_with_credentials:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                authenticate: true   # <-
+        "#)
+        .err_n(InvalidValue, W, 15, 5);
+
+    invalid_type_registry_mirror_port_number:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                port: 5000   # <-
+        "#)
+        .err_n(InvalidType, W, 15, 5);
+
+    invalid_value_control_plane_machine_health_check_duration:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                machineHealthCheck:
+                  maxUnhealthy: 1
+                  nodeStartupTimeout: 10min   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 7);
+
+    invalid_value_worker_kubelet_configuration_provider_id:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations:
+                - name: md-0
                   count: 1
-                  machineHealthCheck: {maxUnhealthy: 1}
-            "#)
-            .err(UnsupportedField, W, "machineHealthCheck");
+                - name: md-1
+                  count: 1
+                  kubeletConfiguration:
+                    maxPods: 50
+                    providerID: vsphere://x   # <-
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 16, 9);
 
-    unsupported_field_worker_kubelet_configuration:
-        Case::workload()
-            .set(W, "workerNodeGroupConfigurations:", r#"
-                workerNodeGroupConfigurations:
-                  - name: md-0
-                    count: 1
-                  - name: md-1
-                    count: 1
-                    kubeletConfiguration: {maxPods: 50}
-            "#)
-            .err(UnsupportedField, W, "kubeletConfiguration");
+    invalid_type_kubelet_configuration_not_a_mapping:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                kubeletConfiguration: maxPods=50   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidType, W, 10, 5);
 
-    unsupported_field_cluster_network_cni:
-        Case::workload()
-            .after(W, "clusterNetwork:", "  cni: cilium")
-            .err(UnsupportedField, W, "cni");
+    invalid_value_cluster_network_cni:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                cni: weave   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 11, 5);
 
-    unsupported_field_vsphere_host_os_configuration:
-        Case::vsphere()
-            .delete(W_VS, "metadata: {name: w-workers} >> osFamily:")
-            .delete(W_VS, "metadata: {name: w-workers} >> template:")
-            .delete(W_VS, "metadata: {name: w-workers} >> resourcePool:")
-            .delete(W_VS, "metadata: {name: w-workers} >> datastore:")
-            .set(W_VS, "metadata: {name: w-workers} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
-            .after(W_VS, "osFamily:", r#"
-                hostOSConfiguration:
-                  ntpConfiguration: {servers: [time.internal]}
-            "#)
-            .err(UnsupportedField, W_VS, "hostOSConfiguration");
+    deprecated_field_cluster_network_cni_and_cert_sans_spelling:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                certSANs: [api.w.example.com]   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                cni: cilium   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .renders()
+        .warn_n(DeprecatedField, W, 10, 5)
+        .warn_n(DeprecatedField, W, 13, 5);
 
-    unsupported_field_vsphere_datacenter_failure_domains:
-        Case::vsphere()
-            .file(W_VS, r#"
+    invalid_value_kindnetd:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                cniConfig:
+                  kindnetd: {}   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 7);
+
+    invalid_value_vsphere_cert_bundles_on_ubuntu:
+        Case::vsphere().file(W_VS, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereDatacenterConfig
+            metadata: {name: w}
+            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-cp}
+            spec:
+              datastore: ds1
+              resourcePool: /dc1/host/c1/Resources
+              template: ubuntu-2204-kube-v1.33
+              osFamily: ubuntu
+              hostOSConfiguration:
+                ntpConfiguration: {servers: [time.internal]}
+                certBundles: [{name: corp, data: x}]   # <-
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: VSphereMachineConfig
+            metadata: {name: w-workers}
+            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
+        "#)
+        .err_n(InvalidValue, W_VS, 16, 5);
+
+    missing_field_vsphere_failure_domain:
+        Case::vsphere().file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
@@ -823,7 +1134,7 @@ corpus! {
               server: vcenter.example.internal
               insecure: true
               failureDomains:
-                - name: fd-1
+                - name: fd-1   # <-
                   computeCluster: c1
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -836,7 +1147,7 @@ corpus! {
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-            .err(UnsupportedField, W_VS, "failureDomains");
+        .err_n(MissingField, W_VS, 10, 7);
 
     unsupported_field_in_place_rollout:
         Case::workload()
@@ -849,23 +1160,135 @@ corpus! {
             .err(UnsupportedField, W, "type");
 
     unsupported_fields_many_reported_together:
-        Case::workload()
-            .after(W, "services:", "|  podIamConfig: {serviceAccountIssuer: https://x}")
-            .set(W, "controlPlaneConfiguration:", r#"
-                controlPlaneConfiguration:
-                  count: 1
-                  certSans: [api.w.internal]
-            "#)
-            .after(W, "managementCluster:", r#"
-                packages: {disable: true}
-                etcdEncryption: [{resources: [secrets]}]
-                licenseToken: abc
-            "#)
-            .err(UnsupportedField, W, "packages")
-            .err(UnsupportedField, W, "etcdEncryption")
-            .err(UnsupportedField, W, "licenseToken")
-            .err(UnsupportedField, W, "certSans")
-            .err(UnsupportedField, W, "podIamConfig");
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              packages: {disable: true}   # <-
+              licenseToken: abc   # <-
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                skipAdmissionForSystemResources: true   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              gitOpsRef: {kind: FluxConfig, name: w}   # <-
+        "#)
+        .err_n(UnsupportedField, W, 7, 3)
+        .err_n(UnsupportedField, W, 8, 3)
+        .err_n(UnsupportedField, W, 12, 5)
+        .err_n(UnsupportedField, W, 17, 3);
+
+    invalid_value_etcd_encryption_on_docker:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              etcdEncryption:   # <-
+                - providers: [{kms: {name: kms, socketListenAddress: "unix:///var/run/kmsplugin/socket.sock"}}]
+                  resources: [secrets]
+        "#)
+        .err_n(InvalidValue, W, 13, 3);
+
+    invalid_value_control_plane_max_surge:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 3
+                upgradeRolloutStrategy:
+                  type: RollingUpdate
+                  rollingUpdate: {maxSurge: 2}   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 23);
+
+    unsupported_kind_aws_iam_identity_provider:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - {kind: AWSIamConfig, name: w-iam}   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(UnsupportedField, W, 9, 8);
+
+    dangling_ref_oidc_config:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - kind: OIDCConfig
+                  name: w-oidc   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(DanglingRef, W, 10, 7);
+
+    invalid_value_oidc_flag_twice:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs: [{kind: OIDCConfig, name: w-oidc}]
+              controlPlaneConfiguration:
+                count: 1
+                apiServerExtraArgs:
+                  oidc-issuer-url: https://other.example.com   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: OIDCConfig
+            metadata: {name: w-oidc}
+            spec: {clientId: k8s, issuerUrl: "https://login.example.com"}
+        "#)
+        .err_n(InvalidValue, W, 12, 7);
 
     // ───────────────────────────── missing-field ───────────────────────────
     missing_field_vsphere_endpoint:
@@ -880,24 +1303,50 @@ corpus! {
             // w-workers is then referenced by nothing.
             .warn(UnusedObject, W_VS, "name: w-workers");
 
-    missing_field_no_worker_groups:
-        Case::workload()
-            .delete(W, "workerNodeGroupConfigurations:")
-            .err(MissingField, W, "spec");
-
-    missing_field_empty_worker_groups:
-        Case::workload()
-            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: []")
-            .err(MissingField, W, "workerNodeGroupConfigurations");
-
-    missing_field_no_spec:
-        Case::workload()
-            .file(W, r#"
+    invalid_value_tainted_control_plane_without_workers:
+        Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                taints:   # <-
+                  - {key: dedicated, value: cp, effect: NoSchedule}
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-            .err(MissingField, W, "apiVersion");
+        .err_n(InvalidValue, W, 10, 5);
+
+    invalid_value_node_cidr_mask_too_short:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: []
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+                nodes: {cidrMaskSize: 16}   # <-
+        "#)
+        .err_n(InvalidValue, W, 13, 13);
+
+    missing_field_no_spec:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1   # <-
+            kind: Cluster
+            metadata: {name: w}
+        "#)
+        .err_n(MissingField, W, 1, 1);
 
     missing_field_no_spec_in_second_document:
         Case::workload()

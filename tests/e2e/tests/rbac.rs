@@ -48,6 +48,19 @@ fn fleet(tag: &str) -> FleetDir {
         external_etcd: Some(1),
         ..Default::default()
     });
+    // A vSphere cluster: its cloud-provider interface goes through a ClusterResourceSet with
+    // ConfigMap and Secret payloads.
+    dir.add(ClusterRequest {
+        name: format!("v-{tag}"),
+        management: Some(format!("m-{tag}")),
+        provider: "vsphere".into(),
+        namespace: Some(format!("t-{tag}")),
+        pod_cidr: Some("172.20.0.0/16".into()),
+        service_cidr: Some("10.120.0.0/16".into()),
+        endpoint_host: Some("10.250.0.10".into()),
+        values: Some(serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}})),
+        ..Default::default()
+    });
     dir
 }
 

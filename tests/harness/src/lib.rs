@@ -11,6 +11,8 @@
 //!
 //! Everything comes from Go modules pinned in `tests/control-plane/` (go.mod + go.sum,
 //! versions summarised in `tests/control-plane/versions.env`):
+//! * [`ensure_eksa_oracle`] builds EKS Anywhere's own renderer (`tests/eksa-oracle`), the oracle
+//!   of the differential render test, the same way;
 //! * [`ensure_binaries`] builds the binaries once into
 //!   `${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/control-plane/<key>/bin` (minutes, cold);
 //! * [`crd_files`] locates the CRD YAMLs in the Go module cache (never copied here);
@@ -52,7 +54,7 @@ pub mod versions;
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
     Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
-    ensure_controllers,
+    ensure_controllers, ensure_eksa_oracle,
 };
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,

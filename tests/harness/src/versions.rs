@@ -113,6 +113,35 @@ pub const ACTIONLINT_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/eksa-oracle`: EKS Anywhere's own renderer, the oracle of capstan's differential render
+/// test, with capstan's stand-in for the CloudStack provider module EKS Anywhere's module zip
+/// leaves out (`capc/`).
+pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "eksa-oracle",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../eksa-oracle/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../eksa-oracle/go.sum"),
+        },
+        EmbeddedFile {
+            name: "main.go",
+            contents: include_str!("../../eksa-oracle/main.go"),
+        },
+        EmbeddedFile {
+            name: "capc/go.mod",
+            contents: include_str!("../../eksa-oracle/capc/go.mod"),
+        },
+        EmbeddedFile {
+            name: "capc/api/v1beta3/stand_in.go",
+            contents: include_str!("../../eksa-oracle/capc/api/v1beta3/stand_in.go"),
+        },
+    ],
+};
+
 /// `tests/control-plane/versions.env`.
 pub const VERSIONS_ENV: &str = include_str!("../../control-plane/versions.env");
 
@@ -271,6 +300,17 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "EKS_ANYWHERE_VERSION",
         &CRDS_MODULE,
         "github.com/aws/eks-anywhere",
+    ),
+    // The oracle renders with the EKS Anywhere release whose CRDs are installed.
+    (
+        "EKS_ANYWHERE_VERSION",
+        &EKSA_ORACLE_MODULE,
+        "github.com/aws/eks-anywhere",
+    ),
+    (
+        "EKSA_CLUSTER_API_FORK_VERSION",
+        &EKSA_ORACLE_MODULE,
+        "sigs.k8s.io/cluster-api",
     ),
     (
         "ETCDADM_CONTROLLER_VERSION",
