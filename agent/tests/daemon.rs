@@ -919,7 +919,7 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     .unwrap();
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-rival", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-rival", metrics_port, &log, &[]).await;
     assert!(
         wait_for_revision(&client, "w-rival", "local", Duration::from_secs(90))
             .await
