@@ -335,19 +335,9 @@ impl Pass<'_> {
                     self.opts.revision
                 )
             };
-            let st = ManagedClusterStatus {
-                phase: Some(Phase::Failed),
-                message: message.clone(),
-                last_applied_revision: last_applied,
-                last_attempted_revision: self.opts.revision.clone(),
-                desired_hash: prev
-                    .map(|p| p.status.desired_hash.clone())
-                    .unwrap_or_default(),
-                conditions: vec![condition("Ready", "False", "ValidationFailed", &first)],
-                inventory: previous_inventory,
-                ..Default::default()
-            };
-            let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            let changed = self
+                .not_applied(entry, prev, "ValidationFailed", &first, &message)
+                .await?;
             return Ok((done(empty, Phase::Failed, message), changed));
         }
 
@@ -368,33 +358,11 @@ impl Pass<'_> {
                         format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
                     })
                     .unwrap_or_default();
-                let message = format!(
-                    "revision {} not applied ({}): {at}{why}",
-                    self.opts.revision,
-                    if last_applied.is_empty() {
-                        "nothing applied yet".to_string()
-                    } else {
-                        format!("{last_applied} stays live")
-                    }
-                );
-                let st = ManagedClusterStatus {
-                    phase: Some(Phase::Failed),
-                    message: message.clone(),
-                    last_applied_revision: last_applied,
-                    last_attempted_revision: self.opts.revision.clone(),
-                    desired_hash: prev
-                        .map(|p| p.status.desired_hash.clone())
-                        .unwrap_or_default(),
-                    conditions: vec![condition(
-                        "Ready",
-                        "False",
-                        "UpgradeRefused",
-                        &format!("{at}{why}"),
-                    )],
-                    inventory: previous_inventory,
-                    ..Default::default()
-                };
-                let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+                let why = format!("{at}{why}");
+                let message = self.refused_message(&last_applied, &why);
+                let changed = self
+                    .not_applied(entry, prev, "UpgradeRefused", &why, &message)
+                    .await?;
                 return Ok((done(empty, Phase::Failed, message), changed));
             }
         };
@@ -408,6 +376,19 @@ impl Pass<'_> {
             (None, None) => desired(entry),
         };
         let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
+        let refused = match self.immutable_gate(entry, &plan, &objects).await {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(("ImmutableField", why)),
+            Err(e) => Some(("ReadFailed", format!("reading its live EKS-A objects: {e}"))),
+        };
+        if let Some((reason, why)) = refused {
+            let message = self.refused_message(&last_applied, &why);
+            let changed = self
+                .not_applied(entry, prev, reason, &why, &message)
+                .await?;
+            return Ok((done(empty, Phase::Failed, message), changed));
+        }
         let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
         let staged = self.stage(&mut plan, settings, &wired.held, &snap);
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
@@ -676,6 +657,48 @@ impl Pass<'_> {
         // The failure itself is in the phase and message.
         let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
         Ok((done(plan, phase, message, after.waiting.clone()), changed))
+    }
+
+    /// The message of a revision refused for a cluster before anything was applied.
+    fn refused_message(&self, last_applied: &str, why: &str) -> String {
+        format!(
+            "revision {} not applied ({}): {why}",
+            self.opts.revision,
+            if last_applied.is_empty() {
+                "nothing applied yet".to_string()
+            } else {
+                format!("{last_applied} stays live")
+            }
+        )
+    }
+
+    /// Records that this revision was not applied to a cluster: Failed with `reason`, the last
+    /// applied revision, its hash and inventory kept (nothing of it was touched).
+    async fn not_applied(
+        &self,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        reason: &str,
+        why: &str,
+        message: &str,
+    ) -> Result<bool, ReconcileError> {
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Failed),
+            message: message.to_string(),
+            last_applied_revision: prev
+                .map(|p| p.status.last_applied_revision.clone())
+                .unwrap_or_default(),
+            last_attempted_revision: self.opts.revision.clone(),
+            desired_hash: prev
+                .map(|p| p.status.desired_hash.clone())
+                .unwrap_or_default(),
+            conditions: vec![condition("Ready", "False", reason, why)],
+            inventory: prev.map(Recorded::inventory).unwrap_or_default(),
+            ..Default::default()
+        };
+        let dir = entry.dir.display().to_string();
+        self.write_status(&entry.name, entry.management(), &dir, &st, prev)
+            .await
     }
 
     /// The plan of one cluster: the planner's decisions, with the server's dry run where only a

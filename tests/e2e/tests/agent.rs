@@ -567,6 +567,83 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
 }
 
 #[tokio::test]
+async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_revision_applied() {
+    let repo = Repo::new("immut");
+    let cp = capstan_harness::shared().await;
+    repo.reconcile("r1").await;
+    // a: a new pod CIDR (EKS Anywhere refuses it on a live cluster) and a scale in the same
+    // revision; b: a scale.
+    repo.edit("a-immut", "172.16.0.0/16", "172.30.0.0/16");
+    repo.edit("a-immut", "count: 2", "count: 3");
+    repo.edit(
+        "b-immut",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-immut");
+    assert_eq!(a.phase, Phase::Failed, "{}", a.message);
+    let spec = repo.dir("a-immut").join("cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    // The field is pointed at where it is written: `pods:` under `clusterNetwork:`.
+    let network = text
+        .lines()
+        .position(|l| l.trim() == "clusterNetwork:")
+        .unwrap();
+    let line = network
+        + text
+            .lines()
+            .skip(network)
+            .position(|l| l.trim_start().starts_with("pods:"))
+            .unwrap()
+        + 1;
+    assert!(
+        a.message.contains("r1 stays live")
+            && a.message.contains("spec.clusterNetwork.pods")
+            && a.message.contains("172.30.0.0/16")
+            && a.message.contains(&format!("cluster.yaml:{line}:")),
+        "{} (pods: is on line {line})",
+        a.message
+    );
+    // From the API server: the status says why, and nothing of r2 reached a's objects.
+    let st = status_of(cp, "a-immut").await.unwrap();
+    assert_eq!(st["status"]["lastAppliedRevision"], "r1");
+    let ready = st["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["reason"], "ImmutableField", "{ready}");
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &capi_clusters());
+    assert_eq!(
+        clusters.get("a-immut").await.unwrap().data["spec"]["clusterNetwork"]["pods"]["cidrBlocks"],
+        json!(["172.16.0.0/16"])
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert_eq!(
+        md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        2,
+        "the refused revision's scale is not applied either"
+    );
+    assert_eq!(
+        md.get("b-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        3,
+        "the other cluster applies"
+    );
+    // Reverted in the repository: the scale goes out.
+    repo.edit("a-immut", "172.30.0.0/16", "172.16.0.0/16");
+    let out = repo.reconcile("r3").await;
+    assert_ne!(outcome(&out, "a-immut").phase, Phase::Failed);
+    assert_eq!(
+        md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        3
+    );
+}
+
+#[tokio::test]
 async fn drift_is_corrected_or_only_reported() {
     let repo = Repo::new("drift");
     let cp = capstan_harness::shared().await;
