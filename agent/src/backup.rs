@@ -283,8 +283,9 @@ pub fn restore_order(objects: Vec<Value>) -> Vec<Value> {
 /// owner references pointing at the new UIDs of restored owners (and dropped where the owner
 /// was not restored), and — for a Cluster API Cluster — paused.
 pub fn prepared(o: &Value, new_uids: &BTreeMap<String, String>) -> Value {
-    // The status stays: a kind without a status subresource (capstan's ManagedCluster) keeps it
-    // from the create; where there is one, the server ignores it and `restore` writes it after.
+    // The status stays: a kind without a status subresource keeps it from the create; where
+    // there is one (capstan's ManagedCluster among them), the server ignores it and `restore`
+    // writes it after.
     let mut v = o.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for k in [

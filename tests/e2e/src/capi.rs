@@ -183,13 +183,25 @@ impl Repo {
         })
     }
 
+    /// The client the agent runs with.
+    pub async fn agent(&self) -> kube::Client {
+        match &self.client {
+            Some(c) => c.clone(),
+            None => agent_client(capstan_harness::shared_with_controllers().await).await,
+        }
+    }
+
+    /// One pass at the current revision, as the agent.
+    pub async fn pass(&self, only: Option<&str>) -> Outcome {
+        capstan::reconcile::reconcile(&self.agent().await, &self.fleet(), &self.opts(only))
+            .await
+            .unwrap()
+    }
+
     /// The next revision, reconciled until it settles; panics when it does not.
     pub async fn converge(&mut self, only: Option<&str>) -> Convergence {
         self.revision += 1;
-        let client = match &self.client {
-            Some(c) => c.clone(),
-            None => agent_client(capstan_harness::shared_with_controllers().await).await,
-        };
+        let client = self.agent().await;
         let converged = converge(&client, &self.fleet(), &self.opts(only), SETTLE)
             .await
             .unwrap();

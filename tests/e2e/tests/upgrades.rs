@@ -611,13 +611,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "- name: \"md-0\"\n      count: 1\n      labels: {\"tier\": \"a\"}\n",
     );
     repo.revision += 1;
-    let one = capstan::reconcile::reconcile(
-        &capstan::install::testing::agent_client(cp).await,
-        &repo.fleet(),
-        &repo.opts(only),
-    )
-    .await
-    .unwrap();
+    let one = repo.pass(only).await;
     assert_eq!(one.clusters[0].phase, Phase::Upgrading);
     // Revision B, a version bump, arrives while A still rolls: it does not start.
     repo.edit(
@@ -626,13 +620,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "kubernetesVersion: \"1.34\"",
     );
     repo.revision += 1;
-    let gated = capstan::reconcile::reconcile(
-        &capstan::install::testing::agent_client(cp).await,
-        &repo.fleet(),
-        &repo.opts(only),
-    )
-    .await
-    .unwrap();
+    let gated = repo.pass(only).await;
     let c = &gated.clusters[0];
     let kcp_entry = c
         .plan
@@ -671,13 +659,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "labels: {\"tier\": \"b\"}",
     );
     repo.revision += 1;
-    capstan::reconcile::reconcile(
-        &capstan::install::testing::agent_client(cp).await,
-        &repo.fleet(),
-        &repo.opts(only),
-    )
-    .await
-    .unwrap();
+    repo.pass(only).await;
     repo.edit(
         "w-gate",
         "metadata:\n  name: \"w-gate\"\n",
@@ -689,13 +671,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "controlPlaneConfiguration:\n    count: 1\n    labels: {\"plane\": \"x\"}",
     );
     repo.revision += 1;
-    let forced = capstan::reconcile::reconcile(
-        &capstan::install::testing::agent_client(cp).await,
-        &repo.fleet(),
-        &repo.opts(only),
-    )
-    .await
-    .unwrap();
+    let forced = repo.pass(only).await;
     let c = &forced.clusters[0];
     assert!(
         !c.plan.entries.iter().any(|e| e
