@@ -38,6 +38,18 @@ async fn watch_working_copy(
     extra: &[&str],
 ) -> Agent {
     let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    spawn_watching(&kubeconfig, repo, management, metrics_port, log, extra)
+}
+
+/// The agent of [`watch_working_copy`], authenticating with `kubeconfig`.
+fn spawn_watching(
+    kubeconfig: &std::path::Path,
+    repo: &std::path::Path,
+    management: &str,
+    metrics_port: u16,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> Agent {
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
             "run",
@@ -263,35 +275,18 @@ async fn the_agent_follows_git_and_webhooks() {
     );
 }
 
-/// Requests an agent (not kubectl, not the API server itself) made since `mark` about the
-/// `drift` fleet or across namespaces, except the long-running watches it keeps open. (Other
-/// tests' agents share the API server; their requests name their own namespaces and clusters.)
+/// Requests made since `mark` with the credential `id` (one agent's token: other tests' agents
+/// share the API server and the ServiceAccount), except the long-running watches it keeps open.
 fn agent_requests(
     cp: &capstan_harness::ControlPlane,
     mark: capstan_harness::audit::AuditMark,
+    id: &str,
 ) -> Vec<String> {
     cp.audit()
         .events_since(mark)
         .unwrap()
         .into_iter()
-        .filter(|e| {
-            !e.user.username.starts_with("system:apiserver")
-                && !e.user_agent.as_deref().unwrap_or("").starts_with("kubectl")
-                && e.verb != "watch"
-        })
-        .filter(|e| {
-            let name = e
-                .object_ref
-                .as_ref()
-                .and_then(|o| o.name.as_deref())
-                .unwrap_or("");
-            match e.namespace() {
-                None => true,
-                Some("t-drift") => true,
-                Some("capstan-system") => name.is_empty() || name.ends_with("-drift"),
-                Some(_) => false,
-            }
-        })
+        .filter(|e| e.credential_id() == Some(id) && e.verb != "watch")
         .map(|e| format!("{} {}", e.verb, e.request_uri))
         .collect()
 }
@@ -310,15 +305,17 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     // An hour between polls: every pass after the first is caused by a watch event or an edit.
-    let _agent = watch_working_copy(
-        cp,
+    // A token of its own, so that its requests can be told from the other tests' agents'.
+    let (kubeconfig, credential) = capstan::install::testing::agent_credential(cp, "drift").await;
+    let started = cp.audit().mark();
+    let _agent = spawn_watching(
+        &kubeconfig,
         &repo,
         "m-drift",
         metrics_port,
         &log,
         &["--concurrency", "2"],
-    )
-    .await;
+    );
     assert!(
         wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
             .await
@@ -359,7 +356,14 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         .sync(&cp.client(), Duration::from_secs(10))
         .await
         .unwrap();
-    let requests = agent_requests(cp, mark);
+    // (The credential does tell this agent's requests: its first pass is in the log under it.)
+    assert!(
+        agent_requests(cp, started, &credential)
+            .iter()
+            .any(|r| r.starts_with("patch ") && r.contains("/namespaces/t-drift/")),
+        "no request of this agent's first pass carries its credential id"
+    );
+    let requests = agent_requests(cp, mark, &credential);
     assert!(
         requests.is_empty(),
         "a steady-state pass made API requests: {requests:#?}"

@@ -55,6 +55,16 @@ pub async fn agent_kubeconfig(cp: &ControlPlane) -> PathBuf {
     path
 }
 
+/// A kubeconfig for the agent's ServiceAccount (installed as [`agent_kubeconfig`] does) with a
+/// token of its own, and that token's credential id as the audit log records it: for a test that
+/// counts the requests of its own agent while other tests' agents share the API server.
+pub async fn agent_credential(cp: &ControlPlane, tag: &str) -> (PathBuf, String) {
+    agent_kubeconfig(cp).await;
+    cp.service_account_credential(NAMESPACE, manifests::NAME, tag)
+        .await
+        .unwrap_or_else(|e| panic!("a token for the agent's ServiceAccount: {e}"))
+}
+
 /// A client authenticated as the agent's ServiceAccount (see [`agent_kubeconfig`]), for the
 /// calling runtime.
 pub async fn agent_client(cp: &ControlPlane) -> Client {

@@ -78,6 +78,8 @@ pub struct UserInfo {
     pub username: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// Extra attributes, e.g. a ServiceAccount token's `authentication.kubernetes.io/credential-id`.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// `responseStatus` of an audit event.
@@ -142,6 +144,16 @@ impl AuditEvent {
     /// Namespace of the target object, if any.
     pub fn namespace(&self) -> Option<&str> {
         self.object_ref.as_ref()?.namespace.as_deref()
+    }
+
+    /// The id of the credential the request was authenticated with (`JTI=<id>` for a
+    /// ServiceAccount token), if the API server recorded one.
+    pub fn credential_id(&self) -> Option<&str> {
+        self.user
+            .extra
+            .get("authentication.kubernetes.io/credential-id")?
+            .first()
+            .map(String::as_str)
     }
 
     /// Plural resource of the target object, if any.

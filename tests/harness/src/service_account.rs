@@ -74,6 +74,39 @@ impl ControlPlane {
         name: &str,
     ) -> Result<PathBuf, Error> {
         let token = self.service_account_token(namespace, name).await?;
+        let path = self.dir().join(format!("sa-{namespace}-{name}.kubeconfig"));
+        self.write_token_kubeconfig(&path, namespace, name, &token)?;
+        Ok(path)
+    }
+
+    /// Like [`service_account_kubeconfig`](Self::service_account_kubeconfig), but with a token of
+    /// its own, in a file of its own (`tag` names it), and the token's credential id as the audit
+    /// log records it (`user.extra["authentication.kubernetes.io/credential-id"]`): several
+    /// processes can run as the same ServiceAccount and a test can still tell their requests
+    /// apart (see [`AuditEvent::credential_id`](crate::audit::AuditEvent::credential_id)).
+    pub async fn service_account_credential(
+        &self,
+        namespace: &str,
+        name: &str,
+        tag: &str,
+    ) -> Result<(PathBuf, String), Error> {
+        let token = self.service_account_token(namespace, name).await?;
+        let id = token_id(&token)
+            .ok_or_else(|| Error::Task("a ServiceAccount token without a jti claim".into()))?;
+        let path = self
+            .dir()
+            .join(format!("sa-{namespace}-{name}-{tag}.kubeconfig"));
+        self.write_token_kubeconfig(&path, namespace, name, &token)?;
+        Ok((path, format!("JTI={id}")))
+    }
+
+    fn write_token_kubeconfig(
+        &self,
+        path: &std::path::Path,
+        namespace: &str,
+        name: &str,
+        token: &str,
+    ) -> Result<(), Error> {
         let yaml = format!(
             "apiVersion: v1
 kind: Config
@@ -96,9 +129,7 @@ current-context: sa
             server = self.server_url(),
             ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem()),
         );
-        let path = self.dir().join(format!("sa-{namespace}-{name}.kubeconfig"));
-        write_private(&path, &yaml)?;
-        Ok(path)
+        write_private(path, &yaml)
     }
 
     /// A client for the calling runtime authenticated as `namespace/name`.
@@ -118,4 +149,14 @@ current-context: sa
             source,
         })
     }
+}
+
+/// The `jti` claim of a ServiceAccount token (a JWT: header.payload.signature, base64url).
+fn token_id(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims["jti"].as_str().map(str::to_string)
 }
