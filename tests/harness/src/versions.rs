@@ -263,6 +263,17 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         &CRDS_MODULE,
         "github.com/aws/etcdadm-bootstrap-provider",
     ),
+    (
+        "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
+        &crate::flux::FLUX_MODULE,
+        "github.com/fluxcd/kustomize-controller",
+    ),
+    // Its CRDs come from the source-controller module of the same version as this API module.
+    (
+        "FLUX_SOURCE_CONTROLLER_VERSION",
+        &crate::flux::FLUX_MODULE,
+        "github.com/fluxcd/source-controller/api",
+    ),
 ];
 
 /// Fails when `versions.env` and the `go.mod` files disagree.
