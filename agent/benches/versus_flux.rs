@@ -49,8 +49,8 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
-    Agent, Fleet, SECRET, cpu_seconds, free_port, git, md_api, passes, push, replicas_become, vm,
-    wait_passes, write_fleet,
+    Agent, Fleet, SECRET, cpu_seconds, free_port, git, md_api, push, queued, reconciled,
+    replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
 };
 
 const CONCURRENCY: usize = 4;
@@ -156,27 +156,42 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         .unwrap();
     let pid = child.id();
     let _agent = Agent(child);
-    let first = wait_passes(&log, 1, Duration::from_secs(4 * 3600));
+    let first = wait_reconciled(
+        &log,
+        0,
+        &fleet.commit,
+        fleet.rendered.len(),
+        Duration::from_secs(4 * 3600),
+    );
     let cold = started.elapsed();
-    assert_eq!(first[0]["fields"]["failed"], 0, "{}", first[0]);
+    let writes: u64 = first
+        .values()
+        .map(|r| r["writes"].as_u64().unwrap_or(0))
+        .sum();
+    let failed = first.values().filter(|r| r["phase"] == "Failed").count();
+    assert_eq!(failed, 0, "{first:?}");
     println!(
-        "capstan: cold apply {:.1}s ({} writes)",
+        "capstan: cold apply {:.1}s ({} clusters, {writes} writes)",
         cold.as_secs_f64(),
-        first[0]["fields"]["writes"]
+        first.len()
     );
 
-    // Let the watch events of the cold apply settle, then a no-op pass for the same revision.
+    // Let the watch events of the cold apply settle, then the webhook for the same revision:
+    // every cluster is planned again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     settle(&cp).await;
-    let before = passes(&log).len();
+    let (q0, r0) = (queued(&log).len(), reconciled(&log).len());
     let mark = cp.audit().mark();
     push(hook, &fleet.commit);
-    wait_passes(&log, before + 1, Duration::from_secs(600));
+    let again = wait_drained(&log, q0, r0, Duration::from_secs(600));
     settle(&cp).await;
     // Only the agent talks to this API server (the bench's client is idle here).
     let (noop_requests, noop_writes, by_verb) =
         requests_since(&cp, mark, |e| !e.user.username.starts_with("system:"));
-    println!("capstan: no-op pass {noop_requests} requests, {noop_writes} writes {by_verb:?}");
+    println!(
+        "capstan: no-op pass ({} clusters reconciled) {noop_requests} requests, {noop_writes} writes {by_verb:?}",
+        again.len()
+    );
 
     // One-cluster change: main moves to the commit scaling w0000's workers; the webhook says so.
     git(&fleet.repo, &["reset", "-q", "--hard", c2]);
@@ -302,11 +317,15 @@ fn commit_flux_branch(repo: &Path, dir: &Path, serve: &Path, n: usize) -> Artifa
     let env = [("GIT_INDEX_FILE", index.as_path()), ("GIT_WORK_TREE", dir)];
     git_env(repo, &env, &["add", "-A", "."]);
     let tree = git_env(repo, &env, &["write-tree"]);
-    let parent = git_env(
-        repo,
-        &[],
-        &["rev-parse", "-q", "--verify", "refs/heads/flux"],
-    );
+    let parent = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "-q", "--verify", "refs/heads/flux"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     let msg = format!("rendered fleet {n}");
     let mut args = vec!["commit-tree", &tree, "-m", &msg];
     if !parent.is_empty() {
@@ -417,8 +436,14 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
         .await
         .expect("Flux CRDs");
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let mut names: Vec<String> = vec!["flux-system".into()];
-    names.extend((0..20).map(|i| format!("team-{i}")));
+    // The namespaces the objects live in (capstan creates the ones it needs itself).
+    let mut names: std::collections::BTreeSet<String> = fleet
+        .rendered
+        .iter()
+        .flat_map(|(_, objs)| objs.iter())
+        .filter_map(|o| o["metadata"]["namespace"].as_str().map(str::to_string))
+        .collect();
+    names.insert("flux-system".into());
     for ns in names {
         let _ = nss
             .create(
@@ -477,8 +502,8 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
         ])
         .env("KUBECONFIG", cp.kubeconfig_path())
         .env("RUNTIME_NAMESPACE", "flux-system")
-        .stdout(fs::File::create(&log).unwrap())
-        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let pid = child.id();

@@ -87,28 +87,81 @@ pub fn push(port: u16, commit: &str) {
     assert_eq!(http(port, &req).0, 202);
 }
 
-/// The agent's "reconciled" log records (JSON logs).
-pub fn passes(log: &Path) -> Vec<Value> {
+/// The agent's per-cluster "reconciled" log records (JSON logs), in order. The record's
+/// `fields` carry `message` twice (the event and the cluster's status message), so the event is
+/// matched on the raw line and the record's other fields read from the parsed value.
+pub fn reconciled(log: &Path) -> Vec<Value> {
     fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
+        .filter(|l| l.contains(r#""message":"reconciled""#))
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v.pointer("/fields/message").and_then(Value::as_str) == Some("reconciled"))
+        .map(|v| v["fields"].clone())
         .collect()
 }
 
-pub fn wait_passes(log: &Path, n: usize, limit: Duration) -> Vec<Value> {
+/// The agent's "queued" records (a trigger reached the queue), in order.
+pub fn queued(log: &Path) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""message":"queued""#))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["fields"].clone())
+        .collect()
+}
+
+/// Waits until each of `clusters` clusters has a "reconciled" record at `revision` after the
+/// first `skip` records; returns those first records per cluster.
+pub fn wait_reconciled(
+    log: &Path,
+    skip: usize,
+    revision: &str,
+    clusters: usize,
+    limit: Duration,
+) -> std::collections::BTreeMap<String, Value> {
     let start = Instant::now();
     loop {
-        let p = passes(log);
-        if p.len() >= n {
-            return p;
+        let mut seen = std::collections::BTreeMap::new();
+        for r in reconciled(log).into_iter().skip(skip) {
+            if r["revision"] == revision {
+                let name = r["cluster"].as_str().unwrap_or("").to_string();
+                seen.entry(name).or_insert(r);
+            }
+        }
+        if seen.len() >= clusters {
+            return seen;
         }
         assert!(
             start.elapsed() < limit,
-            "no pass {n} after {limit:?}:\n{}",
-            fs::read_to_string(log).unwrap_or_default()
+            "{} of {clusters} clusters reconciled at {revision} after {limit:?}",
+            seen.len()
         );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a "queued" record after the first `skip` and then until the queue is drained
+/// (a later record with nothing queued or running); returns the "reconciled" records since
+/// `skip_reconciled`.
+pub fn wait_drained(
+    log: &Path,
+    skip: usize,
+    skip_reconciled: usize,
+    limit: Duration,
+) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let q = queued(log);
+        if q.len() > skip {
+            let r: Vec<Value> = reconciled(log).into_iter().skip(skip_reconciled).collect();
+            let last = q.last().unwrap();
+            let idle = |v: &Value| v["queued"] == 0 && v["running"] == 0;
+            if idle(last) && r.is_empty() || r.last().is_some_and(idle) {
+                return r;
+            }
+        }
+        assert!(start.elapsed() < limit, "queue not drained after {limit:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
