@@ -46,6 +46,8 @@ async fn main() {
 
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client();
+    // As in production: the agent runs as its ServiceAccount, with the rules of `capstan install`.
+    let agent_kubeconfig = capstan::install::testing::agent_kubeconfig(&cp).await;
     let (hook, metrics) = (free_port(), free_port());
     let log = tmp.path().join("agent.log");
     let concurrency = std::env::var("CAPSTAN_BENCH_CONCURRENCY").unwrap_or_else(|_| "4".into());
@@ -73,7 +75,7 @@ async fn main() {
             &format!("127.0.0.1:{metrics}"),
         ])
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(&agent_kubeconfig)
         .arg("--cache-dir")
         .arg(tmp.path().join("mirror"))
         .env("CAPSTAN_WEBHOOK_SECRET", SECRET)

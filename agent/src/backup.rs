@@ -85,6 +85,9 @@ pub struct Backup {
     pub dir: PathBuf,
     /// Objects in it.
     pub objects: usize,
+    /// Kinds (`resource.group`) this client may not list, left out and named in the manifest:
+    /// kinds of the backed-up groups the agent's RBAC does not cover (`install::rbac`).
+    pub skipped: Vec<String>,
 }
 
 /// Whether objects of an API group belong in a backup.
@@ -107,6 +110,7 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
         .map_err(BackupError::Discovery)?;
     let mut objects: Vec<Value> = Vec::new();
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut skipped: Vec<String> = Vec::new();
     for group in discovery.groups() {
         if !backed_up_group(group.name()) {
             continue;
@@ -116,7 +120,16 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
             if !caps.supports_operation(kube::discovery::verbs::LIST) || ar.plural.contains('/') {
                 continue;
             }
-            let listed = list(client, &ar, &ListParams::default()).await?;
+            let listed = match list(client, &ar, &ListParams::default()).await {
+                Err(BackupError::List {
+                    resource,
+                    source: kube::Error::Api(e),
+                }) if e.code == 403 => {
+                    skipped.push(resource);
+                    continue;
+                }
+                other => other?,
+            };
             *kinds
                 .entry(format!("{}.{}", ar.kind, ar.group))
                 .or_default() += listed.len();
@@ -146,12 +159,14 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
         "for": label,
         "objects": ordered.len(),
         "kinds": kinds,
+        "skipped": skipped,
     });
     write_private(&dir.join("manifest.json"), &manifest)?;
     write_private(&dir.join("objects.json"), &Value::Array(ordered.clone()))?;
     Ok(Backup {
         dir,
         objects: ordered.len(),
+        skipped,
     })
 }
 
@@ -268,8 +283,9 @@ pub fn restore_order(objects: Vec<Value>) -> Vec<Value> {
 /// owner references pointing at the new UIDs of restored owners (and dropped where the owner
 /// was not restored), and — for a Cluster API Cluster — paused.
 pub fn prepared(o: &Value, new_uids: &BTreeMap<String, String>) -> Value {
-    // The status stays: a kind without a status subresource (capstan's ManagedCluster) keeps it
-    // from the create; where there is one, the server ignores it and `restore` writes it after.
+    // The status stays: a kind without a status subresource keeps it from the create; where
+    // there is one (capstan's ManagedCluster among them), the server ignores it and `restore`
+    // writes it after.
     let mut v = o.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for k in [

@@ -23,6 +23,18 @@ pub enum Output {
     Json,
 }
 
+/// Output format of change reports (`capstan diff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ReportOutput {
+    /// Human-readable text, coloured on a terminal (unless NO_COLOR is set).
+    #[default]
+    Text,
+    /// JSON, for scripts and CI.
+    Json,
+    /// GitHub-flavoured markdown, for a pull-request comment (at most 65,536 characters).
+    Markdown,
+}
+
 /// A provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProviderArg {
@@ -97,11 +109,37 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// Show what a change of the repository does, without a cluster: validate and render two
+    /// revisions, and print per changed cluster the objects created, changed and deleted with
+    /// diffs and what happens to its machines (rollouts, scaling, add-on upgrades, blocked
+    /// fields). Exits 0 when nothing changes, 2 when something does, 1 on errors.
+    Diff(DiffArgs),
     /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
     Run(RunArgs),
     /// Reconcile the repository against the management cluster.
     Reconcile(ReconcileArgs),
+    /// Install the agent on the management cluster: Namespace capstan-system, the ManagedCluster
+    /// CRD, a ServiceAccount with least-privilege RBAC, a Service and a Deployment (two replicas,
+    /// leader election). Re-running updates it. With --export, print the YAML instead.
+    Install(InstallArgs),
+    /// Remove the agent and its rights; managed clusters are not touched, nor (without --purge)
+    /// the status records.
+    Uninstall {
+        /// Also remove the ManagedCluster CRD (and so every status record and inventory) and the
+        /// capstan-system namespace.
+        #[arg(long)]
+        purge: bool,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
+    /// Set a fleet repository up and the agent on the management cluster, as `flux bootstrap
+    /// git` does: an empty repository gets the fleet skeleton (`capstan init`), the agent's
+    /// install manifests are committed and pushed, applied, the Git credentials Secret is created
+    /// from the deploy key, and bootstrap waits until the agent reports its first applied
+    /// revision.
+    Bootstrap(BootstrapArgs),
     /// Show the status of every managed cluster.
     Status {
         /// Output format.
@@ -202,6 +240,163 @@ impl UpgradeArgs {
     }
 }
 
+/// `capstan install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Print the manifests instead of applying them.
+    #[arg(long)]
+    pub export: bool,
+    /// Only the ManagedCluster CRD (with --export: how agent/manifests/ is regenerated).
+    #[arg(long)]
+    pub crd_only: bool,
+    /// What the agent follows.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// How long to wait for the CRD to be Established.
+    #[arg(long, default_value = "2m", value_parser = parse_interval)]
+    pub wait: std::time::Duration,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// The agent's settings, shared by `install` and `bootstrap`.
+#[derive(Debug, Args, Clone)]
+pub struct AgentArgs {
+    /// The fleet repository the agent follows (required, but for `install --crd-only`).
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// Its branch.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// The management cluster this is (required, but for `install --crd-only`).
+    #[arg(long)]
+    pub management: Option<String>,
+    /// The agent's image.
+    #[arg(long, default_value = crate::install::manifests::DEFAULT_IMAGE)]
+    pub image: String,
+    /// Poll interval.
+    #[arg(long, default_value = "1m")]
+    pub interval: String,
+    /// Replicas (leader election picks the one that reconciles).
+    #[arg(long, default_value_t = 2)]
+    pub replicas: u32,
+    /// A further kind the fleet's directories carry, which the agent may then manage:
+    /// `RESOURCE` or `RESOURCE.GROUP` (e.g. configmaps, widgets.example.com). Repeatable.
+    #[arg(long, value_name = "RESOURCE[.GROUP]")]
+    pub allow: Vec<String>,
+}
+
+/// `capstan bootstrap`.
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// The agent: repository (ssh://, https://, git:// or a path), branch, management cluster.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The deploy key the agent reads the repository with (and bootstrap pushes with), for
+    /// ssh:// repositories; it goes into the Secret capstan-git.
+    #[arg(long)]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for the repository's host (default: asked with ssh-keyscan).
+    #[arg(long)]
+    pub known_hosts: Option<PathBuf>,
+    /// Where the install manifests are committed in the repository.
+    #[arg(long, default_value = "capstan-system")]
+    pub path: String,
+    /// How long to wait for the agent's first applied revision.
+    #[arg(long, default_value = "5m", value_parser = parse_interval)]
+    pub timeout: std::time::Duration,
+    /// The management cluster's values, when the repository is empty and gets a skeleton.
+    #[command(flatten)]
+    pub values: BootstrapValues,
+    /// Connection.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// The values of a new management cluster (`capstan init`'s), when bootstrap writes one.
+#[derive(Debug, Args, Clone)]
+pub struct BootstrapValues {
+    /// Provider of the management cluster.
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderArg>,
+    /// Pod CIDR.
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
+    /// Service CIDR.
+    #[arg(long)]
+    pub service_cidr: Option<String>,
+    /// Namespace of the management cluster's objects.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Docker clusters: `docker` or `in-memory`.
+    #[arg(long, value_name = "BACKEND")]
+    pub docker_backend: Option<String>,
+    /// Control-plane endpoint address (vSphere).
+    #[arg(long)]
+    pub endpoint_host: Option<String>,
+}
+
+/// GitHub credentials and repository, shared by `run` and the `--open-pr` commands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GitHubArgs {
+    /// File holding a GitHub token (fine-grained: pull requests and commit statuses write).
+    #[arg(long, value_name = "FILE")]
+    pub github_token_file: Option<PathBuf>,
+    /// GitHub App id (with --github-app-key and --github-installation-id), instead of a token.
+    #[arg(long, requires_all = ["github_app_key", "github_installation_id"], conflicts_with = "github_token_file")]
+    pub github_app_id: Option<u64>,
+    /// The GitHub App's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "github_app_id")]
+    pub github_app_key: Option<PathBuf>,
+    /// The GitHub App's installation id on the repository.
+    #[arg(long, requires = "github_app_id")]
+    pub github_installation_id: Option<u64>,
+    /// GitHub API URL (GitHub Enterprise: https://HOST/api/v3).
+    #[arg(long, default_value = crate::github::DEFAULT_API_URL)]
+    pub github_api_url: String,
+    /// The repository on GitHub, owner/name (default: read from the Git remote URL).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub github_repo: Option<String>,
+}
+
+impl GitHubArgs {
+    /// The client these arguments describe, for the repository at `remote`; `None` without
+    /// credentials.
+    pub fn client(&self, remote: &str) -> anyhow::Result<Option<crate::github::GitHub>> {
+        let app = match (
+            &self.github_app_id,
+            &self.github_app_key,
+            self.github_installation_id,
+        ) {
+            (Some(id), Some(key), Some(inst)) => Some((*id, key, inst)),
+            _ => None,
+        };
+        let Some(auth) = crate::github::auth_from_files(self.github_token_file.as_ref(), app)?
+        else {
+            return Ok(None);
+        };
+        let repo = match self
+            .github_repo
+            .clone()
+            .or_else(|| crate::github::repo_from_url(remote))
+        {
+            Some(r) => r,
+            None => anyhow::bail!(
+                "cannot tell the GitHub repository from {remote}; name it with --github-repo OWNER/NAME"
+            ),
+        };
+        Ok(Some(crate::github::GitHub::new(
+            &crate::github::GitHubConfig {
+                api_url: self.github_api_url.clone(),
+                repo,
+                auth,
+                retry: crate::github::Retry::default(),
+            },
+        )?))
+    }
+}
+
 /// Which cluster to talk to, as kubectl chooses it.
 #[derive(Debug, Args, Clone, Default)]
 pub struct KubeArgs {
@@ -297,6 +492,26 @@ pub struct RunArgs {
     /// Upgrades.
     #[command(flatten)]
     pub upgrade: UpgradeArgs,
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease
+    /// reconciles; the others serve probes, metrics and webhooks and take over when it goes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = crate::install::manifests::LEASE)]
+    pub lease_name: String,
+    /// The Lease's namespace (default: $POD_NAMESPACE, else capstan-system).
+    #[arg(long)]
+    pub lease_namespace: Option<String>,
+    /// How long a leader's Lease lasts without renewal: a killed leader is replaced within it.
+    #[arg(long, default_value = "15s", value_parser = parse_interval)]
+    pub lease_duration: std::time::Duration,
+    /// GitHub: plans on pull requests and commit statuses.
+    #[command(flatten)]
+    pub github: GitHubArgs,
+    /// Also plan pull requests whose head is in a fork (their specs are rendered and dry-run
+    /// with the agent's credentials).
+    #[arg(long)]
+    pub pr_plans_from_forks: bool,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -332,6 +547,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
     /// Every cluster of the repository (suspend/resume only).
     Fleet {
@@ -341,6 +559,9 @@ pub enum TargetCommand {
         /// Why (recorded in the file).
         #[arg(long, default_value = "")]
         reason: String,
+        /// Open a pull request instead of writing into the working copy.
+        #[command(flatten)]
+        pr: PrArgs,
     },
 }
 
@@ -379,6 +600,27 @@ pub struct ReconcileArgs {
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
+}
+
+/// `capstan diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The repository (a working copy or a bare repository).
+    #[arg(default_value = ".")]
+    pub repo: PathBuf,
+    /// The revision to compare against (e.g. origin/main).
+    #[arg(long)]
+    pub base: String,
+    /// The revision with the change (default: the working copy as it is, uncommitted edits
+    /// included).
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t)]
+    pub output: ReportOutput,
+    /// Only this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
 }
 
 /// `capstan new ...`.
@@ -460,4 +702,38 @@ pub struct NewClusterArgs {
     /// Cluster values.
     #[command(flatten)]
     pub values: ClusterValues,
+    /// Open a pull request instead of writing into the working copy.
+    #[command(flatten)]
+    pub pr: PrArgs,
+}
+
+/// `--open-pr`: the change goes to a branch pushed to the remote and a pull request, and the
+/// working copy is left as it is.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PrArgs {
+    /// Commit the change on a branch off the remote's base branch, push it and open (or update)
+    /// a pull request whose body is the `capstan diff` of the change.
+    #[arg(long)]
+    pub open_pr: bool,
+    /// The Git remote to push to (its URL: https://, ssh:// or a path).
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull request goes into.
+    #[arg(long, default_value = "main", requires = "open_pr")]
+    pub base: String,
+    /// The branch to push (default: capstan/<what>-<cluster>); re-running updates it.
+    #[arg(long, requires = "open_pr")]
+    pub branch: Option<String>,
+    /// Deploy key for ssh:// remotes (must be allowed to push).
+    #[arg(long, requires = "open_pr")]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts for ssh:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub known_hosts: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for https:// remotes.
+    #[arg(long, requires = "open_pr")]
+    pub ca_file: Option<PathBuf>,
+    /// GitHub credentials and repository.
+    #[command(flatten)]
+    pub github: GitHubArgs,
 }

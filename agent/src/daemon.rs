@@ -32,16 +32,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan_layout::{Fleet, RenderCache, Tree, load_cached};
+use capstan_layout::{Fleet, RenderCache, Tree, load_fetched};
 use kube::Client;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::leader::{Election, LeaderConfig};
 use crate::reconcile::{Agent, Drift, Kind, Options, ReconcileError, Run, Scope};
 use crate::schedule::{Finished, Queue};
 use crate::serve::{
     Cause, Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
 };
+use crate::source::release::ReleaseFetcher;
 use crate::source::{GitRef, GitSource, SourceConfig};
 use crate::status::Phase;
 
@@ -79,6 +81,21 @@ pub struct RunConfig {
     pub concurrency: usize,
     /// How upgrades are applied.
     pub upgrade: crate::cli::UpgradeArgs,
+    /// Leader election (`None`: this process reconciles alone).
+    pub leader: Option<LeaderConfig>,
+    /// Extra CAs trusted for https release documents (fleet configs' release manifests).
+    pub ca_file: Option<PathBuf>,
+    /// GitHub: commit statuses for applied revisions and plans on pull requests.
+    pub github: Option<GitHubRun>,
+}
+
+/// What the daemon does with GitHub.
+#[derive(Debug, Clone)]
+pub struct GitHubRun {
+    /// The client.
+    pub github: crate::github::GitHub,
+    /// Plan pull requests from forks too.
+    pub pr_forks: bool,
 }
 
 /// Builds the Git source configuration from CLI values.
@@ -128,13 +145,32 @@ pub async fn run_with(
     let ready = ReadyFlag::new();
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
-    let server_cfg = {
+    let mut server_cfg = {
         let c = ServerConfig::new(&cfg.branch);
         match &cfg.webhook_secret {
             Some(s) => c.with_webhook_secret(s.clone()),
             None => c,
         }
     };
+    // GitHub: statuses of applied revisions, and plans of pull requests on their own task (a
+    // Git remote is needed to fetch their heads).
+    let statuses = cfg
+        .github
+        .as_ref()
+        .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
+    if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
+        let queue = crate::github::pr::PrQueue::default();
+        server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
+        let planner = crate::github::pr::Planner {
+            source: sc.clone(),
+            management: cfg.management.clone(),
+            github: g.github.clone(),
+            client: client.clone(),
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(planner.run(queue));
+        info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
+    }
     let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
@@ -175,7 +211,7 @@ pub async fn run_with(
     }
     let agent = {
         let tx = tx.clone();
-        Agent::connect(client).await?.with_watches(Arc::new(
+        Agent::connect(client.clone()).await?.with_watches(Arc::new(
             move |_kind: &str, cluster: Option<&str>| {
                 tx.fire(Trigger::ClusterChange(cluster.map(str::to_string)))
             },
@@ -194,7 +230,52 @@ pub async fn run_with(
             let _ = stop_tx.send(true);
         });
     }
+    let leader_tx = tx.clone();
     drop(tx);
+
+    // Followers serve probes, metrics and webhooks (forwarded to the leader) until they lead.
+    let mut election = match &cfg.leader {
+        None => None,
+        Some(lc) => {
+            let mut e = Election::join(client.clone(), lc).await?;
+            ready.set_ready(true);
+            info!(identity = %lc.identity, lease = %lc.lease, "joined the leader election");
+            let mut stop = stop_rx.clone();
+            let leading = loop {
+                tokio::select! {
+                    _ = e.acquired() => break true,
+                    batch = rx.next() => match batch {
+                        Some(batch) => {
+                            for t in batch.iter().filter(|t| matches!(t, Trigger::Webhook { .. })) {
+                                match crate::leader::forward(&client, lc, t).await {
+                                    Ok(()) => info!(trigger = ?t, "push forwarded to the leader"),
+                                    Err(e) => warn!(error = %e, "forwarding a push to the leader failed"),
+                                }
+                            }
+                            received(&metrics, &batch);
+                        }
+                        None => break false,
+                    },
+                    _ = stop.wait_for(|s| *s) => break false,
+                }
+            };
+            if !leading {
+                e.release().await;
+                let _ = stop_tx.send(true);
+                for s in servers {
+                    let _ = s.await;
+                }
+                return Ok(());
+            }
+            info!(identity = %lc.identity, "became the leader");
+            crate::leader::watch_forwarded(client.clone(), lc, leader_tx.clone());
+            // The poll timer's first tick went to the follower: load the revision now.
+            leader_tx.fire(Trigger::Manual);
+            Some(e)
+        }
+    };
+    metrics.set_leader(true);
+    drop(leader_tx);
 
     let mut source = match &cfg.repo {
         Repo::Git(sc) => {
@@ -203,6 +284,13 @@ pub async fn run_with(
         }
         Repo::WorkingCopy(_) => None,
     };
+    let ca_file = cfg.ca_file.clone();
+    let mut fetcher = Some(
+        tokio::task::spawn_blocking(move || {
+            ReleaseFetcher::new(&ReleaseFetcher::default_cache_dir(), ca_file.as_deref())
+        })
+        .await??,
+    );
     let mut stop = stop_rx.clone();
     let mut renders = RenderCache::default();
     let mut current: Option<Current> = None;
@@ -210,6 +298,7 @@ pub async fn run_with(
     let mut runs: JoinSet<RunResult> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
+    let mut lost = false;
     loop {
         metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
         let due = queue.next_due();
@@ -221,6 +310,12 @@ pub async fn run_with(
             Some(done) = runs.join_next_with_id(), if !runs.is_empty() => Wake::Finished(Box::new(done)),
             _ = sleep_until(due), if due.is_some() => Wake::Due,
             _ = stop.wait_for(|s| *s) => break,
+            _ = lost_lease(&mut election) => {
+                error!("lost the leader Lease: stopping, another replica may be reconciling already");
+                metrics.set_leader(false);
+                lost = true;
+                break;
+            }
         };
         match wake {
             Wake::Due => {}
@@ -275,12 +370,22 @@ pub async fn run_with(
                                 queue.enqueue(w, Some(&name), false, now);
                             }
                         }
+                        if let Some(st) = &statuses
+                            && is_commit(revision)
+                        {
+                            st.report(revision, &name, run.outcome.phase, &run.outcome.message);
+                        }
                         let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
                         metrics.set_resident_memory(rss * 1024);
                         info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
                     }
                     Err(e) => {
                         phases.insert(name.clone(), Phase::Failed);
+                        if let Some(st) = &statuses
+                            && is_commit(revision)
+                        {
+                            st.report(revision, &name, Phase::Failed, &e.to_string());
+                        }
                         error!(cluster = %name, revision = %revision, error = %e, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
                     }
                 }
@@ -297,7 +402,7 @@ pub async fn run_with(
                 let mut urgent = false;
                 if reload {
                     let Some((fleet, revision)) =
-                        load(&cfg.repo, &mut source, &mut renders, &metrics).await?
+                        load(&cfg.repo, &mut source, &mut fetcher, &mut renders, &metrics).await?
                     else {
                         metrics.inc_reconcile(ReconcileResult::Failure);
                         received(&metrics, &batch);
@@ -406,10 +511,24 @@ pub async fn run_with(
     }
     let _ = stop_tx.send(true);
     runs.shutdown().await;
+    if let Some(e) = election {
+        e.release().await;
+    }
     for s in servers {
         let _ = s.await;
     }
+    if lost {
+        anyhow::bail!("lost the leader Lease");
+    }
     Ok(())
+}
+
+/// Resolves when this replica loses the Lease; never without leader election.
+async fn lost_lease(election: &mut Option<Election>) {
+    match election {
+        Some(e) => e.lost().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The revision being reconciled.
@@ -480,9 +599,43 @@ fn set_phases(metrics: &Metrics, phases: &BTreeMap<String, Phase>) {
 /// Reads the newest revision: the Git source synced (the last good revision kept while the
 /// remote is unreachable), or the working copy read; then validated and rendered. `None` when
 /// there is nothing to reconcile (logged).
+/// Loads a tree's fleet, fetching the release documents its fleet configs name (off the
+/// runtime threads: the fetcher blocks).
+async fn load_release(
+    tree: &Tree,
+    fetcher: &mut Option<ReleaseFetcher>,
+    renders: &mut RenderCache,
+) -> anyhow::Result<Fleet> {
+    let f = fetcher
+        .as_mut()
+        .expect("the fetcher is put back after every round");
+    // A failure of an earlier pass is retried.
+    f.fetched.failures.clear();
+    let mut fleet = load_fetched(tree, &f.fetched, renders);
+    for _ in 0..crate::source::release::MAX_ROUNDS {
+        let mut f = fetcher
+            .take()
+            .expect("the fetcher is put back after every round");
+        let wanted = f.wanted(&fleet);
+        if wanted.is_empty() {
+            *fetcher = Some(f);
+            break;
+        }
+        let f = tokio::task::spawn_blocking(move || {
+            f.fetch(wanted);
+            f
+        })
+        .await?;
+        fleet = load_fetched(tree, &f.fetched, renders);
+        *fetcher = Some(f);
+    }
+    Ok(fleet)
+}
+
 async fn load(
     repo: &Repo,
     source: &mut Option<GitSource>,
+    fetcher: &mut Option<ReleaseFetcher>,
     renders: &mut RenderCache,
     metrics: &Metrics,
 ) -> anyhow::Result<Option<(Fleet, String)>> {
@@ -501,9 +654,13 @@ async fn load(
             metrics.observe_stage(Stage::Source, t.elapsed());
             // Loaded from the source's own copy of the tree: no second copy.
             let t = Instant::now();
-            let out = src_back
-                .last_good()
-                .map(|r| (load_cached(&r.tree, renders), r.commit.clone()));
+            let out = match src_back.last_good() {
+                Some(r) => Some((
+                    load_release(&r.tree, fetcher, renders).await?,
+                    r.commit.clone(),
+                )),
+                None => None,
+            };
             metrics.observe_stage(Stage::Render, t.elapsed());
             *source = Some(src_back);
             out
@@ -512,7 +669,7 @@ async fn load(
             Ok(tree) => {
                 metrics.observe_stage(Stage::Source, t.elapsed());
                 let t = Instant::now();
-                let fleet = load_cached(&tree, renders);
+                let fleet = load_release(&tree, fetcher, renders).await?;
                 metrics.observe_stage(Stage::Render, t.elapsed());
                 Some((fleet, "local".to_string()))
             }
@@ -526,6 +683,11 @@ async fn load(
     // The validated specs stay: a chained upgrade renders its steps from them
     // (`capstan_layout::step`).
     Ok(loaded)
+}
+
+/// Whether a revision label is a commit id (a working copy's "local" gets no status).
+fn is_commit(revision: &str) -> bool {
+    revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A memory figure of this process from /proc (KiB; 0 where there is no /proc).

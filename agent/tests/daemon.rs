@@ -10,11 +10,12 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capstan_layout::Tree;
-use capstan_layout::scaffold::{self, ClusterRequest};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{post, push_body, scrape, value_in, wait_metrics};
+use source_support::agent::{
+    applied_revision, fleet_with, post, push_body, scrape, value_in, wait_for_revision,
+    wait_metrics,
+};
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
 
@@ -24,45 +25,11 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
     fleet_with(tag, &[format!("w-{tag}").as_str()])
 }
 
-/// A management cluster `m-<tag>` and the given workload clusters (two workers each), in
-/// namespace `t-<tag>`.
-fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
-    let mut tree = Tree::new();
-    let mut out = Vec::new();
-    let mut reqs = vec![ClusterRequest {
-        name: format!("m-{tag}"),
-        provider: "docker".into(),
-        namespace: Some(format!("t-{tag}")),
-        pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
-        ..Default::default()
-    }];
-    for (i, w) in workloads.iter().enumerate() {
-        reqs.push(ClusterRequest {
-            name: w.to_string(),
-            management: Some(format!("m-{tag}")),
-            provider: "docker".into(),
-            namespace: Some(format!("t-{tag}")),
-            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
-            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
-            worker_count: Some(2),
-            ..Default::default()
-        });
-    }
-    for req in reqs {
-        for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
-            tree.insert(p.clone(), t.clone());
-            out.push((p.display().to_string(), t));
-        }
-    }
-    out
-}
-
 struct Agent(Child);
 
 /// `capstan run --watch` on a working copy, polling only once an hour: every run after the
 /// first is caused by an edit or a watch event.
-fn watch_working_copy(
+async fn watch_working_copy(
     cp: &capstan_harness::ControlPlane,
     repo: &std::path::Path,
     management: &str,
@@ -70,6 +37,7 @@ fn watch_working_copy(
     log: &std::path::Path,
     extra: &[&str],
 ) -> Agent {
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
             "run",
@@ -85,7 +53,7 @@ fn watch_working_copy(
         .arg("--repo")
         .arg(repo)
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(kubeconfig)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -99,38 +67,6 @@ impl Drop for Agent {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
-    let ar = ApiResource {
-        group: "capstan.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "capstan.dev/v1alpha1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let o = api.get_opt(cluster).await.ok()??;
-    o.data
-        .pointer("/status/lastAppliedRevision")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-}
-
-async fn wait_for_revision(
-    client: &kube::Client,
-    cluster: &str,
-    rev: &str,
-    limit: Duration,
-) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if applied_revision(client, cluster).await.as_deref() == Some(rev) {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// Nothing queued or running, and every trigger the webhook accepted received by the daemon.
@@ -173,7 +109,7 @@ async fn the_agent_follows_git_and_webhooks() {
             "m-run",
         ])
         .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
+        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
         .arg("--cache-dir")
         .arg(tmp.path().join("mirror"))
         .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
@@ -381,7 +317,8 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         metrics_port,
         &log,
         &["--concurrency", "2"],
-    );
+    )
+    .await;
     assert!(
         wait_for_revision(&client, "w-drift", "local", Duration::from_secs(90))
             .await
@@ -419,8 +356,9 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     })
     .await;
     cp.audit()
-        .settle(Duration::from_millis(500), Duration::from_secs(10))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let requests = agent_requests(cp, mark);
     assert!(
         requests.is_empty(),
@@ -599,7 +537,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     }
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]).await;
     for c in ["a-slow", "b-slow"] {
         assert!(
             wait_for_revision(&client, c, "local", Duration::from_secs(90))
@@ -734,7 +672,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     .unwrap();
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
-    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]);
+    let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]).await;
     assert!(
         wait_for_revision(&client, "b-retry", "local", Duration::from_secs(90))
             .await
@@ -787,4 +725,265 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
         md.get("b-retry-md-0").await.unwrap().data["spec"]["replicas"] == 4
     })
     .await;
+}
+
+/// A wiped branch — a force-push of a tree without `clusters/`, then one whose `clusters/` holds
+/// no cluster — is refused as a revision: nothing on the management cluster changes (no apply,
+/// no prune, no delete, every ManagedCluster status as it was), the failure is counted and
+/// logged with its `not-a-fleet` diagnostic, and the fleet pushed back applies as before.
+#[tokio::test]
+async fn a_wiped_branch_changes_nothing_on_the_management_cluster() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let names = ["m-wipe", "a-wipe", "b-wipe"];
+    let files = fleet_with("wipe", &names[1..]);
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&file_refs);
+    let _git = GitDaemon::start(&up.root);
+    let (hook, metrics_port) = (free_port(), free_port());
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &_git.url("repo.git"), "--branch", "main"])
+        .args(["--interval", "1h", "--management", "m-wipe"])
+        .arg("--webhook-addr")
+        .arg(format!("127.0.0.1:{hook}"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(tmp.path().join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+    let c1 = up.head();
+    for n in names {
+        assert!(
+            wait_for_revision(&client, n, &c1, Duration::from_secs(90))
+                .await
+                .is_some(),
+            "{n}: first revision not applied:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
+    // Settled: nothing queued or running.
+    wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let snapshot = || async {
+        let mut out = Vec::new();
+        for n in names {
+            let mc = managed_cluster(&client, n).await.expect("a ManagedCluster");
+            out.push((
+                n,
+                mc.metadata.resource_version.clone(),
+                mc.data["status"].clone(),
+            ));
+        }
+        let objects = kubectl(
+            cp,
+            &[
+                "-n",
+                "t-wipe",
+                "get",
+                "clusters.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io,kubeadmcontrolplanes.controlplane.cluster.x-k8s.io,clusters.anywhere.eks.amazonaws.com",
+                "-o",
+                "custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion,DELETING:.metadata.deletionTimestamp",
+                "--no-headers",
+            ],
+        );
+        (out, objects)
+    };
+    let before = snapshot().await;
+    assert!(before.1.lines().count() >= 6, "{}", before.1);
+    let mark = cp.audit().mark();
+
+    let wiped: [(&str, Vec<(&str, &str)>); 2] = [
+        ("no clusters/", vec![("README.md", "# moved elsewhere\n")]),
+        (
+            "an empty clusters/",
+            vec![("clusters/README.md", "# nothing here yet\n")],
+        ),
+    ];
+    for (what, tree) in wiped {
+        let text = scrape(metrics_port);
+        let failures = value_in(&text, "capstan_reconciles_total{result=\"failure\"}").max(0.0);
+        let revisions = value_in(&text, "capstan_revisions_total{trigger=\"webhook\"}").max(0.0);
+        let commit = up.force_push_unrelated(&tree);
+        assert_eq!(
+            post(
+                hook,
+                &push_body(&commit),
+                Some(&capstan::serve::webhook::sign(
+                    SECRET.as_bytes(),
+                    push_body(&commit).as_bytes()
+                ))
+            ),
+            202
+        );
+        // The revision was loaded and refused (counted as a failed run), and the daemon is idle.
+        wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+            value_in(t, "capstan_revisions_total{trigger=\"webhook\"}") > revisions
+                && value_in(t, "capstan_reconciles_total{result=\"failure\"}") > failures
+                && idle(t)
+        })
+        .await;
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            logged.contains("not-a-fleet") && logged.contains("nothing applied"),
+            "{what}: the refusal is not in the log:\n{logged}"
+        );
+        let now = snapshot().await;
+        assert_eq!(now.0, before.0, "{what}: a ManagedCluster changed");
+        assert_eq!(now.1, before.1, "{what}: a Cluster API object changed");
+    }
+    // Nothing written for this fleet since the first revision settled.
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes: Vec<String> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.is_write())
+        .filter(|e| {
+            e.namespace() == Some("t-wipe")
+                || e.object_ref
+                    .as_ref()
+                    .and_then(|o| o.name.as_deref())
+                    .is_some_and(|n| names.contains(&n))
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(writes.is_empty(), "writes after the wipe: {writes:#?}");
+
+    // The fleet pushed back, with one change, applies as before: the changed cluster at the new
+    // commit, the others keep the revision their objects came from.
+    let mut back = files.clone();
+    let a = back
+        .iter_mut()
+        .find(|(p, _)| p.contains("/a-wipe/"))
+        .expect("a-wipe's spec");
+    assert_eq!(a.1.matches("count: 2").count(), 1);
+    a.1 = a.1.replacen("count: 2", "count: 3", 1);
+    let back_refs: Vec<(&str, &str)> = back.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let restored = up.force_push_unrelated(&back_refs);
+    let body = push_body(&restored);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+    assert!(
+        wait_for_revision(&client, "a-wipe", &restored, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "the restored fleet is not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    for n in ["m-wipe", "b-wipe"] {
+        assert_eq!(
+            applied_revision(&client, n).await.as_deref(),
+            Some(c1.as_str())
+        );
+    }
+}
+
+/// A controller that keeps rewriting a field capstan owns, against the real binary: the watch
+/// brings each rewrite, the agent corrects it twice, and the third time within the window it
+/// stops (no more applies of that object), counts the object under
+/// `capstan_objects_total{action="conflict"}`, records an Event, and the rival's value stays.
+#[tokio::test]
+async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_files("rival") {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let name = "w-rival-settings";
+    std::fs::write(
+        repo.join("clusters/m-rival/workload-clusters/w-rival/settings.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: t-rival\ndata:\n  mode: strict\n"
+        ),
+    )
+    .unwrap();
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let _agent = watch_working_copy(cp, &repo, "m-rival", metrics_port, &log, &[]).await;
+    assert!(
+        wait_for_revision(&client, "w-rival", "local", Duration::from_secs(90))
+            .await
+            .is_some(),
+        "not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "t-rival");
+    let mode = || async { cms.get(name).await.unwrap().data.unwrap_or_default()["mode"].clone() };
+    let conflicts = |t: &str| value_in(t, "capstan_objects_total{action=\"conflict\"}").max(0.0);
+    let rival = |n: u32| {
+        let cms = cms.clone();
+        async move {
+            let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "t-rival"}, "data": {"mode": format!("rival-{n}")}});
+            cms.patch(
+                name,
+                &kube::api::PatchParams::apply("rival-controller").force(),
+                &kube::api::Patch::Apply(&obj),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // Two rewrites, each corrected by the agent on the watch event it causes.
+    for n in 1..=2 {
+        rival(n).await;
+        wait_until(
+            &format!("correction {n}"),
+            &log,
+            Duration::from_secs(60),
+            || async { mode().await == "strict" },
+        )
+        .await;
+    }
+    assert_eq!(conflicts(&scrape(metrics_port)), 0.0);
+    // The third within the window is a fight: counted, and the rival's value is left alone.
+    rival(3).await;
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        conflicts(t) >= 1.0
+    })
+    .await;
+    assert_eq!(mode().await, "rival-3", "re-applied while in conflict");
+    // Runs go on (watch events, the failed cluster's backoff) and leave the object alone: two
+    // more held runs, at least one of them wholly after the next rewrite.
+    let held = conflicts(&text);
+    rival(4).await;
+    wait_metrics(metrics_port, Duration::from_secs(120), |t| {
+        conflicts(t) >= held + 2.0
+    })
+    .await;
+    assert_eq!(mode().await, "rival-4", "re-applied while in conflict");
+    let events = kubectl(
+        cp,
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=w-rival,reason=Conflict",
+            "-o",
+            "name",
+        ],
+    );
+    assert!(!events.trim().is_empty(), "no Conflict event");
 }

@@ -980,3 +980,225 @@ fn a_long_running_source_survives_many_fetches_and_bounds_its_packs() {
         "the mirror was compacted along the way"
     );
 }
+
+/// A valid fleet (management `mgmt`, workloads `ok` and `w`) as scaffolded.
+fn valid_fleet() -> Vec<(String, String)> {
+    use capstan_layout::scaffold::{self, ClusterRequest};
+    let mut tree = capstan_layout::Tree::new();
+    let mut out = Vec::new();
+    let req = |name: &str, mgmt: Option<&str>, pods: &str, services: &str| ClusterRequest {
+        name: name.into(),
+        management: mgmt.map(str::to_string),
+        provider: "docker".into(),
+        kubernetes_version: Some("1.33".into()),
+        pod_cidr: Some(pods.into()),
+        service_cidr: Some(services.into()),
+        ..Default::default()
+    };
+    for r in [
+        req("mgmt", None, "192.168.0.0/16", "10.96.0.0/12"),
+        req("ok", Some("mgmt"), "172.16.0.0/16", "10.112.0.0/16"),
+        req("w", Some("mgmt"), "172.17.0.0/16", "10.113.0.0/16"),
+    ] {
+        for (p, t) in scaffold::plan(&tree, &r).unwrap().files {
+            tree.insert(p.clone(), t.clone());
+            out.push((p.display().to_string(), t));
+        }
+    }
+    out
+}
+
+/// Hostile repositories, read from a Git commit (the agent's source) and from the same files
+/// as a working copy (`capstan validate`): each is rejected with the same diagnostics both
+/// ways, naming the path; the cluster it is in does not render, the others do, and a tree that
+/// hides the list of clusters refuses the whole revision.
+#[test]
+fn hostile_commits_are_rejected_like_working_copies() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    const W: &str = "clusters/mgmt/workload-clusters/w";
+    type Setup = fn(&Path);
+    let cases: Vec<(&str, Setup, &str, &str, Option<&str>)> = vec![
+        // (what, setup in the work tree, code, path, owner cluster or None for the fleet)
+        (
+            "symlink out of the repository",
+            |w| std::os::unix::fs::symlink("/etc/hostname", w.join(W).join("x.yaml")).unwrap(),
+            "symlink-escapes",
+            "clusters/mgmt/workload-clusters/w/x.yaml",
+            Some("w"),
+        ),
+        (
+            "symlink into .git",
+            |w| {
+                std::os::unix::fs::symlink("../../../../.git/config", w.join(W).join("x.yaml"))
+                    .unwrap()
+            },
+            "symlink-into-git",
+            "clusters/mgmt/workload-clusters/w/x.yaml",
+            Some("w"),
+        ),
+        (
+            "a file over the size limit",
+            |w| {
+                std::fs::write(
+                    w.join(W).join("big.yaml"),
+                    vec![b'#'; MAX_FILE_SIZE as usize + 1],
+                )
+                .unwrap()
+            },
+            "file-too-large",
+            "clusters/mgmt/workload-clusters/w/big.yaml",
+            Some("w"),
+        ),
+        (
+            "a binary file",
+            |w| std::fs::write(w.join(W).join("logo.yaml"), b"\x89PNG\r\n\x1a\n\0\0").unwrap(),
+            "binary-file",
+            "clusters/mgmt/workload-clusters/w/logo.yaml",
+            Some("w"),
+        ),
+        (
+            "a file that is not UTF-8",
+            |w| std::fs::write(w.join(W).join("notes.yaml"), b"# M\xfcnchen\n").unwrap(),
+            "not-utf8",
+            "clusters/mgmt/workload-clusters/w/notes.yaml",
+            Some("w"),
+        ),
+        (
+            "a name that is not UTF-8",
+            |w| {
+                let p = w.join(W).join(OsStr::from_bytes(b"caf\xe9.yaml"));
+                std::fs::write(p, "# x\n").unwrap()
+            },
+            "invalid-path",
+            "clusters/mgmt/workload-clusters/w/caf\u{FFFD}.yaml",
+            Some("w"),
+        ),
+        (
+            "names that differ only in case",
+            |w| std::fs::write(w.join(W).join("Cluster.yaml"), "# x\n").unwrap(),
+            "case-collision",
+            "clusters/mgmt/workload-clusters/w/Cluster.yaml",
+            Some("w"),
+        ),
+        (
+            "10,000 files in a directory",
+            |w| {
+                for i in 0..10_000 {
+                    std::fs::write(w.join(W).join(format!("f{i:05}.yaml")), "# x\n").unwrap();
+                }
+            },
+            "too-many-entries",
+            "clusters/mgmt/workload-clusters/w",
+            Some("w"),
+        ),
+        (
+            "deep nesting",
+            |w| {
+                let mut d = w.join(W);
+                for _ in 0..40 {
+                    d.push("d");
+                }
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join("x.yaml"), "# x\n").unwrap();
+            },
+            "too-deep",
+            "clusters/mgmt/workload-clusters/w/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d",
+            Some("w"),
+        ),
+        (
+            "a Secret with data",
+            |w| {
+                std::fs::write(
+                    w.join(W).join("secret.yaml"),
+                    "apiVersion: v1\nkind: Secret\nmetadata: {name: w-creds}\ndata: {token: c2VjcmV0}\n",
+                )
+                .unwrap()
+            },
+            "secret-with-data",
+            "clusters/mgmt/workload-clusters/w/secret.yaml",
+            Some("w"),
+        ),
+        (
+            "a YAML bomb",
+            |w| {
+                let mut s = String::from(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-lol}\ndata:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n",
+                );
+                for i in 1..9 {
+                    let refs = vec![format!("*{}", (b'a' + i - 1) as char); 10].join(", ");
+                    s.push_str(&format!("  {c}: &{c} [{refs}]\n", c = (b'a' + i) as char));
+                }
+                std::fs::write(w.join(W).join("bomb.yaml"), s).unwrap()
+            },
+            "yaml-syntax",
+            "clusters/mgmt/workload-clusters/w/bomb.yaml",
+            Some("w"),
+        ),
+        (
+            "10,000 workload directories' worth of entries",
+            |w| {
+                let d = w.join("clusters/mgmt/workload-clusters");
+                for i in 0..10_000 {
+                    std::fs::write(d.join(format!("f{i:05}.md")), "x\n").unwrap();
+                }
+            },
+            "too-many-entries",
+            "clusters/mgmt/workload-clusters",
+            None,
+        ),
+    ];
+    for (what, setup, code, path, owner) in cases {
+        let files = valid_fleet();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let up = Upstream::new(&refs);
+        setup(&up.work);
+        let commit = up.commit(what);
+        up.push();
+        let cache = tempfile::tempdir().unwrap();
+        let mut src = GitSource::open(config(up.path_url(), branch(), cache.path())).unwrap();
+        let (_, rev) = updated(src.sync().unwrap());
+        assert_eq!(rev.commit, commit);
+        let from_git = capstan_layout::load(&rev.tree);
+        let from_dir = capstan_layout::load(&capstan_layout::Tree::from_dir(&up.work).unwrap());
+        let shown = |f: &capstan_layout::Fleet| {
+            let mut d: Vec<String> = f.all_diagnostics().iter().map(|d| d.to_string()).collect();
+            d.sort();
+            d
+        };
+        assert_eq!(
+            shown(&from_git),
+            shown(&from_dir),
+            "{what}: Git and working copy differ"
+        );
+        let found = from_git.all_diagnostics().into_iter().find(|d| {
+            d.code.as_str() == code
+                && d.file
+                    .as_ref()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .as_deref()
+                    == Some(path)
+        });
+        let Some(found) = found else {
+            panic!("{what}: no {code} at {path}: {:#?}", shown(&from_git));
+        };
+        assert_eq!(found.cluster.as_deref(), owner, "{what}: {found}");
+        match owner {
+            Some(_) => {
+                let w = from_git.cluster("w").expect("w is still a cluster");
+                assert!(w.objects.is_none(), "{what}: w rendered");
+                for ok in ["mgmt", "ok"] {
+                    assert!(
+                        from_git.cluster(ok).is_some_and(|c| c.is_valid()),
+                        "{what}: {ok}"
+                    );
+                }
+                assert!(from_git.unreadable().is_none(), "{what}");
+            }
+            None => assert!(from_git.unreadable().is_some(), "{what}: not refused"),
+        }
+    }
+}

@@ -65,7 +65,8 @@ fn main() {
             kubernetes_version: Some(["1.32", "1.33", "1.34"][i % 3].into()),
             control_plane_count: Some(if i % 4 == 0 { 3 } else { 1 }),
             external_etcd: (i % 5 == 0).then_some(3),
-            pod_cidr: Some(format!("10.{}.{}.0/24", 128 + i / 256, i % 256)),
+            // A /22 per cluster: a node's /24 is a slice of it (EKS-A's and kubeadm's rule).
+            pod_cidr: Some(format!("10.{}.{}.0/22", 16 + i / 64, (i % 64) * 4)),
             service_cidr: Some(format!("10.{}.{}.0/24", 160 + i / 256, i % 256)),
             endpoint_host: vsphere.then(|| format!("10.250.{}.{}", i / 256, i % 256)),
             values: Some(if vsphere {
@@ -101,7 +102,9 @@ fn main() {
             .collect();
         let (c, diags) = parse_cluster(&docs);
         let c = c.unwrap_or_else(|| panic!("{diags:?}"));
-        let (r, _) = manifest.resolve(&c, Some(mgmt_release));
+        let r = manifest
+            .resolve(&capstan_templates::release::Sample, &c, Some(&mgmt_release))
+            .release;
         clusters.push((c, r.unwrap()));
     }
     let (parse, parse_cpu) = (t0.elapsed(), thread_cpu() - c0);

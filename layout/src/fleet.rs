@@ -10,6 +10,9 @@
 //! optionally further objects (ConfigMaps, Secrets without data, add-ons) applied with it.
 //! Markdown files are ignored; anything else in the layout is an error.
 //!
+//! A management cluster's directory may also hold `fleet.yaml`, the fleet config
+//! ([`crate::config`]): it names the release data the whole fleet renders with.
+//!
 //! Validation is per cluster first (a broken cluster never hides the others: each gets its own
 //! diagnostics and the valid ones still render), then across clusters: directory and cluster
 //! names, management/workload relations, versions, overlapping CIDRs, tenancy of workload
@@ -17,14 +20,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use capstan_templates::diag::{Code, Diagnostic, has_errors};
-use capstan_templates::release::{Release, ReleaseManifest};
+use capstan_templates::release::{Location, Release};
 use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::Value;
 
+use crate::config::{self, FleetConfig};
 use crate::objects::{Objects, Rendered};
+use crate::releases::{Catalog, Fetched};
 use crate::tenancy;
 use crate::tree::{Entry, Tree};
 
@@ -59,7 +65,7 @@ pub struct ClusterEntry {
     /// The validated cluster; None when it has errors.
     pub cluster: Option<Cluster>,
     /// Its EKS Anywhere release, once resolved.
-    pub release: Option<&'static Release>,
+    pub release: Option<Arc<Release>>,
     /// The rendered objects, in apply order; None when the cluster has errors.
     pub objects: Option<Objects>,
     /// Every problem of this cluster.
@@ -92,6 +98,11 @@ pub struct Fleet {
     pub diagnostics: Vec<Diagnostic>,
     /// `clusters/suspend.yaml`: the whole fleet is suspended.
     pub suspended: bool,
+    /// Release documents the fleet configs need and the caller has not supplied: the agent
+    /// fetches them and loads again ([`load_fetched`]).
+    pub missing_documents: BTreeSet<Location>,
+    /// The valid fleet configs, by management cluster.
+    pub configs: BTreeMap<String, FleetConfig>,
 }
 
 impl Fleet {
@@ -112,6 +123,22 @@ impl Fleet {
     pub fn cluster(&self, name: &str) -> Option<&ClusterEntry> {
         self.clusters.iter().find(|c| c.name == name)
     }
+
+    /// Why nothing of this tree may be applied, if so: it is not a fleet (no `clusters/`, or no
+    /// cluster in it: a wiped branch), or a directory that lists clusters could not be read.
+    /// Applying such a revision would treat every live cluster as removed from the repository;
+    /// the agent refuses it instead and leaves the management cluster as it is.
+    pub fn unreadable(&self) -> Option<&Diagnostic> {
+        self.diagnostics.iter().find(|d| is_unreadable(d))
+    }
+}
+
+/// A fleet-level diagnostic that makes the whole revision unusable ([`Fleet::unreadable`]).
+fn is_unreadable(d: &Diagnostic) -> bool {
+    matches!(
+        d.code,
+        Code::NotAFleet | Code::TooManyEntries | Code::TooDeep
+    ) && d.cluster.is_none()
 }
 
 /// Rendered objects of earlier loads, keyed by everything rendering depends on: the bytes of the
@@ -130,12 +157,14 @@ fn render_key(tree: &Tree, dir: &Path, release: &Release) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(release.version.to_string().as_bytes());
+    h.update(release.digest.as_bytes());
     for (path, entry) in tree.entries.range(dir.to_path_buf()..) {
         if !path.starts_with(dir) {
             break;
         }
-        // A management cluster's render does not depend on its workloads' files.
-        if path.starts_with(dir.join(WORKLOADS_DIR)) {
+        // A management cluster's render does not depend on its workloads' files (or on the
+        // fleet config, whose effect is the release, hashed above).
+        if path.starts_with(dir.join(WORKLOADS_DIR)) || path == &dir.join(config::FILE) {
             continue;
         }
         h.update(path.to_string_lossy().as_bytes());
@@ -154,23 +183,61 @@ pub fn load(tree: &Tree) -> Fleet {
 
 /// [`load`], reusing the renders of clusters whose inputs did not change.
 pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
-    load_with(tree, ReleaseManifest::embedded(), cache)
+    load_fetched(tree, &Fetched::default(), cache)
 }
 
-/// [`load`] with a given release manifest and render cache.
-pub fn load_with(
-    tree: &Tree,
-    manifest: &'static ReleaseManifest,
-    cache: &mut RenderCache,
-) -> Fleet {
+/// [`load_cached`] with the release documents the agent fetched for the fleet configs.
+pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
+    if dirs.is_empty() && !fleet_diags.iter().any(is_unreadable) {
+        let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
+        let message = if has_clusters_dir {
+            "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
+        } else {
+            "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
+        };
+        fleet_diags.push(Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR));
+    }
     let mut clusters: Vec<ClusterEntry> = dirs
         .into_iter()
         .map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags))
         .collect();
 
+    // Fleet configs: a management cluster's config problems are its own; its workloads are held
+    // with it, since their release data comes from it.
+    let mut configs: BTreeMap<String, Option<FleetConfig>> = BTreeMap::new();
+    for entry in clusters.iter_mut().filter(|c| c.role == Role::Management) {
+        let path = entry.dir.join(config::FILE);
+        let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
+            configs.insert(entry.name.clone(), Some(FleetConfig::default()));
+            continue;
+        };
+        let (cfg, diags) = match std::str::from_utf8(bytes) {
+            Ok(text) => config::parse(&path, text),
+            Err(_) => (
+                None,
+                vec![Diagnostic::error(Code::NotUtf8, "file is not valid UTF-8").in_file(&path)],
+            ),
+        };
+        entry
+            .diagnostics
+            .extend(diags.into_iter().map(|d| d.for_cluster(&entry.name)));
+        configs.insert(entry.name.clone(), cfg);
+    }
+    let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
+    for (mgmt, cfg) in &configs {
+        if let Some(cfg) = cfg {
+            let source = cfg.release.clone().map(|r| (cfg.file.clone(), r));
+            catalogs.insert(mgmt.clone(), Catalog::new(tree, fetched, source));
+        }
+    }
+    // Clusters under a directory that holds no management cluster (reported by the layout
+    // checks) resolve against the embedded data.
+    let default_catalog = Catalog::new(tree, fetched, None);
+    let mut missing_documents = BTreeSet::new();
+
     // Versions: management clusters first, then their workloads.
-    let mut mgmt_release: BTreeMap<String, &'static Release> = BTreeMap::new();
+    let mut mgmt_release: BTreeMap<String, Arc<Release>> = BTreeMap::new();
     for pass_management in [true, false] {
         for entry in clusters
             .iter_mut()
@@ -179,8 +246,32 @@ pub fn load_with(
             let Some(cluster) = &entry.cluster else {
                 continue;
             };
-            let mgmt = mgmt_release.get(entry.management()).copied();
+            let catalog = match configs.get(entry.management()) {
+                None => Some(&default_catalog),
+                Some(_) => catalogs.get(entry.management()),
+            };
+            let Some(catalog) = catalog else {
+                // The management cluster carries its fleet config's own diagnostics.
+                if entry.role == Role::Management {
+                    continue;
+                }
+                let file = PathBuf::from(CLUSTERS_DIR)
+                    .join(entry.management())
+                    .join(config::FILE);
+                entry.diagnostics.push(
+                    Diagnostic::error(
+                        Code::ReleaseUnavailable,
+                        format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
+                    )
+                    .in_file(&cluster.source.file)
+                    .at(cluster.source.pos("spec"))
+                    .for_cluster(&entry.name),
+                );
+                continue;
+            };
+            let mgmt = mgmt_release.get(entry.management()).cloned();
             if !pass_management
+                && !catalog.is_broken()
                 && mgmt.is_none()
                 && cluster.eksa_version.is_none()
                 && cluster.bundles_ref.is_none()
@@ -193,12 +284,13 @@ pub fn load_with(
                 );
                 continue;
             }
-            let (release, diags) = manifest.resolve(cluster, mgmt);
+            let (release, diags) =
+                catalog.resolve(cluster, mgmt.as_deref(), &mut missing_documents);
             entry.diagnostics.extend(diags);
-            entry.release = release;
-            if let (true, Some(r)) = (pass_management, release) {
-                mgmt_release.insert(entry.name.clone(), r);
+            if let (true, Some(r)) = (pass_management, &release) {
+                mgmt_release.insert(entry.name.clone(), r.clone());
             }
+            entry.release = release;
         }
     }
 
@@ -220,7 +312,7 @@ pub fn load_with(
         if has_errors(&entry.diagnostics) {
             continue;
         }
-        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release) else {
+        let (Some(cluster), Some(release)) = (&entry.cluster, entry.release.as_deref()) else {
             continue;
         };
         let key = render_key(tree, &entry.dir, release);
@@ -262,6 +354,11 @@ pub fn load_with(
         clusters,
         diagnostics: fleet_diags,
         suspended,
+        missing_documents,
+        configs: configs
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
     }
 }
 
@@ -292,11 +389,109 @@ struct Dir {
     role: Option<Role>,
     files: Vec<PathBuf>,
     diags: Vec<Diagnostic>,
+    /// Part of the directory could not be read: it is a cluster (with errors) even without a
+    /// readable file, never a directory that is simply not there.
+    unreadable: bool,
+}
+
+/// The cluster directory a path belongs to (the directory itself included), by the path's
+/// components; `None` for `clusters/` itself, a `workload-clusters/` directory, files directly
+/// in either, and everything outside `clusters/`.
+fn cluster_dir_of(parts: &[&str], is_dir: bool) -> Option<(PathBuf, Role)> {
+    let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
+    match parts {
+        [c, m, w, name, ..] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => Some((
+            mgmt_dir(m).join(WORKLOADS_DIR).join(name),
+            Role::Workload {
+                management: m.to_string(),
+            },
+        )),
+        [c, _, w] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => None,
+        [c, _] if *c == CLUSTERS_DIR && !is_dir => None,
+        [c, m, ..] if *c == CLUSTERS_DIR => Some((mgmt_dir(m), Role::Management)),
+        _ => None,
+    }
+}
+
+/// A path's components as text (lossy where a name is not UTF-8), and whether all were UTF-8.
+fn components(path: &Path) -> (Vec<String>, bool) {
+    let mut utf8 = true;
+    let parts = path
+        .iter()
+        .map(|c| match c.to_str() {
+            Some(s) => s.to_string(),
+            None => {
+                utf8 = false;
+                c.to_string_lossy().into_owned()
+            }
+        })
+        .collect();
+    (parts, utf8)
+}
+
+/// What makes a directory unreadable, as a diagnostic at it.
+fn unreadable_dir(path: &Path, entry: &Entry) -> Option<Diagnostic> {
+    let d = match entry {
+        Entry::TooManyEntries(n) => Diagnostic::error(
+            Code::TooManyEntries,
+            format!(
+                "directory has {n} entries; the limit is {}, so it was not read",
+                crate::tree::MAX_DIR_ENTRIES
+            ),
+        ),
+        Entry::TooDeep => Diagnostic::error(
+            Code::TooDeep,
+            format!(
+                "directories nested deeper than {} levels; not read any further",
+                crate::tree::MAX_DEPTH
+            ),
+        ),
+        _ => return None,
+    };
+    Some(d.in_file(path))
+}
+
+/// Names in one directory that differ only in case (a checkout on macOS or Windows keeps only
+/// one of them): every path of such a group, with whether it is a directory.
+fn case_collisions(tree: &Tree) -> Vec<(PathBuf, bool, String)> {
+    let mut names: BTreeMap<(PathBuf, String), BTreeMap<PathBuf, bool>> = BTreeMap::new();
+    for path in tree.entries.keys() {
+        if !path.starts_with(CLUSTERS_DIR) {
+            continue;
+        }
+        let is_dir_entry = matches!(
+            tree.entries[path],
+            Entry::TooManyEntries(_) | Entry::TooDeep
+        );
+        let mut at = PathBuf::new();
+        let n = path.components().count();
+        for (i, c) in path.iter().enumerate() {
+            let key = (at.clone(), c.to_string_lossy().to_lowercase());
+            at.push(c);
+            names
+                .entry(key)
+                .or_default()
+                .insert(at.clone(), i + 1 < n || is_dir_entry);
+        }
+    }
+    let mut out = Vec::new();
+    for group in names.into_values().filter(|g| g.len() > 1) {
+        let all: Vec<String> = group.keys().map(|p| format!("`{}`", p.display())).collect();
+        for (p, is_dir) in &group {
+            out.push((p.clone(), *is_dir, all.join(" and ")));
+        }
+    }
+    out
 }
 
 /// Finds the cluster directories and the files of each. An entry the layout does not allow is
 /// an error of the cluster whose directory holds it (so that cluster is not applied half-read),
 /// or of the fleet when it is outside every cluster directory.
+///
+/// A tree that is not a fleet (no `clusters/`, or no cluster directory in it) and a
+/// `clusters/` or `workload-clusters/` directory that could not be read are [`Code::NotAFleet`]
+/// and read-limit errors of the fleet: [`Fleet::unreadable`] then says nothing of this revision
+/// may be applied (an unread directory hides clusters that would otherwise look removed).
 fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
     let mut fleet_diags = Vec::new();
     let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
@@ -307,9 +502,39 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
         )
         .in_file(p)
     };
-    for path in tree.entries.keys() {
-        let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
+    // Problems of a path: the cluster directory it belongs to gets them, else the fleet.
+    let blame = |dirs: &mut BTreeMap<PathBuf, Dir>,
+                 fleet_diags: &mut Vec<Diagnostic>,
+                 parts: &[&str],
+                 is_dir: bool,
+                 diag: Diagnostic| {
+        match cluster_dir_of(parts, is_dir) {
+            Some((dir, role)) => {
+                let d = dirs.entry(dir).or_default();
+                d.role.get_or_insert(role);
+                d.diags.push(diag);
+                d.unreadable = true;
+            }
+            None => fleet_diags.push(diag),
+        }
+    };
+    for (path, entry) in &tree.entries {
+        let (owned, utf8) = components(path);
+        let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
         if parts.first() != Some(&CLUSTERS_DIR) {
+            continue;
+        }
+        if let Some(diag) = unreadable_dir(path, entry) {
+            blame(&mut dirs, &mut fleet_diags, &parts, true, diag);
+            continue;
+        }
+        if !utf8 {
+            let diag = Diagnostic::error(
+                Code::InvalidPath,
+                "the path is not valid UTF-8 (names in a fleet repository are text)",
+            )
+            .in_file(path);
+            blame(&mut dirs, &mut fleet_diags, &parts, false, diag);
             continue;
         }
         let ignorable = parts
@@ -334,6 +559,7 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
                     "files directly under clusters/ belong to no cluster",
                 ));
             }
+            [_, _mgmt, file] if *file == config::FILE => {}
             [_, mgmt, _file] => {
                 if is_yaml {
                     add(mgmt_dir(mgmt), Role::Management, Some(path), None);
@@ -426,9 +652,19 @@ fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
             d.diags.push(diag);
         }
     }
+    for (path, is_dir, all) in case_collisions(tree) {
+        let (owned, _) = components(&path);
+        let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
+        let diag = Diagnostic::error(
+            Code::CaseCollision,
+            format!("{all} differ only in case: a checkout on a case-insensitive filesystem (macOS, Windows) keeps one of them"),
+        )
+        .in_file(&path);
+        blame(&mut dirs, &mut fleet_diags, &parts, is_dir, diag);
+    }
     let mut out = Vec::new();
     for (path, d) in dirs {
-        if d.files.is_empty() {
+        if d.files.is_empty() && !d.unreadable {
             fleet_diags.extend(d.diags);
         } else {
             out.push((
@@ -459,7 +695,8 @@ fn read_cluster(
         .map(|d| d.for_cluster(&name))
         .collect();
     let mut docs = Vec::new();
-    let mut file_errors = false;
+    // A directory kept for a read error with no file read: "no Cluster" would only repeat it.
+    let mut file_errors = files.is_empty();
     for file in files {
         let err = |code, msg: String| {
             Diagnostic::error(code, msg)
@@ -482,6 +719,27 @@ fn read_cluster(
                     t.display()
                 ),
             )),
+            Entry::GitSymlink(t) => diags.push(err(
+                Code::SymlinkIntoGit,
+                format!(
+                    "symlink to `{}` points into .git, which is not part of the fleet",
+                    t.display()
+                ),
+            )),
+            Entry::TooManyEntries(_) | Entry::TooDeep => {
+                unreachable!("discover reports unreadable directories, never as files")
+            }
+            Entry::File(bytes) if bytes.contains(&0) => {
+                let at = bytes.iter().position(|b| *b == 0).unwrap_or(0);
+                let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+                diags.push(
+                    err(
+                        Code::BinaryFile,
+                        format!("file is binary (a NUL byte at byte {at}), not a YAML spec"),
+                    )
+                    .at(yaml::Pos { line, column: 1 }),
+                );
+            }
             Entry::File(bytes) => match std::str::from_utf8(bytes) {
                 Err(e) => {
                     let line = bytes[..e.valid_up_to()]
@@ -680,12 +938,12 @@ fn check_cidrs(clusters: &mut [ClusterEntry]) {
 
 /// Puts one EKSARelease per release in use into each management cluster's objects.
 fn add_release_objects(clusters: &mut [ClusterEntry]) {
-    let mut used: BTreeMap<String, BTreeMap<String, &'static Release>> = BTreeMap::new();
+    let mut used: BTreeMap<String, BTreeMap<String, Arc<Release>>> = BTreeMap::new();
     for e in clusters.iter() {
-        if let Some(r) = e.release {
+        if let Some(r) = &e.release {
             used.entry(e.management().to_string())
                 .or_default()
-                .insert(r.version.to_string(), r);
+                .insert(r.version.to_string(), r.clone());
         }
     }
     for e in clusters.iter_mut().filter(|e| e.role == Role::Management) {

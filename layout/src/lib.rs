@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!   working copy / git commit ──Tree──▶ fleet::load ──▶ Fleet { clusters: [ClusterEntry] }
+//!                     fleet.yaml ──config──▶ release data (embedded, repository or fetched)
 //!                                         │  per cluster: parse, validate, resolve release, render
 //!                                         │  across clusters: names, CIDRs, tenancy, collisions
 //!   capstan new cluster ──scaffold──▶ files added to a Tree, validated, then written
@@ -11,14 +12,18 @@
 //! write of the scaffolder; validation itself works on an in-memory tree, so the agent can validate
 //! a Git revision without checking it out.
 
+pub mod config;
 pub mod fleet;
 pub mod intent;
 pub mod objects;
+pub mod releases;
 pub mod scaffold;
 pub mod step;
 pub mod tenancy;
 pub mod tree;
 
-pub use fleet::{ClusterEntry, Fleet, RenderCache, Role, load, load_cached};
+pub use config::FleetConfig;
+pub use fleet::{ClusterEntry, Fleet, RenderCache, Role, load, load_cached, load_fetched};
 pub use objects::{Objects, Rendered};
+pub use releases::Fetched;
 pub use tree::Tree;

@@ -45,7 +45,7 @@ pub fn render_at(
     control_plane: KubeVersion,
     workers: &BTreeMap<String, KubeVersion>,
 ) -> Result<Objects, StepError> {
-    let (Some(spec), Some(release)) = (&entry.cluster, entry.release) else {
+    let (Some(spec), Some(release)) = (&entry.cluster, &entry.release) else {
         return Err(StepError::NoSpec(entry.name.clone()));
     };
     let err = |source| StepError::Render {

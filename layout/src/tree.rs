@@ -5,8 +5,17 @@
 //! is a pure function of the tree. The scaffolder uses the same trick to validate a fleet with a
 //! new cluster *before* writing anything: it adds the new files to the tree and validates that.
 //!
-//! Reading is defensive: files larger than [`MAX_FILE_SIZE`] are recorded but not read, and a
-//! symlink is followed only when its target stays inside the repository.
+//! Reading is defensive, because a repository is input anyone with push access shapes:
+//! - files larger than [`MAX_FILE_SIZE`] are recorded ([`Entry::TooLarge`]) but not read;
+//! - a symlink is followed only when its target stays inside the repository and out of `.git`
+//!   ([`Entry::EscapingSymlink`], [`Entry::GitSymlink`]);
+//! - a directory with more than [`MAX_DIR_ENTRIES`] entries, or deeper than [`MAX_DEPTH`], is
+//!   recorded ([`Entry::TooManyEntries`], [`Entry::TooDeep`]) and not read any further, so a
+//!   hostile tree costs a bounded amount of time and memory before it is rejected.
+//!
+//! The same rules apply to a Git commit read without a checkout (the agent's source): it asks
+//! [`cuts`] which directories of its listing not to read. Names that are not UTF-8 or collide case-insensitively are
+//! kept as they are here and rejected by the layout (see [`crate::fleet`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,6 +24,14 @@ use std::path::{Component, Path, PathBuf};
 
 /// Files larger than this are rejected (a cluster spec is a few KiB).
 pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
+
+/// Directories with more entries than this are rejected unread (a management cluster with a few
+/// thousand workload clusters still fits; a directory of 10,000 generated files does not).
+pub const MAX_DIR_ENTRIES: usize = 5000;
+
+/// Directories deeper than this many components are rejected unread (the layout itself is at
+/// most five deep: `clusters/<mgmt>/workload-clusters/<name>/<file>`).
+pub const MAX_DEPTH: usize = 32;
 
 /// One entry of the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +42,12 @@ pub enum Entry {
     TooLarge(u64),
     /// A symlink whose target is outside the repository or missing.
     EscapingSymlink(PathBuf),
+    /// A symlink into `.git` (the repository's own metadata, never part of the fleet).
+    GitSymlink(PathBuf),
+    /// A directory with more than [`MAX_DIR_ENTRIES`] entries (its count), not read.
+    TooManyEntries(usize),
+    /// A directory at [`MAX_DEPTH`] that has subdirectories, not read any further.
+    TooDeep,
 }
 
 /// A repository's files by path relative to its root (`/`-separated, no `.` or `..`).
@@ -54,29 +77,50 @@ impl Tree {
     pub fn from_dir(root: &Path) -> io::Result<Tree> {
         let root = root.canonicalize()?;
         let mut tree = Tree::new();
-        walk(&root, &root, &mut tree)?;
+        walk(&root, &root, Path::new(""), &mut tree)?;
         Ok(tree)
     }
 }
 
-fn walk(root: &Path, dir: &Path, tree: &mut Tree) -> io::Result<()> {
-    let mut entries: Vec<_> = fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+/// Reads `dir` (at `at`, relative to the repository root) into `tree`; links are judged against
+/// `root`.
+fn walk(root: &Path, dir: &Path, at: &Path, tree: &mut Tree) -> io::Result<()> {
+    let depth = at.components().count();
+    let mut entries = Vec::new();
+    for e in fs::read_dir(dir)? {
+        entries.push(e?);
+        if entries.len() > MAX_DIR_ENTRIES {
+            // Counted, not read: stop holding entries once over the limit.
+            let n = fs::read_dir(dir)?.count();
+            tree.entries
+                .insert(at.to_path_buf(), Entry::TooManyEntries(n));
+            return Ok(());
+        }
+    }
+    if depth >= MAX_DEPTH
+        && entries
+            .iter()
+            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    {
+        tree.entries.insert(at.to_path_buf(), Entry::TooDeep);
+        return Ok(());
+    }
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
-        let rel = path
-            .strip_prefix(root)
-            .expect("walk stays below root")
-            .to_path_buf();
+        let rel = at.join(e.file_name());
         let ft = e.file_type()?;
         if ft.is_dir() {
             if e.file_name() == ".git" {
                 continue;
             }
-            walk(root, &path, tree)?;
+            walk(root, &path, &rel, tree)?;
         } else if ft.is_symlink() {
             let target = fs::read_link(&path)?;
             match path.canonicalize() {
+                Ok(resolved) if resolved.starts_with(root) && in_git(&resolved, root) => {
+                    tree.entries.insert(rel, Entry::GitSymlink(target));
+                }
                 Ok(resolved) if resolved.starts_with(root) && resolved.is_file() => {
                     tree.entries.insert(rel, read_file(&resolved)?);
                 }
@@ -94,15 +138,52 @@ fn walk(root: &Path, dir: &Path, tree: &mut Tree) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether `resolved` (below `root`) is inside a `.git` directory.
+fn in_git(resolved: &Path, root: &Path) -> bool {
+    resolved
+        .strip_prefix(root)
+        .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == ".git"))
+}
+
 /// A symlinked directory inside the repository is read as if it were at the link's place. Links
 /// inside it are judged against the linked directory (stricter than the repository root).
 fn walk_linked_dir(target: &Path, at: &Path, tree: &mut Tree) -> io::Result<()> {
     let mut sub = Tree::new();
-    walk(target, target, &mut sub)?;
+    walk(target, target, Path::new(""), &mut sub)?;
     for (p, e) in sub.entries {
         tree.entries.insert(at.join(p), e);
     }
     Ok(())
+}
+
+/// [`MAX_DIR_ENTRIES`] and [`MAX_DEPTH`] for a tree listed in full before it is read (a Git
+/// commit, whose listing comes whole from the object database): the directories not to read,
+/// each with the entry [`Tree::from_dir`] records for it. `paths` are every file, link and
+/// directory of the listing; whatever lies below a returned directory is to be left unread.
+pub fn cuts<'a>(paths: impl IntoIterator<Item = &'a Path>) -> BTreeMap<PathBuf, Entry> {
+    let mut children: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let mut cut: BTreeMap<PathBuf, Entry> = BTreeMap::new();
+    for p in paths {
+        let parent = p.parent().unwrap_or(Path::new("")).to_path_buf();
+        *children.entry(parent).or_default() += 1;
+        if p.components().count() > MAX_DEPTH + 1 {
+            cut.entry(p.components().take(MAX_DEPTH).collect())
+                .or_insert(Entry::TooDeep);
+        }
+    }
+    for (d, n) in children {
+        if n > MAX_DIR_ENTRIES {
+            cut.insert(d, Entry::TooManyEntries(n));
+        }
+    }
+    // The outermost cut wins: what lies below a cut directory is not read, so not reported.
+    let outer: Vec<PathBuf> = cut
+        .keys()
+        .filter(|d| !cut.keys().any(|o| o != *d && d.starts_with(o)))
+        .cloned()
+        .collect();
+    cut.retain(|d, _| outer.contains(d));
+    cut
 }
 
 fn read_file(path: &Path) -> io::Result<Entry> {
@@ -116,4 +197,40 @@ fn read_file(path: &Path) -> io::Result<Entry> {
 /// Whether a relative path is clean (no `..`, no root, no `.`).
 pub fn is_clean(path: &Path) -> bool {
     path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_are_the_outermost_oversized_or_too_deep_directories() {
+        let mut paths: Vec<PathBuf> = (0..=MAX_DIR_ENTRIES)
+            .map(|i| PathBuf::from(format!("clusters/m/workload-clusters/w/f{i}.yaml")))
+            .collect();
+        // Inside the oversized directory: not reported again.
+        let deep_inside: PathBuf = std::iter::once("clusters/m/workload-clusters/w".to_string())
+            .chain((0..40).map(|_| "d".to_string()))
+            .collect();
+        paths.push(deep_inside.join("x.yaml"));
+        let deep: PathBuf = std::iter::once("other".to_string())
+            .chain((0..40).map(|_| "d".to_string()))
+            .collect();
+        paths.push(deep.join("x.yaml"));
+        paths.push(PathBuf::from("clusters/m/cluster.yaml"));
+        let cut = cuts(paths.iter().map(PathBuf::as_path));
+        let want_deep: PathBuf = deep.components().take(MAX_DEPTH).collect();
+        assert_eq!(
+            cut,
+            BTreeMap::from([
+                (
+                    PathBuf::from("clusters/m/workload-clusters/w"),
+                    Entry::TooManyEntries(MAX_DIR_ENTRIES + 1)
+                ),
+                (want_deep, Entry::TooDeep),
+            ])
+        );
+        // Within the limits: nothing cut.
+        assert!(cuts(paths[..10].iter().map(PathBuf::as_path)).is_empty());
+    }
 }

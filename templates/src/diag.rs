@@ -39,6 +39,21 @@ codes! {
     FileTooLarge = "file-too-large",
     /// A symlink points outside the repository (or is dangling).
     SymlinkEscapes = "symlink-escapes",
+    /// A symlink points into `.git`.
+    SymlinkIntoGit = "symlink-into-git",
+    /// A binary file (a NUL byte) where a YAML spec belongs.
+    BinaryFile = "binary-file",
+    /// A file or directory name that is not valid UTF-8.
+    InvalidPath = "invalid-path",
+    /// Two names in one directory that differ only in case.
+    CaseCollision = "case-collision",
+    /// A directory with more entries than the limit (not read).
+    TooManyEntries = "too-many-entries",
+    /// Directories nested deeper than the limit (not read).
+    TooDeep = "too-deep",
+    /// A tree that is not a fleet repository: no `clusters/`, or no cluster in it. Nothing of
+    /// such a revision is applied, nor anything pruned or marked for it.
+    NotAFleet = "not-a-fleet",
     /// YAML that does not parse.
     YamlSyntax = "yaml-syntax",
     /// A file or directory where the layout does not allow one.
@@ -81,6 +96,11 @@ codes! {
     UnusedObject = "unused-object",
     /// An eksaVersion or Kubernetes version the release manifest does not know.
     UnknownVersion = "unknown-version",
+    /// Release documents (release manifest, Bundles, EKS-D) that are missing, malformed or do
+    /// not match their pinned checksum.
+    ReleaseUnavailable = "release-unavailable",
+    /// A release document whose sha256 differs from the pin in the fleet config.
+    ChecksumMismatch = "checksum-mismatch",
     /// eksaVersion and bundlesRef both set.
     VersionConflict = "version-conflict",
     /// Versions that break a skew rule.

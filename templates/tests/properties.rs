@@ -155,9 +155,11 @@ fn render_spec(s: &Spec) -> Vec<Value> {
     let cluster =
         cluster.unwrap_or_else(|| panic!("generated spec must validate: {diags:#?}\n{text}"));
     let manifest = ReleaseManifest::embedded();
-    let (release, diags) = manifest.resolve(&cluster, None);
-    let release = release.unwrap_or_else(|| panic!("versions must resolve: {diags:#?}"));
-    render::render(&cluster, release).unwrap()
+    let resolved = manifest.resolve(&capstan_templates::release::Sample, &cluster, None);
+    let release = resolved
+        .release
+        .unwrap_or_else(|| panic!("versions must resolve: {:#?}", resolved.diagnostics));
+    render::render(&cluster, &release).unwrap()
 }
 
 const IMMUTABLE: &[&str] = &[

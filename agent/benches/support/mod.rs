@@ -278,7 +278,8 @@ pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
             provider: "docker".into(),
             namespace: Some(format!("team-{}", i % 20)),
             worker_count: Some(2),
-            pod_cidr: Some(format!("10.{}.{}.0/24", 128 + i / 256, i % 256)),
+            // A /22 per cluster: a node's /24 is a slice of it (EKS-A's and kubeadm's rule).
+            pod_cidr: Some(format!("10.{}.{}.0/22", 16 + i / 64, (i % 64) * 4)),
             service_cidr: Some(format!("10.{}.{}.0/24", 160 + i / 256, i % 256)),
             ..Default::default()
         };

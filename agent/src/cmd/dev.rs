@@ -1,6 +1,7 @@
 //! `capstan dev up|down`: a local management cluster (kube-apiserver + etcd built from Go
 //! modules, upstream Cluster API and EKS Anywhere CRDs installed, the Cluster API controllers
-//! running with CAPD's in-memory backend standing in for machines) for the quick start.
+//! running with CAPD's in-memory backend standing in for machines, capstan's ManagedCluster CRD
+//! installed) for the quick start.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,8 +51,14 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
                 timeout: Duration::from_secs(300),
                 ..Default::default()
             };
-            let state =
-                super::runtime()?.block_on(ControlPlane::start_persistent_with(&dir, opts))?;
+            let state = super::runtime()?.block_on(async {
+                let state = ControlPlane::start_persistent_with(&dir, opts).await?;
+                // capstan's own CRD, so the agent can run with this admin kubeconfig (a
+                // production install is `capstan install`).
+                let conn = crate::k8s::connect(Some(&state.endpoints.kubeconfig), None).await?;
+                crate::install::install_crd(&conn.client).await?;
+                anyhow::Ok(state)
+            })?;
             let controllers = if state.controllers.is_empty() {
                 "no controllers".to_string()
             } else {

@@ -21,10 +21,28 @@ fn cluster_dir(repo: &Path, name: &str) -> anyhow::Result<PathBuf> {
 
 /// `capstan delete cluster NAME`: the spec files go, a tombstone takes their place.
 pub fn delete(what: TargetCommand) -> anyhow::Result<ExitCode> {
-    let TargetCommand::Cluster { name, repo, reason } = what else {
+    let TargetCommand::Cluster {
+        name,
+        repo,
+        reason,
+        pr,
+    } = what
+    else {
         bail!("only a cluster can be deleted")
     };
-    let dir = cluster_dir(&repo, &name)?;
+    if pr.open_pr {
+        let title = format!("Delete cluster {name}");
+        let branch = format!("capstan/delete-cluster-{name}");
+        return super::open_pr::open_pr(&repo, &pr, branch, &title, |dir| {
+            tombstone(dir, &name, &reason)
+        });
+    }
+    tombstone(&repo, &name, &reason)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tombstone(repo: &Path, name: &str, reason: &str) -> anyhow::Result<()> {
+    let dir = cluster_dir(repo, name)?;
     if dir.join("workload-clusters").exists()
         && fs::read_dir(dir.join("workload-clusters"))?
             .next()
@@ -40,30 +58,59 @@ pub fn delete(what: TargetCommand) -> anyhow::Result<ExitCode> {
         }
     }
     let path = dir.join(TOMBSTONE_FILE);
-    fs::write(&path, intent::document("Tombstone", &reason))?;
+    fs::write(&path, intent::document("Tombstone", reason))?;
     println!(
         "wrote {}: commit and merge it, and the agent deletes cluster {name} (its Cluster first)",
         path.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `capstan suspend|resume cluster NAME` and `... fleet`.
 pub fn suspend(what: TargetCommand, on: bool) -> anyhow::Result<ExitCode> {
-    let (path, who) = match what {
-        TargetCommand::Cluster { name, repo, reason } => (
-            cluster_dir(&repo, &name)?.join(SUSPEND_FILE),
-            (format!("cluster {name}"), reason),
+    let (name, repo, reason, pr) = match what {
+        TargetCommand::Cluster {
+            name,
+            repo,
+            reason,
+            pr,
+        } => (Some(name), repo, reason, pr),
+        TargetCommand::Fleet { repo, reason, pr } => (None, repo, reason, pr),
+    };
+    if pr.open_pr {
+        let verb = if on { "suspend" } else { "resume" };
+        let (title, branch) = match &name {
+            Some(n) => (
+                format!("{} cluster {n}", if on { "Suspend" } else { "Resume" }),
+                format!("capstan/{verb}-cluster-{n}"),
+            ),
+            None => (
+                format!("{} the fleet", if on { "Suspend" } else { "Resume" }),
+                format!("capstan/{verb}-fleet"),
+            ),
+        };
+        return super::open_pr::open_pr(&repo, &pr, branch, &title, |dir| {
+            set_suspended(dir, name.as_deref(), &reason, on)
+        });
+    }
+    set_suspended(&repo, name.as_deref(), &reason, on)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn set_suspended(repo: &Path, name: Option<&str>, reason: &str, on: bool) -> anyhow::Result<()> {
+    let (path, who) = match name {
+        Some(name) => (
+            cluster_dir(repo, name)?.join(SUSPEND_FILE),
+            format!("cluster {name}"),
         ),
-        TargetCommand::Fleet { repo, reason } => (
+        None => (
             repo.join(capstan_layout::fleet::CLUSTERS_DIR)
                 .join(SUSPEND_FILE),
-            ("the fleet".to_string(), reason),
+            "the fleet".to_string(),
         ),
     };
-    let (who, reason) = who;
     if on {
-        fs::write(&path, intent::document("Suspend", &reason))?;
+        fs::write(&path, intent::document("Suspend", reason))?;
         println!(
             "wrote {}: {who} is suspended once this is committed",
             path.display()
@@ -77,5 +124,5 @@ pub fn suspend(what: TargetCommand, on: bool) -> anyhow::Result<ExitCode> {
     } else {
         println!("{who} is not suspended");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,9 +1,13 @@
 //! One module per command family; each returns the process exit code.
 
+mod bootstrap;
 mod dev;
+mod diff;
+mod install;
 mod intent;
 mod offline;
 mod online;
+mod open_pr;
 
 use std::process::ExitCode;
 
@@ -28,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             what: NewCommand::Cluster(args),
         } => offline::new_cluster(args),
         Command::Dev { what } => dev::run(what),
+        Command::Diff(args) => diff::run(args),
         Command::Plan {
             repo,
             cluster,
@@ -39,6 +44,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Backup { dir, kube } => online::backup(&dir, &kube),
         Command::Restore { from, kube } => online::restore(&from, &kube),
         Command::Reconcile(args) => online::reconcile(args),
+        Command::Install(args) => install::install(args),
+        Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),
+        Command::Bootstrap(args) => bootstrap::bootstrap(args),
         Command::Status { output, kube } => online::status(output, &kube),
         Command::Run(args) => online::run(args),
         Command::Delete { what } => intent::delete(what),
@@ -53,6 +61,20 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .worker_threads(2)
         .enable_all()
         .build()?)
+}
+
+/// Reads a working copy and loads its fleet, fetching the release documents its fleet configs
+/// name (cached in `$CAPSTAN_CACHE_DIR/release-documents`; extra CAs from `$CAPSTAN_CA_FILE`).
+/// Not for a tokio runtime thread.
+pub fn load_fleet(repo: &std::path::Path) -> anyhow::Result<capstan_layout::Fleet> {
+    use anyhow::Context;
+    let tree = capstan_layout::Tree::from_dir(repo)
+        .with_context(|| format!("reading {}", repo.display()))?;
+    let mut fetcher = crate::source::release::ReleaseFetcher::new(
+        &crate::source::release::ReleaseFetcher::default_cache_dir(),
+        None,
+    )?;
+    Ok(fetcher.load(&tree, &mut capstan_layout::RenderCache::default()))
 }
 
 /// An error and its causes on one line, each cause once: many errors already print their

@@ -15,8 +15,7 @@ use serde_json::json;
 use crate::cli::{ClusterValues, InitArgs, KubeArgs, NewClusterArgs, Output};
 
 fn load(repo: &Path) -> anyhow::Result<Fleet> {
-    let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
-    Ok(capstan_layout::load(&tree))
+    super::load_fleet(repo)
 }
 
 /// Server-side dry-run of every rendered object; messages per cluster.
@@ -62,7 +61,7 @@ pub fn validate(
                         "directory": c.dir,
                         "management": c.management(),
                         "valid": c.is_valid(),
-                        "eksaVersion": c.release.map(|r| r.version.to_string()),
+                        "eksaVersion": c.release.as_ref().map(|r| r.version.to_string()),
                         "objects": c.objects.as_ref().map(|o| o.len()),
                     })
                 })
@@ -85,6 +84,7 @@ pub fn validate(
                 let state = if c.is_valid() { "ok" } else { "INVALID" };
                 let version = c
                     .release
+                    .as_ref()
                     .map(|r| r.version.to_string())
                     .unwrap_or_else(|| "-".into());
                 let objects = c
@@ -115,6 +115,9 @@ pub fn validate(
 /// `capstan render`.
 pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let fleet = load(repo)?;
+    if let Some(d) = fleet.unreadable() {
+        bail!("{d}");
+    }
     if let Some(name) = only
         && fleet.cluster(name).is_none()
     {
@@ -157,7 +160,7 @@ pub fn render(repo: &Path, only: Option<&str>, out_dir: Option<&Path>) -> anyhow
     })
 }
 
-fn request(
+pub(super) fn request(
     name: String,
     management: Option<String>,
     v: ClusterValues,
@@ -202,7 +205,7 @@ fn request(
     })
 }
 
-fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
+pub(super) fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
     for (rel, _) in files {
         let path = root.join(rel);
         if path.exists() {
@@ -282,13 +285,29 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `capstan new cluster`.
+/// `capstan new cluster` (with `--open-pr`: on a branch, pushed, as a pull request).
 pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
-    let tree =
-        Tree::from_dir(&args.repo).with_context(|| format!("reading {}", args.repo.display()))?;
     let req = request(args.name, Some(args.management), args.values)?;
-    let plan = scaffold::plan(&tree, &req)?;
-    write_files(&args.repo, &plan.files)?;
+    if args.pr.open_pr {
+        let title = format!(
+            "Add cluster {} (managed by {})",
+            req.name,
+            req.management.as_deref().unwrap_or_default()
+        );
+        let branch = format!("capstan/new-cluster-{}", req.name);
+        return super::open_pr::open_pr(&args.repo, &args.pr, branch, &title, |dir| {
+            scaffold_into(dir, &req)
+        });
+    }
+    scaffold_into(&args.repo, &req)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Validates the fleet of `repo` with the new cluster, then writes its files.
+fn scaffold_into(repo: &Path, req: &ClusterRequest) -> anyhow::Result<()> {
+    let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
+    let plan = scaffold::plan(&tree, req)?;
+    write_files(repo, &plan.files)?;
     if let Some(c) = plan.fleet.cluster(&req.name) {
         println!(
             "cluster {} validates: {} objects to apply on {}",
@@ -297,5 +316,5 @@ pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
             c.management()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -4,7 +4,6 @@ use std::path::Path;
 use std::process::{Command as Process, ExitCode};
 
 use anyhow::Context;
-use capstan_layout::{Tree, load};
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
@@ -115,7 +114,7 @@ pub fn plan(
     upgrade: &UpgradeArgs,
     kube: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let fleet = load(&Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(repo)?;
     let mut opts = Options {
         plan_only: true,
         only: cluster,
@@ -161,6 +160,12 @@ pub fn backup(dir: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(crate::backup::write(&conn.client, dir, "manual").await?)
     })?;
     println!("{} objects backed up in {}", b.objects, b.dir.display());
+    if !b.skipped.is_empty() {
+        eprintln!(
+            "warning: not allowed to list {} (left out of the backup)",
+            b.skipped.join(", ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -207,8 +212,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     if !once {
         anyhow::bail!("only `capstan reconcile --once` is available; the daemon is `capstan run`");
     }
-    let fleet =
-        load(&Tree::from_dir(&repo).with_context(|| format!("reading {}", repo.display()))?);
+    let fleet = super::load_fleet(&repo)?;
     let mut opts = Options {
         plan_only: false,
         only: cluster,
@@ -312,15 +316,19 @@ fn age(created: &str) -> String {
 
 /// `capstan status`.
 pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
-    let items = super::runtime()?.block_on(async {
+    let (items, agent) = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let api = status::api(&conn.client);
-        anyhow::Ok(
-            api.list(&ListParams::default())
-                .await
-                .context("listing ManagedClusters (has the agent run?)")?
-                .items,
-        )
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .context("listing ManagedClusters (has `capstan install` run?)")?
+            .items;
+        // The agent itself, when installed (and readable with these credentials).
+        let agent = crate::install::health(&conn.client)
+            .await
+            .unwrap_or_default();
+        anyhow::Ok((items, agent))
     })?;
     let rows: Vec<Value> = items
         .iter()
@@ -381,6 +389,12 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                     .collect();
                 println!("{}   {}", cells.join("   "), row[last]);
             }
+            if !agent.is_empty() {
+                println!("\nagent:");
+                for line in &agent {
+                    println!("  {}", line.trim_start());
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -402,11 +416,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
         _ => None,
     };
-    if args.webhook_addr.is_some() && secret.is_none() {
-        anyhow::bail!(
-            "--webhook-addr needs a secret (--webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET): unsigned pushes are never accepted"
-        );
-    }
+    let webhook_addr = match (args.webhook_addr, &secret) {
+        (Some(addr), None) => {
+            // Installed agents listen by default; without the Secret there is nothing to check
+            // signatures with, and unsigned pushes are never accepted: no listener.
+            tracing::warn!(%addr, "no webhook secret (--webhook-secret-file, $CAPSTAN_WEBHOOK_SECRET, the Secret capstan-webhook): webhooks are off, the agent polls");
+            None
+        }
+        (addr, _) => addr,
+    };
     let local = Path::new(&args.repo);
     let repo = if !args.git && local.is_dir() && !args.repo.contains("://") {
         crate::daemon::Repo::WorkingCopy(local.to_path_buf())
@@ -435,10 +453,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.ca_file.clone(),
         ))
     };
-    let cfg = crate::daemon::RunConfig {
+    let mut cfg = crate::daemon::RunConfig {
         repo,
         interval: args.interval,
-        webhook_addr: args.webhook_addr,
+        webhook_addr,
         metrics_addr: args.metrics_addr,
         webhook_secret: secret,
         branch: args.branch.clone(),
@@ -447,8 +465,42 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         drift: args.drift.into(),
         concurrency: args.concurrency,
         upgrade: args.upgrade.clone(),
+        leader: args.leader_elect.then(|| crate::leader::LeaderConfig {
+            lease: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|n| !n.is_empty())
+                })
+                .unwrap_or_else(|| status::NAMESPACE.to_string()),
+            identity: std::env::var("POD_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| {
+                    let host =
+                        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                    format!("{}-{}", host.trim(), std::process::id())
+                }),
+            duration: args.lease_duration,
+        }),
+        github: None,
+        ca_file: args.ca_file.clone(),
     };
     super::runtime()?.block_on(async {
+        // The GitHub client lives on the runtime (its HTTP stack spawns tasks).
+        cfg.github = args
+            .github
+            .client(&args.repo)?
+            .map(|github| crate::daemon::GitHubRun {
+                github,
+                pr_forks: args.pr_plans_from_forks,
+            });
+        if cfg.github.is_none() && args.pr_plans_from_forks {
+            anyhow::bail!("--pr-plans-from-forks needs GitHub credentials (--github-token-file or a GitHub App)");
+        }
         let metrics = std::sync::Arc::new(crate::serve::Metrics::new());
         let count = metrics.clone();
         let conn = crate::k8s::connect_with(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref(), Some(std::sync::Arc::new(move |verb| count.inc_api_request(verb)))).await?;

@@ -44,8 +44,8 @@ impl ApplyError {
     }
 }
 
-fn params(dry_run: bool) -> PatchParams {
-    let p = PatchParams::apply(FIELD_MANAGER)
+fn params(manager: &str, dry_run: bool) -> PatchParams {
+    let p = PatchParams::apply(manager)
         .force()
         .validation(ValidationDirective::Strict);
     if dry_run { p.dry_run() } else { p }
@@ -56,6 +56,17 @@ pub async fn apply_one(
     client: &Client,
     resolver: &Resolver,
     obj: &Value,
+    dry_run: bool,
+) -> Result<Value, ApplyError> {
+    apply_as(client, resolver, obj, FIELD_MANAGER, dry_run).await
+}
+
+/// [`apply_one`] with another field manager (`capstan install` applies as `capstan-install`).
+pub async fn apply_as(
+    client: &Client,
+    resolver: &Resolver,
+    obj: &Value,
+    manager: &str,
     dry_run: bool,
 ) -> Result<Value, ApplyError> {
     let subject = capstan_templates::identity::subject_of(obj);
@@ -73,7 +84,11 @@ pub async fn apply_one(
         Api::all_with(client.clone(), &ar)
     };
     let out = api
-        .patch(s("/metadata/name"), &params(dry_run), &Patch::Apply(obj))
+        .patch(
+            s("/metadata/name"),
+            &params(manager, dry_run),
+            &Patch::Apply(obj),
+        )
         .await
         .map_err(|e| ApplyError::Rejected {
             subject: subject.clone(),

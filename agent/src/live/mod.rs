@@ -65,6 +65,9 @@ pub enum LiveError {
         #[source]
         source: kube::Error,
     },
+    /// The API server refuses to list or watch a kind (RBAC).
+    #[error("watching {0}: forbidden: {1}")]
+    Forbidden(String, String),
     /// A watch did not deliver its initial list in time.
     #[error("the watch of {0} has not listed its objects yet (is the API server reachable?)")]
     NotSynced(String),

@@ -71,12 +71,39 @@ fn in_scope(scope: &Scope, cluster: Option<&str>) -> bool {
     }
 }
 
+/// Where a watch is with its first list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Synced {
+    /// Not listed yet.
+    No,
+    /// Listed at least once.
+    Yes,
+    /// The API server refuses it (RBAC): a pass fails at once, saying so, instead of waiting.
+    Denied(String),
+}
+
+/// A list or watch the API server refuses with 403 marks the kind [`Synced::Denied`] (also after
+/// its first list: a cache that no longer hears of changes must not pass for current) until the
+/// next list or event arrives.
+fn deny(synced: &signal::Sender<Synced>, e: &watcher::Error) {
+    let status = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.as_ref()),
+        watcher::Error::WatchError(s) => Some(s.as_ref()),
+        _ => None,
+    };
+    if let Some(s) = status.filter(|s| s.code == 403) {
+        synced.send_replace(Synced::Denied(s.message.clone()));
+    }
+}
+
 /// Watches kept open across passes; dropping the cache stops them.
 pub struct LiveCache {
     client: Client,
     live: Arc<Live>,
-    kinds: Mutex<HashMap<(String, String), signal::Receiver<bool>>>,
-    records: Mutex<Option<signal::Receiver<bool>>>,
+    kinds: Mutex<HashMap<(String, String), signal::Receiver<Synced>>>,
+    records: Mutex<Option<signal::Receiver<Synced>>>,
     on_change: OnChange,
     scope: Scope,
     tasks: Mutex<Vec<AbortHandle>>,
@@ -123,7 +150,7 @@ impl LiveCache {
             let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
             records
                 .get_or_insert_with(|| {
-                    let (tx, rx) = signal::channel(false);
+                    let (tx, rx) = signal::channel(Synced::No);
                     let task = tokio::spawn(watch_records(
                         status::api(&self.client),
                         self.live.clone(),
@@ -156,7 +183,7 @@ impl LiveCache {
                 match known.get(&id) {
                     Some(rx) => rx.clone(),
                     None => {
-                        let (tx, rx) = signal::channel(false);
+                        let (tx, rx) = signal::channel(Synced::No);
                         let task = if (api_version.as_str(), kind.as_str()) == MACHINE_SET {
                             tokio::spawn(watch_machine_sets(
                                 Api::all_with(self.client.clone(), &ar),
@@ -190,8 +217,13 @@ impl LiveCache {
             waits.push((format!("{kind} ({api_version})"), rx));
         }
         for (what, mut rx) in waits {
-            match tokio::time::timeout(self.sync_timeout, rx.wait_for(|synced| *synced)).await {
-                Ok(Ok(_)) => {}
+            let state = tokio::time::timeout(self.sync_timeout, rx.wait_for(|s| *s != Synced::No))
+                .await
+                .ok()
+                .and_then(|r| r.ok().map(|s| s.clone()));
+            match state {
+                Some(Synced::Yes) => {}
+                Some(Synced::Denied(message)) => return Err(LiveError::Forbidden(what, message)),
                 _ => return Err(LiveError::NotSynced(what)),
             }
         }
@@ -220,7 +252,7 @@ async fn watch_kind(
     kind: String,
     whole: bool,
     live: Arc<Live>,
-    synced: signal::Sender<bool>,
+    synced: signal::Sender<Synced>,
     on_change: OnChange,
     scope: Scope,
 ) {
@@ -353,18 +385,19 @@ async fn follow<V>(
     events: futures::stream::BoxStream<'static, Result<Event<Facts<V>>, watcher::Error>>,
     store: impl Store<V>,
     what: &str,
-    synced: signal::Sender<bool>,
+    synced: signal::Sender<Synced>,
     on_change: OnChange,
     scope: Scope,
 ) {
     let mut events = events.default_backoff().boxed();
     let mut buffer: HashMap<String, V> = HashMap::new();
     while let Some(ev) = events.next().await {
-        let is_synced = *synced.borrow();
+        let is_synced = *synced.borrow() != Synced::No;
         // Some(cluster) when a change concerns this agent (`None` inside: which one is unknown).
         let changed: Option<Option<String>> = match ev {
             Err(e) => {
                 warn!(%what, error = %e, "watch failed; retrying (the cache keeps what it knew)");
+                deny(&synced, &e);
                 None
             }
             Ok(Event::Init) => {
@@ -377,10 +410,13 @@ async fn follow<V>(
             }
             Ok(Event::InitDone) => {
                 let changed = store.replace(std::mem::take(&mut buffer));
-                synced.send_replace(true);
+                synced.send_replace(Synced::Yes);
                 (changed && is_synced).then_some(None)
             }
             Ok(Event::Apply((key, value, cluster))) => {
+                if matches!(*synced.borrow(), Synced::Denied(_)) {
+                    synced.send_replace(Synced::Yes);
+                }
                 // A relabelled object (its capstan.dev/cluster label edited away) concerns the
                 // cluster it belonged to.
                 let before = store.cluster_of(&key);
@@ -408,7 +444,7 @@ async fn follow<V>(
 async fn watch_machine_sets(
     api: Api<DynamicObject>,
     live: Arc<Live>,
-    synced: signal::Sender<bool>,
+    synced: signal::Sender<Synced>,
     on_change: OnChange,
     scope: Scope,
 ) {
@@ -443,9 +479,9 @@ async fn watch_machine_sets(
 /// schedules a pass (which writes it again); capstan's own writes are recorded before their
 /// events arrive and so never do.
 async fn watch_records(
-    api: Api<DynamicObject>,
+    api: Api<status::ManagedCluster>,
     live: Arc<Live>,
-    synced: signal::Sender<bool>,
+    synced: signal::Sender<Synced>,
     on_change: OnChange,
 ) {
     let mut events = watcher::watcher(api, watcher::Config::default())
@@ -453,16 +489,19 @@ async fn watch_records(
         .boxed();
     let mut buffer: std::collections::BTreeMap<String, Recorded> = Default::default();
     while let Some(ev) = events.next().await {
-        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        let name = |o: &status::ManagedCluster| o.metadata.name.clone().unwrap_or_default();
         match ev {
-            Err(e) => warn!(error = %e, "watch of ManagedClusters failed; retrying"),
+            Err(e) => {
+                warn!(error = %e, "watch of ManagedClusters failed; retrying");
+                deny(&synced, &e);
+            }
             Ok(Event::Init) => buffer.clear(),
             Ok(Event::InitApply(o)) => {
                 buffer.insert(name(&o), Recorded::from_object(&o));
             }
             Ok(Event::InitDone) => {
                 live.set_records(std::mem::take(&mut buffer));
-                synced.send_replace(true);
+                synced.send_replace(Synced::Yes);
             }
             Ok(Event::Apply(o)) => {
                 live.set_record(&name(&o), Some(Recorded::from_object(&o)));

@@ -8,8 +8,11 @@
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
 pub mod chain;
+pub mod compare;
 pub mod fights;
+pub mod impact;
 pub mod planner;
+pub mod report;
 pub mod stages;
 
 use std::fmt;
@@ -63,7 +66,18 @@ impl fmt::Display for Action {
 }
 
 /// Identity of an object: group, kind, namespace and name (the version is not identity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// apiVersion it was applied with.
@@ -87,6 +101,9 @@ pub struct ObjectRef {
     /// changed, took over or removed one of them — labels, annotations, the data of objects
     /// without a generation — which the generation does not show.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(
+        description = "Hash of the fields capstan owns by server-side apply, as applied (drift the generation does not show)."
+    )]
     pub fields: String,
 }
 
@@ -298,14 +315,29 @@ pub fn normalize(obj: &Value) -> Value {
 
 /// A unified diff of two objects, normalised, as YAML.
 pub fn diff(live: Option<&Value>, desired: &Value, subject: &str) -> String {
-    let old = live
-        .map(|l| capstan_templates::yaml::to_string(&normalize(l)))
-        .unwrap_or_default();
-    let new = capstan_templates::yaml::to_string(&normalize(desired));
+    diff_between(live, Some(desired), subject, ("live", "desired"))
+}
+
+/// A unified diff of two objects (either may be absent), normalised (Secret data masked), as
+/// YAML, with `sides` naming the two (`("base", "head")`).
+pub fn diff_between(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    subject: &str,
+    sides: (&str, &str),
+) -> String {
+    let text = |v: Option<&Value>| {
+        v.map(|v| capstan_templates::yaml::to_string(&normalize(v)))
+            .unwrap_or_default()
+    };
+    let (old, new) = (text(old), text(new));
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("live/{subject}"), &format!("desired/{subject}"))
+        .header(
+            &format!("{}/{subject}", sides.0),
+            &format!("{}/{subject}", sides.1),
+        )
         .to_string()
 }
 

@@ -43,7 +43,7 @@ use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
 mod pass;
-mod self_upgrade;
+pub mod self_upgrade;
 mod staging;
 
 use pass::Pass;
@@ -96,6 +96,10 @@ pub enum ReconcileError {
     /// Namespaces could not be ensured.
     #[error("ensuring namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
+    /// The revision is not a fleet (no `clusters/`, or nothing in it: a wiped branch) or could
+    /// not be read whole ([`Fleet::unreadable`]): nothing is applied, pruned or recorded.
+    #[error("{0} (the revision is refused: nothing applied, pruned or recorded)")]
+    NotAFleet(capstan_templates::diag::Diagnostic),
 }
 
 /// The result for one cluster.
@@ -249,7 +253,11 @@ impl ClusterOutcome {
         match self.phase {
             Phase::Ready | Phase::Failed | Phase::Orphaned | Phase::Suspended => true,
             Phase::Deleting => self.message == DELETED,
-            Phase::Pending | Phase::Applying | Phase::Progressing | Phase::Upgrading => false,
+            Phase::Pending
+            | Phase::Applying
+            | Phase::Progressing
+            | Phase::Upgrading
+            | Phase::Unknown => false,
         }
     }
 }
@@ -368,7 +376,7 @@ pub struct Agent {
     client: Client,
     resolver: Resolver,
     cache: Option<LiveCache>,
-    status_installed: AtomicBool,
+    crd_checked: AtomicBool,
     namespaces: Mutex<BTreeSet<String>>,
     fights: Mutex<Fights>,
 }
@@ -381,7 +389,7 @@ impl Agent {
             client,
             resolver,
             cache: None,
-            status_installed: AtomicBool::new(false),
+            crd_checked: AtomicBool::new(false),
             namespaces: Mutex::new(BTreeSet::new()),
             fights: Mutex::new(Fights::default()),
         })
@@ -442,14 +450,17 @@ impl Agent {
         Ok(out)
     }
 
-    /// What every cluster of a revision shares, worked out once: the status CRD installed, the
+    /// What every cluster of a revision shares, worked out once: the status CRD checked, the
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.
     pub async fn prepare(&self, fleet: &Fleet, opts: &Options) -> Result<Scope, ReconcileError> {
+        if let Some(d) = fleet.unreadable() {
+            return Err(ReconcileError::NotAFleet(d.clone()));
+        }
         let reads = AtomicUsize::new(0);
-        if !opts.plan_only && !self.status_installed.load(Ordering::Relaxed) {
-            status::install(&self.client).await?;
-            self.status_installed.store(true, Ordering::Relaxed);
+        if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
+            status::check_crd(&self.client).await?;
+            self.crd_checked.store(true, Ordering::Relaxed);
         }
         // Recorded statuses first: their inventories name kinds the repository may no longer render.
         let records = match &self.cache {

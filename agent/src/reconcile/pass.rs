@@ -22,7 +22,8 @@ use crate::plan::fights::{self, Verdict};
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
-use crate::status::{self, ClusterStatus, Phase, Recorded};
+use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// One pass.
 pub(super) struct Pass<'a> {
@@ -106,18 +107,13 @@ impl Pass<'_> {
         rec: &Recorded,
     ) -> Result<ClusterOutcome, ReconcileError> {
         let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-        let st = ClusterStatus {
-            phase: Phase::Orphaned,
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Orphaned),
             message: message.clone(),
-            last_applied_revision: rec.field("lastAppliedRevision").to_string(),
+            last_applied_revision: rec.status.last_applied_revision.clone(),
             last_attempted_revision: self.opts.revision.clone(),
-            desired_hash: rec.field("desiredHash").to_string(),
-            conditions: vec![(
-                "Ready".into(),
-                "Unknown".into(),
-                "Orphaned".into(),
-                message.clone(),
-            )],
+            desired_hash: rec.status.desired_hash.clone(),
+            conditions: vec![condition("Ready", "Unknown", "Orphaned", &message)],
             inventory: rec.inventory(),
             ..Default::default()
         };
@@ -198,7 +194,7 @@ impl Pass<'_> {
         name: &str,
         management: &str,
         dir: &str,
-        st: &ClusterStatus,
+        st: &ManagedClusterStatus,
         prev: Option<&Recorded>,
     ) -> Result<bool, ReconcileError> {
         if self.opts.plan_only {
@@ -269,7 +265,7 @@ impl Pass<'_> {
         let mgmt = entry.management().to_string();
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
         let last_applied = prev
-            .map(|p| p.field("lastAppliedRevision").to_string())
+            .map(|p| p.status.last_applied_revision.clone())
             .unwrap_or_default();
         let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome {
             name: name.clone(),
@@ -304,20 +300,15 @@ impl Pass<'_> {
                 .map(|m| ("ManagementUpgrading", m))
         };
         if let Some((reason, message)) = hold {
-            let st = ClusterStatus {
-                phase: Phase::Suspended,
+            let st = ManagedClusterStatus {
+                phase: Some(Phase::Suspended),
                 message: message.clone(),
                 last_applied_revision: last_applied.clone(),
                 last_attempted_revision: last_applied,
                 desired_hash: prev
-                    .map(|p| p.field("desiredHash").to_string())
+                    .map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "Unknown".into(),
-                    reason.into(),
-                    message.clone(),
-                )],
+                conditions: vec![condition("Ready", "Unknown", reason, &message)],
                 inventory: previous_inventory,
                 ..Default::default()
             };
@@ -344,24 +335,9 @@ impl Pass<'_> {
                     self.opts.revision
                 )
             };
-            let st = ClusterStatus {
-                phase: Phase::Failed,
-                message: message.clone(),
-                last_applied_revision: last_applied,
-                last_attempted_revision: self.opts.revision.clone(),
-                desired_hash: prev
-                    .map(|p| p.field("desiredHash").to_string())
-                    .unwrap_or_default(),
-                conditions: vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "ValidationFailed".into(),
-                    first,
-                )],
-                inventory: previous_inventory,
-                ..Default::default()
-            };
-            let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+            let changed = self
+                .not_applied(entry, prev, "ValidationFailed", &first, &message)
+                .await?;
             return Ok((done(empty, Phase::Failed, message), changed));
         }
 
@@ -382,33 +358,11 @@ impl Pass<'_> {
                         format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
                     })
                     .unwrap_or_default();
-                let message = format!(
-                    "revision {} not applied ({}): {at}{why}",
-                    self.opts.revision,
-                    if last_applied.is_empty() {
-                        "nothing applied yet".to_string()
-                    } else {
-                        format!("{last_applied} stays live")
-                    }
-                );
-                let st = ClusterStatus {
-                    phase: Phase::Failed,
-                    message: message.clone(),
-                    last_applied_revision: last_applied,
-                    last_attempted_revision: self.opts.revision.clone(),
-                    desired_hash: prev
-                        .map(|p| p.field("desiredHash").to_string())
-                        .unwrap_or_default(),
-                    conditions: vec![(
-                        "Ready".into(),
-                        "False".into(),
-                        "UpgradeRefused".into(),
-                        format!("{at}{why}"),
-                    )],
-                    inventory: previous_inventory,
-                    ..Default::default()
-                };
-                let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+                let why = format!("{at}{why}");
+                let message = self.refused_message(&last_applied, &why);
+                let changed = self
+                    .not_applied(entry, prev, "UpgradeRefused", &why, &message)
+                    .await?;
                 return Ok((done(empty, Phase::Failed, message), changed));
             }
         };
@@ -422,6 +376,19 @@ impl Pass<'_> {
             (None, None) => desired(entry),
         };
         let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
+        let refused = match self.immutable_gate(entry, &plan, &objects).await {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(("ImmutableField", why)),
+            Err(e) => Some(("ReadFailed", format!("reading its live EKS-A objects: {e}"))),
+        };
+        if let Some((reason, why)) = refused {
+            let message = self.refused_message(&last_applied, &why);
+            let changed = self
+                .not_applied(entry, prev, reason, &why, &message)
+                .await?;
+            return Ok((done(empty, Phase::Failed, message), changed));
+        }
         let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
         let staged = self.stage(&mut plan, settings, &wired.held, &snap);
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
@@ -516,10 +483,12 @@ impl Pass<'_> {
         // How long the cluster has waited for its current stage.
         let waiting_for = after.waiting.as_ref().map(|(s, _)| s.name());
         let stage_since = match (waiting_for, prev) {
-            (Some(s), Some(p)) if p.field("stage") == s && !p.field("stageSince").is_empty() => {
-                p.field("stageSince").to_string()
-            }
-            (Some(_), _) => status::now(),
+            (Some(s), Some(p)) if p.status.stage.as_deref() == Some(s) => p
+                .status
+                .stage_since
+                .clone()
+                .unwrap_or_else(status::timestamp),
+            (Some(_), _) => status::timestamp(),
             (None, _) => String::new(),
         };
         let timed_out = match (&after.waiting, self.opts.stage_timeout) {
@@ -542,12 +511,7 @@ impl Pass<'_> {
             Some(f) => (
                 Phase::Failed,
                 format!("applying revision {}: {f}", self.opts.revision),
-                vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "ApplyFailed".into(),
-                    f.clone(),
-                )],
+                vec![condition("Ready", "False", "ApplyFailed", f)],
             ),
             None => {
                 // Objects pruned now or before that finalizers still hold.
@@ -582,9 +546,9 @@ impl Pass<'_> {
                             // upgrade, and stays one until it is done; a new cluster is being
                             // created.
                             let upgrading = prev.is_some_and(|p| {
-                                let recorded = p.field("desiredHash");
-                                (!recorded.is_empty() && recorded != fp)
-                                    || p.field("phase") == Phase::Upgrading.as_str()
+                                let recorded = &p.status.desired_hash;
+                                (!recorded.is_empty() && *recorded != fp)
+                                    || p.status.phase == Some(Phase::Upgrading)
                             });
                             let (phase, reason, verb) = if upgrading {
                                 (Phase::Upgrading, "Upgrading", "upgrading")
@@ -595,13 +559,8 @@ impl Pass<'_> {
                                 Some(n) => format!("{verb} ({n}): {summary}"),
                                 None => format!("{verb}: {summary}"),
                             };
-                            conditions.retain(|c| c.0 != "Ready");
-                            conditions.push((
-                                "Ready".into(),
-                                "False".into(),
-                                reason.into(),
-                                message.clone(),
-                            ));
+                            conditions.retain(|c| c.type_ != "Ready");
+                            conditions.insert(0, condition("Ready", "False", reason, &message));
                             (phase, message, conditions)
                         }
                         // A chain step rolled out: the next step is the next pass's.
@@ -610,13 +569,9 @@ impl Pass<'_> {
                                 "upgrading ({}): this step has rolled out",
                                 note.as_deref().unwrap_or_default()
                             );
-                            conditions.retain(|c| c.0 != "Ready");
-                            conditions.push((
-                                "Ready".into(),
-                                "False".into(),
-                                "Upgrading".into(),
-                                message.clone(),
-                            ));
+                            conditions.retain(|c| c.type_ != "Ready");
+                            conditions
+                                .insert(0, condition("Ready", "False", "Upgrading", &message));
                             (Phase::Upgrading, message, conditions)
                         }
                         None => (phase, message, conditions),
@@ -625,21 +580,13 @@ impl Pass<'_> {
                     // Not converged, and not something waiting will fix: someone has to settle
                     // which side owns the field.
                     let message = conflicts.join("; ");
-                    conditions.retain(|c| c.0 != "Ready");
-                    conditions.insert(
-                        0,
-                        (
-                            "Ready".into(),
-                            "False".into(),
-                            "Conflict".into(),
-                            message.clone(),
-                        ),
-                    );
-                    conditions.push((
-                        "Conflict".into(),
-                        "True".into(),
-                        "FieldManagerConflict".into(),
-                        message.clone(),
+                    conditions.retain(|c| c.type_ != "Ready");
+                    conditions.insert(0, condition("Ready", "False", "Conflict", &message));
+                    conditions.push(condition(
+                        "Conflict",
+                        "True",
+                        "FieldManagerConflict",
+                        &message,
                     ));
                     (Phase::Failed, message, conditions)
                 }
@@ -652,12 +599,7 @@ impl Pass<'_> {
             (Some(f), _) => (
                 Phase::Failed,
                 format!("upgrade not started: {f}"),
-                vec![(
-                    "Ready".into(),
-                    "False".into(),
-                    "UpgradeFailed".into(),
-                    f.clone(),
-                )],
+                vec![condition("Ready", "False", "UpgradeFailed", f)],
             ),
             (None, Some(t)) if failure.is_none() => {
                 let t = if upgrade.backup.is_empty() {
@@ -671,7 +613,7 @@ impl Pass<'_> {
                 (
                     Phase::Failed,
                     t.clone(),
-                    vec![("Ready".into(), "False".into(), "StageTimedOut".into(), t)],
+                    vec![condition("Ready", "False", "StageTimedOut", &t)],
                 )
             }
             _ => (phase, message, conditions),
@@ -680,9 +622,9 @@ impl Pass<'_> {
         // its status is then unchanged and costs no write.
         let untouched = failure.is_none()
             && !plan.has_changes()
-            && prev.is_some_and(|p| p.field("desiredHash") == fp);
-        let st = ClusterStatus {
-            phase,
+            && prev.is_some_and(|p| p.status.desired_hash == fp);
+        let st = ManagedClusterStatus {
+            phase: Some(phase),
             message: message.clone(),
             last_applied_revision: if untouched || failure.is_some() {
                 last_applied
@@ -690,7 +632,7 @@ impl Pass<'_> {
                 self.opts.revision.clone()
             },
             last_attempted_revision: if untouched {
-                prev.map(|p| p.field("lastAttemptedRevision").to_string())
+                prev.map(|p| p.status.last_attempted_revision.clone())
                     .unwrap_or_default()
             } else {
                 self.opts.revision.clone()
@@ -699,25 +641,64 @@ impl Pass<'_> {
             desired_hash: if failure.is_none() && gated.is_none() {
                 fp
             } else {
-                prev.map(|p| p.field("desiredHash").to_string())
+                prev.map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default()
             },
             stage: match (&failure, &after.waiting) {
-                (None, Some((stage, _))) => stage.name().to_string(),
-                _ => String::new(),
+                (None, Some((stage, _))) => Some(stage.name().to_string()),
+                _ => None,
             },
-            stage_since: if failure.is_none() {
-                stage_since
-            } else {
-                String::new()
-            },
-            backup: upgrade.backup.clone(),
+            stage_since: (failure.is_none() && !stage_since.is_empty()).then_some(stage_since),
+            backup: (!upgrade.backup.is_empty()).then(|| upgrade.backup.clone()),
             conditions,
             inventory: inv,
+            ..Default::default()
         };
         // The failure itself is in the phase and message.
         let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
         Ok((done(plan, phase, message, after.waiting.clone()), changed))
+    }
+
+    /// The message of a revision refused for a cluster before anything was applied.
+    fn refused_message(&self, last_applied: &str, why: &str) -> String {
+        format!(
+            "revision {} not applied ({}): {why}",
+            self.opts.revision,
+            if last_applied.is_empty() {
+                "nothing applied yet".to_string()
+            } else {
+                format!("{last_applied} stays live")
+            }
+        )
+    }
+
+    /// Records that this revision was not applied to a cluster: Failed with `reason`, the last
+    /// applied revision, its hash and inventory kept (nothing of it was touched).
+    async fn not_applied(
+        &self,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        reason: &str,
+        why: &str,
+        message: &str,
+    ) -> Result<bool, ReconcileError> {
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Failed),
+            message: message.to_string(),
+            last_applied_revision: prev
+                .map(|p| p.status.last_applied_revision.clone())
+                .unwrap_or_default(),
+            last_attempted_revision: self.opts.revision.clone(),
+            desired_hash: prev
+                .map(|p| p.status.desired_hash.clone())
+                .unwrap_or_default(),
+            conditions: vec![condition("Ready", "False", reason, why)],
+            inventory: prev.map(Recorded::inventory).unwrap_or_default(),
+            ..Default::default()
+        };
+        let dir = entry.dir.display().to_string();
+        self.write_status(&entry.name, entry.management(), &dir, &st, prev)
+            .await
     }
 
     /// The plan of one cluster: the planner's decisions, with the server's dry run where only a
@@ -812,7 +793,7 @@ impl Pass<'_> {
         &self,
         objects: &[(&Rendered, ObjectRef)],
         deleting: &[&ObjectRef],
-    ) -> (Phase, String, Vec<status::Condition>) {
+    ) -> (Phase, String, Vec<Condition>) {
         // (kind, `Kind/name`, facts, MachineSets) of the kinds health reads.
         type Facts<'r> = (&'r str, String, Option<LiveObject>, Vec<health::MachineSet>);
         let facts: Vec<Facts<'_>> = objects
@@ -877,11 +858,11 @@ impl Pass<'_> {
                 &of_kind("MachineDeployment"),
             ),
         };
-        let applied = (
-            "Applied".to_string(),
-            "True".to_string(),
-            "Applied".to_string(),
-            "every object of the cluster is applied".to_string(),
+        let applied = condition(
+            "Applied",
+            "True",
+            "Applied",
+            "every object of the cluster is applied",
         );
         let (phase, status) = if assessment.ready {
             (Phase::Ready, "True")
@@ -898,12 +879,7 @@ impl Pass<'_> {
             message.clone(),
             vec![
                 applied,
-                (
-                    "Ready".into(),
-                    status.into(),
-                    assessment.reason.into(),
-                    message,
-                ),
+                condition("Ready", status, assessment.reason, &message),
             ],
         )
     }
@@ -1142,20 +1118,15 @@ impl Pass<'_> {
         inventory: Vec<ObjectRef>,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
-        let st = ClusterStatus {
-            phase: Phase::Deleting,
+        let st = ManagedClusterStatus {
+            phase: Some(Phase::Deleting),
             message: status_message,
             last_applied_revision: prev
-                .map(|p| p.field("lastAppliedRevision").to_string())
+                .map(|p| p.status.last_applied_revision.clone())
                 .unwrap_or_default(),
             last_attempted_revision: self.opts.revision.clone(),
             desired_hash: String::new(),
-            conditions: vec![(
-                "Ready".into(),
-                "False".into(),
-                "Deleting".into(),
-                message.clone(),
-            )],
+            conditions: vec![condition("Ready", "False", "Deleting", &message)],
             inventory,
             ..Default::default()
         };

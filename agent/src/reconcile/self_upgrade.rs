@@ -63,13 +63,13 @@ impl Pass<'_> {
             return None;
         }
         let rec = self.live.record(entry.management())?;
-        let backup = rec.field("backup");
-        (!backup.is_empty()).then(|| {
+        let backup = rec.status.backup.as_deref().filter(|b| !b.is_empty())?;
+        Some({
             format!(
                 "management cluster {} is upgrading its own {} (backup {backup}): this cluster is paused until it is done",
                 entry.management(),
-                match rec.field("stage") {
-                    "Etcd" => "etcd",
+                match rec.status.stage.as_deref() {
+                    Some("Etcd") => "etcd",
                     _ => "control plane",
                 }
             )
@@ -87,7 +87,7 @@ impl Pass<'_> {
     ) -> SelfUpgrade {
         let mut out = SelfUpgrade {
             backup: prev
-                .map(|p| p.field("backup").to_string())
+                .and_then(|p| p.status.backup.clone())
                 .unwrap_or_default(),
             failure: None,
         };
@@ -166,6 +166,9 @@ impl Pass<'_> {
             .map_err(|e| format!("backing up before upgrading {}: {e}", entry.name))?;
         self.read();
         tracing::info!(cluster = %entry.name, backup = %backup.dir.display(), objects = backup.objects, "backed up before the management cluster upgrades itself");
+        if !backup.skipped.is_empty() {
+            tracing::warn!(cluster = %entry.name, skipped = ?backup.skipped, "kinds the agent may not list are not in the backup");
+        }
         self.pause_workloads(fleet, entry, true)
             .await
             .map_err(|e| format!("pausing the workload clusters: {e}"))?;

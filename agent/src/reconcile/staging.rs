@@ -25,8 +25,10 @@ use serde_json::{Value, json};
 use super::pass::Pass;
 use crate::health::{MachineSet, Observed, Rollout};
 use crate::plan::chain::{self, Chain, minor_of};
+use crate::plan::impact::{Basis, Impact};
 use crate::plan::stages::{self, RolloutWait, Settings, Stage, Staged};
 use crate::plan::{Action, ObjectRef, Plan};
+use capstan_templates::spec::EKSA_GROUP;
 
 /// What a cluster's pass knows of its live rollout objects (Cluster, EtcdadmCluster, control
 /// plane, HelmChartProxies, MachineDeployments and their MachineSets), read once at its start.
@@ -289,7 +291,7 @@ impl Pass<'_> {
         prev: Option<&crate::status::Recorded>,
         revision_hash: &str,
     ) -> Option<String> {
-        let recorded = prev.map(|p| p.field("desiredHash")).unwrap_or("");
+        let recorded = prev.map(|p| p.status.desired_hash.as_str()).unwrap_or("");
         if recorded.is_empty() || recorded == revision_hash {
             return None;
         }
@@ -382,5 +384,60 @@ impl Pass<'_> {
             }
         }
         staged
+    }
+}
+
+impl Pass<'_> {
+    /// The plan-time gate for fields EKS Anywhere holds immutable on a live cluster (endpoint,
+    /// pod and service CIDRs, etcd topology, datacenter and so provider, namespace, CNI, …;
+    /// [`crate::plan::impact`]): when the plan changes an EKS-A object, the live objects are
+    /// read and compared, and a change to such a field refuses the whole revision for this
+    /// cluster, each field with its `file:line` and why. Kubernetes versions are not judged
+    /// here: the chain ([`chain`]) applies jumps one minor at a time and refuses downgrades.
+    /// Reads only when an EKS-A object changes, so a no-op pass stays without requests.
+    pub(super) async fn immutable_gate(
+        &self,
+        entry: &ClusterEntry,
+        plan: &Plan,
+        objects: &[(&Rendered, ObjectRef)],
+    ) -> Result<Option<String>, String> {
+        let Some(spec) = entry.cluster.as_ref() else {
+            return Ok(None);
+        };
+        let changed: Vec<&ObjectRef> = plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Update && e.object.group() == EKSA_GROUP)
+            .map(|e| &e.object)
+            .collect();
+        let (mut live, mut new) = (Vec::new(), Vec::new());
+        for r in changed {
+            let api = self.api_for(r).await?;
+            self.read();
+            let obj = api
+                .get_opt(&r.name)
+                .await
+                .map_err(|e| format!("{}: {e}", r.subject()))?;
+            let desired = objects.iter().find(|(_, o)| o.key() == r.key());
+            if let (Some(obj), Some((o, _))) = (obj, desired) {
+                live.push(serde_json::to_value(&obj).unwrap_or(Value::Null));
+                new.push(o.value());
+            }
+        }
+        if live.is_empty() {
+            return Ok(None);
+        }
+        let blocked: Vec<String> = Impact::between(&live, &new, Basis::Live)
+            .blocked
+            .into_iter()
+            .filter(|b| b.field != "spec.kubernetesVersion")
+            .map(|b| match b.locate(spec) {
+                Some((file, pos)) => {
+                    format!("{}:{}:{}: {b}", file.display(), pos.line, pos.column)
+                }
+                None => b.to_string(),
+            })
+            .collect();
+        Ok((!blocked.is_empty()).then(|| blocked.join("; ")))
     }
 }

@@ -14,7 +14,8 @@
 //! `capstan_objects_total{action}`, `capstan_reconciles_total{result}` (one per cluster run),
 //! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
 //! `capstan_queue_clusters{state}`, `capstan_retries_total`,
-//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`.
+//! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`,
+//! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -182,6 +183,23 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// How a GitHub report (a PR plan, a commit status) ended.
+    GitHubResult {
+        /// Posted to GitHub.
+        Posted => "posted",
+        /// GitHub refused or kept failing (logged).
+        Failed => "failed",
+        /// Deliberately not planned (a fork without --pr-plans-from-forks, another base branch).
+        Ignored => "ignored",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GitHubLabels {
+    result: GitHubResult,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StageLabels {
     stage: Stage,
@@ -243,6 +261,9 @@ pub struct Metrics {
     webhook_requests: Family<OutcomeLabels, Counter>,
     clusters: Family<PhaseLabels, Gauge>,
     resident_memory: Gauge,
+    leader: Gauge,
+    pr_plans: Family<GitHubLabels, Counter>,
+    commit_statuses: Family<GitHubLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -267,6 +288,23 @@ impl Metrics {
         let webhook_requests = Family::<OutcomeLabels, Counter>::default();
         let clusters = Family::<PhaseLabels, Gauge>::default();
         let resident_memory = Gauge::default();
+        let leader = Gauge::default();
+        let pr_plans = Family::<GitHubLabels, Counter>::default();
+        let commit_statuses = Family::<GitHubLabels, Counter>::default();
+        registry.register(
+            "capstan_pr_plans",
+            "Pull-request plans, by result",
+            pr_plans.clone(),
+        );
+        registry.register(
+            "capstan_commit_statuses",
+            "Commit statuses sent to GitHub, by result",
+            commit_statuses.clone(),
+        );
+        for &result in GitHubResult::ALL {
+            let _ = pr_plans.get_or_create(&GitHubLabels { result });
+            let _ = commit_statuses.get_or_create(&GitHubLabels { result });
+        }
 
         registry.register(
             "capstan_reconcile_duration_seconds",
@@ -323,6 +361,11 @@ impl Metrics {
             "Resident memory of the agent, in bytes, after the last pass",
             resident_memory.clone(),
         );
+        registry.register(
+            "capstan_leader",
+            "1 while this replica holds the leader-election Lease (or runs without election), else 0",
+            leader.clone(),
+        );
 
         for &stage in Stage::ALL {
             let _ = stage_duration.get_or_create(&StageLabels { stage });
@@ -360,7 +403,27 @@ impl Metrics {
             webhook_requests,
             clusters,
             resident_memory,
+            leader,
+            pr_plans,
+            commit_statuses,
         }
+    }
+
+    /// Whether this replica reconciles (holds the Lease, or runs without leader election).
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// Counts a pull-request plan.
+    pub fn inc_pr_plan(&self, result: GitHubResult) {
+        self.pr_plans.get_or_create(&GitHubLabels { result }).inc();
+    }
+
+    /// Counts a commit status.
+    pub fn inc_commit_status(&self, result: GitHubResult) {
+        self.commit_statuses
+            .get_or_create(&GitHubLabels { result })
+            .inc();
     }
 
     /// Records how long a stage took.

@@ -14,7 +14,8 @@ pub mod webhook;
 
 pub use logging::{LoggingError, init_tracing};
 pub use metrics::{
-    Cause, Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb, WebhookOutcome,
+    Cause, GitHubResult, Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb,
+    WebhookOutcome,
 };
 pub use server::{
     ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve,

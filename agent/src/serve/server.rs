@@ -56,6 +56,11 @@ pub struct ServerConfig {
     pub branch: String,
     /// Largest webhook body accepted, in bytes; larger ones get 413.
     pub body_limit: usize,
+    /// Where verified `pull_request` deliveries go to be planned (`None`: no GitHub
+    /// credentials, pull requests are acknowledged and ignored).
+    pub pull_requests: Option<crate::github::pr::PrQueue>,
+    /// Plan pull requests whose head is in a fork.
+    pub pr_forks: bool,
 }
 
 impl ServerConfig {
@@ -69,7 +74,20 @@ impl ServerConfig {
             webhook_secret: None,
             branch: branch.into(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
+            pull_requests: None,
+            pr_forks: false,
         }
+    }
+
+    /// Plans pull requests into the followed branch through `queue` (forks too with `forks`).
+    pub fn with_pull_requests(
+        mut self,
+        queue: crate::github::pr::PrQueue,
+        forks: bool,
+    ) -> ServerConfig {
+        self.pull_requests = Some(queue);
+        self.pr_forks = forks;
+        self
     }
 
     /// Sets the webhook secret.
@@ -109,6 +127,8 @@ impl std::fmt::Debug for ServerConfig {
             )
             .field("branch", &self.branch)
             .field("body_limit", &self.body_limit)
+            .field("pull_requests", &self.pull_requests.is_some())
+            .field("pr_forks", &self.pr_forks)
             .finish()
     }
 }

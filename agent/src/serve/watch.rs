@@ -16,6 +16,7 @@
 //! idempotent, a missed change is not noticed.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify_debouncer_full::notify::event::{EventKind, MetadataKind, ModifyKind};
@@ -28,6 +29,9 @@ use super::trigger::{Trigger, TriggerSender};
 
 /// How long the file system must be quiet before a batch of events is delivered.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// How many firing paths [`LocalWatcher::fired_for`] keeps.
+pub const FIRED_KEPT: usize = 64;
 
 /// Why the working copy cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -56,12 +60,19 @@ pub enum WatchError {
 pub struct LocalWatcher {
     debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
     root: PathBuf,
+    fired: Arc<Mutex<Vec<PathBuf>>>,
 }
 
 impl LocalWatcher {
     /// The watched directory (canonical).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The path that made each trigger fire so far (the first relevant path of its batch), the
+    /// last [`FIRED_KEPT`]: what a test waits on instead of waiting for nothing to happen.
+    pub fn fired_for(&self) -> Vec<PathBuf> {
+        self.fired.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Stops watching and waits for the debouncer thread to finish.
@@ -94,10 +105,18 @@ pub fn watch_local_with(
         source,
     })?;
     let callback_root = root.clone();
+    let fired: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+    let record = fired.clone();
     let handler = move |result: DebounceEventResult| match result {
         Ok(events) => {
             if let Some(path) = first_relevant(&callback_root, &events) {
                 tracing::debug!(path = %path.display(), events = events.len(), "local change");
+                let mut f = record.lock().unwrap_or_else(|p| p.into_inner());
+                if f.len() >= FIRED_KEPT {
+                    f.remove(0);
+                }
+                f.push(path.to_path_buf());
+                drop(f);
                 triggers.fire(Trigger::LocalChange);
             }
         }
@@ -117,7 +136,11 @@ pub fn watch_local_with(
         .watch(&root, RecursiveMode::Recursive)
         .map_err(notify_err)?;
     tracing::info!(root = %root.display(), "watching the local working copy");
-    Ok(LocalWatcher { debouncer, root })
+    Ok(LocalWatcher {
+        debouncer,
+        root,
+        fired,
+    })
 }
 
 /// The first path in a batch that is a change to the desired state, if any.

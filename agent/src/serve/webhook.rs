@@ -14,7 +14,10 @@
 //! 5. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
 //!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
 //!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
-//! 6. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
+//! 6. A `pull_request` delivery (opened, synchronize, reopened) into the followed branch is
+//!    queued for a plan ([`crate::github::pr`]) when GitHub credentials are configured; one
+//!    from a fork only with `--pr-plans-from-forks`. It never fires a reconcile.
+//! 7. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
 //!    delivery id, then answers 202. The trigger channel coalesces bursts, so fifty merges in a
 //!    change window are one reconcile, not fifty (Flux's "reconcile storm").
 //!
@@ -88,6 +91,9 @@ pub enum WebhookError {
         "push payload is not JSON with a string \"ref\" (is the webhook's content type application/json?): {0}"
     )]
     BadPayload(#[source] serde_json::Error),
+    /// A signed `pull_request` delivery whose payload is not the JSON GitHub sends.
+    #[error("pull_request payload is not GitHub's: {0}")]
+    BadPullRequest(String),
 }
 
 impl WebhookError {
@@ -102,7 +108,8 @@ impl WebhookError {
             WebhookError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             WebhookError::BodyRead(_)
             | WebhookError::MissingEvent
-            | WebhookError::BadPayload(_) => StatusCode::BAD_REQUEST,
+            | WebhookError::BadPayload(_)
+            | WebhookError::BadPullRequest(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -117,7 +124,8 @@ impl WebhookError {
             WebhookError::TooLarge { .. } => Some(WebhookOutcome::TooLarge),
             WebhookError::BodyRead(_)
             | WebhookError::MissingEvent
-            | WebhookError::BadPayload(_) => Some(WebhookOutcome::Ignored),
+            | WebhookError::BadPayload(_)
+            | WebhookError::BadPullRequest(_) => Some(WebhookOutcome::Ignored),
         }
     }
 }
@@ -215,6 +223,7 @@ struct PushPayload {
 /// What an authenticated request amounted to.
 enum Verdict {
     Accepted,
+    Planned(u64),
     Pong,
     Ignored(String),
     Duplicate,
@@ -235,6 +244,11 @@ pub(super) async fn github(
                     WebhookOutcome::Accepted,
                     StatusCode::ACCEPTED,
                     "reconcile triggered".to_owned(),
+                ),
+                Verdict::Planned(n) => (
+                    WebhookOutcome::Accepted,
+                    StatusCode::ACCEPTED,
+                    format!("plan of pull request #{n} queued"),
                 ),
                 Verdict::Pong => (WebhookOutcome::Ignored, StatusCode::OK, "pong".to_owned()),
                 Verdict::Ignored(why) => (
@@ -319,6 +333,7 @@ async fn handle(
     match event {
         "ping" => return Ok(Verdict::Pong),
         "push" => {}
+        "pull_request" => return pull_request(state, &raw),
         other => return Ok(Verdict::Ignored(format!("event {other:?} is not a push"))),
     }
     let push: PushPayload = serde_json::from_slice(&raw).map_err(WebhookError::BadPayload)?;
@@ -337,6 +352,34 @@ async fn handle(
         delivery: delivery.map(str::to_owned),
     });
     Ok(Verdict::Accepted)
+}
+
+/// A verified `pull_request` delivery: queued for a plan, or acknowledged and ignored.
+fn pull_request(state: &ServerState, raw: &[u8]) -> Result<Verdict, WebhookError> {
+    let config = state.config();
+    let Some(queue) = &config.pull_requests else {
+        return Ok(Verdict::Ignored(
+            "pull request plans need GitHub credentials (--github-token-file or a GitHub App)"
+                .into(),
+        ));
+    };
+    match crate::github::pr::parse(raw, &config.branch, config.pr_forks)
+        .map_err(WebhookError::BadPullRequest)?
+    {
+        Ok(event) => {
+            let n = event.number;
+            queue.push(event);
+            Ok(Verdict::Planned(n))
+        }
+        Err(skip) => {
+            if matches!(skip, crate::github::pr::Skip::Fork(_)) {
+                state
+                    .metrics()
+                    .inc_pr_plan(crate::serve::GitHubResult::Ignored);
+            }
+            Ok(Verdict::Ignored(skip.to_string()))
+        }
+    }
 }
 
 /// Reads the whole body, refusing (and stopping reading) once it passes `limit` bytes.

@@ -157,6 +157,7 @@ pub(crate) fn tracking_ref(reference: &GitRef) -> String {
         GitRef::Branch(b) => format!("refs/capstan/branches/{b}"),
         GitRef::Tag(t) => format!("refs/capstan/tags/{t}"),
         GitRef::Commit(c) => format!("refs/capstan/commits/{c}"),
+        GitRef::Pull(n) => format!("refs/capstan/pulls/{n}"),
     }
 }
 

@@ -37,6 +37,7 @@ use gix::ObjectId;
 mod diff;
 mod mirror;
 mod read;
+pub mod release;
 mod remote;
 
 pub use diff::DiffError;
@@ -53,6 +54,8 @@ pub enum GitRef {
     Tag(String),
     /// A full hexadecimal commit id (40 characters for SHA-1).
     Commit(String),
+    /// The head of a GitHub pull request, `refs/pull/<n>/head` (what the agent plans on a PR).
+    Pull(u64),
 }
 
 impl fmt::Display for GitRef {
@@ -61,6 +64,7 @@ impl fmt::Display for GitRef {
             GitRef::Branch(b) => write!(f, "branch {b}"),
             GitRef::Tag(t) => write!(f, "tag {t}"),
             GitRef::Commit(c) => write!(f, "commit {c}"),
+            GitRef::Pull(n) => write!(f, "pull request #{n}"),
         }
     }
 }
@@ -213,6 +217,7 @@ impl GitSource {
                     return Err(invalid(format!("{name:?} is not a valid short ref name")));
                 }
             }
+            GitRef::Pull(_) => {}
         }
         for (what, path) in [
             ("ssh key", &cfg.ssh_key),
@@ -375,6 +380,47 @@ impl GitSource {
             known,
         )?)
     }
+}
+
+/// The `ssh` command the source runs for ssh:// remotes with this deploy key and known_hosts
+/// (`None` when neither is set): for other Git commands that must reach the same remote alike
+/// (`GIT_SSH_COMMAND` of the scaffolder's push).
+pub fn ssh_command(
+    key: Option<&std::path::Path>,
+    known_hosts: Option<&std::path::Path>,
+) -> Option<String> {
+    mirror::ssh_command(key, known_hosts)
+}
+
+/// A URL with its password or token replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    mirror::redact(url).0
+}
+
+/// Reads the tree of `rev` (any Git revision expression: a branch, `origin/main`, a tag, a
+/// commit id, `HEAD~2`) from the local repository at `path` (a working copy or a bare
+/// repository), without a checkout and without touching the network.
+pub fn read_local(path: &std::path::Path, rev: &str) -> Result<Revision, SourceError> {
+    let url = path.display().to_string();
+    let invalid = |reason: String| SourceError::InvalidConfig {
+        url: url.clone(),
+        reference: format!("revision {rev}"),
+        reason,
+    };
+    let repo = gix::discover(path)
+        .map_err(|e| invalid(format!("not a Git repository: {}", describe(&e))))?;
+    let id = repo
+        .rev_parse_single(rev)
+        .map_err(|e| invalid(format!("unknown revision: {}", describe(&e))))?;
+    let commit = id
+        .object()
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| invalid(format!("not a commit: {}", describe(&e))))?;
+    let tree = read::read_tree(&repo, commit.id, &url)?;
+    Ok(Revision {
+        commit: commit.id.to_string(),
+        tree,
+    })
 }
 
 /// An error and its causes on one line (`a: b: c`), for messages that must stand on their own

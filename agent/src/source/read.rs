@@ -11,7 +11,12 @@
 //!   copy of the directory's entries under the link's path. A link that leaves the repository
 //!   (`..` past the root, an absolute target), dangles, loops, or points at one of its own
 //!   ancestor directories becomes [`Entry::EscapingSymlink`] with its target as written;
-//! - submodules (gitlinks) are skipped: their content is not part of this repository.
+//! - a link into `.git` becomes [`Entry::GitSymlink`];
+//! - a directory over [`capstan_layout::tree::MAX_DIR_ENTRIES`] entries or below
+//!   [`capstan_layout::tree::MAX_DEPTH`] is not read ([`capstan_layout::tree::cuts`]): its
+//!   blobs are never loaded;
+//! - submodules (gitlinks) are skipped: their content is not part of this repository, and so are
+//!   entries named `.git` (Git refuses to check them out; a crafted tree may hold them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -84,6 +89,9 @@ pub(crate) fn list(
     let mut listing = Listing::default();
     for r in records {
         let path = to_path(&r.filepath);
+        if path.components().any(|c| c.as_os_str() == ".git") {
+            continue;
+        }
         match r.mode.kind() {
             EntryKind::Tree => {
                 listing.dirs.insert(path);
@@ -109,7 +117,21 @@ pub(crate) fn read_tree(
     commit: ObjectId,
     url: &str,
 ) -> Result<Tree, ReadError> {
-    let listing = list(repo, commit, url)?;
+    let mut listing = list(repo, commit, url)?;
+    let cuts = capstan_layout::tree::cuts(
+        listing
+            .files
+            .keys()
+            .chain(listing.links.keys())
+            .chain(listing.dirs.iter())
+            .map(PathBuf::as_path),
+    );
+    if !cuts.is_empty() {
+        let below = |p: &PathBuf| cuts.keys().any(|d| p.starts_with(d));
+        listing.files.retain(|p, _| !below(p));
+        listing.links.retain(|p, _| !below(p));
+        listing.dirs.retain(|p| !below(p));
+    }
     let err = |what: &Path, e: &(dyn std::error::Error + 'static)| ReadError::Object {
         url: url.to_string(),
         commit: commit.to_string(),
@@ -144,6 +166,10 @@ pub(crate) fn read_tree(
                 tree.entries.insert(path.clone(), entry);
             }
             Resolved::Dir(to) if !path.starts_with(&to) => dir_links.push((path.clone(), to)),
+            Resolved::Escaping if into_git(path, target) => {
+                tree.entries
+                    .insert(path.clone(), Entry::GitSymlink(target.clone()));
+            }
             Resolved::Dir(_) | Resolved::Escaping => {
                 tree.entries
                     .insert(path.clone(), Entry::EscapingSymlink(target.clone()));
@@ -162,7 +188,33 @@ pub(crate) fn read_tree(
             tree.entries.insert(link.join(rel), e.clone());
         }
     }
+    tree.entries.extend(cuts);
     Ok(tree)
+}
+
+/// Whether the link at `link` to `target`, followed as written from the link's directory, enters
+/// a `.git` directory (which the listing never holds).
+fn into_git(link: &Path, target: &Path) -> bool {
+    if target.has_root() {
+        return false;
+    }
+    let mut at: Vec<&std::ffi::OsStr> = link
+        .parent()
+        .map(|p| p.iter().collect())
+        .unwrap_or_default();
+    for c in target.iter() {
+        match c.to_str() {
+            Some(".") | Some("") => {}
+            Some("..") => {
+                if at.pop().is_none() {
+                    return false;
+                }
+            }
+            _ if c == ".git" => return true,
+            _ => at.push(c),
+        }
+    }
+    false
 }
 
 /// Where a symlink leads, inside the commit.

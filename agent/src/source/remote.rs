@@ -99,6 +99,7 @@ pub(crate) fn remote_name(reference: &GitRef) -> String {
         GitRef::Branch(b) => format!("refs/heads/{b}"),
         GitRef::Tag(t) => format!("refs/tags/{t}"),
         GitRef::Commit(c) => c.clone(),
+        GitRef::Pull(n) => format!("refs/pull/{n}/head"),
     }
 }
 

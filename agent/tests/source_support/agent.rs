@@ -5,11 +5,21 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use capstan_layout::Tree;
+use capstan_layout::scaffold::{self, ClusterRequest};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+
 /// A signed (or unsigned) GitHub push webhook to `/hook/github` on `port`: the status code.
 pub fn post(port: u16, body: &str, signature: Option<&str>) -> u16 {
+    post_event(port, "push", body, signature)
+}
+
+/// A signed (or unsigned) GitHub webhook of `event` to `/hook/github` on `port`: the status code.
+pub fn post_event(port: u16, event: &str, body: &str, signature: Option<&str>) -> u16 {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut req = format!(
-        "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\nX-GitHub-Delivery: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         uuidish(),
         body.len()
     );
@@ -79,4 +89,70 @@ pub async fn wait_metrics(port: u16, limit: Duration, until: impl Fn(&str) -> bo
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A management cluster `m-<tag>` and the given workload clusters (two workers each), in
+/// namespace `t-<tag>`.
+pub fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
+    let mut tree = Tree::new();
+    let mut out = Vec::new();
+    let mut reqs = vec![ClusterRequest {
+        name: format!("m-{tag}"),
+        provider: "docker".into(),
+        namespace: Some(format!("t-{tag}")),
+        pod_cidr: Some("192.168.0.0/16".into()),
+        service_cidr: Some("10.96.0.0/12".into()),
+        ..Default::default()
+    }];
+    for (i, w) in workloads.iter().enumerate() {
+        reqs.push(ClusterRequest {
+            name: w.to_string(),
+            management: Some(format!("m-{tag}")),
+            provider: "docker".into(),
+            namespace: Some(format!("t-{tag}")),
+            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
+            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
+            worker_count: Some(2),
+            ..Default::default()
+        });
+    }
+    for req in reqs {
+        for (p, t) in scaffold::plan(&tree, &req).unwrap().files {
+            tree.insert(p.clone(), t.clone());
+            out.push((p.display().to_string(), t));
+        }
+    }
+    out
+}
+
+pub async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
+    let ar = ApiResource {
+        group: "capstan.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "capstan.dev/v1alpha1".into(),
+        kind: "ManagedCluster".into(),
+        plural: "managedclusters".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
+    let o = api.get_opt(cluster).await.ok()??;
+    o.data
+        .pointer("/status/lastAppliedRevision")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+pub async fn wait_for_revision(
+    client: &kube::Client,
+    cluster: &str,
+    rev: &str,
+    limit: Duration,
+) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if applied_revision(client, cluster).await.as_deref() == Some(rev) {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }

@@ -1,5 +1,6 @@
-//! A minimal HTTP/1.1 server that runs `git http-backend` as a CGI program (smart HTTP), and logs
-//! every request so tests can assert what the client asked for. Plain http:// on loopback, or
+//! A minimal HTTP/1.1 server that runs `git http-backend` as a CGI program (smart HTTP), or serves
+//! fixed documents ([`HttpGitServer::start_static_tls`]), and logs every request so tests can
+//! assert what the client asked for. Plain http:// on loopback, or
 //! https:// with a certificate for `localhost` from a CA of the test's own ([`HttpGitServer::start_tls`]).
 
 use std::collections::HashMap;
@@ -29,10 +30,14 @@ impl Logged {
     }
 }
 
+/// Documents served by path, for a static server.
+pub type Documents = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
 /// The server; stops on drop.
 pub struct HttpGitServer {
     pub port: u16,
     tls: bool,
+    files: Option<Documents>,
     stop: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<Logged>>>,
     thread: Option<JoinHandle<()>>,
@@ -41,11 +46,20 @@ pub struct HttpGitServer {
 impl HttpGitServer {
     /// Serves the repositories below `root` on a free loopback port (protocol v2 when asked).
     pub fn start(root: &Path) -> HttpGitServer {
-        Self::start_with(root, true, None)
+        Self::start_with(root, true, None, None)
     }
 
     /// Serves https:// with this certificate chain and key (PEM).
     pub fn start_tls(root: &Path, cert_pem: &str, key_pem: &str) -> HttpGitServer {
+        Self::start_tls_with(root, cert_pem, key_pem, None)
+    }
+
+    fn start_tls_with(
+        root: &Path,
+        cert_pem: &str,
+        key_pem: &str,
+        files: Option<Documents>,
+    ) -> HttpGitServer {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         capstan_harness::install_crypto_provider();
@@ -58,16 +72,41 @@ impl HttpGitServer {
             .with_no_client_auth()
             .with_single_cert(certs, key)
             .expect("server config");
-        Self::start_with(root, true, Some(Arc::new(config)))
+        Self::start_with(root, true, Some(Arc::new(config)), files)
+    }
+
+    /// Serves `files` (path → body; anything else is 404) over https with this certificate.
+    pub fn start_static_tls(
+        files: HashMap<String, Vec<u8>>,
+        cert_pem: &str,
+        key_pem: &str,
+    ) -> HttpGitServer {
+        let files = Arc::new(Mutex::new(files));
+        Self::start_tls_with(Path::new("/nonexistent"), cert_pem, key_pem, Some(files))
+    }
+
+    /// Replaces (or adds) a document of a static server.
+    pub fn set_file(&self, path: &str, body: &[u8]) {
+        self.files
+            .as_ref()
+            .expect("a static server")
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), body.to_vec());
     }
 
     /// Like [`start`](Self::start), but drops the client's `Git-Protocol` header, so the server
     /// speaks protocol v0 like an old or minimal Git host.
     pub fn start_v0(root: &Path) -> HttpGitServer {
-        Self::start_with(root, false, None)
+        Self::start_with(root, false, None, None)
     }
 
-    fn start_with(root: &Path, v2: bool, tls: Option<Arc<rustls::ServerConfig>>) -> HttpGitServer {
+    fn start_with(
+        root: &Path,
+        v2: bool,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        files: Option<Documents>,
+    ) -> HttpGitServer {
         let is_tls = tls.is_some();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().unwrap().port();
@@ -75,6 +114,7 @@ impl HttpGitServer {
         let log = Arc::new(Mutex::new(Vec::new()));
         let thread = {
             let (stop, log, root) = (stop.clone(), log.clone(), root.to_path_buf());
+            let files = files.clone();
             std::thread::spawn(move || {
                 for conn in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
@@ -82,16 +122,23 @@ impl HttpGitServer {
                     }
                     let Ok(conn) = conn else { continue };
                     let (log, root, tls) = (log.clone(), root.clone(), tls.clone());
+                    let files = files.clone();
                     std::thread::spawn(move || {
                         let served = match tls {
-                            None => serve(conn, &root, &log, v2)
+                            None => serve(conn, &root, &log, v2, files.as_ref())
                                 .and_then(|c| c.shutdown(std::net::Shutdown::Both)),
                             Some(config) => {
                                 let session = rustls::ServerConnection::new(config)
                                     .map_err(std::io::Error::other);
                                 session
                                     .and_then(|s| {
-                                        serve(rustls::StreamOwned::new(s, conn), &root, &log, v2)
+                                        serve(
+                                            rustls::StreamOwned::new(s, conn),
+                                            &root,
+                                            &log,
+                                            v2,
+                                            files.as_ref(),
+                                        )
                                     })
                                     .map(|mut s| {
                                         s.conn.send_close_notify();
@@ -110,6 +157,7 @@ impl HttpGitServer {
         HttpGitServer {
             port,
             tls: is_tls,
+            files,
             stop,
             log,
             thread: Some(thread),
@@ -151,6 +199,7 @@ fn serve<S: Read + Write>(
     root: &PathBuf,
     log: &Mutex<Vec<Logged>>,
     v2: bool,
+    files: Option<&Documents>,
 ) -> std::io::Result<S> {
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
@@ -186,6 +235,28 @@ fn serve<S: Read + Write>(
     };
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
     let command = find_command(&body);
+    if let Some(files) = files {
+        let doc = files.lock().unwrap().get(path).cloned();
+        let status = if doc.is_some() { 200 } else { 404 };
+        log.lock().unwrap().push(Logged {
+            method,
+            path: path.to_string(),
+            query: query.to_string(),
+            command,
+            status,
+        });
+        let conn = reader.get_mut();
+        let body = doc.unwrap_or_default();
+        write!(
+            conn,
+            "HTTP/1.1 {status} {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            if status == 200 { "OK" } else { "Not Found" },
+            body.len()
+        )?;
+        conn.write_all(&body)?;
+        conn.flush()?;
+        return Ok(reader.into_inner());
+    }
 
     let mut cmd = Command::new("git");
     cmd.arg("http-backend")

@@ -8,7 +8,9 @@
 
 pub mod agent;
 pub mod daemon;
+pub mod github;
 pub mod http;
+pub mod kubelet;
 pub mod sshd;
 
 use std::net::{TcpListener, TcpStream};

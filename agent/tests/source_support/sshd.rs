@@ -38,16 +38,23 @@ fn keygen(path: &Path, comment: &str) {
 impl Sshd {
     /// Starts sshd serving the repositories below `root` to the deploy key.
     pub fn start(root: &Path) -> Sshd {
-        Self::start_with(root, true)
+        Self::start_with(root, true, false)
+    }
+
+    /// Like [`start`](Self::start), but the key may also push (`git-receive-pack`), as the
+    /// key of a developer or a bot that opens pull requests, or the key `capstan bootstrap` is
+    /// given.
+    pub fn start_push(root: &Path) -> Sshd {
+        Self::start_with(root, true, true)
     }
 
     /// Like [`start`](Self::start), but sshd does not accept the client's `GIT_PROTOCOL`
     /// variable, so `git-upload-pack` speaks protocol v0 (as on hosts that don't `AcceptEnv` it).
     pub fn start_v0(root: &Path) -> Sshd {
-        Self::start_with(root, false)
+        Self::start_with(root, false, false)
     }
 
-    fn start_with(root: &Path, v2: bool) -> Sshd {
+    fn start_with(root: &Path, v2: bool, push: bool) -> Sshd {
         // sshd refuses to start without its privilege separation directory, which the package
         // only creates when the service is started through systemd/init.
         std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
@@ -63,10 +70,13 @@ impl Sshd {
             &script,
             format!(
                 r#"#!/bin/sh
-# Read-only deploy key: only git-upload-pack of a repository below the served root.
+# Deploy key: git-upload-pack (and, for a push key, git-receive-pack) of a repository below
+# the served root.
 root='{root}'
+push='{push}'
 case "$SSH_ORIGINAL_COMMAND" in
-  "git-upload-pack '"*"'") path=${{SSH_ORIGINAL_COMMAND#git-upload-pack \'}}; path=${{path%\'}} ;;
+  "git-upload-pack '"*"'") cmd=git-upload-pack; path=${{SSH_ORIGINAL_COMMAND#git-upload-pack \'}}; path=${{path%\'}} ;;
+  "git-receive-pack '"*"'") [ "$push" = yes ] || {{ echo "this deploy key is read-only" >&2; exit 1; }}; cmd=git-receive-pack; path=${{SSH_ORIGINAL_COMMAND#git-receive-pack \'}}; path=${{path%\'}} ;;
   *) echo "this deploy key is read-only: '$SSH_ORIGINAL_COMMAND' refused" >&2; exit 1 ;;
 esac
 case "$path" in
@@ -74,9 +84,10 @@ case "$path" in
   "$root"/*) ;;
   *) echo "not exported: $path" >&2; exit 1 ;;
 esac
-exec git-upload-pack "$path"
+exec $cmd "$path"
 "#,
-                root = root.display()
+                root = root.display(),
+                push = if push { "yes" } else { "no" },
             ),
         )
         .unwrap();

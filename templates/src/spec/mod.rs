@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use ipnet::IpNet;
 use serde_json::Value;
 
-pub use parse::{SourceDoc, parse_cluster};
+pub use parse::{SourceDoc, deserialize, parse_cluster};
 
 use crate::yaml::{Document, Pos};
 
@@ -36,81 +36,91 @@ pub const EKSA_API_VERSION: &str = "anywhere.eks.amazonaws.com/v1alpha1";
 /// Namespace of a cluster's objects when its Cluster object names none.
 pub const DEFAULT_NAMESPACE: &str = "eksa-system";
 
-/// EKS Anywhere fields capstan does not implement yet, by kind. `[*]` matches every list item.
-/// They are reported as `unsupported-field`, never dropped silently.
-pub const UNSUPPORTED: &[(&str, &str)] = &[
-    ("Cluster", "spec.identityProviderRefs"),
-    ("Cluster", "spec.gitOpsRef"),
-    ("Cluster", "spec.proxyConfiguration"),
-    ("Cluster", "spec.registryMirrorConfiguration"),
-    ("Cluster", "spec.podIamConfig"),
-    ("Cluster", "spec.packages"),
-    ("Cluster", "spec.etcdEncryption"),
-    ("Cluster", "spec.licenseToken"),
+/// EKS Anywhere fields capstan does not implement, by kind, each with the reason and what to do
+/// instead. `[*]` matches every list item. They are reported as `unsupported-field`, never
+/// dropped silently.
+pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
     (
         "Cluster",
-        "spec.controlPlaneConfiguration.skipLoadBalancerDeployment",
-    ),
-    ("Cluster", "spec.controlPlaneConfiguration.certSans"),
-    (
-        "Cluster",
-        "spec.controlPlaneConfiguration.machineHealthCheck",
+        "spec.gitOpsRef",
+        "capstan is the fleet's GitOps agent and applies this repository itself; EKS Anywhere's Flux bootstrap does not apply: remove gitOpsRef",
     ),
     (
         "Cluster",
-        "spec.controlPlaneConfiguration.apiServerExtraArgs",
+        "spec.packages",
+        "curated packages are installed by EKS Anywhere's package controller, which capstan does not run: install the packages as add-on objects of the cluster directory",
     ),
     (
         "Cluster",
-        "spec.controlPlaneConfiguration.kubeletConfiguration",
-    ),
-    (
-        "Cluster",
-        "spec.controlPlaneConfiguration.auditPolicyContent",
+        "spec.licenseToken",
+        "extended-support license tokens are checked by EKS Anywhere's own controller, which capstan does not run: remove licenseToken",
     ),
     (
         "Cluster",
         "spec.controlPlaneConfiguration.skipAdmissionForSystemResources",
+        "not supported by capstan yet: remove it (system resources then go through admission as usual)",
     ),
-    (
-        "Cluster",
-        "spec.workerNodeGroupConfigurations[*].machineHealthCheck",
-    ),
-    (
-        "Cluster",
-        "spec.workerNodeGroupConfigurations[*].kubeletConfiguration",
-    ),
-    (
-        "Cluster",
-        "spec.workerNodeGroupConfigurations[*].failureDomains",
-    ),
-    ("Cluster", "spec.clusterNetwork.cni"),
-    ("Cluster", "spec.clusterNetwork.dns"),
-    ("Cluster", "spec.clusterNetwork.nodes"),
-    ("Cluster", "spec.clusterNetwork.cniConfig.kindnetd"),
-    ("VSphereDatacenterConfig", "spec.failureDomains"),
-    ("VSphereMachineConfig", "spec.networks"),
-    ("VSphereMachineConfig", "spec.hostOSConfiguration"),
 ];
 
-/// EKS Anywhere kinds of other providers and features, recognised so the error can say
-/// "not supported yet" rather than "unknown".
-pub const UNSUPPORTED_KINDS: &[&str] = &[
-    "TinkerbellDatacenterConfig",
-    "TinkerbellMachineConfig",
-    "TinkerbellTemplateConfig",
-    "CloudStackDatacenterConfig",
-    "CloudStackMachineConfig",
-    "NutanixDatacenterConfig",
-    "NutanixMachineConfig",
-    "SnowDatacenterConfig",
-    "SnowMachineConfig",
-    "SnowIPPool",
-    "AWSDatacenterConfig",
-    "OIDCConfig",
-    "AWSIamConfig",
-    "FluxConfig",
-    "GitOpsConfig",
+/// EKS Anywhere kinds capstan does not handle, with the reason, so the error can say why and
+/// what to use instead rather than "unknown".
+pub const UNSUPPORTED_KINDS: &[(&str, &str)] = &[
+    (
+        "TinkerbellDatacenterConfig",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "TinkerbellMachineConfig",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "TinkerbellTemplateConfig",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "CloudStackDatacenterConfig",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "CloudStackMachineConfig",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "NutanixDatacenterConfig",
+        "the Nutanix provider is not supported by capstan yet; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "NutanixMachineConfig",
+        "the Nutanix provider is not supported by capstan yet; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "SnowDatacenterConfig",
+        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "SnowMachineConfig",
+        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "SnowIPPool",
+        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "AWSDatacenterConfig",
+        "the legacy AWS provider is not supported; capstan renders docker and vSphere clusters",
+    ),
+    (
+        "AWSIamConfig",
+        "AWS IAM authentication needs the authenticator EKS Anywhere's controller deploys and the CA Secret it creates; capstan does not run that controller: use an OIDCConfig identity provider",
+    ),
+    (
+        "FluxConfig",
+        "capstan is the fleet's GitOps agent and applies this repository itself; remove the FluxConfig and the Cluster's gitOpsRef",
+    ),
+    (
+        "GitOpsConfig",
+        "capstan is the fleet's GitOps agent and applies this repository itself; remove the GitOpsConfig and the Cluster's gitOpsRef",
+    ),
 ];
 
 /// A Kubernetes minor version such as 1.31.
@@ -185,6 +195,16 @@ pub struct Cluster {
     pub network: Network,
     /// MachineHealthCheck settings.
     pub health: HealthCheck,
+    /// HTTP(S) proxy of the machines.
+    pub proxy: Option<Proxy>,
+    /// Registry mirror of the machines.
+    pub registry_mirror: Option<RegistryMirror>,
+    /// Extra service-account issuer (podIamConfig).
+    pub pod_iam_issuer: Option<String>,
+    /// KMS encryption of etcd (empty: none).
+    pub etcd_encryption: Vec<raw::EtcdEncryption>,
+    /// The OIDC identity provider.
+    pub oidc: Option<raw::OidcSpec>,
     /// The EKS Anywhere objects as they will be applied (namespace set, paused for the EKS-A
     /// controller so that capstan alone reconciles them).
     pub eksa_objects: Vec<Value>,
@@ -298,6 +318,12 @@ pub struct VSphere {
     pub network: String,
     /// Server thumbprint (empty when insecure).
     pub thumbprint: String,
+    /// Skip TLS verification of vCenter.
+    pub insecure: bool,
+    /// Name of the VSphereDatacenterConfig (failure domain objects are named after it).
+    pub datacenter_config: String,
+    /// Failure domains.
+    pub failure_domains: Vec<raw::FailureDomain>,
     /// Machine configs by name.
     pub machines: BTreeMap<String, VSphereMachine>,
 }
@@ -329,6 +355,46 @@ pub struct VSphereMachine {
     pub clone_mode: String,
     /// Tag IDs.
     pub tags: Vec<String>,
+    /// Networks as written (workers); empty: the datacenter's network.
+    pub networks: Vec<String>,
+    /// NTP servers.
+    pub ntp_servers: Vec<String>,
+}
+
+/// HTTP(S) proxy settings, validated.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    /// Proxy for http.
+    pub http: String,
+    /// Proxy for https.
+    pub https: String,
+    /// Destinations reached directly, as written.
+    pub no_proxy: Vec<String>,
+}
+
+/// A registry mirror, validated.
+#[derive(Debug, Clone)]
+pub struct RegistryMirror {
+    /// `host:port` of the mirror.
+    pub base: String,
+    /// Registry mirrored → `host:port/namespace` on the mirror (public.ecr.aws → base when none
+    /// is given, as EKS-A does).
+    pub namespaces: BTreeMap<String, String>,
+    /// CA certificate (PEM).
+    pub ca_cert: Option<String>,
+    /// Skip TLS verification.
+    pub insecure_skip_verify: bool,
+}
+
+/// Per-group overrides of the MachineHealthCheck settings.
+#[derive(Debug, Clone, Default)]
+pub struct HealthOverride {
+    /// nodeStartupTimeout in seconds.
+    pub node_startup_timeout_seconds: Option<u64>,
+    /// unhealthyMachineTimeout in seconds.
+    pub unhealthy_machine_timeout_seconds: Option<u64>,
+    /// maxUnhealthy.
+    pub max_unhealthy: Option<Value>,
 }
 
 /// A taint on nodes.
@@ -347,8 +413,18 @@ pub struct ControlPlane {
     pub taints: Option<Vec<Taint>>,
     /// Node labels.
     pub labels: BTreeMap<String, String>,
-    /// Rollout surge.
-    pub max_surge: Option<Value>,
+    /// Rollout surge (0 or 1).
+    pub max_surge: Option<u32>,
+    /// Extra certificate SANs.
+    pub cert_sans: Vec<String>,
+    /// Extra kube-apiserver flags.
+    pub api_server_extra_args: BTreeMap<String, String>,
+    /// KubeletConfiguration patch.
+    pub kubelet_configuration: Option<serde_json::Map<String, Value>>,
+    /// Audit policy replacing the default.
+    pub audit_policy: Option<String>,
+    /// Health check overrides.
+    pub health: HealthOverride,
 }
 
 /// External etcd settings.
@@ -377,10 +453,14 @@ pub struct WorkerGroup {
     pub labels: BTreeMap<String, String>,
     /// Kubernetes minor of the group.
     pub kubernetes_version: KubeVersion,
-    /// Rollout surge.
-    pub max_surge: Option<Value>,
-    /// Rollout unavailability.
-    pub max_unavailable: Option<Value>,
+    /// Rollout surge and unavailability, when an upgradeRolloutStrategy is written.
+    pub rollout: Option<(u32, u32)>,
+    /// KubeletConfiguration patch.
+    pub kubelet_configuration: Option<serde_json::Map<String, Value>>,
+    /// vSphere failure domain.
+    pub failure_domain: Option<String>,
+    /// Health check overrides.
+    pub health: HealthOverride,
 }
 
 /// Networks and CNI.
@@ -392,6 +472,10 @@ pub struct Network {
     pub services: IpNet,
     /// Cilium settings (EKS-A defaults applied).
     pub cilium: raw::Cilium,
+    /// Per-node pod CIDR mask size.
+    pub node_cidr_mask_size: Option<u32>,
+    /// resolv.conf path for kubelet.
+    pub resolv_conf: Option<String>,
 }
 
 /// MachineHealthCheck settings, defaults applied.

@@ -33,6 +33,9 @@ pub(crate) struct Parsed<T> {
     pub meta: ObjectMeta,
     pub spec: T,
     pub src: usize,
+    /// The object as it will be applied: case variants renamed, deprecated fields rewritten,
+    /// status dropped.
+    pub value: Value,
 }
 
 /// Every object of a cluster directory, sorted by kind.
@@ -42,6 +45,7 @@ pub(crate) struct Objects {
     pub docker_datacenters: Vec<Parsed<raw::DockerDatacenterSpec>>,
     pub vsphere_datacenters: Vec<Parsed<raw::VSphereDatacenterSpec>>,
     pub vsphere_machines: Vec<Parsed<raw::VSphereMachineSpec>>,
+    pub oidc_configs: Vec<Parsed<raw::OidcSpec>>,
     pub extras: Vec<ExtraObject>,
 }
 
@@ -81,7 +85,8 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         ));
         return;
     };
-    let text = |k: &str| obj.get(k).and_then(Value::as_str);
+    // An empty string is as good as missing: the API server would refuse the object.
+    let text = |k: &str| obj.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
     let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
         diags.push(here(
             Code::MissingTypeInfo,
@@ -94,6 +99,7 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         .get("metadata")
         .and_then(|m| m.get("name"))
         .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
         .is_none()
     {
         diags.push(here(
@@ -124,12 +130,100 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         "DockerDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.docker_datacenters),
         "VSphereDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_datacenters),
         "VSphereMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_machines),
-        k if UNSUPPORTED_KINDS.contains(&k) => diags.push(here(
-            Code::UnsupportedKind,
-            format!("{k} is an EKS Anywhere kind capstan does not support yet (supported: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig)"),
-            "kind",
-        )),
-        k => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),
+        "OIDCConfig" => push(typed(sd, src, kind, diags), &mut objects.oidc_configs),
+        k => match UNSUPPORTED_KINDS.iter().find(|(u, _)| *u == k) {
+            Some((_, why)) => diags.push(here(
+                Code::UnsupportedKind,
+                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, OIDCConfig)"),
+                "kind",
+            )),
+            None => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),
+        },
+    }
+}
+
+/// Spellings EKS Anywhere accepts (Go's JSON decoding matches field names case-insensitively)
+/// that capstan reads with a warning naming the canonical one: `(kind, parent path, canonical
+/// field)`.
+const CASE_VARIANTS: &[(&str, &str, &str)] =
+    &[("Cluster", "spec.controlPlaneConfiguration", "certSans")];
+
+/// Renames case variants of fields EKS Anywhere documents under several spellings, and turns the
+/// deprecated `clusterNetwork.cni` into `cniConfig`, each with a warning.
+fn normalize(sd: &SourceDoc, kind: &str, value: &mut Value, diags: &mut Vec<Diagnostic>) {
+    for (k, parent, field) in CASE_VARIANTS.iter().filter(|(k, ..)| *k == kind) {
+        let _ = k;
+        let pointer = format!("/{}", parent.replace('.', "/"));
+        let Some(obj) = value.pointer_mut(&pointer).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let variants: Vec<String> = obj
+            .keys()
+            .filter(|key| key.as_str() != *field && key.eq_ignore_ascii_case(field))
+            .cloned()
+            .collect();
+        for variant in variants {
+            let path = format!("{parent}.{variant}");
+            if obj.contains_key(*field) {
+                diags.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        format!("`{variant}` and `{field}` are the same field; keep `{field}`"),
+                    )
+                    .in_file(&sd.file)
+                    .at(sd.doc.pos(&path)),
+                );
+                obj.remove(&variant);
+                continue;
+            }
+            let v = obj.remove(&variant).expect("listed above");
+            obj.insert(field.to_string(), v);
+            diags.push(
+                Diagnostic::warning(Code::DeprecatedField, format!("`{variant}` is read as `{field}` (EKS Anywhere matches field names regardless of case); write `{field}`"))
+                    .in_file(&sd.file)
+                    .at(sd.doc.pos(&path)),
+            );
+        }
+    }
+    if kind != "Cluster" {
+        return;
+    }
+    let Some(net) = value
+        .pointer_mut("/spec/clusterNetwork")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let Some(cni) = net.remove("cni") else {
+        return;
+    };
+    let at = |path: &str| sd.doc.pos(path);
+    let path = "spec.clusterNetwork.cni";
+    if net.contains_key("cniConfig") {
+        diags.push(
+            Diagnostic::error(Code::InvalidValue, "clusterNetwork.cni and clusterNetwork.cniConfig are both set; keep cniConfig (cni is deprecated)")
+                .in_file(&sd.file)
+                .at(at(path)),
+        );
+        return;
+    }
+    match cni.as_str() {
+        Some("cilium") => {
+            net.insert("cniConfig".into(), serde_json::json!({"cilium": {}}));
+            diags.push(
+                Diagnostic::warning(Code::DeprecatedField, "clusterNetwork.cni is deprecated; write cniConfig: {cilium: {}}")
+                    .in_file(&sd.file)
+                    .at(at(path)),
+            );
+        }
+        Some("kindnetd") => {
+            net.insert("cniConfig".into(), serde_json::json!({"kindnetd": {}}));
+        }
+        _ => diags.push(
+            Diagnostic::error(Code::InvalidValue, format!("clusterNetwork.cni `{cni}` is not a CNI EKS Anywhere knows; write cniConfig: {{cilium: {{}}}}"))
+                .in_file(&sd.file)
+                .at(at(path)),
+        ),
     }
 }
 
@@ -167,18 +261,20 @@ fn typed<T: DeserializeOwned>(
         }
     }
     obj.remove("status");
-    for (_, pattern) in UNSUPPORTED.iter().filter(|(k, _)| *k == kind) {
+    for (_, pattern, why) in UNSUPPORTED.iter().filter(|(k, ..)| *k == kind) {
         for path in take_matches(&mut value, pattern) {
             diags.push(
                 Diagnostic::error(
                     Code::UnsupportedField,
-                    format!("{kind} field `{path}` is not supported by capstan yet; remove it or track support in the issue tracker"),
+                    format!("{kind} field `{path}` is not supported: {why}"),
                 )
                 .in_file(&sd.file)
                 .at(sd.doc.pos(&path)),
             );
         }
     }
+    normalize(sd, kind, &mut value, diags);
+    let normalized = value.clone();
     check_versions_quoted(sd, &mut value, diags);
     let obj = value.as_object_mut().expect("still a mapping");
     let meta = deserialize::<ObjectMeta>(
@@ -188,10 +284,10 @@ fn typed<T: DeserializeOwned>(
         diags,
     );
     let spec = match obj.remove("spec") {
-        Some(spec) => deserialize::<T>(spec, "spec", sd, diags),
-        None if kind == "DockerDatacenterConfig" => {
+        Some(Value::Null) | None if kind == "DockerDatacenterConfig" => {
             deserialize::<T>(Value::Object(Default::default()), "spec", sd, diags)
         }
+        Some(spec) => deserialize::<T>(spec, "spec", sd, diags),
         None => {
             diags.push(
                 Diagnostic::error(Code::MissingField, format!("{kind} has no spec"))
@@ -201,13 +297,14 @@ fn typed<T: DeserializeOwned>(
             None
         }
     };
-    if diags.len() > before {
+    if diags[before..].iter().any(Diagnostic::is_error) {
         return None;
     }
     Some(Parsed {
         meta: meta?,
         spec: spec?,
         src,
+        value: normalized,
     })
 }
 
@@ -241,7 +338,10 @@ fn check_versions_quoted(sd: &SourceDoc, value: &mut Value, diags: &mut Vec<Diag
     }
 }
 
-fn deserialize<T: DeserializeOwned>(
+/// Deserialises `value` (the part of `sd` at path `prefix`) into `T`, reporting every unknown
+/// field and the first other problem with its position. Used for every typed part of the
+/// repository: cluster objects here, the fleet config in the layout.
+pub fn deserialize<T: DeserializeOwned>(
     mut value: Value,
     prefix: &str,
     sd: &SourceDoc,

@@ -2,9 +2,11 @@
 //!
 //! These types mirror the YAML exactly: every struct denies unknown fields, so a typo is an error
 //! with a position instead of a silently ignored setting. Fields EKS Anywhere has but capstan does
-//! not implement yet are not listed here; `parse` reports them as `unsupported-field` before these
-//! types ever see them (see [`super::UNSUPPORTED`]). Defaults and cross-field rules live in
-//! `validate`, which turns these into [`super::Cluster`].
+//! not implement are not listed here; `parse` reports them as `unsupported-field` with the reason
+//! before these types ever see them (see [`super::UNSUPPORTED`]). Fields that are listed but
+//! refused in some forms (bottlerocket settings, an authenticated registry mirror, kindnetd) are
+//! refused by `validate`, which also applies defaults and cross-field rules and turns these into
+//! [`super::Cluster`].
 
 use std::collections::BTreeMap;
 
@@ -68,6 +70,158 @@ pub struct ClusterSpec {
     /// Machine health check settings.
     #[serde(default)]
     pub machine_health_check: Option<MachineHealthCheck>,
+    /// Identity providers (OIDCConfig; AWSIamConfig is refused with a reason).
+    #[serde(default)]
+    pub identity_provider_refs: Vec<Ref>,
+    /// HTTP(S) proxy of the machines.
+    #[serde(default)]
+    pub proxy_configuration: Option<ProxyConfiguration>,
+    /// A registry mirror for every image the machines pull.
+    #[serde(default)]
+    pub registry_mirror_configuration: Option<RegistryMirrorConfiguration>,
+    /// IAM roles for pods: an extra service-account issuer.
+    #[serde(default)]
+    pub pod_iam_config: Option<PodIamConfig>,
+    /// Encryption of resources in etcd through KMS plugins.
+    #[serde(default)]
+    pub etcd_encryption: Option<Vec<EtcdEncryption>>,
+}
+
+/// `proxyConfiguration`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProxyConfiguration {
+    /// Proxy for http.
+    #[serde(default)]
+    pub http_proxy: String,
+    /// Proxy for https.
+    #[serde(default)]
+    pub https_proxy: String,
+    /// Destinations reached without the proxy.
+    #[serde(default)]
+    pub no_proxy: Vec<String>,
+}
+
+/// `registryMirrorConfiguration`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RegistryMirrorConfiguration {
+    /// Host of the mirror.
+    #[serde(default)]
+    pub endpoint: String,
+    /// Port of the mirror (default 443).
+    #[serde(default)]
+    pub port: Option<Value>,
+    /// Registries mirrored under a namespace of the mirror.
+    #[serde(default)]
+    pub oci_namespaces: Vec<OciNamespace>,
+    /// CA certificate of the mirror (PEM).
+    #[serde(default)]
+    pub ca_cert_content: Option<String>,
+    /// The mirror needs credentials.
+    #[serde(default)]
+    pub authenticate: Option<bool>,
+    /// Skip TLS verification of the mirror.
+    #[serde(default)]
+    pub insecure_skip_verify: Option<bool>,
+}
+
+/// One `ociNamespaces` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OciNamespace {
+    /// The registry mirrored, e.g. public.ecr.aws.
+    #[serde(default)]
+    pub registry: String,
+    /// Its namespace on the mirror.
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// `podIamConfig`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodIamConfig {
+    /// The issuer added to kube-apiserver's service-account-issuer.
+    #[serde(default)]
+    pub service_account_issuer: String,
+}
+
+/// One `etcdEncryption` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EtcdEncryption {
+    /// KMS providers, in order.
+    #[serde(default)]
+    pub providers: Vec<EtcdEncryptionProvider>,
+    /// Resources encrypted, e.g. secrets.
+    #[serde(default)]
+    pub resources: Vec<String>,
+}
+
+/// One encryption provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdEncryptionProvider {
+    /// The KMS plugin.
+    pub kms: Kms,
+}
+
+/// A KMS plugin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Kms {
+    /// Name of the plugin.
+    #[serde(default)]
+    pub name: String,
+    /// Unix socket the plugin listens on.
+    #[serde(default)]
+    pub socket_listen_address: String,
+    /// Objects cached in memory (default 1000).
+    #[serde(default, rename = "cachesize")]
+    pub cache_size: Option<i64>,
+    /// How long kube-apiserver waits for the plugin (default 3s).
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+/// `OIDCConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OidcSpec {
+    /// Client ID.
+    #[serde(default)]
+    pub client_id: String,
+    /// Claim holding the groups.
+    #[serde(default)]
+    pub groups_claim: String,
+    /// Prefix of group names.
+    #[serde(default)]
+    pub groups_prefix: String,
+    /// Issuer URL (https).
+    #[serde(default)]
+    pub issuer_url: String,
+    /// Claims a token must carry.
+    #[serde(default)]
+    pub required_claims: Vec<RequiredClaim>,
+    /// Claim holding the user name.
+    #[serde(default)]
+    pub username_claim: String,
+    /// Prefix of user names.
+    #[serde(default)]
+    pub username_prefix: String,
+}
+
+/// A required claim of an OIDCConfig.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequiredClaim {
+    /// Claim.
+    #[serde(default)]
+    pub claim: String,
+    /// Value it must have.
+    #[serde(default)]
+    pub value: String,
 }
 
 /// `controlPlaneConfiguration`.
@@ -91,6 +245,25 @@ pub struct ControlPlaneConfiguration {
     /// Rollout settings.
     #[serde(default)]
     pub upgrade_rollout_strategy: Option<RolloutStrategy>,
+    /// Extra subject alternative names of the API server certificate (`certSans`; EKS-A also
+    /// reads other capitalisations, which parse accepts with a warning).
+    #[serde(default)]
+    pub cert_sans: Vec<String>,
+    /// Health check overrides of the control plane.
+    #[serde(default)]
+    pub machine_health_check: Option<MachineHealthCheck>,
+    /// Extra kube-apiserver flags.
+    #[serde(default)]
+    pub api_server_extra_args: BTreeMap<String, String>,
+    /// A KubeletConfiguration patch for control-plane nodes.
+    #[serde(default)]
+    pub kubelet_configuration: Option<Value>,
+    /// The API server's audit policy (replaces EKS-A's default).
+    #[serde(default)]
+    pub audit_policy_content: Option<String>,
+    /// Skip the in-cluster load balancer EKS-A deploys (no effect on Cluster API objects).
+    #[serde(default)]
+    pub skip_load_balancer_deployment: Option<bool>,
 }
 
 /// `endpoint`.
@@ -130,12 +303,12 @@ pub struct RolloutStrategy {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RollingUpdate {
-    /// Extra machines during a rollout.
+    /// Extra machines during a rollout (an integer: EKS-A's CRD types it so).
     #[serde(default)]
-    pub max_surge: Option<Value>,
+    pub max_surge: Option<i64>,
     /// Machines that may be unavailable (workers only).
     #[serde(default)]
-    pub max_unavailable: Option<Value>,
+    pub max_unavailable: Option<i64>,
 }
 
 /// One `workerNodeGroupConfigurations` entry.
@@ -166,6 +339,15 @@ pub struct WorkerNodeGroupConfiguration {
     /// Rollout settings.
     #[serde(default)]
     pub upgrade_rollout_strategy: Option<RolloutStrategy>,
+    /// Health check overrides of this group.
+    #[serde(default)]
+    pub machine_health_check: Option<MachineHealthCheck>,
+    /// A KubeletConfiguration patch for this group's nodes.
+    #[serde(default)]
+    pub kubelet_configuration: Option<Value>,
+    /// vSphere failure domains of this group (the first is used, as in EKS-A).
+    #[serde(default)]
+    pub failure_domains: Vec<String>,
 }
 
 /// `autoscalingConfiguration`.
@@ -200,6 +382,42 @@ pub struct ClusterNetwork {
     /// CNI settings.
     #[serde(default)]
     pub cni_config: Option<CniConfig>,
+    /// Deprecated CNI name (`cilium`); parse turns it into cniConfig with a warning.
+    #[serde(default)]
+    pub cni: Option<String>,
+    /// DNS settings of the nodes.
+    #[serde(default)]
+    pub dns: Option<Dns>,
+    /// Per-node pod CIDR size.
+    #[serde(default)]
+    pub nodes: Option<Nodes>,
+}
+
+/// `clusterNetwork.dns`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Dns {
+    /// The resolv.conf kubelet hands to pods.
+    #[serde(default)]
+    pub resolv_conf: Option<ResolvConf>,
+}
+
+/// `clusterNetwork.dns.resolvConf`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvConf {
+    /// Path on the node.
+    #[serde(default)]
+    pub path: String,
+}
+
+/// `clusterNetwork.nodes`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Nodes {
+    /// Mask size of each node's pod CIDR.
+    #[serde(default)]
+    pub cidr_mask_size: Option<i64>,
 }
 
 /// `{cidrBlocks: [...]}`.
@@ -217,6 +435,9 @@ pub struct CniConfig {
     /// Cilium, the only CNI capstan installs.
     #[serde(default)]
     pub cilium: Option<Cilium>,
+    /// kindnetd (EKS-A's docker-only development CNI), refused with a reason.
+    #[serde(default)]
+    pub kindnetd: Option<Value>,
 }
 
 /// `cniConfig.cilium`.
@@ -285,7 +506,7 @@ pub struct MachineHealthCheck {
     pub max_unhealthy: Option<Value>,
 }
 
-/// `DockerDatacenterConfig.spec` (empty).
+/// `DockerDatacenterConfig.spec` (empty; a null spec reads as empty).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DockerDatacenterSpec {}
@@ -306,6 +527,27 @@ pub struct VSphereDatacenterSpec {
     /// Skip TLS verification.
     #[serde(default)]
     pub insecure: Option<bool>,
+    /// Failure domains worker groups can be placed in.
+    #[serde(default)]
+    pub failure_domains: Vec<FailureDomain>,
+}
+
+/// A vSphere failure domain (a compute cluster of the datacenter).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FailureDomain {
+    /// Name, referenced by worker groups.
+    pub name: String,
+    /// Compute cluster (full path).
+    pub compute_cluster: String,
+    /// Resource pool (full path).
+    pub resource_pool: String,
+    /// Datastore (full path).
+    pub datastore: String,
+    /// VM folder (full path).
+    pub folder: String,
+    /// Network (full path).
+    pub network: String,
 }
 
 /// `VSphereMachineConfig.spec`.
@@ -346,6 +588,36 @@ pub struct VSphereMachineSpec {
     /// vSphere tag IDs.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Networks of the machines (workers; the datacenter's network when empty).
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// Host OS settings.
+    #[serde(default, rename = "hostOSConfiguration")]
+    pub host_os_configuration: Option<HostOsConfiguration>,
+}
+
+/// `hostOSConfiguration`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HostOsConfiguration {
+    /// NTP servers.
+    #[serde(default, rename = "ntpConfiguration")]
+    pub ntp_configuration: Option<NtpConfiguration>,
+    /// Bottlerocket settings (refused: bottlerocket is not supported).
+    #[serde(default)]
+    pub bottlerocket_configuration: Option<Value>,
+    /// CA bundles (bottlerocket only in EKS-A; refused).
+    #[serde(default)]
+    pub cert_bundles: Option<Value>,
+}
+
+/// `ntpConfiguration`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NtpConfiguration {
+    /// NTP servers.
+    #[serde(default)]
+    pub servers: Vec<String>,
 }
 
 /// A machine user.

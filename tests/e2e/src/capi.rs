@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capstan::install::testing::agent_client;
 use capstan::reconcile::{Convergence, Options, Outcome, converge};
 use capstan::status::Phase;
 use capstan_harness::ControlPlane;
@@ -43,7 +44,7 @@ pub struct Repo {
     pub stage_timeout: Option<Duration>,
     /// `--backup-dir` (None: the default).
     pub backup_dir: Option<PathBuf>,
-    /// The management cluster's client (None: the shared test bed's).
+    /// The client the agent runs with (None: the agent's ServiceAccount on the shared test bed).
     pub client: Option<kube::Client>,
 }
 
@@ -176,19 +177,31 @@ impl Repo {
         tokio::spawn(async move {
             let client = match client {
                 Some(c) => c,
-                None => capstan_harness::shared_with_controllers().await.client(),
+                None => agent_client(capstan_harness::shared_with_controllers().await).await,
             };
             converge(&client, &fleet, &opts, SETTLE).await.unwrap()
         })
     }
 
+    /// The client the agent runs with.
+    pub async fn agent(&self) -> kube::Client {
+        match &self.client {
+            Some(c) => c.clone(),
+            None => agent_client(capstan_harness::shared_with_controllers().await).await,
+        }
+    }
+
+    /// One pass at the current revision, as the agent.
+    pub async fn pass(&self, only: Option<&str>) -> Outcome {
+        capstan::reconcile::reconcile(&self.agent().await, &self.fleet(), &self.opts(only))
+            .await
+            .unwrap()
+    }
+
     /// The next revision, reconciled until it settles; panics when it does not.
     pub async fn converge(&mut self, only: Option<&str>) -> Convergence {
         self.revision += 1;
-        let client = match &self.client {
-            Some(c) => c.clone(),
-            None => capstan_harness::shared_with_controllers().await.client(),
-        };
+        let client = self.agent().await;
         let converged = converge(&client, &self.fleet(), &self.opts(only), SETTLE)
             .await
             .unwrap();

@@ -1,5 +1,7 @@
 //! Shared helpers of capstan's end-to-end tests.
 
+pub mod oracle;
+
 use std::path::PathBuf;
 
 pub mod capi;

@@ -87,7 +87,8 @@ impl Repo {
             management: Some(self.mgmt.clone()),
             ..Default::default()
         };
-        reconcile(&cp.client(), &self.fleet(), &opts).await.unwrap()
+        let client = capstan::install::testing::agent_client(cp).await;
+        reconcile(&client, &self.fleet(), &opts).await.unwrap()
     }
 }
 
@@ -163,8 +164,9 @@ fn machine_templates() -> ApiResource {
 /// Writes the API server received since `mark`, in the test's namespace or to its status objects.
 async fn writes_since(cp: &ControlPlane, mark: AuditMark, repo: &Repo) -> Vec<String> {
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let names: Vec<String> = repo
         .fleet()
         .clusters
@@ -266,8 +268,9 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     // Nothing else either: no CRD or namespace re-applied (writes by this test's client only,
     // i.e. capstan's field manager).
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let capstan_writes: Vec<String> = cp
         .audit()
         .writes_by_manager_since(mark, "capstan")
@@ -564,6 +567,83 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
 }
 
 #[tokio::test]
+async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_revision_applied() {
+    let repo = Repo::new("immut");
+    let cp = capstan_harness::shared().await;
+    repo.reconcile("r1").await;
+    // a: a new pod CIDR (EKS Anywhere refuses it on a live cluster) and a scale in the same
+    // revision; b: a scale.
+    repo.edit("a-immut", "172.16.0.0/16", "172.30.0.0/16");
+    repo.edit("a-immut", "count: 2", "count: 3");
+    repo.edit(
+        "b-immut",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-immut");
+    assert_eq!(a.phase, Phase::Failed, "{}", a.message);
+    let spec = repo.dir("a-immut").join("cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    // The field is pointed at where it is written: `pods:` under `clusterNetwork:`.
+    let network = text
+        .lines()
+        .position(|l| l.trim() == "clusterNetwork:")
+        .unwrap();
+    let line = network
+        + text
+            .lines()
+            .skip(network)
+            .position(|l| l.trim_start().starts_with("pods:"))
+            .unwrap()
+        + 1;
+    assert!(
+        a.message.contains("r1 stays live")
+            && a.message.contains("spec.clusterNetwork.pods")
+            && a.message.contains("172.30.0.0/16")
+            && a.message.contains(&format!("cluster.yaml:{line}:")),
+        "{} (pods: is on line {line})",
+        a.message
+    );
+    // From the API server: the status says why, and nothing of r2 reached a's objects.
+    let st = status_of(cp, "a-immut").await.unwrap();
+    assert_eq!(st["status"]["lastAppliedRevision"], "r1");
+    let ready = st["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["reason"], "ImmutableField", "{ready}");
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &capi_clusters());
+    assert_eq!(
+        clusters.get("a-immut").await.unwrap().data["spec"]["clusterNetwork"]["pods"]["cidrBlocks"],
+        json!(["172.16.0.0/16"])
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert_eq!(
+        md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        2,
+        "the refused revision's scale is not applied either"
+    );
+    assert_eq!(
+        md.get("b-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        3,
+        "the other cluster applies"
+    );
+    // Reverted in the repository: the scale goes out.
+    repo.edit("a-immut", "172.30.0.0/16", "172.16.0.0/16");
+    let out = repo.reconcile("r3").await;
+    assert_ne!(outcome(&out, "a-immut").phase, Phase::Failed);
+    assert_eq!(
+        md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
+        3
+    );
+}
+
+#[tokio::test]
 async fn drift_is_corrected_or_only_reported() {
     let repo = Repo::new("drift");
     let cp = capstan_harness::shared().await;
@@ -751,9 +831,10 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
     )
     .unwrap();
     // One agent across passes, as the daemon runs: the fight is remembered between them.
-    let agent = capstan::reconcile::Agent::connect(cp.client())
-        .await
-        .unwrap();
+    let agent =
+        capstan::reconcile::Agent::connect(capstan::install::testing::agent_client(cp).await)
+            .await
+            .unwrap();
     let opts = Options {
         revision: "r1".into(),
         management: Some(repo.mgmt.clone()),
@@ -851,8 +932,9 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
     assert_eq!(entry(&out).action, Action::Conflict);
     assert_eq!(mode().await, "rival-4");
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let writes: Vec<String> = cp
         .audit()
         .writes_by_manager_since(mark, "capstan")

@@ -26,6 +26,7 @@ const W2_DIR: &str = "clusters/mgmt/workload-clusters/w2";
 const W2: &str = "clusters/mgmt/workload-clusters/w2/cluster.yaml";
 const W_EXTRA: &str = "clusters/mgmt/workload-clusters/w/extra.yaml";
 const MGMT2: &str = "clusters/mgmt2/cluster.yaml";
+const FLEET: &str = "clusters/mgmt/fleet.yaml";
 
 /// A second management cluster (eksaVersion v0.25.2) for cases that need two.
 const MGMT2_CLUSTER: &str = r#"
@@ -87,88 +88,33 @@ macro_rules! corpus {
 corpus! {
     // ───────────────────────────── yaml-syntax ─────────────────────────────
     yaml_duplicate_key:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              kubernetesVersion: "1.32"   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata: {name: w}
-        "#)
-        .err(YamlSyntax, W, 11, 3);
+        Case::workload()
+            .merge(W, W_DC)
+            .after(W, "workerNodeGroupConfigurations:", r#"kubernetesVersion: "1.32""#)
+            .err(YamlSyntax, W, r#"kubernetesVersion: "1.32"#);
 
     yaml_duplicate_key_in_flow_mapping:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1, name: md-1}]   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata: {name: w}
-        "#)
-        .err(YamlSyntax, W, 10, 58);
+        Case::workload()
+            .merge(W, W_DC)
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, name: md-1}]")
+            .err(YamlSyntax, W, "name: md-1");
 
     yaml_mapping_value_in_plain_scalar:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: name: mgmt   # <-
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(YamlSyntax, W, 7, 26);
+        Case::workload()
+            .remove(W_DC)
+            .set(W, "managementCluster:", "managementCluster: name: mgmt")
+            .err(YamlSyntax, W, ": mgmt");
 
     yaml_bad_indentation:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-               services: {cidrBlocks: [10.113.0.0/16]}   # <-
-        "#)
-        .err(YamlSyntax, W, 13, 4);
+        Case::workload()
+            .remove(W_DC)
+            .set(W, "services:", "|   services: {cidrBlocks: [10.113.0.0/16]}")
+            .err(YamlSyntax, W, "services");
 
     yaml_tab_indentation:
-        Case::workload().remove(W_DC).file(W, "
+        Case::workload()
+            .remove(W_DC)
+            .file(W, "
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
@@ -184,99 +130,84 @@ corpus! {
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         ")
-        .err_line(YamlSyntax, W, 10);
+            .err_line_n(YamlSyntax, W, 10);
 
     yaml_unterminated_quote:
-        Case::workload().remove(W_DC).file(W, r#"
+        Case::workload()
+            .remove(W_DC)
+            .file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
               name: w
             spec:
-              kubernetesVersion: "1.33   # <-
+              kubernetesVersion: "1.33
               managementCluster: {name: mgmt}
         "#)
-        .err_line(YamlSyntax, W, 6);
+            .err_line(YamlSyntax, W, "kubernetesVersion:");
 
     yaml_unknown_anchor:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: *mgmt}   # <-
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-        "#)
-        .err(YamlSyntax, W, 7, 29);
+        Case::workload()
+            .remove(W_DC)
+            .delete(W, "services:")
+            .delete(W, "pods:")
+            .delete(W, "clusterNetwork:")
+            .delete(W, "workerNodeGroupConfigurations:")
+            .delete(W, "controlPlaneConfiguration:")
+            .set(W, "managementCluster:", "managementCluster: {name: *mgmt}")
+            .err(YamlSyntax, W, "*");
 
     yaml_invalid_core_tag:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: !!int three   # <-
-        "#)
-        .err_line(YamlSyntax, W, 10);
+        Case::workload()
+            .remove(W_DC)
+            .delete(W, "services:")
+            .delete(W, "pods:")
+            .delete(W, "clusterNetwork:")
+            .delete(W, "workerNodeGroupConfigurations:")
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: !!int three
+            "#)
+            .err_line(YamlSyntax, W, "count:");
 
     yaml_error_in_second_document:
-        Case::workload().remove(W_DC).file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata: {name: w}
-            metadata: {name: w2}   # <-
-        "#)
-        .err(YamlSyntax, W, 18, 1);
+        Case::workload()
+            .merge(W, W_DC)
+            .after(W, "metadata: {name: w}", "metadata: {name: w2}")
+            .err(YamlSyntax, W, "metadata: {name: w2");
 
     // A YAML error in the Cluster's file must not also claim the directory has no Cluster: the
     // Cluster is there, it just does not parse (the DockerDatacenterConfig is in another file).
     yaml_error_in_cluster_file_does_not_cascade:
-        Case::workload().file(W, r#"
+        Case::workload()
+            .file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
               name: w
-              name: w   # <-
+              name: w
         "#)
-        .err(YamlSyntax, W, 5, 3);
+            .err_n(YamlSyntax, W, 5, 3);
 
     // Nesting deeper than the parser allows is a syntax error, not a stack overflow.
     yaml_nesting_too_deep:
-        Case::workload().file(W_EXTRA, &deeply_nested(400))
-        .err_line(YamlSyntax, W_EXTRA, 4);
+        Case::workload()
+            .file(W_EXTRA, &deeply_nested(400))
+            .err_line_n(YamlSyntax, W_EXTRA, 4);
 
     // "Billion laughs": 300 KB of YAML whose aliases expand to a billion nodes. A workload
     // directory comes from a developer's pull request, so this must be a located error, not an
     // agent that runs out of memory (the case runs in a child process under a memory limit).
     yaml_alias_expansion_bomb:
-        Case::workload().file(W_EXTRA, &alias_bomb(20_000, 50_000))
-        .isolated()
-        .err_line(YamlSyntax, W_EXTRA, 6);
+        Case::workload()
+            .file(W_EXTRA, &alias_bomb(20_000, 50_000))
+            .isolated()
+            .err_line_n(YamlSyntax, W_EXTRA, 6);
 
     // Windows line endings do not shift positions.
     yaml_crlf_line_endings:
-        Case::workload().bytes(W, dedent(r#"
+        Case::workload()
+            .bytes(W, dedent(r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w}
@@ -290,39 +221,46 @@ corpus! {
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#).replace('\n', "\r\n"))
-        .err(UnknownField, W, 9, 58);
+            .err_n(UnknownField, W, 9, 58);
 
     // ─────────────────────────── unexpected-entry ──────────────────────────
     unexpected_file_directly_under_clusters:
-        Case::workload().file("clusters/stray.yaml", "a: 1\n")
-        .renders().in_fleet()
-        .err_file(UnexpectedEntry, "clusters/stray.yaml");
+        Case::workload()
+            .file("clusters/stray.yaml", "a: 1\n")
+            .renders()
+            .in_fleet()
+            .err_file(UnexpectedEntry, "clusters/stray.yaml");
 
     unexpected_file_directly_under_workload_clusters:
-        Case::workload().file("clusters/mgmt/workload-clusters/w3.yaml", "a: 1\n")
-        .renders().in_fleet()
-        .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w3.yaml");
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w3.yaml", "a: 1\n")
+            .renders()
+            .in_fleet()
+            .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w3.yaml");
 
     // An entry inside a cluster's directory is that cluster's problem: the file may hold part of
     // its configuration, so the cluster must not be rendered without it.
     unexpected_non_yaml_file_in_workload_dir:
-        Case::workload().file("clusters/mgmt/workload-clusters/w/values.json", "{}\n")
-        .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w/values.json");
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w/values.json", "{}\n")
+            .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w/values.json");
 
     unexpected_subdirectory_in_workload_dir:
-        Case::workload().file("clusters/mgmt/workload-clusters/w/patches/cp.yaml", "a: 1\n")
-        .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w/patches/cp.yaml");
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w/patches/cp.yaml", "a: 1\n")
+            .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w/patches/cp.yaml");
 
     unexpected_subdirectory_in_management_dir:
-        Case::management().file("clusters/mgmt/addons/cm.yaml", "a: 1\n")
-        .err_file(UnexpectedEntry, "clusters/mgmt/addons/cm.yaml");
+        Case::management()
+            .file("clusters/mgmt/addons/cm.yaml", "a: 1\n")
+            .err_file(UnexpectedEntry, "clusters/mgmt/addons/cm.yaml");
 
     // A workload directory under a management directory that has no spec: the workload cannot be
     // managed by anything, so it is not rendered.
     unexpected_workload_of_missing_management_cluster:
         Case::workload()
-        .file("clusters/ghost/README.md", "# nothing yet\n")
-        .file("clusters/ghost/workload-clusters/w3/cluster.yaml", r#"
+            .file("clusters/ghost/README.md", "# nothing yet\n")
+            .file("clusters/ghost/workload-clusters/w3/cluster.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w3}
@@ -341,75 +279,69 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: w3}
         "#)
-        .broken(&["clusters/ghost/workload-clusters/w3"])
-        .in_cluster("clusters/ghost/workload-clusters/w3")
-        .err_file(UnexpectedEntry, "clusters/ghost/workload-clusters/w3/cluster.yaml");
+            .broken(&["clusters/ghost/workload-clusters/w3"])
+            .in_cluster("clusters/ghost/workload-clusters/w3")
+            .err_file(UnexpectedEntry, "clusters/ghost/workload-clusters/w3/cluster.yaml");
 
     // ─────────────────────────── missing-cluster ───────────────────────────
     missing_cluster_only_other_objects:
-        Case::workload().file(W, r#"
+        Case::workload()
+            .file(W, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata: {name: w-notes}
             data: {owner: team-w}
         "#)
-        .err_file(MissingCluster, W);
+            .err_file(MissingCluster, W);
 
     missing_cluster_comment_only_file:
-        Case::workload().remove(W_DC).file(W, r#"
+        Case::workload()
+            .remove(W_DC)
+            .file(W, r#"
             # TODO: describe cluster w
         "#)
-        .err_file(MissingCluster, W);
+            .err_file(MissingCluster, W);
 
     // A Cluster API Cluster is not an EKS Anywhere Cluster: the directory has no spec, and that
     // must be reported (otherwise the cluster silently disappears and validation passes).
     missing_cluster_capi_cluster_instead_of_eksa:
-        Case::workload().file(W, r#"
+        Case::workload()
+            .file(W, r#"
             apiVersion: cluster.x-k8s.io/v1beta1
             kind: Cluster
             metadata: {name: w}
             spec: {}
         "#)
-        .err_file(MissingCluster, W);
+            .err_file(MissingCluster, W);
 
     // ────────────────────────── multiple-clusters ──────────────────────────
     multiple_clusters_in_one_file:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w-second   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
+        Case::workload()
+            .after(W, "services:", r#"
+                |---
+                |apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                |kind: Cluster
+                |metadata:
+                |  name: w-second
+                |spec:
+                |  kubernetesVersion: "1.33"
+                |  managementCluster: {name: mgmt}
+                |  datacenterRef: {kind: DockerDatacenterConfig, name: w}
+                |  controlPlaneConfiguration: {count: 1}
+                |  workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+                |  clusterNetwork:
                 pods: {cidrBlocks: [172.18.0.0/16]}
                 services: {cidrBlocks: [10.114.0.0/16]}
-        "#)
-        .err(MultipleClusters, W, 17, 3);
+            "#)
+            .err(MultipleClusters, W, "name: w-");
 
     multiple_clusters_across_files:
-        Case::workload().file("clusters/mgmt/workload-clusters/w/second.yaml", r#"
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w/second.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
-              name: w   # <-
+              name: w
             spec:
               kubernetesVersion: "1.32"
               managementCluster: {name: mgmt}
@@ -420,33 +352,21 @@ corpus! {
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(MultipleClusters, "clusters/mgmt/workload-clusters/w/second.yaml", 4, 3);
+            .err_col(MultipleClusters, "clusters/mgmt/workload-clusters/w/second.yaml", "name:", 3);
 
     // ────────────────────────── dir-name-mismatch ──────────────────────────
     dir_name_mismatch_workload:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w-renamed   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DirNameMismatch, W, 4, 3);
+        Case::workload()
+            .set(W, "name:", "name: w-renamed")
+            .err(DirNameMismatch, W, "name: w-");
 
     dir_name_mismatch_management:
-        Case::management().file(M, r#"
+        Case::management()
+            .file(M, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
-              name: management   # <-
+              name: management
             spec:
               kubernetesVersion: "1.33"
               eksaVersion: v0.26.1
@@ -458,48 +378,23 @@ corpus! {
                 pods: {cidrBlocks: [192.168.0.0/16]}
                 services: {cidrBlocks: [10.96.0.0/12]}
         "#)
-        .err(DirNameMismatch, M, 4, 3);
+            .err_col(DirNameMismatch, M, "name:", 3);
 
     // ───────────────────────── management-mismatch ─────────────────────────
     management_mismatch_other_management_cluster:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt2}   # <-
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(ManagementMismatch, W, 7, 3);
+        Case::workload()
+            .set(W, "managementCluster:", "managementCluster: {name: mgmt2}")
+            .err(ManagementMismatch, W, "managementCluster");
 
     management_mismatch_workload_without_management_cluster:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:   # <-
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(ManagementMismatch, W, 5, 1);
+        Case::workload()
+            .set(W, "managementCluster:", "eksaVersion: v0.26.1")
+            .err(ManagementMismatch, W, "spec");
 
     // ─────────────────────────── not-self-managed ──────────────────────────
     not_self_managed_management_cluster:
-        Case::management().file(M, r#"
+        Case::management()
+            .file(M, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
@@ -508,7 +403,7 @@ corpus! {
               kubernetesVersion: "1.33"
               eksaVersion: v0.26.1
               managementCluster:
-                name: other   # <-
+                name: other
               datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
@@ -516,15 +411,16 @@ corpus! {
                 pods: {cidrBlocks: [192.168.0.0/16]}
                 services: {cidrBlocks: [10.96.0.0/12]}
         "#)
-        .err(NotSelfManaged, M, 9, 5);
+            .err(NotSelfManaged, M, "name: other");
 
     // ───────────────────────────── invalid-name ────────────────────────────
     invalid_name_uppercase_cluster:
-        Case::workload().file("clusters/mgmt/workload-clusters/Dev/cluster.yaml", r#"
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/Dev/cluster.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
-              name: Dev   # <-
+              name: Dev
             spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
@@ -539,16 +435,17 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: dev}
         "#)
-        .broken(&["clusters/mgmt/workload-clusters/Dev"])
-        .in_cluster("clusters/mgmt/workload-clusters/Dev")
-        .err(InvalidName, "clusters/mgmt/workload-clusters/Dev/cluster.yaml", 4, 3);
+            .broken(&["clusters/mgmt/workload-clusters/Dev"])
+            .in_cluster("clusters/mgmt/workload-clusters/Dev")
+            .err(InvalidName, "clusters/mgmt/workload-clusters/Dev/cluster.yaml", "name: Dev");
 
     invalid_name_longer_than_35_characters:
-        Case::workload().file("clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x/cluster.yaml", r#"
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x/cluster.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
-              name: this-cluster-name-is-much-too-long-x   # <-
+              name: this-cluster-name-is-much-too-long-x
             spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
@@ -563,102 +460,51 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: long}
         "#)
-        .broken(&["clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x"])
-        .in_cluster("clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x")
-        .err(InvalidName, "clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x/cluster.yaml", 4, 3);
+            .broken(&["clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x"])
+            .in_cluster("clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x")
+            .err(InvalidName, "clusters/mgmt/workload-clusters/this-cluster-name-is-much-too-long-x/cluster.yaml", "name: this");
 
     invalid_name_worker_group:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: MD_0   # <-
-                  count: 1
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidName, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: MD_0
+                    count: 1
+            "#)
+            .err(InvalidName, W, "name: MD");
 
     invalid_name_worker_group_machine_deployment_too_long:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx   # <-
-                  count: 1
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidName, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+                    count: 1
+            "#)
+            .err(InvalidName, W, "name: md");
 
     invalid_name_namespace:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-              namespace: Team_W   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidName, W, 5, 3);
+        Case::workload()
+            .after(W, "name:", "namespace: Team_W")
+            .err(InvalidName, W, "namespace");
 
     invalid_name_datacenter_config:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: W_dc}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .file(W_DC, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata:
-              name: W_dc   # <-
-        "#)
-        .err(InvalidName, W_DC, 4, 3);
+        Case::workload()
+            .set(W, "datacenterRef:", "datacenterRef: {kind: DockerDatacenterConfig, name: W_dc}")
+            .set(W_DC, "metadata:", r#"
+                metadata:
+                  name: W_dc
+            "#)
+            .err(InvalidName, W_DC, "name");
 
     // ───────────────────────────── duplicate-name ──────────────────────────
     duplicate_cluster_name_under_two_management_clusters:
         Case::workload()
-        .file(MGMT2, MGMT2_CLUSTER)
-        .file("clusters/mgmt2/workload-clusters/w/cluster.yaml", r#"
+            .file(MGMT2, MGMT2_CLUSTER)
+            .file("clusters/mgmt2/workload-clusters/w/cluster.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
-              name: w   # <-
+              name: w
             spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt2}
@@ -673,34 +519,24 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: w}
         "#)
-        .broken(&["clusters/mgmt2/workload-clusters/w"])
-        .in_cluster("clusters/mgmt2/workload-clusters/w")
-        .err(DuplicateName, "clusters/mgmt2/workload-clusters/w/cluster.yaml", 4, 3);
+            .broken(&["clusters/mgmt2/workload-clusters/w"])
+            .in_cluster("clusters/mgmt2/workload-clusters/w")
+            .err_col(DuplicateName, "clusters/mgmt2/workload-clusters/w/cluster.yaml", "name:", 3);
 
     duplicate_worker_group_name:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                - name: md-0   # <-
-                  count: 2
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DuplicateName, W, 13, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                  - name: md-0
+                    count: 2
+            "#)
+            .err_col(DuplicateName, W, "count: 1 >> - name:", 7);
 
     duplicate_machine_config_name:
-        Case::vsphere().file(W_VS, r#"
+        Case::vsphere()
+            .file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
@@ -719,34 +555,34 @@ corpus! {
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata:
-              name: w-workers   # <-
+              name: w-workers
             spec: {datastore: ds2, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: redhat}
         "#)
-        .err(DuplicateName, W_VS, 19, 3);
+            .err_col(DuplicateName, W_VS, "name:", 3);
 
     // Two clusters of one management cluster rendering the same object: one would overwrite the
     // other's. The later cluster is reported, at the object's name.
     duplicate_rendered_object_across_clusters:
         Case::workload()
-        .file("clusters/mgmt/workload-clusters/ok/extra.yaml", r#"
+            .file("clusters/mgmt/workload-clusters/ok/extra.yaml", r#"
             apiVersion: v1
             kind: ConfigMap
             metadata:
               name: shared-settings
             data: {owner: ok}
         "#)
-        .file(W_EXTRA, r#"
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata:
-              name: shared-settings   # <-
+              name: shared-settings
             data: {owner: w}
         "#)
-        .err(DuplicateName, W_EXTRA, 4, 3);
+            .err(DuplicateName, W_EXTRA, "name");
 
     duplicate_rendered_datacenter_across_clusters:
         Case::workload()
-        .file(W2, r#"
+            .file(W2, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w2}
@@ -763,169 +599,187 @@ corpus! {
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: DockerDatacenterConfig
             metadata:
-              name: w   # <-
+              name: w
         "#)
-        .broken(&[W2_DIR])
-        .in_cluster(W2_DIR)
-        .err(DuplicateName, W2, 17, 3);
+            .broken(&[W2_DIR])
+            .in_cluster(W2_DIR)
+            .err_col(DuplicateName, W2, "name:", 3);
 
     // ─────────────────────────── missing-type-info ─────────────────────────
     missing_type_info_no_kind:
-        Case::workload().file(W_EXTRA, r#"
-            apiVersion: v1   # <-
+        Case::workload()
+            .file(W_EXTRA, r#"
+            apiVersion: v1
             metadata: {name: w-notes}
             data: {owner: team-w}
         "#)
-        .err(MissingTypeInfo, W_EXTRA, 1, 1);
+            .err(MissingTypeInfo, W_EXTRA, "apiVersion");
 
     missing_type_info_no_metadata_name:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
-            metadata:   # <-
+            metadata:
               labels: {team: w}
             data: {owner: team-w}
         "#)
-        .err(MissingTypeInfo, W_EXTRA, 3, 1);
+            .err(MissingTypeInfo, W_EXTRA, "metadata");
 
     missing_type_info_document_is_a_list:
-        Case::workload().file(W_EXTRA, r#"
-            - apiVersion: v1   # <-
+        Case::workload()
+            .file(W_EXTRA, r#"
+            - apiVersion: v1
               kind: ConfigMap
               metadata: {name: w-notes}
         "#)
-        .err(MissingTypeInfo, W_EXTRA, 1, 1);
+            .err(MissingTypeInfo, W_EXTRA, "- apiVersion");
 
     missing_type_info_in_second_document:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            kind: ConfigMap   # <-
-            metadata: {name: w-notes}
-        "#)
-        .err(MissingTypeInfo, W, 14, 1);
+        Case::workload()
+            .after(W, "services:", r#"
+                |---
+                |kind: ConfigMap
+                |metadata: {name: w-notes}
+            "#)
+            .err(MissingTypeInfo, W, "kind: ConfigMap");
 
     // ─────────────────────────── unsupported-kind ──────────────────────────
     unsupported_kind_tinkerbell_datacenter:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: TinkerbellDatacenterConfig   # <-
+            kind: TinkerbellDatacenterConfig
             metadata: {name: w}
             spec: {tinkerbellIP: 10.0.0.5}
         "#)
-        .err(UnsupportedKind, W_EXTRA, 2, 1);
+            .err(UnsupportedKind, W_EXTRA, "kind");
 
     unsupported_kind_flux_config:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata: {name: w-flux-settings}
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: FluxConfig   # <-
+            kind: FluxConfig
             metadata: {name: w-flux}
             spec: {branch: main}
         "#)
-        .err(UnsupportedKind, W_EXTRA, 6, 1);
+            .err(UnsupportedKind, W_EXTRA, "kind: FluxConfig");
 
     unsupported_kind_unknown_eksa_kind:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerMachineConfig   # <-
+            kind: DockerMachineConfig
             metadata: {name: w-machines}
             spec: {}
         "#)
-        .err(UnsupportedKind, W_EXTRA, 2, 1);
+            .err(UnsupportedKind, W_EXTRA, "kind");
 
     // ───────────────────────────── unknown-field ───────────────────────────
     unknown_field_top_level:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            labels: {team: w}   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownField, W, 4, 1);
+        Case::workload()
+            .after(W, "name:", "|labels: {team: w}")
+            .err(UnknownField, W, "labels");
 
     unknown_field_in_spec:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVerison: v0.26.1   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownField, W, 6, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVerison: v0.26.1")
+            .err(UnknownField, W, "eksaVerison");
 
     unknown_field_in_worker_group:
-        Case::workload().file(W, r#"
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    autoscaling: {minCount: 1, maxCount: 3}
+            "#)
+            .err(UnknownField, W, "autoscaling");
+
+    unknown_field_in_metadata:
+        Case::workload()
+            .after(W, "name:", "lables: {team: w}")
+            .err(UnknownField, W, "lables");
+
+    unknown_field_in_machine_config:
+        Case::vsphere()
+            .after(W_VS, "metadata: {name: w-workers} >> osFamily:", "numCPU: 8")
+            .delete(W_VS, "metadata: {name: w-cp} >> osFamily:")
+            .delete(W_VS, "metadata: {name: w-cp} >> template:")
+            .delete(W_VS, "metadata: {name: w-cp} >> resourcePool:")
+            .delete(W_VS, "metadata: {name: w-cp} >> datastore:")
+            .set(W_VS, "metadata: {name: w-cp} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
+            .err(UnknownField, W_VS, "numCPU");
+
+    // The DockerDatacenterConfig is in the directory, it just has a typo: only the typo is
+    // reported, not also a dangling datacenterRef.
+    unknown_field_in_datacenter_config_does_not_cascade:
+        Case::workload()
+            .after(W_DC, "metadata:", r#"
+                spec:
+                  network: kind
+            "#)
+            .err(UnknownField, W_DC, "network");
+
+    unknown_fields_at_three_levels_reported_together:
+        Case::workload()
+            .after(W, "services:", r#"
+                |  machineHealthCheck: {nodeStartupTimeout: 10m, timeout: 5m}
+                |status: {phase: Ready}
+                |annotations: {note: x}
+            "#)
+            .after(W, "name:", "lables: {team: w}")
+            .err(UnknownField, W, "lables")
+            .err(UnknownField, W, "timeout")
+            .err(UnknownField, W, "annotations");
+
+    // Two typos in different parts of one spec: both are reported in one run, so the user does
+    // not fix one, re-run and only then learn about the other.
+    unknown_fields_two_in_one_spec_reported_together:
+        Case::workload()
+            .after(W, "services:", r#"
+                cniConfig:
+                  calico: {}
+            "#)
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  replicas: 1
+            "#)
+            .err(UnknownField, W, "replicas")
+            .err(UnknownField, W, "calico");
+
+    // A warning, not an error: EKS-A's defaulter raises etcd machines to 8192 MiB, and so does capstan.
+    invalid_value_warning_small_etcd_machine:
+        Case::vsphere()
+        .file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w}
             spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
+              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                endpoint: {host: 10.20.0.10}
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+              externalEtcdConfiguration:
+                count: 3
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
               workerNodeGroupConfigurations:
                 - name: md-0
                   count: 1
-                  autoscaling: {minCount: 1, maxCount: 3}   # <-
+                  machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnknownField, W, 12, 7);
-
-    unknown_field_in_metadata:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-              lables: {team: w}   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownField, W, 5, 3);
-
-    unknown_field_in_machine_config:
-        Case::vsphere().file(W_VS, r#"
+        .file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
@@ -944,90 +798,103 @@ corpus! {
               resourcePool: /dc1/host/c1/Resources
               template: ubuntu-2204-kube-v1.33
               osFamily: ubuntu
-              numCPU: 8   # <-
+              memoryMiB: 4096   # <-
         "#)
-        .err(UnknownField, W_VS, 19, 3);
+        .renders()
+        .warn_n(InvalidValue, W_VS, 19, 3);
 
-    // The DockerDatacenterConfig is in the directory, it just has a typo: only the typo is
-    // reported, not also a dangling datacenterRef.
-    unknown_field_in_datacenter_config_does_not_cascade:
-        Case::workload().file(W_DC, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata: {name: w}
+    // ───────────────────────────── fleet config ────────────────────────────
+    // clusters/<mgmt>/fleet.yaml: its problems are the management cluster's, and every cluster of
+    // the fleet is held with it (their release data comes from it).
+    unknown_field_fleet_config:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
             spec:
-              network: kind   # <-
+              release:
+                manifest: release/manifest.yaml
+                sha: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08   # <-
         "#)
-        .err(UnknownField, W_DC, 5, 3);
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(UnknownField, FLEET, 6, 5)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
 
-    unknown_fields_at_three_levels_reported_together:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-              lables: {team: w}   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              machineHealthCheck: {nodeStartupTimeout: 10m, timeout: 5m}   # <-
-            status: {phase: Ready}
-            annotations: {note: x}   # <-
+    invalid_value_fleet_config_kind:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: Fleet   # <-
+            spec: {}
         "#)
-        .err(UnknownField, W, 5, 3)
-        .err(UnknownField, W, 15, 49)
-        .err(UnknownField, W, 17, 1);
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 2, 1)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
 
-    // Two typos in different parts of one spec: both are reported in one run, so the user does
-    // not fix one, re-run and only then learn about the other.
-    unknown_fields_two_in_one_spec_reported_together:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
+    missing_field_unpinned_https_release_manifest:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
             spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                replicas: 1   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-                cniConfig:
-                  calico: {}   # <-
+              release:   # <-
+                manifest: https://anywhere-assets.eks.amazonaws.com/releases/eks-a/manifest.yaml
         "#)
-        .err(UnknownField, W, 10, 5)
-        .err(UnknownField, W, 16, 7);
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(MissingField, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    release_unavailable_manifest_not_in_repository:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/eks-a/manifest.yaml
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, FLEET, 4, 3);
+
+    checksum_mismatch_release_manifest:
+        Case::workload()
+        .file("release/manifest.yaml", "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Release\n")
+        .file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              release:   # <-
+                manifest: release/manifest.yaml
+                sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(OK_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .in_cluster(W_DIR)
+        .err_n(ChecksumMismatch, FLEET, 4, 3);
 
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              gitOpsRef: {kind: FluxConfig, name: w-flux}   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnsupportedField, W, 6, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", "gitOpsRef: {kind: FluxConfig, name: w-flux}")
+            .err(UnsupportedField, W, "gitOpsRef");
 
-    unsupported_field_proxy_configuration:
+    missing_field_proxy_https_proxy:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1039,15 +906,35 @@ corpus! {
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               proxyConfiguration:   # <-
-                httpProxy: http://proxy.internal:3128
+                httpProxy: http://10.0.0.2:3128
                 noProxy: [10.0.0.0/8]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 10, 3);
+        .err_n(MissingField, W, 10, 3);
 
-    unsupported_field_registry_mirror:
+    invalid_value_proxy_without_port:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              proxyConfiguration:
+                httpProxy: http://10.0.0.2:3128
+                httpsProxy: http://proxy.internal   # <-
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 5);
+
+    invalid_value_registry_mirror_with_credentials:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1061,11 +948,33 @@ corpus! {
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
-              registryMirrorConfiguration: {endpoint: harbor.internal}   # <-
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                authenticate: true   # <-
         "#)
-        .err(UnsupportedField, W, 13, 3);
+        .err_n(InvalidValue, W, 15, 5);
 
-    unsupported_field_control_plane_machine_health_check:
+    invalid_type_registry_mirror_port_number:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              registryMirrorConfiguration:
+                endpoint: harbor.internal
+                port: 5000   # <-
+        "#)
+        .err_n(InvalidType, W, 15, 5);
+
+    invalid_value_control_plane_machine_health_check_duration:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1076,15 +985,17 @@ corpus! {
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration:
                 count: 1
-                machineHealthCheck: {maxUnhealthy: 1}   # <-
+                machineHealthCheck:
+                  maxUnhealthy: 1
+                  nodeStartupTimeout: 10min   # <-
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 10, 5);
+        .err_n(InvalidValue, W, 12, 7);
 
-    unsupported_field_worker_kubelet_configuration:
+    invalid_value_worker_kubelet_configuration_provider_id:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1099,14 +1010,35 @@ corpus! {
                   count: 1
                 - name: md-1
                   count: 1
-                  kubeletConfiguration: {maxPods: 50}   # <-
+                  kubeletConfiguration:
+                    maxPods: 50
+                    providerID: vsphere://x   # <-
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 14, 7);
+        .err_n(InvalidValue, W, 16, 9);
 
-    unsupported_field_cluster_network_cni:
+    invalid_type_kubelet_configuration_not_a_mapping:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                kubeletConfiguration: maxPods=50   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidType, W, 10, 5);
+
+    invalid_value_cluster_network_cni:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1118,13 +1050,54 @@ corpus! {
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
+                cni: weave   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 11, 5);
+
+    deprecated_field_cluster_network_cni_and_cert_sans_spelling:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 1
+                certSANs: [api.w.example.com]   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
                 cni: cilium   # <-
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(UnsupportedField, W, 11, 5);
+        .renders()
+        .warn_n(DeprecatedField, W, 10, 5)
+        .warn_n(DeprecatedField, W, 13, 5);
 
-    unsupported_field_vsphere_host_os_configuration:
+    invalid_value_kindnetd:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                cniConfig:
+                  kindnetd: {}   # <-
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 7);
+
+    invalid_value_vsphere_cert_bundles_on_ubuntu:
         Case::vsphere().file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
@@ -1139,17 +1112,18 @@ corpus! {
               resourcePool: /dc1/host/c1/Resources
               template: ubuntu-2204-kube-v1.33
               osFamily: ubuntu
-              hostOSConfiguration:   # <-
+              hostOSConfiguration:
                 ntpConfiguration: {servers: [time.internal]}
+                certBundles: [{name: corp, data: x}]   # <-
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(UnsupportedField, W_VS, 14, 3);
+        .err_n(InvalidValue, W_VS, 16, 5);
 
-    unsupported_field_vsphere_datacenter_failure_domains:
+    missing_field_vsphere_failure_domain:
         Case::vsphere().file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
@@ -1159,8 +1133,8 @@ corpus! {
               network: VM Network
               server: vcenter.example.internal
               insecure: true
-              failureDomains:   # <-
-                - name: fd-1
+              failureDomains:
+                - name: fd-1   # <-
                   computeCluster: c1
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -1173,27 +1147,17 @@ corpus! {
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(UnsupportedField, W_VS, 9, 3);
+        .err_n(MissingField, W_VS, 10, 7);
 
     unsupported_field_in_place_rollout:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                upgradeRolloutStrategy:
-                  type: InPlace   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnsupportedField, W, 11, 7);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  upgradeRolloutStrategy:
+                    type: InPlace
+            "#)
+            .err(UnsupportedField, W, "type");
 
     unsupported_fields_many_reported_together:
         Case::workload().file(W, r#"
@@ -1204,90 +1168,161 @@ corpus! {
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
               packages: {disable: true}   # <-
-              etcdEncryption: [{resources: [secrets]}]   # <-
               licenseToken: abc   # <-
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration:
                 count: 1
-                certSans: [api.w.internal]   # <-
+                skipAdmissionForSystemResources: true   # <-
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
-              podIamConfig: {serviceAccountIssuer: https://x}   # <-
+              gitOpsRef: {kind: FluxConfig, name: w}   # <-
         "#)
-        .err(UnsupportedField, W, 7, 3)
-        .err(UnsupportedField, W, 8, 3)
-        .err(UnsupportedField, W, 9, 3)
-        .err(UnsupportedField, W, 13, 5)
-        .err(UnsupportedField, W, 18, 3);
+        .err_n(UnsupportedField, W, 7, 3)
+        .err_n(UnsupportedField, W, 8, 3)
+        .err_n(UnsupportedField, W, 12, 5)
+        .err_n(UnsupportedField, W, 17, 3);
+
+    invalid_value_etcd_encryption_on_docker:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+              etcdEncryption:   # <-
+                - providers: [{kms: {name: kms, socketListenAddress: "unix:///var/run/kmsplugin/socket.sock"}}]
+                  resources: [secrets]
+        "#)
+        .err_n(InvalidValue, W, 13, 3);
+
+    invalid_value_control_plane_max_surge:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              controlPlaneConfiguration:
+                count: 3
+                upgradeRolloutStrategy:
+                  type: RollingUpdate
+                  rollingUpdate: {maxSurge: 2}   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(InvalidValue, W, 12, 23);
+
+    unsupported_kind_aws_iam_identity_provider:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - {kind: AWSIamConfig, name: w-iam}   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(UnsupportedField, W, 9, 8);
+
+    dangling_ref_oidc_config:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs:
+                - kind: OIDCConfig
+                  name: w-oidc   # <-
+              controlPlaneConfiguration: {count: 1}
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+        "#)
+        .err_n(DanglingRef, W, 10, 7);
+
+    invalid_value_oidc_flag_twice:
+        Case::workload().file(W, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: Cluster
+            metadata: {name: w}
+            spec:
+              kubernetesVersion: "1.33"
+              managementCluster: {name: mgmt}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
+              identityProviderRefs: [{kind: OIDCConfig, name: w-oidc}]
+              controlPlaneConfiguration:
+                count: 1
+                apiServerExtraArgs:
+                  oidc-issuer-url: https://other.example.com   # <-
+              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+              clusterNetwork:
+                pods: {cidrBlocks: [172.17.0.0/16]}
+                services: {cidrBlocks: [10.113.0.0/16]}
+            ---
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: OIDCConfig
+            metadata: {name: w-oidc}
+            spec: {clientId: k8s, issuerUrl: "https://login.example.com"}
+        "#)
+        .err_n(InvalidValue, W, 12, 7);
 
     // ───────────────────────────── missing-field ───────────────────────────
     missing_field_vsphere_endpoint:
-        Case::vsphere().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
-              controlPlaneConfiguration:   # <-
-                count: 1
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(MissingField, W, 9, 3);
+        Case::vsphere()
+            .delete(W, "endpoint:")
+            .err(MissingField, W, "controlPlaneConfiguration");
 
     missing_field_vsphere_worker_machine_group_ref:
-        Case::vsphere().file(W, r#"
+        Case::vsphere()
+            .delete(W, "machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}")
+            .err(MissingField, W, "name: md")
+            // w-workers is then referenced by nothing.
+            .warn(UnusedObject, W_VS, "name: w-workers");
+
+    invalid_value_tainted_control_plane_without_workers:
+        Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
-            metadata:
-              name: w
+            metadata: {name: w}
             spec:
               kubernetesVersion: "1.33"
               managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
+              datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration:
                 count: 1
-                endpoint: {host: 10.20.0.10}
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              workerNodeGroupConfigurations:
-                - name: md-0   # <-
-                  count: 1
+                taints:   # <-
+                  - {key: dedicated, value: cp, effect: NoSchedule}
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
         "#)
-        .err(MissingField, W, 14, 7)
-        // w-workers is then referenced by nothing.
-        .warn(UnusedObject, W_VS, 17, 12);
+        .err_n(InvalidValue, W, 10, 5);
 
-    missing_field_no_worker_groups:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:   # <-
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(MissingField, W, 4, 1);
-
-    missing_field_empty_worker_groups:
+    invalid_value_node_cidr_mask_too_short:
         Case::workload().file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
@@ -1297,12 +1332,13 @@ corpus! {
               managementCluster: {name: mgmt}
               datacenterRef: {kind: DockerDatacenterConfig, name: w}
               controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: []   # <-
+              workerNodeGroupConfigurations: []
               clusterNetwork:
                 pods: {cidrBlocks: [172.17.0.0/16]}
                 services: {cidrBlocks: [10.113.0.0/16]}
+                nodes: {cidrMaskSize: 16}   # <-
         "#)
-        .err(MissingField, W, 9, 3);
+        .err_n(InvalidValue, W, 13, 13);
 
     missing_field_no_spec:
         Case::workload().file(W, r#"
@@ -1310,105 +1346,64 @@ corpus! {
             kind: Cluster
             metadata: {name: w}
         "#)
-        .err(MissingField, W, 1, 1);
+        .err_n(MissingField, W, 1, 1);
 
     missing_field_no_spec_in_second_document:
-        Case::workload().remove(W_DC).file(W, r#"
+        Case::workload()
+            .remove(W_DC)
+            .file(W, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: DockerDatacenterConfig
             metadata: {name: w}
             ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1   # <-
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w}
         "#)
-        .err(MissingField, W, 5, 1);
+            .err_col(MissingField, W, "--- >> apiVersion:", 1);
 
     missing_field_kubernetes_version:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(MissingField, W, 4, 1);
+        Case::workload()
+            .delete(W, "kubernetesVersion:")
+            .err(MissingField, W, "spec");
 
     missing_field_second_worker_group_name:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - count: 1
-                - count: 2   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(MissingField, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - count: 1
+                  - count: 2
+            "#)
+            .err(MissingField, W, "count: 2");
 
     missing_field_direct_routing_without_native_cidr:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
+        Case::workload()
+            .after(W, "services:", r#"
                 cniConfig:
                   cilium:
-                    routingMode: direct   # <-
-        "#)
-        .err(MissingField, W, 15, 9);
+                    routingMode: direct
+            "#)
+            .err(MissingField, W, "routingMode");
 
     missing_field_vsphere_machine_template:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec:   # <-
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              osFamily: ubuntu
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
-        .err(MissingField, W_VS, 9, 1);
+        Case::vsphere()
+            .delete(W_VS, "metadata: {name: w-workers} >> osFamily:")
+            .delete(W_VS, "metadata: {name: w-workers} >> template:")
+            .delete(W_VS, "metadata: {name: w-workers} >> resourcePool:")
+            .delete(W_VS, "metadata: {name: w-workers} >> datastore:")
+            .set(W_VS, "metadata: {name: w-workers} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
+            .delete(W_VS, "template:")
+            .err_col(MissingField, W_VS, "metadata: {name: w-cp} >> spec:", 1);
 
     // The VSphereDatacenterConfig is there but lacks `server`: that is the one problem (no
     // dangling datacenterRef, no "docker provider ignores machineGroupRef", no unused machines).
     missing_field_vsphere_datacenter_server_does_not_cascade:
-        Case::vsphere().file(W_VS, r#"
+        Case::vsphere()
+            .file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, insecure: true}   # <-
+            spec: {datacenter: dc1, network: VM Network, insecure: true}
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
@@ -1420,353 +1415,166 @@ corpus! {
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(MissingField, W_VS, 4, 1);
+            .err(MissingField, W_VS, "spec: {datacenter");
 
     // ───────────────────────────── invalid-type ────────────────────────────
     invalid_type_control_plane_count_string:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: "three"   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidType, W, 9, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: "three"
+            "#)
+            .err(InvalidType, W, r#"count: ""#);
 
     invalid_type_worker_count_word:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: three   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidType, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: three
+            "#)
+            .err(InvalidType, W, "count: three");
 
     invalid_type_labels_as_list:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  labels:   # <-
-                    - tier=general
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidType, W, 12, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    labels:
+                      - tier=general
+            "#)
+            .err(InvalidType, W, "labels");
 
     invalid_type_cidr_blocks_not_a_list:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
+        Case::workload()
+            .set(W, "pods:", r#"
                 pods:
-                  cidrBlocks: 172.17.0.0/16   # <-
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidType, W, 12, 7);
+                  cidrBlocks: 172.17.0.0/16
+            "#)
+            .err(InvalidType, W, "cidrBlocks: 172");
 
     invalid_type_cilium_helm_values_list:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
+        Case::workload()
+            .after(W, "services:", r#"
                 cniConfig:
                   cilium:
-                    helmValues: [hubble]   # <-
-        "#)
-        .err(InvalidType, W, 15, 9);
+                    helmValues: [hubble]
+            "#)
+            .err(InvalidType, W, "helmValues");
 
     // ──────────────────────────── invalid-value ────────────────────────────
     invalid_value_even_control_plane_count_with_stacked_etcd:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 2   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 9, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 2
+            "#)
+            .err(InvalidValue, W, "count: 2");
 
     invalid_value_docker_backend:
-        Case::workload().file(W_DC, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata:
-              name: w
-              annotations:
-                capstan.dev/docker-backend: kind   # <-
-        "#)
-        .err(InvalidValue, W_DC, 6, 5);
+        Case::workload()
+            .set(W_DC, "metadata:", r#"
+                metadata:
+                  name: w
+                  annotations:
+                    capstan.dev/docker-backend: kind
+            "#)
+            .err(InvalidValue, W_DC, "capstan");
 
     invalid_value_control_plane_count_zero:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 0}   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 8, 31);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 0}")
+            .err(InvalidValue, W, "count: 0");
 
     // A count that does not fit the replica field must not wrap around (4294967297 as u32 is 1).
     invalid_value_control_plane_count_too_large:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 4294967297   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 9, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 4294967297
+            "#)
+            .err(InvalidValue, W, "count: 4294967297");
 
     invalid_value_worker_count_too_large:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 4294967296   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 4294967296
+            "#)
+            .err(InvalidValue, W, "count: 4294967296");
 
     invalid_value_even_external_etcd_count:
-        Case::vsphere().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
-              controlPlaneConfiguration:
+        Case::vsphere()
+            .after(W, "endpoint:", r#"
+                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+                |  externalEtcdConfiguration:
                 count: 2
-                endpoint: {host: 10.20.0.10}
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              externalEtcdConfiguration:
-                count: 2   # <-
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 14, 5);
+            "#)
+            .set(W, "controlPlaneConfiguration: >> count:", "count: 2")
+            .err_col(InvalidValue, W, "externalEtcdConfiguration: >> count:", 5);
 
     invalid_value_taint_effect:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  taints:
-                    - key: dedicated
-                      value: gpu
-                      effect: NoScheduling   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 15, 11);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    taints:
+                      - key: dedicated
+                        value: gpu
+                        effect: NoScheduling
+            "#)
+            .err(InvalidValue, W, "effect");
 
     invalid_value_autoscaling_min_above_max:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  autoscalingConfiguration:   # <-
-                    minCount: 5
-                    maxCount: 2
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    autoscalingConfiguration:
+                      minCount: 5
+                      maxCount: 2
+            "#)
+            .err(InvalidValue, W, "autoscalingConfiguration");
 
     invalid_value_negative_worker_count:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: -1   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 11, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: -1
+            "#)
+            .err(InvalidValue, W, "count: -");
 
     invalid_value_kubernetes_version_format:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: v1.33   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 5, 3);
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: v1.33")
+            .err(InvalidValue, W, "kubernetesVersion");
 
     invalid_value_eksa_version_format:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: 0.26.1   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 6, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVersion: 0.26.1")
+            .err(InvalidValue, W, "eksaVersion");
 
     invalid_value_datacenter_ref_kind:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef:
-                kind: TinkerbellDatacenterConfig   # <-
-                name: w
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 8, 5);
+        Case::workload()
+            .set(W, "datacenterRef:", r#"
+                datacenterRef:
+                  kind: TinkerbellDatacenterConfig
+                  name: w
+            "#)
+            .err(InvalidValue, W, "kind: TinkerbellDatacenterConfig");
 
     invalid_value_unsupported_api_version:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha2   # <-
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 1, 1);
+        Case::workload()
+            .set(W, "apiVersion:", "apiVersion: anywhere.eks.amazonaws.com/v1alpha2")
+            .err(InvalidValue, W, "apiVersion");
 
     invalid_value_os_family_bottlerocket:
-        Case::vsphere().file(W_VS, r#"
+        Case::vsphere()
+            .file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
@@ -1779,39 +1587,28 @@ corpus! {
               datastore: ds1
               resourcePool: /dc1/host/c1/Resources
               template: bottlerocket-kube-v1.33
-              osFamily: bottlerocket   # <-
+              osFamily: bottlerocket
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata: {name: w-workers}
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .err(InvalidValue, W_VS, 13, 3);
+            .err(InvalidValue, W_VS, "osFamily: bottlerocket");
 
     invalid_value_os_family_defaults_to_bottlerocket:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec:   # <-
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: ubuntu-2204-kube-v1.33
-        "#)
-        .err(InvalidValue, W_VS, 14, 1);
+        Case::vsphere()
+            .delete(W_VS, "metadata: {name: w-workers} >> osFamily:")
+            .delete(W_VS, "osFamily:")
+            .delete(W_VS, "metadata: {name: w-cp} >> template:")
+            .delete(W_VS, "metadata: {name: w-cp} >> resourcePool:")
+            .delete(W_VS, "metadata: {name: w-cp} >> datastore:")
+            .set(W_VS, "metadata: {name: w-cp} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
+            .err_col(InvalidValue, W_VS, "metadata: {name: w-workers} >> spec:", 1);
 
     invalid_value_os_family_unknown:
-        Case::vsphere().file(W_VS, r#"
+        Case::vsphere()
+            .file(W_VS, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereDatacenterConfig
             metadata: {name: w}
@@ -1825,226 +1622,108 @@ corpus! {
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: win-2022, osFamily: windows}   # <-
+            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: win-2022, osFamily: windows}
         "#)
-        .err(InvalidValue, W_VS, 14, 82);
+            .err(InvalidValue, W_VS, "osFamily: windows");
 
     invalid_value_memory_too_small:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec:
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: ubuntu-2204-kube-v1.33
-              osFamily: ubuntu
-              memoryMiB: 1024   # <-
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
-        .err(InvalidValue, W_VS, 14, 3);
+        Case::vsphere()
+            .delete(W_VS, "metadata: {name: w-workers} >> osFamily:")
+            .delete(W_VS, "metadata: {name: w-workers} >> template:")
+            .delete(W_VS, "metadata: {name: w-workers} >> resourcePool:")
+            .delete(W_VS, "metadata: {name: w-workers} >> datastore:")
+            .set(W_VS, "metadata: {name: w-workers} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
+            .after(W_VS, "osFamily:", "memoryMiB: 1024")
+            .err(InvalidValue, W_VS, "memoryMiB");
 
     invalid_value_clone_mode:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec:
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: ubuntu-2204-kube-v1.33
-              osFamily: ubuntu
-              cloneMode: instantClone   # <-
-        "#)
-        .err(InvalidValue, W_VS, 19, 3);
+        Case::vsphere()
+            .after(W_VS, "metadata: {name: w-workers} >> osFamily:", "cloneMode: instantClone")
+            .delete(W_VS, "metadata: {name: w-cp} >> osFamily:")
+            .delete(W_VS, "metadata: {name: w-cp} >> template:")
+            .delete(W_VS, "metadata: {name: w-cp} >> resourcePool:")
+            .delete(W_VS, "metadata: {name: w-cp} >> datastore:")
+            .set(W_VS, "metadata: {name: w-cp} >> spec:", "spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}")
+            .err(InvalidValue, W_VS, "cloneMode");
 
     invalid_value_machine_group_ref_kind:
-        Case::vsphere().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                endpoint: {host: 10.20.0.10}
+        Case::vsphere()
+            .set(W, "machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}", r#"
                 machineGroupRef:
-                  kind: DockerMachineConfig   # <-
+                  kind: DockerMachineConfig
                   name: w-cp
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 13, 7);
+            "#)
+            .err(InvalidValue, W, "kind: DockerMachineConfig");
 
     invalid_value_machine_health_check_duration:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              machineHealthCheck:
-                nodeStartupTimeout: 10 minutes   # <-
-        "#)
-        .err(InvalidValue, W, 14, 5);
+        Case::workload()
+            .after(W, "services:", r#"
+                |  machineHealthCheck:
+                nodeStartupTimeout: 10 minutes
+            "#)
+            .err(InvalidValue, W, "nodeStartupTimeout");
 
     invalid_value_machine_health_check_max_unhealthy:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              machineHealthCheck:
-                maxUnhealthy: forty percent   # <-
-        "#)
-        .err(InvalidValue, W, 14, 5);
+        Case::workload()
+            .after(W, "services:", r#"
+                |  machineHealthCheck:
+                maxUnhealthy: forty percent
+            "#)
+            .err(InvalidValue, W, "maxUnhealthy");
 
     invalid_value_cilium_policy_enforcement_mode:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
+        Case::workload()
+            .after(W, "services:", r#"
                 cniConfig:
                   cilium:
-                    policyEnforcementMode: strict   # <-
-        "#)
-        .err(InvalidValue, W, 15, 9);
+                    policyEnforcementMode: strict
+            "#)
+            .err(InvalidValue, W, "policyEnforcementMode");
 
     invalid_value_cilium_routing_mode:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
+        Case::workload()
+            .after(W, "services:", r#"
                 cniConfig:
                   cilium:
-                    routingMode: native   # <-
-        "#)
-        .err(InvalidValue, W, 15, 9);
+                    routingMode: native
+            "#)
+            .err(InvalidValue, W, "routingMode");
 
     invalid_value_control_plane_max_unavailable:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                upgradeRolloutStrategy:
-                  rollingUpdate:
-                    maxUnavailable: 1   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 12, 9);
-
-    invalid_value_rollout_type:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
                   count: 1
                   upgradeRolloutStrategy:
-                    type: Recreate   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 13, 9);
+                    rollingUpdate:
+                      maxUnavailable: 1
+            "#)
+            .err(InvalidValue, W, "maxUnavailable");
+
+    invalid_value_rollout_type:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    upgradeRolloutStrategy:
+                      type: Recreate
+            "#)
+            .err(InvalidValue, W, "type");
 
     invalid_value_node_label:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                labels:
-                  tier: "front end"   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidValue, W, 11, 7);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  labels:
+                    tier: "front end"
+            "#)
+            .err(InvalidValue, W, "tier");
 
     invalid_value_management_workers_all_tainted:
-        Case::management().file(M, r#"
+        Case::management()
+            .file(M, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
@@ -2055,7 +1734,7 @@ corpus! {
               managementCluster: {name: mgmt}
               datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
               controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:   # <-
+              workerNodeGroupConfigurations:
                 - name: md-0
                   count: 1
                   taints: [{key: dedicated, effect: NoSchedule}]
@@ -2063,205 +1742,97 @@ corpus! {
                 pods: {cidrBlocks: [192.168.0.0/16]}
                 services: {cidrBlocks: [10.96.0.0/12]}
         "#)
-        .err(InvalidValue, M, 11, 3);
+            .err(InvalidValue, M, "workerNodeGroupConfigurations");
 
     // ──────────────────────────── unquoted-version ─────────────────────────
     unquoted_kubernetes_version:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: 1.30   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnquotedVersion, W, 5, 3);
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: 1.30")
+            .err(UnquotedVersion, W, "kubernetesVersion");
 
     unquoted_worker_kubernetes_version:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  kubernetesVersion: 1.32   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnquotedVersion, W, 12, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    kubernetesVersion: 1.32
+            "#)
+            .err(UnquotedVersion, W, "kubernetesVersion: 1");
 
     // ────────────────────────────── dangling-ref ───────────────────────────
     dangling_datacenter_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef:
-                kind: DockerDatacenterConfig
-                name: w-dc   # <-
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DanglingRef, W, 9, 5);
+        Case::workload()
+            .set(W, "datacenterRef:", r#"
+                datacenterRef:
+                  kind: DockerDatacenterConfig
+                  name: w-dc
+            "#)
+            .err(DanglingRef, W, "name: w-");
 
     dangling_machine_group_ref:
-        Case::vsphere().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                endpoint: {host: 10.20.0.10}
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef:
-                    kind: VSphereMachineConfig
-                    name: w-worker   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DanglingRef, W, 18, 9)
-        // w-workers is then referenced by nothing.
-        .warn(UnusedObject, W_VS, 17, 12);
+        Case::vsphere()
+            .set(W, "machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}", r#"
+                machineGroupRef:
+                  kind: VSphereMachineConfig
+                  name: w-worker
+            "#)
+            .err(DanglingRef, W, "name: w-worker")
+            // w-workers is then referenced by nothing.
+            .warn(UnusedObject, W_VS, "name: w-workers");
 
     // A vSphere cluster whose VSphereDatacenterConfig name is mistyped is still a vSphere cluster:
     // its machineGroupRefs are not "ignored by the docker provider" and its machines are used.
     dangling_vsphere_datacenter_ref_does_not_cascade:
-        Case::vsphere().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef:
-                kind: VSphereDatacenterConfig
-                name: w-dc   # <-
-              controlPlaneConfiguration:
-                count: 1
-                endpoint: {host: 10.20.0.10}
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DanglingRef, W, 10, 5);
+        Case::vsphere()
+            .set(W, "datacenterRef:", r#"
+                datacenterRef:
+                  kind: VSphereDatacenterConfig
+                  name: w-dc
+            "#)
+            .err(DanglingRef, W, "name: w-dc");
 
     // ───────────────────────────── unknown-version ─────────────────────────
     unknown_version_eksa_version:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.99.0   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownVersion, W, 6, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVersion: v0.99.0")
+            .err(UnknownVersion, W, "eksaVersion");
 
     unknown_version_kubernetes_not_in_bundle:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.20"   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownVersion, W, 5, 3);
+        Case::workload()
+            .set(W, "kubernetesVersion:", r#"kubernetesVersion: "1.20""#)
+            .err(UnknownVersion, W, "kubernetesVersion");
 
     unknown_version_worker_kubernetes_not_in_bundle:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.30"
-              eksaVersion: v0.25.2
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  kubernetesVersion: "1.28"   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(UnknownVersion, W, 13, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    kubernetesVersion: "1.28"
+            "#)
+            .set(W, r#"kubernetesVersion: "1.33""#, r#"
+                kubernetesVersion: "1.30"
+                eksaVersion: v0.25.2
+            "#)
+            .err(UnknownVersion, W, r#"kubernetesVersion: "1.28"#);
 
     unknown_version_bundles_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              bundlesRef:   # <-
-                apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-                name: bundles-1   # <-
-                namespace: eksa-system
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .warn(DeprecatedField, W, 6, 3)
-        .err(UnknownVersion, W, 8, 5);
+        Case::workload()
+            .after(W, "kubernetesVersion:", r#"
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-1
+                  namespace: eksa-system
+            "#)
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(UnknownVersion, W, "name: bundles");
 
     // A workload that inherits its version from a broken management cluster cannot resolve one;
     // the sibling with an explicit eksaVersion is unaffected.
     unknown_version_inherited_from_broken_management:
-        Case::workload().file(M, r#"
+        Case::workload()
+            .file(M, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
@@ -2274,91 +1845,61 @@ corpus! {
               controlPlaneConfiguration: {count: 1}
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/33]}   # <-
+                pods: {cidrBlocks: [192.168.0.0/33]}
                 services: {cidrBlocks: [10.96.0.0/12]}
         "#)
-        .broken(&[MGMT_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err(InvalidCidr, M, 13, 25)
-        .in_cluster(W_DIR)
-        .err(UnknownVersion, W, 5, 1);
+            .broken(&[MGMT_DIR, W_DIR])
+            .in_cluster(MGMT_DIR)
+            .err(InvalidCidr, M, "192")
+            .in_cluster(W_DIR)
+            .err(UnknownVersion, W, "spec");
 
     // ──────────────────────────── version-conflict ─────────────────────────
     version_conflict_eksa_version_and_bundles_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              bundlesRef:   # <-
-                apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-                name: bundles-104
-                namespace: eksa-system
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(VersionConflict, W, 7, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", r#"
+                eksaVersion: v0.26.1
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-104
+                  namespace: eksa-system
+            "#)
+            .err(VersionConflict, W, "bundlesRef");
 
     // ────────────────────────────── version-skew ───────────────────────────
     version_skew_worker_three_minors_behind:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  kubernetesVersion: "1.30"   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(VersionSkew, W, 12, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    kubernetesVersion: "1.30"
+            "#)
+            .err(VersionSkew, W, r#"kubernetesVersion: "1.30"#);
 
     version_skew_worker_ahead_of_control_plane:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.32"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                - name: md-1
-                  count: 1
-                  kubernetesVersion: "1.33"   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(VersionSkew, W, 14, 7);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                  - name: md-1
+                    count: 1
+                    kubernetesVersion: "1.33"
+            "#)
+            .set(W, "spec: >> kubernetesVersion:", r#"kubernetesVersion: "1.32""#)
+            .err(VersionSkew, W, r#"kubernetesVersion: "1.33"#);
 
     version_skew_workload_newer_than_management:
         Case::workload()
-        .file(MGMT2, MGMT2_CLUSTER)
-        .file("clusters/mgmt2/workload-clusters/w3/cluster.yaml", r#"
+            .file(MGMT2, MGMT2_CLUSTER)
+            .file("clusters/mgmt2/workload-clusters/w3/cluster.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w3}
             spec:
               kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1   # <-
+              eksaVersion: v0.26.1
               managementCluster: {name: mgmt2}
               datacenterRef: {kind: DockerDatacenterConfig, name: w3}
               controlPlaneConfiguration: {count: 1}
@@ -2371,146 +1912,75 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: w3}
         "#)
-        .broken(&["clusters/mgmt2/workload-clusters/w3"])
-        .in_cluster("clusters/mgmt2/workload-clusters/w3")
-        .err(VersionSkew, "clusters/mgmt2/workload-clusters/w3/cluster.yaml", 6, 3);
+            .broken(&["clusters/mgmt2/workload-clusters/w3"])
+            .in_cluster("clusters/mgmt2/workload-clusters/w3")
+            .err(VersionSkew, "clusters/mgmt2/workload-clusters/w3/cluster.yaml", "eksaVersion");
 
     version_skew_workload_three_minors_behind_management:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.32"
-              eksaVersion: v0.23.5   # <-
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(VersionSkew, W, 6, 3);
+        Case::workload()
+            .set(W, "kubernetesVersion:", r#"
+                kubernetesVersion: "1.32"
+                eksaVersion: v0.23.5
+            "#)
+            .err(VersionSkew, W, "eksaVersion");
 
     // With a (deprecated) bundlesRef the version comes from bundlesRef, so that is where the
     // skew is.
     version_skew_bundles_ref_lags_management:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.32"
-              bundlesRef:   # <-
-                apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-                name: bundles-85
-                namespace: eksa-system
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .warn(DeprecatedField, W, 6, 3)
-        .err(VersionSkew, W, 6, 3);
+        Case::workload()
+            .set(W, "kubernetesVersion:", r#"
+                kubernetesVersion: "1.32"
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-85
+                  namespace: eksa-system
+            "#)
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(VersionSkew, W, "bundlesRef");
 
     // ────────────────────────────── invalid-cidr ───────────────────────────
     invalid_cidr_not_a_cidr:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
+        Case::workload()
+            .set(W, "pods:", r#"
                 pods:
                   cidrBlocks:
-                    - pod-network   # <-
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidCidr, W, 13, 11);
+                    - pod-network
+            "#)
+            .err(InvalidCidr, W, "pod-");
 
     invalid_cidr_host_bits_set:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.5.0/16]}   # <-
-        "#)
-        .err(InvalidCidr, W, 12, 29);
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [10.113.5.0/16]}")
+            .err(InvalidCidr, W, "10");
 
     invalid_cidr_two_blocks:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
+        Case::workload()
+            .set(W, "pods:", r#"
                 pods:
-                  cidrBlocks: [172.17.0.0/16, 172.18.0.0/16]   # <-
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(InvalidCidr, W, 12, 7);
+                  cidrBlocks: [172.17.0.0/16, 172.18.0.0/16]
+            "#)
+            .err(InvalidCidr, W, "cidrBlocks: [172");
 
     invalid_cidr_no_blocks:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
+        Case::workload()
+            .set(W, "services:", r#"
                 services:
-                  cidrBlocks: []   # <-
-        "#)
-        .err(InvalidCidr, W, 13, 7);
+                  cidrBlocks: []
+            "#)
+            .err(InvalidCidr, W, "cidrBlocks: []");
 
     // ────────────────────────────── cidr-overlap ───────────────────────────
     cidr_overlap_pods_and_services_of_one_cluster:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
+        Case::workload()
+            .set(W, "services:", r#"
                 services:
-                  cidrBlocks: [172.17.128.0/17]   # <-
-        "#)
-        .err(CidrOverlap, W, 13, 7);
+                  cidrBlocks: [172.17.128.0/17]
+            "#)
+            .err(CidrOverlap, W, "cidrBlocks: [172.17.128");
 
     cidr_overlap_between_two_workloads:
-        Case::workload().file(W2, r#"
+        Case::workload()
+            .file(W2, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w2}
@@ -2523,75 +1993,56 @@ corpus! {
               workerNodeGroupConfigurations: [{name: md-0, count: 1}]
               clusterNetwork:
                 pods:
-                  cidrBlocks: [172.17.0.0/17]   # <-
+                  cidrBlocks: [172.17.0.0/17]
                 services: {cidrBlocks: [10.114.0.0/16]}
             ---
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: DockerDatacenterConfig
             metadata: {name: w2}
         "#)
-        .broken(&[W_DIR, W2_DIR])
-        .in_cluster(W_DIR)
-        .err(CidrOverlap, W, 12, 12)
-        .in_cluster(W2_DIR)
-        .err(CidrOverlap, W2, 13, 7);
+            .broken(&[W_DIR, W2_DIR])
+            .in_cluster(W_DIR)
+            .err(CidrOverlap, W, "cidrBlocks: [172")
+            .in_cluster(W2_DIR)
+            .err(CidrOverlap, W2, "cidrBlocks: [172");
 
     cidr_overlap_workload_and_management:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
+        Case::workload()
+            .set(W, "services:", r#"
                 services:
-                  cidrBlocks: [10.100.0.0/16]   # <-
-        "#)
-        .broken(&[MGMT_DIR, W_DIR])
-        .in_cluster(W_DIR)
-        .err(CidrOverlap, W, 13, 7)
-        .in_cluster(MGMT_DIR)
-        .err(CidrOverlap, M, 22, 7);
+                  cidrBlocks: [10.100.0.0/16]
+            "#)
+            .broken(&[MGMT_DIR, W_DIR])
+            .in_cluster(W_DIR)
+            .err(CidrOverlap, W, "cidrBlocks: [10")
+            .in_cluster(MGMT_DIR)
+            .err(CidrOverlap, M, "cidrBlocks: [10");
 
     // ────────────────────────────── forbidden-kind ─────────────────────────
     forbidden_kind_cluster_role:
-        Case::workload().file("clusters/mgmt/workload-clusters/w/rbac.yaml", r#"
-            apiVersion: rbac.authorization.k8s.io/v1   # <-
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w/rbac.yaml", r#"
+            apiVersion: rbac.authorization.k8s.io/v1
             kind: ClusterRole
             metadata: {name: w-admin}
             rules: [{apiGroups: ["*"], resources: ["*"], verbs: ["*"]}]
         "#)
-        .err(ForbiddenKind, "clusters/mgmt/workload-clusters/w/rbac.yaml", 1, 1);
+            .err(ForbiddenKind, "clusters/mgmt/workload-clusters/w/rbac.yaml", "apiVersion");
 
     forbidden_kind_namespace_after_document_separator:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: v1   # <-
-            kind: Namespace
-            metadata: {name: team-w}
-        "#)
-        .err(ForbiddenKind, W, 14, 1);
+        Case::workload()
+            .after(W, "services:", r#"
+                |---
+                |apiVersion: v1
+                |kind: Namespace
+                |metadata: {name: team-w}
+            "#)
+            .err(ForbiddenKind, W, "apiVersion: v1");
 
     forbidden_kind_deployment:
-        Case::workload().file(W_EXTRA, r#"
-            apiVersion: apps/v1   # <-
+        Case::workload()
+            .file(W_EXTRA, r#"
+            apiVersion: apps/v1
             kind: Deployment
             metadata: {name: w-tool}
             spec:
@@ -2600,256 +2051,203 @@ corpus! {
                 metadata: {labels: {app: tool}}
                 spec: {containers: [{name: tool, image: busybox}]}
         "#)
-        .err(ForbiddenKind, W_EXTRA, 1, 1);
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
 
     forbidden_kind_cluster_api_object:
-        Case::workload().file(W_EXTRA, r#"
-            apiVersion: cluster.x-k8s.io/v1beta1   # <-
+        Case::workload()
+            .file(W_EXTRA, r#"
+            apiVersion: cluster.x-k8s.io/v1beta1
             kind: MachineDeployment
             metadata: {name: w-extra-md}
             spec: {clusterName: w, replicas: 10}
         "#)
-        .err(ForbiddenKind, W_EXTRA, 1, 1);
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
 
     // ─────────────────────────── foreign-namespace ─────────────────────────
     foreign_namespace_extra_object:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata:
               name: w-notes
-              namespace: kube-system   # <-
+              namespace: kube-system
             data: {owner: team-w}
         "#)
-        .err(ForeignNamespace, W_EXTRA, 5, 3);
+            .err(ForeignNamespace, W_EXTRA, "namespace");
 
     foreign_namespace_eksa_object:
-        Case::workload().file(W_DC, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata:
-              name: w
-              namespace: team-x   # <-
-        "#)
-        .err(ForeignNamespace, W_DC, 5, 3);
+        Case::workload()
+            .set(W_DC, "metadata:", r#"
+                metadata:
+                  name: w
+                  namespace: team-x
+            "#)
+            .err(ForeignNamespace, W_DC, "namespace");
 
     // ──────────────────────────── secret-with-data ─────────────────────────
     secret_with_data:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: Secret
             metadata: {name: w-registry}
-            data:   # <-
+            data:
               password: aHVudGVyMg==
         "#)
-        .err(SecretWithData, W_EXTRA, 4, 1);
+            .err_col(SecretWithData, W_EXTRA, "data:", 1);
 
     secret_with_string_data:
-        Case::workload().file(W_EXTRA, r#"
+        Case::workload()
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: Secret
             metadata: {name: w-registry}
             type: Opaque
-            stringData: {password: hunter2}   # <-
+            stringData: {password: hunter2}
         "#)
-        .err(SecretWithData, W_EXTRA, 5, 1);
+            .err(SecretWithData, W_EXTRA, "stringData");
 
     secret_with_data_in_management_dir:
-        Case::management().file("clusters/mgmt/secrets.yaml", r#"
+        Case::management()
+            .file("clusters/mgmt/secrets.yaml", r#"
             apiVersion: v1
             kind: Secret
             metadata: {name: vsphere-credentials, namespace: eksa-system}
-            data:   # <-
+            data:
               username: YWRtaW4=
         "#)
-        .err(SecretWithData, "clusters/mgmt/secrets.yaml", 4, 1);
+            .err_col(SecretWithData, "clusters/mgmt/secrets.yaml", "data:", 1);
 
     // ───────────────────── not-utf8, file-too-large, symlinks ───────────────
     not_utf8_in_memory:
-        Case::workload().bytes("clusters/mgmt/workload-clusters/w/notes.yaml", b"# owner: team-w\n# site: M\xfcnchen   # <-\n".to_vec())
-        .err_line(NotUtf8, "clusters/mgmt/workload-clusters/w/notes.yaml", 2);
+        Case::workload()
+            .bytes("clusters/mgmt/workload-clusters/w/notes.yaml", b"# owner: team-w\n# site: M\xfcnchen   # <-\n".to_vec())
+            .err_line_n(NotUtf8, "clusters/mgmt/workload-clusters/w/notes.yaml", 2);
 
     not_utf8_on_disk:
-        Case::workload().on_disk().bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-notes}\ndata: {city: \xe9vry}   # <-\n".to_vec())
-        .err_line(NotUtf8, W_EXTRA, 4);
+        Case::workload()
+            .on_disk()
+            .bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-notes}\ndata: {city: \xe9vry}   # <-\n".to_vec())
+            .err_line_n(NotUtf8, W_EXTRA, 4);
 
     file_too_large:
-        Case::workload().big_file(W_EXTRA, 1024 * 1024 + 1)
-        .err_file(FileTooLarge, W_EXTRA);
+        Case::workload()
+            .big_file(W_EXTRA, 1024 * 1024 + 1)
+            .err_file(FileTooLarge, W_EXTRA);
 
     symlink_escapes_the_repository:
         Case::workload()
-        .outside("shared/cm.yaml", r#"
+            .outside("shared/cm.yaml", r#"
             apiVersion: v1
             kind: ConfigMap
             metadata: {name: w-notes}
         "#)
-        .symlink(W_EXTRA, "../../../../../shared/cm.yaml")
-        .err_file(SymlinkEscapes, W_EXTRA);
+            .symlink(W_EXTRA, "../../../../../shared/cm.yaml")
+            .err_file(SymlinkEscapes, W_EXTRA);
 
     symlink_dangling:
         Case::workload()
-        .symlink(W_EXTRA, "does-not-exist.yaml")
-        .err_file(SymlinkEscapes, W_EXTRA);
+            .symlink(W_EXTRA, "does-not-exist.yaml")
+            .err_file(SymlinkEscapes, W_EXTRA);
 
     // ──────────────── warnings: reported, the cluster still renders ─────────
     warning_deprecated_bundles_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              bundlesRef:   # <-
-                apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-                name: bundles-104
-                namespace: eksa-system
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .renders()
-        .warn(DeprecatedField, W, 6, 3);
+        Case::workload()
+            .after(W, "kubernetesVersion:", r#"
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-104
+                  namespace: eksa-system
+            "#)
+            .renders()
+            .warn(DeprecatedField, W, "bundlesRef");
 
     warning_unused_machine_config:
-        Case::vsphere().file("clusters/mgmt/workload-clusters/w/spare.yaml", r#"
+        Case::vsphere()
+            .file("clusters/mgmt/workload-clusters/w/spare.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: VSphereMachineConfig
             metadata:
-              name: w-spare   # <-
+              name: w-spare
             spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
         "#)
-        .renders()
-        .warn(UnusedObject, "clusters/mgmt/workload-clusters/w/spare.yaml", 4, 3);
+            .renders()
+            .warn(UnusedObject, "clusters/mgmt/workload-clusters/w/spare.yaml", "name");
 
     warning_docker_ignores_machine_group_ref:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .renders()
-        .warn(UnusedObject, W, 10, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
+            "#)
+            .renders()
+            .warn(UnusedObject, W, "machineGroupRef");
 
     // ───────────────── several problems, all reported in one run ────────────
     multi_five_problems_in_one_cluster:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 2   # <-
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  taints: [{key: a, effect: Never}]   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
+        Case::workload()
+            .set(W, "services:", r#"
                 services:
-                  cidrBlocks: [10.113.0.0/33]   # <-
+                  cidrBlocks: [10.113.0.0/33]
                 cniConfig:
-                  cilium: {policyEnforcementMode: sometimes}   # <-
-              machineHealthCheck:
-                unhealthyMachineTimeout: 5 min   # <-
-        "#)
-        .err(InvalidValue, W, 9, 5)
-        .err(InvalidValue, W, 13, 25)
-        .err(InvalidCidr, W, 17, 20)
-        .err(InvalidValue, W, 19, 16)
-        .err(InvalidValue, W, 21, 5);
+                  cilium: {policyEnforcementMode: sometimes}
+                |  machineHealthCheck:
+                unhealthyMachineTimeout: 5 min
+            "#)
+            .delete(W, "workerNodeGroupConfigurations:")
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 2
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                    taints: [{key: a, effect: Never}]
+            "#)
+            .err(InvalidValue, W, "count: 2")
+            .err(InvalidValue, W, "effect")
+            .err(InvalidCidr, W, "10")
+            .err(InvalidValue, W, "policyEnforcementMode")
+            .err(InvalidValue, W, "unhealthyMachineTimeout");
 
     multi_problems_in_three_files_of_one_cluster:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 4}   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .file(W_EXTRA, r#"
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 4}")
+            .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata: {name: w-notes
-            data: {}   # <-
+            data: {}
         "#)
-        .file("clusters/mgmt/workload-clusters/w/flux.yaml", r#"
+            .file("clusters/mgmt/workload-clusters/w/flux.yaml", r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: GitOpsConfig   # <-
+            kind: GitOpsConfig
             metadata: {name: w-gitops}
         "#)
-        .err(InvalidValue, W, 8, 31)
-        .err_line(YamlSyntax, W_EXTRA, 4)
-        .err(UnsupportedKind, "clusters/mgmt/workload-clusters/w/flux.yaml", 2, 1);
+            .err(InvalidValue, W, "count: 4")
+            .err_line(YamlSyntax, W_EXTRA, "data:")
+            .err(UnsupportedKind, "clusters/mgmt/workload-clusters/w/flux.yaml", "kind");
 
     // Layout problems (name, management relation) are known even when the spec has other errors,
     // so they are reported in the same run.
     multi_layout_and_spec_problems_together:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w-renamed   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 2}   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DirNameMismatch, W, 4, 3)
-        .err(InvalidValue, W, 9, 31);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 2}")
+            .set(W, "name:", "name: w-renamed")
+            .err(DirNameMismatch, W, "name: w-")
+            .err(InvalidValue, W, "count: 2");
 
     multi_dir_name_and_management_mismatch:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w-renamed   # <-
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt-old}   # <-
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err(DirNameMismatch, W, 4, 3)
-        .err(ManagementMismatch, W, 7, 3);
+        Case::workload()
+            .set(W, "managementCluster:", "managementCluster: {name: mgmt-old}")
+            .set(W, "name:", "name: w-renamed")
+            .err(DirNameMismatch, W, "name: w-")
+            .err(ManagementMismatch, W, "managementCluster");
 
     multi_problems_in_several_clusters:
         Case::workload()
-        .file(M, r#"
+            .file(M, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata:
@@ -2864,23 +2262,10 @@ corpus! {
               clusterNetwork:
                 pods: {cidrBlocks: [192.168.0.0/16]}
                 services: {cidrBlocks: [10.96.0.0/12]}
-              gitOpsRef: {kind: FluxConfig, name: fleet}   # <-
+              gitOpsRef: {kind: FluxConfig, name: fleet}
         "#)
-        .file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1, lables: {a: b}}]   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .file(W2, r#"
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, lables: {a: b}}]")
+            .file(W2, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
             kind: Cluster
             metadata: {name: w2}
@@ -2899,31 +2284,724 @@ corpus! {
             kind: DockerDatacenterConfig
             metadata: {name: w2}
         "#)
-        .file("clusters/mgmt/workload-clusters/w2/bot.yaml", r#"
-            apiVersion: v1   # <-
+            .file("clusters/mgmt/workload-clusters/w2/bot.yaml", r#"
+            apiVersion: v1
             kind: ServiceAccount
             metadata: {name: w2-bot}
         "#)
-        .file("clusters/notes.txt", "not a cluster\n")
-        .broken(&[MGMT_DIR, W_DIR, W2_DIR])
-        .in_cluster(MGMT_DIR)
-        .err(UnsupportedField, M, 15, 3)
-        .in_cluster(W_DIR)
-        .err(UnknownField, W, 9, 58)
-        .in_cluster(W2_DIR)
-        .err(ForbiddenKind, "clusters/mgmt/workload-clusters/w2/bot.yaml", 1, 1)
-        .in_fleet()
-        .err_file(UnexpectedEntry, "clusters/notes.txt");
+            .file("clusters/notes.txt", "not a cluster\n")
+            .broken(&[MGMT_DIR, W_DIR, W2_DIR])
+            .in_cluster(MGMT_DIR)
+            .err(UnsupportedField, M, "gitOpsRef")
+            .in_cluster(W_DIR)
+            .err(UnknownField, W, "lables")
+            .in_cluster(W2_DIR)
+            .err(ForbiddenKind, "clusters/mgmt/workload-clusters/w2/bot.yaml", "apiVersion")
+            .in_fleet()
+            .err_file(UnexpectedEntry, "clusters/notes.txt");
+
+    // ─────────────────────── hostile repositories (working copy) ───────────────────────
+    symlink_into_git_config:
+        Case::workload()
+            .bytes(".git/config", b"[core]\n\tbare = false\n".to_vec())
+            .symlink(W_EXTRA, "../../../../.git/config")
+            .err_file(SymlinkIntoGit, W_EXTRA);
+
+    symlink_into_git_directory:
+        Case::workload()
+            .bytes(".git/HEAD", b"ref: refs/heads/main\n".to_vec())
+            .symlink("clusters/mgmt/workload-clusters/w/objects.yaml", "../../../../.git")
+            .err_file(SymlinkIntoGit, "clusters/mgmt/workload-clusters/w/objects.yaml");
+
+    symlink_into_git_from_management_dir:
+        Case::management()
+            .bytes(".git/config", b"[core]\n".to_vec())
+            .symlink("clusters/mgmt/extra.yaml", "../../.git/config")
+            .err_file(SymlinkIntoGit, "clusters/mgmt/extra.yaml");
+
+    symlink_absolute_outside:
+        Case::workload()
+            .symlink(W_EXTRA, "/etc/hostname")
+            .err_file(SymlinkEscapes, W_EXTRA);
+
+    symlink_to_sibling_cluster_file_is_read:
+        Case::workload()
+            .symlink(W_EXTRA, "../ok/cluster.yaml")
+            // Its content is ok's cluster.yaml, read through the link: a second Cluster in w.
+            .err_n(MultipleClusters, W_EXTRA, 4, 3);
+
+    file_too_large_in_management_dir:
+        Case::management()
+            .big_file("clusters/mgmt/big.yaml", 2 * 1024 * 1024)
+            .err_file(FileTooLarge, "clusters/mgmt/big.yaml");
+
+    binary_file_png_in_workload_dir:
+        Case::workload()
+            .bytes(W_EXTRA, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".to_vec())
+            .err_n(BinaryFile, W_EXTRA, 3, 1);
+
+    binary_file_nul_in_yaml:
+        Case::workload()
+            .bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\x00\n".to_vec())
+            .err_n(BinaryFile, W_EXTRA, 2, 1);
+
+    binary_file_on_disk:
+        Case::workload()
+            .on_disk()
+            .bytes(W_EXTRA, vec![0u8; 64])
+            .err_n(BinaryFile, W_EXTRA, 1, 1);
+
+    binary_file_in_management_dir:
+        Case::management()
+            .bytes("clusters/mgmt/blob.yaml", b"\x00\x01\x02".to_vec())
+            .err_n(BinaryFile, "clusters/mgmt/blob.yaml", 1, 1);
+
+    not_utf8_latin1_in_cluster_file:
+        Case::workload()
+            .bytes(W_DC, b"apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata: {name: w}   # M\xfcnchen\n".to_vec())
+            .err_line_n(NotUtf8, W_DC, 3)
+            // The datacenter config is unreadable, so the Cluster's reference to it dangles.
+            .err(DanglingRef, W, "name: w}");
+
+    not_utf8_utf16_file:
+        Case::workload()
+            .bytes(W_EXTRA, b"\xff\xfea\x00p\x00i\x00".to_vec())
+            .err_n(BinaryFile, W_EXTRA, 1, 1);
+
+    non_utf8_file_name_in_workload_dir:
+        Case::workload()
+            .raw_name(b"clusters/mgmt/workload-clusters/w/caf\xe9.yaml", "
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: w-cafe}
+            ")
+            .err_file(InvalidPath, "clusters/mgmt/workload-clusters/w/caf\u{FFFD}.yaml");
+
+    non_utf8_file_name_in_management_dir:
+        Case::management()
+            .raw_name(b"clusters/mgmt/\xff.yaml", "# nothing\n")
+            .err_file(InvalidPath, "clusters/mgmt/\u{FFFD}.yaml");
+
+    case_collision_two_files:
+        Case::workload()
+            .file("clusters/mgmt/workload-clusters/w/Cluster.yaml", "
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: w-notes}
+            ")
+            .err_file(CaseCollision, W)
+            .err_file(CaseCollision, "clusters/mgmt/workload-clusters/w/Cluster.yaml");
+
+    case_collision_on_disk:
+        Case::workload()
+            .on_disk()
+            .file("clusters/mgmt/workload-clusters/w/DATACENTER.yaml", "
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: w-dc-notes}
+            ")
+            .err_file(CaseCollision, W_DC)
+            .err_file(CaseCollision, "clusters/mgmt/workload-clusters/w/DATACENTER.yaml");
+
+    case_collision_in_management_dir:
+        Case::management()
+            .file("clusters/mgmt/Datacenter.yaml", "
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: mgmt-notes}
+            ")
+            .err_file(CaseCollision, M_DC)
+            .err_file(CaseCollision, "clusters/mgmt/Datacenter.yaml");
+
+    ten_thousand_files_in_a_workload_dir:
+        Case::workload()
+            .many_files(W_DIR, 10_000)
+            .err_file(TooManyEntries, W_DIR);
+
+    too_many_entries_in_workload_clusters_refuses_the_revision:
+        Case::workload()
+            .many_files("clusters/mgmt/workload-clusters", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
+            .in_fleet()
+            .err_file(TooManyEntries, "clusters/mgmt/workload-clusters")
+            .refused();
+
+    too_many_entries_under_clusters_refuses_the_revision:
+        Case::workload()
+            .many_files("clusters", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
+            .in_fleet()
+            .err_file(TooManyEntries, "clusters")
+            .refused();
+
+    too_many_entries_outside_clusters_are_ignored:
+        Case::workload()
+            .many_files("docs/generated", capstan_layout::tree::MAX_DIR_ENTRIES + 1)
+            .renders();
+
+    deep_nesting_in_a_workload_dir:
+        Case::workload()
+            .nested(W_DIR, 60)
+            .err_file(TooDeep, &format!("{W_DIR}{}", "/d".repeat(28)));
+
+    deep_nesting_in_a_management_dir:
+        Case::management()
+            .nested("clusters/mgmt/tools", 40)
+            .err_file(TooDeep, &format!("clusters/mgmt/tools{}", "/d".repeat(29)));
+
+    deep_nesting_outside_clusters_is_ignored:
+        Case::workload()
+            .nested("vendor", 100)
+            .renders();
+
+    secret_with_data_in_the_cluster_file:
+        Case::workload()
+            .merge(W, W_DC)
+            .after(W, "metadata: {name: w}", r#"
+                |---
+                |apiVersion: v1
+                |kind: Secret
+                |metadata: {name: w-creds}
+                |data: {token: c2VjcmV0}
+            "#)
+            .err_col(SecretWithData, W, "data: {token", 1);
+
+    secret_with_binary_data_in_workload_dir:
+        Case::workload()
+            .file(W_EXTRA, "
+                apiVersion: v1
+                kind: Secret
+                metadata: {name: w-tls}
+                type: kubernetes.io/tls
+                data:
+                  tls.crt: LS0tLS1CRUdJTg==
+                  tls.key: LS0tLS1CRUdJTg==
+            ")
+            .err_col(SecretWithData, W_EXTRA, "data:", 1);
+
+    yaml_billion_laughs:
+        Case::workload()
+            .file(W_EXTRA, r#"
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: w-lol}
+                data:
+                  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+                  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+                  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+                  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+                  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+                  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+                  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+                  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+                  i: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+            "#)
+            .isolated()
+            .err_line(YamlSyntax, W_EXTRA, "f: &f");
+
+    yaml_merge_key_bomb:
+        Case::workload()
+            .file(W_EXTRA, "
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: w-merge}
+                data:
+                  a: &a {k0: v, k1: v, k2: v, k3: v, k4: v, k5: v, k6: v, k7: v}
+                  b: &b {<<: *a, x: [*a, *a, *a, *a, *a, *a, *a, *a]}
+                  c: &c {<<: *b, y: [*b, *b, *b, *b, *b, *b, *b, *b]}
+                  d: &d {<<: *c, z: [*c, *c, *c, *c, *c, *c, *c, *c]}
+                  e: &e {<<: *d, w: [*d, *d, *d, *d, *d, *d, *d, *d]}
+                  f: [*e, *e, *e, *e, *e, *e, *e, *e]
+            ")
+            .isolated()
+            .err_col(YamlSyntax, W_EXTRA, "f: [", 7);
+
+    // Block nesting as deep as the file size limit allows is read without exhausting the stack
+    // (the parser and the conversion do not recurse per level): not an error of its own.
+    yaml_deep_block_nesting_within_the_size_limit_is_read:
+        Case::workload()
+            .bytes(W_EXTRA, {
+                let mut s = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-deep}\ndata:\n");
+                // One space a level: about 1,400 levels fit in the 1 MiB file limit.
+                for i in 0..1400 {
+                    s.push_str(&format!("{}k:\n", " ".repeat(i + 1)));
+                }
+                s.into_bytes()
+            })
+            .isolated()
+            .renders();
+
+    // ─────────────────── not a fleet: refused, never an empty desired fleet ───────────────────
+    not_a_fleet_empty_repository:
+        Case::workload()
+            .remove(M).remove(M_DC).remove(OK).remove(W).remove(W_DC)
+            .in_fleet()
+            .err_file(NotAFleet, "clusters")
+            .refused();
+
+    not_a_fleet_no_clusters_directory:
+        Case::workload()
+            .remove(M).remove(M_DC).remove(OK).remove(W).remove(W_DC)
+            .file("README.md", "# my infrastructure\n")
+            .file("k8s/deployment.yaml", "
+                apiVersion: apps/v1
+                kind: Deployment
+                metadata: {name: web}
+            ")
+            .in_fleet()
+            .err_file(NotAFleet, "clusters")
+            .refused();
+
+    not_a_fleet_clusters_holds_only_a_readme:
+        Case::workload()
+            .remove(M).remove(M_DC).remove(OK).remove(W).remove(W_DC)
+            .file("clusters/README.md", "# clusters go here\n")
+            .in_fleet()
+            .err_file(NotAFleet, "clusters")
+            .refused();
+
+    not_a_fleet_clusters_holds_only_suspend:
+        Case::workload()
+            .remove(M).remove(M_DC).remove(OK).remove(W).remove(W_DC)
+            .file("clusters/suspend.yaml", "
+                apiVersion: capstan.dev/v1alpha1
+                kind: Suspend
+                metadata: {name: fleet}
+            ")
+            .in_fleet()
+            .err_file(NotAFleet, "clusters")
+            .refused();
+
+    not_a_fleet_on_disk:
+        Case::workload()
+            .remove(M).remove(M_DC).remove(OK).remove(W).remove(W_DC)
+            .file("src/main.rs", "fn main() {}\n")
+            .on_disk()
+            .in_fleet()
+            .err_file(NotAFleet, "clusters")
+            .refused();
+
+    // Found by fuzzing: a Cluster whose apiVersion has a typo in the group is another group's
+    // object, so the directory has no EKS Anywhere Cluster — an error, not a silent skip.
+    missing_cluster_typo_in_the_api_group:
+        Case::workload()
+            .set(W, "apiVersion:", "apiVersion: anywhere.eks.amazonaws.com-x/v1alpha1")
+            .err_file(MissingCluster, W);
+
+    // ─────────────── families: one change each, from the base fleet ───────────────
+    forbidden_kind_cluster_role_binding:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_role_binding:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_service_account:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_pod:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Pod\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_daemon_set:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_stateful_set:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_cron_job:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_custom_resource_definition:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_mutating_webhook_configuration:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_validating_webhook_configuration:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_a_p_i_service:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_persistent_volume:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_storage_class:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_priority_class:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_machine_deployment:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineDeployment\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_docker_machine_template:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: DockerMachineTemplate\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_helm_release_proxy:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmReleaseProxy\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_service:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Service\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_network_policy:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    forbidden_kind_pod_disruption_budget:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: w-x}\n")
+            .err(ForbiddenKind, W_EXTRA, "apiVersion");
+    foreign_namespace_configmap_in_default:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-x, namespace: default}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_configmap_in_kube_system:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-x, namespace: kube-system}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_configmap_in_capstan_system:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-x, namespace: capstan-system}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_configmap_in_kube_public:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-x, namespace: kube-public}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_configmap_in_l_other:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-x, namespace: l-other}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_secret_without_data:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x, namespace: default}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    foreign_namespace_helm_chart_proxy:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {name: w-x, namespace: default}\nspec: {chartName: x, repoURL: https://example.invalid, clusterSelector: {}}\n")
+            .err(ForeignNamespace, W_EXTRA, "namespace");
+    secret_with_one_data_key:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x}\ndata: {a: Yg==}\n")
+            .err_col(SecretWithData, W_EXTRA, "data:", 1);
+    secret_with_string_data_password:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x}\nstringData: {password: hunter2}\n")
+            .err_col(SecretWithData, W_EXTRA, "stringData:", 1);
+    secret_with_data_and_string_data:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x}\ndata: {a: Yg==}\nstringData: {b: c}\n")
+            .err_col(SecretWithData, W_EXTRA, "data:", 1);
+    secret_with_ssh_key_data:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x}\ndata:\n  ssh-privatekey: LS0tLS1CRUdJTg==\n")
+            .err_col(SecretWithData, W_EXTRA, "data:", 1);
+    invalid_cidr_pods_0:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"10.0.0.0/33\"]}")
+            .err(InvalidCidr, W, "\"10.0.0.0/33\"");
+    invalid_cidr_services_0:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"10.0.0.0/33\"]}")
+            .err(InvalidCidr, W, "\"10.0.0.0/33\"");
+    invalid_cidr_pods_1:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"300.1.0.0/16\"]}")
+            .err(InvalidCidr, W, "\"300.1.0.0/16\"");
+    invalid_cidr_services_1:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"300.1.0.0/16\"]}")
+            .err(InvalidCidr, W, "\"300.1.0.0/16\"");
+    invalid_cidr_pods_2:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"10.1.0.0\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0\"");
+    invalid_cidr_services_2:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"10.1.0.0\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0\"");
+    invalid_cidr_pods_3:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"10.1.0.0/16/8\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0/16/8\"");
+    invalid_cidr_services_3:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"10.1.0.0/16/8\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0/16/8\"");
+    invalid_cidr_pods_4:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"10.1.0/16\"]}")
+            .err(InvalidCidr, W, "\"10.1.0/16\"");
+    invalid_cidr_services_4:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"10.1.0/16\"]}")
+            .err(InvalidCidr, W, "\"10.1.0/16\"");
+    invalid_cidr_pods_5:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"fd00::/200\"]}")
+            .err(InvalidCidr, W, "\"fd00::/200\"");
+    invalid_cidr_services_5:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"fd00::/200\"]}")
+            .err(InvalidCidr, W, "\"fd00::/200\"");
+    invalid_cidr_pods_6:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"10.1.0.0/-1\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0/-1\"");
+    invalid_cidr_services_6:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"10.1.0.0/-1\"]}")
+            .err(InvalidCidr, W, "\"10.1.0.0/-1\"");
+    invalid_cidr_pods_7:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: [\"any\"]}")
+            .err(InvalidCidr, W, "\"any\"");
+    invalid_cidr_services_7:
+        Case::workload()
+            .set(W, "services:", "services: {cidrBlocks: [\"any\"]}")
+            .err(InvalidCidr, W, "\"any\"");
+    invalid_name_worker_group_0:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"MD-0\", count: 1}]")
+            .err(InvalidName, W, "name: \"MD-0");
+    invalid_name_worker_group_1:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"md_0\", count: 1}]")
+            .err(InvalidName, W, "name: \"md_0");
+    invalid_name_worker_group_2:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"-md\", count: 1}]")
+            .err(InvalidName, W, "name: \"-md");
+    invalid_name_worker_group_3:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"md-\", count: 1}]")
+            .err(InvalidName, W, "name: \"md-");
+    invalid_name_worker_group_4:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"md.0\", count: 1}]")
+            .err(InvalidName, W, "name: \"md.0");
+    invalid_name_worker_group_5:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"md 0\", count: 1}]")
+            .err(InvalidName, W, "name: \"md 0");
+    invalid_name_worker_group_6:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: \"mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm\", count: 1}]")
+            .err(InvalidName, W, "name: \"mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm");
+    unknown_field_spec_zone_hint:
+        Case::workload()
+            .after(W, "managementCluster:", "zoneHint: a")
+            .err(UnknownField, W, "zoneHint");
+    unknown_field_spec_node_count:
+        Case::workload()
+            .after(W, "managementCluster:", "nodeCount: 3")
+            .err(UnknownField, W, "nodeCount");
+    unknown_field_spec_region:
+        Case::workload()
+            .after(W, "managementCluster:", "region: us-west-2")
+            .err(UnknownField, W, "region");
+    unknown_field_spec_replicas:
+        Case::workload()
+            .after(W, "managementCluster:", "replicas: 3")
+            .err(UnknownField, W, "replicas");
+    unknown_field_spec_cluster_name:
+        Case::workload()
+            .after(W, "managementCluster:", "clusterName: w")
+            .err(UnknownField, W, "clusterName");
+    unknown_field_spec_provider:
+        Case::workload()
+            .after(W, "managementCluster:", "provider: docker")
+            .err(UnknownField, W, "provider");
+    unknown_field_spec_machines:
+        Case::workload()
+            .after(W, "managementCluster:", "machines: 3")
+            .err(UnknownField, W, "machines");
+    unknown_field_spec_network_name:
+        Case::workload()
+            .after(W, "managementCluster:", "networkName: default")
+            .err(UnknownField, W, "networkName");
+    unknown_field_control_plane_replicaz:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 1, replicaz: 1}")
+            .err(UnknownField, W, "replicaz");
+    unknown_field_worker_group_replicaz:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, replicaz: 1}]")
+            .err(UnknownField, W, "replicaz");
+    unknown_field_control_plane_size:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 1, size: large}")
+            .err(UnknownField, W, "size");
+    unknown_field_worker_group_size:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, size: large}]")
+            .err(UnknownField, W, "size");
+    unknown_field_docker_datacenter_spec:
+        Case::workload()
+            .after(W_DC, "metadata:", "spec: {bogusRegistry: x}")
+            .err(UnknownField, W_DC, "bogusRegistry");
+    unknown_field_cluster_network:
+        Case::workload()
+            .after(W, "clusterNetwork:", "  nodes: {cidrBlocks: [10.0.0.0/8]}")
+            .err(UnsupportedField, W, "nodes");
+    unquoted_kubernetes_version_1_31:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: 1.31")
+            .err(UnquotedVersion, W, "kubernetesVersion");
+    unquoted_kubernetes_version_1_32:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: 1.32")
+            .err(UnquotedVersion, W, "kubernetesVersion");
+    unquoted_kubernetes_version_1_34:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: 1.34")
+            .err(UnquotedVersion, W, "kubernetesVersion");
+    unquoted_kubernetes_version_1_29:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: 1.29")
+            .err(UnquotedVersion, W, "kubernetesVersion");
+    invalid_type_family_0:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: true}")
+            .err(InvalidType, W, "count: true");
+    invalid_type_family_1:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: [1]}")
+            .err(InvalidType, W, "count: [1]");
+    invalid_type_family_2:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 1.5}")
+            .err(InvalidType, W, "count: 1.5");
+    invalid_type_family_3:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: \"1\"}]")
+            .err(InvalidType, W, "count: \"1\"");
+    invalid_type_family_4:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: {n: 1}}]")
+            .err(InvalidType, W, "count: {n");
+    invalid_type_family_5:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: {name: md-0, count: 1}")
+            .err(InvalidType, W, "workerNodeGroupConfigurations");
+    invalid_type_family_6:
+        Case::workload()
+            .set(W, "managementCluster:", "managementCluster: mgmt")
+            .err(InvalidType, W, "managementCluster")
+            .err(ManagementMismatch, W, "managementCluster");
+    invalid_type_family_7:
+        Case::workload()
+            .set(W, "datacenterRef:", "datacenterRef: DockerDatacenterConfig")
+            .err(InvalidType, W, "datacenterRef");
+    invalid_type_family_8:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: 3")
+            .err(InvalidType, W, "controlPlaneConfiguration");
+    invalid_type_family_9:
+        Case::workload()
+            .set(W, "clusterNetwork:", "clusterNetwork: []")
+            .delete(W, "pods:")
+            .delete(W, "services:")
+            .err(InvalidType, W, "clusterNetwork");
+    invalid_type_family_10:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: [\"1.33\"]")
+            .err(InvalidType, W, "kubernetesVersion");
+    invalid_type_family_11:
+        Case::workload()
+            .set(W, "pods:", "pods: {cidrBlocks: 172.17.0.0/16}")
+            .err(InvalidType, W, "cidrBlocks: 172");
+    invalid_value_family_0:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 4}")
+            .err(InvalidValue, W, "count: 4");
+    invalid_value_family_1:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: 6}")
+            .err(InvalidValue, W, "count: 6");
+    invalid_value_family_2:
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration: {count: -1}")
+            .err(InvalidValue, W, "count: -1");
+    invalid_value_family_3:
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: -5}]")
+            .err(InvalidValue, W, "count: -5");
+    invalid_value_family_4:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"latest\"")
+            .err(InvalidValue, W, "kubernetesVersion");
+    invalid_value_family_5:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.33.1\"")
+            .err(InvalidValue, W, "kubernetesVersion");
+    invalid_value_family_6:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"\"")
+            .err(InvalidValue, W, "kubernetesVersion");
+    unknown_version_eksa_v0_99_0:
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVersion: v0.99.0")
+            .err(UnknownVersion, W, "eksaVersion");
+    unknown_version_eksa_v0_1_0:
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVersion: v0.1.0")
+            .err(UnknownVersion, W, "eksaVersion");
+    unknown_version_eksa_v9_0_0:
+        Case::workload()
+            .after(W, "kubernetesVersion:", "eksaVersion: v9.0.0")
+            .err(UnknownVersion, W, "eksaVersion");
+    unknown_version_kubernetes_1_19:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.19\"")
+            .err(UnknownVersion, W, "kubernetesVersion");
+    unknown_version_kubernetes_1_40:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.40\"")
+            .err(UnknownVersion, W, "kubernetesVersion");
+    dangling_datacenter_ref_w_other:
+        Case::workload()
+            .set(W, "datacenterRef:", "datacenterRef: {kind: DockerDatacenterConfig, name: w-other}")
+            .err(DanglingRef, W, "name: w-other}");
+    dangling_datacenter_ref_ok:
+        Case::workload()
+            .set(W, "datacenterRef:", "datacenterRef: {kind: DockerDatacenterConfig, name: ok}")
+            .err(DanglingRef, W, "name: ok}");
+    missing_type_info_no_api_version:
+        Case::workload()
+            .file(W_EXTRA, "kind: ConfigMap\nmetadata: {name: w-x}\n")
+            .err(MissingTypeInfo, W_EXTRA, "kind");
+    missing_type_info_empty_name:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"\"}\n")
+            .err(MissingTypeInfo, W_EXTRA, "metadata");
+
 }
 
 // ─────────────────────────────── the corpus as a whole ───────────────────────────────
 
 #[test]
-fn corpus_has_at_least_70_cases() {
+fn corpus_has_at_least_250_cases() {
     let cases = corpus();
     let names: BTreeSet<&str> = cases.iter().map(|(n, _)| *n).collect();
     assert_eq!(names.len(), cases.len());
-    assert!(cases.len() >= 70, "only {} cases", cases.len());
+    assert!(cases.len() >= 250, "only {} cases", cases.len());
+    println!("bad-input corpus: {} cases", cases.len());
     let multi = cases
         .iter()
         .filter(|(_, c)| {

@@ -113,7 +113,29 @@ fn rendered_output_is_what_the_issue_asks_for() {
         vc["spec"]["identityRef"]["name"],
         "prod-vsphere-credentials"
     );
-    assert!(!prod.iter().any(|o| o["kind"] == "Secret"));
+    // No Secret carries data from the repository: the only rendered Secret is the CPI's
+    // ServiceAccount manifest; the CPI's vCenter credentials are a Secret the admin keeps.
+    for s in prod.iter().filter(|o| o["kind"] == "Secret") {
+        assert!(s.get("data").is_none(), "{s}");
+        assert_eq!(s["type"], "addons.cluster.x-k8s.io/resource-set");
+        assert!(
+            !s["stringData"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("password")
+        );
+    }
+    let crs = prod
+        .iter()
+        .find(|o| o["kind"] == "ClusterResourceSet")
+        .unwrap();
+    assert!(
+        crs["spec"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "prod-cloud-provider-vsphere-credentials")
+    );
     // Core CAPI in v1beta2; CAPV and etcdadm in v1beta1.
     for o in prod {
         let (api, kind) = (

@@ -561,8 +561,9 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
         "{md1:?}"
     );
     cp.audit()
-        .settle(Duration::from_millis(200), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let capstan_writes: Vec<String> = cp
         .audit()
         .writes_by_manager_since(mark, "capstan")

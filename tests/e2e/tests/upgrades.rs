@@ -263,8 +263,8 @@ fn etcd_pki() -> [String; 4] {
 
 /// Waits until the ManagedCluster of `cluster` satisfies `pred` (its status as JSON).
 async fn wait_status(cp: &ControlPlane, cluster: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    // The agent installs its status CRD on its first pass, which may not have run yet.
-    capstan::status::install(&cp.client()).await.unwrap();
+    // The status CRD is installed with the agent's rights, before its first pass.
+    capstan::install::testing::agent_client(cp).await;
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         "capstan-system",
@@ -526,9 +526,14 @@ async fn a_jump_of_two_minors_goes_one_minor_at_a_time_or_is_refused_with_no_cha
     repo.revision += 1;
     let mut opts = repo.opts(only);
     opts.no_chain = true;
-    let refused = capstan::reconcile::converge(&cp.client(), &repo.fleet(), &opts, SETTLE)
-        .await
-        .unwrap();
+    let refused = capstan::reconcile::converge(
+        &capstan::install::testing::agent_client(cp).await,
+        &repo.fleet(),
+        &opts,
+        SETTLE,
+    )
+    .await
+    .unwrap();
     let c = &refused.last().clusters[0];
     assert_eq!(c.phase, Phase::Failed, "{}", c.message);
     assert!(
@@ -606,9 +611,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "- name: \"md-0\"\n      count: 1\n      labels: {\"tier\": \"a\"}\n",
     );
     repo.revision += 1;
-    let one = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
-        .await
-        .unwrap();
+    let one = repo.pass(only).await;
     assert_eq!(one.clusters[0].phase, Phase::Upgrading);
     // Revision B, a version bump, arrives while A still rolls: it does not start.
     repo.edit(
@@ -617,9 +620,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "kubernetesVersion: \"1.34\"",
     );
     repo.revision += 1;
-    let gated = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
-        .await
-        .unwrap();
+    let gated = repo.pass(only).await;
     let c = &gated.clusters[0];
     let kcp_entry = c
         .plan
@@ -658,9 +659,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "labels: {\"tier\": \"b\"}",
     );
     repo.revision += 1;
-    capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
-        .await
-        .unwrap();
+    repo.pass(only).await;
     repo.edit(
         "w-gate",
         "metadata:\n  name: \"w-gate\"\n",
@@ -672,9 +671,7 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
         "controlPlaneConfiguration:\n    count: 1\n    labels: {\"plane\": \"x\"}",
     );
     repo.revision += 1;
-    let forced = capstan::reconcile::reconcile(&cp.client(), &repo.fleet(), &repo.opts(only))
-        .await
-        .unwrap();
+    let forced = repo.pass(only).await;
     let c = &forced.clusters[0];
     assert!(
         !c.plan.entries.iter().any(|e| e

@@ -43,6 +43,9 @@ pub enum AuditError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    /// The sentinel request of [`AuditLog::sync`] failed or its event never arrived.
+    #[error("audit log {path}: sync: {message}")]
+    Sync { path: PathBuf, message: String },
 }
 
 /// A position in the audit log (a byte offset).
@@ -238,8 +241,48 @@ impl AuditLog {
             .collect())
     }
 
+    /// Waits until the requests that returned before this call are in the log: makes a request of
+    /// its own (a GET of a uniquely named ConfigMap that does not exist) and waits, at most `max`,
+    /// for its event. The API server writes events in blocking mode, each before its handler
+    /// finishes, so an event that follows a request's response is on disk once a later
+    /// request's is: an event to wait for, not a quiet period.
+    pub async fn sync(&self, client: &kube::Client, max: Duration) -> Result<(), AuditError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "capstan-audit-sync-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let err = |message: String| AuditError::Sync {
+            path: self.path.clone(),
+            message,
+        };
+        let mark = self.mark();
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client.clone(), "default");
+        api.get_opt(&name)
+            .await
+            .map_err(|e| err(format!("GET {name}: {e}")))?;
+        let deadline = Instant::now() + max;
+        loop {
+            if self
+                .events_since(mark)?
+                .iter()
+                .any(|e| e.request_uri.contains(&name))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(err(format!("no event for {name} within {max:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// Waits until the log has not grown for `quiet` (at most `max`), so that events of
-    /// requests that just returned are on disk.
+    /// requests that just returned are on disk. Prefer [`AuditLog::sync`], which waits for an
+    /// event instead of a quiet period.
     pub async fn settle(&self, quiet: Duration, max: Duration) {
         let deadline = Instant::now() + max;
         let mut last = self.mark();

@@ -242,6 +242,17 @@ fn controller_targets(v: &Versions) -> Result<Vec<Target>, BinariesError> {
     ])
 }
 
+/// EKS Anywhere's renderer (`tests/eksa-oracle`).
+fn eksa_oracle_targets() -> Vec<Target> {
+    vec![Target {
+        name: "eksa-oracle",
+        module: &versions::EKSA_ORACLE_MODULE,
+        package: "capstan.dev/tests/eksa-oracle",
+        ldflags: "-s -w".into(),
+        version: None,
+    }]
+}
+
 /// Hex SHA-256 (first 16 bytes) over the recipe, the platform and every target's module files
 /// and link flags.
 fn set_key(targets: &[Target]) -> String {
@@ -275,6 +286,9 @@ pub(crate) fn write_module(root: &Path, m: &EmbeddedModule) -> Result<PathBuf, B
     fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
     for f in m.files {
         let p = dir.join(f.name);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+        }
         if fs::read_to_string(&p).ok().as_deref() != Some(f.contents) {
             fs::write(&p, f.contents).map_err(io_err("write", &p))?;
         }
@@ -376,6 +390,49 @@ pub fn ensure_controllers() -> Result<ControllerBinaries, BinariesError> {
     };
     *memo = Some(b.clone());
     Ok(b)
+}
+
+static ACTIONLINT_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes sure actionlint of the pinned version exists in the cache
+/// (`<cache>/tools/<key>/bin/actionlint`), building it from `tests/control-plane/actionlint`
+/// when missing (about a minute cold); returns its path. Only the test of the GitHub Actions
+/// example calls this.
+pub fn ensure_actionlint() -> Result<PathBuf, BinariesError> {
+    let mut memo = ACTIONLINT_MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = memo.as_ref() {
+        return Ok(p.clone());
+    }
+    let version =
+        versions::module_version(&versions::ACTIONLINT_MODULE, "github.com/rhysd/actionlint")?;
+    let target = Target {
+        name: "actionlint",
+        module: &versions::ACTIONLINT_MODULE,
+        package: "github.com/rhysd/actionlint/cmd/actionlint",
+        ldflags: format!("-s -w -X github.com/rhysd/actionlint.version={version}"),
+        version: Some(version),
+    };
+    let (dir, _) = ensure_set("tools", std::slice::from_ref(&target))?;
+    let path = dir.join("bin").join("actionlint");
+    *memo = Some(path.clone());
+    Ok(path)
+}
+
+static ORACLE_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes sure the EKS Anywhere oracle (`tests/eksa-oracle`, EKS Anywhere's own renderer) of the
+/// pinned version exists in the cache (`<cache>/eksa-oracle/<key>/bin/eksa-oracle`), building it
+/// when missing (blocking; about 3 to 7 minutes on a cold cache, most of it module downloads).
+/// Only the differential render test calls this.
+pub fn ensure_eksa_oracle() -> Result<PathBuf, BinariesError> {
+    let mut memo = ORACLE_MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = memo.as_ref() {
+        return Ok(p.clone());
+    }
+    let (dir, _) = ensure_set("eksa-oracle", &eksa_oracle_targets())?;
+    let path = dir.join("bin").join("eksa-oracle");
+    *memo = Some(path.clone());
+    Ok(path)
 }
 
 /// Builds every target of a set that is not in `<cache>/<set>/<key>/bin` yet; returns the

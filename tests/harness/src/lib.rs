@@ -11,6 +11,8 @@
 //!
 //! Everything comes from Go modules pinned in `tests/control-plane/` (go.mod + go.sum,
 //! versions summarised in `tests/control-plane/versions.env`):
+//! * [`ensure_eksa_oracle`] builds EKS Anywhere's own renderer (`tests/eksa-oracle`), the oracle
+//!   of the differential render test, the same way;
 //! * [`ensure_binaries`] builds the binaries once into
 //!   `${CAPSTAN_CACHE_DIR:-~/.cache/capstan}/control-plane/<key>/bin` (minutes, cold);
 //! * [`crd_files`] locates the CRD YAMLs in the Go module cache (never copied here);
@@ -31,7 +33,7 @@
 //! let client = cp.client();
 //! let mark = cp.audit().mark();
 //! // ... run the code under test against `client` / `cp.kubeconfig_path()` ...
-//! cp.audit().settle(std::time::Duration::from_millis(200), std::time::Duration::from_secs(5)).await;
+//! cp.audit().sync(&cp.client(), std::time::Duration::from_secs(5)).await.unwrap();
 //! let writes = cp.audit().count_writes_since(mark, |e| e.namespace() == Some(ns.name())).unwrap();
 //! # let _ = (client, writes);
 //! # }
@@ -46,12 +48,14 @@ pub mod crds;
 pub mod flux;
 pub mod persistent;
 pub mod process;
+pub mod service_account;
 pub mod shared;
 pub mod versions;
 
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
-    Binaries, BinariesError, ControllerBinaries, ensure_binaries, ensure_controllers,
+    Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
+    ensure_controllers, ensure_eksa_oracle,
 };
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,

@@ -94,6 +94,54 @@ pub const CAPI_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/control-plane/actionlint`: actionlint, which checks the GitHub Actions example.
+pub const ACTIONLINT_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "actionlint",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../control-plane/actionlint/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../control-plane/actionlint/go.sum"),
+        },
+        EmbeddedFile {
+            name: "tools.go",
+            contents: include_str!("../../control-plane/actionlint/tools.go"),
+        },
+    ],
+};
+
+/// `tests/eksa-oracle`: EKS Anywhere's own renderer, the oracle of capstan's differential render
+/// test, with capstan's stand-in for the CloudStack provider module EKS Anywhere's module zip
+/// leaves out (`capc/`).
+pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "eksa-oracle",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../eksa-oracle/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../eksa-oracle/go.sum"),
+        },
+        EmbeddedFile {
+            name: "main.go",
+            contents: include_str!("../../eksa-oracle/main.go"),
+        },
+        EmbeddedFile {
+            name: "capc/go.mod",
+            contents: include_str!("../../eksa-oracle/capc/go.mod"),
+        },
+        EmbeddedFile {
+            name: "capc/api/v1beta3/stand_in.go",
+            contents: include_str!("../../eksa-oracle/capc/api/v1beta3/stand_in.go"),
+        },
+    ],
+};
+
 /// `tests/control-plane/versions.env`.
 pub const VERSIONS_ENV: &str = include_str!("../../control-plane/versions.env");
 
@@ -253,6 +301,17 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         &CRDS_MODULE,
         "github.com/aws/eks-anywhere",
     ),
+    // The oracle renders with the EKS Anywhere release whose CRDs are installed.
+    (
+        "EKS_ANYWHERE_VERSION",
+        &EKSA_ORACLE_MODULE,
+        "github.com/aws/eks-anywhere",
+    ),
+    (
+        "EKSA_CLUSTER_API_FORK_VERSION",
+        &EKSA_ORACLE_MODULE,
+        "sigs.k8s.io/cluster-api",
+    ),
     (
         "ETCDADM_CONTROLLER_VERSION",
         &CRDS_MODULE,
@@ -273,6 +332,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "FLUX_SOURCE_CONTROLLER_VERSION",
         &crate::flux::FLUX_MODULE,
         "github.com/fluxcd/source-controller/api",
+    ),
+    (
+        "ACTIONLINT_VERSION",
+        &ACTIONLINT_MODULE,
+        "github.com/rhysd/actionlint",
     ),
 ];
 

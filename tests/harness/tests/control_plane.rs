@@ -220,8 +220,9 @@ async fn strict_dry_run_apply_rejects_unknown_fields() {
 
     // Dry runs are recorded but are not writes, and nothing was stored.
     cp.audit()
-        .settle(Duration::from_millis(200), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let events = cp.audit().events_since(mark).unwrap();
     let mine: Vec<_> = events
         .iter()
@@ -252,8 +253,9 @@ async fn audit_log_counts_write_requests() {
     }
     api.get("c").await.unwrap();
     cp.audit()
-        .settle(Duration::from_millis(200), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let in_ns = |e: &capstan_harness::AuditEvent| e.namespace() == Some(ns.name());
     assert_eq!(cp.audit().count_writes_since(mark, in_ns).unwrap(), 3);
     let events = cp.audit().events_since(mark).unwrap();

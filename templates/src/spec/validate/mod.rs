@@ -2,20 +2,34 @@
 //!
 //! The rules follow EKS Anywhere's webhooks and defaulters (see the reference notes): control
 //! plane and etcd counts, provider requirements, worker-group defaults and version skew, taints,
-//! CIDRs, Cilium and health-check settings. Every problem is reported with the position of the
-//! field it concerns; validation goes on after a problem so one run reports them all.
+//! CIDRs, Cilium and health-check settings, and the optional features (`options`). Every problem
+//! is reported with the position of the field it concerns; validation goes on after a problem so
+//! one run reports them all.
+//!
+//! ```text
+//!   mod.rs      the cluster as a whole: names, versions, provider, control plane, etcd, workers
+//!   fields.rs   taints, labels, rollouts, CIDRs, Cilium, health checks
+//!   options.rs  proxy, registry mirror, pod IAM, etcd encryption, OIDC flags, kubelet patches
+//!   vsphere.rs  datacenter and machine configs
+//! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+mod fields;
+mod options;
+mod vsphere;
 
-use ipnet::IpNet;
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
+use self::fields::{
+    check_labels, check_taints, cidr, cilium, cp_rollout, health, health_override, worker_rollout,
+};
+use self::vsphere::vsphere;
 use super::parse::{Objects, Parsed, SourceDoc};
-use super::raw::{self, Taint};
+use super::raw;
 use super::{
     Cluster, ControlPlane, DEFAULT_NAMESPACE, DOCKER_BACKEND_ANNOTATION, DockerBackend,
-    ExternalEtcd, HealthCheck, KubeVersion, Network, Provider, Source, VSphere, VSphereMachine,
-    WorkerGroup, is_dns_label, parse_duration_seconds,
+    ExternalEtcd, KubeVersion, Network, Provider, Source, WorkerGroup, is_dns_label,
 };
 use crate::diag::{Code, Diagnostic};
 
@@ -29,9 +43,11 @@ pub const MAX_COUNT: i64 = i32::MAX as i64;
 fn present(docs: &[SourceDoc], kind: &str, name: Option<&str>) -> bool {
     docs.iter().any(|d| {
         let v = &d.doc.value;
+        // The group exactly as `classify` reads it: `anywhere.eks.amazonaws.com-x/v1` is another
+        // group (an extra object), not a Cluster that failed to parse (found by fuzzing).
         v.get("apiVersion")
             .and_then(Value::as_str)
-            .is_some_and(|a| a.starts_with(super::EKSA_GROUP))
+            .is_some_and(|a| a.split_once('/').map(|(g, _)| g) == Some(super::EKSA_GROUP))
             && v.get("kind").and_then(Value::as_str) == Some(kind)
             && name.is_none_or(|n| v.pointer("/metadata/name").and_then(Value::as_str) == Some(n))
     })
@@ -97,6 +113,7 @@ pub(crate) fn validate(
         docker_datacenters,
         vsphere_datacenters,
         vsphere_machines,
+        oidc_configs,
         extras,
     } = objects;
     let cluster = match clusters.len() {
@@ -172,7 +189,8 @@ pub(crate) fn validate(
             vsphere_machines
                 .iter()
                 .map(|p| ("VSphereMachineConfig", &p.meta, p.src)),
-        );
+        )
+        .chain(oidc_configs.iter().map(|p| ("OIDCConfig", &p.meta, p.src)));
     for (kind, meta, src) in all_meta {
         let mut at = At {
             sd: &docs[src],
@@ -384,13 +402,25 @@ pub(crate) fn validate(
         &cpc.labels,
         "spec.controlPlaneConfiguration.labels",
     );
-    let cp_surge = rollout(
+    let cp_surge = cp_rollout(
         &mut at,
         &cpc.upgrade_rollout_strategy,
         "spec.controlPlaneConfiguration.upgradeRolloutStrategy",
-        false,
-    )
-    .0;
+    );
+    options::cert_sans(&mut at, &cpc.cert_sans);
+    let oidc = oidc(&mut at, spec, &oidc_configs, docs);
+    options::api_server_extra_args(&mut at, &cpc.api_server_extra_args, oidc.is_some());
+    let cp_kubelet = options::kubelet_configuration(
+        &mut at,
+        cpc.kubelet_configuration.as_ref(),
+        "spec.controlPlaneConfiguration.kubeletConfiguration",
+    );
+    let audit_policy = options::audit_policy(&mut at, cpc.audit_policy_content.as_ref());
+    let cp_health = health_override(
+        &mut at,
+        cpc.machine_health_check.as_ref(),
+        "spec.controlPlaneConfiguration.machineHealthCheck",
+    );
 
     // External etcd.
     let etcd = spec.external_etcd_configuration.as_ref().map(|e| {
@@ -415,17 +445,50 @@ pub(crate) fn validate(
             machine,
         }
     });
+    // EKS-A's vSphere defaulter gives etcd machines at least 8192 MiB; so does the renderer.
+    if let (
+        Some(ExternalEtcd {
+            machine: Some(m), ..
+        }),
+        true,
+    ) = (&etcd, is_vsphere)
+        && let Some(p) = vsphere_machines.iter().find(|p| &p.meta.name == m)
+        && let Some(mem) = p.spec.memory_mib
+        && mem < crate::render::ETCD_MIN_MEMORY_MIB
+    {
+        At {
+            sd: &docs[p.src],
+            diags: at.diags,
+        }
+        .warn(
+            Code::InvalidValue,
+            "spec.memoryMiB",
+            format!(
+                "memoryMiB {mem} is below the {} MiB etcd machines need; as EKS Anywhere does, the etcd machines get {}",
+                crate::render::ETCD_MIN_MEMORY_MIB,
+                crate::render::ETCD_MIN_MEMORY_MIB
+            ),
+        );
+    }
 
     // Workers.
     let mut workers = Vec::new();
     let mut names = BTreeSet::new();
-    if spec.worker_node_group_configurations.is_empty() {
+    // A control-plane-only cluster runs its workloads on untainted control-plane nodes (EKS-A's
+    // templates render it so; its config validation allows it on bare metal only).
+    if spec.worker_node_group_configurations.is_empty()
+        && cpc.taints.as_ref().is_some_and(|t| !t.is_empty())
+    {
         at.err(
-            Code::MissingField,
-            "spec.workerNodeGroupConfigurations",
-            "at least one worker node group is required",
+            Code::InvalidValue,
+            "spec.controlPlaneConfiguration.taints",
+            "a cluster without worker node groups runs its workloads on the control plane, so the control plane cannot be tainted: remove the taints or add a worker node group",
         );
     }
+    let failure_domains: BTreeSet<String> = match &provider {
+        Some(Provider::VSphere(v)) => v.failure_domains.iter().map(|f| f.name.clone()).collect(),
+        _ => BTreeSet::new(),
+    };
     for (i, w) in spec.worker_node_group_configurations.iter().enumerate() {
         let path = format!("spec.workerNodeGroupConfigurations[{i}]");
         let wname = match (&w.name, i) {
@@ -512,12 +575,44 @@ pub(crate) fn validate(
                 (Some(wv), None) => Some(wv),
             },
         };
-        let (max_surge, max_unavailable) = rollout(
+        let rollout = worker_rollout(
             &mut at,
             &w.upgrade_rollout_strategy,
             &format!("{path}.upgradeRolloutStrategy"),
-            true,
         );
+        let kubelet_configuration = options::kubelet_configuration(
+            &mut at,
+            w.kubelet_configuration.as_ref(),
+            &format!("{path}.kubeletConfiguration"),
+        );
+        let health = health_override(
+            &mut at,
+            w.machine_health_check.as_ref(),
+            &format!("{path}.machineHealthCheck"),
+        );
+        let failure_domain = w.failure_domains.first().cloned();
+        for (j, fd) in w.failure_domains.iter().enumerate() {
+            let fpath = format!("{path}.failureDomains[{j}]");
+            if !is_vsphere {
+                at.err(
+                    Code::InvalidValue,
+                    &fpath,
+                    "failure domains are a vSphere feature",
+                );
+            } else if !failure_domains.contains(fd) {
+                at.err(
+                    Code::DanglingRef,
+                    &fpath,
+                    format!("failure domain `{fd}` is not in the VSphereDatacenterConfig's failureDomains"),
+                );
+            } else if j > 0 {
+                at.warn(
+                    Code::UnusedObject,
+                    &fpath,
+                    format!("only the first failure domain of a worker group is used (as in EKS Anywhere); `{fd}` is ignored"),
+                );
+            }
+        }
         workers.push(WorkerGroup {
             name: wname,
             replicas: if autoscaling.is_some() {
@@ -530,8 +625,10 @@ pub(crate) fn validate(
             taints,
             labels: w.labels.clone(),
             kubernetes_version: wv.unwrap_or(KubeVersion { major: 1, minor: 0 }),
-            max_surge,
-            max_unavailable,
+            rollout,
+            kubelet_configuration,
+            failure_domain,
+            health,
         });
     }
     if management == name
@@ -565,6 +662,14 @@ pub(crate) fn validate(
             format!("service CIDR {s} overlaps pod CIDR {p}"),
         );
     }
+    if spec
+        .cluster_network
+        .cni_config
+        .as_ref()
+        .is_some_and(|c| c.kindnetd.is_some())
+    {
+        at.err(Code::InvalidValue, "spec.clusterNetwork.cniConfig.kindnetd", "kindnetd is EKS Anywhere's development-only CNI of its CLI's docker path (its controller installs Cilium only); capstan installs Cilium: use cniConfig: {cilium: {}}");
+    }
     let cilium = cilium(
         &mut at,
         spec.cluster_network
@@ -572,6 +677,17 @@ pub(crate) fn validate(
             .as_ref()
             .and_then(|c| c.cilium.clone()),
     );
+    let node_cidr_mask_size =
+        options::node_cidr_mask(&mut at, spec.cluster_network.nodes.as_ref(), pods);
+    let resolv_conf = options::resolv_conf(&mut at, spec.cluster_network.dns.as_ref());
+
+    // Optional features.
+    let proxy = options::proxy(&mut at, spec.proxy_configuration.as_ref());
+    let registry_mirror =
+        options::registry_mirror(&mut at, spec.registry_mirror_configuration.as_ref());
+    let pod_iam_issuer = options::pod_iam(&mut at, spec.pod_iam_config.as_ref());
+    let etcd_encryption =
+        options::etcd_encryption(&mut at, spec.etcd_encryption.as_ref(), is_vsphere);
 
     // Health checks.
     let health = health(&mut at, spec.machine_health_check.as_ref());
@@ -595,11 +711,11 @@ pub(crate) fn validate(
     }
 
     let eksa_objects = eksa_objects(
-        docs,
         &clusters,
         &docker_datacenters,
         &vsphere_datacenters,
         &vsphere_machines,
+        &oidc_configs,
         &namespace,
         &management,
         &name,
@@ -619,6 +735,11 @@ pub(crate) fn validate(
             taints: cpc.taints.clone(),
             labels: cpc.labels.clone(),
             max_surge: cp_surge,
+            cert_sans: cpc.cert_sans.clone(),
+            api_server_extra_args: cpc.api_server_extra_args.clone(),
+            kubelet_configuration: cp_kubelet,
+            audit_policy,
+            health: cp_health,
         },
         etcd,
         workers,
@@ -626,8 +747,15 @@ pub(crate) fn validate(
             pods: pods?,
             services: services?,
             cilium,
+            node_cidr_mask_size,
+            resolv_conf,
         },
         health,
+        proxy,
+        registry_mirror,
+        pod_iam_issuer,
+        etcd_encryption,
+        oidc,
         eksa_objects,
         extra_objects: extras,
         sources: docs
@@ -650,335 +778,100 @@ pub(crate) fn validate(
     })
 }
 
-fn vsphere(
-    dc: &Parsed<raw::VSphereDatacenterSpec>,
-    machines: &[Parsed<raw::VSphereMachineSpec>],
-    docs: &[SourceDoc],
-    diags: &mut Vec<Diagnostic>,
-) -> VSphere {
-    let s = &dc.spec;
-    let network = if s.network.starts_with('/') {
-        s.network.clone()
-    } else {
-        format!("/{}/network/{}", s.datacenter, s.network)
-    };
-    let thumbprint = if s.insecure == Some(true) {
-        String::new()
-    } else {
-        s.thumbprint.clone().unwrap_or_default()
-    };
-    let mut out = BTreeMap::new();
-    for m in machines {
-        let mut at = At {
-            sd: &docs[m.src],
-            diags,
-        };
-        let s = &m.spec;
-        let memory_mib = s.memory_mib.unwrap_or(8192);
-        if memory_mib < 2048 {
-            at.err(
-                Code::InvalidValue,
-                "spec.memoryMiB",
-                format!("memoryMiB {memory_mib} is below the minimum of 2048"),
-            );
-        }
-        let num_cpus = s.num_cpus.unwrap_or(2);
-        if num_cpus < 1 {
-            at.err(
-                Code::InvalidValue,
-                "spec.numCPUs",
-                "numCPUs must be at least 1",
-            );
-        }
-        let disk_gib = s.disk_gib.unwrap_or(25);
-        if disk_gib < 1 {
-            at.err(
-                Code::InvalidValue,
-                "spec.diskGiB",
-                "diskGiB must be at least 1",
-            );
-        }
-        let os_family = s.os_family.clone().unwrap_or_else(|| "bottlerocket".into());
-        match os_family.as_str() {
-            "ubuntu" | "redhat" => {}
-            "bottlerocket" => at.err(
-                Code::InvalidValue,
-                if s.os_family.is_some() { "spec.osFamily" } else { "spec" },
-                "osFamily bottlerocket (EKS Anywhere's default) is not supported yet: upstream Cluster API kubeadm bootstrap has no bottlerocket format; set osFamily: ubuntu or redhat",
-            ),
-            other => at.err(Code::InvalidValue, "spec.osFamily", format!("osFamily `{other}` must be one of ubuntu, redhat")),
-        }
-        if let Some(mode) = &s.clone_mode
-            && mode != "fullClone"
-            && mode != "linkedClone"
-        {
-            at.err(
-                Code::InvalidValue,
-                "spec.cloneMode",
-                format!("cloneMode `{mode}` must be fullClone or linkedClone"),
-            );
-        }
-        let template = match &s.template {
-            Some(t) if !t.is_empty() => t.clone(),
-            _ => {
-                at.err(Code::MissingField, "spec.template", "VSphereMachineConfig needs the template (OVA) to clone; capstan does not import OVAs");
-                String::new()
-            }
-        };
-        let user = s.users.first().map(|u| {
-            (
-                u.name.clone(),
-                u.ssh_authorized_keys.first().cloned().unwrap_or_default(),
-            )
-        });
-        out.insert(
-            m.meta.name.clone(),
-            VSphereMachine {
-                datastore: s.datastore.clone(),
-                folder: s.folder.clone().unwrap_or_default(),
-                memory_mib,
-                num_cpus,
-                disk_gib,
-                os_family,
-                resource_pool: s.resource_pool.clone(),
-                template,
-                user,
-                storage_policy_name: s.storage_policy_name.clone().unwrap_or_default(),
-                clone_mode: s.clone_mode.clone().unwrap_or_default(),
-                tags: s.tags.clone(),
-            },
-        );
-    }
-    VSphere {
-        server: s.server.clone(),
-        datacenter: s.datacenter.clone(),
-        network,
-        thumbprint,
-        machines: out,
-    }
-}
-
-fn check_taints(at: &mut At, taints: &[Taint], path: &str) {
-    for (i, t) in taints.iter().enumerate() {
-        if !matches!(
-            t.effect.as_str(),
-            "NoSchedule" | "PreferNoSchedule" | "NoExecute"
-        ) {
-            at.err(
-                Code::InvalidValue,
-                &format!("{path}[{i}].effect"),
-                format!(
-                    "taint effect `{}` must be NoSchedule, PreferNoSchedule or NoExecute",
-                    t.effect
-                ),
-            );
-        }
-        if t.key.is_empty() {
-            at.err(
-                Code::InvalidValue,
-                &format!("{path}[{i}].key"),
-                "taint key cannot be empty",
-            );
-        }
-    }
-}
-
-fn check_labels(at: &mut At, labels: &BTreeMap<String, String>, path: &str) {
-    for (k, v) in labels {
-        let name = k.rsplit('/').next().unwrap_or(k);
-        let ok_name = !name.is_empty()
-            && name.len() <= 63
-            && name
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
-        let ok_value = v.len() <= 63
-            && v.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
-        if !ok_name || !ok_value || v.contains(',') {
-            at.err(
-                Code::InvalidValue,
-                &format!("{path}.{k}"),
-                format!("label `{k}: {v}` is not a valid Kubernetes label"),
-            );
-        }
-    }
-}
-
-fn rollout(
+/// The OIDCConfig of `identityProviderRefs` (at most one); an AWSIamConfig is refused where its
+/// kind is written.
+fn oidc(
     at: &mut At,
-    r: &Option<raw::RolloutStrategy>,
-    path: &str,
-    workers: bool,
-) -> (Option<Value>, Option<Value>) {
-    let Some(r) = r else { return (None, None) };
-    if let Some(kind) = &r.kind {
-        match kind.as_str() {
-            "RollingUpdate" => {}
-            "InPlace" => at.err(
+    spec: &raw::ClusterSpec,
+    configs: &[Parsed<raw::OidcSpec>],
+    docs: &[SourceDoc],
+) -> Option<raw::OidcSpec> {
+    let mut found = None;
+    for (i, r) in spec.identity_provider_refs.iter().enumerate() {
+        let path = format!("spec.identityProviderRefs[{i}]");
+        match r.kind.as_str() {
+            "OIDCConfig" => {
+                if found.is_some() {
+                    at.err(
+                        Code::InvalidValue,
+                        &path,
+                        "only one OIDCConfig identity provider is supported (as in EKS Anywhere)",
+                    );
+                    continue;
+                }
+                match configs.iter().find(|c| c.meta.name == r.name) {
+                    Some(c) => {
+                        let mut cat = At {
+                            sd: &docs[c.src],
+                            diags: at.diags,
+                        };
+                        check_oidc(&mut cat, &c.spec);
+                        found = Some(c.spec.clone());
+                    }
+                    None if present(docs, "OIDCConfig", Some(&r.name)) => {}
+                    None => at.err(
+                        Code::DanglingRef,
+                        &format!("{path}.name"),
+                        format!("OIDCConfig `{}` is not in this cluster directory", r.name),
+                    ),
+                }
+            }
+            "AWSIamConfig" => at.err(
                 Code::UnsupportedField,
-                &format!("{path}.type"),
-                "in-place upgrades are not supported by capstan yet; use RollingUpdate",
+                &format!("{path}.kind"),
+                "AWS IAM authentication needs the authenticator EKS Anywhere's controller deploys and the CA Secret it creates, which capstan does not run: use an OIDCConfig identity provider",
             ),
             other => at.err(
                 Code::InvalidValue,
-                &format!("{path}.type"),
-                format!("rollout type `{other}` must be RollingUpdate"),
+                &format!("{path}.kind"),
+                format!("identity provider kind `{other}` must be OIDCConfig"),
             ),
         }
     }
-    let Some(ru) = &r.rolling_update else {
-        return (None, None);
-    };
-    for (field, v) in [
-        ("maxSurge", &ru.max_surge),
-        ("maxUnavailable", &ru.max_unavailable),
-    ] {
-        if let Some(v) = v
-            && !int_or_percent(v)
+    for c in configs {
+        if !spec
+            .identity_provider_refs
+            .iter()
+            .any(|r| r.kind == "OIDCConfig" && r.name == c.meta.name)
         {
-            at.err(
-                Code::InvalidValue,
-                &format!("{path}.rollingUpdate.{field}"),
-                format!("{field} must be a number or a percentage such as \"25%\""),
-            );
-        }
-    }
-    if !workers && ru.max_unavailable.is_some() {
-        at.err(
-            Code::InvalidValue,
-            &format!("{path}.rollingUpdate.maxUnavailable"),
-            "the control plane only supports maxSurge",
-        );
-    }
-    (ru.max_surge.clone(), ru.max_unavailable.clone())
-}
-
-fn int_or_percent(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.as_u64().is_some(),
-        Value::String(s) => s
-            .strip_suffix('%')
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())),
-        _ => false,
-    }
-}
-
-fn cidr(at: &mut At, blocks: &[String], path: &str) -> Option<IpNet> {
-    if blocks.len() != 1 {
-        at.err(
-            Code::InvalidCidr,
-            path,
-            format!("exactly one CIDR block is required, found {}", blocks.len()),
-        );
-        return None;
-    }
-    match blocks[0].parse::<IpNet>() {
-        Ok(net) if net.trunc() == net => Some(net),
-        Ok(net) => {
-            at.err(
-                Code::InvalidCidr,
-                &format!("{path}[0]"),
+            At {
+                sd: &docs[c.src],
+                diags: at.diags,
+            }
+            .warn(
+                Code::UnusedObject,
+                "metadata.name",
                 format!(
-                    "`{}` has host bits set; did you mean {}?",
-                    blocks[0],
-                    net.trunc()
+                    "OIDCConfig `{}` is not referenced by the cluster's identityProviderRefs",
+                    c.meta.name
                 ),
             );
-            None
-        }
-        Err(_) => {
-            at.err(
-                Code::InvalidCidr,
-                &format!("{path}[0]"),
-                format!("`{}` is not a CIDR such as 192.168.0.0/16", blocks[0]),
-            );
-            None
         }
     }
+    found
 }
 
-fn cilium(at: &mut At, c: Option<raw::Cilium>) -> raw::Cilium {
-    let mut c = c.unwrap_or_default();
-    let base = "spec.clusterNetwork.cniConfig.cilium";
-    let mode = c
-        .policy_enforcement_mode
-        .get_or_insert_with(|| "default".into());
-    if !matches!(mode.as_str(), "default" | "always" | "never") {
+fn check_oidc(at: &mut At, o: &raw::OidcSpec) {
+    if o.client_id.is_empty() {
         at.err(
-            Code::InvalidValue,
-            &format!("{base}.policyEnforcementMode"),
-            format!("policyEnforcementMode `{mode}` must be default, always or never"),
+            Code::MissingField,
+            "spec.clientId",
+            "OIDCConfig needs clientId",
         );
     }
-    let routing = c.routing_mode.get_or_insert_with(|| "overlay".into());
-    match routing.as_str() {
-        "overlay" => {}
-        "direct" if c.ipv4_native_routing_cidr.is_none() => {
-            at.err(
-                Code::MissingField,
-                &format!("{base}.routingMode"),
-                "routingMode direct requires ipv4NativeRoutingCIDR",
-            );
-        }
-        "direct" => {}
-        other => at.err(
-            Code::InvalidValue,
-            &format!("{base}.routingMode"),
-            format!("routingMode `{other}` must be overlay or direct"),
-        ),
-    }
-    if let Some(v) = &c.helm_values
-        && !v.is_object()
-    {
-        at.err(
-            Code::InvalidType,
-            &format!("{base}.helmValues"),
-            "helmValues must be a mapping of Helm values",
-        );
-    }
-    c
-}
-
-fn health(at: &mut At, m: Option<&raw::MachineHealthCheck>) -> HealthCheck {
-    let base = "spec.machineHealthCheck";
-    let dur = |at: &mut At, v: Option<&String>, field: &str, default: u64| match v {
-        None => default,
-        Some(s) => parse_duration_seconds(s).unwrap_or_else(|| {
-            at.err(
-                Code::InvalidValue,
-                &format!("{base}.{field}"),
-                format!("{field} `{s}` is not a duration such as 10m or 5m0s"),
-            );
-            default
-        }),
-    };
-    let node_startup_timeout_seconds = dur(
-        at,
-        m.and_then(|m| m.node_startup_timeout.as_ref()),
-        "nodeStartupTimeout",
-        600,
-    );
-    let unhealthy_machine_timeout_seconds = dur(
-        at,
-        m.and_then(|m| m.unhealthy_machine_timeout.as_ref()),
-        "unhealthyMachineTimeout",
-        300,
-    );
-    let max = m.and_then(|m| m.max_unhealthy.clone());
-    if let Some(v) = &max
-        && !int_or_percent(v)
-    {
+    if !o.issuer_url.starts_with("https://") {
         at.err(
             Code::InvalidValue,
-            &format!("{base}.maxUnhealthy"),
-            "maxUnhealthy must be a number or a percentage such as \"40%\"",
+            "spec.issuerUrl",
+            "OIDCConfig issuerUrl must be an https:// URL",
         );
     }
-    HealthCheck {
-        node_startup_timeout_seconds,
-        unhealthy_machine_timeout_seconds,
-        control_plane_max_unhealthy: max.clone().unwrap_or_else(|| json!("100%")),
-        workers_max_unhealthy: max.unwrap_or_else(|| json!("40%")),
+    if o.required_claims.len() > 1 {
+        at.err(
+            Code::InvalidValue,
+            "spec.requiredClaims",
+            "only one required claim is supported (as in EKS Anywhere)",
+        );
     }
 }
 
@@ -987,48 +880,54 @@ fn health(at: &mut At, m: Option<&raw::MachineHealthCheck>) -> HealthCheck {
 /// self-managed Cluster), workloads marked with their manager, status dropped.
 #[allow(clippy::too_many_arguments)]
 fn eksa_objects(
-    docs: &[SourceDoc],
     clusters: &[Parsed<raw::ClusterSpec>],
     docker: &[Parsed<raw::DockerDatacenterSpec>],
     vsphere: &[Parsed<raw::VSphereDatacenterSpec>],
     machines: &[Parsed<raw::VSphereMachineSpec>],
+    oidc: &[Parsed<raw::OidcSpec>],
     namespace: &str,
     management: &str,
     name: &str,
 ) -> Vec<Value> {
-    let srcs = docker
+    let values = docker
         .iter()
-        .map(|p| p.src)
-        .chain(vsphere.iter().map(|p| p.src))
-        .chain(machines.iter().map(|p| p.src))
-        .chain(clusters.iter().map(|p| p.src));
-    srcs.map(|src| {
-        let mut v = docs[src].doc.value.clone();
-        let obj = v.as_object_mut().expect("typed objects are mappings");
-        obj.remove("status");
-        // EKS-A's CRD requires `insecure` and `thumbprint` (its defaulter fills them in).
-        if obj.get("kind").and_then(Value::as_str) == Some("VSphereDatacenterConfig")
-            && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
-        {
-            spec.entry("insecure").or_insert(json!(false));
-            spec.entry("thumbprint").or_insert(json!(""));
-        }
-        let meta = obj
-            .get_mut("metadata")
-            .and_then(Value::as_object_mut)
-            .expect("typed objects have metadata");
-        meta.insert("namespace".into(), Value::String(namespace.to_string()));
-        let ann = meta.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(ann) = ann.as_object_mut() {
-            ann.insert("anywhere.eks.amazonaws.com/paused".into(), json!("true"));
-            if management != name {
-                ann.insert(
-                    "anywhere.eks.amazonaws.com/managed-by".into(),
-                    json!(management),
-                );
+        .map(|p| &p.value)
+        .chain(vsphere.iter().map(|p| &p.value))
+        .chain(machines.iter().map(|p| &p.value))
+        .chain(oidc.iter().map(|p| &p.value))
+        .chain(clusters.iter().map(|p| &p.value));
+    values
+        .map(|value| {
+            let mut v = value.clone();
+            let obj = v.as_object_mut().expect("typed objects are mappings");
+            obj.remove("status");
+            // EKS-A's CRD requires `insecure` and `thumbprint` (its defaulter fills them in).
+            if obj.get("kind").and_then(Value::as_str) == Some("VSphereDatacenterConfig")
+                && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.entry("insecure").or_insert(json!(false));
+                spec.entry("thumbprint").or_insert(json!(""));
             }
-        }
-        v
-    })
-    .collect()
+            // A DockerDatacenterConfig written with a null spec is applied with an empty one.
+            if obj.get("spec").is_some_and(Value::is_null) {
+                obj.insert("spec".into(), json!({}));
+            }
+            let meta = obj
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
+                .expect("typed objects have metadata");
+            meta.insert("namespace".into(), Value::String(namespace.to_string()));
+            let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(ann) = ann.as_object_mut() {
+                ann.insert("anywhere.eks.amazonaws.com/paused".into(), json!("true"));
+                if management != name {
+                    ann.insert(
+                        "anywhere.eks.amazonaws.com/managed-by".into(),
+                        json!(management),
+                    );
+                }
+            }
+            v
+        })
+        .collect()
 }

@@ -23,8 +23,13 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::identity::{CLUSTER_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
-use crate::release::{Release, VersionsBundle};
-use crate::spec::{Cluster, DockerBackend, KubeVersion, Provider, Taint, VSphereMachine};
+use crate::release::Release;
+use crate::spec::{Cluster, KubeVersion, Provider};
+
+mod context;
+pub mod node;
+
+pub use context::{ETCD_MIN_MEMORY_MIB, cilium_values, default_cp_taint};
 
 /// Length of the content-hash suffix of immutable templates, in hex digits.
 pub const HASH_LEN: usize = 10;
@@ -60,7 +65,7 @@ pub enum RenderError {
 
 macro_rules! template_files {
     ($($name:literal),* $(,)?) => {
-        &[$(($name, include_str!(concat!("../providers/", $name))),)*]
+        &[$(($name, include_str!(concat!("../../providers/", $name))),)*]
     };
 }
 
@@ -79,11 +84,12 @@ const TEMPLATES: &[(&str, &str)] = template_files![
     "docker/machine-templates.yaml.j2",
     "vsphere/bootstrap-templates.yaml.j2",
     "vsphere/control-plane.yaml.j2",
+    "vsphere/cpi.yaml.j2",
+    "vsphere/failure-domains.yaml.j2",
     "vsphere/infrastructure-cluster.yaml.j2",
     "vsphere/kcp-node-registration.yaml.j2",
     "vsphere/kube-vip.yaml.j2",
     "vsphere/machine-templates.yaml.j2",
-    "vsphere/users.yaml.j2",
 ];
 
 fn environment() -> &'static Environment<'static> {
@@ -128,7 +134,10 @@ pub fn render_with(
     release: &Release,
 ) -> Result<Vec<Value>, RenderError> {
     let provider = cluster.provider.name();
-    let mut ctx = context(cluster, release)?;
+    let mut ctx = context::context(cluster, release)?;
+    if matches!(cluster.provider, Provider::VSphere(_)) {
+        with_kube_vip(env, &mut ctx)?;
+    }
 
     // Pass 1: immutable templates, named by content.
     let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
@@ -161,6 +170,10 @@ pub fn render_with(
         files.push("common/etcd.yaml.j2".into());
     }
     files.push(format!("{provider}/control-plane.yaml.j2"));
+    if matches!(cluster.provider, Provider::VSphere(_)) {
+        files.push("vsphere/cpi.yaml.j2".into());
+        files.push("vsphere/failure-domains.yaml.j2".into());
+    }
     files.extend(
         [
             "common/cluster.yaml.j2",
@@ -220,6 +233,8 @@ pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
         "MutatingWebhookConfiguration",
     ),
     ("apiregistration.k8s.io", "APIService"),
+    ("infrastructure.cluster.x-k8s.io", "VSphereFailureDomain"),
+    ("infrastructure.cluster.x-k8s.io", "VSphereDeploymentZone"),
 ];
 
 /// Whether `kind` of `api_version` is one of [`CLUSTER_SCOPED`].
@@ -311,17 +326,24 @@ fn render_file(
     for (i, v) in docs.into_iter().enumerate() {
         let line = format!("document {}", i + 1);
         let field = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
-        let (Some(_), Some(kind), Some(obj_name), Some(ns)) = (
+        let (Some(api_version), Some(kind), Some(obj_name)) = (
             field("/apiVersion"),
             field("/kind"),
             field("/metadata/name"),
-            field("/metadata/namespace"),
         ) else {
             return Err(out_err(format!(
-                "{line}: an object needs apiVersion, kind, metadata.name and metadata.namespace"
+                "{line}: an object needs apiVersion, kind and metadata.name"
             )));
         };
-        if ns != cluster.namespace {
+        let ns = field("/metadata/namespace");
+        if is_cluster_scoped(&api_version, &kind) {
+            if let Some(ns) = ns {
+                return Err(out_err(format!(
+                    "{kind}/{obj_name} is cluster-scoped but has namespace {ns}"
+                )));
+            }
+        } else if ns.as_deref() != Some(cluster.namespace.as_str()) {
+            let ns = ns.unwrap_or_default();
             return Err(out_err(format!(
                 "{kind}/{obj_name} is in namespace {ns}, not the cluster's {}",
                 cluster.namespace
@@ -342,235 +364,24 @@ fn render_file(
     Ok(objects)
 }
 
-fn node_labels(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn taints_json(taints: &[Taint]) -> Value {
-    Value::Array(
-        taints
-            .iter()
-            .map(|t| {
-                let mut m = Map::new();
-                m.insert("key".into(), json!(t.key));
-                if let Some(v) = &t.value {
-                    m.insert("value".into(), json!(v));
-                }
-                m.insert("effect".into(), json!(t.effect));
-                Value::Object(m)
-            })
-            .collect(),
-    )
-}
-
-fn machine_json(m: Option<&VSphereMachine>) -> Value {
-    match m {
-        None => Value::Null,
-        Some(m) => json!({
-            "datastore": m.datastore, "folder": m.folder, "memory_mib": m.memory_mib, "num_cpus": m.num_cpus,
-            "disk_gib": m.disk_gib, "os_family": m.os_family, "resource_pool": m.resource_pool, "template": m.template,
-            "user": m.user.as_ref().map(|(u, k)| json!([u, k])), "storage_policy_name": m.storage_policy_name,
-            "clone_mode": m.clone_mode, "tags": m.tags,
-        }),
-    }
-}
-
-fn bundle_for(release: &Release, v: KubeVersion) -> Result<&VersionsBundle, RenderError> {
-    release
-        .versions_bundle(v)
-        .ok_or_else(|| RenderError::MissingBundle {
-            release: release.version.to_string(),
-            version: v,
-        })
-}
-
-fn cilium_values(cluster: &Cluster, bundle: &VersionsBundle) -> (String, &'static str) {
-    let c = &cluster.network.cilium;
-    let strategy = if c.skip_upgrade == Some(true) {
-        "InstallOnce"
-    } else {
-        "Continuous"
-    };
-    if let Some(v) = &c.helm_values {
-        return (crate::yaml::to_string(v), strategy);
-    }
-    let (agent_repo, agent_tag) = bundle.cilium.cilium.split();
-    let (op_repo, op_tag) = bundle.cilium.operator.split();
-    let mut values = json!({
-        "ipam": {"mode": "kubernetes"},
-        "identityAllocationMode": "crd",
-        "prometheus": {"enabled": true},
-        "rollOutCiliumPods": true,
-        "policyEnforcementMode": c.policy_enforcement_mode.clone().unwrap_or_else(|| "default".into()),
-        "image": {"repository": agent_repo, "tag": agent_tag, "useDigest": false},
-        "operator": {"image": {"repository": op_repo, "tag": op_tag, "useDigest": false}, "prometheus": {"enabled": true}},
-    });
-    let obj = values.as_object_mut().expect("literal object");
-    if c.routing_mode.as_deref() == Some("direct") {
-        obj.insert("routingMode".into(), json!("native"));
-        if let Some(cidr) = &c.ipv4_native_routing_cidr {
-            obj.insert("ipv4NativeRoutingCIDR".into(), json!(cidr));
-        }
-        if let Some(cidr) = &c.ipv6_native_routing_cidr {
-            obj.insert("ipv6NativeRoutingCIDR".into(), json!(cidr));
-        }
-        obj.insert("autoDirectNodeRoutes".into(), json!(true));
-    } else {
-        obj.insert("routingMode".into(), json!("tunnel"));
-        obj.insert("tunnelProtocol".into(), json!("geneve"));
-    }
-    if let Some(i) = &c.egress_masquerade_interfaces {
-        obj.insert("egressMasqueradeInterfaces".into(), json!(i));
-    }
-    if let Some(x) = c.cni_exclusive {
-        obj.insert("cni".into(), json!({"exclusive": x}));
-    }
-    (crate::yaml::to_string(&values), strategy)
-}
-
-/// The template context of a cluster.
-fn context(cluster: &Cluster, release: &Release) -> Result<Map<String, Value>, RenderError> {
-    let cp_bundle = bundle_for(release, cluster.kubernetes_version)?;
-    let (haproxy_repository, haproxy_tag) = cp_bundle.haproxy.image.split();
-    let d = &cp_bundle.eks_d;
-    let bundle = json!({
-        "kube_image_repository": d.image_repository,
-        "etcd_repository": d.etcd.image_repository,
-        "etcd_tag": d.etcd.image_tag,
-        "etcd_version": d.etcd.version,
-        "etcd_release_url": d.etcd.release_url,
-        "coredns_repository": d.coredns.image_repository,
-        "coredns_tag": d.coredns.image_tag,
-        "haproxy_repository": haproxy_repository,
-        "haproxy_tag": haproxy_tag,
-        "kube_vip_image": cp_bundle.vsphere.kube_vip.uri,
-        "cilium_repository": cp_bundle.cilium.helm_chart.repository,
-        "cilium_chart": cp_bundle.cilium.helm_chart.name,
-        "cilium_version": cp_bundle.cilium.helm_chart.version,
-    });
-    let machines = match &cluster.provider {
-        Provider::VSphere(v) => Some(&v.machines),
-        Provider::Docker(_) => None,
-    };
-    let machine = |name: &Option<String>| {
-        machine_json(name.as_ref().and_then(|n| machines.and_then(|m| m.get(n))))
-    };
-    let cp = &cluster.control_plane;
-    let cp_taints = cp.taints.as_deref().map(taints_json);
-    let default_cp_taints =
-        json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]);
-    let mut workers = Vec::new();
-    for w in &cluster.workers {
-        let b = bundle_for(release, w.kubernetes_version)?;
-        workers.push(json!({
-            "name": w.name,
-            "replicas": w.replicas,
-            "autoscaling": w.autoscaling.map(|(a, b)| json!([a, b])),
-            "node_labels": node_labels(&w.labels),
-            "taints": taints_json(&w.taints),
-            "version": b.eks_d.tag,
-            "node_image": b.eks_d.kind_node.uri,
-            "machine": machine(&w.machine),
-            "max_surge": w.max_surge.clone().unwrap_or(json!(1)),
-            "max_unavailable": w.max_unavailable.clone().unwrap_or(json!(0)),
-        }));
-    }
-    let in_memory = matches!(cluster.provider, Provider::Docker(DockerBackend::InMemory));
-    let (infra_api, cluster_kind, mt_kind) = match cluster.provider {
-        Provider::Docker(DockerBackend::Docker) => (
-            "infrastructure.cluster.x-k8s.io/v1beta2",
-            "DockerCluster",
-            "DockerMachineTemplate",
-        ),
-        Provider::Docker(DockerBackend::InMemory) => (
-            "infrastructure.cluster.x-k8s.io/v1beta2",
-            "DevCluster",
-            "DevMachineTemplate",
-        ),
-        Provider::VSphere(_) => (
-            "infrastructure.cluster.x-k8s.io/v1beta1",
-            "VSphereCluster",
-            "VSphereMachineTemplate",
-        ),
-    };
-    let vsphere = match &cluster.provider {
-        Provider::VSphere(v) => json!({
-            "server": v.server, "datacenter": v.datacenter, "network": v.network, "thumbprint": v.thumbprint,
-            "credentials_secret": format!("{}-vsphere-credentials", cluster.name),
-        }),
-        Provider::Docker(_) => Value::Null,
-    };
-    let (values, strategy) = cilium_values(cluster, cp_bundle);
-    let mut ctx = Map::new();
-    ctx.insert(
-        "cluster".into(),
-        json!({
-            "name": cluster.name,
-            "namespace": cluster.namespace,
-            "management": cluster.management,
-            "pods_cidr": cluster.network.pods.to_string(),
-            "services_cidr": cluster.network.services.to_string(),
-        }),
-    );
-    ctx.insert("bundle".into(), bundle);
-    ctx.insert(
-        "cp".into(),
-        json!({
-            "count": cp.count,
-            "version": d.tag,
-            "endpoint_host": cp.endpoint_host,
-            "node_labels": node_labels(&cp.labels),
-            "taints": cp_taints,
-            "taints_or_default": cp_taints.clone().unwrap_or(default_cp_taints),
-            "node_image": d.kind_node.uri,
-            "machine": machine(&cp.machine),
-            "max_surge": cp.max_surge.clone().unwrap_or(json!(1)),
-        }),
-    );
-    ctx.insert(
-        "etcd".into(),
-        match &cluster.etcd {
-            Some(e) => json!({"count": e.count, "machine": machine(&e.machine)}),
-            None => Value::Null,
-        },
-    );
-    ctx.insert("workers".into(), Value::Array(workers));
-    ctx.insert("vsphere".into(), vsphere);
-    ctx.insert("docker".into(), json!({"in_memory": in_memory}));
-    ctx.insert("infra".into(), json!({"api_version": infra_api, "cluster_kind": cluster_kind, "machine_template_kind": mt_kind}));
-    ctx.insert(
-        "health".into(),
-        json!({
-            "node_startup_timeout_seconds": cluster.health.node_startup_timeout_seconds,
-            "unhealthy_machine_timeout_seconds": cluster.health.unhealthy_machine_timeout_seconds,
-            "control_plane_max_unhealthy": cluster.health.control_plane_max_unhealthy,
-            "workers_max_unhealthy": cluster.health.workers_max_unhealthy,
-        }),
-    );
-    ctx.insert(
-        "cilium".into(),
-        json!({"values": values, "reconcile_strategy": strategy}),
-    );
-    if matches!(cluster.provider, Provider::VSphere(_)) {
-        let manifest = environment_render_kube_vip(&ctx)?;
-        ctx.insert("kube_vip_manifest".into(), json!(manifest));
-    }
-    Ok(ctx)
-}
-
-fn environment_render_kube_vip(ctx: &Map<String, Value>) -> Result<String, RenderError> {
+/// Renders the kube-vip static pod manifest and puts it among the control plane's files.
+fn with_kube_vip(env: &Environment<'_>, ctx: &mut Map<String, Value>) -> Result<(), RenderError> {
     let name = "vsphere/kube-vip.yaml.j2";
     let err = |e: minijinja::Error| RenderError::Template {
         template: name.into(),
         message: e.to_string(),
     };
-    environment()
+    let manifest = env
         .get_template(name)
         .map_err(err)?
-        .render(minijinja::Value::from(minijinja::value::Serde(ctx)))
-        .map_err(err)
+        .render(minijinja::Value::from(minijinja::value::Serde(&*ctx)))
+        .map_err(err)?;
+    let cp = ctx["cp"].as_object_mut().expect("cp is an object");
+    let at = cp["kube_vip_file_index"].as_u64().unwrap_or(0) as usize;
+    let files = cp["files"].as_array_mut().expect("files is a list");
+    files.insert(
+        at.min(files.len()),
+        json!({"path": "/etc/kubernetes/manifests/kube-vip.yaml", "owner": "root:root", "content": manifest}),
+    );
+    Ok(())
 }

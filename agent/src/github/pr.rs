@@ -1,0 +1,412 @@
+//! Live plans on pull requests: the Atlantis model for cluster specs.
+//!
+//! ```text
+//! pull_request webhook (opened, synchronize, reopened; HMAC-verified) ─▶ PrQueue (newest push per PR)
+//!     └─▶ planner task: fetch refs/pull/N/head and the base branch from the followed remote
+//!             ─▶ validate + render both (capstan diff's comparison: impact, notes, errors)
+//!             ─▶ plan the head against live state (plan_only: dry runs, nothing written)
+//!             ─▶ one comment per PR, edited in place (found again by its marker), and
+//!                the commit status capstan/plan on the head commit
+//! ```
+//!
+//! The planner is its own task with its own mirror (`<cache>-pulls`) and its own API agent
+//! without watches, so a PR neither waits for nor delays a reconcile, never changes what the
+//! daemon watches, and never applies anything. A pull request whose head lives in a fork is
+//! planned only with `--pr-plans-from-forks`: planning runs the fork author's specs through the
+//! renderer and a server-side dry run with the agent's credentials.
+//!
+//! The PR fails `capstan/plan` when a cluster does not validate (the first error, with its
+//! file:line), a field is blocked, or a file outside `clusters/` changed (capstan applies nothing
+//! from there, and a fleet repository should not hide other changes in a cluster PR).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use capstan_layout::load;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use super::{GitHub, GitHubError, StatusState};
+use crate::plan::Action;
+use crate::plan::compare::{changed_outside, compare};
+use crate::plan::report::{COMMENT_LIMIT, ClusterReport, Report};
+use crate::reconcile::{Agent, Options};
+use crate::serve::{GitHubResult, Metrics};
+use crate::source::{GitRef, GitSource, Revision, SourceConfig};
+
+/// The hidden marker of the plan comment: how the agent finds its comment again.
+pub const MARKER: &str = "<!-- capstan:plan -->";
+/// The commit status context of PR plans.
+pub const CONTEXT: &str = "capstan/plan";
+
+/// What a `pull_request` delivery asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrEvent {
+    /// The PR number.
+    pub number: u64,
+    /// The head commit.
+    pub head_sha: String,
+    /// The base branch (`main`).
+    pub base_ref: String,
+}
+
+/// Why a `pull_request` delivery is not planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// Another action (closed, labeled, …).
+    Action(String),
+    /// Into another branch than the followed one.
+    Base(String),
+    /// From a fork, without `--pr-plans-from-forks`.
+    Fork(String),
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::Action(a) => write!(f, "pull_request action {a:?} is not planned"),
+            Skip::Base(b) => write!(f, "pull request into {b}, not the followed branch"),
+            Skip::Fork(r) => write!(
+                f,
+                "pull request from the fork {r}: planned only with --pr-plans-from-forks"
+            ),
+        }
+    }
+}
+
+/// Reads a `pull_request` payload: what to plan, or why not. `Err` for a payload that is not
+/// GitHub's.
+pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent, Skip>, String> {
+    let v: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str);
+    let action = s("/action").ok_or("no action")?;
+    let number = v
+        .pointer("/pull_request/number")
+        .or_else(|| v.get("number"))
+        .and_then(Value::as_u64)
+        .ok_or("no pull request number")?;
+    let head_sha = s("/pull_request/head/sha").ok_or("no head sha")?;
+    let base_ref = s("/pull_request/base/ref").ok_or("no base ref")?;
+    if !matches!(action, "opened" | "synchronize" | "reopened") {
+        return Ok(Err(Skip::Action(action.to_string())));
+    }
+    let followed = branch.strip_prefix("refs/heads/").unwrap_or(branch);
+    if base_ref != followed {
+        return Ok(Err(Skip::Base(base_ref.to_string())));
+    }
+    let base_repo = s("/pull_request/base/repo/full_name").unwrap_or("");
+    // A deleted fork has no head repository: still a fork.
+    let head_repo = s("/pull_request/head/repo/full_name").unwrap_or("(deleted fork)");
+    if head_repo != base_repo && !forks {
+        return Ok(Err(Skip::Fork(head_repo.to_string())));
+    }
+    Ok(Ok(PrEvent {
+        number,
+        head_sha: head_sha.to_string(),
+        base_ref: base_ref.to_string(),
+    }))
+}
+
+/// Pull requests waiting to be planned, the newest push of each. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct PrQueue {
+    pending: Arc<Mutex<BTreeMap<u64, PrEvent>>>,
+    wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for PrQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrQueue")
+    }
+}
+
+impl PrQueue {
+    /// Queues a PR (replacing an older push of it still waiting).
+    pub fn push(&self, e: PrEvent) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(e.number, e);
+        self.wake.notify_one();
+    }
+
+    async fn next(&self) -> PrEvent {
+        loop {
+            let next = {
+                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let k = p.keys().next().copied();
+                k.and_then(|k| p.remove(&k))
+            };
+            match next {
+                Some(e) => return e,
+                None => self.wake.notified().await,
+            }
+        }
+    }
+}
+
+/// What the planner needs.
+pub struct Planner {
+    /// The followed remote (its URL and credentials; the reference is replaced).
+    pub source: SourceConfig,
+    /// The management cluster this agent runs on.
+    pub management: Option<String>,
+    /// GitHub.
+    pub github: GitHub,
+    /// The management cluster's API.
+    pub client: kube::Client,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Planner {
+    /// Plans queued pull requests, one at a time, until the process ends.
+    pub async fn run(self, queue: PrQueue) {
+        let mut agent: Option<Agent> = None;
+        loop {
+            let e = queue.next().await;
+            let result = self.plan(&e, &mut agent).await;
+            match result {
+                Ok(()) => self.metrics.inc_pr_plan(GitHubResult::Posted),
+                Err(err) => {
+                    self.metrics.inc_pr_plan(GitHubResult::Failed);
+                    match err.downcast_ref::<GitHubError>() {
+                        Some(GitHubError::Forbidden { .. }) => {
+                            tracing::error!(pr = e.number, error = %crate::cmd::error_chain(&err), "cannot post the plan of a pull request; reconciling goes on")
+                        }
+                        _ => {
+                            tracing::warn!(pr = e.number, error = %crate::cmd::error_chain(&err), "planning the pull request failed")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fetch(
+        &self,
+        reference: GitRef,
+    ) -> tokio::task::JoinHandle<Result<Revision, crate::source::SourceError>> {
+        let mut cfg = self.source.clone();
+        cfg.reference = reference;
+        // Deep enough that both revisions are there; a shallow mirror of PR heads is fine.
+        cfg.cache_dir = PathBuf::from(format!("{}-pulls", self.source.cache_dir.display()));
+        tokio::task::spawn_blocking(move || {
+            let mut src = GitSource::open(cfg)?;
+            src.sync()?;
+            Ok(src.last_good().cloned().expect("synced"))
+        })
+    }
+
+    async fn plan(&self, e: &PrEvent, agent: &mut Option<Agent>) -> anyhow::Result<()> {
+        let short: String = e.head_sha.chars().take(7).collect();
+        tracing::info!(pr = e.number, head = %e.head_sha, "planning pull request");
+        self.github
+            .set_status(
+                &e.head_sha,
+                CONTEXT,
+                StatusState::Pending,
+                "capstan is planning this change",
+                None,
+            )
+            .await?;
+        let head = self.fetch(GitRef::Pull(e.number)).await??;
+        let base = self.fetch(GitRef::Branch(e.base_ref.clone())).await??;
+        let (base_fleet, head_fleet) = (load(&base.tree), load(&head.tree));
+        let planned: String = head.commit.chars().take(7).collect();
+        let mut report = compare(
+            &format!("capstan plan of #{} at {planned}", e.number),
+            &base_fleet,
+            &head_fleet,
+            changed_outside(&base.tree, &head.tree),
+        );
+        if agent.is_none() {
+            *agent = Agent::connect(self.client.clone()).await.ok();
+        }
+        let opts = Options {
+            plan_only: true,
+            management: self.management.clone(),
+            revision: head.commit.clone(),
+            concurrency: 2,
+            ..Default::default()
+        };
+        let live = match agent.as_ref() {
+            Some(a) => live_plan(a, &head_fleet, &opts)
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err("cannot reach the management cluster".into()),
+        };
+        merge_live(&mut report, live);
+        let problem = report.first_problem().or_else(|| {
+            (!report.outside.is_empty()).then(|| {
+                format!(
+                    "files outside clusters/ changed: {}",
+                    report.outside.join(", ")
+                )
+            })
+        });
+        let body = format!(
+            "{MARKER}\n{}",
+            report.markdown(COMMENT_LIMIT - MARKER.len() - 1)
+        );
+        let done = self.github.upsert_comment(e.number, MARKER, &body).await?;
+        tracing::info!(pr = e.number, comment = ?done, "plan comment posted");
+        let (state, description) = match problem {
+            Some(p) => (StatusState::Failure, p),
+            None if report.has_changes() => (
+                StatusState::Success,
+                format!(
+                    "{} clusters change; see the plan comment",
+                    report.clusters.iter().filter(|c| c.has_changes()).count()
+                ),
+            ),
+            None => (StatusState::Success, "no cluster changes".into()),
+        };
+        // The status goes on the commit that was planned (the PR may have moved since; its
+        // newer push is queued and planned next).
+        self.github
+            .set_status(&head.commit, CONTEXT, state, &description, None)
+            .await?;
+        if head.commit != e.head_sha {
+            tracing::info!(pr = e.number, webhook = %short, planned = %planned, "the pull request moved while fetching");
+        }
+        Ok(())
+    }
+}
+
+/// The plan of every cluster of a revision against live state, one cluster after the other.
+async fn live_plan(
+    agent: &Agent,
+    fleet: &capstan_layout::Fleet,
+    opts: &Options,
+) -> Result<crate::reconcile::Outcome, crate::reconcile::ReconcileError> {
+    let scope = agent.prepare(fleet, opts).await?;
+    let names: Vec<String> = scope.clusters().map(|(n, _)| n.to_string()).collect();
+    let mut out = crate::reconcile::Outcome::default();
+    for name in names {
+        let run = agent.reconcile_cluster(fleet, opts, &scope, &name).await?;
+        out.clusters.push(run.outcome);
+    }
+    Ok(out)
+}
+
+/// Puts the live plan's entries in place of the rendered diff's (what the server would do
+/// beats what the revisions differ in), adds clusters only the live plan changes (drift), and
+/// says when there is no live plan.
+fn merge_live(report: &mut Report, live: Result<crate::reconcile::Outcome, String>) {
+    let out = match live {
+        Ok(o) => o,
+        Err(e) => {
+            report.title.push_str(" (rendered diff only)");
+            for c in &mut report.clusters {
+                c.notes.push(format!("no live plan: {e}"));
+            }
+            return;
+        }
+    };
+    report.title.push_str(" against live state");
+    for c in out.clusters {
+        let entries: Vec<_> = c
+            .plan
+            .entries
+            .into_iter()
+            .filter(|e| e.action != Action::Unchanged)
+            .collect();
+        let failed = c.phase == crate::status::Phase::Failed;
+        match report.clusters.iter_mut().find(|r| r.name == c.name) {
+            Some(r) => {
+                r.entries = entries;
+                if failed && r.errors.is_empty() && !c.message.is_empty() {
+                    r.errors.push(c.message);
+                }
+            }
+            None if !entries.is_empty() || failed => report.clusters.push(ClusterReport {
+                name: c.name,
+                entries,
+                errors: if failed { vec![c.message] } else { Vec::new() },
+                notes: vec!["unchanged in the pull request, but the live cluster differs".into()],
+                ..Default::default()
+            }),
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn payload(action: &str, base: &str, head_repo: Option<&str>) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "action": action,
+            "number": 7,
+            "pull_request": {
+                "number": 7,
+                "head": {"sha": "abc", "ref": "feature", "repo": head_repo.map(|r| json!({"full_name": r}))},
+                "base": {"ref": base, "repo": {"full_name": "acme/fleet"}},
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn opened_synchronize_and_reopened_into_the_followed_branch_are_planned() {
+        for a in ["opened", "synchronize", "reopened"] {
+            let e = parse(&payload(a, "main", Some("acme/fleet")), "main", false)
+                .unwrap()
+                .unwrap();
+            assert_eq!((e.number, e.head_sha.as_str()), (7, "abc"));
+        }
+        assert_eq!(
+            parse(
+                &payload("closed", "main", Some("acme/fleet")),
+                "main",
+                false
+            )
+            .unwrap(),
+            Err(Skip::Action("closed".into()))
+        );
+        assert_eq!(
+            parse(
+                &payload("opened", "dev", Some("acme/fleet")),
+                "refs/heads/main",
+                false
+            )
+            .unwrap(),
+            Err(Skip::Base("dev".into()))
+        );
+        assert!(parse(b"{}", "main", false).is_err());
+    }
+
+    #[test]
+    fn forks_only_with_the_flag() {
+        let fork = payload("opened", "main", Some("mallory/fleet"));
+        assert_eq!(
+            parse(&fork, "main", false).unwrap(),
+            Err(Skip::Fork("mallory/fleet".into()))
+        );
+        assert!(parse(&fork, "main", true).unwrap().is_ok());
+        let deleted = payload("opened", "main", None);
+        assert!(matches!(
+            parse(&deleted, "main", false).unwrap(),
+            Err(Skip::Fork(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_queue_keeps_the_newest_push_of_each_pr() {
+        let q = PrQueue::default();
+        let e = |n, sha: &str| PrEvent {
+            number: n,
+            head_sha: sha.into(),
+            base_ref: "main".into(),
+        };
+        q.push(e(2, "a"));
+        q.push(e(1, "b"));
+        q.push(e(2, "c"));
+        assert_eq!(q.next().await, e(1, "b"));
+        assert_eq!(q.next().await, e(2, "c"));
+    }
+}

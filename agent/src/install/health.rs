@@ -1,0 +1,105 @@
+//! What is wrong with the installed agent, from what Kubernetes reports about it: the
+//! Deployment's conditions, its pods' waiting containers (a wrong image is `ErrImagePull` /
+//! `ImagePullBackOff`, a missing Secret `CreateContainerConfigError` or a pod stuck creating), the
+//! Secrets it needs that do not exist, and who holds the leader Lease. `capstan status` and a
+//! `capstan bootstrap` that times out print it.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use super::manifests::{LEASE, NAME};
+use crate::status::NAMESPACE;
+
+/// One line per finding; empty when the agent is not installed.
+pub async fn health(client: &Client) -> Result<Vec<String>, kube::Error> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let Some(d) = deployments.get_opt(NAME).await? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let spec = d.spec.as_ref();
+    let want = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let st = d.status.clone().unwrap_or_default();
+    out.push(format!(
+        "Deployment {NAMESPACE}/{NAME}: {}/{want} ready, {} available",
+        st.ready_replicas.unwrap_or(0),
+        st.available_replicas.unwrap_or(0)
+    ));
+    for c in st
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status != "True")
+    {
+        out.push(format!(
+            "  {} is {}: {} {}",
+            c.type_,
+            c.status,
+            c.reason.as_deref().unwrap_or(""),
+            c.message.as_deref().unwrap_or("")
+        ));
+    }
+    // Secrets the pods cannot start without.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let pod = spec
+        .and_then(|s| s.template.spec.clone())
+        .unwrap_or_default();
+    let mut required: Vec<(String, String)> = Vec::new();
+    for v in pod.volumes.iter().flatten() {
+        if let Some(s) = &v.secret
+            && !s.optional.unwrap_or(false)
+        {
+            required.push((
+                s.secret_name.clone().unwrap_or_default(),
+                format!("volume {}", v.name),
+            ));
+        }
+    }
+    for c in &pod.containers {
+        for e in c.env.iter().flatten() {
+            if let Some(r) = e
+                .value_from
+                .as_ref()
+                .and_then(|f| f.secret_key_ref.as_ref())
+                && !r.optional.unwrap_or(false)
+            {
+                required.push((r.name.clone(), format!("env {}", e.name)));
+            }
+        }
+    }
+    for (name, why) in required {
+        if secrets.get_opt(&name).await?.is_none() {
+            out.push(format!(
+                "  Secret {NAMESPACE}/{name} ({why}) is missing: the agent's pods cannot start"
+            ));
+        }
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let lp = ListParams::default().labels(&format!("app.kubernetes.io/name={NAME}"));
+    for p in pods.list(&lp).await?.items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let status = p.status.unwrap_or_default();
+        for cs in status.container_statuses.iter().flatten() {
+            if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
+                out.push(format!(
+                    "  pod {name}: container {} waiting: {} {}",
+                    cs.name,
+                    w.reason.as_deref().unwrap_or(""),
+                    w.message.as_deref().unwrap_or("")
+                ));
+            }
+        }
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    if let Some(l) = leases.get_opt(LEASE).await? {
+        let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        out.push(format!(
+            "  leader: {}",
+            if holder.is_empty() { "none" } else { &holder }
+        ));
+    }
+    Ok(out)
+}

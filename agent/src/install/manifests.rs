@@ -1,0 +1,267 @@
+//! The objects of a production install, as data (no I/O): what `capstan install --export`
+//! prints, what `capstan install` applies and what `capstan bootstrap` commits to the fleet
+//! repository.
+//!
+//! The agent runs as a Deployment of two replicas with leader election, as its own
+//! ServiceAccount with the rules of [`super::rbac`], non-root on a read-only root filesystem
+//! (its Git mirror lives in an `emptyDir`), with probes on its ops port. It reads three Secrets,
+//! referenced here and created by the admin or `capstan bootstrap`, never by `install`:
+//! [`GIT_SECRET`] (deploy key and known_hosts, or a CA for https remotes), [`WEBHOOK_SECRET`]
+//! (the GitHub webhook's shared secret) and [`GITHUB_SECRET`] (a token for pull-request
+//! features). Resources are sized from the fleet benchmark (`agent/benches/fleet_agent.rs`):
+//! 76 MiB peak RSS for 1,000 clusters, so 128 MiB requested and 256 MiB as the limit.
+
+use serde_json::{Value, json};
+
+use super::rbac::{self, Rule, Scope};
+use crate::status::NAMESPACE;
+
+/// Name of the ServiceAccount, (Cluster)Role(Binding)s, Deployment and Service.
+pub const NAME: &str = "capstan";
+/// The leader-election Lease.
+pub const LEASE: &str = "capstan-leader";
+/// Git credentials: `identity` (SSH private key), `known_hosts`, optionally `ca.crt`.
+pub const GIT_SECRET: &str = "capstan-git";
+/// The GitHub webhook secret, key `secret`.
+pub const WEBHOOK_SECRET: &str = "capstan-webhook";
+/// A GitHub token, key `token`.
+pub const GITHUB_SECRET: &str = "capstan-github";
+/// Where the Git Secret is mounted.
+pub const GIT_MOUNT: &str = "/var/run/secrets/capstan.dev/git";
+/// The ops port: /metrics, /healthz, /readyz.
+pub const OPS_PORT: u16 = 8080;
+/// The webhook port.
+pub const WEBHOOK_PORT: u16 = 9292;
+/// The default image.
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/capstan-dev/capstan:v", env!("CARGO_PKG_VERSION"));
+
+/// What to install.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The agent's image.
+    pub image: String,
+    /// The fleet repository the agent follows.
+    pub repo: String,
+    /// Its branch.
+    pub branch: String,
+    /// The management cluster this is.
+    pub management: String,
+    /// Poll interval (e.g. `1m`).
+    pub interval: String,
+    /// Replicas (leader election picks one).
+    pub replicas: u32,
+    /// Extra rules (`--allow`).
+    pub allow: Vec<Rule>,
+}
+
+impl Options {
+    /// Defaults for a repository and management cluster.
+    pub fn new(repo: &str, branch: &str, management: &str) -> Options {
+        Options {
+            image: DEFAULT_IMAGE.into(),
+            repo: repo.into(),
+            branch: branch.into(),
+            management: management.into(),
+            interval: "1m".into(),
+            replicas: 2,
+            allow: Vec::new(),
+        }
+    }
+
+    /// Every rule: capstan's and the `--allow`ed ones.
+    pub fn rules(&self) -> Vec<Rule> {
+        rbac::rules()
+            .into_iter()
+            .chain(self.allow.clone())
+            .collect()
+    }
+
+    /// Whether the repository is reached over SSH (then the Git Secret is required).
+    pub fn ssh(&self) -> bool {
+        self.repo.starts_with("ssh://") || (self.repo.contains('@') && !self.repo.contains("://"))
+    }
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "capstan", "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
+}
+
+fn meta(name: &str, namespaced: bool) -> Value {
+    let mut m = json!({"name": name, "labels": labels()});
+    if namespaced {
+        m["namespace"] = json!(NAMESPACE);
+    }
+    m
+}
+
+/// The Namespace.
+pub fn namespace() -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels()}})
+}
+
+/// The ManagedCluster CRD.
+pub fn crd() -> Value {
+    let mut crd = serde_json::to_value(crate::status::api::crd()).expect("the CRD serialises");
+    crd["metadata"]["labels"] = labels();
+    crd
+}
+
+/// The ClusterRole and Role of a set of rules, their bindings, and the ServiceAccount.
+pub fn rbac(rules: &[Rule]) -> Vec<Value> {
+    let of = |scope| -> Vec<Value> {
+        rules
+            .iter()
+            .filter(|r| r.scope == scope)
+            .map(Rule::to_value)
+            .collect()
+    };
+    let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]);
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, true)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(NAME, false), "rules": of(Scope::Cluster)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(NAME, false),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}, "subjects": subject}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(NAME, true), "rules": of(Scope::System)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(NAME, true),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": subject}),
+    ]
+}
+
+/// The Deployment's container arguments.
+pub fn args(o: &Options) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--repo",
+        &o.repo,
+        "--branch",
+        &o.branch,
+        "--management",
+        &o.management,
+        "--interval",
+        &o.interval,
+        "--leader-elect",
+        "--metrics-addr",
+        &format!("0.0.0.0:{OPS_PORT}"),
+        "--webhook-addr",
+        &format!("0.0.0.0:{WEBHOOK_PORT}"),
+        "--cache-dir",
+        "/tmp/capstan/source",
+        "--log-json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if o.ssh() {
+        a.extend([
+            "--ssh-key".into(),
+            format!("{GIT_MOUNT}/identity"),
+            "--known-hosts".into(),
+            format!("{GIT_MOUNT}/known_hosts"),
+        ]);
+    }
+    a
+}
+
+/// The Deployment.
+pub fn deployment(o: &Options) -> Value {
+    let selector = json!({"app.kubernetes.io/name": NAME});
+    let env_from_secret = |name: &str, secret: &str, key: &str| json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}});
+    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "ops"}, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3});
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(NAME, true),
+        "spec": {
+            "replicas": o.replicas,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "template": {
+                "metadata": {"labels": labels()},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "automountServiceAccountToken": true,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}}]}},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "agent",
+                        "image": o.image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": args(o),
+                        "env": [
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "HOME", "value": "/tmp"},
+                            {"name": "RUST_LOG", "value": "info"},
+                            env_from_secret("CAPSTAN_WEBHOOK_SECRET", WEBHOOK_SECRET, "secret"),
+                            env_from_secret("GITHUB_TOKEN", GITHUB_SECRET, "token"),
+                        ],
+                        "ports": [
+                            {"name": "ops", "containerPort": OPS_PORT, "protocol": "TCP"},
+                            {"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
+                        ],
+                        "livenessProbe": probe("/healthz", 20),
+                        "readinessProbe": probe("/readyz", 10),
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "128Mi"},
+                            "limits": {"cpu": "1", "memory": "256Mi"},
+                        },
+                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                            "privileged": false, "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [
+                            {"name": "tmp", "mountPath": "/tmp"},
+                            {"name": "git", "mountPath": GIT_MOUNT, "readOnly": true},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+                        {"name": "git", "secret": {"secretName": GIT_SECRET, "defaultMode": 0o440, "optional": !o.ssh()}},
+                    ],
+                },
+            },
+        },
+    })
+}
+
+/// The Service in front of the webhook and metrics.
+pub fn service() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(NAME, true),
+        "spec": {
+            "selector": {"app.kubernetes.io/name": NAME},
+            "ports": [
+                {"name": "webhook", "port": 80, "targetPort": "webhook", "protocol": "TCP"},
+                {"name": "metrics", "port": OPS_PORT, "targetPort": "ops", "protocol": "TCP"},
+            ],
+        },
+    })
+}
+
+/// Everything, in apply order: the Namespace and CRD, the ServiceAccount and RBAC, the Service
+/// and the Deployment.
+pub fn all(o: &Options) -> Vec<Value> {
+    let mut out = vec![namespace(), crd()];
+    out.extend(rbac(&o.rules()));
+    out.push(service());
+    out.push(deployment(o));
+    out
+}
+
+/// [`all`] as one YAML stream, with a header naming the Secrets it reads.
+pub fn to_yaml(o: &Options) -> String {
+    format!(
+        "# capstan {} for management cluster {} following {} ({}).\n\
+         # Generated by `capstan install --export`. The agent reads these Secrets in {NAMESPACE}, created\n\
+         # by the admin or `capstan bootstrap`: {GIT_SECRET} (identity, known_hosts), {WEBHOOK_SECRET}\n\
+         # (secret), {GITHUB_SECRET} (token).\n{}",
+        env!("CARGO_PKG_VERSION"),
+        o.management,
+        o.repo,
+        o.branch,
+        capstan_templates::yaml::to_string_multi(&all(o))
+    )
+}

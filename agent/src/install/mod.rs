@@ -1,0 +1,325 @@
+//! `capstan install` and `capstan uninstall`: the agent as a production workload on its
+//! management cluster ([`manifests`]: Namespace, CRD, ServiceAccount, least-privilege RBAC
+//! ([`rbac`]), Service, Deployment), applied with server-side apply as field manager
+//! [`FIELD_MANAGER`], so re-running is idempotent and a changed flag updates what it changes.
+//!
+//! Before anything is written, the cluster is checked for the Cluster API and EKS Anywhere CRDs
+//! capstan renders objects of ([`REQUIRED_CRDS`]): installing an agent that can only fail is
+//! refused with the list of what is missing. `uninstall` removes the agent and its rights but
+//! leaves every managed cluster, and (unless `--purge`) the status records, which hold the
+//! inventories prune works from.
+
+mod health;
+pub mod manifests;
+pub mod rbac;
+pub mod testing;
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use serde_json::Value;
+
+use crate::k8s::apply::apply_as;
+use crate::k8s::{DiscoveryError, Resolver};
+use crate::status::{CRD_NAME, NAMESPACE};
+
+pub use health::health;
+pub use manifests::Options;
+
+/// The field manager of `capstan install`.
+pub const FIELD_MANAGER: &str = "capstan-install";
+
+/// CRDs capstan renders objects of whatever the provider: without them every cluster fails.
+pub const REQUIRED_CRDS: &[&str] = &[
+    "clusters.cluster.x-k8s.io",
+    "machinedeployments.cluster.x-k8s.io",
+    "machinehealthchecks.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+    "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    "clusters.anywhere.eks.amazonaws.com",
+];
+
+/// Why installing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The cluster lacks CRDs capstan needs.
+    #[error(
+        "the cluster lacks the CRDs of Cluster API and EKS Anywhere that capstan applies objects of: {}; install Cluster API (core, kubeadm bootstrap and control plane) and the EKS Anywhere CRDs first",
+        .0.join(", ")
+    )]
+    MissingCrds(Vec<String>),
+    /// An API call failed.
+    #[error("{0}: {1}")]
+    Api(String, #[source] kube::Error),
+    /// An object was not admitted.
+    #[error(transparent)]
+    Apply(#[from] crate::k8s::ApplyError),
+    /// Discovery failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The CRD did not become Established.
+    #[error("CustomResourceDefinition/{CRD_NAME} not Established after {0:?}")]
+    NotEstablished(Duration),
+}
+
+/// The CRDs of [`REQUIRED_CRDS`] the cluster does not have.
+pub async fn missing_crds(client: &Client) -> Result<Vec<String>, InstallError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let have: Vec<String> = crds
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| InstallError::Api("listing CustomResourceDefinitions".into(), e))?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    Ok(REQUIRED_CRDS
+        .iter()
+        .filter(|c| !have.iter().any(|h| h == *c))
+        .map(|c| c.to_string())
+        .collect())
+}
+
+/// What an install wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// `Kind/name` of every object applied, in order.
+    pub applied: Vec<String>,
+}
+
+/// Applies `objects` in order as [`FIELD_MANAGER`], waiting for the CRD to be Established once
+/// it is applied.
+pub async fn apply(
+    client: &Client,
+    objects: &[Value],
+    wait: Duration,
+) -> Result<Report, InstallError> {
+    let resolver = Resolver::new(client.clone()).await?;
+    let mut report = Report::default();
+    for obj in objects {
+        apply_as(client, &resolver, obj, FIELD_MANAGER, false).await?;
+        report
+            .applied
+            .push(capstan_templates::identity::subject_of(obj));
+        if obj["kind"] == "CustomResourceDefinition" {
+            wait_established(client, wait).await?;
+        }
+    }
+    Ok(report)
+}
+
+/// `capstan install`: checks for the Cluster API CRDs, then applies everything.
+pub async fn install(client: &Client, o: &Options, wait: Duration) -> Result<Report, InstallError> {
+    let missing = missing_crds(client).await?;
+    if !missing.is_empty() {
+        return Err(InstallError::MissingCrds(missing));
+    }
+    apply(client, &manifests::all(o), wait).await
+}
+
+/// Only the Namespace and the CRD: what an agent run with an admin's kubeconfig (`capstan dev`,
+/// tests of the agent as a library) needs.
+pub async fn install_crd(client: &Client) -> Result<Report, InstallError> {
+    apply(
+        client,
+        &[manifests::namespace(), manifests::crd()],
+        Duration::from_secs(30),
+    )
+    .await
+}
+
+async fn wait_established(client: &Client, limit: Duration) -> Result<(), InstallError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let established = kube::runtime::wait::await_condition(
+        crds,
+        CRD_NAME,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(limit, established)
+        .await
+        .map_err(|_| InstallError::NotEstablished(limit))?
+        .map_err(|e| {
+            InstallError::Api(
+                format!("waiting for {CRD_NAME}"),
+                kube::Error::Service(e.to_string().into()),
+            )
+        })?;
+    Ok(())
+}
+
+/// `capstan uninstall`: the Deployment, Service, RBAC, ServiceAccount and Lease go; managed
+/// clusters are not touched. With `purge`, the status records (the CRD) and the namespace go
+/// too. Returns `Kind/name` of what was deleted.
+pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, InstallError> {
+    let resolver = Resolver::new(client.clone()).await?;
+    let mut targets: Vec<(&str, &str, &str, bool)> = vec![
+        ("apps/v1", "Deployment", manifests::NAME, true),
+        ("v1", "Service", manifests::NAME, true),
+        ("coordination.k8s.io/v1", "Lease", manifests::LEASE, true),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            manifests::NAME,
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "Role",
+            manifests::NAME,
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            manifests::NAME,
+            false,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            manifests::NAME,
+            false,
+        ),
+        ("v1", "ServiceAccount", manifests::NAME, true),
+    ];
+    if purge {
+        targets.push((
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            CRD_NAME,
+            false,
+        ));
+        targets.push(("v1", "Namespace", NAMESPACE, false));
+    }
+    let mut deleted = Vec::new();
+    for (api_version, kind, name, namespaced) in targets {
+        let (ar, _) = resolver.resolve(api_version, kind).await?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), NAMESPACE, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => deleted.push(format!("{kind}/{name}")),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(InstallError::Api(format!("deleting {kind}/{name}"), e)),
+        }
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capstan_layout::scaffold::{self, ClusterRequest};
+
+    /// Every kind the renderer produces, for every provider and option, is covered by a rule.
+    #[test]
+    fn the_rules_cover_every_rendered_kind() {
+        let base = |name: &str, mgmt: Option<&str>, provider: &str| ClusterRequest {
+            name: name.into(),
+            management: mgmt.map(str::to_string),
+            provider: provider.into(),
+            pod_cidr: Some("192.168.0.0/16".into()),
+            service_cidr: Some("10.96.0.0/12".into()),
+            endpoint_host: (provider == "vsphere").then(|| "10.0.0.10".into()),
+            ..Default::default()
+        };
+        let mut tree = capstan_layout::Tree::new();
+        let mut reqs = vec![
+            base("mgmt", None, "docker"),
+            ClusterRequest {
+                external_etcd: Some(3),
+                pod_cidr: Some("172.16.0.0/16".into()),
+                service_cidr: Some("10.112.0.0/16".into()),
+                ..base("etcd", Some("mgmt"), "docker")
+            },
+            ClusterRequest {
+                docker_backend: Some("in-memory".into()),
+                pod_cidr: Some("172.17.0.0/16".into()),
+                service_cidr: Some("10.113.0.0/16".into()),
+                ..base("mem", Some("mgmt"), "docker")
+            },
+        ];
+        reqs.push(ClusterRequest { pod_cidr: Some("172.18.0.0/16".into()), service_cidr: Some("10.114.0.0/16".into()), values: Some(serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}})), ..base("vs", Some("mgmt"), "vsphere") });
+        for req in reqs {
+            match scaffold::plan(&tree, &req) {
+                Ok(plan) => {
+                    for (p, t) in plan.files {
+                        tree.insert(p, t);
+                    }
+                }
+                Err(e) => panic!("{}: {e}", req.name),
+            }
+        }
+        let fleet = capstan_layout::load(&tree);
+        let rules = rbac::rules();
+        let mut kinds = std::collections::BTreeSet::new();
+        for c in &fleet.clusters {
+            let objects = c
+                .objects
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} renders: {:?}", c.name, c.diagnostics));
+            for o in objects.values() {
+                let group = capstan_templates::identity::group(o["apiVersion"].as_str().unwrap())
+                    .to_string();
+                let kind = o["kind"].as_str().unwrap().to_lowercase();
+                let resource = match kind.strip_suffix('y') {
+                    Some(stem) => format!("{stem}ies"),
+                    None => format!("{kind}s"),
+                };
+                kinds.insert((group, resource));
+            }
+        }
+        assert!(kinds.len() >= 15, "{kinds:?}");
+        for (group, resource) in &kinds {
+            let rule = rules
+                .iter()
+                .find(|r| &r.group == group && r.resources.contains(resource));
+            let rule = rule
+                .unwrap_or_else(|| panic!("no rule for {resource}.{group} (rendered: {kinds:?})"));
+            assert_eq!(rule.verbs, rbac::MANAGE, "{resource}.{group}");
+        }
+    }
+
+    #[test]
+    fn the_deployment_is_locked_down() {
+        let o = Options::new("ssh://git@example.com/fleet.git", "main", "mgmt");
+        let d = manifests::deployment(&o);
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(d["spec"]["replicas"], 2);
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(
+            d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
+            true
+        );
+        assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--leader-elect"), "{args:?}");
+        assert!(
+            args.contains(&"/var/run/secrets/capstan.dev/git/identity"),
+            "{args:?}"
+        );
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+        // An https repository does not need the Git Secret.
+        let https = manifests::deployment(&Options::new(
+            "https://example.com/fleet.git",
+            "main",
+            "mgmt",
+        ));
+        assert_eq!(
+            https["spec"]["template"]["spec"]["volumes"][1]["secret"]["optional"],
+            true
+        );
+    }
+}

@@ -1,0 +1,340 @@
+//! What the agent may do, rule by rule: the ClusterRole (the kinds capstan renders, wherever
+//! their clusters' namespaces are; namespaces; reading its own CRD) and the Role in
+//! `capstan-system` (its status objects, their Events, the leader-election Lease).
+//!
+//! No wildcards, and every rule is there for something a test shows failing with `Forbidden`
+//! without it (`tests/e2e/tests/rbac.rs`); the rules only a management cluster's upgrade of itself
+//! needs (reading what its backup holds, the kube-vip ordering) are proven sufficient by
+//! `tests/e2e/tests/self_upgrade.rs`, which runs as the agent's ServiceAccount. What the rules
+//! deliberately do not grant: writing CRDs or RBAC. (Secrets are written: vSphere clusters carry
+//! their ClusterResourceSet payloads in Secrets, as EKS Anywhere renders them; credentials never
+//! come from the repository.) An agent that could write RBAC could grant itself anything, so the
+//! agent never applies its own install manifests; a fleet whose directories carry other kinds
+//! (ConfigMaps, CRDs, ...) names them with `capstan install --allow RESOURCE[.GROUP]`, which adds
+//! one rule per resource.
+
+use serde_json::{Value, json};
+
+/// Reading, creating (server-side apply of an object that does not exist yet is authorised as
+/// `patch` and `create`), updating and pruning a kind capstan renders.
+pub const MANAGE: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
+
+/// Which object a rule lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The ClusterRole.
+    Cluster,
+    /// The Role in `capstan-system`.
+    System,
+}
+
+/// One RBAC rule and why it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// ClusterRole or Role.
+    pub scope: Scope,
+    /// API group ("" for the core group).
+    pub group: String,
+    /// Resources (plural, `resource/subresource` for subresources).
+    pub resources: Vec<String>,
+    /// Verbs.
+    pub verbs: Vec<String>,
+    /// Only these objects (empty: all).
+    pub resource_names: Vec<String>,
+    /// Why capstan needs it.
+    pub why: String,
+    /// Needed only when a management cluster upgrades itself (backup, kube-vip's holder last):
+    /// proven by the self-upgrade test, which runs as the agent's ServiceAccount, rather than
+    /// by the per-rule scenario of `tests/e2e/tests/rbac.rs`.
+    pub self_upgrade: bool,
+}
+
+impl Rule {
+    fn new(scope: Scope, group: &str, resources: &[&str], verbs: &[&str], why: &str) -> Rule {
+        Rule {
+            scope,
+            group: group.into(),
+            resources: resources.iter().map(|r| r.to_string()).collect(),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            resource_names: Vec::new(),
+            why: why.into(),
+            self_upgrade: false,
+        }
+    }
+
+    fn for_self_upgrade(self) -> Rule {
+        Rule {
+            self_upgrade: true,
+            ..self
+        }
+    }
+
+    /// The rule as it goes into a (Cluster)Role.
+    pub fn to_value(&self) -> Value {
+        let mut v =
+            json!({"apiGroups": [self.group], "resources": self.resources, "verbs": self.verbs});
+        if !self.resource_names.is_empty() {
+            v["resourceNames"] = json!(self.resource_names);
+        }
+        v
+    }
+
+    /// `resource.group` of its first resource (how tests and messages name it).
+    pub fn subject(&self) -> String {
+        let r = self.resources.first().map(String::as_str).unwrap_or("");
+        if self.group.is_empty() {
+            r.to_string()
+        } else {
+            format!("{r}.{}", self.group)
+        }
+    }
+}
+
+/// The rules, in the order they are written.
+pub fn rules() -> Vec<Rule> {
+    use Scope::{Cluster, System};
+    let rendered = "render and apply, prune and delete on a tombstone";
+    let mut rules = vec![
+        Rule::new(
+            Cluster,
+            "cluster.x-k8s.io",
+            &["clusters", "machinedeployments", "machinehealthchecks"],
+            MANAGE,
+            rendered,
+        ),
+        Rule::new(
+            Cluster,
+            "cluster.x-k8s.io",
+            &["machinesets"],
+            &["list", "watch"],
+            "health: a MachineDeployment's rollout is read from its MachineSets",
+        ),
+        Rule::new(
+            Cluster,
+            "controlplane.cluster.x-k8s.io",
+            &["kubeadmcontrolplanes"],
+            MANAGE,
+            rendered,
+        ),
+        Rule::new(
+            Cluster,
+            "bootstrap.cluster.x-k8s.io",
+            &["kubeadmconfigtemplates"],
+            MANAGE,
+            rendered,
+        ),
+        Rule::new(
+            Cluster,
+            "infrastructure.cluster.x-k8s.io",
+            &[
+                "dockerclusters",
+                "dockermachinetemplates",
+                "devclusters",
+                "devmachinetemplates",
+                "vsphereclusters",
+                "vspheremachinetemplates",
+            ],
+            MANAGE,
+            rendered,
+        ),
+        Rule::new(
+            Cluster,
+            "etcdcluster.cluster.x-k8s.io",
+            &["etcdadmclusters"],
+            MANAGE,
+            "external etcd: render and apply, prune and delete",
+        ),
+        Rule::new(
+            Cluster,
+            "addons.cluster.x-k8s.io",
+            &["helmchartproxies"],
+            MANAGE,
+            "the CNI (Cilium) through Cluster API's Helm add-on provider",
+        ),
+        Rule::new(
+            Cluster,
+            "anywhere.eks.amazonaws.com",
+            &[
+                "clusters",
+                "dockerdatacenterconfigs",
+                "vspheredatacenterconfigs",
+                "vspheremachineconfigs",
+                "eksareleases",
+            ],
+            MANAGE,
+            "the EKS Anywhere objects of each cluster and the releases of management clusters",
+        ),
+        Rule::new(
+            Cluster,
+            "addons.cluster.x-k8s.io",
+            &["clusterresourcesets"],
+            MANAGE,
+            "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does",
+        ),
+        Rule::new(
+            Cluster,
+            "",
+            &["configmaps", "secrets"],
+            MANAGE,
+            "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set)",
+        ),
+        Rule::new(
+            Cluster,
+            "",
+            &["namespaces"],
+            &["list", "create", "patch"],
+            "the namespaces the clusters' objects live in are created when missing (never deleted)",
+        ),
+        Rule {
+            resource_names: vec![crate::status::CRD_NAME.into()],
+            ..Rule::new(
+                Cluster,
+                "apiextensions.k8s.io",
+                &["customresourcedefinitions"],
+                &["get"],
+                "checking at start that the ManagedCluster CRD is installed at this agent's version",
+            )
+        },
+        Rule::new(
+            System,
+            "capstan.dev",
+            &["managedclusters"],
+            &["list", "watch", "create", "patch", "delete"],
+            "status objects: read at start and watched, created for a new cluster, removed after its deletion",
+        ),
+        Rule::new(
+            System,
+            "capstan.dev",
+            &["managedclusters/status"],
+            &["patch"],
+            "writing each cluster's status",
+        ),
+        Rule::new(
+            System,
+            "events.k8s.io",
+            &["events"],
+            &["create"],
+            "an Event per pass that changed something, on the cluster's ManagedCluster",
+        ),
+        Rule::new(
+            System,
+            "coordination.k8s.io",
+            &["leases"],
+            &["get", "list", "watch", "create", "patch"],
+            "leader election: only the holder of the Lease reconciles; followers forward pushes through it, the leader watches it",
+        ),
+    ];
+    rules.extend(self_upgrade_rules());
+    rules
+}
+
+/// What a management cluster's upgrade of itself needs besides the rules above: reading every
+/// object the backup holds (the kinds Cluster API's controllers create as well as those capstan
+/// renders; the clusters' Secrets, certificates and kubeconfigs a restore cannot do without,
+/// are readable through the rule for vSphere's payloads), and sending the control-plane machines that do not hold kube-vip's address first.
+/// Read-only but for the deletion mark on Machines.
+fn self_upgrade_rules() -> Vec<Rule> {
+    use Scope::Cluster;
+    let backup =
+        "the backup a management cluster writes before upgrading its own etcd or control plane";
+    let list = |group: &str, resources: &[&str]| {
+        Rule::new(Cluster, group, resources, &["list"], backup).for_self_upgrade()
+    };
+    vec![
+        list(
+            "cluster.x-k8s.io",
+            &["machines", "machinepools", "clusterclasses"],
+        ),
+        list(
+            "bootstrap.cluster.x-k8s.io",
+            &["kubeadmconfigs", "etcdadmconfigs"],
+        ),
+        list(
+            "infrastructure.cluster.x-k8s.io",
+            &[
+                "dockermachines",
+                "devmachines",
+                "vspheremachines",
+                "vspherevms",
+                "dockerclustertemplates",
+                "devclustertemplates",
+            ],
+        ),
+        list("addons.cluster.x-k8s.io", &["helmreleaseproxies"]),
+        list(
+            "anywhere.eks.amazonaws.com",
+            &[
+                "bundles",
+                "dockerdatacenterconfigs",
+                "machinedeploymentupgrades",
+                "nodeupgrades",
+                "controlplaneupgrades",
+            ],
+        ),
+        list("capstan.dev", &["managedclusters"]),
+        Rule {
+            resource_names: vec![crate::reconcile::self_upgrade::KUBE_VIP_LEASE.1.into()],
+            ..Rule::new(
+                Cluster,
+                "coordination.k8s.io",
+                &["leases"],
+                &["get"],
+                "a management cluster's upgrade of itself rolls the machine holding kube-vip's Lease last",
+            )
+            .for_self_upgrade()
+        },
+        Rule::new(
+            Cluster,
+            "cluster.x-k8s.io",
+            &["machines"],
+            &["get", "patch"],
+            "a management cluster's upgrade of itself marks the control-plane machines not holding kube-vip's address for deletion first",
+        )
+        .for_self_upgrade(),
+    ]
+}
+
+/// A rule for a kind a fleet's directories carry besides what capstan renders: `RESOURCE` (core
+/// group) or `RESOURCE.GROUP`, e.g. `configmaps` or `widgets.example.com`.
+pub fn allow(resource: &str) -> Result<Rule, String> {
+    let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !valid(resource) || (!group.is_empty() && !valid(group)) || resource.contains('*') {
+        return Err(format!(
+            "`{resource}` is not a resource such as `configmaps` or `widgets.example.com` (plural, lower case, no wildcards)"
+        ));
+    }
+    Ok(Rule::new(
+        Scope::Cluster,
+        group,
+        &[resource],
+        MANAGE,
+        "named with `capstan install --allow`: a kind the fleet's directories carry",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_wildcards_and_every_rule_says_why() {
+        for r in rules() {
+            assert!(!r.why.is_empty());
+            for s in r.resources.iter().chain(&r.verbs).chain([&r.group]) {
+                assert!(!s.contains('*'), "{r:?}");
+            }
+        }
+        assert!(allow("*").is_err());
+        assert!(allow("configmaps").unwrap().group.is_empty());
+        let w = allow("widgets.crd.example.com").unwrap();
+        assert_eq!(
+            (w.group.as_str(), w.resources[0].as_str()),
+            ("crd.example.com", "widgets")
+        );
+    }
+}

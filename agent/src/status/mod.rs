@@ -1,0 +1,389 @@
+//! Status: one `ManagedCluster` (capstan.dev/v1alpha1, [`api`]) per fleet cluster in
+//! `capstan-system`.
+//!
+//! It holds the last applied revision, the phase, conditions with reasons, and the inventory of
+//! what capstan applied for the cluster (what prune works from, so it lives on the management
+//! cluster, next to the objects, and survives agent restarts). `kubectl get managedclusters -n
+//! capstan-system` shows it through printer columns. The object is written only when its content
+//! changes, so a reconcile that changes nothing writes nothing.
+//!
+//! The agent does not install the CRD (that takes cluster-wide rights on CRDs, which an agent
+//! running as its own ServiceAccount has no business holding): `capstan install` does, and the
+//! agent checks at start that the CRD is there and carries every field it writes
+//! ([`check_crd`]).
+
+pub mod api;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+pub use api::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
+
+use crate::k8s::FIELD_MANAGER;
+use crate::plan::ObjectRef;
+
+/// Namespace of the status objects.
+pub const NAMESPACE: &str = "capstan-system";
+/// apiVersion of the status objects.
+pub const API_VERSION: &str = "capstan.dev/v1alpha1";
+/// The CRD's name.
+pub const CRD_NAME: &str = "managedclusters.capstan.dev";
+/// What to do when the CRD is missing or too old.
+pub const RUN_INSTALL: &str =
+    "run `capstan install` (it installs the CRD, the ServiceAccount and its RBAC, and the agent)";
+
+/// Why status could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// An API call failed.
+    #[error("{action} ManagedCluster {name}: {source}")]
+    Api {
+        /// What was being done.
+        action: &'static str,
+        /// Which object.
+        name: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRD is missing, not served, or older than this agent.
+    #[error("the ManagedCluster CRD ({CRD_NAME}) {0}: {RUN_INSTALL}")]
+    Crd(String),
+    /// The CRD could not be read.
+    #[error("reading the ManagedCluster CRD ({CRD_NAME}): {0}")]
+    CrdRead(#[source] kube::Error),
+}
+
+/// A condition as the pass computes it; the writer keeps its transition time when its status
+/// did not change.
+pub fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    }
+}
+
+/// A status object as read back (or as just written): spec, generation and status.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Recorded {
+    /// Management cluster.
+    pub management: String,
+    /// The cluster's directory in the repository.
+    pub directory: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The status.
+    pub status: ManagedClusterStatus,
+}
+
+impl Recorded {
+    /// From a ManagedCluster object.
+    pub fn from_object(obj: &ManagedCluster) -> Recorded {
+        Recorded {
+            management: obj.spec.management.clone(),
+            directory: obj.spec.directory.clone(),
+            generation: obj.metadata.generation.unwrap_or(0),
+            status: obj.status.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The recorded inventory.
+    pub fn inventory(&self) -> Vec<ObjectRef> {
+        self.status.inventory.clone()
+    }
+}
+
+/// The ManagedCluster API of `capstan-system`.
+pub fn api(client: &Client) -> Api<ManagedCluster> {
+    Api::namespaced(client.clone(), NAMESPACE)
+}
+
+/// Checks that the CRD is installed, Established, and serves every field this agent writes (an
+/// older CRD would silently drop the newer ones). A newer CRD, with fields this agent does not
+/// know, is fine.
+pub async fn check_crd(client: &Client) -> Result<(), StatusError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let live = crds
+        .get_opt(CRD_NAME)
+        .await
+        .map_err(StatusError::CrdRead)?
+        .ok_or_else(|| StatusError::Crd("is not installed".into()))?;
+    let established = live
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Established" && c.status == "True");
+    if !established {
+        return Err(StatusError::Crd("is not Established".into()));
+    }
+    let missing = missing_fields(
+        &crd_schema(&serde_json::to_value(&live).unwrap_or_default()),
+        &crd_schema(&serde_json::to_value(api::crd()).expect("the CRD serialises")),
+    );
+    if !missing.is_empty() {
+        return Err(StatusError::Crd(format!(
+            "is older than this agent (it lacks {})",
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The schema of the served v1alpha1 version of a CRD.
+fn crd_schema(crd: &Value) -> Value {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "v1alpha1" && v["served"] == true)
+        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The properties `expected` has and `installed` lacks, as dotted paths.
+pub fn missing_fields(installed: &Value, expected: &Value) -> Vec<String> {
+    fn walk(installed: &Value, expected: &Value, path: &str, out: &mut Vec<String>) {
+        if installed.is_null() {
+            out.push(if path.is_empty() {
+                "a v1alpha1 schema".into()
+            } else {
+                path.to_string()
+            });
+            return;
+        }
+        if let Some(props) = expected.get("properties").and_then(Value::as_object) {
+            for (name, schema) in props {
+                let sub = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
+                let have = installed
+                    .pointer(&format!("/properties/{name}"))
+                    .unwrap_or(&Value::Null);
+                walk(have, schema, &sub, out);
+            }
+        }
+        if let Some(items) = expected.get("items") {
+            walk(
+                installed.get("items").unwrap_or(&Value::Null),
+                items,
+                &format!("{path}[]"),
+                out,
+            );
+        }
+    }
+    let mut out = Vec::new();
+    walk(installed, expected, "", &mut out);
+    out
+}
+
+/// Every recorded status, by cluster name. An error is an error, never an empty map.
+pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
+    let list = api(client)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| StatusError::Api {
+            action: "listing",
+            name: "*".into(),
+            source,
+        })?;
+    Ok(list
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                Recorded::from_object(o),
+            )
+        })
+        .collect())
+}
+
+/// Now, to the second.
+fn now() -> Time {
+    let t = k8s_openapi::jiff::Timestamp::now();
+    Time(t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t))
+}
+
+/// Now, as RFC 3339 to the second (what `stageSince` holds).
+pub fn timestamp() -> String {
+    now().0.to_string()
+}
+
+/// How long ago an RFC 3339 time was (None: not a time, or in the future).
+pub fn age(rfc3339: &str) -> Option<std::time::Duration> {
+    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
+    let d = k8s_openapi::jiff::Timestamp::now().duration_since(t);
+    std::time::Duration::try_from(d).ok()
+}
+
+/// The status to record: what the pass computed, with the transition times of conditions whose
+/// status did not change kept, the object count, and the generation it describes.
+fn to_record(
+    status: &ManagedClusterStatus,
+    generation: i64,
+    previous: Option<&Recorded>,
+) -> ManagedClusterStatus {
+    let prev: BTreeMap<&str, &Condition> = previous
+        .map(|p| {
+            p.status
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = status.clone();
+    out.observed_generation = Some(generation);
+    out.object_count = out.inventory.len() as i64;
+    for c in &mut out.conditions {
+        c.observed_generation = Some(generation);
+        c.last_transition_time = match prev.get(c.type_.as_str()) {
+            Some(p) if p.status == c.status => p.last_transition_time.clone(),
+            _ => now(),
+        };
+    }
+    out
+}
+
+/// Writes a cluster's status when it differs from what is recorded: the object itself (its spec)
+/// when it is new or moved, then the status subresource. Returns what is recorded now, or `None`
+/// when there was nothing to write.
+pub async fn write(
+    client: &Client,
+    name: &str,
+    management: &str,
+    directory: &str,
+    status: &ManagedClusterStatus,
+    previous: Option<&Recorded>,
+) -> Result<Option<Recorded>, StatusError> {
+    let err = |action| {
+        move |source| StatusError::Api {
+            action,
+            name: name.into(),
+            source,
+        }
+    };
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let api = api(client);
+    let spec_written = previous.is_some_and(|p| {
+        p.management == management && p.directory == directory && p.generation > 0
+    });
+    let generation = match previous {
+        Some(p) if spec_written => p.generation,
+        _ => {
+            let obj = json!({
+                "apiVersion": API_VERSION,
+                "kind": "ManagedCluster",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
+                "spec": {"management": management, "directory": directory},
+            });
+            let answer = api
+                .patch(name, &pp, &Patch::Apply(&obj))
+                .await
+                .map_err(err("writing"))?;
+            answer.metadata.generation.unwrap_or(1)
+        }
+    };
+    let record = to_record(status, generation, previous);
+    if spec_written && previous.is_some_and(|p| p.status == record) {
+        return Ok(None);
+    }
+    let body = json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
+    let answer = api
+        .patch_status(name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(err("writing the status of"))?;
+    Ok(Some(Recorded::from_object(&answer)))
+}
+
+/// Removes a cluster's status object (after its deletion completed).
+pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
+    match api(client).delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(StatusError::Api {
+            action: "deleting",
+            name: name.into(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_crd_lacks_fields_a_newer_one_does_not() {
+        let expected = crd_schema(&serde_json::to_value(api::crd()).unwrap());
+        assert!(missing_fields(&expected, &expected).is_empty());
+        let mut older = expected.clone();
+        older["properties"]["status"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("observedGeneration");
+        older["properties"]["status"]["properties"]["inventory"]["items"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("fields");
+        assert_eq!(
+            missing_fields(&older, &expected),
+            ["status.inventory[].fields", "status.observedGeneration"]
+        );
+        let mut newer = expected.clone();
+        newer["properties"]["status"]["properties"]["progress"] = json!({"type": "string"});
+        assert!(missing_fields(&newer, &expected).is_empty());
+        assert_eq!(
+            missing_fields(&Value::Null, &expected),
+            ["a v1alpha1 schema"]
+        );
+    }
+
+    #[test]
+    fn transition_times_are_kept_while_a_condition_holds() {
+        let t0 = Time("2026-11-01T00:00:00Z".parse().unwrap());
+        let mut ready = condition("Ready", "True", "Available", "");
+        ready.last_transition_time = t0.clone();
+        let previous = Recorded {
+            generation: 1,
+            status: ManagedClusterStatus {
+                conditions: vec![ready],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let st = ManagedClusterStatus {
+            conditions: vec![
+                condition("Ready", "True", "Available", "still"),
+                condition("Applied", "True", "Applied", ""),
+            ],
+            ..Default::default()
+        };
+        let out = to_record(&st, 1, Some(&previous));
+        assert_eq!(out.conditions[0].last_transition_time, t0);
+        assert_ne!(out.conditions[1].last_transition_time, t0);
+        assert_eq!(out.observed_generation, Some(1));
+        let flipped = ManagedClusterStatus {
+            conditions: vec![condition("Ready", "False", "Progressing", "")],
+            ..Default::default()
+        };
+        assert_ne!(
+            to_record(&flipped, 1, Some(&previous)).conditions[0].last_transition_time,
+            t0
+        );
+    }
+}

@@ -1,0 +1,326 @@
+//! `capstan bootstrap` end to end: an empty repository behind a real sshd gets the fleet
+//! skeleton and the agent's manifests pushed with the deploy key; the manifests are installed on
+//! the real API server with the Git credentials Secret; the agent's Deployment is then run as
+//! the kubelet would run it (a stand-in, `source_support::kubelet`: no nodes here), so the agent
+//! starts from the in-cluster configuration (ServiceAccount token, CA, KUBERNETES_SERVICE_HOST)
+//! as the installed ServiceAccount, as a non-root user, with the deploy key from the Secret; and
+//! bootstrap returns once the agent reports the pushed commit applied. Running it again changes
+//! nothing; a missing Secret shows in `capstan status`; `capstan uninstall` removes the agent
+//! and leaves the managed cluster.
+
+mod source_support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::discovery::ApiResource;
+use source_support::agent::{scrape, value_in};
+use source_support::kubelet;
+use source_support::sshd::Sshd;
+
+const NS: &str = "capstan-system";
+
+fn capstan(args: &[&str], kubeconfig: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(args).arg("--kubeconfig").arg(kubeconfig);
+    c
+}
+
+async fn until<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let admin = cp.kubeconfig_path();
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let bare = served.join("fleet.git");
+    source_support::git(
+        &served,
+        &[
+            "init",
+            "--quiet",
+            "--bare",
+            "-b",
+            "main",
+            bare.to_str().unwrap(),
+        ],
+    );
+    let sshd = Sshd::start_push(&served);
+    let url = sshd.url(&bare);
+
+    let bootstrap_args = [
+        "bootstrap",
+        "--repo",
+        &url,
+        "--branch",
+        "main",
+        "--management",
+        "m-boot",
+        "--ssh-key",
+        sshd.key.to_str().unwrap(),
+        "--known-hosts",
+        sshd.known_hosts.to_str().unwrap(),
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "192.168.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+        "--namespace",
+        "t-boot",
+        "--image",
+        "capstan:test",
+        "--timeout",
+        "3m",
+    ];
+    let log = tmp.path().join("bootstrap.log");
+    let mut boot = capstan(&bootstrap_args, admin)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+
+    // Bootstrap installs the agent and waits for it: what a node would now run.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    until(
+        "the Deployment and the Git Secret",
+        Duration::from_secs(120),
+        || async {
+            deployments.get_opt("capstan").await.unwrap().is_some()
+                && secrets.get_opt("capstan-git").await.unwrap().is_some()
+        },
+    )
+    .await;
+    let mark = cp.audit().mark();
+    let pod_log = tmp.path().join("pod.log");
+    let pod = kubelet::run_deployment(cp, NS, "capstan", "capstan-7d9f-x2", &pod_log).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let status = boot.wait().unwrap();
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(boot.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+        (status, stdout)
+    })
+    .await
+    .unwrap();
+    let boot_log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        out.0.success(),
+        "bootstrap failed: {}\n{boot_log}\nagent:\n{}",
+        out.1,
+        pod.logs()
+    );
+    assert!(out.1.contains("bootstrapped"), "{}", out.1);
+
+    // Pushed for real: the skeleton and the manifests, the commit the agent applied.
+    let head = source_support::git(&bare, &["rev-parse", "main"]);
+    let files = source_support::git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.contains("clusters/m-boot/cluster.yaml"), "{files}");
+    assert!(files.contains("capstan-system/m-boot.yaml"), "{files}");
+    let mc = capstan::status::api(&client).get("m-boot").await.unwrap();
+    assert_eq!(mc.status.unwrap().last_applied_revision, head);
+
+    // The agent ran from the in-cluster configuration, as the installed ServiceAccount.
+    assert!(
+        pod.logs().contains("in-cluster service account"),
+        "{}",
+        pod.logs()
+    );
+    let metrics = scrape(pod.ports[&8080]);
+    assert_eq!(value_in(&metrics, "capstan_leader"), 1.0, "{metrics}");
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    let writes = cp.audit().writes_by_manager_since(mark, "capstan").unwrap();
+    assert!(!writes.is_empty());
+    assert!(
+        writes
+            .iter()
+            .all(|e| e.user.username == "system:serviceaccount:capstan-system:capstan"),
+        "{:?}",
+        writes.iter().map(|e| &e.user.username).collect::<Vec<_>>()
+    );
+    let capi = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "t-boot",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Cluster".into(),
+            plural: "clusters".into(),
+        },
+    );
+    assert!(capi.get_opt("m-boot").await.unwrap().is_some());
+
+    // Again: nothing to push, the agent already there.
+    let again = capstan(&bootstrap_args, admin).output().unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        source_support::git(&bare, &["rev-parse", "main"]),
+        head,
+        "a second bootstrap pushed"
+    );
+    drop(pod);
+
+    // A Secret the agent needs is gone: `capstan status` says so.
+    secrets
+        .delete("capstan-git", &DeleteParams::default())
+        .await
+        .unwrap();
+    let status = capstan(&["status"], admin).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("Secret capstan-system/capstan-git (volume git) is missing"),
+        "{text}"
+    );
+
+    // A wrong image: the kubelet reports the pod's container waiting on the pull (played here by
+    // writing the status a kubelet writes), and `capstan status` shows it with the reason.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pod_obj = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "capstan-7d9f-wrong", "namespace": NS, "labels": {"app.kubernetes.io/name": "capstan"}},
+        "spec": {"containers": [{"name": "agent", "image": "capstan:wrong"}]}});
+    let pp = kube::api::PatchParams::apply("kubelet-stand-in").force();
+    pods.patch(
+        "capstan-7d9f-wrong",
+        &pp,
+        &kube::api::Patch::Apply(&pod_obj),
+    )
+    .await
+    .unwrap();
+    let waiting = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "status": {"containerStatuses": [{
+        "name": "agent", "image": "capstan:wrong", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"capstan:wrong\""}}}]}});
+    pods.patch_status(
+        "capstan-7d9f-wrong",
+        &pp,
+        &kube::api::Patch::Apply(&waiting),
+    )
+    .await
+    .unwrap();
+    let status = capstan(&["status"], admin).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("pod capstan-7d9f-wrong: container agent waiting: ImagePullBackOff Back-off pulling image \"capstan:wrong\""),
+        "{text}"
+    );
+    pods.delete(
+        "capstan-7d9f-wrong",
+        &DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
+
+    // Uninstall: the agent goes, the managed cluster and its record stay.
+    let un = capstan(&["uninstall"], admin).output().unwrap();
+    assert!(
+        un.status.success(),
+        "{}",
+        String::from_utf8_lossy(&un.stderr)
+    );
+    assert!(deployments.get_opt("capstan").await.unwrap().is_none());
+    assert!(capi.get_opt("m-boot").await.unwrap().is_some());
+    assert!(
+        capstan::status::api(&client)
+            .get_opt("m-boot")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A cluster without Cluster API: `capstan install` refuses and names the missing CRDs, writing
+/// nothing.
+#[tokio::test]
+async fn install_without_cluster_api_names_the_missing_crds() {
+    let cp = capstan_harness::ControlPlane::start_with(capstan_harness::StartOptions {
+        install_crds: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let out = capstan(
+        &[
+            "install",
+            "--repo",
+            "https://example.com/fleet.git",
+            "--management",
+            "m",
+        ],
+        cp.kubeconfig_path(),
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for crd in capstan::install::REQUIRED_CRDS {
+        assert!(err.contains(crd), "{crd} not named: {err}");
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cp.client());
+    assert!(
+        namespaces.get_opt(NS).await.unwrap().is_none(),
+        "nothing is written"
+    );
+
+    // The agent does not install its CRD: without it, it says what to run.
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in source_support::agent::fleet_with("nocrd", &[]) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let reconcile = |kubeconfig: &std::path::Path| {
+        capstan(
+            &["reconcile", "--once", "--repo", repo.to_str().unwrap()],
+            kubeconfig,
+        )
+        .output()
+        .unwrap()
+    };
+    let out = reconcile(cp.kubeconfig_path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("managedclusters.capstan.dev) is not installed: run `capstan install`"),
+        "{err}"
+    );
+    // An older CRD (here: one without observedGeneration) is named as such.
+    let mut older = capstan::install::manifests::crd();
+    older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("observedGeneration");
+    capstan::install::apply(&cp.client(), &[older], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let out = reconcile(cp.kubeconfig_path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "is older than this agent (it lacks status.observedGeneration): run `capstan install`"
+        ),
+        "{err}"
+    );
+}

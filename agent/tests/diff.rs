@@ -1,0 +1,168 @@
+//! `capstan diff` end to end: the real binary on a real Git repository (the example fleet
+//! committed on `main`, changes on a branch), as a CI job runs it: exit codes 0 (no change),
+//! 2 (changes), 1 (errors: a file that does not validate, a blocked field, an unknown revision),
+//! and the three output formats.
+
+mod source_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use source_support::git;
+
+const DEV: &str = "clusters/mgmt/workload-clusters/dev/cluster.yaml";
+const PROD: &str = "clusters/mgmt/workload-clusters/prod/cluster.yaml";
+
+/// A working copy of the example fleet with one commit on `main`.
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet");
+    let out = Command::new("cp")
+        .arg("-r")
+        .arg(src.join("clusters"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "fleet"]);
+    dir
+}
+
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let p = dir.join(file);
+    let t = std::fs::read_to_string(&p).unwrap();
+    assert!(t.contains(from), "{file}: {from}");
+    std::fs::write(p, t.replacen(from, to, 1)).unwrap();
+}
+
+fn diff(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .arg("diff")
+        .arg(dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        status.code().unwrap(),
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
+}
+
+#[test]
+fn no_change_exits_0() {
+    let r = repo();
+    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no cluster changes"), "{out}");
+    let (code, out, _) = diff(
+        r.path(),
+        &["--base", "main", "--head", "HEAD", "-o", "json"],
+    );
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["changes"], false);
+    assert_eq!(v["valid"], true);
+}
+
+#[test]
+fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
+    let r = repo();
+    git(r.path(), &["checkout", "-q", "-b", "bump"]);
+    edit(
+        r.path(),
+        DEV,
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
+    edit(r.path(), DEV, "count: 2", "count: 4");
+    git(r.path(), &["commit", "-qam", "bump dev"]);
+    // The working copy is back on main: --head names the branch.
+    git(r.path(), &["checkout", "-q", "main"]);
+    let (code, out, err) = diff(r.path(), &["--base", "main", "--head", "bump"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("cluster dev:"), "{out}");
+    assert!(out.contains("control plane rolls: version v1.33"), "{out}");
+    assert!(out.contains("worker group md-0 rolls: version"), "{out}");
+    assert!(out.contains("worker group md-0 scales 2 → 4"), "{out}");
+    assert!(out.contains("-  version: v1.33"), "{out}");
+    assert!(!out.contains("cluster prod"), "only dev changed: {out}");
+    // JSON: data, the same facts.
+    let (code, out, _) = diff(
+        r.path(),
+        &["--base", "main", "--head", "bump", "-o", "json"],
+    );
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["changes"], true);
+    let dev = &v["clusters"][0];
+    assert_eq!(dev["name"], "dev");
+    assert_eq!(
+        dev["impact"]["controlPlane"]["roll"]["reasons"][0]["what"],
+        "version"
+    );
+    // Markdown for a PR.
+    let (code, md, _) = diff(
+        r.path(),
+        &["--base", "main", "--head", "bump", "-o", "markdown"],
+    );
+    assert_eq!(code, 2);
+    assert!(md.starts_with("### capstan diff main ("), "{md}");
+    assert!(md.contains("#### Cluster `dev`"));
+    assert!(
+        md.contains("```diff\n--- base/KubeadmControlPlane/team-dev/dev"),
+        "{md}"
+    );
+}
+
+#[test]
+fn the_working_copy_is_the_default_head() {
+    let r = repo();
+    edit(r.path(), DEV, "count: 2", "count: 3");
+    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("→ working tree"), "{out}");
+    assert!(
+        out.contains("worker group md-0 scales 2 → 3 (no rollout)"),
+        "{out}"
+    );
+    let (_, out, _) = diff(r.path(), &["--base", "main", "--cluster", "prod"]);
+    assert!(!out.contains("cluster dev"), "{out}");
+}
+
+#[test]
+fn errors_exit_1_with_file_and_line() {
+    let r = repo();
+    edit(
+        r.path(),
+        PROD,
+        "count: 3\n    endpoint",
+        "count: three\n    endpoint",
+    );
+    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("clusters/mgmt/workload-clusters/prod/cluster.yaml:16:"),
+        "{out}"
+    );
+    // A blocked field is an error too, with its spec path.
+    let r = repo();
+    edit(r.path(), PROD, "[172.20.0.0/16]", "[172.30.0.0/16]");
+    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("BLOCKED Cluster/prod spec.clusterNetwork.pods"),
+        "{out}"
+    );
+    // An unknown revision.
+    let (code, _, err) = diff(r.path(), &["--base", "no-such-branch"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no-such-branch"), "{err}");
+}

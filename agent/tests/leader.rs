@@ -1,0 +1,293 @@
+//! Two replicas of `capstan run --leader-elect` against the real API server, each as its own
+//! ServiceAccount bound to capstan's roles (so the audit log tells their requests apart): exactly
+//! one reconciles and writes; a push announced to the follower is forwarded and applied by the
+//! leader; SIGKILL of the leader hands the Lease over within the lease duration (measured from
+//! the Lease's own timestamps and printed); SIGTERM releases it.
+
+mod source_support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_harness::ControlPlane;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+use source_support::agent::{fleet_with, post, push_body, scrape, value_in, wait_metrics};
+use source_support::daemon::GitDaemon;
+use source_support::{Upstream, free_port};
+
+const SECRET: &str = "s3cret-for-tests";
+const LEASE: &str = "capstan-leader-test";
+const LEASE_SECONDS: u64 = 6;
+const NS: &str = "capstan-system";
+
+/// A second ServiceAccount with capstan's roles, so each replica has its own user in the audit
+/// log.
+async fn replica_account(cp: &ControlPlane, name: &str) -> std::path::PathBuf {
+    capstan::install::testing::agent_kubeconfig(cp).await;
+    let client = cp.client();
+    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NS}]);
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": NS}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "capstan"}, "subjects": subject}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name, "namespace": NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "capstan"}, "subjects": subject}),
+    ];
+    let resolver = capstan::k8s::Resolver::new(client.clone()).await.unwrap();
+    for o in &objects {
+        capstan::k8s::apply::apply_as(&client, &resolver, o, "capstan-test", false)
+            .await
+            .unwrap();
+    }
+    cp.service_account_kubeconfig(NS, name).await.unwrap()
+}
+
+struct Replica {
+    child: Child,
+    hook: u16,
+    metrics: u16,
+    log: std::path::PathBuf,
+}
+
+impl Replica {
+    fn start(
+        name: &str,
+        repo: &str,
+        kubeconfig: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> Replica {
+        let (hook, metrics) = (free_port(), free_port());
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args([
+                "run",
+                "--repo",
+                repo,
+                "--branch",
+                "main",
+                "--interval",
+                "1h",
+                "--management",
+                "m-lead",
+            ])
+            .args([
+                "--leader-elect",
+                "--lease-name",
+                LEASE,
+                "--lease-namespace",
+                NS,
+            ])
+            .args(["--lease-duration", &format!("{LEASE_SECONDS}s")])
+            .arg("--webhook-addr")
+            .arg(format!("127.0.0.1:{hook}"))
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{metrics}"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(dir.join(format!("{name}-mirror")))
+            .env("POD_NAME", name)
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica {
+            child,
+            hook,
+            metrics,
+            log,
+        }
+    }
+
+    fn leader(&self) -> f64 {
+        value_in(&scrape(self.metrics), "capstan_leader")
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn push(&self, commit: &str) {
+        let body = push_body(commit);
+        let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        assert_eq!(post(self.hook, &body, Some(&sig)), 202, "{}", self.logs());
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn user(name: &str) -> String {
+    format!("system:serviceaccount:{NS}:{name}")
+}
+
+/// Writes since `mark` by a replica's user, leaving out its Lease requests.
+fn writes_by(cp: &ControlPlane, mark: capstan_harness::AuditMark, name: &str) -> Vec<String> {
+    cp.audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.is_write() && e.user.username == user(name) && e.resource() != Some("leases"))
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect()
+}
+
+async fn applied(client: &kube::Client, cluster: &str, rev: &str, limit: Duration) -> bool {
+    let api = capstan::status::api(client);
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(o)) = api.get_opt(cluster).await
+            && o.status.is_some_and(|s| s.last_applied_revision == rev)
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("lead", &["w-lead"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let git = GitDaemon::start(&up.root);
+    let tmp = tempfile::tempdir().unwrap();
+    let (ka, kb) = (
+        replica_account(cp, "replica-a").await,
+        replica_account(cp, "replica-b").await,
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let mark = cp.audit().mark();
+
+    // a starts first and leads; b joins as a follower and is ready all the same.
+    let a = Replica::start("replica-a", &git.url("repo.git"), &ka, tmp.path());
+    wait_metrics(a.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 1.0
+    })
+    .await;
+    let b = Replica::start("replica-b", &git.url("repo.git"), &kb, tmp.path());
+    wait_metrics(b.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 0.0
+    })
+    .await;
+    let c1 = up.head();
+    assert!(
+        applied(&client, "w-lead", &c1, Duration::from_secs(90)).await,
+        "{}",
+        a.logs()
+    );
+    assert_eq!(b.leader(), 0.0);
+
+    // A push announced to the follower: forwarded, and applied by the leader.
+    let path = files
+        .iter()
+        .find(|(p, _)| p.contains("w-lead/cluster"))
+        .unwrap()
+        .0
+        .clone();
+    let text = files.iter().find(|(p, _)| *p == path).unwrap().1.clone();
+    let c2 = up.commit_and_push(
+        &[(&path, &text.replacen("count: 2", "count: 3", 1))],
+        &[],
+        "scale",
+    );
+    b.push(&c2);
+    assert!(
+        applied(&client, "w-lead", &c2, Duration::from_secs(60)).await,
+        "follower's push not applied:\n{}\n{}",
+        b.logs(),
+        a.logs()
+    );
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    let (wa, wb) = (
+        writes_by(cp, mark, "replica-a"),
+        writes_by(cp, mark, "replica-b"),
+    );
+    assert!(!wa.is_empty(), "the leader writes");
+    assert!(wb.is_empty(), "the follower wrote: {wb:#?}");
+    assert!(
+        b.logs().contains("push forwarded to the leader"),
+        "{}",
+        b.logs()
+    );
+
+    // SIGKILL of the leader: b takes over within the lease duration.
+    let before = leases.get(LEASE).await.unwrap().spec.unwrap();
+    assert_eq!(before.holder_identity.as_deref(), Some("replica-a"));
+    let killed = Instant::now();
+    a.signal("-KILL");
+    wait_metrics(b.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 1.0
+    })
+    .await;
+    let took = killed.elapsed();
+    let after = leases.get(LEASE).await.unwrap().spec.unwrap();
+    assert_eq!(after.holder_identity.as_deref(), Some("replica-b"));
+    // From the Lease itself: b acquired it at most a lease duration after a's last renewal (plus
+    // the moment the library waits before grabbing an expired Lease).
+    let renewed = before.renew_time.unwrap().0;
+    let acquired = after.acquire_time.unwrap().0;
+    let gap = acquired.duration_since(renewed);
+    assert!(
+        gap.as_secs_f64() <= LEASE_SECONDS as f64 + 2.0,
+        "hand-over {gap:?} after the last renewal, lease {LEASE_SECONDS}s"
+    );
+    println!(
+        "leader hand-over after SIGKILL: {:.1}s from the kill to the follower leading ({:.1}s after the last renewal; lease duration {LEASE_SECONDS}s)",
+        took.as_secs_f64(),
+        gap.as_secs_f64()
+    );
+    // The new leader reconciles: a push to it is applied, written by b.
+    let mark = cp.audit().mark();
+    let c3 = up.commit_and_push(
+        &[(&path, &text.replacen("count: 2", "count: 4", 1))],
+        &[],
+        "scale again",
+    );
+    b.push(&c3);
+    assert!(
+        applied(&client, "w-lead", &c3, Duration::from_secs(60)).await,
+        "{}",
+        b.logs()
+    );
+    cp.audit()
+        .settle(Duration::from_millis(300), Duration::from_secs(5))
+        .await;
+    assert!(!writes_by(cp, mark, "replica-b").is_empty());
+
+    // SIGTERM: b releases the Lease before it exits.
+    let mut b = b;
+    b.signal("-TERM");
+    let status = b.child.wait().unwrap();
+    assert!(status.success(), "{status}: {}", b.logs());
+    let released = leases.get(LEASE).await.unwrap().spec.unwrap();
+    assert!(
+        released.holder_identity.as_deref().unwrap_or("").is_empty(),
+        "after SIGTERM: {released:?}"
+    );
+    drop(git);
+}

@@ -1,0 +1,122 @@
+//! A directory that is not a fleet repository (no `clusters/`), or whose `clusters/` holds no
+//! cluster (a wiped branch checked out), is an error for every command — `validate`, `render`,
+//! `plan` and `reconcile` — never "0 clusters, 0 errors" or an empty desired fleet; against a
+//! real API server nothing is written. (The daemon's case is in `daemon.rs`:
+//! `a_wiped_branch_changes_nothing_on_the_management_cluster`.)
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn capstan(args: &[&str], dir: &Path, kubeconfig: Option<&Path>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(args).arg(dir);
+    if let Some(k) = kubeconfig {
+        c.arg("--kubeconfig").arg(k);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The shapes of "not a fleet": an empty directory, a repository of something else, a
+/// `clusters/` with only a README, a `clusters/` with only the fleet's suspend file.
+fn not_fleets(root: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mk = |name: &str, files: &[(&str, &str)]| {
+        let d = root.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for (p, t) in files {
+            let p = d.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, t).unwrap();
+        }
+        d
+    };
+    vec![
+        ("an empty directory", mk("empty", &[])),
+        (
+            "another project",
+            mk(
+                "other",
+                &[
+                    ("README.md", "# web\n"),
+                    ("k8s/app.yaml", "kind: Deployment\n"),
+                ],
+            ),
+        ),
+        (
+            "an empty clusters/",
+            mk("wiped", &[("clusters/README.md", "# nothing yet\n")]),
+        ),
+        (
+            "clusters/ with only the suspend file",
+            mk(
+                "suspended",
+                &[(
+                    "clusters/suspend.yaml",
+                    "apiVersion: capstan.dev/v1alpha1\nkind: Suspend\nmetadata: {name: fleet}\n",
+                )],
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn validate_and_render_refuse_what_is_not_a_fleet() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (what, dir) in not_fleets(tmp.path()) {
+        for cmd in [
+            &["validate"][..],
+            &["validate", "--output", "json"],
+            &["render"],
+        ] {
+            let out = capstan(cmd, &dir, None);
+            let t = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{cmd:?} on {what}:\n{t}");
+            assert!(t.contains("not-a-fleet"), "{cmd:?} on {what}:\n{t}");
+            assert!(!t.contains("0 errors"), "{cmd:?} on {what}:\n{t}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn plan_and_reconcile_refuse_what_is_not_a_fleet_and_write_nothing() {
+    let cp = capstan_harness::shared().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mark = cp.audit().mark();
+    for (what, dir) in not_fleets(tmp.path()) {
+        for cmd in [&["plan"][..], &["reconcile", "--once"]] {
+            let mut args = cmd.to_vec();
+            args.push("--repo");
+            let out = if cmd[0] == "plan" {
+                capstan(cmd, &dir, Some(cp.kubeconfig_path()))
+            } else {
+                capstan(&args, &dir, Some(cp.kubeconfig_path()))
+            };
+            let t = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{cmd:?} on {what}:\n{t}");
+            assert!(t.contains("not-a-fleet"), "{cmd:?} on {what}:\n{t}");
+            assert!(t.contains("nothing applied"), "{cmd:?} on {what}:\n{t}");
+        }
+    }
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes: Vec<String> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        // Not the API server's own bookkeeping (CRD status, leases): the admin capstan runs as.
+        .filter(|e| e.is_write() && !e.user.username.starts_with("system:"))
+        .map(|e| format!("{} {} {}", e.user.username, e.verb, e.request_uri))
+        .collect();
+    assert!(writes.is_empty(), "writes: {writes:#?}");
+}

@@ -1,0 +1,331 @@
+//! Pull-request plans and commit statuses from the real `capstan run`: the repository is served by
+//! `git daemon` (pull-request heads as `refs/pull/N/head`, as GitHub serves them), the
+//! management cluster is the real API server, and GitHub is the stand-in that checks every
+//! request against GitHub's documented REST API.
+//!
+//! One agent run goes through: statuses per cluster on the applied commit; a PR opened, planned
+//! against live state into one comment and a `capstan/plan` status (nothing applied); a push
+//! that breaks validation (failure with file:line, the same comment edited); a restart (the
+//! comment found again by its marker); a fork (not planned); a PR touching files outside
+//! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
+//! reconciling.
+
+mod source_support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use serde_json::json;
+use source_support::agent::{
+    fleet_with, post, post_event, push_body, value_in, wait_for_revision, wait_metrics,
+};
+use source_support::daemon::GitDaemon;
+use source_support::github::{Fault, GitHubStandIn};
+use source_support::{Upstream, free_port, git};
+
+const SECRET: &str = "pr-plans-secret";
+const TOKEN: &str = "ghp_prplans";
+const MARKER: &str = "<!-- capstan:plan -->";
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Setup {
+    url: String,
+    hook: u16,
+    metrics: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn start(&self, cp: &capstan_harness::ControlPlane, gh: &GitHubStandIn, log: &str) -> Agent {
+        let token = self.dir.path().join("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args([
+                "run",
+                "--repo",
+                &self.url,
+                "--interval",
+                "1h",
+                "--management",
+                "m-prp",
+            ])
+            .args(["--webhook-addr", &format!("127.0.0.1:{}", self.hook)])
+            .args(["--metrics-addr", &format!("127.0.0.1:{}", self.metrics)])
+            .args(["--github-api-url", &gh.url(), "--github-repo", "acme/fleet"])
+            .arg("--github-token-file")
+            .arg(&token)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("mirror"))
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join(log)).unwrap())
+            .spawn()
+            .unwrap();
+        let agent = Agent(child);
+        let up = (0..400).any(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            std::net::TcpStream::connect(("127.0.0.1", self.hook)).is_ok()
+        });
+        assert!(up, "{}", self.log(log));
+        agent
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+}
+
+fn pr_body(action: &str, number: u64, sha: &str, head_repo: &str) -> String {
+    json!({
+        "action": action,
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "head": {"sha": sha, "ref": format!("pr-{number}"), "repo": {"full_name": head_repo}},
+            "base": {"ref": "main", "repo": {"full_name": "acme/fleet"}},
+        },
+        "repository": {"full_name": "acme/fleet"},
+    })
+    .to_string()
+}
+
+fn signed(body: &str) -> String {
+    capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes())
+}
+
+/// Commits `files` on a branch off main and publishes it as `refs/pull/<n>/head`.
+fn push_pr(up: &Upstream, n: u64, files: &[(&str, &str)], msg: &str) -> String {
+    let branch = format!("pr-{n}");
+    let exists = source_support::git_command(&up.work)
+        .args(["rev-parse", "--verify", "-q", &branch])
+        .status()
+        .unwrap()
+        .success();
+    if exists {
+        git(&up.work, &["checkout", "-q", &branch]);
+    } else {
+        git(&up.work, &["checkout", "-q", "-b", &branch, "main"]);
+    }
+    up.write(files);
+    let sha = up.commit(msg);
+    git(
+        &up.work,
+        &[
+            "push",
+            "-q",
+            "-f",
+            "origin",
+            &format!("HEAD:refs/pull/{n}/head"),
+        ],
+    );
+    git(&up.work, &["checkout", "-q", "main"]);
+    sha
+}
+
+async fn md_replicas(client: &kube::Client) -> Option<i64> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-prp",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    let md = api.get("w-prp-md-0").await.ok()?;
+    md.data.pointer("/spec/replicas").and_then(|v| v.as_i64())
+}
+
+fn posted(text: &str) -> f64 {
+    value_in(text, "capstan_pr_plans_total{result=\"posted\"}")
+}
+
+#[tokio::test]
+async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuses() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("prp", &["w-prp"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let daemon = GitDaemon::start(&up.root);
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    let setup = Setup {
+        url: daemon.url("repo.git"),
+        hook: free_port(),
+        metrics: free_port(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let agent = setup.start(cp, &gh, "agent.log");
+    let c1 = up.head();
+    assert!(
+        wait_for_revision(&client, "w-prp", &c1, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "{}",
+        setup.log("agent.log")
+    );
+
+    // Statuses per cluster on the applied commit: nothing runs the machines here, so the
+    // clusters are Progressing: pending, with the phase message.
+    gh.wait("a status per cluster on the applied commit", |g| {
+        g.status(&c1, "capstan/w-prp").is_some() && g.status(&c1, "capstan/m-prp").is_some()
+    })
+    .await;
+    let st = gh.status(&c1, "capstan/w-prp").unwrap();
+    assert_eq!(st.state, "pending", "{st:?}");
+    assert!(
+        st.description.starts_with("Progressing") || st.description.starts_with("Applying"),
+        "{st:?}"
+    );
+
+    // A PR scaling w-prp's workers: one comment with the live plan and the machine impact, a
+    // success status, and nothing applied.
+    let (wpath, wtext) = files.iter().find(|(p, _)| p.contains("w-prp")).unwrap();
+    assert_eq!(wtext.matches("count: 2").count(), 1);
+    let scaled = wtext.replacen("count: 2", "count: 3", 1);
+    let h1 = push_pr(&up, 1, &[(wpath, &scaled)], "scale w-prp");
+    let body = pr_body("opened", 1, &h1, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    // Unsigned: refused like a push.
+    assert_eq!(post_event(setup.hook, "pull_request", &body, None), 401);
+    wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    let comments = gh.comments(1);
+    assert_eq!(comments.len(), 1);
+    let text = &comments[0].body;
+    assert!(text.starts_with(MARKER), "{text}");
+    assert!(text.contains("against live state"), "{text}");
+    assert!(
+        text.contains("worker group md-0 scales 2 → 3 (no rollout)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| update | `MachineDeployment/t-prp/w-prp-md-0`"),
+        "{text}"
+    );
+    assert!(text.contains("-  replicas: 2\n+  replicas: 3"), "{text}");
+    let st = gh.status(&h1, "capstan/plan").unwrap();
+    assert_eq!(st.state, "success", "{st:?}");
+    assert_eq!(md_replicas(&client).await, Some(2), "a PR is never applied");
+    println!("sample plan comment:\n{text}");
+
+    // A push that breaks validation: the same comment, edited; a failure naming file:line.
+    let broken = wtext.replacen("count: 2", "count: two", 1);
+    let h2 = push_pr(&up, 1, &[(wpath, &broken)], "oops");
+    let body = pr_body("synchronize", 1, &h2, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 2.0).await;
+    let comments = gh.comments(1);
+    assert_eq!(comments.len(), 1, "edited in place");
+    assert!(
+        comments[0].body.contains(&format!("{wpath}:")),
+        "{}",
+        comments[0].body
+    );
+    let st = gh.status(&h2, "capstan/plan").unwrap();
+    assert_eq!(st.state, "failure");
+    assert!(st.description.starts_with(&format!("{wpath}:")), "{st:?}");
+
+    // A restarted agent finds its comment again by the marker.
+    drop(agent);
+    let agent = setup.start(cp, &gh, "agent2.log");
+    let rescaled = wtext.replacen("count: 2", "count: 4", 1);
+    let h3 = push_pr(&up, 1, &[(wpath, &rescaled)], "scale to 4");
+    let body = pr_body("synchronize", 1, &h3, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    let comments = gh.comments(1);
+    assert_eq!(comments.len(), 1, "still one comment after a restart");
+    assert!(
+        comments[0].body.contains("scales 2 → 4"),
+        "{}",
+        comments[0].body
+    );
+    assert_eq!(gh.status(&h3, "capstan/plan").unwrap().state, "success");
+
+    // A fork is not planned without --pr-plans-from-forks.
+    let h4 = push_pr(&up, 2, &[(wpath, &scaled)], "from a fork");
+    let body = pr_body("opened", 2, &h4, "mallory/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(setup.metrics, Duration::from_secs(30), |t| {
+        value_in(t, "capstan_pr_plans_total{result=\"ignored\"}") >= 1.0
+    })
+    .await;
+    assert!(gh.comments(2).is_empty() && gh.status(&h4, "capstan/plan").is_none());
+
+    // A PR touching files outside clusters/: failure.
+    let h5 = push_pr(
+        &up,
+        3,
+        &[(wpath, &scaled), ("scripts/deploy.sh", "echo hi\n")],
+        "outside",
+    );
+    let body = pr_body("opened", 3, &h5, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 2.0).await;
+    let st = gh.status(&h5, "capstan/plan").unwrap();
+    assert_eq!(st.state, "failure");
+    assert!(
+        st.description
+            .contains("outside clusters/ changed: scripts/deploy.sh"),
+        "{st:?}"
+    );
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+
+    // A token without the scope for statuses: a clear error, and reconciling goes on.
+    gh.fault_always(Some(("/statuses/", Fault::MissingScope)));
+    let c2 = up.commit_and_push(&[(wpath, &scaled)], &[], "scale w-prp on main");
+    let push = push_body(&c2);
+    assert_eq!(post(setup.hook, &push, Some(&signed(&push))), 202);
+    assert!(
+        wait_for_revision(&client, "w-prp", &c2, Duration::from_secs(60))
+            .await
+            .is_some(),
+        "{}",
+        setup.log("agent2.log")
+    );
+    assert_eq!(md_replicas(&client).await, Some(3));
+    wait_metrics(setup.metrics, Duration::from_secs(30), |t| {
+        value_in(t, "capstan_commit_statuses_total{result=\"failed\"}") >= 1.0
+    })
+    .await;
+    let log = setup.log("agent2.log");
+    assert!(
+        log.contains("cannot post commit statuses; reconciling goes on"),
+        "{log}"
+    );
+    assert!(log.contains("repo:status"), "{log}");
+    drop(agent);
+}

@@ -1,0 +1,552 @@
+//! A stand-in for GitHub's REST API (GitHub itself is unreachable from here), on loopback.
+//!
+//! It serves the endpoints capstan uses, under an optional path prefix (`/api/v3`, as GitHub
+//! Enterprise serves them), and checks every request against GitHub's documentation: method and
+//! path, `Authorization: Bearer <token>` with a token it issued or was given, `Accept:
+//! application/vnd.github+json`, `X-GitHub-Api-Version: 2022-11-28`, a `User-Agent`, and the
+//! JSON body's fields and their types. Anything else is answered as GitHub would (401, 404,
+//! 422) *and* recorded in [`GitHubStandIn::violations`], which tests assert is empty.
+//!
+//! GitHub Apps: `POST /app/installations/{id}/access_tokens` verifies the App's RS256 JWT (issuer
+//! = app id) with its public key and issues an installation token that the other endpoints
+//! then accept.
+//!
+//! Faults on request: [`Fault::RateLimit`] (403 with `x-ratelimit-remaining: 0` and a reset a
+//! second away), [`Fault::ServerError`] (502), [`Fault::MissingScope`] (403 with
+//! `x-accepted-oauth-scopes`/`x-oauth-scopes`, as GitHub answers a token without the scope).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// A fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 403, primary rate limit exhausted, reset in a second.
+    RateLimit,
+    /// 502 Bad Gateway.
+    ServerError,
+    /// 403, the token lacks the scope.
+    MissingScope,
+}
+
+/// One request as served.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub method: String,
+    /// Path without the prefix, with the query.
+    pub path: String,
+    pub status: u16,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct Comment {
+    pub id: u64,
+    pub issue: u64,
+    pub body: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub sha: String,
+    pub state: String,
+    pub context: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pull {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+}
+
+#[derive(Default)]
+struct State {
+    repo: String,
+    prefix: String,
+    tokens: Vec<String>,
+    /// (app id, public key PEM, installation id).
+    app: Option<(u64, Vec<u8>, u64)>,
+    comments: BTreeMap<u64, Comment>,
+    next_id: u64,
+    statuses: Vec<Status>,
+    pulls: Vec<Pull>,
+    log: Vec<Logged>,
+    faults: VecDeque<(String, Fault)>,
+    /// A fault for every request whose path contains the string, until cleared.
+    always: Option<(String, Fault)>,
+    violations: Vec<String>,
+}
+
+/// The running stand-in; stops with the test's runtime.
+#[derive(Clone)]
+pub struct GitHubStandIn {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [("content-type", "application/json; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+impl GitHubStandIn {
+    /// Serves `repo` (`owner/name`) under `prefix` ("" or "/api/v3"), accepting `token`.
+    pub async fn start(repo: &str, prefix: &str, token: &str) -> GitHubStandIn {
+        let state = Arc::new(Mutex::new(State {
+            repo: repo.into(),
+            prefix: prefix.into(),
+            tokens: vec![token.into()],
+            next_id: 1000,
+            ..Default::default()
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let s = state.clone();
+        let app = axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let s = s.clone();
+                async move { handle(&s, method, uri, headers, body) }
+            },
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        GitHubStandIn { port, state }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// The API URL to give capstan.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, self.lock().prefix)
+    }
+
+    /// Accepts a GitHub App's installation (its public key, PEM).
+    pub fn add_app(&self, app_id: u64, public_pem: &[u8], installation: u64) {
+        self.lock().app = Some((app_id, public_pem.to_vec(), installation));
+    }
+
+    /// Answers the next request whose path contains `path` with `fault`.
+    pub fn fault_once(&self, path: &str, fault: Fault) {
+        self.lock().faults.push_back((path.into(), fault));
+    }
+
+    /// Answers every request whose path contains `path` with `fault` (None: stop).
+    pub fn fault_always(&self, fault: Option<(&str, Fault)>) {
+        self.lock().always = fault.map(|(p, f)| (p.to_string(), f));
+    }
+
+    pub fn comments(&self, issue: u64) -> Vec<Comment> {
+        self.lock()
+            .comments
+            .values()
+            .filter(|c| c.issue == issue)
+            .cloned()
+            .collect()
+    }
+
+    pub fn statuses(&self) -> Vec<Status> {
+        self.lock().statuses.clone()
+    }
+
+    /// The newest status of `context` on `sha`.
+    pub fn status(&self, sha: &str, context: &str) -> Option<Status> {
+        self.lock()
+            .statuses
+            .iter()
+            .rev()
+            .find(|s| s.sha == sha && s.context == context)
+            .cloned()
+    }
+
+    pub fn pulls(&self) -> Vec<Pull> {
+        self.lock().pulls.clone()
+    }
+
+    pub fn log(&self) -> Vec<Logged> {
+        self.lock().log.clone()
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Waits (bounded) until `until` holds for the stand-in, re-checking as requests arrive.
+    pub async fn wait(&self, what: &str, until: impl Fn(&GitHubStandIn) -> bool) {
+        let start = std::time::Instant::now();
+        while !until(self) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(120),
+                "GitHub stand-in: never saw {what}; log: {:#?}",
+                self.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn handle(
+    state: &Mutex<State>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut s = state.lock().unwrap();
+    let full = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let parsed: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap_or(json!("<not JSON>"))
+    };
+    let prefix = s.prefix.clone();
+    let Some(rest) = full.strip_prefix(&prefix) else {
+        s.violations
+            .push(format!("{method} {full}: not under {prefix}"));
+        return answer(StatusCode::NOT_FOUND, json!({"message": "Not Found"}));
+    };
+    let rest = rest.to_string();
+    let resp = route(&mut s, &method, &rest, &headers, &parsed);
+    let status = resp.0.as_u16();
+    s.log.push(Logged {
+        method: method.to_string(),
+        path: rest,
+        status,
+        body: parsed,
+    });
+    let mut r = answer(resp.0, resp.1);
+    for (k, v) in resp.2 {
+        r.headers_mut().insert(k, v.parse().unwrap());
+    }
+    r
+}
+
+type Answer = (StatusCode, Value, Vec<(&'static str, String)>);
+
+fn plain(status: StatusCode, body: Value) -> Answer {
+    (status, body, Vec::new())
+}
+
+fn violation(s: &mut State, what: String) -> Answer {
+    s.violations.push(what.clone());
+    plain(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"message": "Validation Failed", "errors": [what]}),
+    )
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value) -> Answer {
+    let (path, query) = full.split_once('?').unwrap_or((full, ""));
+    let query: BTreeMap<&str, &str> = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    // Headers every documented call carries.
+    if header(h, "accept") != Some("application/vnd.github+json") {
+        let got = header(h, "accept").unwrap_or("none").to_string();
+        return violation(s, format!("{method} {path}: Accept is {got}"));
+    }
+    if header(h, "x-github-api-version") != Some("2022-11-28") {
+        return violation(
+            s,
+            format!("{method} {path}: no X-GitHub-Api-Version: 2022-11-28"),
+        );
+    }
+    if header(h, "user-agent").is_none_or(str::is_empty) {
+        return violation(s, format!("{method} {path}: no User-Agent"));
+    }
+    let auth = header(h, "authorization").unwrap_or("");
+    let bearer = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("token "))
+        .unwrap_or("");
+    // GitHub Apps: the JWT buys an installation token.
+    if let Some(inst) = path
+        .strip_prefix("/app/installations/")
+        .and_then(|p| p.strip_suffix("/access_tokens"))
+    {
+        if *method != Method::POST {
+            return violation(s, format!("{method} {path}: access tokens are POSTed"));
+        }
+        let Some((app_id, pem, installation)) = s.app.clone() else {
+            return violation(s, format!("{path}: no GitHub App configured"));
+        };
+        use octocrab::jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+        let key = DecodingKey::from_rsa_pem(&pem).unwrap();
+        let mut v = Validation::new(Algorithm::RS256);
+        v.set_required_spec_claims(&["exp", "iat"]);
+        v.validate_aud = false;
+        let claims = match decode::<Value>(bearer, &key, &v) {
+            Ok(d) => d.claims,
+            Err(e) => {
+                s.violations.push(format!("{path}: bad App JWT: {e}"));
+                return plain(
+                    StatusCode::UNAUTHORIZED,
+                    json!({"message": "A JSON web token could not be decoded"}),
+                );
+            }
+        };
+        let iss_ok = claims["iss"] == json!(app_id.to_string()) || claims["iss"] == json!(app_id);
+        if !iss_ok || inst != installation.to_string() {
+            return violation(
+                s,
+                format!(
+                    "{path}: JWT issuer {} for installation {inst}",
+                    claims["iss"]
+                ),
+            );
+        }
+        let token = format!("ghs_installation_{}", s.tokens.len());
+        s.tokens.push(token.clone());
+        return plain(
+            StatusCode::CREATED,
+            json!({"token": token, "expires_at": "2099-01-01T00:00:00Z", "permissions": {"statuses": "write", "pull_requests": "write"}}),
+        );
+    }
+    if !s.tokens.iter().any(|t| t == bearer) {
+        s.violations.push(format!(
+            "{method} {path}: Authorization {auth:?} is not a known token"
+        ));
+        return plain(
+            StatusCode::UNAUTHORIZED,
+            json!({"message": "Bad credentials"}),
+        );
+    }
+    // Injected faults, answered as GitHub does.
+    let fault = match s.faults.iter().position(|(p, _)| path.contains(p.as_str())) {
+        Some(i) => s.faults.remove(i).map(|(_, f)| f),
+        None => s
+            .always
+            .as_ref()
+            .filter(|(p, _)| path.contains(p.as_str()))
+            .map(|(_, f)| *f),
+    };
+    match fault {
+        Some(Fault::RateLimit) => {
+            let reset = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+                + 1;
+            return (
+                StatusCode::FORBIDDEN,
+                json!({"message": "API rate limit exceeded for installation.", "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}),
+                vec![
+                    ("x-ratelimit-remaining", "0".into()),
+                    ("x-ratelimit-reset", reset.to_string()),
+                ],
+            );
+        }
+        Some(Fault::ServerError) => {
+            return plain(StatusCode::BAD_GATEWAY, json!({"message": "Server Error"}));
+        }
+        Some(Fault::MissingScope) => {
+            return (
+                StatusCode::FORBIDDEN,
+                json!({"message": "Resource not accessible by personal access token", "documentation_url": "https://docs.github.com/rest"}),
+                vec![
+                    ("x-accepted-oauth-scopes", "repo, repo:status".into()),
+                    ("x-oauth-scopes", "read:org".into()),
+                ],
+            );
+        }
+        None => {}
+    }
+    let repo_prefix = format!("/repos/{}/", s.repo);
+    let Some(rest) = path.strip_prefix(&repo_prefix) else {
+        s.violations
+            .push(format!("{method} {path}: not a path of /repos/{}", s.repo));
+        return plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"}));
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let str_field = |b: &Value, k: &str| b.get(k).and_then(Value::as_str).map(str::to_string);
+    match (method.clone(), parts.as_slice()) {
+        (Method::POST, ["statuses", sha]) => {
+            if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return violation(s, format!("statuses: {sha} is not a commit id"));
+            }
+            let state = str_field(body, "state").unwrap_or_default();
+            if !["pending", "success", "failure", "error"].contains(&state.as_str()) {
+                return violation(s, format!("statuses: state {state:?}"));
+            }
+            let description = str_field(body, "description").unwrap_or_default();
+            if description.chars().count() > 140 {
+                return violation(s, "statuses: description over 140 characters".into());
+            }
+            if let Some(extra) = body.as_object().and_then(|o| {
+                o.keys().find(|k| {
+                    !["state", "target_url", "description", "context"].contains(&k.as_str())
+                })
+            }) {
+                return violation(s, format!("statuses: unknown field {extra}"));
+            }
+            let context = str_field(body, "context").unwrap_or_else(|| "default".into());
+            s.statuses.push(Status {
+                sha: sha.to_string(),
+                state: state.clone(),
+                context: context.clone(),
+                description: description.clone(),
+            });
+            plain(
+                StatusCode::CREATED,
+                json!({"state": state, "context": context, "description": description, "id": s.statuses.len()}),
+            )
+        }
+        (Method::GET, ["issues", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let per_page: usize = query
+                .get("per_page")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(30);
+            let page: usize = query.get("page").and_then(|v| v.parse().ok()).unwrap_or(1);
+            if per_page > 100 {
+                return violation(s, "comments: per_page over 100".into());
+            }
+            let all: Vec<Value> = s
+                .comments
+                .values()
+                .filter(|c| c.issue == n)
+                .map(|c| json!({"id": c.id, "body": c.body, "user": {"login": "capstan[bot]"}}))
+                .collect();
+            let items: Vec<Value> = all
+                .into_iter()
+                .skip((page - 1) * per_page)
+                .take(per_page)
+                .collect();
+            plain(StatusCode::OK, Value::Array(items))
+        }
+        (Method::POST, ["issues", n, "comments"]) => {
+            let Some(text) = str_field(body, "body") else {
+                return violation(s, "comments: no body".into());
+            };
+            if text.chars().count() > 65_536 {
+                return violation(
+                    s,
+                    "comments: body is too long (maximum is 65536 characters)".into(),
+                );
+            }
+            let id = s.next_id;
+            s.next_id += 1;
+            let issue: u64 = n.parse().unwrap_or(0);
+            s.comments.insert(
+                id,
+                Comment {
+                    id,
+                    issue,
+                    body: text.clone(),
+                },
+            );
+            plain(StatusCode::CREATED, json!({"id": id, "body": text}))
+        }
+        (Method::PATCH, ["issues", "comments", id]) => {
+            let Some(text) = str_field(body, "body") else {
+                return violation(s, "comments: no body".into());
+            };
+            if text.chars().count() > 65_536 {
+                return violation(s, "comments: body is too long".into());
+            }
+            let id: u64 = id.parse().unwrap_or(0);
+            match s.comments.get_mut(&id) {
+                Some(c) => {
+                    c.body = text.clone();
+                    plain(StatusCode::OK, json!({"id": id, "body": text}))
+                }
+                None => plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"})),
+            }
+        }
+        (Method::GET, ["pulls"]) => {
+            let head = query.get("head").copied().unwrap_or("");
+            let base = query.get("base").copied();
+            let owner = s.repo.split('/').next().unwrap_or("").to_string();
+            let items: Vec<Value> = s
+                .pulls
+                .iter()
+                .filter(|p| head.is_empty() || format!("{owner}:{}", p.head) == head)
+                .filter(|p| base.is_none_or(|b| b == p.base))
+                .map(|p| pull_json(&s.repo, p))
+                .collect();
+            plain(StatusCode::OK, Value::Array(items))
+        }
+        (Method::POST, ["pulls"]) => {
+            let (Some(title), Some(head), Some(base)) = (
+                str_field(body, "title"),
+                str_field(body, "head"),
+                str_field(body, "base"),
+            ) else {
+                return violation(s, "pulls: title, head and base are required".into());
+            };
+            if s.pulls.iter().any(|p| p.head == head && p.base == base) {
+                return plain(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    json!({"message": "Validation Failed", "errors": [{"message": format!("A pull request already exists for {head}.")}]}),
+                );
+            }
+            let number = s.pulls.len() as u64 + 1;
+            let p = Pull {
+                number,
+                head,
+                base,
+                title,
+                body: str_field(body, "body").unwrap_or_default(),
+            };
+            let j = pull_json(&s.repo, &p);
+            s.pulls.push(p);
+            plain(StatusCode::CREATED, j)
+        }
+        (Method::PATCH, ["pulls", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let repo = s.repo.clone();
+            match s.pulls.iter_mut().find(|p| p.number == n) {
+                Some(p) => {
+                    if let Some(t) = str_field(body, "title") {
+                        p.title = t;
+                    }
+                    if let Some(b) = str_field(body, "body") {
+                        p.body = b;
+                    }
+                    let j = pull_json(&repo, p);
+                    plain(StatusCode::OK, j)
+                }
+                None => plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"})),
+            }
+        }
+        _ => {
+            s.violations.push(format!(
+                "{method} {path}: not an endpoint capstan should call"
+            ));
+            plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"}))
+        }
+    }
+}
+
+fn pull_json(repo: &str, p: &Pull) -> Value {
+    json!({
+        "number": p.number,
+        "html_url": format!("https://github.example/{repo}/pull/{}", p.number),
+        "title": p.title,
+        "body": p.body,
+        "state": "open",
+        "head": {"ref": p.head},
+        "base": {"ref": p.base},
+    })
+}

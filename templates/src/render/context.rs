@@ -1,0 +1,481 @@
+//! The template context of a cluster: every value the provider templates use, computed once.
+//!
+//! Templates hold the shape of each object; this module computes what goes into it (versions and
+//! images from the release, flags and files from [`super::node`], provider choices), so a
+//! template never decides a default or a version-dependent setting on its own. Version-dependent
+//! settings follow EKS Anywhere:
+//!
+//! | Kubernetes | setting |
+//! |---|---|
+//! | ≥ 1.29 | kube-vip reads `super-admin.conf` on the first control-plane node during `kubeadm init` |
+//! | 1.29–1.32 | kubeadm's `EtcdLearnerMode` feature gate off (vSphere) |
+//! | ≥ 1.29 | `KMSv1=true` feature gate with KMS encryption |
+//! | < 1.33 | kube-apiserver `--cloud-provider=external` (vSphere; the flag is gone in 1.33) |
+//! | ≥ 1.31 | kubelet `fail-cgroupv1=false` (docker) |
+
+use serde_json::{Map, Value, json};
+
+use super::RenderError;
+use super::node::{self, args_json};
+use crate::release::{Release, VersionsBundle};
+use crate::spec::{
+    Cluster, DockerBackend, HealthOverride, KubeVersion, Provider, Taint, VSphereMachine,
+};
+
+/// The smallest memory of an external etcd machine on vSphere (EKS-A's defaulter raises it).
+pub const ETCD_MIN_MEMORY_MIB: i64 = 8192;
+
+/// The default audit policy as written to machines (parsed once: comments and anchors of the
+/// source file dropped).
+fn default_audit_policy() -> &'static str {
+    static P: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let v = crate::yaml::parse_values(node::DEFAULT_AUDIT_POLICY)
+            .expect("the default audit policy parses; checked by a test");
+        crate::yaml::to_string(&v[0]).trim_end().to_string()
+    })
+}
+
+/// The control-plane taint kubeadm uses and EKS-A defaults to on vSphere.
+pub fn default_cp_taint() -> Value {
+    json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+}
+
+fn taints_json(taints: &[Taint]) -> Value {
+    Value::Array(
+        taints
+            .iter()
+            .map(|t| {
+                let mut m = Map::new();
+                m.insert("key".into(), json!(t.key));
+                if let Some(v) = &t.value {
+                    m.insert("value".into(), json!(v));
+                }
+                m.insert("effect".into(), json!(t.effect));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+/// A machine config for the templates; `min_memory` raises its memory (etcd), and only worker
+/// machines keep their own networks.
+fn machine_json(m: Option<&VSphereMachine>, min_memory: i64, own_networks: bool) -> Value {
+    match m {
+        None => Value::Null,
+        Some(m) => json!({
+            "datastore": m.datastore, "folder": m.folder,
+            "memory_mib": m.memory_mib.max(min_memory), "num_cpus": m.num_cpus,
+            "disk_gib": m.disk_gib, "os_family": m.os_family, "resource_pool": m.resource_pool,
+            "template": m.template, "storage_policy_name": m.storage_policy_name,
+            "clone_mode": m.clone_mode, "tags": m.tags,
+            "networks": if own_networks { m.networks.clone() } else { Vec::new() },
+        }),
+    }
+}
+
+/// `users` of a kubeadm or etcdadm config: the machine config's first user and key.
+fn users_json(m: Option<&VSphereMachine>) -> Value {
+    match m.and_then(|m| m.user.as_ref()) {
+        Some((name, key)) if !key.is_empty() => json!([{
+            "name": name, "sshAuthorizedKeys": [key], "sudo": "ALL=(ALL) NOPASSWD:ALL",
+        }]),
+        Some((name, _)) => json!([{"name": name, "sudo": "ALL=(ALL) NOPASSWD:ALL"}]),
+        None => json!([]),
+    }
+}
+
+pub(super) fn bundle_for(
+    release: &Release,
+    v: KubeVersion,
+) -> Result<&VersionsBundle, RenderError> {
+    release
+        .versions_bundle(v)
+        .ok_or_else(|| RenderError::MissingBundle {
+            release: release.version.to_string(),
+            version: v,
+        })
+}
+
+/// The Helm values of Cilium, as EKS Anywhere's Cilium templater computes them; `helmValues`
+/// replaces them all.
+pub fn cilium_values(cluster: &Cluster, bundle: &VersionsBundle) -> Value {
+    let c = &cluster.network.cilium;
+    if let Some(v) = &c.helm_values {
+        return v.clone();
+    }
+    let (agent_repo, agent_tag) = bundle.cilium.cilium.split();
+    let (op_repo, op_tag) = bundle.cilium.operator.split();
+    // The chart appends "-generic" to the operator repository itself.
+    let op_repo = op_repo.strip_suffix("-generic").unwrap_or(op_repo);
+    let mut values = json!({
+        "cni": {"chainingMode": "portmap"},
+        "ipam": {"mode": "kubernetes"},
+        "identityAllocationMode": "crd",
+        "prometheus": {"enabled": true},
+        "rollOutCiliumPods": true,
+        "routingMode": "tunnel",
+        "tunnelProtocol": "geneve",
+        "image": {"repository": agent_repo, "tag": agent_tag},
+        "operator": {
+            "image": {"repository": op_repo, "tag": op_tag},
+            "prometheus": {"enabled": true},
+            "tolerations": [
+                {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+                {"key": "node.cilium.io/agent-not-ready", "operator": "Exists"},
+            ],
+        },
+        "envoy": {"enabled": false},
+    });
+    let obj = values.as_object_mut().expect("literal object");
+    if cluster.workers.is_empty() && cluster.control_plane.count == 1 {
+        obj["operator"]["replicas"] = json!(1);
+    }
+    if let Some(m) = &c.policy_enforcement_mode {
+        obj.insert("policyEnforcementMode".into(), json!(m));
+    }
+    if let Some(i) = &c.egress_masquerade_interfaces {
+        obj.insert("egressMasqueradeInterfaces".into(), json!(i));
+    }
+    if let Some(x) = c.cni_exclusive {
+        obj["cni"]["exclusive"] = json!(x);
+    }
+    if c.routing_mode.as_deref() == Some("direct") {
+        obj.insert("routingMode".into(), json!("native"));
+        obj.insert("autoDirectNodeRoutes".into(), json!("true"));
+        obj.remove("tunnelProtocol");
+        if let Some(cidr) = &c.ipv4_native_routing_cidr {
+            obj.insert("ipv4NativeRoutingCIDR".into(), json!(cidr));
+        }
+        if let Some(cidr) = &c.ipv6_native_routing_cidr {
+            obj.insert("ipv6NativeRoutingCIDR".into(), json!(cidr));
+        }
+    }
+    values
+}
+
+fn health_json(cluster: &Cluster, o: &HealthOverride, default_max: &Value, name: &str) -> Value {
+    let h = &cluster.health;
+    json!({
+        "name": name,
+        "node_startup_timeout_seconds": o.node_startup_timeout_seconds.unwrap_or(h.node_startup_timeout_seconds),
+        "unhealthy_machine_timeout_seconds": o.unhealthy_machine_timeout_seconds.unwrap_or(h.unhealthy_machine_timeout_seconds),
+        "max_unhealthy": o.max_unhealthy.clone().unwrap_or_else(|| default_max.clone()),
+    })
+}
+
+/// Tolerations of the vSphere cloud controller manager: uninitialized and not-ready nodes, the
+/// control plane, and the control plane's own taints.
+fn cpi_tolerations(cp_taints: &Value) -> Value {
+    let mut t = vec![
+        json!({"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}),
+        json!({"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}),
+        json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}),
+        json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}),
+    ];
+    t.extend(cp_taints.as_array().cloned().unwrap_or_default());
+    Value::Array(t)
+}
+
+/// The template context of a cluster.
+pub(super) fn context(
+    cluster: &Cluster,
+    release: &Release,
+) -> Result<Map<String, Value>, RenderError> {
+    let cp_bundle = bundle_for(release, cluster.kubernetes_version)?;
+    let minor = cluster.kubernetes_version.minor;
+    let (haproxy_repository, haproxy_tag) = cp_bundle.haproxy.split();
+    let haproxy_repository = haproxy_repository
+        .rsplit_once('/')
+        .map(|(r, _)| r)
+        .unwrap_or(haproxy_repository);
+    let (chart_ref, chart_version) = cp_bundle.cilium.helm_chart.split();
+    let (chart_repo, chart_name) = chart_ref.rsplit_once('/').unwrap_or(("", chart_ref));
+    let d = &cp_bundle.eks_d;
+    let bundle = json!({
+        "kube_image_repository": d.image_repository,
+        "etcd_repository": d.etcd.image_repository,
+        "etcd_tag": d.etcd.image_tag,
+        "etcd_version": d.etcd.version,
+        "etcd_release_url": d.etcd.release_url,
+        "coredns_repository": d.coredns.image_repository,
+        "coredns_tag": d.coredns.image_tag,
+        "haproxy_repository": haproxy_repository,
+        "haproxy_tag": haproxy_tag,
+        "kube_vip_image": cp_bundle.vsphere.kube_vip.uri,
+        "cpi_manager_image": cp_bundle.vsphere.manager.uri,
+        "cilium_repository": format!("oci://{chart_repo}"),
+        "cilium_chart": chart_name,
+        "cilium_version": chart_version,
+    });
+    let vsphere_provider = match &cluster.provider {
+        Provider::VSphere(v) => Some(v),
+        Provider::Docker(_) => None,
+    };
+    let is_vsphere = vsphere_provider.is_some();
+    let machine_of = |name: &Option<String>| {
+        name.as_ref()
+            .and_then(|n| vsphere_provider.and_then(|v| v.machines.get(n)))
+    };
+    let cp = &cluster.control_plane;
+    let cp_machine = machine_of(&cp.machine);
+
+    // Control-plane taints: as written; none written means the default NoSchedule taint on
+    // vSphere and kubeadm's own on docker, except on a cluster without workers, whose control
+    // plane must take workloads.
+    let cp_taints = match (&cp.taints, cluster.workers.is_empty()) {
+        (_, true) => json!([]),
+        (Some(t), false) => taints_json(t),
+        (None, false) if is_vsphere => json!([default_cp_taint()]),
+        (None, false) => Value::Null,
+    };
+    let (cp_kubelet_args, cp_kubelet_patch) = node::kubelet(
+        cluster,
+        minor,
+        cp.kubelet_configuration.as_ref(),
+        &cp.labels,
+    );
+    let audit_policy = match &cp.audit_policy {
+        Some(p) => p.clone(),
+        None => default_audit_policy().to_string(),
+    };
+    let encryption = node::encryption_config(cluster);
+
+    // Files of control-plane machines, in EKS-A's order.
+    let mut cp_files = Vec::new();
+    if let Some(p) = &cp_kubelet_patch {
+        cp_files.push(node::kubelet_patch_file(p));
+    }
+    if let Some(e) = &encryption {
+        cp_files.push(
+            json!({"path": node::ENCRYPTION_CONFIG_PATH, "owner": "root:root", "content": e}),
+        );
+    }
+    // The kube-vip manifest goes here (vSphere), rendered by the template itself.
+    let kube_vip_index = cp_files.len();
+    cp_files.push(
+        json!({"path": node::AUDIT_POLICY_PATH, "owner": "root:root", "content": audit_policy}),
+    );
+    if let Some(f) = node::proxy_file(cluster) {
+        cp_files.push(f);
+    }
+    if let Some(m) = &cluster.registry_mirror {
+        cp_files.extend(node::mirror_files(m));
+    }
+    let mut extra_volumes = vec![
+        json!({"name": "audit-policy", "hostPath": node::AUDIT_POLICY_PATH, "mountPath": node::AUDIT_POLICY_PATH, "pathType": "File", "readOnly": true}),
+        json!({"name": "audit-log-dir", "hostPath": "/var/log/kubernetes", "mountPath": "/var/log/kubernetes", "pathType": "DirectoryOrCreate", "readOnly": false}),
+    ];
+    if encryption.is_some() {
+        extra_volumes.push(json!({"name": "encryption-config", "hostPath": node::ENCRYPTION_CONFIG_PATH, "mountPath": "/etc/kubernetes/enc/encryption-config.yaml", "pathType": "File", "readOnly": true}));
+        extra_volumes.push(json!({"name": "kms-plugin", "hostPath": "/var/run/kmsplugin/", "mountPath": "/var/run/kmsplugin/", "readOnly": false}));
+    }
+    let mut cert_sans: Vec<String> = Vec::new();
+    if !is_vsphere {
+        cert_sans.extend(["localhost", "127.0.0.1"].map(String::from));
+    }
+    cert_sans.extend(cp.cert_sans.iter().cloned());
+    let mut cp_pre = if is_vsphere {
+        node::vsphere_pre_commands(cluster)
+    } else {
+        node::docker_pre_commands(cluster)
+    };
+    if is_vsphere && minor >= 29 {
+        // kubeadm init (only the first control-plane node has /run/kubeadm/kubeadm.yaml) hands
+        // admin.conf its RBAC only after the API server is up, which kube-vip must front first.
+        cp_pre.push("if [ -f /run/kubeadm/kubeadm.yaml ]; then sed -i 's#path: /etc/kubernetes/admin.conf#path: /etc/kubernetes/super-admin.conf#' /etc/kubernetes/manifests/kube-vip.yaml; fi".into());
+    }
+    let feature_gates =
+        (is_vsphere && (29..33).contains(&minor)).then(|| json!({"EtcdLearnerMode": false}));
+    let cp_json = json!({
+        "count": cp.count,
+        "version": d.tag,
+        "endpoint_host": cp.endpoint_host,
+        "node_image": d.kind_node.uri,
+        "machine": machine_json(cp_machine, 0, false),
+        "users": users_json(cp_machine),
+        "ntp": cp_machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+        "max_surge": cp.max_surge.unwrap_or(1),
+        "taints": cp_taints,
+        "kubelet_args": args_json(&cp_kubelet_args),
+        "patches": cp_kubelet_patch.is_some(),
+        "apiserver_args": args_json(&node::apiserver_args(cluster, minor)),
+        "controller_manager_args": args_json(&node::controller_manager_args(cluster)),
+        "scheduler_args": args_json(&node::scheduler_args()),
+        "etcd_args": args_json(&node::etcd_args()),
+        "extra_volumes": extra_volumes,
+        "cert_sans": cert_sans,
+        "files": cp_files,
+        "kube_vip_file_index": kube_vip_index,
+        "pre_commands": cp_pre,
+        "feature_gates": feature_gates,
+    });
+
+    let mut workers = Vec::new();
+    let mut worker_health = Vec::new();
+    for w in &cluster.workers {
+        let b = bundle_for(release, w.kubernetes_version)?;
+        let machine = machine_of(&w.machine);
+        let (kubelet_args, patch) = node::kubelet(
+            cluster,
+            w.kubernetes_version.minor,
+            w.kubelet_configuration.as_ref(),
+            &w.labels,
+        );
+        let mut files = Vec::new();
+        if let Some(p) = &patch {
+            files.push(node::kubelet_patch_file(p));
+        }
+        if let Some(f) = node::proxy_file(cluster) {
+            files.push(f);
+        }
+        if let Some(m) = &cluster.registry_mirror {
+            files.extend(node::mirror_files(m));
+        }
+        let pre = if is_vsphere {
+            node::vsphere_pre_commands(cluster)
+        } else {
+            node::docker_pre_commands(cluster)
+        };
+        let failure_domain = match (&w.failure_domain, vsphere_provider) {
+            (Some(fd), Some(v)) => Some(format!("{}-{}-{fd}", cluster.name, v.datacenter_config)),
+            _ => None,
+        };
+        workers.push(json!({
+            "name": w.name,
+            "replicas": w.replicas,
+            "autoscaling": w.autoscaling.map(|(a, b)| json!([a, b])),
+            "taints": taints_json(&w.taints),
+            "version": b.eks_d.tag,
+            "node_image": b.eks_d.kind_node.uri,
+            "machine": machine_json(machine, 0, true),
+            "users": users_json(machine),
+            "ntp": machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+            "kubelet_args": args_json(&kubelet_args),
+            "patches": patch.is_some(),
+            "files": files,
+            "pre_commands": pre,
+            "rollout": w.rollout.map(|(s, u)| json!({"max_surge": s, "max_unavailable": u})),
+            "failure_domain": failure_domain,
+        }));
+        worker_health.push(health_json(
+            cluster,
+            &w.health,
+            &cluster.health.workers_max_unhealthy,
+            &w.name,
+        ));
+    }
+
+    let etcd = match &cluster.etcd {
+        None => Value::Null,
+        Some(e) => {
+            let m = machine_of(&e.machine);
+            let proxy = match (&cluster.proxy, vsphere_provider) {
+                (Some(p), Some(v)) => json!({
+                    "httpProxy": p.http, "httpsProxy": p.https,
+                    "noProxy": node::no_proxy(cluster, &v.server),
+                }),
+                _ => Value::Null,
+            };
+            let mirror = cluster.registry_mirror.as_ref().map(|r| {
+                let public = r
+                    .namespaces
+                    .get("public.ecr.aws")
+                    .map(|m| node::mirror_api_endpoint(m))
+                    .unwrap_or_default();
+                let mut m = json!({"endpoint": public});
+                if let Some(ca) = &r.ca_cert {
+                    m["caCert"] = json!(ca);
+                }
+                m
+            });
+            json!({
+                "count": e.count,
+                "machine": machine_json(m, ETCD_MIN_MEMORY_MIB, false),
+                "users": users_json(m),
+                "ntp": m.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+                "cipher_suites": node::CIPHER_SUITES,
+                "pre_commands": if is_vsphere { node::hostname_commands() } else { Vec::new() },
+                "proxy": proxy,
+                "registry_mirror": mirror,
+            })
+        }
+    };
+
+    let in_memory = matches!(cluster.provider, Provider::Docker(DockerBackend::InMemory));
+    let (infra_api, cluster_kind, mt_kind) = match cluster.provider {
+        Provider::Docker(DockerBackend::Docker) => (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "DockerCluster",
+            "DockerMachineTemplate",
+        ),
+        Provider::Docker(DockerBackend::InMemory) => (
+            "infrastructure.cluster.x-k8s.io/v1beta2",
+            "DevCluster",
+            "DevMachineTemplate",
+        ),
+        Provider::VSphere(_) => (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereCluster",
+            "VSphereMachineTemplate",
+        ),
+    };
+    let vsphere = match vsphere_provider {
+        Some(v) => json!({
+            "server": v.server, "datacenter": v.datacenter, "network": v.network,
+            "thumbprint": v.thumbprint, "insecure": v.insecure,
+            "credentials_secret": format!("{}-vsphere-credentials", cluster.name),
+            "cpi_credentials_secret": format!("{}-cloud-provider-vsphere-credentials", cluster.name),
+            "cpi_tolerations": cpi_tolerations(&cp_taints),
+            "failure_domains": v.failure_domains.iter().map(|f| json!({
+                "name": format!("{}-{}-{}", cluster.name, v.datacenter_config, f.name),
+                "datacenter_config": v.datacenter_config,
+                "compute_cluster": f.compute_cluster, "resource_pool": f.resource_pool,
+                "datastore": f.datastore, "folder": f.folder, "network": f.network,
+            })).collect::<Vec<_>>(),
+        }),
+        None => Value::Null,
+    };
+    let strategy = if cluster.network.cilium.skip_upgrade == Some(true) {
+        "InstallOnce"
+    } else {
+        "Continuous"
+    };
+    let cilium = crate::yaml::to_string(&cilium_values(cluster, cp_bundle));
+
+    let mut ctx = Map::new();
+    ctx.insert(
+        "cluster".into(),
+        json!({
+            "name": cluster.name,
+            "namespace": cluster.namespace,
+            "management": cluster.management,
+            "pods_cidr": cluster.network.pods.to_string(),
+            "services_cidr": cluster.network.services.to_string(),
+        }),
+    );
+    ctx.insert("minor".into(), json!(minor));
+    ctx.insert("bundle".into(), bundle);
+    ctx.insert("cp".into(), cp_json);
+    ctx.insert("etcd".into(), etcd);
+    ctx.insert("workers".into(), Value::Array(workers));
+    ctx.insert("vsphere".into(), vsphere);
+    ctx.insert("docker".into(), json!({"in_memory": in_memory}));
+    ctx.insert(
+        "infra".into(),
+        json!({"api_version": infra_api, "cluster_kind": cluster_kind, "machine_template_kind": mt_kind}),
+    );
+    ctx.insert(
+        "health".into(),
+        json!({
+            "cp": health_json(cluster, &cp.health, &cluster.health.control_plane_max_unhealthy, ""),
+            "workers": worker_health,
+        }),
+    );
+    ctx.insert(
+        "cilium".into(),
+        json!({"values": cilium, "reconcile_strategy": strategy}),
+    );
+    Ok(ctx)
+}

@@ -1,0 +1,400 @@
+//! What each kind of machine is bootstrapped with: component flags, kubelet settings, files and
+//! commands, computed the way EKS Anywhere computes them (`pkg/clusterapi/extraargs.go` and the
+//! providers' template builders) and handed to the templates as data.
+//!
+//! The hardening EKS Anywhere applies is here: an audit policy and audit log for the API server,
+//! TLS cipher suites on every component that takes them, `profiling=false`, a read-only-port and
+//! anonymous-auth free kubelet on vSphere. So are the optional features: proxy and registry
+//! mirror files for containerd, OIDC and pod IAM flags, KMS encryption of etcd, kubelet
+//! configuration patches.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::spec::{Cluster, Provider, RegistryMirror};
+
+/// The one cipher suite EKS Anywhere allows on its components' TLS endpoints.
+pub const CIPHER_SUITES: &str = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256";
+/// Where the audit policy is written on control-plane machines.
+pub const AUDIT_POLICY_PATH: &str = "/etc/kubernetes/audit-policy.yaml";
+/// Where kubeadm reads kubelet configuration patches.
+pub const PATCHES_DIR: &str = "/etc/kubernetes/patches";
+/// The kubelet configuration patch file.
+pub const KUBELET_PATCH_PATH: &str = "/etc/kubernetes/patches/kubeletconfiguration0+strategic.yaml";
+/// The KMS encryption configuration on control-plane machines.
+pub const ENCRYPTION_CONFIG_PATH: &str = "/var/lib/kubeadm/encryption-config.yaml";
+/// The default audit policy (audit.k8s.io/v1), capstan's copy of the rules EKS Anywhere applies.
+pub const DEFAULT_AUDIT_POLICY: &str = include_str!("../../providers/common/audit-policy.yaml");
+
+/// Flags as an ordered map (name → value); rendered as Cluster API v1beta2 `[{name, value}]`.
+pub type Args = BTreeMap<String, String>;
+
+/// `[{name, value}]`, sorted by name.
+pub fn args_json(args: &Args) -> Value {
+    Value::Array(
+        args.iter()
+            .map(|(k, v)| json!({"name": k, "value": v}))
+            .collect(),
+    )
+}
+
+fn args(pairs: &[(&str, &str)]) -> Args {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `node-labels` of a group, `k=v` joined by commas in key order.
+pub fn node_labels(labels: &BTreeMap<String, String>) -> Option<String> {
+    (!labels.is_empty()).then(|| {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// kube-apiserver flags.
+pub fn apiserver_args(c: &Cluster, minor: u32) -> Args {
+    let vsphere = matches!(c.provider, Provider::VSphere(_));
+    let mut a = args(&[
+        ("audit-policy-file", AUDIT_POLICY_PATH),
+        ("audit-log-path", "/var/log/kubernetes/api-audit.log"),
+        ("audit-log-maxage", "30"),
+        ("audit-log-maxbackup", "10"),
+        ("audit-log-maxsize", "512"),
+        ("profiling", "false"),
+    ]);
+    // kube-apiserver dropped --cloud-provider in 1.33; kubelets and the controller manager keep
+    // cloud-provider=external and the vSphere CPI initialises the nodes.
+    if vsphere && minor < 33 {
+        a.insert("cloud-provider".into(), "external".into());
+    }
+    if !c.etcd_encryption.is_empty() && minor >= 29 {
+        a.insert("feature-gates".into(), "KMSv1=true".into());
+    }
+    if let Some(o) = &c.oidc {
+        let mut put = |k: &str, v: &str| {
+            if !v.is_empty() {
+                a.insert(k.into(), v.into());
+            }
+        };
+        put("oidc-client-id", &o.client_id);
+        put("oidc-groups-claim", &o.groups_claim);
+        put("oidc-groups-prefix", &o.groups_prefix);
+        put("oidc-issuer-url", &o.issuer_url);
+        if let Some(r) = o.required_claims.first() {
+            put("oidc-required-claim", &format!("{}={}", r.claim, r.value));
+        }
+        put("oidc-username-claim", &o.username_claim);
+        put("oidc-username-prefix", &o.username_prefix);
+    }
+    for (k, v) in &c.control_plane.api_server_extra_args {
+        a.insert(k.clone(), v.clone());
+    }
+    if !c.etcd_encryption.is_empty() {
+        a.insert(
+            "encryption-provider-config".into(),
+            "/etc/kubernetes/enc/encryption-config.yaml".into(),
+        );
+    }
+    a.insert("tls-cipher-suites".into(), CIPHER_SUITES.into());
+    if let Some(issuer) = &c.pod_iam_issuer {
+        let joined = match a.get("service-account-issuer") {
+            Some(v) => format!("{v},{issuer}"),
+            None => issuer.clone(),
+        };
+        a.insert("service-account-issuer".into(), joined);
+    }
+    a
+}
+
+/// kube-controller-manager flags.
+pub fn controller_manager_args(c: &Cluster) -> Args {
+    let mut a = args(&[("profiling", "false"), ("tls-cipher-suites", CIPHER_SUITES)]);
+    match c.provider {
+        Provider::VSphere(_) => {
+            a.insert("cloud-provider".into(), "external".into());
+        }
+        Provider::Docker(_) => {
+            a.insert("enable-hostpath-provisioner".into(), "true".into());
+        }
+    }
+    if let Some(m) = c.network.node_cidr_mask_size {
+        a.insert("node-cidr-mask-size".into(), m.to_string());
+    }
+    a
+}
+
+/// kube-scheduler flags.
+pub fn scheduler_args() -> Args {
+    args(&[("profiling", "false"), ("tls-cipher-suites", CIPHER_SUITES)])
+}
+
+/// Flags of stacked etcd.
+pub fn etcd_args() -> Args {
+    args(&[("cipher-suites", CIPHER_SUITES)])
+}
+
+/// kubelet flags of a machine, and the kubelet configuration patch when one is written (which
+/// replaces the hardening flags, as in EKS-A).
+pub fn kubelet(
+    c: &Cluster,
+    minor: u32,
+    config: Option<&Map<String, Value>>,
+    labels: &BTreeMap<String, String>,
+) -> (Args, Option<String>) {
+    let docker = matches!(c.provider, Provider::Docker(_));
+    let mut a = Args::new();
+    if !docker {
+        a.insert("cloud-provider".into(), "external".into());
+    }
+    let patch = match config {
+        Some(cfg) => {
+            let mut cfg = cfg.clone();
+            cfg.entry("tlsCipherSuites")
+                .or_insert_with(|| json!([CIPHER_SUITES]));
+            if let Some(r) = &c.network.resolv_conf {
+                cfg.entry("resolvConf").or_insert_with(|| json!(r));
+            }
+            if docker && minor >= 31 {
+                cfg.entry("failCgroupV1").or_insert(json!(false));
+            }
+            Some(crate::yaml::to_string(&Value::Object(cfg)))
+        }
+        None => {
+            if docker {
+                a.insert(
+                    "eviction-hard".into(),
+                    "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%".into(),
+                );
+                a.insert("cgroup-driver".into(), "systemd".into());
+                if minor >= 31 {
+                    a.insert("fail-cgroupv1".into(), "false".into());
+                }
+            } else {
+                a.insert("read-only-port".into(), "0".into());
+                a.insert("anonymous-auth".into(), "false".into());
+            }
+            a.insert("tls-cipher-suites".into(), CIPHER_SUITES.into());
+            if let Some(r) = &c.network.resolv_conf {
+                a.insert("resolv-conf".into(), r.clone());
+            }
+            None
+        }
+    };
+    if let Some(l) = node_labels(labels) {
+        a.insert("node-labels".into(), l);
+    }
+    (a, patch)
+}
+
+fn file(path: &str, content: String) -> Value {
+    json!({"path": path, "owner": "root:root", "content": content})
+}
+
+/// The kubelet patch file.
+pub fn kubelet_patch_file(patch: &str) -> Value {
+    let mut f = file(KUBELET_PATCH_PATH, patch.to_string());
+    f["permissions"] = json!("0644");
+    f
+}
+
+/// The proxy drop-in of containerd (not on docker: CAPD nodes use the host's network).
+pub fn proxy_file(c: &Cluster) -> Option<Value> {
+    let p = c.proxy.as_ref()?;
+    let Provider::VSphere(v) = &c.provider else {
+        return None;
+    };
+    let no_proxy = no_proxy(c, &v.server);
+    Some(file(
+        "/etc/systemd/system/containerd.service.d/http-proxy.conf",
+        format!(
+            "[Service]\nEnvironment=\"HTTP_PROXY={}\"\nEnvironment=\"HTTPS_PROXY={}\"\nEnvironment=\"NO_PROXY={}\"\n",
+            p.http,
+            p.https,
+            no_proxy.join(",")
+        ),
+    ))
+}
+
+/// Destinations that bypass the proxy: the cluster's networks, what the user lists, the
+/// defaults EKS-A adds, vCenter and the API endpoint.
+pub fn no_proxy(c: &Cluster, server: &str) -> Vec<String> {
+    let mut out = vec![c.network.pods.to_string(), c.network.services.to_string()];
+    if let Some(p) = &c.proxy {
+        out.extend(p.no_proxy.iter().cloned());
+    }
+    out.extend(["localhost", "127.0.0.1", ".svc"].map(String::from));
+    out.push(server.to_string());
+    if let Some(h) = &c.control_plane.endpoint_host {
+        out.push(h.clone());
+    }
+    out
+}
+
+/// containerd's API endpoint of a registry mirror (`host:port[/ns]` → `host:port/v2[/ns]`).
+pub fn mirror_api_endpoint(addr: &str) -> String {
+    match addr.split_once('/') {
+        Some((host, ns)) => format!("{host}/v2/{ns}"),
+        None => format!("{addr}/v2"),
+    }
+}
+
+/// containerd's files for a registry mirror: its CA, the config that enables `certs.d`, and
+/// one hosts.toml for the mirror itself and for each registry it mirrors.
+pub fn mirror_files(m: &RegistryMirror) -> Vec<Value> {
+    let mut out = Vec::new();
+    let ca_path = format!("/etc/containerd/certs.d/{}/ca.crt", m.base);
+    if let Some(ca) = &m.ca_cert {
+        out.push(file(&ca_path, ca.clone()));
+    }
+    out.push(file(
+        "/etc/containerd/config_append.toml",
+        "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n".into(),
+    ));
+    let hosts = |server: &str, mirror: &str| {
+        let mut t = format!(
+            "server = \"https://{server}\"\n\n[host.\"https://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
+            mirror_api_endpoint(mirror)
+        );
+        if m.ca_cert.is_some() {
+            t.push_str(&format!("  ca = \"{ca_path}\"\n"));
+        }
+        if m.insecure_skip_verify {
+            t.push_str("  skip_verify = true\n");
+        }
+        t
+    };
+    out.push(file(
+        &format!("/etc/containerd/certs.d/{}/hosts.toml", m.base),
+        hosts(&m.base, &m.base),
+    ));
+    for (orig, mirror) in &m.namespaces {
+        out.push(file(
+            &format!("/etc/containerd/certs.d/{orig}/hosts.toml"),
+            hosts(orig, mirror),
+        ));
+    }
+    out
+}
+
+/// The KMS EncryptionConfiguration of kube-apiserver.
+pub fn encryption_config(c: &Cluster) -> Option<String> {
+    if c.etcd_encryption.is_empty() {
+        return None;
+    }
+    let resources: Vec<Value> = c
+        .etcd_encryption
+        .iter()
+        .map(|e| {
+            let mut providers: Vec<Value> = e
+                .providers
+                .iter()
+                .map(|p| {
+                    let mut kms = Map::new();
+                    kms.insert("apiVersion".into(), json!("v1"));
+                    kms.insert("name".into(), json!(p.kms.name));
+                    kms.insert("endpoint".into(), json!(p.kms.socket_listen_address));
+                    kms.insert("cachesize".into(), json!(p.kms.cache_size.unwrap_or(1000)));
+                    let timeout = p
+                        .kms
+                        .timeout
+                        .as_deref()
+                        .and_then(crate::spec::parse_duration_seconds)
+                        .unwrap_or(3);
+                    kms.insert("timeout".into(), json!(go_duration(timeout)));
+                    json!({"kms": kms})
+                })
+                .collect();
+            providers.push(json!({"identity": {}}));
+            json!({"resources": e.resources, "providers": providers})
+        })
+        .collect();
+    Some(crate::yaml::to_string(&json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "EncryptionConfiguration",
+        "resources": resources,
+    })))
+}
+
+/// A duration as Go prints one (`3s`, `1m30s`, `1h0m0s`), which is how EKS-A writes them.
+pub fn go_duration(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// Commands run before kubeadm on a vSphere machine: containerd restarts for proxy and mirror
+/// settings, then the hostname from cloud-init's metadata.
+pub fn vsphere_pre_commands(c: &Cluster) -> Vec<String> {
+    let mut out = Vec::new();
+    if c.registry_mirror.is_some() {
+        out.push("cat /etc/containerd/config_append.toml >> /etc/containerd/config.toml".into());
+    }
+    if c.registry_mirror.is_some() || c.proxy.is_some() {
+        out.push("sudo systemctl daemon-reload".into());
+        out.push("sudo systemctl restart containerd".into());
+    }
+    out.extend(hostname_commands());
+    out
+}
+
+/// Set the hostname and /etc/hosts from cloud-init's metadata (vSphere machines and etcd).
+pub fn hostname_commands() -> Vec<String> {
+    const H: &str = "{{ ds.meta_data.hostname }}";
+    vec![
+        format!("hostname \"{H}\""),
+        "echo \"::1         ipv6-localhost ipv6-loopback\" >/etc/hosts".into(),
+        "echo \"127.0.0.1   localhost\" >>/etc/hosts".into(),
+        format!("echo \"127.0.0.1   {H}\" >>/etc/hosts"),
+        format!("echo \"{H}\" >/etc/hostname"),
+    ]
+}
+
+/// Commands run before kubeadm on a docker machine with a registry mirror.
+pub fn docker_pre_commands(c: &Cluster) -> Vec<String> {
+    if c.registry_mirror.is_none() {
+        return Vec::new();
+    }
+    vec![
+        "cat /etc/containerd/config_append.toml >> /etc/containerd/config.toml".into(),
+        "systemctl daemon-reload".into(),
+        "systemctl restart containerd".into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_endpoints_put_v2_before_the_namespace() {
+        assert_eq!(mirror_api_endpoint("m.corp:443"), "m.corp:443/v2");
+        assert_eq!(
+            mirror_api_endpoint("m.corp:443/ecr-public"),
+            "m.corp:443/v2/ecr-public"
+        );
+    }
+
+    #[test]
+    fn durations_print_as_go_does() {
+        assert_eq!(go_duration(3), "3s");
+        assert_eq!(go_duration(90), "1m30s");
+        assert_eq!(go_duration(3600), "1h0m0s");
+    }
+
+    #[test]
+    fn the_default_audit_policy_is_a_policy() {
+        let docs = crate::yaml::parse_values(DEFAULT_AUDIT_POLICY).unwrap();
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0]["kind"], "Policy");
+        assert_eq!(docs[0]["apiVersion"], "audit.k8s.io/v1");
+    }
+}
