@@ -646,7 +646,7 @@ fn row(name: &str, capstan: Option<f64>, flux: Option<f64>, fmt: fn(f64) -> Stri
     let cell = |v: Option<f64>| v.map(fmt).unwrap_or_else(|| "-".into());
     let ratio = match (capstan, flux) {
         (Some(c), Some(f)) if f != 0.0 => format!("{:.3}", c / f),
-        (Some(c), Some(_)) if c == 0.0 => "0 (both 0)".into(),
+        (Some(0.0), Some(_)) => "0 (both 0)".into(),
         _ => "-".into(),
     };
     println!("| {name} | {} | {} | {ratio} |", cell(capstan), cell(flux));
