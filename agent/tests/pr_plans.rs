@@ -46,7 +46,14 @@ struct Setup {
 }
 
 impl Setup {
-    fn start(&self, cp: &capstan_harness::ControlPlane, gh: &GitHubStandIn, log: &str) -> Agent {
+    /// The agent, as the installed ServiceAccount (`capstan install`'s CRD and rules).
+    async fn start(
+        &self,
+        cp: &capstan_harness::ControlPlane,
+        gh: &GitHubStandIn,
+        log: &str,
+    ) -> Agent {
+        let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
         let token = self.dir.path().join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -65,7 +72,7 @@ impl Setup {
             .arg("--github-token-file")
             .arg(&token)
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
+            .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir.path().join("mirror"))
             .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
@@ -173,7 +180,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         metrics: free_port(),
         dir: tempfile::tempdir().unwrap(),
     };
-    let agent = setup.start(cp, &gh, "agent.log");
+    let agent = setup.start(cp, &gh, "agent.log").await;
     let c1 = up.head();
     assert!(
         wait_for_revision(&client, "w-prp", &c1, Duration::from_secs(90))
@@ -251,7 +258,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
-    let agent = setup.start(cp, &gh, "agent2.log");
+    let agent = setup.start(cp, &gh, "agent2.log").await;
     let rescaled = wtext.replacen("count: 2", "count: 4", 1);
     let h3 = push_pr(&up, 1, &[(wpath, &rescaled)], "scale to 4");
     let body = pr_body("synchronize", 1, &h3, "acme/fleet");

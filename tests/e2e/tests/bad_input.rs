@@ -2858,7 +2858,7 @@ corpus! {
     unknown_field_cluster_network:
         Case::workload()
             .after(W, "clusterNetwork:", "  nodes: {cidrBlocks: [10.0.0.0/8]}")
-            .err(UnsupportedField, W, "nodes");
+            .err(UnknownField, W, "cidrBlocks: [10.0.0.0/8]");
     unquoted_kubernetes_version_1_31:
         Case::workload()
             .set(W, "kubernetesVersion:", "kubernetesVersion: 1.31")
