@@ -196,6 +196,12 @@ pub async fn run_deployment(
             g = gid.unwrap_or(u)
         ));
     }
+    // The image's binary, copied before the emptyDirs hide where it was built (a checkout under
+    // /tmp, say).
+    script.push_str(&format!(
+        "cp {} /run/.capstan\n",
+        shell(env!("CARGO_BIN_EXE_capstan"))
+    ));
     for d in &empty_dirs {
         script.push_str(&format!("mount -t tmpfs -o mode=1777 tmpfs {d}\n"));
     }
@@ -209,8 +215,7 @@ pub async fn run_deployment(
             gid.unwrap_or(u)
         ));
     }
-    exec.push(' ');
-    exec.push_str(&shell(env!("CARGO_BIN_EXE_capstan")));
+    exec.push_str(" /run/.capstan");
     for a in &args {
         exec.push(' ');
         exec.push_str(&shell(a));
