@@ -79,26 +79,9 @@ impl Stage {
     }
 }
 
-/// How long the control plane stage waits before the next stage starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RolloutWait {
-    /// Every control-plane machine up to date and available, the old ones gone.
-    #[default]
-    Complete,
-    /// The first new control-plane machine up and the control plane back at full availability
-    /// (workload clusters only: a management cluster always waits for the whole rollout).
-    FirstNode,
-}
-
-/// How worker groups roll.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WorkerRollout {
-    /// Every group at once.
-    #[default]
-    Parallel,
-    /// One group at a time, in render order.
-    Sequential,
-}
+// When the control plane counts as done, and how worker groups roll: written in the fleet
+// config (`spec.rollout`), so defined with it.
+pub use capstan_layout::config::{RolloutWait, WorkerRollout};
 
 /// How a cluster's stages proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,6 +90,45 @@ pub struct Settings {
     pub rollout_wait: RolloutWait,
     /// How worker groups roll.
     pub workers: WorkerRollout,
+}
+
+impl Settings {
+    /// A cluster's settings: `base` (the agent's), with what the fleet config's `rollout`
+    /// section writes; a management cluster always waits for its whole control plane (its own
+    /// API server is what the next stage talks to).
+    pub fn for_cluster(
+        base: Settings,
+        rollout: Option<&capstan_layout::config::Rollout>,
+        management: bool,
+    ) -> Settings {
+        let mut s = base;
+        if let Some(r) = rollout {
+            s.rollout_wait = r.rollout_wait.unwrap_or(s.rollout_wait);
+            s.workers = r.worker_rollout.unwrap_or(s.workers);
+        }
+        if management {
+            s.rollout_wait = RolloutWait::Complete;
+        }
+        s
+    }
+
+    /// `sequential` or `parallel`, for humans.
+    pub fn workers_word(&self) -> &'static str {
+        match self.workers {
+            WorkerRollout::Sequential => "sequential",
+            WorkerRollout::Parallel => "parallel",
+        }
+    }
+}
+
+/// Whether an entry of a plan may roll machines when applied: a change (not a scale or a drift
+/// correction) to an object of a rollout stage. What the upgrade gates look at, for the objects
+/// that are live (a creation replaces nothing).
+pub fn rolls_machines(e: &Entry) -> bool {
+    matches!(e.action, Action::Create | Action::Update)
+        && !e.scale_only
+        && !e.is_drift_correction()
+        && stage(&e.object, WorkerRollout::Parallel) != Stage::Prepare
 }
 
 /// The stage of an object.
