@@ -347,7 +347,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 "" | "-" => "-".to_string(),
                 st => st.to_string(),
             };
-            let table: Vec<[String; 7]> = rows
+            let table: Vec<[String; 8]> = rows
                 .iter()
                 .map(|r| {
                     [
@@ -356,6 +356,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                         s(r, "/status/lastAppliedRevision"),
                         s(r, "/status/phase"),
                         stage(r),
+                        s(r, "/status/wave"),
                         age(&s(r, "/metadata/creationTimestamp")),
                         s(r, "/status/message"),
                     ]
@@ -367,6 +368,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 "REVISION",
                 "PHASE",
                 "STAGE",
+                "WAVE",
                 "AGE",
                 "MESSAGE",
             ]
