@@ -168,7 +168,7 @@ pub enum WorkerRollout {
     /// Every group at once (as EKS Anywhere and Cluster API do by themselves).
     #[default]
     Parallel,
-    /// One group at a time, in render order.
+    /// One group at a time, by name.
     Sequential,
 }
 

@@ -37,6 +37,14 @@ use serde::Serialize;
 use super::{Entry, ObjectRef};
 use crate::status::Phase;
 
+/// The `rollout` section of a management cluster's fleet config.
+pub fn rollout_of<'f>(fleet: &'f capstan_layout::Fleet, management: &str) -> Option<&'f Rollout> {
+    fleet
+        .configs
+        .get(management)
+        .and_then(|c| c.rollout.as_ref())
+}
+
 /// One workload cluster of the fleet, as the decision sees it.
 #[derive(Debug, Clone)]
 pub struct Member {

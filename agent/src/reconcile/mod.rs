@@ -48,7 +48,6 @@ pub mod self_upgrade;
 mod staging;
 
 use pass::Pass;
-use staging::rollout_of as staging_rollout;
 
 pub use crate::plan::planner::Drift;
 
@@ -661,7 +660,9 @@ impl Agent {
     /// standing (`done`, `upgrading`, `failed`, `pending`), when the fleet config paces upgrades:
     /// the `capstan_wave_clusters` gauge.
     pub fn wave_census(&self, fleet: &Fleet, scope: &Scope) -> Vec<(String, &'static str, i64)> {
-        let Some(rollout) = staging_rollout(fleet, &scope.management).filter(|r| r.paces()) else {
+        let Some(rollout) =
+            crate::plan::waves::rollout_of(fleet, &scope.management).filter(|r| r.paces())
+        else {
             return Vec::new();
         };
         let records = match &self.cache {

@@ -14,8 +14,7 @@ use capstan_layout::{ClusterEntry, Fleet, Role};
 use capstan_templates::spec::EKSA_GROUP;
 
 use super::pass::Pass;
-use super::staging::rollout_of;
-use crate::plan::waves::{self, Hold, Member};
+use crate::plan::waves::{self, Hold, Member, rollout_of};
 use crate::plan::{Action, Plan, stages};
 use crate::status::{Phase, Recorded};
 

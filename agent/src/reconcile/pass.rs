@@ -398,7 +398,8 @@ impl Pass<'_> {
             Some(_) => None,
         };
         let wave = self.wave_label(fleet, entry);
-        let staged = self.stage(&mut plan, settings, &wired.held, &snap);
+        let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
+        staged.outline = crate::plan::stages::outline(&plan.entries, settings);
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
             staged: Staged {
                 waiting,

@@ -74,17 +74,6 @@ pub(super) enum Versioned {
     Refused(String),
 }
 
-/// The `rollout` section of a management cluster's fleet config.
-pub(crate) fn rollout_of<'f>(
-    fleet: &'f Fleet,
-    management: &str,
-) -> Option<&'f capstan_layout::config::Rollout> {
-    fleet
-        .configs
-        .get(management)
-        .and_then(|c| c.rollout.as_ref())
-}
-
 /// Where the KubeadmControlPlane keeps external etcd's endpoints.
 const KCP_ENDPOINTS: &str = "/spec/kubeadmConfigSpec/clusterConfiguration/etcd/external/endpoints";
 
@@ -103,7 +92,7 @@ impl Pass<'_> {
     pub(super) fn settings(&self, fleet: &Fleet, entry: &ClusterEntry) -> Settings {
         Settings::for_cluster(
             self.opts.stages,
-            rollout_of(fleet, entry.management()),
+            crate::plan::waves::rollout_of(fleet, entry.management()),
             entry.role == capstan_layout::Role::Management,
         )
     }
