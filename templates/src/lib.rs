@@ -16,6 +16,7 @@
 //! revision twice gives the same bytes. Templates and release data are files under this crate's
 //! directory, embedded at build time.
 
+mod block_yaml;
 pub mod diag;
 pub mod identity;
 pub mod release;

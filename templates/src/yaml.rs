@@ -100,7 +100,20 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
 
 /// Like [`parse`] but without recording positions: for YAML capstan wrote itself (rendered
 /// templates), where positions are never reported and recording them is most of the cost.
+/// The block YAML templates emit is read by a line-based reader of that subset (several times faster); anything
+/// else, errors included, by the full parser. Debug builds check that both agree.
 pub fn parse_values(text: &str) -> Result<Vec<Value>, YamlError> {
+    if let Some(docs) = crate::block_yaml::parse(text) {
+        debug_assert_eq!(
+            Some(&docs),
+            parse_impl(text, false)
+                .ok()
+                .map(|d| d.into_iter().map(|d| d.value).collect::<Vec<_>>())
+                .as_ref(),
+            "block_yaml disagrees with the full parser on:\n{text}"
+        );
+        return Ok(docs);
+    }
     Ok(parse_impl(text, false)?
         .into_iter()
         .map(|d| d.value)

@@ -177,12 +177,12 @@ fn kube_ldflags(v: &Versions) -> Result<String, BinariesError> {
 
 /// One binary of a build set: which package of which wrapper module, how to link it, and what
 /// `--version` must print (`None`: the binary has no such flag).
-struct Target {
-    name: &'static str,
-    module: &'static EmbeddedModule,
-    package: &'static str,
-    ldflags: String,
-    version: Option<String>,
+pub(crate) struct Target {
+    pub(crate) name: &'static str,
+    pub(crate) module: &'static EmbeddedModule,
+    pub(crate) package: &'static str,
+    pub(crate) ldflags: String,
+    pub(crate) version: Option<String>,
 }
 
 /// The control plane's binaries.
@@ -437,7 +437,7 @@ pub fn ensure_eksa_oracle() -> Result<PathBuf, BinariesError> {
 
 /// Builds every target of a set that is not in `<cache>/<set>/<key>/bin` yet; returns the
 /// set's directory and whether anything was built.
-fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool), BinariesError> {
+pub(crate) fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool), BinariesError> {
     let key = set_key(targets);
     let base = cache_root()?.join(set);
     let dir = base.join(&key);

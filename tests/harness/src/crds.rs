@@ -231,7 +231,7 @@ fn kustomize_labels(bases: &Path) -> Result<BTreeMap<String, String>, CrdError> 
 
 /// `metadata.name` of the CRD in `path`, or `None` if the file holds no CRD
 /// (e.g. a kustomization.yaml).
-fn crd_name(path: &Path) -> Result<Option<String>, CrdError> {
+pub(crate) fn crd_name(path: &Path) -> Result<Option<String>, CrdError> {
     let text = std::fs::read_to_string(path).map_err(|source| CrdError::Read {
         path: path.to_owned(),
         source,

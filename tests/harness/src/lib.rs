@@ -45,6 +45,7 @@ pub mod certs;
 pub mod control_plane;
 pub mod controllers;
 pub mod crds;
+pub mod flux;
 pub mod persistent;
 pub mod process;
 pub mod service_account;
@@ -61,6 +62,7 @@ pub use control_plane::{
 };
 pub use controllers::{Controllers, LogsOnFailure};
 pub use crds::{CrdFile, FIELD_MANAGER, crd_files, install_crds};
+pub use flux::{FluxBinaries, ensure_flux};
 pub use persistent::{PersistentError, PersistentState};
 pub use process::ProcessId;
 pub use shared::{

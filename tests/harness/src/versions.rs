@@ -323,6 +323,17 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "github.com/aws/etcdadm-bootstrap-provider",
     ),
     (
+        "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
+        &crate::flux::FLUX_MODULE,
+        "github.com/fluxcd/kustomize-controller",
+    ),
+    // Its CRDs come from the source-controller module of the same version as this API module.
+    (
+        "FLUX_SOURCE_CONTROLLER_VERSION",
+        &crate::flux::FLUX_MODULE,
+        "github.com/fluxcd/source-controller/api",
+    ),
+    (
         "ACTIONLINT_VERSION",
         &ACTIONLINT_MODULE,
         "github.com/rhysd/actionlint",

@@ -1,0 +1,328 @@
+//! What the agent benchmarks share: the scaffolded fleet in a Git repository, the agent as a
+//! child process (webhook pushes, its JSON pass log), /proc figures and a watch that waits
+//! for a MachineDeployment's replicas.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use capstan_layout::Tree;
+use capstan_layout::scaffold::{self, ClusterRequest};
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use serde_json::Value;
+
+pub const SECRET: &str = "bench-secret";
+
+pub struct Agent(pub Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "b@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "b@example.com")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn http(port: u16, request: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let code = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        code,
+        resp.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+pub fn push(port: u16, commit: &str) {
+    let body = format!(
+        "{{\"ref\":\"refs/heads/main\",\"after\":\"{commit}\",\"repository\":{{\"full_name\":\"acme/fleet\"}}}}"
+    );
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    let req = format!(
+        "POST /hook/github HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: {commit}-{}\r\nX-Hub-Signature-256: {sig}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        Instant::now().elapsed().as_nanos(),
+        body.len()
+    );
+    assert_eq!(http(port, &req).0, 202);
+}
+
+/// The agent's per-cluster "reconciled" log records (JSON logs), in order. The record's
+/// `fields` carry `message` twice (the event and the cluster's status message), so the event is
+/// matched on the raw line and the record's other fields read from the parsed value.
+pub fn reconciled(log: &Path) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""message":"reconciled""#))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["fields"].clone())
+        .collect()
+}
+
+/// The agent's "queued" records (a trigger reached the queue), in order.
+pub fn queued(log: &Path) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""message":"queued""#))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["fields"].clone())
+        .collect()
+}
+
+/// Waits until each of `clusters` clusters has a "reconciled" record at `revision` after the
+/// first `skip` records; returns those first records per cluster.
+pub fn wait_reconciled(
+    log: &Path,
+    skip: usize,
+    revision: &str,
+    clusters: usize,
+    limit: Duration,
+) -> std::collections::BTreeMap<String, Value> {
+    let start = Instant::now();
+    loop {
+        let mut seen = std::collections::BTreeMap::new();
+        for r in reconciled(log).into_iter().skip(skip) {
+            if r["revision"] == revision {
+                let name = r["cluster"].as_str().unwrap_or("").to_string();
+                seen.entry(name).or_insert(r);
+            }
+        }
+        if seen.len() >= clusters {
+            return seen;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{} of {clusters} clusters reconciled at {revision} after {limit:?}",
+            seen.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a "queued" record after the first `skip` and then until the queue is drained
+/// (a later record with nothing queued or running); returns the "reconciled" records since
+/// `skip_reconciled`.
+pub fn wait_drained(
+    log: &Path,
+    skip: usize,
+    skip_reconciled: usize,
+    limit: Duration,
+) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let q = queued(log);
+        if q.len() > skip {
+            let r: Vec<Value> = reconciled(log).into_iter().skip(skip_reconciled).collect();
+            let last = q.last().unwrap();
+            let idle = |v: &Value| v["queued"] == 0 && v["running"] == 0;
+            if idle(last) && r.is_empty() || r.last().is_some_and(idle) {
+                return r;
+            }
+        }
+        assert!(start.elapsed() < limit, "queue not drained after {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn vm(pid: u32, field: &str) -> f64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+pub fn md_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "MachineDeployment".into(),
+        plural: "machinedeployments".into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// Waits until a watch of the bench's own sees `name`'s replicas at `want`; returns when it did.
+pub async fn replicas_become(
+    api: &Api<DynamicObject>,
+    name: &str,
+    want: i64,
+    limit: Duration,
+) -> Instant {
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher::watcher(api.clone(), cfg));
+    let seen = tokio::time::timeout(limit, async {
+        while let Some(ev) = events.next().await {
+            let objs: Vec<DynamicObject> = match ev {
+                Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => vec![o],
+                _ => vec![],
+            };
+            if objs
+                .iter()
+                .any(|o| o.data.pointer("/spec/replicas").and_then(Value::as_i64) == Some(want))
+            {
+                return Instant::now();
+            }
+        }
+        panic!("watch ended");
+    })
+    .await;
+    seen.unwrap_or_else(|_| panic!("{name} never reached {want} replicas within {limit:?}"))
+}
+
+/// CPU seconds (user + system) the process has used so far (`/proc/<pid>/stat`).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after ")".
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// A scaffolded fleet committed to a Git repository.
+pub struct Fleet {
+    /// The repository (branch `main`).
+    pub repo: PathBuf,
+    /// The commit of the whole fleet.
+    pub commit: String,
+    /// Objects the fleet renders to (management cluster included).
+    pub objects: usize,
+    /// Every rendered object, per cluster (management cluster first).
+    pub rendered: Vec<(String, Vec<Value>)>,
+}
+
+/// Scaffolds a management cluster and `n` docker workload clusters (`w0000`…, two workers,
+/// namespaces `team-0`…`team-19`) into `repo` and commits them to `main`.
+pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
+    fs::create_dir_all(repo).unwrap();
+    let mut tree = Tree::new();
+    let write = |tree: &mut Tree, files: Vec<(std::path::PathBuf, String)>| {
+        for (p, t) in files {
+            let path = repo.join(&p);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &t).unwrap();
+            tree.insert(p, t);
+        }
+    };
+    let mgmt = ClusterRequest {
+        name: "mgmt".into(),
+        provider: "docker".into(),
+        pod_cidr: Some("192.168.0.0/16".into()),
+        service_cidr: Some("10.96.0.0/12".into()),
+        ..Default::default()
+    };
+    let files = scaffold::plan(&tree, &mgmt).unwrap().files;
+    write(&mut tree, files);
+    let base = tree.clone();
+    for i in 0..n {
+        let req = ClusterRequest {
+            name: format!("w{i:04}"),
+            management: Some("mgmt".into()),
+            provider: "docker".into(),
+            namespace: Some(format!("team-{}", i % 20)),
+            worker_count: Some(2),
+            // A /22 per cluster: a node's /24 is a slice of it (EKS-A's and kubeadm's rule).
+            pod_cidr: Some(format!("10.{}.{}.0/22", 16 + i / 64, (i % 64) * 4)),
+            service_cidr: Some(format!("10.{}.{}.0/24", 160 + i / 256, i % 256)),
+            ..Default::default()
+        };
+        let files = scaffold::plan(&base, &req).unwrap().files;
+        write(&mut tree, files);
+    }
+    let fleet = capstan_layout::load(&tree);
+    assert!(!fleet.has_errors());
+    let rendered: Vec<(String, Vec<Value>)> = fleet
+        .clusters
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.objects.as_ref().map(|o| o.values()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let objects = rendered.iter().map(|(_, o)| o.len()).sum();
+    git(repo, &["init", "-q", "-b", "main"]);
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", "fleet"]);
+    let commit = git(repo, &["rev-parse", "HEAD"]);
+    Fleet {
+        repo: repo.to_owned(),
+        commit,
+        objects,
+        rendered,
+    }
+}
+
+/// Scales `w0000`'s workers from 2 to `count` in the repository and commits; returns the commit.
+pub fn scale_w0000(repo: &Path, from: u32, to: u32) -> String {
+    let spec = repo.join("clusters/mgmt/workload-clusters/w0000/cluster.yaml");
+    fs::write(
+        &spec,
+        fs::read_to_string(&spec).unwrap().replacen(
+            &format!("count: {from}"),
+            &format!("count: {to}"),
+            1,
+        ),
+    )
+    .unwrap();
+    git(repo, &["commit", "-q", "-am", "scale w0000"]);
+    git(repo, &["rev-parse", "HEAD"])
+}

@@ -1,0 +1,750 @@
+//! Benchmark (prints figures; not a test): capstan side by side with Flux and with the API
+//! server's own limit, on the same machine, the same control plane build and the same objects,
+//! in one run.
+//!
+//! The fleet: a management cluster and N scaffolded docker workload clusters (default 100;
+//! `CAPSTAN_BENCH_CLUSTERS` overrides) committed to branch `main` of a local Git repository.
+//! The same fleet rendered by `capstan render` (one directory of plain manifests per cluster)
+//! is committed to branch `flux` of that repository. Each peer gets a fresh control plane:
+//!
+//! - **capstan**: `capstan run` following `main` (concurrency 4).
+//! - **Flux**: kustomize-controller (built from Go modules, see `capstan_harness::flux`,
+//!   `--concurrent=4`, its default client QPS/burst) with one `Kustomization` per cluster, prune
+//!   on. **source-controller is played by this benchmark** (it does not build from the module
+//!   proxy): one `GitRepository` whose status carries an artifact, `git archive` of branch
+//!   `flux` as a tar.gz served on loopback, its `sha256:` digest and revision, Ready. The
+//!   team namespaces are created beforehand (capstan creates the namespaces it needs).
+//! - **SSA limit**: a minimal client server-side applying the same objects concurrently (no
+//!   reads, no planning) at several concurrencies, each into fresh namespaces; the best is the
+//!   API server's own throughput here.
+//!
+//! Measured for capstan and Flux: cold apply (from the process start until every object is
+//! applied; for Flux until every Kustomization is Ready at the revision), the API requests and
+//! writes of a no-op reconcile of everything (the audit log, the peer's own requests by user
+//! agent; for Flux every Kustomization forced with `reconcile.fluxcd.io/requestedAt`),
+//! the latency of a one-cluster change (capstan: from the webhook of the new commit; Flux:
+//! from the new artifact in the GitRepository status; both until a watch sees the changed
+//! MachineDeployment), the process's peak RSS (VmHWM) and CPU seconds over the run.
+//!
+//! `CAPSTAN_BENCH_PEERS` (default `capstan,limit,flux`) selects the peers; the scale curve runs
+//! `CAPSTAN_BENCH_PEERS=capstan` at N = 100, 1000, 3000, 10000.
+//!
+//! Run: `cargo bench -p capstan --bench versus_flux` (N = 100, a few minutes), or
+//! `CAPSTAN_BENCH_CLUSTERS=1000 cargo bench -p capstan --bench versus_flux` (full mode).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_harness::{ControlPlane, FluxBinaries};
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::{Discovery, Scope};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use support::{
+    Agent, Fleet, SECRET, cpu_seconds, free_port, git, md_api, push, queued, reconciled,
+    replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
+};
+
+const CONCURRENCY: usize = 4;
+
+/// What one peer measured.
+#[derive(Default, Clone)]
+struct Figures {
+    cold_s: f64,
+    noop_requests: usize,
+    noop_writes: usize,
+    change_ms: f64,
+    peak_rss_mib: f64,
+    cpu_s: f64,
+    apiserver_rss_mib: f64,
+}
+
+fn kube_api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: &str,
+) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+async fn settle(cp: &ControlPlane) {
+    cp.audit()
+        .settle(Duration::from_millis(500), Duration::from_secs(30))
+        .await;
+}
+
+/// The peer's own requests (not watches) since `mark`: those `own` says are its own.
+fn requests_since(
+    cp: &ControlPlane,
+    mark: capstan_harness::AuditMark,
+    own: impl Fn(&capstan_harness::AuditEvent) -> bool,
+) -> (usize, usize, BTreeMap<String, usize>) {
+    let events: Vec<_> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.verb != "watch" && own(e))
+        .collect();
+    let mut by_verb = BTreeMap::new();
+    for e in &events {
+        *by_verb
+            .entry(format!("{}/{}", e.verb, e.resource().unwrap_or("-")))
+            .or_insert(0) += 1;
+    }
+    let writes = events.iter().filter(|e| e.is_write()).count();
+    (events.len(), writes, by_verb)
+}
+
+async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client();
+    // As in production: the agent runs as its ServiceAccount, with the rules of `capstan install`.
+    let agent_kubeconfig = capstan::install::testing::agent_kubeconfig(&cp).await;
+    let (hook, metrics) = (free_port(), free_port());
+    let log = tmp.join("capstan.log");
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "run",
+            "--git",
+            "--branch",
+            "main",
+            "--interval",
+            "1h",
+            "--log-json",
+        ])
+        .args([
+            "--management",
+            "mgmt",
+            "--concurrency",
+            &CONCURRENCY.to_string(),
+        ])
+        .arg("--repo")
+        .arg(&fleet.repo)
+        .args(["--webhook-addr", &format!("127.0.0.1:{hook}")])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
+        .arg("--kubeconfig")
+        .arg(&agent_kubeconfig)
+        .arg("--cache-dir")
+        .arg(tmp.join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _agent = Agent(child);
+    let first = wait_reconciled(
+        &log,
+        0,
+        &fleet.commit,
+        fleet.rendered.len(),
+        Duration::from_secs(4 * 3600),
+    );
+    let cold = started.elapsed();
+    let writes: u64 = first
+        .values()
+        .map(|r| r["writes"].as_u64().unwrap_or(0))
+        .sum();
+    let failed = first.values().filter(|r| r["phase"] == "Failed").count();
+    assert_eq!(failed, 0, "{first:?}");
+    println!(
+        "capstan: cold apply {:.1}s ({} clusters, {writes} writes)",
+        cold.as_secs_f64(),
+        first.len()
+    );
+
+    // Let the watch events of the cold apply settle, then the webhook for the same revision:
+    // every cluster is planned again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    settle(&cp).await;
+    let (q0, r0) = (queued(&log).len(), reconciled(&log).len());
+    let mark = cp.audit().mark();
+    push(hook, &fleet.commit);
+    let again = wait_drained(&log, q0, r0, Duration::from_secs(600));
+    settle(&cp).await;
+    // Only the agent (its ServiceAccount) talks to this API server; the bench's client is idle.
+    let (noop_requests, noop_writes, by_verb) = requests_since(&cp, mark, |e| {
+        !e.user.username.starts_with("system:apiserver")
+    });
+    println!(
+        "capstan: no-op pass ({} clusters reconciled) {noop_requests} requests, {noop_writes} writes {by_verb:?}",
+        again.len()
+    );
+
+    // One-cluster change: main moves to the commit scaling w0000's workers; the webhook says so.
+    git(&fleet.repo, &["reset", "-q", "--hard", c2]);
+    let mds = md_api(&client, "team-0");
+    let seen = tokio::spawn(async move {
+        replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(600)).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    push(hook, c2);
+    let applied = seen.await.unwrap();
+    let change_ms = applied.duration_since(sent).as_secs_f64() * 1000.0;
+    println!("capstan: one-cluster change applied {change_ms:.0} ms after the push");
+    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    Figures {
+        cold_s: cold.as_secs_f64(),
+        noop_requests,
+        noop_writes,
+        change_ms,
+        peak_rss_mib: vm(pid, "VmHWM:"),
+        cpu_s: cpu_seconds(pid),
+        apiserver_rss_mib: vm(cp.pids().kube_apiserver.pid as u32, "VmHWM:"),
+    }
+}
+
+/// Serves the files of `dir` over plain HTTP on loopback (source-controller's artifact server,
+/// played by the benchmark). Returns the port.
+fn serve_dir(dir: PathBuf) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    return;
+                }
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).map_or(true, |n| n == 0) || h == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/");
+                let file = dir.join(path.trim_start_matches('/'));
+                let mut out = stream;
+                match fs::read(&file) {
+                    Ok(body) => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = out.write_all(&body);
+                    }
+                    Err(_) => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `git` with an environment (a private index for committing a directory to another branch).
+fn git_env(dir: &Path, env: &[(&str, &Path)], args: &[&str]) -> String {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "b@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "b@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Renders the repository's fleet with `capstan render` into `<out>/<cluster>/<cluster>.yaml`.
+fn render_for_flux(repo: &Path, out: &Path) {
+    let flat = out.with_extension("flat");
+    let status = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .arg("render")
+        .arg(repo)
+        .arg("--output-dir")
+        .arg(&flat)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "capstan render");
+    for e in fs::read_dir(&flat).unwrap().flatten() {
+        let name = e.path().file_stem().unwrap().to_string_lossy().to_string();
+        fs::create_dir_all(out.join(&name)).unwrap();
+        fs::rename(e.path(), out.join(&name).join(format!("{name}.yaml"))).unwrap();
+    }
+    fs::remove_dir_all(&flat).unwrap();
+}
+
+/// One artifact of branch `flux`: the file name served, its digest and its revision.
+struct Artifact {
+    file: String,
+    digest: String,
+    revision: String,
+}
+
+/// Commits `dir` as the next commit of branch `flux` and archives it as a tar.gz into `serve`.
+fn commit_flux_branch(repo: &Path, dir: &Path, serve: &Path, n: usize) -> Artifact {
+    let index = serve.join("flux.index");
+    let env = [("GIT_INDEX_FILE", index.as_path()), ("GIT_WORK_TREE", dir)];
+    git_env(repo, &env, &["add", "-A", "."]);
+    let tree = git_env(repo, &env, &["write-tree"]);
+    let parent = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "-q", "--verify", "refs/heads/flux"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let msg = format!("rendered fleet {n}");
+    let mut args = vec!["commit-tree", &tree, "-m", &msg];
+    if !parent.is_empty() {
+        args.extend(["-p", &parent]);
+    }
+    let commit = git_env(repo, &[], &args);
+    git_env(repo, &[], &["update-ref", "refs/heads/flux", &commit]);
+    let file = format!("flux-{n}.tar.gz");
+    git_env(
+        repo,
+        &[],
+        &[
+            "archive",
+            "--format=tar.gz",
+            "-o",
+            serve.join(&file).to_str().unwrap(),
+            "flux",
+        ],
+    );
+    let digest = hex::encode(Sha256::digest(fs::read(serve.join(&file)).unwrap()));
+    Artifact {
+        file,
+        digest: format!("sha256:{digest}"),
+        revision: format!("flux@sha1:{commit}"),
+    }
+}
+
+fn now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Publishes `a` in the GitRepository's status, as source-controller would after a fetch.
+async fn publish(repos: &Api<DynamicObject>, port: u16, a: &Artifact) {
+    let t = now();
+    let status = json!({"status": {
+        "observedGeneration": 1,
+        "artifact": {
+            "path": format!("gitrepository/flux-system/fleet/{}", a.file),
+            "url": format!("http://127.0.0.1:{port}/{}", a.file),
+            "revision": a.revision,
+            "digest": a.digest,
+            "lastUpdateTime": t,
+        },
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "Succeeded", "observedGeneration": 1,
+            "message": format!("stored artifact for revision '{}'", a.revision),
+            "lastTransitionTime": t,
+        }],
+    }});
+    repos
+        .patch_status("fleet", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("GitRepository status");
+}
+
+/// Waits until every Kustomization is Ready at `revision` (and, with `token`, has handled that
+/// reconcile request).
+async fn all_ready(ks: &Api<DynamicObject>, revision: &str, token: Option<&str>, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let list = ks.list(&Default::default()).await.unwrap();
+        let ready = list
+            .items
+            .iter()
+            .filter(|k| {
+                let s = &k.data["status"];
+                s["lastAppliedRevision"] == revision
+                    && token.is_none_or(|t| s["lastHandledReconcileAt"] == t)
+                    && s["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            })
+            .count();
+        if ready == list.items.len() && !list.items.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{ready}/{} Kustomizations ready after {limit:?}",
+            list.items.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
+    // The rendered fleet on branch `flux`, twice: as of main and as of the scaled commit.
+    let serve = tmp.join("artifacts");
+    fs::create_dir_all(&serve).unwrap();
+    let r1 = tmp.join("rendered-1");
+    render_for_flux(&fleet.repo, &r1);
+    let a1 = commit_flux_branch(&fleet.repo, &r1, &serve, 1);
+    git(&fleet.repo, &["reset", "-q", "--hard", c2]);
+    let r2 = tmp.join("rendered-2");
+    render_for_flux(&fleet.repo, &r2);
+    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    let a2 = commit_flux_branch(&fleet.repo, &r2, &serve, 2);
+    let port = serve_dir(serve.clone());
+
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client();
+    capstan_harness::install_crds(&client, &flux.crds, Duration::from_secs(120))
+        .await
+        .expect("Flux CRDs");
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    // The namespaces the objects live in (capstan creates the ones it needs itself).
+    let mut names: std::collections::BTreeSet<String> = fleet
+        .rendered
+        .iter()
+        .flat_map(|(_, objs)| objs.iter())
+        .filter_map(|o| o["metadata"]["namespace"].as_str().map(str::to_string))
+        .collect();
+    names.insert("flux-system".into());
+    for ns in names {
+        let _ = nss
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await;
+    }
+    let repos = kube_api(
+        &client,
+        "source.toolkit.fluxcd.io",
+        "v1",
+        "GitRepository",
+        "gitrepositories",
+        "flux-system",
+    );
+    let repo_obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": "fleet", "namespace": "flux-system"},
+        "spec": {"url": format!("http://127.0.0.1:{port}/fleet.git"), "interval": "1h", "ref": {"branch": "flux"}},
+    }))
+    .unwrap();
+    repos
+        .create(&PostParams::default(), &repo_obj)
+        .await
+        .unwrap();
+    publish(&repos, port, &a1).await;
+    let ks = kube_api(
+        &client,
+        "kustomize.toolkit.fluxcd.io",
+        "v1",
+        "Kustomization",
+        "kustomizations",
+        "flux-system",
+    );
+    for (name, _) in &fleet.rendered {
+        let k: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "flux-system"},
+            "spec": {"interval": "1h", "path": format!("./{name}"), "prune": true,
+                     "sourceRef": {"kind": "GitRepository", "name": "fleet"}},
+        }))
+        .unwrap();
+        ks.create(&PostParams::default(), &k).await.unwrap();
+    }
+
+    let log = tmp.join("kustomize-controller.log");
+    let started = Instant::now();
+    let child = Command::new(&flux.kustomize_controller)
+        .args([
+            &format!("--concurrent={CONCURRENCY}"),
+            "--enable-leader-election=false",
+            &format!("--metrics-addr=127.0.0.1:{}", free_port()),
+            &format!("--health-addr=127.0.0.1:{}", free_port()),
+            "--log-encoding=json",
+        ])
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .env("RUNTIME_NAMESPACE", "flux-system")
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _controller = Agent(child);
+    all_ready(&ks, &a1.revision, None, Duration::from_secs(4 * 3600)).await;
+    let cold = started.elapsed();
+    println!(
+        "Flux: cold apply {:.1}s (every Kustomization Ready at {})",
+        cold.as_secs_f64(),
+        a1.revision
+    );
+
+    // A forced no-op reconcile of every Kustomization.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    settle(&cp).await;
+    let mark = cp.audit().mark();
+    let token = "noop-1";
+    let pp = PatchParams::default();
+    for (name, _) in &fleet.rendered {
+        let p = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}});
+        ks.patch(name, &pp, &Patch::Merge(&p)).await.unwrap();
+    }
+    all_ready(&ks, &a1.revision, Some(token), Duration::from_secs(3600)).await;
+    settle(&cp).await;
+    let own = |e: &capstan_harness::AuditEvent| {
+        e.user_agent
+            .as_deref()
+            .is_some_and(|ua| ua.contains("kustomize-controller"))
+    };
+    let (noop_requests, noop_writes, by_verb) = requests_since(&cp, mark, own);
+    println!("Flux: no-op reconcile {noop_requests} requests, {noop_writes} writes {by_verb:?}");
+
+    // One-cluster change: the new artifact appears in the GitRepository status.
+    let mds = md_api(&client, "team-0");
+    let seen = tokio::spawn(async move {
+        replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(3600)).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    publish(&repos, port, &a2).await;
+    let applied = seen.await.unwrap();
+    let change_ms = applied.duration_since(sent).as_secs_f64() * 1000.0;
+    all_ready(&ks, &a2.revision, None, Duration::from_secs(3600)).await;
+    println!(
+        "Flux: one-cluster change applied {change_ms:.0} ms after the new artifact; every Kustomization at the new revision after {:.1}s",
+        sent.elapsed().as_secs_f64()
+    );
+    Figures {
+        cold_s: cold.as_secs_f64(),
+        noop_requests,
+        noop_writes,
+        change_ms,
+        peak_rss_mib: vm(pid, "VmHWM:"),
+        cpu_s: cpu_seconds(pid),
+        apiserver_rss_mib: vm(cp.pids().kube_apiserver.pid as u32, "VmHWM:"),
+    }
+}
+
+/// The API server's own server-side apply throughput: the fleet's objects applied with no
+/// reads and no planning, `c` at a time, into fresh namespaces per round. Returns the best
+/// round's (concurrency, seconds).
+async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client();
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let pp = PatchParams::apply("ssa-limit").force();
+    let mut rounds = Vec::new();
+    for c in [4usize, 16, 64] {
+        let prefix = format!("r{c}-");
+        let mut objects = Vec::new();
+        let mut namespaces = std::collections::BTreeSet::new();
+        for (_, objs) in &fleet.rendered {
+            for o in objs {
+                let (group, version) = match o["apiVersion"].as_str().unwrap().split_once('/') {
+                    Some((g, v)) => (g.to_string(), v.to_string()),
+                    None => (String::new(), o["apiVersion"].as_str().unwrap().to_string()),
+                };
+                let gvk =
+                    kube::api::GroupVersionKind::gvk(&group, &version, o["kind"].as_str().unwrap());
+                let (ar, caps) = discovery.resolve_gvk(&gvk).expect("kind served");
+                let mut o = o.clone();
+                let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
+                    let ns = format!(
+                        "{prefix}{}",
+                        o["metadata"]["namespace"].as_str().unwrap_or("default")
+                    );
+                    o["metadata"]["namespace"] = json!(ns);
+                    namespaces.insert(ns.clone());
+                    Api::namespaced_with(client.clone(), &ns, &ar)
+                } else {
+                    Api::all_with(client.clone(), &ar)
+                };
+                objects.push((api, o));
+            }
+        }
+        for ns in &namespaces {
+            nss.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let t = Instant::now();
+        let results: Vec<_> = futures::stream::iter(objects.iter().map(|(api, o)| {
+            let name = o["metadata"]["name"].as_str().unwrap().to_string();
+            let pp = pp.clone();
+            async move { api.patch(&name, &pp, &Patch::Apply(o)).await.map(|_| ()) }
+        }))
+        .buffer_unordered(c)
+        .collect()
+        .await;
+        let secs = t.elapsed().as_secs_f64();
+        let failed: Vec<_> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .take(3)
+            .collect();
+        assert!(failed.is_empty(), "SSA failed: {failed:?}");
+        println!(
+            "SSA limit: {} objects at concurrency {c}: {secs:.2}s = {:.0} objects/s",
+            objects.len(),
+            objects.len() as f64 / secs
+        );
+        rounds.push((c, secs));
+    }
+    let best = rounds
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    (best.0, best.1, rounds)
+}
+
+fn row(name: &str, capstan: Option<f64>, flux: Option<f64>, fmt: fn(f64) -> String) {
+    let cell = |v: Option<f64>| v.map(fmt).unwrap_or_else(|| "-".into());
+    let ratio = match (capstan, flux) {
+        (Some(c), Some(f)) if f != 0.0 => format!("{:.3}", c / f),
+        (Some(0.0), Some(_)) => "0 (both 0)".into(),
+        _ => "-".into(),
+    };
+    println!("| {name} | {} | {} | {ratio} |", cell(capstan), cell(flux));
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let peers =
+        std::env::var("CAPSTAN_BENCH_PEERS").unwrap_or_else(|_| "capstan,limit,flux".into());
+    let flux_bin = peers
+        .contains("flux")
+        .then(|| capstan_harness::ensure_flux().expect("kustomize-controller"));
+    let tmp = tempfile::tempdir().unwrap();
+    let fleet = write_fleet(&tmp.path().join("fleet"), n);
+    let c2 = support::scale_w0000(&fleet.repo, 2, 3);
+    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    println!(
+        "fleet: {n} workload clusters + management, {} objects; concurrency {CONCURRENCY}",
+        fleet.objects
+    );
+
+    let capstan = if peers.contains("capstan") {
+        Some(run_capstan(&fleet, &c2, tmp.path()).await)
+    } else {
+        None
+    };
+    let limit = if peers.contains("limit") {
+        Some(ssa_limit(&fleet).await)
+    } else {
+        None
+    };
+    let flux = match &flux_bin {
+        Some(f) => Some(run_flux(f, &fleet, &c2, tmp.path()).await),
+        None => None,
+    };
+
+    let objects = fleet.objects as f64;
+    println!();
+    println!("N = {n} workload clusters, {} objects", fleet.objects);
+    if let Some(f) = &flux_bin {
+        println!(
+            "Flux: kustomize-controller {} (source-controller {} CRDs; source-controller played by the benchmark)",
+            f.kustomize_controller_version, f.source_controller_version
+        );
+    }
+    println!("| figure | capstan | Flux | capstan/Flux |");
+    println!("|---|---|---|---|");
+    let pick = |f: fn(&Figures) -> f64| (capstan.as_ref().map(f), flux.as_ref().map(f));
+    let (c, fx) = pick(|f| f.cold_s);
+    row("cold apply (s)", c, fx, |v| format!("{v:.1}"));
+    row(
+        "cold apply (objects/s)",
+        c.map(|v| objects / v),
+        fx.map(|v| objects / v),
+        |v| format!("{v:.0}"),
+    );
+    let (c, fx) = pick(|f| f.noop_requests as f64);
+    row(
+        "no-op: API requests per object",
+        c.map(|v| v / objects),
+        fx.map(|v| v / objects),
+        |v| format!("{v:.3}"),
+    );
+    let (c, fx) = pick(|f| f.noop_writes as f64);
+    row(
+        "no-op: writes per object",
+        c.map(|v| v / objects),
+        fx.map(|v| v / objects),
+        |v| format!("{v:.3}"),
+    );
+    let (c, fx) = pick(|f| f.change_ms);
+    row("one-cluster change (ms)", c, fx, |v| format!("{v:.0}"));
+    let (c, fx) = pick(|f| f.peak_rss_mib);
+    row("peak RSS (MiB)", c, fx, |v| format!("{v:.0}"));
+    let (c, fx) = pick(|f| f.cpu_s);
+    row("CPU seconds (whole run)", c, fx, |v| format!("{v:.1}"));
+    let (c, fx) = pick(|f| f.apiserver_rss_mib);
+    row("kube-apiserver peak RSS (MiB)", c, fx, |v| {
+        format!("{v:.0}")
+    });
+    if let Some((conc, secs, _)) = limit {
+        println!(
+            "API server SSA limit: {secs:.1}s for {} objects ({:.0} objects/s, concurrency {conc})",
+            fleet.objects,
+            objects / secs
+        );
+        if let Some(c) = &capstan {
+            println!(
+                "capstan cold apply / SSA limit: {:.2}x (goal <= 1.5x)",
+                c.cold_s / secs
+            );
+        }
+        if let Some(f) = &flux {
+            println!("Flux cold apply / SSA limit: {:.2}x", f.cold_s / secs);
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! A fast reader for the block YAML the provider templates emit, so that parsing rendered output
+//! back (done for every template of every cluster) does not dominate rendering.
+//!
+//! Why: the templates write block mappings and sequences whose scalars are either plain words or
+//! `tojson` output (JSON strings, arrays, objects). A general YAML parser spends most of its time
+//! on the generality (a token queue, simple-key bookkeeping, every scalar style); this reader
+//! handles only that subset, line by line, and gives up (`None`) on anything else: other
+//! scalar styles, comments after content, anchors, tags, flow collections that are not JSON,
+//! multi-line scalars, duplicate keys, tabs. The caller then uses the full parser
+//! ([`crate::yaml::parse_values`]), so what is accepted here always means the same as there, and
+//! errors are always reported by the full parser. Debug builds check both agree on every
+//! rendered template.
+
+use serde_json::{Map, Value};
+
+use crate::yaml::resolve_plain;
+
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    indent: usize,
+    text: &'a str,
+}
+
+/// The documents of `text`, or `None` when it uses anything outside the subset.
+pub(crate) fn parse(text: &str) -> Option<Vec<Value>> {
+    let mut docs = Vec::new();
+    let mut lines: Vec<Line> = Vec::new();
+    for raw in text.lines() {
+        let t = raw.trim_end_matches(' ');
+        if t == "---" {
+            document(&mut lines, &mut docs)?;
+            continue;
+        }
+        let body = t.trim_start_matches(' ');
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        if t.contains('\t') || t.starts_with("---") || t.starts_with("...") || t.starts_with('%') {
+            return None;
+        }
+        lines.push(Line {
+            indent: t.len() - body.len(),
+            text: body,
+        });
+    }
+    document(&mut lines, &mut docs)?;
+    Some(docs)
+}
+
+fn document(lines: &mut Vec<Line>, docs: &mut Vec<Value>) -> Option<()> {
+    if lines.is_empty() {
+        return Some(());
+    }
+    let mut i = 0;
+    let indent = lines[0].indent;
+    let v = node(lines, &mut i, indent)?;
+    if i != lines.len() {
+        return None;
+    }
+    lines.clear();
+    if !v.is_null() {
+        docs.push(v);
+    }
+    Some(())
+}
+
+fn is_item(text: &str) -> bool {
+    text == "-" || text.starts_with("- ")
+}
+
+fn node(lines: &mut [Line], i: &mut usize, indent: usize) -> Option<Value> {
+    let l = lines.get(*i)?;
+    if l.indent != indent {
+        return None;
+    }
+    if is_item(l.text) {
+        seq(lines, i, indent)
+    } else {
+        map(lines, i, indent)
+    }
+}
+
+fn seq(lines: &mut [Line], i: &mut usize, indent: usize) -> Option<Value> {
+    let mut items = Vec::new();
+    while let Some(l) = lines.get(*i).copied() {
+        if l.indent != indent || !is_item(l.text) {
+            break;
+        }
+        let rest = l.text[1..].trim_start_matches(' ');
+        if rest.is_empty() {
+            *i += 1;
+            match lines.get(*i) {
+                Some(n) if n.indent > indent => {
+                    let ind = n.indent;
+                    items.push(node(lines, i, ind)?);
+                }
+                _ => items.push(Value::Null),
+            }
+        } else if is_item(rest) {
+            return None;
+        } else if key(rest).is_some() {
+            // `- key: value` starts a mapping at the column of `key`.
+            let col = indent + (l.text.len() - rest.len());
+            lines[*i] = Line {
+                indent: col,
+                text: rest,
+            };
+            items.push(map(lines, i, col)?);
+        } else {
+            items.push(scalar(rest)?);
+            *i += 1;
+        }
+    }
+    if lines.get(*i).is_some_and(|n| n.indent > indent) {
+        return None;
+    }
+    Some(Value::Array(items))
+}
+
+fn map(lines: &mut [Line], i: &mut usize, indent: usize) -> Option<Value> {
+    let mut out = Map::new();
+    while let Some(l) = lines.get(*i).copied() {
+        if l.indent != indent || is_item(l.text) {
+            break;
+        }
+        let (k, rest) = key(l.text)?;
+        if out.contains_key(&k) {
+            return None;
+        }
+        *i += 1;
+        let v = if rest.is_empty() {
+            match lines.get(*i) {
+                Some(n) if n.indent > indent => {
+                    let ind = n.indent;
+                    node(lines, i, ind)?
+                }
+                Some(n) if n.indent == indent && is_item(n.text) => seq(lines, i, indent)?,
+                _ => Value::Null,
+            }
+        } else {
+            scalar(rest)?
+        };
+        out.insert(k, v);
+    }
+    if lines.get(*i).is_some_and(|n| n.indent > indent) {
+        return None;
+    }
+    Some(Value::Object(out))
+}
+
+/// `key: rest` (rest may be empty) with a plain key of name characters or a JSON-quoted key.
+fn key(text: &str) -> Option<(String, &str)> {
+    let (k, after) = if text.starts_with('"') {
+        let mut de = serde_json::Deserializer::from_str(text).into_iter::<String>();
+        let k = de.next()?.ok()?;
+        (k, &text[de.byte_offset()..])
+    } else {
+        let end = text.find(':')?;
+        let k = &text[..end];
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-');
+        if k.is_empty() || !k.chars().all(plain) || k.starts_with('-') {
+            return None;
+        }
+        (k.to_string(), &text[end..])
+    };
+    let rest = after.strip_prefix(':')?;
+    if rest.is_empty() {
+        return Some((k, rest));
+    }
+    rest.starts_with(' ')
+        .then(|| (k, rest.trim_start_matches(' ')))
+}
+
+fn scalar(text: &str) -> Option<Value> {
+    match text.as_bytes()[0] {
+        b'"' => serde_json::from_str::<String>(text).ok().map(Value::String),
+        b'[' | b'{' => serde_json::from_str::<Value>(text).ok(),
+        b'\'' | b'|' | b'>' | b'&' | b'*' | b'!' | b'%' | b'@' | b'`' | b'#' | b'?' | b':'
+        | b',' | b']' | b'}' => None,
+        b'-' if is_item(text) => None,
+        _ if text.contains(": ") || text.contains(" #") || text.ends_with(':') => None,
+        _ => Some(resolve_plain(text)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::yaml::parse_values;
+
+    fn same(text: &str) {
+        let fast = parse(text).unwrap_or_else(|| panic!("not read by the fast path:\n{text}"));
+        assert_eq!(fast, parse_values(text).unwrap(), "{text}");
+    }
+
+    #[test]
+    fn reads_what_templates_write_like_the_full_parser() {
+        same(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"a\"\n  labels:\n    x.io/y: \"1\"\ndata:\n  k: v\n",
+        );
+        same(
+            "a:\n- 1\n- name: x\n  count: 2\n  list:\n  - \"s\"\n-\n  b: true\nc: [1, \"two\", {\"k\": null}]\nd: {\"a\": [1]}\ne:\nf: 1.5\ng: null\nh: \"\\u003cx\\u003e\"\n---\n---\n# only a comment\nx: y\n",
+        );
+        same("\"quoted key\": 1\nlist:\n  - a\n");
+    }
+
+    #[test]
+    fn leaves_everything_else_to_the_full_parser() {
+        for text in [
+            "a: |\n  text\n",
+            "a: 'single'\n",
+            "a: b # comment\n",
+            "a: &x 1\nb: *x\n",
+            "a: !!str 1\n",
+            "a: 1\na: 2\n",
+            "a: plain\n  continued\n",
+            "a: {b: c}\n",
+            "a:\tb\n",
+            "- - a\n  - b\n",
+        ] {
+            assert_eq!(parse(text), None, "{text}");
+        }
+    }
+}
