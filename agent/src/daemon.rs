@@ -298,6 +298,9 @@ pub async fn run_with(
     let mut runs: JoinSet<RunResult> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
+    // Clusters whose upgrade the fleet's waves hold: when another cluster's phase moves (the
+    // canary Ready, a slot of maxUnavailable free), they look again at once.
+    let mut paced: BTreeSet<String> = BTreeSet::new();
     let mut lost = false;
     loop {
         metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
@@ -355,10 +358,33 @@ pub async fn run_with(
                         for (a, n) in run.outcome.plan.counts() {
                             metrics.add_objects(object_action(a), n as u64);
                         }
+                        // A cluster waiting for a stage, or for its wave (the paced hold also
+                        // leaves its held changes waiting), is looked at again.
                         if run.outcome.staged.waiting.is_some() && retry.is_none() {
                             queue.recheck(&name, Instant::now() + crate::plan::stages::RECHECK);
                         }
+                        match &run.outcome.paced {
+                            Some(hold) => {
+                                metrics.inc_upgrade_held(hold.reason.into());
+                                paced.insert(name.clone());
+                            }
+                            None => {
+                                paced.remove(&name);
+                            }
+                        }
+                        if let Some(cur) = current.as_ref()
+                            && let Some(scope) = cur.scope.as_ref()
+                        {
+                            let census = agent.wave_census(&cur.fleet, scope);
+                            metrics.set_waves(census.iter().map(|(w, s, n)| (w.as_str(), *s, *n)));
+                        }
                         let was = phases.insert(name.clone(), run.outcome.phase);
+                        if was != Some(run.outcome.phase) {
+                            let now = Instant::now();
+                            for w in paced.iter().filter(|w| **w != name) {
+                                queue.enqueue(w, Some(&name), false, now);
+                            }
+                        }
                         // Workload clusters hold while their management cluster upgrades
                         // itself: when its phase moves, they look again.
                         if let Some(scope) = current.as_ref().and_then(|c| c.scope.as_ref())

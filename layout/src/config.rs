@@ -10,10 +10,22 @@
 //!     sha256: 3f5c…               # required for https; checked for repository files when given
 //!     pins:                       # optional: sha256 of the documents the manifest refers to
 //!       https://anywhere-assets.eks.amazonaws.com/releases/bundles/104/manifest.yaml: 9a0b…
+//!   rollout:                      # how upgrades go out ([`Rollout`]); every field optional
+//!     rolloutWait: complete       # complete | firstNode: when a control plane counts as done
+//!     workerRollout: parallel     # parallel | sequential: worker groups at once or one by one
+//!     maxUnavailable: 1           # or "25%": workload clusters upgrading at once
+//!     waves:                      # in order; a cluster is in the first wave that selects it
+//!     - name: canary
+//!       clusters: [dev-1]         # by name, and/or
+//!       matchLabels: {tier: canary}   # by the labels of its EKS-A Cluster
+//!     - name: rest                # no selector: every other cluster (only as the last wave)
+//!     healthGate: true            # a wave starts once the waves before it are Ready at the revision
+//!     maintenanceWindows:         # upgrades start only inside one (UTC)
+//!     - {days: [Sat, Sun], start: "02:00", duration: 4h}
 //! ```
 //!
 //! Why a file of its own: a cluster spec is EKS Anywhere's format, and fleet-wide settings
-//! (release data now; upgrade waves, rollout pacing and maintenance windows later) belong to no
+//! (release data, upgrade pacing, waves and maintenance windows) belong to no
 //! single cluster. It sits in the management cluster's directory, is read with the same rules as
 //! the cluster specs (every unknown field is an error with file:line:col, stable codes), and a
 //! broken fleet config keeps the whole fleet of that management cluster from being applied, so
@@ -57,6 +69,60 @@ pub struct RawSpec {
     /// Where the fleet's EKS Anywhere release data comes from.
     #[serde(default)]
     pub release: Option<RawRelease>,
+    /// How upgrades go out across the fleet.
+    #[serde(default)]
+    pub rollout: Option<RawRollout>,
+}
+
+/// `spec.rollout`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawRollout {
+    /// `complete` or `firstNode`.
+    #[serde(default)]
+    pub rollout_wait: Option<String>,
+    /// `parallel` or `sequential`.
+    #[serde(default)]
+    pub worker_rollout: Option<String>,
+    /// A count or a percentage (`"25%"`).
+    #[serde(default)]
+    pub max_unavailable: Option<Value>,
+    /// Waves, in order.
+    #[serde(default)]
+    pub waves: Vec<RawWave>,
+    /// Whether a wave waits for the waves before it to be Ready.
+    #[serde(default)]
+    pub health_gate: Option<bool>,
+    /// When upgrades may start.
+    #[serde(default)]
+    pub maintenance_windows: Vec<RawWindow>,
+}
+
+/// `spec.rollout.waves[]`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawWave {
+    /// The wave's name.
+    pub name: String,
+    /// Workload clusters by name.
+    #[serde(default)]
+    pub clusters: Vec<String>,
+    /// Workload clusters by the labels of their EKS-A Cluster.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// `spec.rollout.maintenanceWindows[]`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawWindow {
+    /// `Mon` … `Sun`; none: every day.
+    #[serde(default)]
+    pub days: Vec<String>,
+    /// `HH:MM`, UTC.
+    pub start: String,
+    /// `4h`, `90m`, `1h30m`.
+    pub duration: String,
 }
 
 /// `spec.release`, as written.
@@ -80,6 +146,134 @@ pub struct FleetConfig {
     pub file: PathBuf,
     /// The release data of the fleet; None: capstan's embedded sample data.
     pub release: Option<ReleaseSource>,
+    /// How upgrades go out; None: no `rollout` section (every cluster at once, the agent's
+    /// stage settings).
+    pub rollout: Option<Rollout>,
+}
+
+/// When a control plane's rollout counts as done and the next stage may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RolloutWait {
+    /// Every control-plane machine up to date and available, the old ones gone.
+    #[default]
+    Complete,
+    /// The first new control-plane machine up and the control plane back at full availability
+    /// (workload clusters only: a management cluster always waits for the whole rollout).
+    FirstNode,
+}
+
+/// How worker groups roll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkerRollout {
+    /// Every group at once (as EKS Anywhere and Cluster API do by themselves).
+    #[default]
+    Parallel,
+    /// One group at a time, by name.
+    Sequential,
+}
+
+/// How many workload clusters may be upgrading at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    /// This many.
+    Count(u32),
+    /// This percentage of the fleet's workload clusters, rounded down, at least one.
+    Percent(u32),
+}
+
+impl MaxUnavailable {
+    /// The number of clusters for a fleet of `total` workload clusters (at least one, so an
+    /// upgrade always progresses).
+    pub fn of(self, total: usize) -> usize {
+        match self {
+            MaxUnavailable::Count(n) => n as usize,
+            MaxUnavailable::Percent(p) => total * p as usize / 100,
+        }
+        .max(1)
+    }
+}
+
+impl std::fmt::Display for MaxUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxUnavailable::Count(n) => write!(f, "{n}"),
+            MaxUnavailable::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// A wave of workload clusters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wave {
+    /// Its name.
+    pub name: String,
+    /// Clusters by name.
+    pub clusters: Vec<String>,
+    /// Clusters whose EKS-A Cluster carries every one of these labels.
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl Wave {
+    /// Whether a cluster is selected: by name, or by every label; a wave with neither selects
+    /// every cluster.
+    pub fn selects(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        (self.clusters.is_empty() && self.match_labels.is_empty())
+            || self.clusters.iter().any(|c| c == name)
+            || (!self.match_labels.is_empty()
+                && self
+                    .match_labels
+                    .iter()
+                    .all(|(k, v)| labels.get(k) == Some(v)))
+    }
+}
+
+/// A weekly maintenance window, UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// Days it opens on, 0 = Monday … 6 = Sunday (every day when written without days).
+    pub days: Vec<u8>,
+    /// When it opens, in minutes after midnight.
+    pub start: u32,
+    /// How long it stays open, in minutes (at most a week).
+    pub minutes: u32,
+}
+
+/// `spec.rollout`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rollout {
+    /// When a control plane counts as done (None: not written).
+    pub rollout_wait: Option<RolloutWait>,
+    /// How worker groups roll (None: not written).
+    pub worker_rollout: Option<WorkerRollout>,
+    /// Workload clusters upgrading at once (None: no limit).
+    pub max_unavailable: Option<MaxUnavailable>,
+    /// Waves, in order (none: one wave of every workload cluster).
+    pub waves: Vec<Wave>,
+    /// A wave starts once every cluster of the waves before it is Ready at the revision
+    /// (default); without it, once they have all started.
+    pub health_gate: bool,
+    /// Upgrades start only inside one of these (none: any time).
+    pub windows: Vec<Window>,
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout {
+            rollout_wait: None,
+            worker_rollout: None,
+            max_unavailable: None,
+            waves: Vec::new(),
+            health_gate: true,
+            windows: Vec::new(),
+        }
+    }
+}
+
+impl Rollout {
+    /// Whether anything holds an upgrade back fleet-wide.
+    pub fn paces(&self) -> bool {
+        self.max_unavailable.is_some() || !self.waves.is_empty() || !self.windows.is_empty()
+    }
 }
 
 /// Where a fleet's release data comes from, and what it must hash to.
@@ -191,9 +385,13 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
     let mut config = FleetConfig {
         file: file.to_path_buf(),
         release: None,
+        rollout: None,
     };
     if let Some(r) = &spec.release {
         config.release = check_release(r, &sd, &mut diags);
+    }
+    if let Some(r) = &spec.rollout {
+        config.rollout = Some(check_rollout(r, &sd, &mut diags));
     }
     let ok = !capstan_templates::diag::has_errors(&diags);
     (ok.then_some(config), diags)
@@ -279,6 +477,173 @@ fn check_release(
     })
 }
 
+/// The day names of a maintenance window, Monday first.
+pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// `90m`, `4h`, `1h30m` in minutes.
+fn minutes(text: &str) -> Option<u32> {
+    let (mut total, mut digits, mut any) = (0u32, String::new(), false);
+    for c in text.chars() {
+        match c {
+            '0'..='9' => digits.push(c),
+            'h' | 'm' if !digits.is_empty() => {
+                let n: u32 = digits.parse().ok()?;
+                total = total.checked_add(if c == 'h' { n.checked_mul(60)? } else { n })?;
+                digits.clear();
+                any = true;
+            }
+            _ => return None,
+        }
+    }
+    (any && digits.is_empty()).then_some(total)
+}
+
+fn check_rollout(r: &RawRollout, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Rollout {
+    let mut err = |path: &str, msg: String| {
+        diags.push(
+            Diagnostic::error(Code::InvalidValue, msg)
+                .in_file(&sd.file)
+                .at(sd.doc.pos(path)),
+        );
+    };
+    let p = "spec.rollout";
+    let rollout_wait = r.rollout_wait.as_deref().and_then(|w| match w {
+        "complete" => Some(RolloutWait::Complete),
+        "firstNode" => Some(RolloutWait::FirstNode),
+        other => {
+            err(
+                &format!("{p}.rolloutWait"),
+                format!("rolloutWait `{other}` must be `complete` or `firstNode`"),
+            );
+            None
+        }
+    });
+    let worker_rollout = r.worker_rollout.as_deref().and_then(|w| match w {
+        "parallel" => Some(WorkerRollout::Parallel),
+        "sequential" => Some(WorkerRollout::Sequential),
+        other => {
+            err(
+                &format!("{p}.workerRollout"),
+                format!("workerRollout `{other}` must be `parallel` or `sequential`"),
+            );
+            None
+        }
+    });
+    let max_unavailable = r.max_unavailable.as_ref().and_then(|v| {
+        let parsed = match v {
+            Value::Number(n) => n
+                .as_u64()
+                .filter(|n| (1..=u32::MAX as u64).contains(n))
+                .map(|n| MaxUnavailable::Count(n as u32)),
+            Value::String(s) => s
+                .strip_suffix('%')
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| (1..=100).contains(n))
+                .map(MaxUnavailable::Percent),
+            _ => None,
+        };
+        if parsed.is_none() {
+            err(
+                &format!("{p}.maxUnavailable"),
+                format!("maxUnavailable `{}` must be a count of at least 1 or a percentage from \"1%\" to \"100%\"", match v { Value::String(s) => s.clone(), other => other.to_string() }),
+            );
+        }
+        parsed
+    });
+    let mut waves: Vec<Wave> = Vec::new();
+    for (i, w) in r.waves.iter().enumerate() {
+        let at = format!("{p}.waves[{i}]");
+        let valid_name = !w.name.is_empty()
+            && w.name.len() <= 63
+            && w.name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+        if !valid_name {
+            err(
+                &format!("{at}.name"),
+                format!(
+                    "wave name `{}` must be lowercase letters, digits and `-` (at most 63)",
+                    w.name
+                ),
+            );
+        } else if waves.iter().any(|o| o.name == w.name) {
+            err(
+                &format!("{at}.name"),
+                format!("wave `{}` is named twice", w.name),
+            );
+        }
+        if let Some(prev) = waves
+            .iter()
+            .find(|o| o.clusters.is_empty() && o.match_labels.is_empty())
+        {
+            err(
+                &at,
+                format!(
+                    "wave `{}` can never start: wave `{}` before it has no selector and takes every cluster (a wave without `clusters` or `matchLabels` must be the last)",
+                    w.name, prev.name
+                ),
+            );
+        }
+        waves.push(Wave {
+            name: w.name.clone(),
+            clusters: w.clusters.clone(),
+            match_labels: w.match_labels.clone(),
+        });
+    }
+    let mut windows = Vec::new();
+    for (i, w) in r.maintenance_windows.iter().enumerate() {
+        let at = format!("{p}.maintenanceWindows[{i}]");
+        let mut days = Vec::new();
+        for (j, d) in w.days.iter().enumerate() {
+            match DAYS.iter().position(|n| n.eq_ignore_ascii_case(d)) {
+                Some(n) => days.push(n as u8),
+                None => err(
+                    &format!("{at}.days[{j}]"),
+                    format!("day `{d}` must be one of {}", DAYS.join(", ")),
+                ),
+            }
+        }
+        if days.is_empty() && w.days.is_empty() {
+            days = (0..7).collect();
+        }
+        let start = w.start.split_once(':').and_then(|(h, m)| {
+            let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+            (h < 24 && m < 60 && w.start.len() == 5).then_some(h * 60 + m)
+        });
+        if start.is_none() {
+            err(
+                &format!("{at}.start"),
+                format!("start `{}` must be a UTC time of day as \"HH:MM\"", w.start),
+            );
+        }
+        let length = minutes(&w.duration).filter(|m| (1..=7 * 24 * 60).contains(m));
+        if length.is_none() {
+            err(
+                &format!("{at}.duration"),
+                format!(
+                    "duration `{}` must be like 4h, 90m or 1h30m, from 1m to 168h",
+                    w.duration
+                ),
+            );
+        }
+        if let (Some(start), Some(minutes)) = (start, length) {
+            windows.push(Window {
+                days,
+                start,
+                minutes,
+            });
+        }
+    }
+    Rollout {
+        rollout_wait,
+        worker_rollout,
+        max_unavailable,
+        waves,
+        health_gate: r.health_gate.unwrap_or(true),
+        windows,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +680,102 @@ mod tests {
             c.unwrap().release.unwrap().manifest.repo_path(),
             Some("release/manifest.yaml")
         );
+    }
+
+    const HEAD: &str = "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  rollout:\n";
+
+    #[test]
+    fn a_rollout_section_parses_with_its_defaults() {
+        let text = format!(
+            "{HEAD}    rolloutWait: firstNode\n    workerRollout: sequential\n    maxUnavailable: \"25%\"\n    waves:\n    - name: canary\n      clusters: [dev-1]\n      matchLabels: {{tier: canary}}\n    - name: rest\n    maintenanceWindows:\n    - days: [Sat, sun]\n      start: \"23:30\"\n      duration: 4h30m\n    - start: \"02:00\"\n      duration: 90m\n"
+        );
+        let (c, d) = parse(Path::new("f.yaml"), &text);
+        assert!(d.is_empty(), "{d:?}");
+        let r = c.unwrap().rollout.unwrap();
+        assert_eq!(r.rollout_wait, Some(RolloutWait::FirstNode));
+        assert_eq!(r.worker_rollout, Some(WorkerRollout::Sequential));
+        assert_eq!(r.max_unavailable, Some(MaxUnavailable::Percent(25)));
+        assert!(r.health_gate);
+        assert_eq!(r.waves.len(), 2);
+        let labels = |t: &str| BTreeMap::from([("tier".to_string(), t.to_string())]);
+        assert!(r.waves[0].selects("dev-1", &BTreeMap::new()));
+        assert!(r.waves[0].selects("x", &labels("canary")));
+        assert!(!r.waves[0].selects("x", &labels("prod")));
+        assert!(r.waves[1].selects("x", &BTreeMap::new()));
+        assert_eq!(
+            r.windows,
+            vec![
+                Window {
+                    days: vec![5, 6],
+                    start: 23 * 60 + 30,
+                    minutes: 270
+                },
+                Window {
+                    days: (0..7).collect(),
+                    start: 120,
+                    minutes: 90
+                },
+            ]
+        );
+        // Nothing written: nothing paced, the agent's stage settings.
+        let (c, d) = parse(
+            Path::new("f.yaml"),
+            &format!("{HEAD}    healthGate: false\n"),
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let r = c.unwrap().rollout.unwrap();
+        assert!(!r.paces() && !r.health_gate && r.rollout_wait.is_none());
+    }
+
+    #[test]
+    fn max_unavailable_is_at_least_one() {
+        assert_eq!(MaxUnavailable::Percent(25).of(3), 1);
+        assert_eq!(MaxUnavailable::Percent(50).of(8), 4);
+        assert_eq!(MaxUnavailable::Percent(100).of(3), 3);
+        assert_eq!(MaxUnavailable::Count(2).of(1), 2);
+    }
+
+    #[test]
+    fn bad_rollout_values_are_located() {
+        let text = format!(
+            "{HEAD}    rolloutWait: half\n    workerRollout: serial\n    maxUnavailable: 0\n    waves:\n    - name: all\n    - name: Canary\n      clusters: [a]\n    maintenanceWindows:\n    - days: [Caturday]\n      start: \"25:00\"\n      duration: forever\n"
+        );
+        let (c, d) = parse(Path::new("clusters/m/fleet.yaml"), &text);
+        assert!(c.is_none());
+        let got: Vec<_> = d.iter().map(|d| (d.code, d.line, d.column)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Code::InvalidValue, 5, 5),
+                (Code::InvalidValue, 6, 5),
+                (Code::InvalidValue, 7, 5),
+                (Code::InvalidValue, 10, 7),
+                (Code::InvalidValue, 10, 7),
+                (Code::InvalidValue, 13, 14),
+                (Code::InvalidValue, 14, 7),
+                (Code::InvalidValue, 15, 7),
+            ],
+            "{d:#?}"
+        );
+        assert!(
+            d.iter()
+                .all(|d| d.file.as_deref() == Some(Path::new("clusters/m/fleet.yaml")))
+        );
+        assert!(d[4].message.contains("can never start"), "{}", d[4].message);
+        let (c, d) = parse(
+            Path::new("f.yaml"),
+            &format!("{HEAD}    waves:\n    - name: a\n      matchLabel: {{x: y}}\n"),
+        );
+        assert!(c.is_none());
+        assert_eq!(
+            d.iter().map(|d| (d.code, d.line)).collect::<Vec<_>>(),
+            vec![(Code::UnknownField, 7)]
+        );
+        let (_, d) = parse(
+            Path::new("f.yaml"),
+            &format!("{HEAD}    maxUnavailable: \"150%\"\n"),
+        );
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("150%"));
     }
 }

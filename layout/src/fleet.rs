@@ -224,6 +224,69 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             .extend(diags.into_iter().map(|d| d.for_cluster(&entry.name)));
         configs.insert(entry.name.clone(), cfg);
     }
+    // Waves name workload clusters of their own fleet: the management cluster is never in a
+    // wave (it upgrades itself first, its workloads paused), and a name no cluster has is most
+    // likely a typo that would leave a canary wave empty.
+    for (mgmt, cfg) in configs.iter_mut() {
+        let Some(rollout) = cfg.as_ref().and_then(|c| c.rollout.as_ref()) else {
+            continue;
+        };
+        let workloads: BTreeSet<&str> = clusters
+            .iter()
+            .filter(|c| c.management() == mgmt && c.role != Role::Management)
+            .map(|c| c.name.as_str())
+            .collect();
+        let path = PathBuf::from(CLUSTERS_DIR).join(mgmt).join(config::FILE);
+        let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
+            continue;
+        };
+        let doc = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| yaml::parse(t).ok())
+            .and_then(|mut d| d.pop());
+        let mut found = Vec::new();
+        for (i, w) in rollout.waves.iter().enumerate() {
+            for (j, name) in w.clusters.iter().enumerate() {
+                let at = doc
+                    .as_ref()
+                    .map(|d| d.pos(&format!("spec.rollout.waves[{i}].clusters[{j}]")));
+                let d = if name == mgmt {
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        format!(
+                            "wave `{}` names the management cluster `{name}`: it is never in a wave (it upgrades itself before its workload clusters, which wait for it)",
+                            w.name
+                        ),
+                    )
+                } else if !workloads.contains(name.as_str()) {
+                    Diagnostic::warning(
+                        Code::InvalidValue,
+                        format!(
+                            "wave `{}` names `{name}`, which is not a workload cluster of `{mgmt}`",
+                            w.name
+                        ),
+                    )
+                } else {
+                    continue;
+                };
+                let d = d.in_file(&path);
+                found.push(match at {
+                    Some(at) => d.at(at),
+                    None => d,
+                });
+            }
+        }
+        // An error makes the config invalid like any other of its errors.
+        let broken = found.iter().any(Diagnostic::is_error);
+        if let Some(entry) = clusters.iter_mut().find(|c| &c.name == mgmt) {
+            entry
+                .diagnostics
+                .extend(found.into_iter().map(|d| d.for_cluster(mgmt)));
+        }
+        if broken {
+            *cfg = None;
+        }
+    }
     let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
     for (mgmt, cfg) in &configs {
         if let Some(cfg) = cfg {

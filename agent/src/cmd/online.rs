@@ -69,8 +69,15 @@ fn print_outcome(out: &Outcome, plan_only: bool) {
             .filter(|s| s.state != crate::plan::stages::State::Done)
             .map(|s| format!("{} ({})", s.stage, stage_state(&s.state)))
             .collect();
+        // What `capstan diff` says too; then where each stage stands on the live cluster.
+        if let Some(outline) = &c.staged.outline {
+            println!("  {outline}");
+        }
         if !stages.is_empty() {
-            println!("  stages: {}", stages.join(" → "));
+            println!("  now: {}", stages.join(" → "));
+        }
+        if let Some(hold) = &c.paced {
+            println!("  held: {hold}");
         }
         for e in &c.plan.entries {
             if e.action == Action::Unchanged {
@@ -129,7 +136,7 @@ pub fn plan(
     })?;
     match output {
         Output::Json => {
-            let plans: Vec<_> = out.clusters.iter().map(|c| json!({"cluster": c.name, "phase": c.phase.as_str(), "message": c.message, "stages": c.staged.stages, "entries": c.plan.entries})).collect();
+            let plans: Vec<_> = out.clusters.iter().map(|c| json!({"cluster": c.name, "phase": c.phase.as_str(), "message": c.message, "stages": c.staged.stages, "outline": c.staged.outline, "held": c.paced.as_ref().map(|h| h.message.clone()), "entries": c.plan.entries})).collect();
             println!(
                 "{}",
                 serde_json::to_string_pretty(
@@ -347,7 +354,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 "" | "-" => "-".to_string(),
                 st => st.to_string(),
             };
-            let table: Vec<[String; 7]> = rows
+            let table: Vec<[String; 8]> = rows
                 .iter()
                 .map(|r| {
                     [
@@ -356,6 +363,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                         s(r, "/status/lastAppliedRevision"),
                         s(r, "/status/phase"),
                         stage(r),
+                        s(r, "/status/wave"),
                         age(&s(r, "/metadata/creationTimestamp")),
                         s(r, "/status/message"),
                     ]
@@ -367,6 +375,7 @@ pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
                 "REVISION",
                 "PHASE",
                 "STAGE",
+                "WAVE",
                 "AGE",
                 "MESSAGE",
             ]

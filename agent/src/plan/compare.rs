@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::impact::{Basis, Impact};
 use super::report::{ClusterReport, Report};
+use super::stages::Settings;
 use super::{Action, Entry, ObjectRef, diff_between, reference};
 
 /// The report of going from `base` to `head`. `outside` lists the changed files outside
@@ -23,7 +24,12 @@ use super::{Action, Entry, ObjectRef, diff_between, reference};
 pub fn compare(title: &str, base: &Fleet, head: &Fleet, outside: Vec<String>) -> Report {
     let mut clusters = Vec::new();
     for h in &head.clusters {
-        let r = cluster(Some(h), base.cluster(&h.name));
+        let settings = Settings::for_cluster(
+            Settings::default(),
+            super::waves::rollout_of(head, h.management()),
+            h.role == capstan_layout::Role::Management,
+        );
+        let r = cluster(Some(h), base.cluster(&h.name), settings);
         if r.has_changes() || !r.errors.is_empty() || !r.notes.is_empty() {
             clusters.push(r);
         }
@@ -33,7 +39,7 @@ pub fn compare(title: &str, base: &Fleet, head: &Fleet, outside: Vec<String>) ->
         .iter()
         .filter(|b| head.cluster(&b.name).is_none())
     {
-        clusters.push(cluster(None, Some(b)));
+        clusters.push(cluster(None, Some(b), Settings::default()));
     }
     Report {
         title: title.to_string(),
@@ -74,7 +80,11 @@ fn values(e: Option<&ClusterEntry>) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn cluster(head: Option<&ClusterEntry>, base: Option<&ClusterEntry>) -> ClusterReport {
+fn cluster(
+    head: Option<&ClusterEntry>,
+    base: Option<&ClusterEntry>,
+    settings: Settings,
+) -> ClusterReport {
     let name = head.or(base).map(|c| c.name.clone()).unwrap_or_default();
     let mut r = ClusterReport {
         name,
@@ -147,6 +157,7 @@ fn cluster(head: Option<&ClusterEntry>, base: Option<&ClusterEntry>) -> ClusterR
         let diff = diff_between(old_obj, Some(&new), &re.subject(), ("base", "head"));
         r.entries.push(Entry {
             diff: Some(diff),
+            scale_only: old_obj.is_some_and(|o| super::planner::scale_only(o, &new)),
             ..Entry::new(re, action, None)
         });
     }
@@ -164,6 +175,7 @@ fn cluster(head: Option<&ClusterEntry>, base: Option<&ClusterEntry>) -> ClusterR
             r.entries.push(Entry::new(re, action, reason));
         }
     }
+    r.stages = super::stages::outline(&r.entries, settings);
     let new = objects.values();
     let impact = Impact::between(&old, &new, Basis::Rendered);
     r.impact = (!impact.is_empty() || impact.is_blocked()).then_some(impact);
@@ -234,6 +246,12 @@ mod tests {
                 .contains("-  replicas: 2\n+  replicas: 3")
         );
         assert!(!c.impact.as_ref().unwrap().rolls());
+        assert_eq!(c.stages.as_deref(), Some("scale only: no waits"));
+        assert!(
+            r.text(false).contains("  * scale only: no waits\n"),
+            "{}",
+            r.text(false)
+        );
         assert_eq!(r.outside, ["README.md"]);
     }
 

@@ -14,6 +14,7 @@ pub mod impact;
 pub mod planner;
 pub mod report;
 pub mod stages;
+pub mod waves;
 
 use std::fmt;
 

@@ -32,6 +32,10 @@ pub struct ClusterReport {
     /// What the change does to machines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impact: Option<Impact>,
+    /// The upgrade stages it goes through (`stages: control plane → workers md-0 (parallel)`,
+    /// `scale only: no waits`): [`super::stages::outline`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<String>,
     /// Errors (`file:line:col: error[code]: message`) that keep the cluster from being applied.
     pub errors: Vec<String>,
     /// Notes: a tombstone, a suspension, a directory removed without one.
@@ -148,6 +152,9 @@ impl Report {
             for n in &c.notes {
                 let _ = writeln!(out, "  note: {n}");
             }
+            if let Some(st) = &c.stages {
+                let _ = writeln!(out, "  * {st}");
+            }
             if let Some(i) = &c.impact {
                 for l in i.lines() {
                     let l = if l.starts_with("BLOCKED") {
@@ -230,6 +237,9 @@ impl Report {
             }
             for n in &c.notes {
                 let _ = writeln!(s, "- :information_source: {n}");
+            }
+            if let Some(st) = &c.stages {
+                let _ = writeln!(s, "- :vertical_traffic_light: {}", escape(st));
             }
             if let Some(i) = &c.impact {
                 for l in i.lines() {

@@ -79,26 +79,9 @@ impl Stage {
     }
 }
 
-/// How long the control plane stage waits before the next stage starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RolloutWait {
-    /// Every control-plane machine up to date and available, the old ones gone.
-    #[default]
-    Complete,
-    /// The first new control-plane machine up and the control plane back at full availability
-    /// (workload clusters only: a management cluster always waits for the whole rollout).
-    FirstNode,
-}
-
-/// How worker groups roll.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WorkerRollout {
-    /// Every group at once.
-    #[default]
-    Parallel,
-    /// One group at a time, in render order.
-    Sequential,
-}
+// When the control plane counts as done, and how worker groups roll: written in the fleet
+// config (`spec.rollout`), so defined with it.
+pub use capstan_layout::config::{RolloutWait, WorkerRollout};
 
 /// How a cluster's stages proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,6 +90,93 @@ pub struct Settings {
     pub rollout_wait: RolloutWait,
     /// How worker groups roll.
     pub workers: WorkerRollout,
+}
+
+impl Settings {
+    /// A cluster's settings: `base` (the agent's), with what the fleet config's `rollout`
+    /// section writes; a management cluster always waits for its whole control plane (its own
+    /// API server is what the next stage talks to).
+    pub fn for_cluster(
+        base: Settings,
+        rollout: Option<&capstan_layout::config::Rollout>,
+        management: bool,
+    ) -> Settings {
+        let mut s = base;
+        if let Some(r) = rollout {
+            s.rollout_wait = r.rollout_wait.unwrap_or(s.rollout_wait);
+            s.workers = r.worker_rollout.unwrap_or(s.workers);
+        }
+        if management {
+            s.rollout_wait = RolloutWait::Complete;
+        }
+        s
+    }
+
+    /// `sequential` or `parallel`, for humans.
+    pub fn workers_word(&self) -> &'static str {
+        match self.workers {
+            WorkerRollout::Sequential => "sequential",
+            WorkerRollout::Parallel => "parallel",
+        }
+    }
+}
+
+/// Whether an entry of a plan may roll machines when applied: a change (not a scale or a drift
+/// correction) to an object of a rollout stage. What the upgrade gates look at, for the objects
+/// that are live (a creation replaces nothing).
+pub fn rolls_machines(e: &Entry) -> bool {
+    matches!(e.action, Action::Create | Action::Update)
+        && !e.scale_only
+        && !e.is_drift_correction()
+        && stage(&e.object, WorkerRollout::Parallel) != Stage::Prepare
+}
+
+/// The stages a plan's changes go through, in order, for a reviewer (`capstan plan`,
+/// `capstan diff`, PR comments): `etcd → control plane → workers md-0, md-1 (sequential)`;
+/// `scale only: no waits` when nothing rolls; None when no rollout object changes. Creations
+/// and drift corrections wait for nothing and are left out.
+pub fn outline(entries: &[Entry], settings: Settings) -> Option<String> {
+    let rolling: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| {
+            (e.action == Action::Update && rolls_machines(e))
+                || (e.action == Action::Held
+                    && stage(&e.object, settings.workers) != Stage::Prepare)
+        })
+        .collect();
+    if rolling.is_empty() {
+        let scales = entries
+            .iter()
+            .any(|e| e.scale_only && e.action == Action::Update);
+        return scales.then(|| "scale only: no waits".to_string());
+    }
+    let mut steps: Vec<String> = Vec::new();
+    let mut groups: Vec<&str> = Vec::new();
+    let mut seen: Vec<Stage> = Vec::new();
+    let mut by_stage: Vec<(Stage, &Entry)> = rolling
+        .iter()
+        .map(|e| (stage(&e.object, WorkerRollout::Parallel), *e))
+        .collect();
+    by_stage.sort_by(|a, b| a.0.cmp(&b.0));
+    for (s, e) in by_stage {
+        if s == Stage::Workers(None) {
+            groups.push(&e.object.name);
+        } else if !seen.contains(&s) {
+            seen.push(s.clone());
+            steps.push(s.to_string());
+        }
+    }
+    if !groups.is_empty() {
+        // Sequential groups go in the scheduler's order: by name.
+        groups.sort_unstable();
+        groups.dedup();
+        steps.push(format!(
+            "workers {} ({})",
+            groups.join(", "),
+            settings.workers_word()
+        ));
+    }
+    Some(format!("stages: {}", steps.join(" → ")))
 }
 
 /// The stage of an object.
@@ -261,6 +331,9 @@ pub struct Staged {
     /// The first stage that is not rolled out, and why: what the cluster waits for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<(Stage, String)>,
+    /// The stages the plan's changes go through, for humans ([`outline`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outline: Option<String>,
 }
 
 impl Staged {
@@ -672,5 +745,76 @@ mod tests {
             progress(&Stage::Cni, &obs, RolloutWait::Complete),
             Progress::Waiting(_)
         ));
+    }
+
+    #[test]
+    fn the_outline_says_which_stages_a_change_goes_through() {
+        let sequential = Settings {
+            workers: WorkerRollout::Sequential,
+            ..Settings::default()
+        };
+        let plan = vec![
+            e("MachineDeployment", "md-1", Action::Update),
+            e("KubeadmControlPlane", "cp", Action::Update),
+            e("EtcdadmCluster", "etcd", Action::Update),
+            e("DockerMachineTemplate", "t", Action::Create),
+            e("MachineDeployment", "md-0", Action::Update),
+        ];
+        assert_eq!(
+            outline(&plan, sequential).unwrap(),
+            "stages: etcd → control plane → workers md-0, md-1 (sequential)"
+        );
+        assert_eq!(
+            outline(&plan[..2], Settings::default()).unwrap(),
+            "stages: control plane → workers md-1 (parallel)"
+        );
+        let mut scale = e("MachineDeployment", "md-0", Action::Update);
+        scale.scale_only = true;
+        assert_eq!(
+            outline(&[scale], Settings::default()).unwrap(),
+            "scale only: no waits"
+        );
+        // A new worker group waits for nothing; templates roll nothing by themselves.
+        assert_eq!(
+            outline(
+                &[
+                    e("MachineDeployment", "md-2", Action::Create),
+                    e("DockerMachineTemplate", "t", Action::Update)
+                ],
+                Settings::default()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_fleet_config_sets_the_stage_settings_but_a_management_cluster_waits_for_its_whole_control_plane()
+     {
+        let rollout = capstan_layout::config::Rollout {
+            rollout_wait: Some(RolloutWait::FirstNode),
+            worker_rollout: Some(WorkerRollout::Sequential),
+            ..Default::default()
+        };
+        let base = Settings::default();
+        let w = Settings::for_cluster(base, Some(&rollout), false);
+        assert_eq!(
+            (w.rollout_wait, w.workers),
+            (RolloutWait::FirstNode, WorkerRollout::Sequential)
+        );
+        let m = Settings::for_cluster(base, Some(&rollout), true);
+        assert_eq!(
+            (m.rollout_wait, m.workers),
+            (RolloutWait::Complete, WorkerRollout::Sequential)
+        );
+        // Not written: the agent's own settings.
+        let agent = Settings {
+            workers: WorkerRollout::Sequential,
+            ..base
+        };
+        assert_eq!(
+            Settings::for_cluster(agent, Some(&Default::default()), false),
+            agent
+        );
+        assert_eq!(Settings::for_cluster(base, None, false), base);
     }
 }

@@ -42,6 +42,7 @@ use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
+mod pacing;
 mod pass;
 pub mod self_upgrade;
 mod staging;
@@ -115,6 +116,9 @@ pub struct ClusterOutcome {
     pub message: String,
     /// The upgrade stages of its plan (empty when the cluster was not planned).
     pub staged: crate::plan::stages::Staged,
+    /// Its upgrade held back by the fleet's waves, `maxUnavailable` or maintenance windows
+    /// ([`crate::plan::waves`]).
+    pub paced: Option<crate::plan::waves::Hold>,
 }
 
 /// The result of a pass.
@@ -379,6 +383,7 @@ pub struct Agent {
     crd_checked: AtomicBool,
     namespaces: Mutex<BTreeSet<String>>,
     fights: Mutex<Fights>,
+    admitted: pacing::Admitted,
 }
 
 impl Agent {
@@ -392,6 +397,7 @@ impl Agent {
             crd_checked: AtomicBool::new(false),
             namespaces: Mutex::new(BTreeSet::new()),
             fights: Mutex::new(Fights::default()),
+            admitted: Default::default(),
         })
     }
 
@@ -639,6 +645,7 @@ impl Agent {
                     phase: Phase::Orphaned,
                     message: GONE.to_string(),
                     staged: Default::default(),
+                    paced: None,
                 },
             },
         };
@@ -647,6 +654,30 @@ impl Agent {
             writes: pass.writes.into_inner(),
             reads: pass.reads.into_inner(),
         })
+    }
+
+    /// Where the workload clusters of a prepared revision stand in their waves, by wave and
+    /// standing (`done`, `upgrading`, `failed`, `pending`), when the fleet config paces upgrades:
+    /// the `capstan_wave_clusters` gauge.
+    pub fn wave_census(&self, fleet: &Fleet, scope: &Scope) -> Vec<(String, &'static str, i64)> {
+        let Some(rollout) =
+            crate::plan::waves::rollout_of(fleet, &scope.management).filter(|r| r.paces())
+        else {
+            return Vec::new();
+        };
+        let records = match &self.cache {
+            Some(cache) => cache.live().records(),
+            None => scope.live.records(),
+        };
+        let all = pacing::members(fleet, &scope.management, &records, &BTreeMap::new());
+        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        for m in &all {
+            let (_, wave) = crate::plan::waves::wave_of(rollout, &m.name, &m.labels);
+            *counts
+                .entry((wave.to_string(), m.standing().as_str()))
+                .or_default() += 1;
+        }
+        counts.into_iter().map(|((w, s), n)| (w, s, n)).collect()
     }
 
     /// The drift history of recently drifted objects.

@@ -128,6 +128,7 @@ impl Pass<'_> {
             phase: Phase::Orphaned,
             message,
             staged: Default::default(),
+            paced: None,
         })
     }
 
@@ -273,6 +274,7 @@ impl Pass<'_> {
             phase,
             message,
             staged: Default::default(),
+            paced: None,
         };
         let empty = Plan {
             cluster: name.clone(),
@@ -344,7 +346,7 @@ impl Pass<'_> {
         // The revision's identity: what the repository asks for, before the chain steps and
         // live-dependent wiring.
         let fp = fingerprint(&desired(entry));
-        let settings = self.settings(entry);
+        let settings = self.settings(fleet, entry);
         let snap = self.snapshot(entry);
         let (step, note) = match self.versioned(entry, &snap) {
             Versioned::Spec => (None, None),
@@ -390,12 +392,20 @@ impl Pass<'_> {
             return Ok((done(empty, Phase::Failed, message), changed));
         }
         let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
-        let staged = self.stage(&mut plan, settings, &wired.held, &snap);
+        // Fleet-wide pacing, once the cluster itself is fit to start.
+        let paced = match gated {
+            None => self.wave_gate(fleet, entry, &mut plan, prev, &fp),
+            Some(_) => None,
+        };
+        let wave = self.wave_label(fleet, entry);
+        let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
+        staged.outline = crate::plan::stages::outline(&plan.entries, settings);
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
             staged: Staged {
                 waiting,
                 ..staged.clone()
             },
+            paced: paced.clone(),
             ..done(plan, phase, message)
         };
         if self.opts.plan_only {
@@ -493,7 +503,7 @@ impl Pass<'_> {
         };
         let timed_out = match (&after.waiting, self.opts.stage_timeout) {
             (Some((s, progress)), Some(limit))
-                if status::age(&stage_since).is_some_and(|a| a > limit) =>
+                if paced.is_none() && status::age(&stage_since).is_some_and(|a| a > limit) =>
             {
                 Some(format!(
                     "the {s} stage has not rolled out within {}: {progress}",
@@ -616,6 +626,22 @@ impl Pass<'_> {
                     vec![condition("Ready", "False", "StageTimedOut", &t)],
                 )
             }
+            // Held by the fleet's pacing: it has not started, it is not upgrading (it takes no
+            // slot of maxUnavailable), and it says what it waits for.
+            (None, None) if failure.is_none() && phase != Phase::Failed && paced.is_some() => {
+                let hold = paced.as_ref().expect("matched");
+                let message = format!(
+                    "upgrade to revision {} not started: {hold}",
+                    self.opts.revision
+                );
+                let mut conditions = conditions;
+                conditions.retain(|c| c.type_ != "Ready");
+                conditions.insert(
+                    0,
+                    condition("Ready", "False", hold.reason.as_str(), &message),
+                );
+                (Phase::Progressing, message, conditions)
+            }
             _ => (phase, message, conditions),
         };
         // A cluster the new revision does not touch keeps the revision its objects came from:
@@ -638,17 +664,20 @@ impl Pass<'_> {
                 self.opts.revision.clone()
             },
             // Gated: this revision has not started; the next pass gates it again.
-            desired_hash: if failure.is_none() && gated.is_none() {
+            desired_hash: if failure.is_none() && gated.is_none() && paced.is_none() {
                 fp
             } else {
                 prev.map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default()
             },
-            stage: match (&failure, &after.waiting) {
-                (None, Some((stage, _))) => Some(stage.name().to_string()),
+            // A paced cluster waits for no stage of its own: no stage, and no stage timeout.
+            stage: match (&failure, &after.waiting, &paced) {
+                (None, Some((stage, _)), None) => Some(stage.name().to_string()),
                 _ => None,
             },
-            stage_since: (failure.is_none() && !stage_since.is_empty()).then_some(stage_since),
+            stage_since: (failure.is_none() && !stage_since.is_empty() && paced.is_none())
+                .then_some(stage_since),
+            wave,
             backup: (!upgrade.backup.is_empty()).then(|| upgrade.backup.clone()),
             conditions,
             inventory: inv,
@@ -999,6 +1028,7 @@ impl Pass<'_> {
                     phase: Phase::Deleting,
                     message: message.into(),
                     staged: Default::default(),
+                    paced: None,
                 },
                 false,
             ));
@@ -1087,6 +1117,7 @@ impl Pass<'_> {
                         phase: Phase::Deleting,
                         message: super::DELETED.into(),
                         staged: Default::default(),
+                        paced: None,
                     },
                     true,
                 ))
@@ -1138,6 +1169,7 @@ impl Pass<'_> {
                 phase: Phase::Deleting,
                 message,
                 staged: Default::default(),
+                paced: None,
             },
             changed,
         ))

@@ -19,14 +19,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use capstan_layout::{ClusterEntry, Objects, Rendered};
+use capstan_layout::{ClusterEntry, Fleet, Objects, Rendered};
 use serde_json::{Value, json};
 
 use super::pass::Pass;
 use crate::health::{MachineSet, Observed, Rollout};
 use crate::plan::chain::{self, Chain, minor_of};
 use crate::plan::impact::{Basis, Impact};
-use crate::plan::stages::{self, RolloutWait, Settings, Stage, Staged};
+use crate::plan::stages::{self, Settings, Staged};
 use crate::plan::{Action, ObjectRef, Plan};
 use capstan_templates::spec::EKSA_GROUP;
 
@@ -87,14 +87,14 @@ pub(super) struct Wired {
 }
 
 impl Pass<'_> {
-    /// The stage settings of a cluster: a management cluster always waits for its whole
-    /// control plane.
-    pub(super) fn settings(&self, entry: &ClusterEntry) -> Settings {
-        let mut s = self.opts.stages;
-        if entry.role == capstan_layout::Role::Management {
-            s.rollout_wait = RolloutWait::Complete;
-        }
-        s
+    /// The stage settings of a cluster: the agent's, with the fleet config's `rollout`
+    /// section ([`Settings::for_cluster`]).
+    pub(super) fn settings(&self, fleet: &Fleet, entry: &ClusterEntry) -> Settings {
+        Settings::for_cluster(
+            self.opts.stages,
+            crate::plan::waves::rollout_of(fleet, entry.management()),
+            entry.role == capstan_layout::Role::Management,
+        )
     }
 
     /// The [`Snapshot`] of a cluster's rollout objects.
@@ -296,11 +296,7 @@ impl Pass<'_> {
             return None;
         }
         let rollout = |e: &crate::plan::Entry| {
-            matches!(e.action, Action::Create | Action::Update)
-                && !e.scale_only
-                && !e.is_drift_correction()
-                && stages::stage(&e.object, Default::default()) != Stage::Prepare
-                && self.live.get(&e.object).is_some()
+            stages::rolls_machines(e) && self.live.get(&e.object).is_some()
         };
         if !plan.entries.iter().any(rollout) {
             return None;

@@ -15,7 +15,11 @@
 //! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
 //! `capstan_queue_clusters{state}`, `capstan_retries_total`,
 //! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`,
-//! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`.
+//! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`,
+//! `capstan_upgrades_held_total{reason}` (a cluster's upgrade held by the fleet's waves,
+//! `maxUnavailable` or maintenance windows, once per pass that held it),
+//! `capstan_wave_clusters{wave,state}` (workload clusters per wave and standing; the wave names
+//! come from the fleet config, validated and few, and the family is replaced wholesale).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -235,6 +239,43 @@ struct OutcomeLabels {
     outcome: WebhookOutcome,
 }
 
+label_enum! {
+    /// Why an upgrade was held fleet-wide ([`crate::plan::waves::Reason`]).
+    HoldReason {
+        /// A cluster of its wave or an earlier one failed.
+        WaveStopped => "wave_stopped",
+        /// The waves before it are not Ready at the revision.
+        WaitingForWave => "waiting_for_wave",
+        /// Outside every maintenance window.
+        OutsideMaintenanceWindow => "outside_maintenance_window",
+        /// `maxUnavailable` clusters upgrading.
+        MaxUnavailable => "max_unavailable",
+    }
+}
+
+impl From<crate::plan::waves::Reason> for HoldReason {
+    fn from(r: crate::plan::waves::Reason) -> Self {
+        use crate::plan::waves::Reason;
+        match r {
+            Reason::WaveStopped => HoldReason::WaveStopped,
+            Reason::WaitingForWave => HoldReason::WaitingForWave,
+            Reason::OutsideMaintenanceWindow => HoldReason::OutsideMaintenanceWindow,
+            Reason::MaxUnavailable => HoldReason::MaxUnavailable,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HoldLabels {
+    reason: HoldReason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct WaveLabels {
+    wave: String,
+    state: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PhaseLabels {
     phase: String,
@@ -264,6 +305,8 @@ pub struct Metrics {
     leader: Gauge,
     pr_plans: Family<GitHubLabels, Counter>,
     commit_statuses: Family<GitHubLabels, Counter>,
+    upgrades_held: Family<HoldLabels, Counter>,
+    wave_clusters: Family<WaveLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -291,6 +334,21 @@ impl Metrics {
         let leader = Gauge::default();
         let pr_plans = Family::<GitHubLabels, Counter>::default();
         let commit_statuses = Family::<GitHubLabels, Counter>::default();
+        let upgrades_held = Family::<HoldLabels, Counter>::default();
+        let wave_clusters = Family::<WaveLabels, Gauge>::default();
+        registry.register(
+            "capstan_upgrades_held",
+            "Cluster passes whose upgrade the fleet's waves, maxUnavailable or maintenance windows held, by reason",
+            upgrades_held.clone(),
+        );
+        registry.register(
+            "capstan_wave_clusters",
+            "Workload clusters by upgrade wave and standing (done, upgrading, failed, pending)",
+            wave_clusters.clone(),
+        );
+        for &reason in HoldReason::ALL {
+            let _ = upgrades_held.get_or_create(&HoldLabels { reason });
+        }
         registry.register(
             "capstan_pr_plans",
             "Pull-request plans, by result",
@@ -406,6 +464,35 @@ impl Metrics {
             leader,
             pr_plans,
             commit_statuses,
+            upgrades_held,
+            wave_clusters,
+        }
+    }
+
+    /// Counts a cluster pass whose upgrade was held fleet-wide.
+    pub fn inc_upgrade_held(&self, reason: HoldReason) {
+        self.upgrades_held
+            .get_or_create(&HoldLabels { reason })
+            .inc();
+    }
+
+    /// The upgrades held so far for this reason.
+    pub fn upgrades_held(&self, reason: HoldReason) -> u64 {
+        self.upgrades_held
+            .get_or_create(&HoldLabels { reason })
+            .get()
+    }
+
+    /// Replaces the wave census: (wave, standing, clusters).
+    pub fn set_waves<'a>(&self, counts: impl IntoIterator<Item = (&'a str, &'a str, i64)>) {
+        self.wave_clusters.clear();
+        for (wave, state, n) in counts {
+            self.wave_clusters
+                .get_or_create(&WaveLabels {
+                    wave: wave.to_owned(),
+                    state: state.to_owned(),
+                })
+                .set(n);
         }
     }
 
@@ -567,6 +654,7 @@ mod tests {
             "capstan_objects_total{action=\"unchanged\"} 0",
             "capstan_reconciles_total{result=\"failure\"} 0",
             "capstan_webhook_requests_total{outcome=\"too_large\"} 0",
+            "capstan_upgrades_held_total{reason=\"max_unavailable\"} 0",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -595,7 +683,22 @@ mod tests {
         m.inc_webhook(WebhookOutcome::Accepted);
         m.set_cluster_phases([("Provisioned", 3), ("Provisioning", 1)]);
         m.set_cluster_phases([("Provisioned", 4)]);
+        m.inc_upgrade_held(crate::plan::waves::Reason::WaitingForWave.into());
+        m.set_waves([("canary", "upgrading", 1), ("rest", "pending", 2)]);
+        m.set_waves([("canary", "done", 1), ("rest", "pending", 2)]);
+        assert_eq!(m.upgrades_held(HoldReason::WaitingForWave), 1);
         let text = m.encode();
+        for line in [
+            "capstan_upgrades_held_total{reason=\"waiting_for_wave\"} 1",
+            "capstan_wave_clusters{wave=\"canary\",state=\"done\"} 1",
+            "capstan_wave_clusters{wave=\"rest\",state=\"pending\"} 2",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        assert!(!text.contains("state=\"upgrading\""), "{text}");
         for line in [
             "capstan_reconcile_duration_seconds_count{stage=\"render\"} 1",
             "capstan_api_requests_total{verb=\"patch\"} 1",

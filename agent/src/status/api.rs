@@ -45,6 +45,7 @@ use crate::plan::ObjectRef;
     printcolumn(name = "Management", type_ = "string", json_path = ".spec.management"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Stage", type_ = "string", json_path = ".status.stage"),
+    printcolumn(name = "Wave", type_ = "string", json_path = ".status.wave"),
     printcolumn(
         name = "Revision",
         type_ = "string",
@@ -105,6 +106,10 @@ pub struct ManagedClusterStatus {
     /// measured from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_since: Option<String>,
+    /// The cluster's upgrade wave when the fleet config paces upgrades (`2/3 rest`: the second
+    /// of three waves, named `rest`): `crate::plan::waves`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wave: Option<String>,
     /// A management cluster upgrading its own etcd or control plane: the backup taken before it
     /// started (its directory). While set, the workload clusters are paused.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,6 +268,7 @@ mod tests {
             "observedGeneration",
             "stage",
             "stageSince",
+            "wave",
             "backup",
         ] {
             assert!(status.get(field).is_some(), "status.{field} in {status:#}");
@@ -283,6 +289,7 @@ mod tests {
                 "Management",
                 "Phase",
                 "Stage",
+                "Wave",
                 "Revision",
                 "Objects",
                 "Age",

@@ -888,6 +888,93 @@ corpus! {
         .in_cluster(W_DIR)
         .err_n(ChecksumMismatch, FLEET, 4, 3);
 
+    invalid_value_fleet_rollout_max_unavailable:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              rollout:
+                maxUnavailable: "0%"   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 5, 5)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    invalid_value_fleet_rollout_worker_rollout:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              rollout:
+                workerRollout: serial   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 5, 5)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    unknown_field_fleet_rollout_wave:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              rollout:
+                waves:
+                - name: canary
+                  selector: {tier: canary}   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(UnknownField, FLEET, 7, 7)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    invalid_value_fleet_rollout_window_start:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              rollout:
+                maintenanceWindows:
+                - days: [Sat]
+                  start: "2am"   # <-
+                  duration: 4h
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 7, 7)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
+    invalid_value_fleet_rollout_wave_names_the_management_cluster:
+        Case::workload().file(FLEET, r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              rollout:
+                waves:
+                - name: canary
+                  clusters: [w, mgmt]   # <-
+        "#)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(MGMT_DIR)
+        .err_n(InvalidValue, FLEET, 7, 21)
+        .in_cluster(OK_DIR)
+        .err_n(ReleaseUnavailable, OK, 5, 1)
+        .in_cluster(W_DIR)
+        .err_n(ReleaseUnavailable, W, 5, 1);
+
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
         Case::workload()

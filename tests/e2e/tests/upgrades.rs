@@ -683,3 +683,222 @@ async fn an_upgrade_waits_for_a_cluster_that_is_not_healthy_unless_the_repositor
     );
     repo.converge(only).await;
 }
+
+/// The fleet config of the waves test: a canary wave by label, everything else after it, one
+/// workload cluster upgrading at a time.
+const WAVES: &str = "apiVersion: capstan.dev/v1alpha1
+kind: FleetConfig
+spec:
+  rollout:
+    maxUnavailable: 1
+    waves:
+    - name: canary
+      matchLabels: {tier: canary}
+    healthGate: true
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and_a_failed_canary_stops_the_rest()
+ {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("a_version_bump_goes_out_in_waves");
+    let group = json!([{"name": "md-0", "count": 1}]);
+    let mut repo = Repo::new(
+        "waves",
+        &[
+            ("w-wb", group.clone()),
+            ("w-wcan", group.clone()),
+            ("w-wc", group),
+        ],
+    );
+    let ns = repo.ns.clone();
+    repo.edit(
+        "w-wcan",
+        "metadata:\n  name: \"w-wcan\"\n",
+        "metadata:\n  name: \"w-wcan\"\n  labels:\n    tier: canary\n",
+    );
+    std::fs::write(repo.dir(&repo.mgmt).join("fleet.yaml"), WAVES).unwrap();
+    // Creations are not paced: the whole fleet comes up at once.
+    repo.converge(None).await;
+    let workloads = ["w-wcan", "w-wb", "w-wc"];
+    let before: BTreeMap<&str, Vec<Machine>> =
+        workloads.iter().map(|c| (*c, repo.machines(c))).collect();
+    let old_version = before["w-wcan"][0].version.clone();
+    for c in workloads {
+        assert_eq!(
+            managed_cluster(c).unwrap()["status"]["wave"],
+            if c == "w-wcan" {
+                "1/2 canary"
+            } else {
+                "2/2 rest"
+            }
+        );
+    }
+
+    // Every write to the control planes, Machines and ManagedClusters, in the API server's order.
+    let tl = Arc::new(Timeline::default());
+    let kcp_ar = ar(
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+    );
+    let _watches = [
+        watch_objects(cp, &ns, kcp_ar, tl.clone(), |v| {
+            format!(
+                "kcp {} version={}",
+                text(v, "/metadata/name"),
+                text(v, "/spec/version")
+            )
+        }),
+        watch_objects(
+            cp,
+            &ns,
+            ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+            tl.clone(),
+            |v| {
+                format!(
+                    "machine {} {} {}",
+                    text(v, "/spec/clusterName"),
+                    text(v, "/spec/version"),
+                    text(v, "/metadata/name")
+                )
+            },
+        ),
+        watch_objects(
+            cp,
+            "capstan-system",
+            ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+            tl.clone(),
+            |v| {
+                let ready = v["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                    .map(|c| text(c, "/reason"))
+                    .unwrap_or_default();
+                format!(
+                    "mc {} phase={} reason={ready} revision={}",
+                    text(v, "/metadata/name"),
+                    text(v, "/status/phase"),
+                    text(v, "/status/lastAppliedRevision"),
+                )
+            },
+        ),
+    ];
+
+    // The version bump, to every workload cluster in one revision.
+    for c in workloads {
+        repo.edit(
+            c,
+            "kubernetesVersion: \"1.33\"",
+            "kubernetesVersion: \"1.34\"",
+        );
+    }
+    let out = repo.converge(None).await;
+    let rev = format!("r{}", repo.revision);
+    let new_version = kcp(&ns, "w-wcan").unwrap()["spec"]["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(new_version.starts_with("v1.34."), "{new_version}");
+    for c in workloads {
+        let machines = repo.machines(c);
+        assert!(
+            machines.iter().all(|m| m.version == new_version) && all_running(&machines),
+            "{c}: {machines:?}"
+        );
+    }
+
+    // From the API server's write order: each cluster's upgrade is the span from its control
+    // plane's version change to the deletion of its last old Machine. The canary's came first,
+    // and no two spans overlap: one cluster upgrading at a time, the next one started only
+    // once the one before had rolled out.
+    let events = tl.events();
+    let at = |prefix: String| {
+        tl.first(&prefix)
+            .unwrap_or_else(|| panic!("no `{prefix}` in {events:#?}"))
+    };
+    let mut spans: Vec<(usize, usize, &str)> = workloads
+        .iter()
+        .map(|c| {
+            let start = at(format!("kcp {c} version={new_version}"));
+            let end = before[c]
+                .iter()
+                .map(|m| at(format!("deleted machine {c} {old_version} {}", m.name)))
+                .max()
+                .unwrap();
+            (start, end, *c)
+        })
+        .collect();
+    spans.sort();
+    assert_eq!(
+        spans[0].2, "w-wcan",
+        "the canary goes first: {spans:?}\n{events:#?}"
+    );
+    for pair in spans.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].0,
+            "{} started before {} had rolled out: {spans:?}\n{events:#?}",
+            pair[1].2,
+            pair[0].2
+        );
+    }
+    // The health gate, from the canary's own status: Ready at the revision before the rest
+    // started.
+    let canary_ready = at(format!(
+        "mc w-wcan phase=Ready reason=Available revision={rev}"
+    ));
+    assert!(canary_ready < spans[1].0, "{events:#?}");
+    // And the statuses said why the others waited.
+    let said = |what: &str| {
+        events
+            .iter()
+            .any(|e| e.starts_with("mc ") && e.contains(what))
+    };
+    assert!(
+        said("phase=Progressing reason=WaitingForWave"),
+        "{events:#?}"
+    );
+    assert!(
+        said("phase=Progressing reason=MaxUnavailable"),
+        "{events:#?}"
+    );
+    assert!(
+        out.passes.iter().any(|p| p.clusters.iter().any(|c| c
+            .message
+            .contains("wave 2/2 \"rest\" waits for wave \"canary\": w-wcan not Ready"))),
+        "{}",
+        history(&out)
+    );
+
+    // A failed canary stops the rest: its next revision changes a field EKS Anywhere holds
+    // immutable (refused, Failed), while the others' would roll their control planes.
+    let generation = |c: &str| kcp(&ns, c).unwrap()["metadata"]["generation"].clone();
+    let generations: Vec<Value> = ["w-wb", "w-wc"].iter().map(|c| generation(c)).collect();
+    repo.edit("w-wcan", "- \"172.17.0.0/16\"", "- \"172.30.0.0/16\"");
+    for c in ["w-wb", "w-wc"] {
+        repo.edit(
+            c,
+            "controlPlaneConfiguration:\n    count: 1",
+            "controlPlaneConfiguration:\n    count: 1\n    labels: {\"plane\": \"x\"}",
+        );
+    }
+    repo.revision += 1;
+    // Two passes: in the first the others may still see the canary Ready at its old revision
+    // (it is not Ready at this one: they wait for the wave); in the second it has failed.
+    repo.pass(None).await;
+    repo.pass(None).await;
+    let status = |c: &str| managed_cluster(c).unwrap()["status"].clone();
+    let can = status("w-wcan");
+    assert_eq!(can["phase"], "Failed", "{can:#}");
+    assert_eq!(can["conditions"][0]["reason"], "ImmutableField", "{can:#}");
+    for (c, g) in ["w-wb", "w-wc"].iter().zip(&generations) {
+        let st = status(c);
+        assert_eq!(st["phase"], "Progressing", "{c}: {st:#}");
+        assert_eq!(st["conditions"][0]["reason"], "WaveStopped", "{c}: {st:#}");
+        let message = st["message"].as_str().unwrap();
+        assert!(message.contains("w-wcan failed"), "{c}: {message}");
+        // Nothing of the held upgrade reached the control plane.
+        assert_eq!(&generation(c), g, "{c}");
+        assert!(st["stage"].is_null(), "{c}: {st:#}");
+    }
+}

@@ -1,0 +1,151 @@
+//! Fleet-wide pacing in a cluster's pass: the fleet config's waves, `maxUnavailable` and
+//! maintenance windows ([`crate::plan::waves`] decides; this gathers its facts and holds).
+//!
+//! Clusters of one management cluster are reconciled concurrently (the daemon's queue, or
+//! `--concurrency`), and a cluster's status says Upgrading only once its pass has written it.
+//! So the decision and the admission of a cluster happen under one lock ([`Admitted`]): a
+//! cluster admitted at a revision counts as upgrading until its status says otherwise, and two
+//! passes deciding at the same moment never both take the last slot.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use capstan_layout::{ClusterEntry, Fleet, Role};
+use capstan_templates::spec::EKSA_GROUP;
+
+use super::pass::Pass;
+use crate::plan::waves::{self, Hold, Member, rollout_of};
+use crate::plan::{Action, Plan, stages};
+use crate::status::{Phase, Recorded};
+
+/// Workload clusters started by this agent, with the `desiredHash` they were started at.
+#[derive(Default)]
+pub(super) struct Admitted(Mutex<BTreeMap<String, String>>);
+
+/// The labels of a cluster's EKS-A Cluster, as written in the repository.
+fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
+    entry
+        .objects
+        .iter()
+        .flatten()
+        .find(|o| {
+            o.kind() == "Cluster"
+                && capstan_templates::identity::group(o.api_version()) == EKSA_GROUP
+        })
+        .and_then(|o| {
+            let labels = o.value().pointer("/metadata/labels")?.as_object()?.clone();
+            Some(
+                labels
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
+                    .collect(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The workload clusters of a management cluster's fleet that waves pace (deleted and suspended
+/// ones are not: they upgrade nothing), with their recorded statuses.
+pub(super) fn members(
+    fleet: &Fleet,
+    management: &str,
+    records: &BTreeMap<String, std::sync::Arc<Recorded>>,
+    admitted: &BTreeMap<String, String>,
+) -> Vec<Member> {
+    fleet
+        .clusters
+        .iter()
+        .filter(|c| {
+            c.role != Role::Management
+                && c.management() == management
+                && c.intent.delete.is_none()
+                && c.intent.suspend.is_none()
+        })
+        .map(|c| {
+            let target = super::desired_hash(c);
+            Member {
+                name: c.name.clone(),
+                labels: labels(c),
+                admitted: admitted.get(&c.name) == Some(&target),
+                record: records.get(&c.name).map(|r| {
+                    (
+                        r.status.phase.unwrap_or(Phase::Unknown),
+                        r.status.desired_hash.clone(),
+                        r.status.message.clone(),
+                    )
+                }),
+                target,
+            }
+        })
+        .collect()
+}
+
+/// Unix seconds now.
+fn now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+impl Pass<'_> {
+    /// The wave of a workload cluster (`2/3 rest`), when its fleet config paces upgrades.
+    pub(super) fn wave_label(&self, fleet: &Fleet, entry: &ClusterEntry) -> Option<String> {
+        let rollout = rollout_of(fleet, entry.management()).filter(|r| r.paces())?;
+        if entry.role == Role::Management {
+            return None;
+        }
+        let all = members(
+            fleet,
+            entry.management(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        let me = all.iter().find(|m| m.name == entry.name)?;
+        Some(waves::label(rollout, &all, me))
+    }
+
+    /// The fleet-wide gate before an upgrade starts ([`waves::decide`]): when the cluster may
+    /// not start now, its machine-rolling changes are held with why, and the hold returned.
+    /// A cluster that may start is admitted (it counts as upgrading from now on).
+    pub(super) fn wave_gate(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        plan: &mut Plan,
+        prev: Option<&Recorded>,
+        target: &str,
+    ) -> Option<Hold> {
+        let rollout = rollout_of(fleet, entry.management()).filter(|r| r.paces())?;
+        let recorded = prev.map(|p| {
+            (
+                p.status.phase.unwrap_or(Phase::Unknown),
+                p.status.desired_hash.as_str(),
+            )
+        });
+        let live = |r: &crate::plan::ObjectRef| self.live.get(r).is_some();
+        let management = entry.role == Role::Management;
+        if !waves::starts_upgrade(&plan.entries, management, recorded, target, live) {
+            return None;
+        }
+        let decision = {
+            let mut admitted = self
+                .agent
+                .admitted
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let all = members(fleet, entry.management(), &self.live.records(), &admitted);
+            let d = waves::decide(rollout, &all, &entry.name, now());
+            if d.is_ok() && !self.opts.plan_only {
+                admitted.insert(entry.name.clone(), target.to_string());
+            }
+            d
+        };
+        let hold = decision.err()?;
+        for e in plan.entries.iter_mut() {
+            if stages::rolls_machines(e) && live(&e.object) {
+                e.action = Action::Held;
+                e.reason = Some(hold.message.clone());
+            }
+        }
+        Some(hold)
+    }
+}
