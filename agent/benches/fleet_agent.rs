@@ -18,14 +18,13 @@
 
 mod support;
 
-use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
 use support::{
-    Agent, SECRET, free_port, http, md_api, push, queued, reconciled, replicas_become, vm,
-    wait_drained, wait_reconciled, write_fleet,
+    Agent, RunArgs, free_port, http, md_api, push, queued, reconciled, replicas_become, vm,
+    wait_drained, wait_reconciled, write_fleet, writes_of_successful,
 };
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -52,50 +51,21 @@ async fn main() {
     let log = tmp.path().join("agent.log");
     let concurrency = std::env::var("CAPSTAN_BENCH_CONCURRENCY").unwrap_or_else(|_| "4".into());
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
-            "--git",
-            "--branch",
-            "main",
-            "--interval",
-            "1h",
-            "--log-json",
-            "--management",
-            "mgmt",
-            "--concurrency",
-            &concurrency,
-        ])
-        .arg("--repo")
-        .arg(&repo)
-        .args([
-            "--webhook-addr",
-            &format!("127.0.0.1:{hook}"),
-            "--metrics-addr",
-            &format!("127.0.0.1:{metrics}"),
-        ])
-        .arg("--kubeconfig")
-        .arg(&agent_kubeconfig)
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let _agent = Agent(child);
+    let agent = Agent::run(&RunArgs {
+        repo: &repo,
+        kubeconfig: &agent_kubeconfig,
+        cache: &tmp.path().join("mirror"),
+        log: &log,
+        hook,
+        metrics,
+        concurrency: &concurrency,
+    });
+    let pid = agent.pid();
 
     // Cold apply: every cluster reconciled once at the fleet's revision.
     let first = wait_reconciled(&log, 0, &c1, n + 1, Duration::from_secs(3600));
     let cold = started.elapsed();
-    let writes: u64 = first
-        .values()
-        .map(|r| r["writes"].as_u64().unwrap_or(0))
-        .sum();
-    let failed = first.values().filter(|r| r["phase"] == "Failed").count();
-    assert_eq!(failed, 0, "{first:?}");
+    let writes = writes_of_successful(&first);
     println!(
         "cold apply: {:.1}s from the agent's start ({writes} writes, {:.0} objects/s, concurrency {concurrency})",
         cold.as_secs_f64(),

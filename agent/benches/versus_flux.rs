@@ -49,8 +49,8 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
-    Agent, Fleet, SECRET, cpu_seconds, free_port, git, md_api, push, queued, reconciled,
-    replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
+    Agent, Fleet, RunArgs, cpu_seconds, free_port, git, md_api, push, queued, reconciled,
+    replicas_become, vm, wait_drained, wait_reconciled, write_fleet, writes_of_successful,
 };
 
 const CONCURRENCY: usize = 4;
@@ -126,38 +126,16 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
     let (hook, metrics) = (free_port(), free_port());
     let log = tmp.join("capstan.log");
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
-            "--git",
-            "--branch",
-            "main",
-            "--interval",
-            "1h",
-            "--log-json",
-        ])
-        .args([
-            "--management",
-            "mgmt",
-            "--concurrency",
-            &CONCURRENCY.to_string(),
-        ])
-        .arg("--repo")
-        .arg(&fleet.repo)
-        .args(["--webhook-addr", &format!("127.0.0.1:{hook}")])
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
-        .arg("--kubeconfig")
-        .arg(&agent_kubeconfig)
-        .arg("--cache-dir")
-        .arg(tmp.join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let _agent = Agent(child);
+    let agent = Agent::run(&RunArgs {
+        repo: &fleet.repo,
+        kubeconfig: &agent_kubeconfig,
+        cache: &tmp.join("mirror"),
+        log: &log,
+        hook,
+        metrics,
+        concurrency: &CONCURRENCY.to_string(),
+    });
+    let pid = agent.pid();
     let first = wait_reconciled(
         &log,
         0,
@@ -166,12 +144,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         Duration::from_secs(4 * 3600),
     );
     let cold = started.elapsed();
-    let writes: u64 = first
-        .values()
-        .map(|r| r["writes"].as_u64().unwrap_or(0))
-        .sum();
-    let failed = first.values().filter(|r| r["phase"] == "Failed").count();
-    assert_eq!(failed, 0, "{first:?}");
+    let writes = writes_of_successful(&first);
     println!(
         "capstan: cold apply {:.1}s ({} clusters, {writes} writes)",
         cold.as_secs_f64(),

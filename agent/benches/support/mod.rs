@@ -22,6 +22,47 @@ pub const SECRET: &str = "bench-secret";
 
 pub struct Agent(pub Child);
 
+/// `capstan run` following `repo`'s `main` over Git (polling hourly: webhooks drive it), as the
+/// ServiceAccount of `kubeconfig`, logging JSON to `log`, with its webhook and metrics servers on
+/// `hook` and `metrics`, and its Git mirror under `cache`.
+pub struct RunArgs<'a> {
+    pub repo: &'a Path,
+    pub kubeconfig: &'a Path,
+    pub cache: &'a Path,
+    pub log: &'a Path,
+    pub hook: u16,
+    pub metrics: u16,
+    pub concurrency: &'a str,
+}
+
+impl Agent {
+    pub fn run(a: &RunArgs) -> Agent {
+        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(["run", "--git", "--branch", "main", "--interval", "1h"])
+            .args(["--log-json", "--management", "mgmt"])
+            .args(["--concurrency", a.concurrency])
+            .arg("--repo")
+            .arg(a.repo)
+            .args(["--webhook-addr", &format!("127.0.0.1:{}", a.hook)])
+            .args(["--metrics-addr", &format!("127.0.0.1:{}", a.metrics)])
+            .arg("--kubeconfig")
+            .arg(a.kubeconfig)
+            .arg("--cache-dir")
+            .arg(a.cache)
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(fs::File::create(a.log).unwrap())
+            .spawn()
+            .unwrap();
+        Agent(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -139,6 +180,16 @@ pub fn wait_reconciled(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The writes of a pass's "reconciled" records (from [`wait_reconciled`]); none may have failed.
+pub fn writes_of_successful(records: &std::collections::BTreeMap<String, Value>) -> u64 {
+    let failed = records.values().filter(|r| r["phase"] == "Failed").count();
+    assert_eq!(failed, 0, "{records:?}");
+    records
+        .values()
+        .map(|r| r["writes"].as_u64().unwrap_or(0))
+        .sum()
 }
 
 /// Waits for a "queued" record after the first `skip` and then until the queue is drained
