@@ -959,44 +959,96 @@ fn check_names(clusters: &mut [ClusterEntry]) {
 }
 
 /// Pod and service CIDRs of the clusters of one management cluster must not overlap.
+///
+/// Two CIDRs either nest or are disjoint, so sorted by (management, address, prefix length) a
+/// range overlaps exactly the ranges still open above it: one sweep with a stack of enclosing
+/// ranges finds every overlapping pair in O(n log n + pairs), where comparing every pair took a
+/// second per revision at 10,000 clusters. Diagnostics come out in the same order as a pairwise
+/// check: per cluster, pods then services, the other ranges in cluster order.
 fn check_cidrs(clusters: &mut [ClusterEntry]) {
-    let mut nets: Vec<(String, String, &'static str, ipnet::IpNet)> = Vec::new();
-    for e in clusters.iter() {
-        if let Some(c) = &e.cluster {
-            nets.push((
-                e.management().to_string(),
-                e.name.clone(),
-                "pods",
-                c.network.pods,
-            ));
-            nets.push((
-                e.management().to_string(),
-                e.name.clone(),
-                "services",
-                c.network.services,
-            ));
-        }
+    struct Net<'a> {
+        entry: usize,
+        management: &'a str,
+        kind: &'static str,
+        net: ipnet::IpNet,
     }
-    for entry in clusters.iter_mut() {
-        let Some(c) = &entry.cluster else { continue };
-        for (kind, mine) in [("pods", c.network.pods), ("services", c.network.services)] {
-            for (mgmt, other, other_kind, theirs) in &nets {
-                if *other == entry.name
-                    || mgmt != entry.management()
-                    || !(mine.contains(&theirs.network()) || theirs.contains(&mine.network()))
-                {
-                    continue;
-                }
-                let path = format!("spec.clusterNetwork.{kind}.cidrBlocks");
-                entry.diagnostics.push(
-                    Diagnostic::error(Code::CidrOverlap, format!("{kind} CIDR {mine} overlaps the {other_kind} CIDR {theirs} of cluster `{other}` (same management cluster `{mgmt}`)"))
-                        .in_file(&c.source.file)
-                        .at(c.source.pos(&path))
-                        .for_cluster(&entry.name),
-                );
+    let mut nets: Vec<Net> = Vec::new();
+    for (i, e) in clusters.iter().enumerate() {
+        if let Some(c) = &e.cluster {
+            for (kind, net) in [("pods", c.network.pods), ("services", c.network.services)] {
+                nets.push(Net {
+                    entry: i,
+                    management: e.management(),
+                    kind,
+                    net,
+                });
             }
         }
     }
+    let keys: Vec<(&str, usize, ipnet::IpNet)> = nets
+        .iter()
+        .map(|n| (n.management, n.entry, n.net))
+        .collect();
+    let overlaps = overlapping(&keys);
+    let mut found: Vec<(usize, Diagnostic)> = Vec::new();
+    for (mine, others) in overlaps {
+        let m = &nets[mine];
+        let entry = &clusters[m.entry];
+        let Some(c) = &entry.cluster else { continue };
+        let path = format!("spec.clusterNetwork.{}.cidrBlocks", m.kind);
+        for other in others {
+            let o = &nets[other];
+            found.push((
+                m.entry,
+                Diagnostic::error(
+                    Code::CidrOverlap,
+                    format!(
+                        "{} CIDR {} overlaps the {} CIDR {} of cluster `{}` (same management cluster `{}`)",
+                        m.kind, m.net, o.kind, o.net, clusters[o.entry].name, m.management
+                    ),
+                )
+                .in_file(&c.source.file)
+                .at(c.source.pos(&path))
+                .for_cluster(&entry.name),
+            ));
+        }
+    }
+    for (entry, d) in found {
+        clusters[entry].diagnostics.push(d);
+    }
+}
+
+/// For each `(group, owner, range)`, the indices of the ranges of the same group and another
+/// owner that overlap it, ascending (see [`check_cidrs`] for the sweep).
+fn overlapping(nets: &[(&str, usize, ipnet::IpNet)]) -> BTreeMap<usize, Vec<usize>> {
+    let mut order: Vec<usize> = (0..nets.len()).collect();
+    order.sort_by_key(|&i| {
+        let (group, _, net) = &nets[i];
+        (*group, net.network(), net.prefix_len())
+    });
+    let mut overlaps: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut open: Vec<usize> = Vec::new();
+    for &i in &order {
+        let (group, owner, net) = &nets[i];
+        while let Some(&top) = open.last() {
+            let (g, _, t) = &nets[top];
+            if g == group && t.contains(&net.network()) {
+                break;
+            }
+            open.pop();
+        }
+        for &outer in &open {
+            if nets[outer].1 != *owner {
+                overlaps.entry(outer).or_default().push(i);
+                overlaps.entry(i).or_default().push(outer);
+            }
+        }
+        open.push(i);
+    }
+    for others in overlaps.values_mut() {
+        others.sort_unstable();
+    }
+    overlaps
 }
 
 /// Puts one EKSARelease per release in use into each management cluster's objects.
@@ -1075,5 +1127,43 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
             None => d.in_file(&e.dir),
         };
         e.diagnostics.push(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Every pair compared: what the sweep must find.
+    fn pairwise(nets: &[(&str, usize, ipnet::IpNet)]) -> BTreeMap<usize, Vec<usize>> {
+        let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, (g, o, a)) in nets.iter().enumerate() {
+            for (j, (h, p, b)) in nets.iter().enumerate() {
+                if g == h && o != p && (a.contains(&b.network()) || b.contains(&a.network())) {
+                    out.entry(i).or_default().push(j);
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Ranges drawn from a small space so that they nest, repeat and touch often; two
+        /// management clusters, owners repeating (a cluster's own pods and services never count).
+        #[test]
+        fn the_sweep_finds_exactly_the_overlapping_pairs(
+            drawn in proptest::collection::vec((0u8..2, 0usize..6, 0u32..64, 26u8..=32), 0..40)
+        ) {
+            let nets: Vec<(&str, usize, ipnet::IpNet)> = drawn
+                .iter()
+                .map(|&(g, owner, slot, len)| {
+                    let addr = std::net::Ipv4Addr::from(0x0a00_0000u32 + slot * 16);
+                    let net = ipnet::IpNet::V4(ipnet::Ipv4Net::new(addr, len).unwrap());
+                    (["m1", "m2"][g as usize], owner, net)
+                })
+                .collect();
+            prop_assert_eq!(overlapping(&nets), pairwise(&nets));
+        }
     }
 }
