@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
 use support::{
-    Agent, RunArgs, free_port, http, md_api, push, queued, reconciled, replicas_become, vm,
-    wait_drained, wait_reconciled, write_fleet, writes_of_successful,
+    Agent, RunArgs, StageClock, free_port, http, md_api, push, queued, reconciled, replicas_become,
+    vm, wait_drained, wait_reconciled, write_fleet, writes_of_successful,
 };
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -117,27 +117,14 @@ async fn main() {
         async move { replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(120)).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = stage_seconds(metrics);
-    let (q1, r1) = (queued(&log).len(), reconciled(&log).len());
+    let clock = StageClock::start(&log, metrics);
     let sent = Instant::now();
     push(hook, &c2);
     let applied = seen.await.unwrap();
-    let order = wait_drained(&log, q1, r1, Duration::from_secs(600));
-    let position = order.iter().position(|r| r["cluster"] == "w0000");
-    let after = stage_seconds(metrics);
-    let spent: Vec<String> = after
-        .iter()
-        .map(|(stage, s)| {
-            let d = s - before.get(stage).copied().unwrap_or(0.0);
-            format!("{stage} {:.0} ms", d * 1000.0)
-        })
-        .collect();
     println!(
-        "one-cluster change: applied {:.0} ms after the push (target <= 1000 ms); the agent's stages for the revision: {} (w0000 reconciled {} of {})",
+        "one-cluster change: applied {:.0} ms after the push (target <= 1000 ms); {}",
         applied.duration_since(sent).as_secs_f64() * 1000.0,
-        spent.join(", "),
-        position.map_or("-".to_string(), |p| (p + 1).to_string()),
-        order.len()
+        clock.report(&log, metrics, "w0000")
     );
 
     // Drift: kubectl scales a MachineDeployment by hand; the agent's watch sees it and reverts it.
@@ -192,19 +179,4 @@ async fn main() {
         "agent API requests by verb (its /metrics, whole run): {}",
         verbs.join(" ")
     );
-}
-
-/// `capstan_reconcile_duration_seconds_sum` by stage, from the agent's /metrics.
-fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
-    let (_, body) = http(
-        metrics,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-    );
-    body.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("capstan_reconcile_duration_seconds_sum{stage=\"")?;
-            let (stage, value) = rest.split_once("\"} ")?;
-            Some((stage.to_string(), value.trim().parse().ok()?))
-        })
-        .collect()
 }

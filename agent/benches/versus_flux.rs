@@ -49,8 +49,9 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
-    Agent, Fleet, RunArgs, cpu_seconds, free_port, git, md_api, push, queued, reconciled,
-    replicas_become, vm, wait_drained, wait_reconciled, write_fleet, writes_of_successful,
+    Agent, Fleet, RunArgs, StageClock, cpu_seconds, free_port, git, md_api, push, queued,
+    reconciled, replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
+    writes_of_successful,
 };
 
 const CONCURRENCY: usize = 4;
@@ -176,11 +177,15 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(600)).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let clock = StageClock::start(&log, metrics);
     let sent = Instant::now();
     push(hook, c2);
     let applied = seen.await.unwrap();
     let change_ms = applied.duration_since(sent).as_secs_f64() * 1000.0;
-    println!("capstan: one-cluster change applied {change_ms:.0} ms after the push");
+    println!(
+        "capstan: one-cluster change applied {change_ms:.0} ms after the push; {}",
+        clock.report(&log, metrics, "w0000")
+    );
     git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
     Figures {
         cold_s: cold.as_secs_f64(),

@@ -302,6 +302,10 @@ pub struct Fleet {
 /// Scaffolds a management cluster and `n` docker workload clusters (`w0000`…, two workers,
 /// namespaces `team-0`…`team-19`) into `repo` and commits them to `main`.
 pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
+    assert!(
+        n <= 16_384,
+        "the benchmark's CIDR scheme has room for 16,384 clusters"
+    );
     fs::create_dir_all(repo).unwrap();
     let mut tree = Tree::new();
     let write = |tree: &mut Tree, files: Vec<(std::path::PathBuf, String)>| {
@@ -316,7 +320,7 @@ pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
         name: "mgmt".into(),
         provider: "docker".into(),
         pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
+        service_cidr: Some("172.16.0.0/16".into()),
         ..Default::default()
     };
     let files = scaffold::plan(&tree, &mgmt).unwrap().files;
@@ -330,8 +334,9 @@ pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
             namespace: Some(format!("team-{}", i % 20)),
             worker_count: Some(2),
             // A /22 per cluster: a node's /24 is a slice of it (EKS-A's and kubeadm's rule).
-            pod_cidr: Some(format!("10.{}.{}.0/22", 16 + i / 64, (i % 64) * 4)),
-            service_cidr: Some(format!("10.{}.{}.0/24", 160 + i / 256, i % 256)),
+            // Pods in 10.0.0.0/8, services in 100.64.0.0/10: distinct up to 16,384 clusters.
+            pod_cidr: Some(format!("10.{}.{}.0/22", i / 64, (i % 64) * 4)),
+            service_cidr: Some(format!("100.{}.{}.0/24", 64 + i / 256, i % 256)),
             ..Default::default()
         };
         let files = scaffold::plan(&base, &req).unwrap().files;
@@ -376,4 +381,56 @@ pub fn scale_w0000(repo: &Path, from: u32, to: u32) -> String {
     .unwrap();
     git(repo, &["commit", "-q", "-am", "scale w0000"]);
     git(repo, &["rev-parse", "HEAD"])
+}
+
+/// The agent's stage times (`capstan_reconcile_duration_seconds_sum` by stage, from its
+/// /metrics) and log position when a change is pushed, to say afterwards where its time went.
+pub struct StageClock {
+    before: std::collections::BTreeMap<String, f64>,
+    queued: usize,
+    reconciled: usize,
+}
+
+impl StageClock {
+    pub fn start(log: &Path, metrics: u16) -> StageClock {
+        StageClock {
+            before: stage_seconds(metrics),
+            queued: queued(log).len(),
+            reconciled: reconciled(log).len(),
+        }
+    }
+
+    /// Waits until the change's pass has drained the queue; then the time the agent spent in
+    /// each stage for it, and where `cluster` came among the clusters reconciled.
+    pub fn report(&self, log: &Path, metrics: u16, cluster: &str) -> String {
+        let order = wait_drained(log, self.queued, self.reconciled, Duration::from_secs(1800));
+        let position = order.iter().position(|r| r["cluster"] == cluster);
+        let spent: Vec<String> = stage_seconds(metrics)
+            .iter()
+            .map(|(stage, s)| {
+                let d = s - self.before.get(stage).copied().unwrap_or(0.0);
+                format!("{stage} {:.0} ms", d * 1000.0)
+            })
+            .collect();
+        format!(
+            "the agent's stage times for the revision: {} ({cluster} reconciled {} of {})",
+            spent.join(", "),
+            position.map_or("-".to_string(), |p| (p + 1).to_string()),
+            order.len()
+        )
+    }
+}
+
+fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
+    let (_, body) = http(
+        metrics,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("capstan_reconcile_duration_seconds_sum{stage=\"")?;
+            let (stage, value) = rest.split_once("\"} ")?;
+            Some((stage.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
 }
