@@ -144,9 +144,16 @@ fn is_unreadable(d: &Diagnostic) -> bool {
 /// Rendered objects of earlier loads, keyed by everything rendering depends on: the bytes of the
 /// cluster's files and its release. The agent keeps one across revisions, so a push that touches
 /// one cluster re-renders that cluster only (what a tree diff would select, without trusting one).
+/// It keeps each cluster's directory as read and validated too (keyed by the directory, its role
+/// and its files' bytes), so that parsing — the largest part of loading a fleet whose renders are
+/// cached — is also done for changed clusters only. Both keep only what the last load used.
 #[derive(Debug, Default)]
 pub struct RenderCache {
     entries: BTreeMap<String, Objects>,
+    read: BTreeMap<[u8; 32], ClusterEntry>,
+    /// Cluster directories read and validated again by the last load (the rest came from the
+    /// cache).
+    pub reads: usize,
     /// Renders served from the cache by the last load.
     pub hits: usize,
     /// Renders done by the last load.
@@ -176,6 +183,40 @@ fn render_key(tree: &Tree, dir: &Path, release: &Release) -> String {
     hex::encode(h.finalize())
 }
 
+/// What [`read_cluster`] depends on: the directory, its role and its files (paths and bytes). A
+/// directory with layout diagnostics is never cached (None).
+fn read_key(
+    tree: &Tree,
+    dir: &Path,
+    role: &Role,
+    files: &[PathBuf],
+    layout_diags: &[Diagnostic],
+) -> Option<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    if !layout_diags.is_empty() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    h.update(dir.to_string_lossy().as_bytes());
+    h.update([0]);
+    if let Role::Workload { management } = role {
+        h.update(management.as_bytes());
+    }
+    for file in files {
+        h.update([0]);
+        h.update(file.to_string_lossy().as_bytes());
+        match tree.entries.get(file) {
+            Some(Entry::File(bytes)) => {
+                h.update((bytes.len() as u64).to_le_bytes());
+                h.update(bytes);
+            }
+            // Anything but a file is reported by read_cluster: read it again every time.
+            _ => return None,
+        }
+    }
+    Some(h.finalize().into())
+}
+
 /// Reads, validates and renders every cluster of a repository tree.
 pub fn load(tree: &Tree) -> Fleet {
     load_cached(tree, &mut RenderCache::default())
@@ -198,10 +239,26 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         };
         fleet_diags.push(Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR));
     }
+    // Read and validate each directory (from the cache when its files are unchanged).
+    let mut read = BTreeMap::new();
+    cache.reads = 0;
     let mut clusters: Vec<ClusterEntry> = dirs
         .into_iter()
-        .map(|(dir, role, files, diags)| read_cluster(tree, dir, role, &files, diags))
+        .map(|(dir, role, files, diags)| {
+            let key = read_key(tree, &dir, &role, &files, &diags);
+            if let Some(entry) = key.and_then(|k| cache.read.remove(&k)) {
+                read.insert(key.unwrap_or_default(), entry.clone());
+                return entry;
+            }
+            cache.reads += 1;
+            let entry = read_cluster(tree, dir, role, &files, diags);
+            if let Some(k) = key {
+                read.insert(k, entry.clone());
+            }
+            entry
+        })
         .collect();
+    cache.read = read;
 
     // Fleet configs: a management cluster's config problems are its own; its workloads are held
     // with it, since their release data comes from it.
@@ -1146,6 +1203,101 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A management cluster and three workloads written by the scaffolder; the tree and the
+    /// path of each workload's spec.
+    fn small_fleet() -> (Tree, Vec<PathBuf>) {
+        use crate::scaffold::{ClusterRequest, plan};
+        let mut tree = Tree::new();
+        let mgmt = ClusterRequest {
+            name: "mgmt".into(),
+            provider: "docker".into(),
+            pod_cidr: Some("192.168.0.0/16".into()),
+            service_cidr: Some("10.96.0.0/12".into()),
+            ..Default::default()
+        };
+        for (p, t) in plan(&tree, &mgmt).unwrap().files {
+            tree.insert(p, t);
+        }
+        let mut specs = Vec::new();
+        for i in 0..3 {
+            let req = ClusterRequest {
+                name: format!("w{i}"),
+                management: Some("mgmt".into()),
+                provider: "docker".into(),
+                pod_cidr: Some(format!("10.{i}.0.0/16")),
+                service_cidr: Some(format!("10.20{i}.0.0/16")),
+                ..Default::default()
+            };
+            for (p, t) in plan(&tree, &req).unwrap().files {
+                specs.push(p.clone());
+                tree.insert(p, t);
+            }
+        }
+        (tree, specs)
+    }
+
+    fn same_fleet(a: &Fleet, b: &Fleet) {
+        assert_eq!(a.clusters.len(), b.clusters.len());
+        for (x, y) in a.clusters.iter().zip(&b.clusters) {
+            assert_eq!(x.name, y.name);
+            assert_eq!(
+                format!("{:?}", x.diagnostics),
+                format!("{:?}", y.diagnostics)
+            );
+            assert!(x.objects == y.objects, "{}", x.name);
+        }
+    }
+
+    #[test]
+    fn a_load_after_a_change_reads_and_renders_only_the_changed_clusters_and_equals_a_fresh_load() {
+        let (mut tree, specs) = small_fleet();
+        let mut cache = RenderCache::default();
+        same_fleet(&load_cached(&tree, &mut cache), &load(&tree));
+        assert_eq!((cache.reads, cache.misses), (4, 4));
+        same_fleet(&load_cached(&tree, &mut cache), &load(&tree));
+        assert_eq!((cache.reads, cache.hits, cache.misses), (0, 4, 0));
+
+        // One spec edited, one broken (its error kept while it stays broken), one made to
+        // overlap another's pods: the third is read again only because its own bytes changed,
+        // yet the fleet-wide check still sees the overlap on both sides.
+        let text = |p: &PathBuf| match &tree.entries[p] {
+            Entry::File(b) => String::from_utf8(b.clone()).unwrap(),
+            _ => unreachable!(),
+        };
+        let (w0, w1, w2) = (text(&specs[0]), text(&specs[1]), text(&specs[2]));
+        tree.insert(specs[0].clone(), format!("{w0}# edited\n"));
+        tree.insert(
+            specs[1].clone(),
+            w1.replace("kind: Cluster\n", "kind: Clustr\n"),
+        );
+        tree.insert(specs[2].clone(), w2.replace("10.2.0.0/16", "10.0.0.0/16"));
+        let fresh = load(&tree);
+        assert!(fresh.has_errors());
+        same_fleet(&load_cached(&tree, &mut cache), &fresh);
+        assert_eq!(cache.reads, 3);
+        same_fleet(&load_cached(&tree, &mut cache), &fresh);
+        assert_eq!(cache.reads, 0);
+        let overlap = |n: &str| {
+            fresh
+                .clusters
+                .iter()
+                .find(|c| c.name == n)
+                .unwrap()
+                .diagnostics
+                .iter()
+                .any(|d| d.code == Code::CidrOverlap)
+        };
+        let all: Vec<_> = fresh
+            .clusters
+            .iter()
+            .map(|c| (&c.name, &c.diagnostics))
+            .collect();
+        assert!(
+            overlap("w0") && overlap("w2") && !overlap("mgmt"),
+            "{all:#?}"
+        );
     }
 
     proptest! {
