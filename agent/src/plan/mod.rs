@@ -219,6 +219,13 @@ impl Plan {
         })
     }
 
+    /// Whether applying it writes anything now (held changes wait, so they do not count).
+    pub fn writes_now(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.action, Action::Create | Action::Update | Action::Prune))
+    }
+
     /// Counts per action.
     pub fn counts(&self) -> [(Action, usize); 8] {
         [

@@ -51,7 +51,9 @@ impl Pass<'_> {
         self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A cluster, then an Event when anything changed.
+    /// A cluster, then an Event when anything changed: something written, or its status. A
+    /// cluster looked at again while its changes stay held (a stage or a wave it waits for)
+    /// records nothing new, so it adds no Event either.
     pub(super) async fn cluster_and_event(
         &self,
         fleet: &Fleet,
@@ -59,7 +61,7 @@ impl Pass<'_> {
         prev: Option<&Recorded>,
     ) -> Result<ClusterOutcome, ReconcileError> {
         let (outcome, status_changed) = self.cluster(fleet, entry, prev).await?;
-        if !self.opts.plan_only && (outcome.plan.has_changes() || status_changed) {
+        if !self.opts.plan_only && (outcome.plan.writes_now() || status_changed) {
             self.event(&outcome).await;
         }
         Ok(outcome)
