@@ -274,13 +274,17 @@ async fn wait_status(cp: &ControlPlane, cluster: &str, pred: impl Fn(&Value) -> 
         move |o: Option<&DynamicObject>| o.and_then(|o| o.data.get("status")).is_some_and(&pred);
     let found = tokio::time::timeout(
         SETTLE,
-        kube::runtime::wait::await_condition(api, cluster, cond),
+        kube::runtime::wait::await_condition(api.clone(), cluster, cond),
     )
-    .await
-    .unwrap_or_else(|_| panic!("{cluster}: the status never got there"))
-    .unwrap()
-    .unwrap();
-    found.data["status"].clone()
+    .await;
+    match found {
+        Ok(found) => found.unwrap().unwrap().data["status"].clone(),
+        Err(_) => {
+            let last = api.get_opt(cluster).await.ok().flatten();
+            let status = last.map(|o| o.data["status"].clone()).unwrap_or_default();
+            panic!("{cluster}: the status never got there; it is {status:#}")
+        }
+    }
 }
 
 fn kcp(ns: &str, cluster: &str) -> Option<Value> {
@@ -900,5 +904,324 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
         // Nothing of the held upgrade reached the control plane.
         assert_eq!(&generation(c), g, "{c}");
         assert!(st["stage"].is_null(), "{c}: {st:#}");
+    }
+}
+
+/// The daemon's side of waves: `capstan run --watch` (in this process) on a working copy whose
+/// fleet config has a canary wave, `maxUnavailable: 1` and a maintenance window that opens a
+/// minute or so after the change. Nothing but the daemon's own scheduling starts anything after
+/// the edit: the held upgrades are looked at again when the window opens (the hold's opening,
+/// not a periodic recheck), the canary goes first, and the rest is started when the canary's
+/// phase changes. What happened is read from the API server's write order; the statuses, the
+/// WAVE column of `capstan status` and the wave metrics say why along the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave_when_the_canary_is_ready()
+ {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("the_daemon_starts_held_upgrades");
+    let group = json!([{"name": "md-0", "count": 1}]);
+    let repo = Repo::new("dwaves", &[("w-dcan", group.clone()), ("w-drest", group)]);
+    let ns = repo.ns.clone();
+    // `capstan status` is run as a user runs it, from the binary: built now (cargo's artifact
+    // message names it), so that running it later takes a moment, not a build or a wait for
+    // cargo's lock.
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let built = std::process::Command::new(env!("CARGO"))
+        .current_dir(&workspace)
+        .args(["build", "-q", "-p", "capstan", "--bin", "capstan"])
+        .args(["--message-format", "json-render-diagnostics"])
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let binary = String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|m| m["executable"].as_str().map(std::path::PathBuf::from))
+        .expect("cargo names the capstan executable");
+    let capstan = |args: &[&str]| {
+        std::process::Command::new(&binary)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    repo.edit(
+        "w-dcan",
+        "metadata:\n  name: \"w-dcan\"\n",
+        "metadata:\n  name: \"w-dcan\"\n  labels:\n    tier: canary\n",
+    );
+    let fleet_yaml = repo.dir(&repo.mgmt).join("fleet.yaml");
+    std::fs::write(&fleet_yaml, WAVES).unwrap();
+
+    // The daemon, as `capstan run --watch --repo <dir> --management m-dwaves` runs it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let backups = tempfile::tempdir().unwrap();
+    let cfg = capstan::daemon::RunConfig {
+        repo: capstan::daemon::Repo::WorkingCopy(repo.files.root.clone()),
+        interval: std::time::Duration::from_secs(3600),
+        webhook_addr: None,
+        metrics_addr: Some(([127, 0, 0, 1], port).into()),
+        webhook_secret: None,
+        branch: "main".into(),
+        watch: true,
+        management: Some(repo.mgmt.clone()),
+        drift: Default::default(),
+        concurrency: 4,
+        upgrade: capstan::cli::UpgradeArgs {
+            no_chain: false,
+            stage_timeout: std::time::Duration::from_secs(3600),
+            backup_dir: backups.path().to_path_buf(),
+        },
+        leader: None,
+        ca_file: None,
+        github: None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // On a runtime of its own, as the binary runs it (the daemon's future stays on its thread).
+    let daemon = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let client = capstan::install::testing::agent_client(cp).await;
+            capstan::daemon::run(client, cfg, async move {
+                let _ = stopped.await;
+            })
+            .await
+        })
+    });
+    let metrics = || capstan_harness::metrics::scrape(port);
+    let metric = |series: &str| capstan_harness::metrics::value_in(&metrics(), series);
+    let ready = |s: &Value| s["phase"] == "Ready";
+    for c in [repo.mgmt.as_str(), "w-dcan", "w-drest"] {
+        wait_status(cp, c, ready).await;
+    }
+
+    // Every change of the worker groups' bootstrap templates and of the ManagedClusters, in the
+    // API server's write order.
+    let tl = Arc::new(Timeline::default());
+    let _watches = [
+        watch_objects(
+            cp,
+            &ns,
+            ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            tl.clone(),
+            |v| {
+                format!(
+                    "md {} template={}",
+                    text(v, "/spec/clusterName"),
+                    text(v, "/spec/template/spec/bootstrap/configRef/name")
+                )
+            },
+        ),
+        watch_objects(
+            cp,
+            "capstan-system",
+            ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+            tl.clone(),
+            |v| {
+                let reason = v["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                    .map(|c| text(c, "/reason"))
+                    .unwrap_or_default();
+                format!(
+                    "mc {} phase={} reason={reason}",
+                    text(v, "/metadata/name"),
+                    text(v, "/status/phase")
+                )
+            },
+        ),
+    ];
+    let template = |c: &str| {
+        kubectl_items(&["get", "machinedeployments.cluster.x-k8s.io", "-n", &ns])
+            .into_iter()
+            .find(|m| m["spec"]["clusterName"] == c)
+            .map(|m| text(&m, "/spec/template/spec/bootstrap/configRef/name"))
+            .unwrap()
+    };
+    let old: BTreeMap<&str, String> = ["w-dcan", "w-drest"]
+        .into_iter()
+        .map(|c| (c, template(c)))
+        .collect();
+
+    // A maintenance window opening at the next whole minute at least 60 s away (the edit, the
+    // held passes and the checks below happen before it), open for an hour, every day.
+    let now = capstan::reconcile::unix_now();
+    let mut open = (now / 60 + 1) * 60;
+    if open - now < 60 {
+        open += 60;
+    }
+    let hhmm = format!(
+        "{:02}:{:02}",
+        open.rem_euclid(86_400) / 3600,
+        open.rem_euclid(3600) / 60
+    );
+    let revisions = || metric("capstan_revisions_total{trigger=\"local_change\"}");
+    let before = revisions();
+    std::fs::write(
+        &fleet_yaml,
+        format!("{WAVES}    maintenanceWindows:\n    - start: \"{hhmm}\"\n      duration: 1h\n"),
+    )
+    .unwrap();
+    // The fleet config is loaded before the upgrades are written (else the canary could start
+    // outside the window it has not read yet).
+    wait_for(|| revisions() > before).await;
+    for c in ["w-dcan", "w-drest"] {
+        repo.edit(
+            c,
+            "- name: \"md-0\"\n      count: 1\n",
+            "- name: \"md-0\"\n      count: 1\n      labels: {\"tier\": \"general\"}\n",
+        );
+    }
+
+    // Held: the canary for the window, the rest for the canary's wave. Nothing of the upgrade
+    // reached the MachineDeployments.
+    let opens_at = capstan::plan::waves::rfc3339(open);
+    let st = wait_status(cp, "w-dcan", |s| {
+        s["conditions"][0]["reason"] == "OutsideMaintenanceWindow"
+    })
+    .await;
+    assert_eq!(st["phase"], "Progressing", "{st:#}");
+    let message = st["message"].as_str().unwrap();
+    assert!(message.contains(&opens_at), "{message}");
+    let st = wait_status(cp, "w-drest", |s| {
+        s["conditions"][0]["reason"] == "WaitingForWave"
+    })
+    .await;
+    assert_eq!(st["phase"], "Progressing", "{st:#}");
+    let message = st["message"].as_str().unwrap();
+    assert!(
+        message.contains("wave 2/2 \"rest\" waits for wave \"canary\": w-dcan"),
+        "{message}"
+    );
+    // Counted once every pass the edits caused has finished.
+    let idle = || {
+        let text = metrics();
+        capstan_harness::metrics::value_in(&text, "capstan_queue_clusters{state=\"queued\"}") == 0.0
+            && capstan_harness::metrics::value_in(
+                &text,
+                "capstan_queue_clusters{state=\"running\"}",
+            ) == 0.0
+    };
+    wait_for(idle).await;
+    assert!(
+        metric("capstan_upgrades_held_total{reason=\"outside_maintenance_window\"}") >= 1.0,
+        "{}",
+        metrics()
+    );
+    assert!(
+        metric("capstan_upgrades_held_total{reason=\"waiting_for_wave\"}") >= 1.0,
+        "{}",
+        metrics()
+    );
+    for wave in ["canary", "rest"] {
+        let series = format!("capstan_wave_clusters{{wave=\"{wave}\",state=\"pending\"}}");
+        assert_eq!(metric(&series), 1.0, "{series}\n{}", metrics());
+    }
+    // `capstan status`, as an admin would run it: the wave of each cluster and why it waits.
+    let out = capstan(&[
+        "status",
+        "--kubeconfig",
+        cp.kubeconfig_path().to_str().unwrap(),
+    ]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains("WAVE"), "{table}");
+    for (c, wave, why) in [
+        ("w-dcan", "1/2 canary", "outside the maintenance windows"),
+        ("w-drest", "2/2 rest", "waits for wave"),
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{c} ")))
+            .unwrap_or_else(|| panic!("no {c} in\n{table}"));
+        assert!(row.contains(wave), "{row}");
+        assert!(row.contains(why), "{row}");
+    }
+    assert_eq!(template("w-dcan"), old["w-dcan"]);
+    assert_eq!(template("w-drest"), old["w-drest"]);
+    assert!(
+        capstan::reconcile::unix_now() < open,
+        "the checks of the held state ran past the window's opening: the test needs a later one"
+    );
+    // Looking at a held cluster again writes nothing when nothing changed: no status write, no
+    // Event. The rest is looked at again (its recheck, or the canary's start) — counted by the
+    // hold metric — and the API server saw no write of the agent's about it meanwhile.
+    let mark = cp.audit().mark();
+    let wave_holds = || metric("capstan_upgrades_held_total{reason=\"waiting_for_wave\"}");
+    let seen = wave_holds();
+    wait_for(|| wave_holds() > seen).await;
+    cp.audit()
+        .sync(&cp.client(), std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes: Vec<String> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.is_write()
+                && e.user.username.starts_with("system:serviceaccount:")
+                && e.object_ref
+                    .as_ref()
+                    .and_then(|o| o.name.as_deref())
+                    .is_some_and(|n| n.starts_with("w-drest"))
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(writes.is_empty(), "{writes:#?}");
+
+    // The window opens: with nothing else happening, the canary's upgrade starts, and not
+    // before the window's first second.
+    let changed = |events: &[String], c: &str| {
+        events
+            .iter()
+            .position(|e| e.starts_with(&format!("md {c} ")) && !e.ends_with(&old[c]))
+    };
+    wait_for(|| changed(&tl.events(), "w-dcan").is_some()).await;
+    assert!(capstan::reconcile::unix_now() >= open);
+
+    // The canary Ready at the new revision wakes the rest, which then rolls too.
+    for c in ["w-dcan", "w-drest"] {
+        let old = old[c].clone();
+        wait_status(cp, c, move |s| s["phase"] == "Ready").await;
+        let fresh = template(c);
+        assert_ne!(fresh, old, "{c}");
+    }
+    let events = tl.events();
+    let canary_started = changed(&events, "w-dcan").unwrap();
+    let canary_ready = events
+        .iter()
+        .enumerate()
+        .position(|(i, e)| i > canary_started && e == "mc w-dcan phase=Ready reason=Available")
+        .unwrap_or_else(|| panic!("the canary never Ready after its start: {events:#?}"));
+    let rest_started = changed(&events, "w-drest").unwrap();
+    assert!(canary_ready < rest_started, "{events:#?}");
+    for wave in ["canary", "rest"] {
+        let series = format!("capstan_wave_clusters{{wave=\"{wave}\",state=\"done\"}}");
+        wait_for(|| metric(&series) == 1.0).await;
+    }
+    let _ = stop.send(());
+    daemon.join().unwrap().unwrap();
+}
+
+/// Waits until `cond` holds, re-checked as things change (at most [`SETTLE`]).
+async fn wait_for(cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + SETTLE;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "never happened");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
