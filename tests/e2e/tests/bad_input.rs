@@ -5,9 +5,12 @@
 //!
 //! Every case starts from the base fleet of `bad_input/support.rs` (a docker management cluster
 //! `mgmt`, a healthy docker workload `ok`, and the workload under test `w`, or `mgmt` itself under
-//! test) and overrides files with inline YAML. YAML is dedented: line 1 is the line after the
-//! opening quote. Each line a diagnostic must point at carries a `# <-` comment, which the runner
-//! checks, so the numbers in `.err(code, file, line, column)` can be read off the text.
+//! test) and states only what it changes: lines of a base file set, inserted or deleted at a
+//! marker (`.set`, `.after`, `.before`, `.delete`, `.delete_block`), files merged, removed, or
+//! added when the base has no such document (an extra manifest, a fleet config, a second cluster,
+//! bytes that are not YAML). Each expected diagnostic's position is computed from the case's text,
+//! never written as numbers: `.err(code, file, "needle")` is where the needle starts,
+//! `.err_col`/`.err_line` the line a marker picks (see `support.rs` for the marker syntax).
 //!
 //! Each case is its own `#[test]` (so one failure names its case); `corpus_*` tests check the
 //! corpus as a whole (size, coverage of every diagnostic code).
@@ -49,25 +52,39 @@ const MGMT2_CLUSTER: &str = r#"
     metadata: {name: mgmt2}
 "#;
 
-/// A ConfigMap whose data nests `depth` flow sequences on line 4.
+/// A ConfigMap whose `data:` line nests `depth` flow sequences.
 fn deeply_nested(depth: usize) -> String {
     format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w-deep}}\ndata: {{x: {}{}}}   # <-\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w-deep}}\ndata: {{x: {}{}}}\n",
         "[".repeat(depth),
         "]".repeat(depth)
     )
 }
 
-/// A ConfigMap with an anchor of `width` scalars (line 5) and, on line 6, a sequence of
-/// `copies` aliases to it: `width * copies` nodes once expanded.
+/// A ConfigMap with an anchor `a:` of `width` scalars and a sequence `b:` of `copies` aliases to
+/// it: `width * copies` nodes once expanded.
 fn alias_bomb(width: usize, copies: usize) -> String {
     let mut s =
         String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-bomb}\ndata:\n  a: &a [");
     s.push_str(&vec!["x"; width].join(", "));
     s.push_str("]\n  b: [");
     s.push_str(&vec!["*a"; copies].join(", "));
-    s.push_str("]   # <-\n");
+    s.push_str("]\n");
     s
+}
+
+/// A fleet config (`clusters/mgmt/fleet.yaml`, which the base fleet does not have) with a problem
+/// of the management cluster's: every cluster of the fleet is held with it, and `ok` and `w`,
+/// whose release comes from it, cannot resolve one. The case adds the management cluster's error.
+fn held_by_fleet_config(fleet_config: &str) -> Case {
+    Case::workload()
+        .file(FLEET, fleet_config)
+        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+        .in_cluster(OK_DIR)
+        .err(ReleaseUnavailable, OK, "spec:")
+        .in_cluster(W_DIR)
+        .err(ReleaseUnavailable, W, "spec:")
+        .in_cluster(MGMT_DIR)
 }
 
 /// Declares each case as a `#[test]` and collects them all for the corpus-wide tests.
@@ -114,36 +131,13 @@ corpus! {
     yaml_tab_indentation:
         Case::workload()
             .remove(W_DC)
-            .file(W, "
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: \"1.33\"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-            \tcount: 1   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        ")
-            .err_line_n(YamlSyntax, W, 10);
+            .set(W, "controlPlaneConfiguration:", "controlPlaneConfiguration:\n|\tcount: 1")
+            .err_line(YamlSyntax, W, "count: 1");
 
     yaml_unterminated_quote:
         Case::workload()
             .remove(W_DC)
-            .file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-            spec:
-              kubernetesVersion: "1.33
-              managementCluster: {name: mgmt}
-        "#)
+            .set(W, "kubernetesVersion:", r#"kubernetesVersion: "1.33"#)
             .err_line(YamlSyntax, W, "kubernetesVersion:");
 
     yaml_unknown_anchor:
@@ -180,20 +174,15 @@ corpus! {
     // Cluster is there, it just does not parse (the DockerDatacenterConfig is in another file).
     yaml_error_in_cluster_file_does_not_cascade:
         Case::workload()
-            .file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: w
-              name: w
-        "#)
-            .err_n(YamlSyntax, W, 5, 3);
+            .after(W, "name:", "name: w")
+            .delete_block(W, "spec:")
+            .err_col(YamlSyntax, W, "metadata: >> name: >> name:", 3);
 
     // Nesting deeper than the parser allows is a syntax error, not a stack overflow.
     yaml_nesting_too_deep:
         Case::workload()
             .file(W_EXTRA, &deeply_nested(400))
-            .err_line_n(YamlSyntax, W_EXTRA, 4);
+            .err_line(YamlSyntax, W_EXTRA, "data:");
 
     // "Billion laughs": 300 KB of YAML whose aliases expand to a billion nodes. A workload
     // directory comes from a developer's pull request, so this must be a located error, not an
@@ -202,26 +191,14 @@ corpus! {
         Case::workload()
             .file(W_EXTRA, &alias_bomb(20_000, 50_000))
             .isolated()
-            .err_line_n(YamlSyntax, W_EXTRA, 6);
+            .err_line(YamlSyntax, W_EXTRA, "b: [");
 
     // Windows line endings do not shift positions.
     yaml_crlf_line_endings:
         Case::workload()
-            .bytes(W, dedent(r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1, replicas: 1}]   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#).replace('\n', "\r\n"))
-            .err_n(UnknownField, W, 9, 58);
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, replicas: 1}]")
+            .crlf(W)
+            .err(UnknownField, W, "replicas");
 
     // ─────────────────────────── unexpected-entry ──────────────────────────
     unexpected_file_directly_under_clusters:
@@ -306,12 +283,9 @@ corpus! {
     // must be reported (otherwise the cluster silently disappears and validation passes).
     missing_cluster_capi_cluster_instead_of_eksa:
         Case::workload()
-            .file(W, r#"
-            apiVersion: cluster.x-k8s.io/v1beta1
-            kind: Cluster
-            metadata: {name: w}
-            spec: {}
-        "#)
+            .set(W, "apiVersion:", "apiVersion: cluster.x-k8s.io/v1beta1")
+            .delete_block(W, "spec:")
+            .after(W, "name:", "|spec: {}")
             .err_file(MissingCluster, W);
 
     // ────────────────────────── multiple-clusters ──────────────────────────
@@ -362,23 +336,9 @@ corpus! {
 
     dir_name_mismatch_management:
         Case::management()
-            .file(M, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: management
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              managementCluster: {name: management}
-              datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/16]}
-                services: {cidrBlocks: [10.96.0.0/12]}
-        "#)
-            .err_col(DirNameMismatch, M, "name:", 3);
+            .set(M, "metadata: >> name:", "name: management")
+            .set(M, "managementCluster: >> name:", "name: management")
+            .err_col(DirNameMismatch, M, "metadata: >> name:", 3);
 
     // ───────────────────────── management-mismatch ─────────────────────────
     management_mismatch_other_management_cluster:
@@ -394,23 +354,7 @@ corpus! {
     // ─────────────────────────── not-self-managed ──────────────────────────
     not_self_managed_management_cluster:
         Case::management()
-            .file(M, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: mgmt
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              managementCluster:
-                name: other
-              datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/16]}
-                services: {cidrBlocks: [10.96.0.0/12]}
-        "#)
+            .set(M, "managementCluster: >> name:", "name: other")
             .err(NotSelfManaged, M, "name: other");
 
     // ───────────────────────────── invalid-name ────────────────────────────
@@ -536,28 +480,14 @@ corpus! {
 
     duplicate_machine_config_name:
         Case::vsphere()
-            .file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata:
-              name: w-workers
-            spec: {datastore: ds2, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: redhat}
-        "#)
+            .after(W_VS, "metadata: {name: w-workers} >> osFamily:", r#"
+                |---
+                |apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                |kind: VSphereMachineConfig
+                |metadata:
+                |  name: w-workers
+                |spec: {datastore: ds2, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: redhat}
+            "#)
             .err_col(DuplicateName, W_VS, "name:", 3);
 
     // Two clusters of one management cluster rendering the same object: one would overwrite the
@@ -756,118 +686,63 @@ corpus! {
     // A warning, not an error: EKS-A's defaulter raises etcd machines to 8192 MiB, and so does capstan.
     invalid_value_warning_small_etcd_machine:
         Case::vsphere()
-        .file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: VSphereDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                endpoint: {host: 10.20.0.10}
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              externalEtcdConfiguration:
-                count: 3
-                machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec:
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: ubuntu-2204-kube-v1.33
-              osFamily: ubuntu
-              memoryMiB: 4096   # <-
-        "#)
-        .renders()
-        .warn_n(InvalidValue, W_VS, 19, 3);
+            .set(W, "machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}", "machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}")
+            .before(W, "workerNodeGroupConfigurations:", r#"
+                externalEtcdConfiguration:
+                  count: 3
+                  machineGroupRef: {kind: VSphereMachineConfig, name: w-workers}
+            "#)
+            .after(W_VS, "metadata: {name: w-workers} >> osFamily:", "memoryMiB: 4096")
+            .renders()
+            .warn(InvalidValue, W_VS, "memoryMiB");
 
     // ───────────────────────────── fleet config ────────────────────────────
     // clusters/<mgmt>/fleet.yaml: its problems are the management cluster's, and every cluster of
     // the fleet is held with it (their release data comes from it).
     unknown_field_fleet_config:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               release:
                 manifest: release/manifest.yaml
-                sha: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08   # <-
+                sha: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(UnknownField, FLEET, 6, 5)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(UnknownField, FLEET, "sha:");
 
     invalid_value_fleet_config_kind:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
-            kind: Fleet   # <-
+            kind: Fleet
             spec: {}
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(InvalidValue, FLEET, 2, 1)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(InvalidValue, FLEET, "kind");
 
     missing_field_unpinned_https_release_manifest:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
-              release:   # <-
+              release:
                 manifest: https://anywhere-assets.eks.amazonaws.com/releases/eks-a/manifest.yaml
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(MissingField, FLEET, 4, 3)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(MissingField, FLEET, "release:");
 
     release_unavailable_manifest_not_in_repository:
         Case::workload().file(FLEET, r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
-              release:   # <-
+              release:
                 manifest: release/eks-a/manifest.yaml
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(ReleaseUnavailable, FLEET, 4, 3)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, FLEET, 4, 3)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, FLEET, 4, 3);
+            .broken(&[MGMT_DIR, OK_DIR, W_DIR])
+            .in_cluster(MGMT_DIR)
+            .err(ReleaseUnavailable, FLEET, "release:")
+            .in_cluster(OK_DIR)
+            .err(ReleaseUnavailable, FLEET, "release:")
+            .in_cluster(W_DIR)
+            .err(ReleaseUnavailable, FLEET, "release:");
 
     checksum_mismatch_release_manifest:
         Case::workload()
@@ -876,104 +751,74 @@ corpus! {
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
-              release:   # <-
+              release:
                 manifest: release/manifest.yaml
                 sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
         "#)
         .broken(&[MGMT_DIR, OK_DIR, W_DIR])
         .in_cluster(MGMT_DIR)
-        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .err(ChecksumMismatch, FLEET, "release:")
         .in_cluster(OK_DIR)
-        .err_n(ChecksumMismatch, FLEET, 4, 3)
+        .err(ChecksumMismatch, FLEET, "release:")
         .in_cluster(W_DIR)
-        .err_n(ChecksumMismatch, FLEET, 4, 3);
+        .err(ChecksumMismatch, FLEET, "release:");
 
     invalid_value_fleet_rollout_max_unavailable:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               rollout:
-                maxUnavailable: "0%"   # <-
+                maxUnavailable: "0%"
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(InvalidValue, FLEET, 5, 5)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(InvalidValue, FLEET, "maxUnavailable");
 
     invalid_value_fleet_rollout_worker_rollout:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               rollout:
-                workerRollout: serial   # <-
+                workerRollout: serial
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(InvalidValue, FLEET, 5, 5)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(InvalidValue, FLEET, "workerRollout");
 
     unknown_field_fleet_rollout_wave:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               rollout:
                 waves:
                 - name: canary
-                  selector: {tier: canary}   # <-
+                  selector: {tier: canary}
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(UnknownField, FLEET, 7, 7)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(UnknownField, FLEET, "selector");
 
     invalid_value_fleet_rollout_window_start:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               rollout:
                 maintenanceWindows:
                 - days: [Sat]
-                  start: "2am"   # <-
+                  start: "2am"
                   duration: 4h
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(InvalidValue, FLEET, 7, 7)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(InvalidValue, FLEET, "start:");
 
     invalid_value_fleet_rollout_wave_names_the_management_cluster:
-        Case::workload().file(FLEET, r#"
+        held_by_fleet_config(r#"
             apiVersion: capstan.dev/v1alpha1
             kind: FleetConfig
             spec:
               rollout:
                 waves:
                 - name: canary
-                  clusters: [w, mgmt]   # <-
+                  clusters: [w, mgmt]
         "#)
-        .broken(&[MGMT_DIR, OK_DIR, W_DIR])
-        .in_cluster(MGMT_DIR)
-        .err_n(InvalidValue, FLEET, 7, 21)
-        .in_cluster(OK_DIR)
-        .err_n(ReleaseUnavailable, OK, 5, 1)
-        .in_cluster(W_DIR)
-        .err_n(ReleaseUnavailable, W, 5, 1);
+            .err(InvalidValue, FLEET, "mgmt]");
 
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
@@ -982,259 +827,122 @@ corpus! {
             .err(UnsupportedField, W, "gitOpsRef");
 
     missing_field_proxy_https_proxy:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              proxyConfiguration:   # <-
-                httpProxy: http://10.0.0.2:3128
-                noProxy: [10.0.0.0/8]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(MissingField, W, 10, 3);
+        Case::workload()
+            .after(W, "workerNodeGroupConfigurations:", r#"
+                proxyConfiguration:
+                  httpProxy: http://10.0.0.2:3128
+                  noProxy: [10.0.0.0/8]
+            "#)
+            .err(MissingField, W, "proxyConfiguration");
 
     invalid_value_proxy_without_port:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              proxyConfiguration:
-                httpProxy: http://10.0.0.2:3128
-                httpsProxy: http://proxy.internal   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 12, 5);
+        Case::workload()
+            .after(W, "workerNodeGroupConfigurations:", r#"
+                proxyConfiguration:
+                  httpProxy: http://10.0.0.2:3128
+                  httpsProxy: http://proxy.internal
+            "#)
+            .err(InvalidValue, W, "httpsProxy");
 
     invalid_value_registry_mirror_with_credentials:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              registryMirrorConfiguration:
-                endpoint: harbor.internal
-                authenticate: true   # <-
-        "#)
-        .err_n(InvalidValue, W, 15, 5);
+        Case::workload()
+            .after(W, "services:", r#"
+                |  registryMirrorConfiguration:
+                |    endpoint: harbor.internal
+                |    authenticate: true
+            "#)
+            .err(InvalidValue, W, "authenticate");
 
     invalid_type_registry_mirror_port_number:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              registryMirrorConfiguration:
-                endpoint: harbor.internal
-                port: 5000   # <-
-        "#)
-        .err_n(InvalidType, W, 15, 5);
+        Case::workload()
+            .after(W, "services:", r#"
+                |  registryMirrorConfiguration:
+                |    endpoint: harbor.internal
+                |    port: 5000
+            "#)
+            .err(InvalidType, W, "port");
 
     invalid_value_control_plane_machine_health_check_duration:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                machineHealthCheck:
-                  maxUnhealthy: 1
-                  nodeStartupTimeout: 10min   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 12, 7);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  machineHealthCheck:
+                    maxUnhealthy: 1
+                    nodeStartupTimeout: 10min
+            "#)
+            .err(InvalidValue, W, "nodeStartupTimeout");
 
     invalid_value_worker_kubelet_configuration_provider_id:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                - name: md-1
-                  count: 1
-                  kubeletConfiguration:
-                    maxPods: 50
-                    providerID: vsphere://x   # <-
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 16, 9);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", r#"
+                workerNodeGroupConfigurations:
+                  - name: md-0
+                    count: 1
+                  - name: md-1
+                    count: 1
+                    kubeletConfiguration:
+                      maxPods: 50
+                      providerID: vsphere://x
+            "#)
+            .err(InvalidValue, W, "providerID");
 
     invalid_type_kubelet_configuration_not_a_mapping:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                kubeletConfiguration: maxPods=50   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidType, W, 10, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  kubeletConfiguration: maxPods=50
+            "#)
+            .err(InvalidType, W, "kubeletConfiguration");
 
     invalid_value_cluster_network_cni:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                cni: weave   # <-
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 11, 5);
+        Case::workload()
+            .before(W, "pods:", "cni: weave")
+            .err(InvalidValue, W, "cni");
 
     deprecated_field_cluster_network_cni_and_cert_sans_spelling:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                certSANs: [api.w.example.com]   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                cni: cilium   # <-
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .renders()
-        .warn_n(DeprecatedField, W, 10, 5)
-        .warn_n(DeprecatedField, W, 13, 5);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  certSANs: [api.w.example.com]
+            "#)
+            .before(W, "pods:", "cni: cilium")
+            .renders()
+            .warn(DeprecatedField, W, "certSANs")
+            .warn(DeprecatedField, W, "cni");
 
     invalid_value_kindnetd:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
+        Case::workload()
+            .before(W, "pods:", r#"
                 cniConfig:
-                  kindnetd: {}   # <-
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 12, 7);
+                  kindnetd: {}
+            "#)
+            .err(InvalidValue, W, "kindnetd");
 
     invalid_value_vsphere_cert_bundles_on_ubuntu:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec:
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: ubuntu-2204-kube-v1.33
-              osFamily: ubuntu
-              hostOSConfiguration:
-                ntpConfiguration: {servers: [time.internal]}
-                certBundles: [{name: corp, data: x}]   # <-
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
-        .err_n(InvalidValue, W_VS, 16, 5);
+        Case::vsphere()
+            .after(W_VS, "metadata: {name: w-cp} >> osFamily:", r#"
+                hostOSConfiguration:
+                  ntpConfiguration: {servers: [time.internal]}
+                  certBundles: [{name: corp, data: x}]
+            "#)
+            .err(InvalidValue, W_VS, "certBundles");
 
     missing_field_vsphere_failure_domain:
-        Case::vsphere().file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec:
-              datacenter: dc1
-              network: VM Network
-              server: vcenter.example.internal
-              insecure: true
-              failureDomains:
-                - name: fd-1   # <-
-                  computeCluster: c1
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
-        .err_n(MissingField, W_VS, 10, 7);
+        Case::vsphere()
+            .set(W_VS, "spec: {datacenter:", r#"
+                spec:
+                  datacenter: dc1
+                  network: VM Network
+                  server: vcenter.example.internal
+                  insecure: true
+                  failureDomains:
+                    - name: fd-1
+                      computeCluster: c1
+            "#)
+            .err(MissingField, W_VS, "name: fd-1");
 
     unsupported_field_in_place_rollout:
         Case::workload()
@@ -1247,135 +955,73 @@ corpus! {
             .err(UnsupportedField, W, "type");
 
     unsupported_fields_many_reported_together:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              packages: {disable: true}   # <-
-              licenseToken: abc   # <-
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                skipAdmissionForSystemResources: true   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              gitOpsRef: {kind: FluxConfig, name: w}   # <-
-        "#)
-        .err_n(UnsupportedField, W, 7, 3)
-        .err_n(UnsupportedField, W, 8, 3)
-        .err_n(UnsupportedField, W, 12, 5)
-        .err_n(UnsupportedField, W, 17, 3);
+        Case::workload()
+            .after(W, "managementCluster:", "packages: {disable: true}\nlicenseToken: abc")
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  skipAdmissionForSystemResources: true
+            "#)
+            .after(W, "services:", "|  gitOpsRef: {kind: FluxConfig, name: w}")
+            .err(UnsupportedField, W, "packages")
+            .err(UnsupportedField, W, "licenseToken")
+            .err(UnsupportedField, W, "skipAdmissionForSystemResources")
+            .err(UnsupportedField, W, "gitOpsRef");
 
     invalid_value_etcd_encryption_on_docker:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-              etcdEncryption:   # <-
-                - providers: [{kms: {name: kms, socketListenAddress: "unix:///var/run/kmsplugin/socket.sock"}}]
-                  resources: [secrets]
-        "#)
-        .err_n(InvalidValue, W, 13, 3);
+        Case::workload()
+            .after(W, "services:", r#"
+                |  etcdEncryption:
+                |    - providers: [{kms: {name: kms, socketListenAddress: "unix:///var/run/kmsplugin/socket.sock"}}]
+                |      resources: [secrets]
+            "#)
+            .err(InvalidValue, W, "etcdEncryption");
 
     invalid_value_control_plane_max_surge:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 3
-                upgradeRolloutStrategy:
-                  type: RollingUpdate
-                  rollingUpdate: {maxSurge: 2}   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 12, 23);
+        Case::workload()
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 3
+                  upgradeRolloutStrategy:
+                    type: RollingUpdate
+                    rollingUpdate: {maxSurge: 2}
+            "#)
+            .err(InvalidValue, W, "maxSurge");
 
     unsupported_kind_aws_iam_identity_provider:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              identityProviderRefs:
-                - {kind: AWSIamConfig, name: w-iam}   # <-
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(UnsupportedField, W, 9, 8);
+        Case::workload()
+            .after(W, "datacenterRef:", r#"
+                identityProviderRefs:
+                  - {kind: AWSIamConfig, name: w-iam}
+            "#)
+            .err(UnsupportedField, W, "kind: AWSIamConfig");
 
     dangling_ref_oidc_config:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              identityProviderRefs:
-                - kind: OIDCConfig
-                  name: w-oidc   # <-
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(DanglingRef, W, 10, 7);
+        Case::workload()
+            .after(W, "datacenterRef:", r#"
+                identityProviderRefs:
+                  - kind: OIDCConfig
+                    name: w-oidc
+            "#)
+            .err(DanglingRef, W, "name: w-oidc");
 
     invalid_value_oidc_flag_twice:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              identityProviderRefs: [{kind: OIDCConfig, name: w-oidc}]
-              controlPlaneConfiguration:
-                count: 1
-                apiServerExtraArgs:
-                  oidc-issuer-url: https://other.example.com   # <-
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: OIDCConfig
-            metadata: {name: w-oidc}
-            spec: {clientId: k8s, issuerUrl: "https://login.example.com"}
-        "#)
-        .err_n(InvalidValue, W, 12, 7);
+        Case::workload()
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: OIDCConfig, name: w-oidc}]")
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  apiServerExtraArgs:
+                    oidc-issuer-url: https://other.example.com
+            "#)
+            .after(W, "services:", r#"
+                |---
+                |apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                |kind: OIDCConfig
+                |metadata: {name: w-oidc}
+                |spec: {clientId: k8s, issuerUrl: "https://login.example.com"}
+            "#)
+            .err(InvalidValue, W, "oidc-issuer-url");
 
     // ───────────────────────────── missing-field ───────────────────────────
     missing_field_vsphere_endpoint:
@@ -1391,62 +1037,31 @@ corpus! {
             .warn(UnusedObject, W_VS, "name: w-workers");
 
     invalid_value_tainted_control_plane_without_workers:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration:
-                count: 1
-                taints:   # <-
-                  - {key: dedicated, value: cp, effect: NoSchedule}
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-        "#)
-        .err_n(InvalidValue, W, 10, 5);
+        Case::workload()
+            .delete(W, "workerNodeGroupConfigurations:")
+            .set(W, "controlPlaneConfiguration:", r#"
+                controlPlaneConfiguration:
+                  count: 1
+                  taints:
+                    - {key: dedicated, value: cp, effect: NoSchedule}
+            "#)
+            .err(InvalidValue, W, "taints");
 
     invalid_value_node_cidr_mask_too_short:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-            spec:
-              kubernetesVersion: "1.33"
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: w}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: []
-              clusterNetwork:
-                pods: {cidrBlocks: [172.17.0.0/16]}
-                services: {cidrBlocks: [10.113.0.0/16]}
-                nodes: {cidrMaskSize: 16}   # <-
-        "#)
-        .err_n(InvalidValue, W, 13, 13);
+        Case::workload()
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: []")
+            .after(W, "services:", "nodes: {cidrMaskSize: 16}")
+            .err(InvalidValue, W, "cidrMaskSize");
 
     missing_field_no_spec:
-        Case::workload().file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1   # <-
-            kind: Cluster
-            metadata: {name: w}
-        "#)
-        .err_n(MissingField, W, 1, 1);
+        Case::workload()
+            .delete_block(W, "spec:")
+            .err(MissingField, W, "apiVersion");
 
     missing_field_no_spec_in_second_document:
         Case::workload()
-            .remove(W_DC)
-            .file(W, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: DockerDatacenterConfig
-            metadata: {name: w}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata: {name: w}
-        "#)
+            .delete_block(W, "spec:")
+            .merge_ahead(W, W_DC)
             .err_col(MissingField, W, "--- >> apiVersion:", 1);
 
     missing_field_kubernetes_version:
@@ -1486,22 +1101,7 @@ corpus! {
     // dangling datacenterRef, no "docker provider ignores machineGroupRef", no unused machines).
     missing_field_vsphere_datacenter_server_does_not_cascade:
         Case::vsphere()
-            .file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
+            .set(W_VS, "spec: {datacenter:", "spec: {datacenter: dc1, network: VM Network, insecure: true}")
             .err(MissingField, W_VS, "spec: {datacenter");
 
     // ───────────────────────────── invalid-type ────────────────────────────
@@ -1661,26 +1261,8 @@ corpus! {
 
     invalid_value_os_family_bottlerocket:
         Case::vsphere()
-            .file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec:
-              datastore: ds1
-              resourcePool: /dc1/host/c1/Resources
-              template: bottlerocket-kube-v1.33
-              osFamily: bottlerocket
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-        "#)
+            .set(W_VS, "metadata: {name: w-cp} >> template:", "template: bottlerocket-kube-v1.33")
+            .set(W_VS, "metadata: {name: w-cp} >> osFamily:", "osFamily: bottlerocket")
             .err(InvalidValue, W_VS, "osFamily: bottlerocket");
 
     invalid_value_os_family_defaults_to_bottlerocket:
@@ -1695,22 +1277,8 @@ corpus! {
 
     invalid_value_os_family_unknown:
         Case::vsphere()
-            .file(W_VS, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereDatacenterConfig
-            metadata: {name: w}
-            spec: {datacenter: dc1, network: VM Network, server: vcenter.example.internal, insecure: true}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-cp}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: ubuntu-2204-kube-v1.33, osFamily: ubuntu}
-            ---
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: VSphereMachineConfig
-            metadata: {name: w-workers}
-            spec: {datastore: ds1, resourcePool: /dc1/host/c1/Resources, template: win-2022, osFamily: windows}
-        "#)
+            .set(W_VS, "metadata: {name: w-workers} >> template:", "template: win-2022")
+            .set(W_VS, "metadata: {name: w-workers} >> osFamily:", "osFamily: windows")
             .err(InvalidValue, W_VS, "osFamily: windows");
 
     invalid_value_memory_too_small:
@@ -1810,25 +1378,7 @@ corpus! {
 
     invalid_value_management_workers_all_tainted:
         Case::management()
-            .file(M, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: mgmt
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations:
-                - name: md-0
-                  count: 1
-                  taints: [{key: dedicated, effect: NoSchedule}]
-              clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/16]}
-                services: {cidrBlocks: [10.96.0.0/12]}
-        "#)
+            .after(M, "- name: md-0 >> count:", "taints: [{key: dedicated, effect: NoSchedule}]")
             .err(InvalidValue, M, "workerNodeGroupConfigurations");
 
     // ──────────────────────────── unquoted-version ─────────────────────────
@@ -1919,22 +1469,7 @@ corpus! {
     // the sibling with an explicit eksaVersion is unaffected.
     unknown_version_inherited_from_broken_management:
         Case::workload()
-            .file(M, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: mgmt
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/33]}
-                services: {cidrBlocks: [10.96.0.0/12]}
-        "#)
+            .set(M, "cidrBlocks: [192", "cidrBlocks: [192.168.0.0/33]")
             .broken(&[MGMT_DIR, W_DIR])
             .in_cluster(MGMT_DIR)
             .err(InvalidCidr, M, "192")
@@ -2209,14 +1744,14 @@ corpus! {
     // ───────────────────── not-utf8, file-too-large, symlinks ───────────────
     not_utf8_in_memory:
         Case::workload()
-            .bytes("clusters/mgmt/workload-clusters/w/notes.yaml", b"# owner: team-w\n# site: M\xfcnchen   # <-\n".to_vec())
-            .err_line_n(NotUtf8, "clusters/mgmt/workload-clusters/w/notes.yaml", 2);
+            .bytes("clusters/mgmt/workload-clusters/w/notes.yaml", b"# owner: team-w\n# site: M\xfcnchen\n".to_vec())
+            .err_line(NotUtf8, "clusters/mgmt/workload-clusters/w/notes.yaml", "# site:");
 
     not_utf8_on_disk:
         Case::workload()
             .on_disk()
-            .bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-notes}\ndata: {city: \xe9vry}   # <-\n".to_vec())
-            .err_line_n(NotUtf8, W_EXTRA, 4);
+            .bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-notes}\ndata: {city: \xe9vry}\n".to_vec())
+            .err_line(NotUtf8, W_EXTRA, "data:");
 
     file_too_large:
         Case::workload()
@@ -2334,23 +1869,7 @@ corpus! {
 
     multi_problems_in_several_clusters:
         Case::workload()
-            .file(M, r#"
-            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: Cluster
-            metadata:
-              name: mgmt
-            spec:
-              kubernetesVersion: "1.33"
-              eksaVersion: v0.26.1
-              managementCluster: {name: mgmt}
-              datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}
-              controlPlaneConfiguration: {count: 1}
-              workerNodeGroupConfigurations: [{name: md-0, count: 1}]
-              clusterNetwork:
-                pods: {cidrBlocks: [192.168.0.0/16]}
-                services: {cidrBlocks: [10.96.0.0/12]}
-              gitOpsRef: {kind: FluxConfig, name: fleet}
-        "#)
+            .after(M, "cidrBlocks: [10.96", "|  gitOpsRef: {kind: FluxConfig, name: fleet}")
             .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: md-0, count: 1, lables: {a: b}}]")
             .file(W2, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -2415,7 +1934,7 @@ corpus! {
         Case::workload()
             .symlink(W_EXTRA, "../ok/cluster.yaml")
             // Its content is ok's cluster.yaml, read through the link: a second Cluster in w.
-            .err_n(MultipleClusters, W_EXTRA, 4, 3);
+            .err_via(MultipleClusters, W_EXTRA, OK, "name: ok\n");
 
     file_too_large_in_management_dir:
         Case::management()
@@ -2425,35 +1944,36 @@ corpus! {
     binary_file_png_in_workload_dir:
         Case::workload()
             .bytes(W_EXTRA, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".to_vec())
-            .err_n(BinaryFile, W_EXTRA, 3, 1);
+            .err_col(BinaryFile, W_EXTRA, "\0", 1);
 
     binary_file_nul_in_yaml:
         Case::workload()
             .bytes(W_EXTRA, b"apiVersion: v1\nkind: ConfigMap\x00\n".to_vec())
-            .err_n(BinaryFile, W_EXTRA, 2, 1);
+            .err_col(BinaryFile, W_EXTRA, "kind: ConfigMap\0", 1);
 
     binary_file_on_disk:
         Case::workload()
             .on_disk()
             .bytes(W_EXTRA, vec![0u8; 64])
-            .err_n(BinaryFile, W_EXTRA, 1, 1);
+            .err_col(BinaryFile, W_EXTRA, "\0", 1);
 
     binary_file_in_management_dir:
         Case::management()
             .bytes("clusters/mgmt/blob.yaml", b"\x00\x01\x02".to_vec())
-            .err_n(BinaryFile, "clusters/mgmt/blob.yaml", 1, 1);
+            .err_col(BinaryFile, "clusters/mgmt/blob.yaml", "\0", 1);
 
     not_utf8_latin1_in_cluster_file:
         Case::workload()
-            .bytes(W_DC, b"apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata: {name: w}   # M\xfcnchen\n".to_vec())
-            .err_line_n(NotUtf8, W_DC, 3)
+            .set(W_DC, "metadata:", "metadata: {name: w}   # München")
+            .latin1(W_DC)
+            .err_line(NotUtf8, W_DC, "metadata:")
             // The datacenter config is unreadable, so the Cluster's reference to it dangles.
             .err(DanglingRef, W, "name: w}");
 
     not_utf8_utf16_file:
         Case::workload()
             .bytes(W_EXTRA, b"\xff\xfea\x00p\x00i\x00".to_vec())
-            .err_n(BinaryFile, W_EXTRA, 1, 1);
+            .err_col(BinaryFile, W_EXTRA, "\u{FFFD}\u{FFFD}a\0", 1);
 
     non_utf8_file_name_in_workload_dir:
         Case::workload()
@@ -3156,6 +2676,44 @@ fn the_base_fleet_reads_the_same_from_disk() {
             .unwrap();
         assert_eq!(c.objects, base.objects, "{}", c.name);
     }
+}
+
+/// A `# <-` comment is checked: on a line no expected diagnostic points at, it fails the case;
+/// on the line of one, the case passes.
+#[test]
+fn a_marker_that_marks_no_diagnostic_fails_its_case() {
+    let broken = || {
+        Case::workload()
+            .set(
+                W,
+                "controlPlaneConfiguration:",
+                "controlPlaneConfiguration: {count: 2}",
+            )
+            .err(InvalidValue, W, "count: 2")
+    };
+    run(
+        "marker_on_the_diagnostic",
+        &broken().set(
+            W,
+            "controlPlaneConfiguration:",
+            "controlPlaneConfiguration: {count: 2}   # <-",
+        ),
+    );
+    let dead = broken().set(
+        W,
+        "kubernetesVersion:",
+        r#"kubernetesVersion: "1.33"   # <-"#,
+    );
+    let failure = std::panic::catch_unwind(|| run("marker_on_another_line", &dead))
+        .expect_err("a dead marker must fail its case");
+    let report = failure
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        report.contains(":6: `# <-` marks no expected diagnostic"),
+        "{report}"
+    );
 }
 
 // ──────────────────────────────── the real binary ────────────────────────────────
