@@ -22,8 +22,12 @@
 //! Invariants after each run, once the faults stop (and the last push's webhook is delivered):
 //! - every object the desired revision renders for a live cluster exists, with every field
 //!   capstan renders as rendered (a suspended cluster keeps what it had; its Cluster exists);
-//! - no Cluster, KubeadmControlPlane or MachineDeployment of a cluster without a tombstone was
-//!   ever deleted (DELETE requests in the audit log, across API server restarts);
+//! - no object of a cluster was deleted without a tombstone: every DELETE in the audit log (across
+//!   API server restarts) of an object of any kind capstan renders is judged against the
+//!   revisions pushed before the request. The agent may delete what a revision by then no longer
+//!   desired for that cluster after an earlier one did (a prune: an old hash-named template);
+//!   anyone may delete once a revision by then tombstoned it; nothing else (an object every
+//!   revision so far desired, or of a cluster held by a suspend or by errors);
 //! - at most one CAPI and one EKS-A Cluster per fleet cluster;
 //! - every live cluster's ManagedCluster says the head commit is applied; tombstoned clusters
 //!   are gone, status included;
@@ -35,7 +39,9 @@
 //! `CAPSTAN_FAULT_RUNS=100 CAPSTAN_FAULT_SEED=7 cargo test -p capstan --test faults -- --nocapture`
 //! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default; `CAPSTAN_FAULT_BIN` runs a copy
 //! of the `capstan` binary, so rebuilding the workspace does not change the agent mid-run). The
-//! last line printed gives the runs, the faults injected by type and the invariant violations.
+//! last line printed gives the runs, the changes made by type (a version bump only when it
+//! changed the version: the model stops at 1.34), the faults injected by type, the deletions
+//! checked (by why they were allowed) and the invariant violations.
 
 mod source_support;
 
@@ -48,6 +54,7 @@ use std::time::{Duration, Instant};
 use capstan_harness::ControlPlane;
 use capstan_layout::scaffold::{self, ClusterRequest};
 use capstan_layout::{Tree, load};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::Value;
@@ -95,8 +102,6 @@ impl Workload {
 struct Model {
     workloads: Vec<Workload>,
     next: u32,
-    /// Fleet clusters ever tombstoned (their deletions are allowed).
-    tombstoned: BTreeSet<String>,
 }
 
 impl Model {
@@ -104,7 +109,6 @@ impl Model {
         let mut m = Model {
             workloads: Vec::new(),
             next: 0,
-            tombstoned: BTreeSet::new(),
         };
         for _ in 0..n {
             m.create();
@@ -182,8 +186,10 @@ impl Model {
         out
     }
 
-    /// One random change, described.
-    fn change(&mut self, rng: &mut fastrand::Rng) -> String {
+    /// One random change: its kind (as the summary counts it) and its description. A version
+    /// bump of a cluster already at the newest minor the model knows (1.34) changes nothing and
+    /// is not counted as a bump.
+    fn change(&mut self, rng: &mut fastrand::Rng) -> (&'static str, String) {
         let alive: Vec<usize> = (0..self.workloads.len())
             .filter(|&i| self.workloads[i].state != State::Tombstoned)
             .collect();
@@ -191,37 +197,49 @@ impl Model {
         match rng.u32(0..10) {
             0 => {
                 self.create();
-                format!("create {}", self.workloads.last().unwrap().name())
+                let name = self.workloads.last().unwrap().name();
+                ("create", format!("create {name}"))
             }
             1 if alive.len() > 3 => {
                 let i = pick(rng);
                 self.workloads[i].state = State::Tombstoned;
-                self.tombstoned.insert(self.workloads[i].name());
-                format!("tombstone {}", self.workloads[i].name())
+                (
+                    "tombstone",
+                    format!("tombstone {}", self.workloads[i].name()),
+                )
             }
             2 => {
                 let i = pick(rng);
                 let w = &mut self.workloads[i];
-                w.state = if w.state == State::Suspended {
-                    State::Live
+                let (state, kind) = if w.state == State::Suspended {
+                    (State::Live, "resume")
                 } else {
-                    State::Suspended
+                    (State::Suspended, "suspend")
                 };
-                format!("{:?} {}", w.state, w.name())
+                w.state = state;
+                (kind, format!("{:?} {}", w.state, w.name()))
             }
             3 | 4 => {
                 let i = pick(rng);
                 let w = &mut self.workloads[i];
                 if w.minor < 34 {
                     w.minor += 1;
+                    (
+                        "version bump",
+                        format!("version {} 1.{}", w.name(), w.minor),
+                    )
+                } else {
+                    (
+                        "version unchanged",
+                        format!("version {} stays 1.{}", w.name(), w.minor),
+                    )
                 }
-                format!("version {} 1.{}", w.name(), w.minor)
             }
             _ => {
                 let i = pick(rng);
                 let w = &mut self.workloads[i];
                 w.count = 1 + (w.count + rng.u32(1..4)) % 5;
-                format!("scale {} {}", w.name(), w.count)
+                ("scale", format!("scale {} {}", w.name(), w.count))
             }
         }
     }
@@ -638,36 +656,263 @@ async fn check(
             }
         }
     }
-    // Deletions of what only a tombstone may delete, from the audit log (all of it: it survives
-    // the API server's restarts).
-    for e in cp
+    violations
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deletions: judged against what the revisions pushed by then asked for.
+
+/// An object as both the rendered fleet and the audit log name it: group, kind, namespace, name.
+type ObjKey = (String, String, String, String);
+
+/// What one pushed revision asks of a fleet cluster.
+#[derive(Debug)]
+enum Desired {
+    /// Applied: these objects, and no others of its own (what it had besides may be pruned).
+    Live(BTreeSet<ObjKey>),
+    /// Left as it is: suspended, or not rendered (errors). Nothing of it may be pruned.
+    Held,
+    /// Deleted on intent: everything of it may go.
+    Tombstoned,
+}
+
+/// Every revision pushed to the branch (force-pushed ones included), with the moment its push
+/// began: whatever the agent deletes because of a revision, it deletes after that moment.
+#[derive(Default)]
+struct Timeline {
+    revisions: Vec<(Timestamp, Arc<BTreeMap<String, Desired>>)>,
+    /// The files of the last revision recorded (a push of the same content reuses its reading).
+    last: BTreeMap<String, String>,
+    /// Every object any revision rendered, and the cluster that rendered it.
+    owner: BTreeMap<ObjKey, String>,
+    /// Every kind (group, kind) capstan rendered for a cluster.
+    kinds: BTreeSet<(String, String)>,
+}
+
+impl Timeline {
+    /// Records the revision about to be pushed (call it right before the push).
+    fn record(&mut self, files: &BTreeMap<String, String>) {
+        let desired = match self.revisions.last() {
+            Some((_, d)) if self.last == *files => d.clone(),
+            _ => Arc::new(self.read(files)),
+        };
+        self.last = files.clone();
+        self.revisions.push((Timestamp::now(), desired));
+    }
+
+    fn read(&mut self, files: &BTreeMap<String, String>) -> BTreeMap<String, Desired> {
+        let mut tree = Tree::new();
+        for (p, t) in files {
+            tree.insert(PathBuf::from(p), t.clone());
+        }
+        let fleet = load(&tree);
+        let mut out = BTreeMap::new();
+        for c in &fleet.clusters {
+            // Its objects (a suspended cluster's too: they are its own once it resumes).
+            let mut keys = BTreeSet::new();
+            for o in c.objects.iter().flatten() {
+                let key: ObjKey = (
+                    capstan_templates::identity::group(o.api_version()).to_string(),
+                    o.kind().to_string(),
+                    o.namespace().to_string(),
+                    o.name().to_string(),
+                );
+                self.kinds.insert((key.0.clone(), key.1.clone()));
+                self.owner.insert(key.clone(), c.name.clone());
+                keys.insert(key);
+            }
+            let desired = if c.intent.delete.is_some() {
+                Desired::Tombstoned
+            } else if c.intent.suspend.is_some() || !c.is_valid() {
+                Desired::Held
+            } else {
+                Desired::Live(keys)
+            };
+            out.insert(c.name.clone(), desired);
+        }
+        out
+    }
+}
+
+/// Why a deletion was allowed.
+#[derive(Debug, PartialEq, Eq)]
+enum Allowed {
+    /// A revision pushed before it had tombstoned the cluster.
+    Tombstoned,
+    /// By the agent, after a revision that asked for the cluster without the object.
+    Pruned,
+}
+
+/// Whether deleting `key`, an object of `cluster`, at `at` was allowed (and why); None: it was
+/// not. A prune needs a revision that no longer desired the object after one that did (a
+/// revision from before the object existed does not count: it never asked for it to go).
+fn allowed(
+    timeline: &Timeline,
+    cluster: &str,
+    key: &ObjKey,
+    by_agent: bool,
+    at: Timestamp,
+) -> Option<Allowed> {
+    let before: Vec<&Desired> = timeline
+        .revisions
+        .iter()
+        .take_while(|(pushed, _)| *pushed <= at)
+        .filter_map(|(_, d)| d.get(cluster))
+        .collect();
+    if before.iter().any(|d| matches!(d, Desired::Tombstoned)) {
+        return Some(Allowed::Tombstoned);
+    }
+    let mut desired = false;
+    for d in before {
+        if let Desired::Live(keys) = d {
+            if keys.contains(key) {
+                desired = true;
+            } else if desired && by_agent {
+                return Some(Allowed::Pruned);
+            }
+        }
+    }
+    None
+}
+
+/// The deletions seen, by why they were allowed.
+#[derive(Debug, Default, Clone)]
+struct Deletions {
+    /// Pruned by the agent: a revision pushed before asked for the cluster without the object.
+    pruned: usize,
+    /// Of a cluster a revision pushed before had tombstoned (by the agent or the controllers).
+    tombstoned: usize,
+    /// By the agent, of objects no revision rendered (a chained upgrade's intermediate step).
+    unrendered: usize,
+}
+
+/// Every successful DELETE in the audit log (all of it: it survives the API server's restarts)
+/// of an object of a kind capstan renders, judged by [`allowed`]: one that a fleet cluster
+/// rendered in some revision may be deleted by the agent only when a revision pushed before the
+/// request no longer desired it for that cluster (a prune: an old hash-named template, a removed
+/// group), and by anyone once a revision pushed before had tombstoned the cluster.
+async fn deletions(cp: &ControlPlane, timeline: &Timeline) -> (Vec<String>, Deletions) {
+    let mut violations = Vec::new();
+    let mut seen = Deletions::default();
+    let discovery = match kube::discovery::Discovery::new(cp.client()).run().await {
+        Ok(d) => d,
+        Err(e) => return (vec![format!("discovery: {e}")], seen),
+    };
+    // The audit log names the resource (plural); the rendered objects their kind.
+    let mut kind_of: BTreeMap<(String, String), String> = BTreeMap::new();
+    for group in discovery.groups() {
+        for (ar, _) in group.recommended_resources() {
+            kind_of.insert((ar.group.clone(), ar.plural.clone()), ar.kind.clone());
+        }
+    }
+    let agent = format!(
+        "system:serviceaccount:{}:{}",
+        capstan::status::NAMESPACE,
+        capstan::install::manifests::NAME
+    );
+    let events = match cp
         .audit()
         .events_since(capstan_harness::AuditMark::default())
-        .unwrap()
     {
-        // The fleet's namespace only (the harness's own canary cluster comes and goes).
-        if e.verb != "delete" || e.namespace() != Some(NS) {
-            continue;
-        }
+        Ok(e) => e,
+        Err(e) => return (vec![format!("reading the audit log: {e}")], seen),
+    };
+    for e in events {
+        let ok = e
+            .response_status
+            .code
+            .is_some_and(|c| (200..300).contains(&c));
         let Some(o) = e.object_ref.as_ref() else {
             continue;
         };
-        let resource = o.resource.as_deref().unwrap_or("");
-        if !["clusters", "kubeadmcontrolplanes", "machinedeployments"].contains(&resource) {
+        if e.verb != "delete" || !ok || o.subresource.is_some() {
             continue;
         }
-        let name = o.name.as_deref().unwrap_or("");
-        let owner = model
-            .workloads
-            .iter()
-            .map(Workload::name)
-            .find(|w| name == w || name.starts_with(&format!("{w}-")));
-        match owner {
-            Some(w) if model.tombstoned.contains(&w) => {}
-            _ => violations.push(format!("deleted without a tombstone: {resource}/{name}")),
+        let group = o.api_group.clone().unwrap_or_default();
+        let resource = o.resource.clone().unwrap_or_default();
+        let Some(kind) = kind_of.get(&(group.clone(), resource.clone())) else {
+            continue;
+        };
+        if !timeline.kinds.contains(&(group.clone(), kind.clone())) {
+            continue;
+        }
+        let key: ObjKey = (
+            group,
+            kind.clone(),
+            o.namespace.clone().unwrap_or_default(),
+            o.name.clone().unwrap_or_default(),
+        );
+        let by_agent = e.user.username == agent;
+        let Some(cluster) = timeline.owner.get(&key) else {
+            // No revision rendered it: Cluster API's own objects (a Machine's bootstrap Secret)
+            // or the harness's canary cluster's when others delete them; when the agent does, an
+            // intermediate step of a chained upgrade (counted: it should not happen here, where
+            // the model bumps one minor at a time and every intermediate revision is pushed).
+            seen.unrendered += usize::from(by_agent);
+            continue;
+        };
+        let at = e.raw["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        let Some(at) = at else {
+            violations.push(format!("a DELETE without its time: {}", e.raw));
+            continue;
+        };
+        match allowed(timeline, cluster, &key, by_agent, at) {
+            Some(Allowed::Tombstoned) => seen.tombstoned += 1,
+            Some(Allowed::Pruned) => seen.pruned += 1,
+            None => {
+                let (_, kind, ns, name) = &key;
+                violations.push(format!(
+                    "{cluster}: {kind} {ns}/{name} deleted by {} at {at} without a tombstone, \
+                     while every revision pushed by then desired it (or held the cluster)",
+                    e.user.username
+                ));
+            }
         }
     }
-    violations
+    (violations, seen)
+}
+
+/// The judgement of a deletion, without a server: a prune is allowed only after a revision that
+/// no longer desires the object, and only to the agent; a tombstone allows anyone, from its push.
+#[test]
+fn deletions_are_judged_by_the_revisions_pushed_before_them() {
+    let key = |name: &str| -> ObjKey {
+        (
+            "infrastructure.cluster.x-k8s.io".into(),
+            "DockerMachineTemplate".into(),
+            NS.into(),
+            name.into(),
+        )
+    };
+    let (old, new) = (key("w-000-md-0-1a2b"), key("w-000-md-0-3c4d"));
+    let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+    let revision = |d: Desired| Arc::new(BTreeMap::from([("w-000".to_string(), d)]));
+    let timeline = Timeline {
+        revisions: vec![
+            (at(0), revision(Desired::Live([old.clone()].into()))),
+            (at(10), revision(Desired::Held)),
+            (at(20), revision(Desired::Live([new.clone()].into()))),
+            (at(30), revision(Desired::Tombstoned)),
+        ],
+        ..Default::default()
+    };
+    let judge = |k: &ObjKey, agent: bool, s: i64| allowed(&timeline, "w-000", k, agent, at(s));
+    // Desired by every revision so far, or the cluster suspended: never.
+    assert_eq!(judge(&old, true, 5), None);
+    assert_eq!(judge(&old, true, 15), None);
+    // Pruned after the revision that replaced it, by the agent only.
+    assert_eq!(judge(&old, true, 25), Some(Allowed::Pruned));
+    assert_eq!(judge(&old, false, 25), None);
+    // A revision from before the object existed does not ask for it to go.
+    assert_eq!(judge(&new, true, 25), None);
+    // Anyone's once the tombstone is pushed, not before.
+    assert_eq!(judge(&new, false, 29), None);
+    assert_eq!(judge(&new, false, 30), Some(Allowed::Tombstoned));
+    assert_eq!(judge(&new, true, 31), Some(Allowed::Tombstoned));
+    // Another cluster's revisions say nothing about this one.
+    assert_eq!(allowed(&timeline, "w-001", &old, true, at(40)), None);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,6 +953,8 @@ async fn randomized_fault_runs_keep_the_invariants() {
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_str()))
         .collect();
+    let mut timeline = Timeline::default();
+    timeline.record(&files);
     let up = Upstream::new(&refs);
     let mut pushed: BTreeSet<String> = BTreeSet::from([up.head()]);
     let mut git = GitDaemon::start(&up.root);
@@ -720,6 +967,8 @@ async fn randomized_fault_runs_keep_the_invariants() {
     );
     let mut current = files;
     let mut injected: BTreeMap<Fault, usize> = BTreeMap::new();
+    let mut made: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut deleted = Deletions::default();
     let mut violations: Vec<String> = Vec::new();
     let mut max_runs_to_converge = 0f64;
     let started = Instant::now();
@@ -729,7 +978,9 @@ async fn randomized_fault_runs_keep_the_invariants() {
         let steps = if run == 0 { 0 } else { rng.usize(2..6) };
         let mut changes = Vec::new();
         for _ in 0..steps {
-            changes.push(model.change(&mut rng));
+            let (kind, change) = model.change(&mut rng);
+            *made.entry(kind).or_default() += 1;
+            changes.push(change);
             let next = model.files();
             let write: Vec<(&str, &str)> = next
                 .iter()
@@ -747,6 +998,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
             let early = rng.bool();
             let pause = Duration::from_millis(rng.u64(0..1500));
             if !early {
+                timeline.record(&next);
                 let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
                 pushed.insert(commit.clone());
                 agent.push(&commit);
@@ -777,6 +1029,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
                         .iter()
                         .map(|(p, t)| (p.as_str(), t.as_str()))
                         .collect();
+                    timeline.record(pushed_now);
                     pushed.insert(up.force_push_unrelated(&all));
                 }
                 Fault::ForeignEdit => {
@@ -805,6 +1058,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
             }
             if early {
                 tokio::time::sleep(pause).await;
+                timeline.record(&next);
                 let commit = up.commit_and_push(&write, &remove, &changes.join(", "));
                 pushed.insert(commit.clone());
                 agent.push(&commit);
@@ -822,6 +1076,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
         }
         // The faults have stopped. A push of the head (the force-push may have rewritten it)
         // is delivered once the agent listens, as GitHub redelivers; then wait for the state.
+        timeline.record(&current);
         let head = up.commit_and_push(&[], &[], &format!("run {run}"));
         pushed.insert(head.clone());
         let delivered = Instant::now();
@@ -865,13 +1120,20 @@ async fn randomized_fault_runs_keep_the_invariants() {
             found.is_empty()
         );
         violations.extend(found.into_iter().map(|v| format!("run {run}: {v}")));
+        // No object of a cluster deleted without its tombstone, ever (the whole audit log).
+        let (gone, seen) = deletions(&cp, &timeline).await;
+        deleted = seen;
+        violations.extend(gone.into_iter().map(|v| format!("run {run}: {v}")));
         if !violations.is_empty() {
             break;
         }
     }
     println!(
-        "fault runs: seed {seed}, {runs} runs of a {clusters}-cluster fleet (controllers: {controllers}) in {:?}; faults injected: {injected:?}; most cluster runs to converge after faults: {max_runs_to_converge}; invariant violations: {}",
+        "fault runs: seed {seed}, {runs} runs of a {clusters}-cluster fleet (controllers: {controllers}) in {:?}; changes: {made:?}; faults injected: {injected:?}; deletions checked: {} pruned by the agent, {} after a tombstone, {} by the agent of objects no revision rendered; most cluster runs to converge after faults: {max_runs_to_converge}; invariant violations: {}",
         started.elapsed(),
+        deleted.pruned,
+        deleted.tombstoned,
+        deleted.unrendered,
         violations.len()
     );
     if !violations.is_empty() {
