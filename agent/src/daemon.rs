@@ -359,8 +359,9 @@ pub async fn run_with(
                             metrics.add_objects(object_action(a), n as u64);
                         }
                         // A cluster waiting for a stage, or for its wave (the paced hold also
-                        // leaves its held changes waiting), is looked at again.
-                        if run.outcome.staged.waiting.is_some() && retry.is_none() {
+                        // leaves its held changes waiting), or with prunes held, is looked at
+                        // again.
+                        if run.outcome.waits() && retry.is_none() {
                             queue.recheck(&name, Instant::now() + crate::plan::stages::RECHECK);
                         }
                         match &run.outcome.paced {

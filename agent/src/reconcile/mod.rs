@@ -251,6 +251,18 @@ pub async fn reconcile(
 }
 
 impl ClusterOutcome {
+    /// Whether the cluster waits for something no write of its own brings: an upgrade stage
+    /// to roll out, or held changes and prunes to go out. Looked at again after a while even
+    /// when no watch event brings it back.
+    pub fn waits(&self) -> bool {
+        self.staged.waiting.is_some()
+            || self
+                .plan
+                .entries
+                .iter()
+                .any(|e| e.action == plan::Action::Held)
+    }
+
     /// Whether the cluster has reached a phase that waiting will not change: Ready, Failed,
     /// Orphaned, Suspended, or deleted.
     pub fn settled(&self) -> bool {
@@ -361,7 +373,7 @@ pub async fn converge_with(
         let recheck = out
             .clusters
             .iter()
-            .any(|c| c.staged.waiting.is_some())
+            .any(ClusterOutcome::waits)
             .then(|| tokio::time::Instant::now() + crate::plan::stages::RECHECK);
         passes.push(out);
         if done {
