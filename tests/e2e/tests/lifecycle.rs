@@ -420,8 +420,22 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     assert_eq!(before.len(), 3, "{before:?}");
     let old_version = before[0].version.clone();
 
+    let templates = |repo: &Repo, resource: &str| -> BTreeSet<String> {
+        repo.names(resource)
+            .into_iter()
+            .filter(|n| n.starts_with("w-bump-"))
+            .collect()
+    };
+    let (dmt, kct) = (
+        "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+        "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    );
+    let (dmt_before, kct_before) = (templates(&repo, dmt), templates(&repo, kct));
+    assert_eq!((dmt_before.len(), kct_before.len()), (3, 2));
+
     let tl = Arc::new(Timeline::default());
-    let watches = watch_upgrade(cp, &repo.ns, &tl);
+    let mut watches = watch_upgrade(cp, &repo.ns, &tl);
+    watches.extend(watch_templates(cp, &repo.ns, &tl));
     let at_ready = machines_when_first_ready(cp, &repo.ns, "w-bump", "r2");
     repo.edit(
         "w-bump",
@@ -523,6 +537,46 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     assert!(
         mc.last().unwrap().ends_with("phase=Ready stage=-"),
         "{mc:#?}"
+    );
+
+    // The bump renamed every machine template (the node image is part of the in-memory
+    // template too, as of the docker one); the old ones, and the bootstrap templates the bump
+    // renamed, are gone from the API server and the inventory, deleted only after the last old
+    // Machine was: until then a remediation or a scale of an old MachineSet still reads them.
+    let (dmt_after, kct_after) = (templates(&repo, dmt), templates(&repo, kct));
+    assert_eq!(dmt_after.len(), 3, "{dmt_after:?}");
+    assert!(
+        dmt_after.is_disjoint(&dmt_before),
+        "{dmt_before:?} -> {dmt_after:?}"
+    );
+    assert_eq!(kct_after.len(), 2, "{kct_after:?}");
+    let old: Vec<(String, String)> = dmt_before
+        .iter()
+        .map(|n| ("DevMachineTemplate".to_string(), n.clone()))
+        .chain(
+            kct_before
+                .difference(&kct_after)
+                .map(|n| ("KubeadmConfigTemplate".to_string(), n.clone())),
+        )
+        .collect();
+    let inventory = managed_cluster("w-bump").unwrap()["status"]["inventory"].to_string();
+    for (_, n) in &old {
+        assert!(!inventory.contains(n.as_str()), "{n} left in {inventory}");
+    }
+    let old_machines: Vec<(String, String, String)> = before
+        .iter()
+        .map(|m| (m.role.clone(), m.version.clone(), m.name.clone()))
+        .collect();
+    templates_deleted_after_machines(&tl, &old, &old_machines).await;
+    let pruned_in_first = out.first().clusters[0]
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Prune)
+        .count();
+    assert_eq!(
+        pruned_in_first, 0,
+        "nothing is pruned while the upgrade starts"
     );
 
     // A template change of md-0 and a scale of md-1 together: md-0 rolls, md-1's scale goes at
