@@ -156,6 +156,40 @@ async fn create_scale_and_remove_a_worker_group() {
         ]),
         "{md1_objects:?}"
     );
+    // Cluster API made the Cluster the owner of the group's MachineDeployment and templates:
+    // prune goes by capstan's inventory and labels, whatever the owner references say.
+    let cluster_uid = kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        "w-scale",
+        "-n",
+        &repo.ns,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    for (kind, name) in md1_objects
+        .iter()
+        .filter(|(k, _)| k != "MachineHealthCheck")
+    {
+        let owners = kubectl(&[
+            "get",
+            &resource_of(kind),
+            name,
+            "-n",
+            &repo.ns,
+            "-o",
+            "jsonpath={range .metadata.ownerReferences[*]}{.apiVersion} {.kind} {.name} {.uid}{\"\\n\"}{end}",
+        ]);
+        assert!(
+            owners.lines().any(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                f.len() == 4
+                    && f[0].starts_with("cluster.x-k8s.io/")
+                    && f[1..] == ["Cluster", "w-scale", cluster_uid.as_str()]
+            }),
+            "{kind}/{name} is not owned by Cluster/w-scale: {owners:?}"
+        );
+    }
     let old_md1: Vec<(String, String, String)> = of_role(&machines, "w-scale-md-1")
         .iter()
         .map(|m| (m.role.clone(), m.version.clone(), m.name.clone()))
