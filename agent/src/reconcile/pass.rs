@@ -402,6 +402,11 @@ impl Pass<'_> {
         let wave = self.wave_label(fleet, entry);
         let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
         staged.outline = crate::plan::stages::outline(&plan.entries, settings);
+        if self.opts.plan_only {
+            // Where the rollout would stand: this plan's rolling changes hold the old templates.
+            let rollout = self.rollout(&plan, &objects, &staged);
+            planner::hold_prunes(&mut plan.entries, &rollout);
+        }
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
             staged: Staged {
                 waiting,
@@ -472,7 +477,13 @@ impl Pass<'_> {
                 break;
             }
         }
+        // Where the stages stand now that this pass's changes are out: what decides which
+        // prunes wait, what the status says, what the stage timeout measures, when to look
+        // again.
+        let after = self.progress(entry, &plan, settings);
         if failure.is_none() {
+            let rollout = self.rollout(&plan, &objects, &after);
+            planner::hold_prunes(&mut plan.entries, &rollout);
             for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
                 match self.delete(&e.object).await {
                     Ok(terminating) => {
@@ -489,9 +500,6 @@ impl Pass<'_> {
             }
         }
         applied.complete = failure.is_none();
-        // Where the stages stand now that this pass's changes are out: what the status says,
-        // what the stage timeout measures, when to look again.
-        let after = self.progress(entry, &plan, settings);
         // How long the cluster has waited for its current stage.
         let waiting_for = after.waiting.as_ref().map(|(s, _)| s.name());
         let stage_since = match (waiting_for, prev) {
@@ -585,6 +593,25 @@ impl Pass<'_> {
                             conditions
                                 .insert(0, condition("Ready", "False", "Upgrading", &message));
                             (Phase::Upgrading, message, conditions)
+                        }
+                        // Rolled out, but prunes wait for a pass that sees it so (the
+                        // deletion that held them has just completed): not converged yet.
+                        None if phase == Phase::Ready
+                            && plan.entries.iter().any(|e| e.action == Action::Held) =>
+                        {
+                            let held: Vec<String> = plan
+                                .entries
+                                .iter()
+                                .filter(|e| e.action == Action::Held)
+                                .map(|e| e.object.subject())
+                                .collect();
+                            let message = format!(
+                                "rolled out at this revision; pruned by the next pass: {}",
+                                held.join(", ")
+                            );
+                            conditions.retain(|c| c.type_ != "Ready");
+                            conditions.insert(0, condition("Ready", "False", "Pruning", &message));
+                            (Phase::Progressing, message, conditions)
                         }
                         None => (phase, message, conditions),
                     }
@@ -825,6 +852,40 @@ impl Pass<'_> {
         objects: &[(&Rendered, ObjectRef)],
         deleting: &[&ObjectRef],
     ) -> (Phase, String, Vec<Condition>) {
+        let assessment = self.assessment(objects, deleting);
+        let applied = condition(
+            "Applied",
+            "True",
+            "Applied",
+            "every object of the cluster is applied",
+        );
+        let (phase, status) = if assessment.ready {
+            (Phase::Ready, "True")
+        } else {
+            (Phase::Progressing, "False")
+        };
+        let message = if assessment.ready {
+            assessment.message.clone()
+        } else {
+            format!("applied; waiting for Cluster API: {}", assessment.message)
+        };
+        (
+            phase,
+            message.clone(),
+            vec![
+                applied,
+                condition("Ready", status, assessment.reason, &message),
+            ],
+        )
+    }
+
+    /// [`health::assess`] of the live facts of the cluster's Cluster, control plane and
+    /// MachineDeployments; not ready while objects pruned before are still `deleting`.
+    pub(super) fn assessment(
+        &self,
+        objects: &[(&Rendered, ObjectRef)],
+        deleting: &[&ObjectRef],
+    ) -> health::Assessment {
         // (kind, `Kind/name`, facts, MachineSets) of the kinds health reads.
         type Facts<'r> = (&'r str, String, Option<LiveObject>, Vec<health::MachineSet>);
         let facts: Vec<Facts<'_>> = objects
@@ -864,7 +925,7 @@ impl Pass<'_> {
                 .map(|(_, o)| *o)
                 .collect()
         };
-        let assessment = match of_kind("Cluster").first() {
+        match of_kind("Cluster").first() {
             None => health::Assessment {
                 ready: false,
                 reason: "Progressing",
@@ -888,31 +949,7 @@ impl Pass<'_> {
                 of_kind("KubeadmControlPlane").first().copied(),
                 &of_kind("MachineDeployment"),
             ),
-        };
-        let applied = condition(
-            "Applied",
-            "True",
-            "Applied",
-            "every object of the cluster is applied",
-        );
-        let (phase, status) = if assessment.ready {
-            (Phase::Ready, "True")
-        } else {
-            (Phase::Progressing, "False")
-        };
-        let message = if assessment.ready {
-            assessment.message.clone()
-        } else {
-            format!("applied; waiting for Cluster API: {}", assessment.message)
-        };
-        (
-            phase,
-            message.clone(),
-            vec![
-                applied,
-                condition("Ready", status, assessment.reason, &message),
-            ],
-        )
+        }
     }
 
     /// Waits until the CRDs just applied are Established (their kinds are served).
