@@ -108,6 +108,12 @@ pub fn crd() -> Value {
 
 /// The ClusterRole and Role of a set of rules, their bindings, and the ServiceAccount.
 pub fn rbac(rules: &[Rule]) -> Vec<Value> {
+    rbac_named(NAME, rules)
+}
+
+/// [`rbac`] for a ServiceAccount `name` in the same namespace, its roles and bindings named
+/// alike: a second account beside the agent's (tests that need more than it has).
+pub fn rbac_named(name: &str, rules: &[Rule]) -> Vec<Value> {
     let of = |scope| -> Vec<Value> {
         rules
             .iter()
@@ -115,15 +121,15 @@ pub fn rbac(rules: &[Rule]) -> Vec<Value> {
             .map(Rule::to_value)
             .collect()
     };
-    let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]);
+    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]);
     vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, true)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(NAME, false), "rules": of(Scope::Cluster)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(NAME, false),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}, "subjects": subject}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(NAME, true), "rules": of(Scope::System)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(NAME, true),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": subject}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, true)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of(Scope::Cluster)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(name, false),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(name, true), "rules": of(Scope::System)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name, true),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
     ]
 }
 

@@ -13,17 +13,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capstan::install::rbac::{self, Rule, Scope};
+use capstan::install::rbac::{self, Rule};
 use capstan::reconcile::{Agent, Options};
 use capstan::status::{NAMESPACE, Phase};
 use capstan_e2e::FleetDir;
 use capstan_harness::ControlPlane;
 use capstan_layout::scaffold::ClusterRequest;
 use futures::StreamExt;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
@@ -72,71 +69,11 @@ fn user(sa: &str) -> String {
 /// authorizer grants what they grant.
 async fn account(cp: &ControlPlane, sa: &str, rules: &[Rule]) -> kube::Client {
     let admin = cp.client();
-    let of = |scope| -> Vec<serde_json::Value> {
-        rules
-            .iter()
-            .filter(|r| r.scope == scope)
-            .map(Rule::to_value)
-            .collect()
-    };
-    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]);
-    let rbac_v1 = "rbac.authorization.k8s.io/v1";
-    let objects = [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": NAMESPACE}}),
-        json!({"apiVersion": rbac_v1, "kind": "ClusterRole", "metadata": {"name": sa}, "rules": of(Scope::Cluster)}),
-        json!({"apiVersion": rbac_v1, "kind": "ClusterRoleBinding", "metadata": {"name": sa},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa}, "subjects": subject}),
-        json!({"apiVersion": rbac_v1, "kind": "Role", "metadata": {"name": sa, "namespace": NAMESPACE}, "rules": of(Scope::System)}),
-        json!({"apiVersion": rbac_v1, "kind": "RoleBinding", "metadata": {"name": sa, "namespace": NAMESPACE},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa}, "subjects": subject}),
-    ];
-    let resolver = capstan::k8s::Resolver::new(admin.clone()).await.unwrap();
-    for o in &objects {
-        capstan::k8s::apply::apply_as(&admin, &resolver, o, "capstan-test", false)
-            .await
-            .unwrap();
-    }
-    // The authorizer learns of new bindings from its informers: wait until it grants them.
-    let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
-    for r in rules {
-        let (resource, subresource) = r.resources[0]
-            .split_once('/')
-            .map(|(a, b)| (a.to_string(), Some(b.to_string())))
-            .unwrap_or((r.resources[0].clone(), None));
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user(sa)),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    "system:authenticated".into(),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(r.group.clone()),
-                    resource: Some(resource),
-                    subresource,
-                    verb: Some(r.verbs[0].clone()),
-                    namespace: (r.scope == Scope::System).then(|| NAMESPACE.to_string()),
-                    name: r.resource_names.first().cloned(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let mut tries = 0;
-        loop {
-            let answer = reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .unwrap();
-            if answer.status.is_some_and(|s| s.allowed) {
-                break;
-            }
-            tries += 1;
-            assert!(tries < 200, "{sa} never granted {r:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
+    let objects = capstan::install::manifests::rbac_named(sa, rules);
+    capstan::install::apply(&admin, &objects, Duration::from_secs(30))
+        .await
+        .unwrap();
+    capstan::install::testing::granted(&admin, sa, rules).await;
     cp.service_account_client(NAMESPACE, sa).await.unwrap()
 }
 
