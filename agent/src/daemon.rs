@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use crate::leader::{Election, LeaderConfig};
-use crate::reconcile::{Agent, Drift, Kind, Options, ReconcileError, Run, Scope};
+use crate::reconcile::{Agent, Drift, Kind, Options, ReconcileError, Run, Scope, unix_now};
 use crate::schedule::{Finished, Queue};
 use crate::serve::{
     Cause, Metrics, ReadyFlag, ReconcileResult, ServerConfig, ServerState, Stage, Trigger, channel,
@@ -358,10 +358,12 @@ pub async fn run_with(
                         for (a, n) in run.outcome.plan.counts() {
                             metrics.add_objects(object_action(a), n as u64);
                         }
-                        // A cluster waiting for a stage, or for its wave (the paced hold also
-                        // leaves its held changes waiting), is looked at again.
-                        if run.outcome.staged.waiting.is_some() && retry.is_none() {
-                            queue.recheck(&name, Instant::now() + crate::plan::stages::RECHECK);
+                        // A cluster waiting for a stage or its wave is looked at again after a
+                        // while, one held for a maintenance window when the window opens.
+                        if retry.is_none()
+                            && let Some(d) = run.outcome.recheck_in(unix_now())
+                        {
+                            queue.recheck(&name, Instant::now() + d);
                         }
                         match &run.outcome.paced {
                             Some(hold) => {

@@ -145,8 +145,9 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     let metrics = scrape(pod.ports[&8080]);
     assert_eq!(value_in(&metrics, "capstan_leader"), 1.0, "{metrics}");
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let writes = cp.audit().writes_by_manager_since(mark, "capstan").unwrap();
     assert!(!writes.is_empty());
     assert!(

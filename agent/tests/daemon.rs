@@ -676,6 +676,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     .unwrap();
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
+    let mark = cp.audit().mark();
     let _agent = watch_working_copy(cp, &repo, "m-retry", metrics_port, &log, &[]).await;
     assert!(
         wait_for_revision(&client, "b-retry", "local", Duration::from_secs(90))
@@ -696,18 +697,35 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
         "{:?}",
         status.data
     );
-    // The log says when the next attempt is: each delay longer than the one before.
-    let delays: Vec<u64> = std::fs::read_to_string(&log)
+    // The API server's own record of the attempts (the refused applies of the broken object):
+    // each wait between them longer than the one before.
+    cp.audit()
+        .sync(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let attempts: Vec<i64> = cp
+        .audit()
+        .events_since(mark)
         .unwrap()
-        .lines()
-        .filter(|l| l.contains("cluster=a-retry"))
-        .filter_map(|l| l.split("retry_in_ms=").nth(1))
-        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .iter()
+        .filter(|e| {
+            e.verb == "patch"
+                && e.object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.name.as_deref() == Some("a-retry-broken"))
+        })
+        .map(|e| {
+            let at = e.raw["requestReceivedTimestamp"].as_str().unwrap();
+            at.parse::<k8s_openapi::jiff::Timestamp>()
+                .unwrap()
+                .as_millisecond()
+        })
         .collect();
-    assert!(delays.len() >= 3, "{delays:?}");
+    assert!(attempts.len() >= 3, "{attempts:?}");
+    let waits: Vec<i64> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        delays.windows(2).take(2).all(|w| w[1] > w[0]),
-        "the delays grow: {delays:?}"
+        waits.windows(2).take(2).all(|w| w[1] > w[0]),
+        "the waits between attempts grow: {waits:?} ms"
     );
 
     // The other cluster still applies its changes.

@@ -221,8 +221,9 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
         a.logs()
     );
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let (wa, wb) = (
         writes_by(cp, mark, "replica-a"),
         writes_by(cp, mark, "replica-b"),
@@ -275,8 +276,9 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
         b.logs()
     );
     cp.audit()
-        .settle(Duration::from_millis(300), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     assert!(!writes_by(cp, mark, "replica-b").is_empty());
 
     // SIGTERM: b releases the Lease before it exits.

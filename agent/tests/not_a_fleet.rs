@@ -120,3 +120,57 @@ async fn plan_and_reconcile_refuse_what_is_not_a_fleet_and_write_nothing() {
         .collect();
     assert!(writes.is_empty(), "writes: {writes:#?}");
 }
+
+/// A user's first mistake with a real fleet: a kubeconfig path that does not exist. The error
+/// names the path and says each cause once (it used to print the same cause three times), exits
+/// 1, and nothing else is attempted.
+#[test]
+fn a_missing_kubeconfig_is_said_once_with_its_path() {
+    let root = tempfile::tempdir().unwrap();
+    let fleet = root.path().join("fleet");
+    let init = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["init"])
+        .arg(&fleet)
+        .args([
+            "--management",
+            "mgmt",
+            "--provider",
+            "docker",
+            "--pod-cidr",
+            "192.168.0.0/16",
+            "--service-cidr",
+            "10.96.0.0/12",
+        ])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", text(&init));
+    let missing = root.path().join("no-such-dir/kubeconfig");
+    let f = fleet.to_str().unwrap();
+    let m = missing.to_str().unwrap();
+    for args in [
+        vec!["plan", f, "--kubeconfig", m],
+        vec!["reconcile", "--once", "--repo", f, "--kubeconfig", m],
+        vec!["status", "--kubeconfig", m],
+    ] {
+        let cmd = args[0];
+        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {said}");
+        let lines: Vec<&str> = said.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(lines.len(), 1, "{cmd}: {said}");
+        assert_eq!(
+            said.matches("No such file or directory").count(),
+            1,
+            "{cmd}: {said}"
+        );
+        assert_eq!(
+            said.matches("failed to read kubeconfig").count(),
+            1,
+            "{cmd}: {said}"
+        );
+        assert!(said.contains(m), "{cmd}: {said}");
+    }
+}

@@ -250,6 +250,11 @@ pub async fn reconcile(
         .await
 }
 
+/// Unix seconds now (the wall clock maintenance windows are written in).
+pub fn unix_now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
 impl ClusterOutcome {
     /// Whether the cluster has reached a phase that waiting will not change: Ready, Failed,
     /// Orphaned, Suspended, or deleted.
@@ -262,6 +267,23 @@ impl ClusterOutcome {
             | Phase::Progressing
             | Phase::Upgrading
             | Phase::Unknown => false,
+        }
+    }
+
+    /// How long until the cluster should be looked at again when no watch event brings it back
+    /// (`now`: unix seconds). An upgrade held for a maintenance window is looked at when the
+    /// window opens; one waiting for a stage, or for another cluster's wave or slot, after
+    /// [`crate::plan::stages::RECHECK`] (the other cluster's phase change usually wakes it
+    /// sooner). `None`: nothing to wait for.
+    pub fn recheck_in(&self, now: i64) -> Option<std::time::Duration> {
+        let opening = self.paced.as_ref().and_then(|h| h.until);
+        match opening {
+            // One second after the opening: the window is open by then, whatever the rounding.
+            Some(at) => Some(std::time::Duration::from_secs(
+                u64::try_from(at.saturating_sub(now)).unwrap_or(0) + 1,
+            )),
+            None => (self.staged.waiting.is_some() || self.paced.is_some())
+                .then_some(crate::plan::stages::RECHECK),
         }
     }
 }
@@ -356,13 +378,14 @@ pub async fn converge_with(
         failures = 0;
         progress(&out);
         let done = out.settled() || tokio::time::Instant::now() >= deadline;
-        // A cluster waiting for an upgrade stage is looked at again after a while even when no
-        // watch event brings it back.
+        // A cluster waiting for an upgrade stage, or held until a maintenance window opens, is
+        // looked at again then even when no watch event brings it back.
         let recheck = out
             .clusters
             .iter()
-            .any(|c| c.staged.waiting.is_some())
-            .then(|| tokio::time::Instant::now() + crate::plan::stages::RECHECK);
+            .filter_map(|c| c.recheck_in(unix_now()))
+            .min()
+            .map(|d| tokio::time::Instant::now() + d);
         passes.push(out);
         if done {
             return Ok(Convergence { passes });
@@ -688,5 +711,71 @@ impl Agent {
     /// Namespaces known to exist; forgotten when an apply says one is missing.
     fn known_namespaces(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
         self.namespaces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::stages::{RECHECK, Stage};
+    use crate::plan::waves::{Hold, Reason};
+    use std::time::Duration;
+
+    fn outcome(waiting: bool, paced: Option<Hold>) -> ClusterOutcome {
+        ClusterOutcome {
+            name: "dev".into(),
+            plan: Plan::default(),
+            phase: Phase::Progressing,
+            message: String::new(),
+            staged: crate::plan::stages::Staged {
+                waiting: waiting.then(|| (Stage::ControlPlane, "1/3 up to date".into())),
+                ..Default::default()
+            },
+            paced,
+        }
+    }
+
+    fn held(reason: Reason, until: Option<i64>) -> Option<Hold> {
+        Some(Hold {
+            reason,
+            message: reason.as_str().into(),
+            until,
+        })
+    }
+
+    #[test]
+    fn a_cluster_held_for_a_maintenance_window_is_looked_at_when_the_window_opens() {
+        let now = 1_800_000_000;
+        // Held until a window three hours away: one look, just after it opens, not one every
+        // RECHECK for three hours.
+        let window = held(Reason::OutsideMaintenanceWindow, Some(now + 3 * 3600));
+        assert_eq!(
+            outcome(true, window.clone()).recheck_in(now),
+            Some(Duration::from_secs(3 * 3600 + 1))
+        );
+        assert_eq!(
+            outcome(false, window).recheck_in(now),
+            Some(Duration::from_secs(3 * 3600 + 1))
+        );
+        // An opening already passed (a slow pass): at once, plus the second's margin.
+        let passed = held(Reason::OutsideMaintenanceWindow, Some(now - 5));
+        assert_eq!(
+            outcome(false, passed).recheck_in(now),
+            Some(Duration::from_secs(1))
+        );
+        // Waiting for another cluster (its phase change wakes this one) or for a stage: the
+        // periodic look in case no event comes.
+        for reason in [
+            Reason::WaitingForWave,
+            Reason::MaxUnavailable,
+            Reason::WaveStopped,
+        ] {
+            assert_eq!(
+                outcome(false, held(reason, None)).recheck_in(now),
+                Some(RECHECK)
+            );
+        }
+        assert_eq!(outcome(true, None).recheck_in(now), Some(RECHECK));
+        assert_eq!(outcome(false, None).recheck_in(now), None);
     }
 }

@@ -80,11 +80,6 @@ pub(super) fn members(
         .collect()
 }
 
-/// Unix seconds now.
-fn now() -> i64 {
-    k8s_openapi::jiff::Timestamp::now().as_second()
-}
-
 impl Pass<'_> {
     /// The wave of a workload cluster (`2/3 rest`), when its fleet config paces upgrades.
     pub(super) fn wave_label(&self, fleet: &Fleet, entry: &ClusterEntry) -> Option<String> {
@@ -133,7 +128,7 @@ impl Pass<'_> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             let all = members(fleet, entry.management(), &self.live.records(), &admitted);
-            let d = waves::decide(rollout, &all, &entry.name, now());
+            let d = waves::decide(rollout, &all, &entry.name, super::unix_now());
             if d.is_ok() && !self.opts.plan_only {
                 admitted.insert(entry.name.clone(), target.to_string());
             }

@@ -53,26 +53,9 @@ pub fn push_body(after: &str) -> String {
     )
 }
 
-/// The agent's /metrics text.
-pub fn scrape(port: u16) -> String {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
-/// One series' value (`name{labels}` as exposed), -1 when absent.
-pub fn value_in(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find(|l| l.split_whitespace().next() == Some(series))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(-1.0)
-}
+// Not every test binary reads both.
+#[allow(unused_imports)]
+pub use capstan_harness::metrics::{scrape, value_in};
 
 /// Waits until the metrics satisfy `until` (re-read after each change the agent makes, at most
 /// `limit`); returns the text that did.

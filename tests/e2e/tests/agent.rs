@@ -566,6 +566,67 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
     );
 }
 
+/// Hostile files in one cluster's directory, against the API server: a symlink out of the
+/// repository, then a Secret with data. That cluster fails with the path in its message, nothing
+/// of the revision is applied to it, and the other cluster's change still applies.
+#[tokio::test]
+async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_still_apply() {
+    let repo = Repo::new("hostile");
+    let cp = capstan_harness::shared().await;
+    repo.reconcile("r1").await;
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    let replicas = |name: &'static str| {
+        let md = md.clone();
+        async move { md.get(name).await.unwrap().data["spec"]["replicas"].clone() }
+    };
+    let link = repo.dir("a-hostile").join("passwd.yaml");
+    let secret = repo.dir("a-hostile").join("credentials.yaml");
+    let mut b_count = 1;
+    for (revision, path) in [("r2", "passwd.yaml"), ("r3", "credentials.yaml")] {
+        if revision == "r2" {
+            std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        } else {
+            std::fs::remove_file(&link).unwrap();
+            let text = format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: {}\nstringData:\n  token: hunter2\n",
+                repo.ns
+            );
+            std::fs::write(&secret, text).unwrap();
+        }
+        // The same revision also changes both clusters' worker counts.
+        if revision == "r2" {
+            repo.edit("a-hostile", "count: 2", "count: 4");
+        }
+        repo.edit(
+            "b-hostile",
+            &format!("count: {b_count}\n  clusterNetwork"),
+            &format!("count: {}\n  clusterNetwork", b_count + 1),
+        );
+        b_count += 1;
+        let out = repo.reconcile(revision).await;
+        let a = outcome(&out, "a-hostile");
+        assert_eq!(a.phase, Phase::Failed, "{revision}: {}", a.message);
+        assert!(a.message.contains(path), "{revision}: {}", a.message);
+        assert_eq!(
+            a.plan.entries.len(),
+            0,
+            "{revision}: nothing planned for it"
+        );
+        let st = status_of(cp, "a-hostile").await.unwrap();
+        assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
+        assert_eq!(replicas("a-hostile-md-0").await, 2, "{revision}");
+        assert_eq!(replicas("b-hostile-md-0").await, b_count, "{revision}");
+        assert_eq!(
+            status_of(cp, "b-hostile").await.unwrap()["status"]["lastAppliedRevision"],
+            revision
+        );
+    }
+    // Nothing of the hostile files reached the API server.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(cp.client(), &repo.ns);
+    assert!(secrets.get_opt("creds").await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_revision_applied() {
     let repo = Repo::new("immut");

@@ -438,8 +438,9 @@ async fn run(
     let client = account(cp, &sa, &rules).await;
     let result = scenario(cp, client, &sa).await;
     cp.audit()
-        .settle(Duration::from_millis(200), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     let refused = refused(cp, &sa);
     (sa, result, refused)
 }

@@ -6,7 +6,8 @@
 //! when they end). Take a [`AuditMark`] before the code under test runs, then read
 //! [`AuditLog::events_since`]. In blocking mode the event is written while the request
 //! finishes, which can be a moment after the client saw the response: call
-//! [`AuditLog::settle`] before counting.
+//! [`AuditLog::sync`] before counting (it waits for an event of its own request). Tests never
+//! use [`AuditLog::settle`], a quiet period; benchmarks use it to see a peer controller go idle.
 //!
 //! The shared control plane serves all tests of a binary at once, so filter events by
 //! namespace, user agent or resource (see [`AuditEvent::is_write`] and the fields).

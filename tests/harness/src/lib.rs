@@ -46,6 +46,7 @@ pub mod control_plane;
 pub mod controllers;
 pub mod crds;
 pub mod flux;
+pub mod metrics;
 pub mod persistent;
 pub mod process;
 pub mod service_account;
