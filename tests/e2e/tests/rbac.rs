@@ -295,8 +295,9 @@ async fn run_self_upgrade(
     let client = account(cp, &sa, &rules).await;
     let (backup, marked) = self_upgrade_scenario(cp, client, &sa).await;
     cp.audit()
-        .settle(Duration::from_millis(200), Duration::from_secs(5))
-        .await;
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
     (backup, marked, refused(cp, &sa))
 }
 
