@@ -1276,7 +1276,30 @@ metadata:
     .unwrap();
     let fleet = repo.fleet();
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
-    let out = repo.reconcile("r1").await;
+    // These kinds are not capstan's: the agent's own rights (exactly `capstan install`'s) do
+    // not reach them, and the API server says so.
+    let opts = Options {
+        revision: "r1".into(),
+        management: Some(repo.mgmt.clone()),
+        ..Default::default()
+    };
+    let refused = reconcile(
+        &capstan::install::testing::agent_client(cp).await,
+        &fleet,
+        &opts,
+    )
+    .await
+    .map_or_else(
+        |e| e.to_string(),
+        |o| format!("{:?}", outcome(&o, &repo.mgmt)),
+    );
+    assert!(
+        refused.contains("forbidden") && refused.contains("customresourcedefinitions"),
+        "{refused}"
+    );
+    // With them granted (`capstan install --allow`), they are applied in order.
+    let allowed = capstan::install::testing::allowing_agent_client(cp).await;
+    let out = reconcile(&allowed, &fleet, &opts).await.unwrap();
     assert!(!out.has_failures(), "{:?}", outcome(&out, &repo.mgmt));
     let widget = Api::<DynamicObject>::namespaced_with(
         cp.client(),
@@ -1288,7 +1311,7 @@ metadata:
     .unwrap();
     assert_eq!(widget.data["spec"]["size"], 3);
     // Cluster-scoped objects carry no namespace, so their live copy is recognised next time.
-    let again = repo.reconcile("r1").await;
+    let again = reconcile(&allowed, &repo.fleet(), &opts).await.unwrap();
     let changed: Vec<String> = again
         .clusters
         .iter()
