@@ -345,6 +345,24 @@ impl Pass<'_> {
             return Ok((done(empty, Phase::Failed, message), changed));
         }
 
+        // A kind the API server refuses to show the agent (RBAC): this cluster cannot be
+        // planned; the others go on.
+        let refused = desired(entry).into_iter().find_map(|(_, r)| {
+            self.live
+                .denied(&r.api_version, &r.kind)
+                .map(|why| (r.kind.clone(), r.api_version.clone(), why))
+        });
+        if let Some((kind, api_version, why)) = refused {
+            let why = format!(
+                "the agent may not read {kind} ({api_version}): {why}; grant it with `capstan install --allow` or take it out of the repository"
+            );
+            let message = self.refused_message(&last_applied, &why);
+            let changed = self
+                .not_applied(entry, prev, "Forbidden", &why, &message)
+                .await?;
+            return Ok((done(empty, Phase::Failed, message), changed));
+        }
+
         // The revision's identity: what the repository asks for, before the chain steps and
         // live-dependent wiring.
         let fp = fingerprint(&desired(entry));

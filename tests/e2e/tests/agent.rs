@@ -1277,25 +1277,46 @@ metadata:
     let fleet = repo.fleet();
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
     // These kinds are not capstan's: the agent's own rights (exactly `capstan install`'s) do
-    // not reach them, and the API server says so.
+    // not reach them, and the API server says so. Only the cluster that carries them fails
+    // (nothing of it applied); its workload clusters are applied all the same.
     let opts = Options {
         revision: "r1".into(),
         management: Some(repo.mgmt.clone()),
         ..Default::default()
     };
-    let refused = reconcile(
+    let out = reconcile(
         &capstan::install::testing::agent_client(cp).await,
         &fleet,
         &opts,
     )
     .await
-    .map_or_else(
-        |e| e.to_string(),
-        |o| format!("{:?}", outcome(&o, &repo.mgmt)),
+    .unwrap();
+    let mgmt = outcome(&out, &repo.mgmt);
+    assert_eq!(mgmt.phase, Phase::Failed, "{}", mgmt.message);
+    assert!(
+        mgmt.message.contains("forbidden")
+            && mgmt.message.contains("CustomResourceDefinition")
+            && mgmt.message.contains("capstan install --allow"),
+        "{}",
+        mgmt.message
+    );
+    let st = status_of(cp, &repo.mgmt).await.unwrap();
+    assert_eq!(
+        st["status"]["conditions"][0]["reason"], "Forbidden",
+        "{st:#}"
+    );
+    for c in ["a-crd", "b-crd"] {
+        let o = outcome(&out, c);
+        assert_ne!(o.phase, Phase::Failed, "{c}: {}", o.message);
+    }
+    let capi = list_names(cp, &repo.ns, &capi_clusters()).await;
+    assert!(
+        capi.contains(&"a-crd".to_string()) && capi.contains(&"b-crd".to_string()),
+        "{capi:?}"
     );
     assert!(
-        refused.contains("forbidden") && refused.contains("customresourcedefinitions"),
-        "{refused}"
+        !capi.contains(&repo.mgmt),
+        "nothing of the refused cluster is applied: {capi:?}"
     );
     // With them granted (`capstan install --allow`), they are applied in order.
     let allowed = capstan::install::testing::allowing_agent_client(cp).await;
