@@ -566,6 +566,79 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
     );
 }
 
+/// Suspension, as the agent's ServiceAccount: a suspended cluster keeps what it has — its change
+/// is not applied, a hand edit is not corrected, nothing is pruned — and says so in its status,
+/// while the other cluster still applies; resumed, the pending change goes out.
+#[tokio::test]
+async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
+    let repo = Repo::new("susp");
+    let cp = capstan_harness::shared().await;
+    repo.reconcile("r1").await;
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    let replicas = |name: &'static str| {
+        let md = md.clone();
+        async move { md.get(name).await.unwrap().data["spec"]["replicas"].clone() }
+    };
+    std::fs::write(
+        repo.dir("a-susp").join("suspend.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: Suspend\nreason: maintenance by hand\n",
+    )
+    .unwrap();
+    repo.edit("a-susp", "count: 2", "count: 4");
+    repo.edit(
+        "b-susp",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
+    // A hand edit of the suspended cluster's MachineDeployment stays as it is.
+    md.patch(
+        "a-susp-md-0",
+        &PatchParams::apply("someone").force(),
+        &Patch::Apply(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": "a-susp-md-0", "namespace": repo.ns},
+            "spec": {"replicas": 7}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let mark = cp.audit().mark();
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-susp");
+    assert_eq!(a.phase, Phase::Suspended, "{}", a.message);
+    assert!(a.message.contains("maintenance by hand"), "{}", a.message);
+    assert_eq!(replicas("a-susp-md-0").await, 7, "nothing applied to it");
+    assert_eq!(
+        replicas("b-susp-md-0").await,
+        3,
+        "the other cluster applies"
+    );
+    let st = status_of(cp, "a-susp").await.unwrap();
+    assert_eq!(st["status"]["phase"], "Suspended", "{st:#}");
+    assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
+    // From the API server: no write to the suspended cluster's objects.
+    let writes = writes_since(cp, mark, &repo).await;
+    assert!(
+        !writes.iter().any(|w| w.contains("a-susp")
+            && !w.contains("managedclusters")
+            && !w.contains("/events")),
+        "{writes:#?}"
+    );
+
+    // Resumed: the pending change is applied and the hand edit corrected.
+    std::fs::remove_file(repo.dir("a-susp").join("suspend.yaml")).unwrap();
+    let out = repo.reconcile("r3").await;
+    let a = outcome(&out, "a-susp");
+    assert_ne!(a.phase, Phase::Failed, "{}", a.message);
+    assert_ne!(a.phase, Phase::Suspended, "{}", a.message);
+    assert_eq!(replicas("a-susp-md-0").await, 4);
+    assert_eq!(
+        status_of(cp, "a-susp").await.unwrap()["status"]["lastAppliedRevision"],
+        "r3"
+    );
+}
+
 /// Hostile files in one cluster's directory, against the API server: a symlink out of the
 /// repository, then a Secret with data. That cluster fails with the path in its message, nothing
 /// of the revision is applied to it, and the other cluster's change still applies.
