@@ -115,8 +115,11 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
         if !backed_up_group(group.name()) {
             continue;
         }
-        // The preferred version of each kind: what the server stores and converts from.
-        for (ar, caps) in group.recommended_resources() {
+        // Every kind at its most stable version. Not the group's preferred version alone: a
+        // group is shared by providers, and its preferred version need not serve every kind
+        // (CAPD's v1beta2 leads infrastructure.cluster.x-k8s.io, CAPV's kinds are v1beta1;
+        // EtcdadmConfig is v1beta1 beside kubeadm's v1beta2), which would leave them out.
+        for (ar, caps) in group.resources_by_stability() {
             if !caps.supports_operation(kube::discovery::verbs::LIST) || ar.plural.contains('/') {
                 continue;
             }

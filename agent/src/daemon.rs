@@ -358,8 +358,9 @@ pub async fn run_with(
                         for (a, n) in run.outcome.plan.counts() {
                             metrics.add_objects(object_action(a), n as u64);
                         }
-                        // A cluster waiting for a stage or its wave is looked at again after a
-                        // while, one held for a maintenance window when the window opens.
+                        // A cluster waiting for a stage or its wave, or with held prunes, is
+                        // looked at again after a while, one held for a maintenance window when
+                        // the window opens.
                         if retry.is_none()
                             && let Some(d) = run.outcome.recheck_in(unix_now())
                         {

@@ -325,3 +325,214 @@ async fn install_without_cluster_api_names_the_missing_crds() {
         "{err}"
     );
 }
+
+/// `kubectl` against `kubeconfig`, `stdin` fed to it; its output and whether it succeeded.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A cluster with Cluster API but one CRD every cluster needs missing: `capstan install` names
+/// exactly that one and writes nothing. With it back: `--export` prints the objects `install`
+/// applies, which the API server admits (`kubectl apply --server-side` of the export);
+/// `install` over them then changes no object, nor does a second `install` (resourceVersions
+/// as they were), and the Service is there.
+#[tokio::test]
+async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
+    // Cluster API and EKS Anywhere, but not the Helm add-on provider's HelmChartProxy.
+    let missing = "helmchartproxies.addons.cluster.x-k8s.io";
+    let cp = capstan_harness::ControlPlane::start_with(capstan_harness::StartOptions {
+        install_crds: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (left_out, files): (Vec<_>, Vec<_>) =
+        tokio::task::spawn_blocking(capstan_harness::crd_files)
+            .await
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .partition(|f| f.name == missing);
+    assert_eq!(left_out.len(), 1);
+    let limit = Duration::from_secs(120);
+    capstan_harness::install_crds(&cp.client(), &files, limit)
+        .await
+        .unwrap();
+    let kubeconfig = cp.kubeconfig_path();
+    let install_args = [
+        "install",
+        "--repo",
+        "https://example.com/fleet.git",
+        "--management",
+        "m-export",
+    ];
+    let mark = cp.audit().mark();
+    let out = capstan(&install_args, kubeconfig).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(missing), "{err}");
+    for crd in capstan::install::REQUIRED_CRDS
+        .iter()
+        .filter(|c| **c != missing)
+    {
+        assert!(!err.contains(crd), "{crd} is there but named: {err}");
+    }
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes = cp
+        .audit()
+        .writes_by_manager_since(mark, capstan::install::FIELD_MANAGER)
+        .unwrap();
+    assert!(
+        writes.is_empty(),
+        "written: {:?}",
+        writes.iter().map(|e| &e.request_uri).collect::<Vec<_>>()
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cp.client());
+    assert!(namespaces.get_opt(NS).await.unwrap().is_none());
+
+    // Back.
+    capstan_harness::install_crds(&cp.client(), &left_out, limit)
+        .await
+        .unwrap();
+
+    // --export: the objects, in apply order, that the API server admits.
+    let mut export_args = install_args.to_vec();
+    export_args.push("--export");
+    let out = capstan(&export_args, kubeconfig).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let docs = capstan_templates::yaml::parse_values(&yaml).unwrap();
+    let names: Vec<String> = docs
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Namespace/capstan-system",
+            "CustomResourceDefinition/managedclusters.capstan.dev",
+            "ServiceAccount/capstan",
+            "ClusterRole/capstan",
+            "ClusterRoleBinding/capstan",
+            "Role/capstan",
+            "RoleBinding/capstan",
+            "Service/capstan",
+            "Deployment/capstan",
+        ]
+    );
+    let rules = |scope| -> Vec<serde_json::Value> {
+        capstan::install::rbac::rules()
+            .iter()
+            .filter(|r| r.scope == scope)
+            .map(capstan::install::rbac::Rule::to_value)
+            .collect()
+    };
+    assert_eq!(
+        docs[3]["rules"],
+        serde_json::Value::from(rules(capstan::install::rbac::Scope::Cluster))
+    );
+    assert_eq!(
+        docs[5]["rules"],
+        serde_json::Value::from(rules(capstan::install::rbac::Scope::System))
+    );
+    assert_eq!(docs[8]["spec"]["replicas"], 2);
+    // The API server admits every object as it is (kubectl's server-side apply validates
+    // strictly). Applied for real, under install's field manager: a server-side dry run cannot
+    // create the namespaced objects in a namespace that does not exist yet.
+    let (ok, text) = kubectl(
+        kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            capstan::install::FIELD_MANAGER,
+            "-o",
+            "name",
+            "-f",
+            "-",
+        ],
+        &yaml,
+    );
+    assert!(ok, "{text}");
+    let kubectl_names: Vec<&str> = text.lines().collect();
+    assert_eq!(kubectl_names.len(), 9, "{text}");
+    assert_eq!(kubectl_names[0], "namespace/capstan-system", "{text}");
+    assert_eq!(kubectl_names[8], "deployment.apps/capstan", "{text}");
+
+    // What each object's resourceVersion is, read by kubectl.
+    let versions = || {
+        kubectl_names
+            .iter()
+            .map(|name| {
+                let mut args = vec!["get", name, "-o", "jsonpath={.metadata.resourceVersion}"];
+                if !name.starts_with("namespace/")
+                    && !name.starts_with("customresourcedefinition")
+                    && !name.starts_with("clusterrole")
+                {
+                    args.extend(["-n", NS]);
+                }
+                let (ok, v) = kubectl(kubeconfig, &args, "");
+                assert!(ok, "{name}: {v}");
+                format!("{name}@{v}")
+            })
+            .collect::<Vec<_>>()
+    };
+    // `capstan install` over what kubectl applied from the export changes nothing (the export
+    // is what it applies); and again, nothing; the Service is there.
+    let exported = versions();
+    for round in ["first", "second"] {
+        let out = capstan(&install_args, kubeconfig).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(versions(), exported, "the {round} install changed objects");
+    }
+    let (ok, ports) = kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "service",
+            "capstan",
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.spec.ports[*].name}",
+        ],
+        "",
+    );
+    assert!(ok, "{ports}");
+    assert_eq!(ports, "webhook metrics");
+}

@@ -2,7 +2,8 @@
 //! ServiceAccount bound to capstan's roles (so the audit log tells their requests apart): exactly
 //! one reconciles and writes; a push announced to the follower is forwarded and applied by the
 //! leader; SIGKILL of the leader hands the Lease over within the lease duration (measured from
-//! the Lease's own timestamps and printed); SIGTERM releases it.
+//! the Lease's own timestamps and printed); SIGTERM releases it; a leader whose Lease another
+//! holder takes exits.
 
 mod source_support;
 
@@ -13,7 +14,7 @@ use capstan_harness::ControlPlane;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
-use source_support::agent::{fleet_with, post, push_body, scrape, value_in, wait_metrics};
+use source_support::agent::{fleet_with, get, post, push_body, scrape, value_in, wait_metrics};
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
 
@@ -199,6 +200,11 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
         a.logs()
     );
     assert_eq!(b.leader(), 0.0);
+    // The follower serves its probes and metrics like the leader.
+    for r in [&a, &b] {
+        assert_eq!(get(r.metrics, "/healthz"), 200, "{}", r.logs());
+        assert_eq!(get(r.metrics, "/readyz"), 200, "{}", r.logs());
+    }
 
     // A push announced to the follower: forwarded, and applied by the leader.
     let path = files
@@ -290,6 +296,54 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     assert!(
         released.holder_identity.as_deref().unwrap_or("").is_empty(),
         "after SIGTERM: {released:?}"
+    );
+
+    // A leader whose Lease another holder takes (a network partition healed the wrong way, a
+    // replica with a clock ahead) stops at once and exits with an error, instead of
+    // reconciling beside the new holder.
+    let kc = replica_account(cp, "replica-c").await;
+    let mut c = Replica::start("replica-c", &git.url("repo.git"), &kc, tmp.path());
+    wait_metrics(c.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 1.0
+    })
+    .await;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let stolen = json!({"spec": {"holderIdentity": "intruder", "acquireTime": now, "renewTime": now,
+        "leaseDurationSeconds": 3600}});
+    leases
+        .patch(
+            LEASE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&stolen),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = c.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running with its Lease taken:\n{}",
+            c.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success(), "{status}: {}", c.logs());
+    assert!(c.logs().contains("lost the leader Lease"), "{}", c.logs());
+    assert_eq!(
+        leases
+            .get(LEASE)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("intruder")
     );
     drop(git);
 }

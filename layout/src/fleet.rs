@@ -556,7 +556,7 @@ fn unreadable_dir(path: &Path, entry: &Entry) -> Option<Diagnostic> {
             Code::TooManyEntries,
             format!(
                 "directory has {n} entries; the limit is {}, so it was not read",
-                crate::tree::MAX_DIR_ENTRIES
+                crate::tree::limit_of(path)
             ),
         ),
         Entry::TooDeep => Diagnostic::error(

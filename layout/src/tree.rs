@@ -25,9 +25,39 @@ use std::path::{Component, Path, PathBuf};
 /// Files larger than this are rejected (a cluster spec is a few KiB).
 pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
 
-/// Directories with more entries than this are rejected unread (a management cluster with a few
-/// thousand workload clusters still fits; a directory of 10,000 generated files does not).
+/// Directories with more entries than this are rejected unread (a directory of 10,000 generated
+/// files does not fit), except for the cluster directories of [`MAX_CLUSTER_DIRS`].
 pub const MAX_DIR_ENTRIES: usize = 5000;
+
+/// How many cluster directories `clusters/<mgmt>/workload-clusters/` may hold: one management
+/// cluster's fleet (16,384, the room a /10 of service CIDRs leaves for /24s). Files and links
+/// there still count against [`MAX_DIR_ENTRIES`]; a cluster directory's own files are read
+/// with the same limits as any other.
+pub const MAX_CLUSTER_DIRS: usize = 16_384;
+
+/// Whether `dir` (relative to the root) is a management cluster's `workload-clusters`.
+fn holds_clusters(dir: &Path) -> bool {
+    let parts: Vec<_> = dir.components().map(|c| c.as_os_str()).collect();
+    parts.len() == 3 && parts[0] == "clusters" && parts[2] == "workload-clusters"
+}
+
+/// Whether a directory with `dirs` subdirectories and `others` other entries is over its limit.
+pub fn over_limit(dir: &Path, dirs: usize, others: usize) -> bool {
+    if holds_clusters(dir) {
+        dirs > MAX_CLUSTER_DIRS || others > MAX_DIR_ENTRIES
+    } else {
+        dirs + others > MAX_DIR_ENTRIES
+    }
+}
+
+/// The limit [`over_limit`] applies to `dir`, for humans.
+pub fn limit_of(dir: &Path) -> String {
+    if holds_clusters(dir) {
+        format!("{MAX_CLUSTER_DIRS} cluster directories and {MAX_DIR_ENTRIES} other entries")
+    } else {
+        format!("{MAX_DIR_ENTRIES} entries")
+    }
+}
 
 /// Directories deeper than this many components are rejected unread (the layout itself is at
 /// most five deep: `clusters/<mgmt>/workload-clusters/<name>/<file>`).
@@ -86,16 +116,30 @@ impl Tree {
 /// `root`.
 fn walk(root: &Path, dir: &Path, at: &Path, tree: &mut Tree) -> io::Result<()> {
     let depth = at.components().count();
+    let cap = if holds_clusters(at) {
+        MAX_CLUSTER_DIRS + MAX_DIR_ENTRIES
+    } else {
+        MAX_DIR_ENTRIES
+    };
     let mut entries = Vec::new();
     for e in fs::read_dir(dir)? {
         entries.push(e?);
-        if entries.len() > MAX_DIR_ENTRIES {
+        if entries.len() > cap {
             // Counted, not read: stop holding entries once over the limit.
             let n = fs::read_dir(dir)?.count();
             tree.entries
                 .insert(at.to_path_buf(), Entry::TooManyEntries(n));
             return Ok(());
         }
+    }
+    let dirs = entries
+        .iter()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .count();
+    if over_limit(at, dirs, entries.len() - dirs) {
+        tree.entries
+            .insert(at.to_path_buf(), Entry::TooManyEntries(entries.len()));
+        return Ok(());
     }
     if depth >= MAX_DEPTH
         && entries
@@ -161,19 +205,21 @@ fn walk_linked_dir(target: &Path, at: &Path, tree: &mut Tree) -> io::Result<()> 
 /// each with the entry [`Tree::from_dir`] records for it. `paths` are every file, link and
 /// directory of the listing; whatever lies below a returned directory is to be left unread.
 pub fn cuts<'a>(paths: impl IntoIterator<Item = &'a Path>) -> BTreeMap<PathBuf, Entry> {
-    let mut children: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let mut children: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
     let mut cut: BTreeMap<PathBuf, Entry> = BTreeMap::new();
     for p in paths {
         let parent = p.parent().unwrap_or(Path::new("")).to_path_buf();
-        *children.entry(parent).or_default() += 1;
+        children.entry(parent).or_default().push(p.to_path_buf());
         if p.components().count() > MAX_DEPTH + 1 {
             cut.entry(p.components().take(MAX_DEPTH).collect())
                 .or_insert(Entry::TooDeep);
         }
     }
-    for (d, n) in children {
-        if n > MAX_DIR_ENTRIES {
-            cut.insert(d, Entry::TooManyEntries(n));
+    // A child that is itself a parent is a directory.
+    for (d, kids) in &children {
+        let dirs = kids.iter().filter(|k| children.contains_key(*k)).count();
+        if over_limit(d, dirs, kids.len() - dirs) {
+            cut.insert(d.clone(), Entry::TooManyEntries(kids.len()));
         }
     }
     // The outermost cut wins: what lies below a cut directory is not read, so not reported.
@@ -232,5 +278,82 @@ mod tests {
         );
         // Within the limits: nothing cut.
         assert!(cuts(paths[..10].iter().map(PathBuf::as_path)).is_empty());
+    }
+
+    /// A management cluster's `workload-clusters/` holds up to [`MAX_CLUSTER_DIRS`] cluster
+    /// directories, from a Git listing and a working copy alike; files there, and entries of any
+    /// other directory, still stop at [`MAX_DIR_ENTRIES`].
+    #[test]
+    fn workload_clusters_holds_a_large_fleet_of_cluster_directories_but_not_of_files() {
+        let list = "clusters/m/workload-clusters";
+        let fleet = |n: usize, file: bool| -> Vec<PathBuf> {
+            (0..n)
+                .flat_map(|i| {
+                    if file {
+                        vec![PathBuf::from(format!("{list}/f{i}.yaml"))]
+                    } else {
+                        let d = PathBuf::from(format!("{list}/w{i}"));
+                        vec![d.join("cluster.yaml"), d]
+                    }
+                })
+                .collect()
+        };
+        let ten_thousand = fleet(10_000, false);
+        assert!(cuts(ten_thousand.iter().map(PathBuf::as_path)).is_empty());
+        let too_many = fleet(MAX_CLUSTER_DIRS + 1, false);
+        assert_eq!(
+            cuts(too_many.iter().map(PathBuf::as_path)),
+            BTreeMap::from([(
+                PathBuf::from(list),
+                Entry::TooManyEntries(MAX_CLUSTER_DIRS + 1)
+            )])
+        );
+        let files = fleet(MAX_DIR_ENTRIES + 1, true);
+        assert_eq!(
+            cuts(files.iter().map(PathBuf::as_path)),
+            BTreeMap::from([(
+                PathBuf::from(list),
+                Entry::TooManyEntries(MAX_DIR_ENTRIES + 1)
+            )])
+        );
+        // Anywhere else, directories count like files.
+        let elsewhere: Vec<PathBuf> = (0..=MAX_DIR_ENTRIES)
+            .flat_map(|i| {
+                let d = PathBuf::from(format!("clusters/m/w{i}"));
+                vec![d.join("x.yaml"), d]
+            })
+            .collect();
+        assert_eq!(
+            cuts(elsewhere.iter().map(PathBuf::as_path)),
+            BTreeMap::from([(
+                PathBuf::from("clusters/m"),
+                Entry::TooManyEntries(MAX_DIR_ENTRIES + 1)
+            )])
+        );
+
+        // The same from a working copy.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for p in ten_thousand.iter().filter(|p| p.extension().is_some()) {
+            fs::create_dir_all(root.join(p).parent().unwrap()).unwrap();
+            fs::write(root.join(p), "# x\n").unwrap();
+        }
+        let tree = Tree::from_dir(root).unwrap();
+        assert!(
+            !tree
+                .entries
+                .values()
+                .any(|e| matches!(e, Entry::TooManyEntries(_))),
+            "10,000 cluster directories are read"
+        );
+        assert_eq!(tree.entries.len(), 10_000);
+        for i in 0..=MAX_DIR_ENTRIES {
+            fs::write(root.join(list).join(format!("f{i}.yaml")), "# x\n").unwrap();
+        }
+        let tree = Tree::from_dir(root).unwrap();
+        assert!(matches!(
+            tree.entries.get(Path::new(list)),
+            Some(Entry::TooManyEntries(_))
+        ));
     }
 }

@@ -23,6 +23,8 @@ struct Group {
 #[derive(Debug, Clone)]
 struct Spec {
     vsphere: bool,
+    /// A docker datacenter on CAPD's in-memory backend (`Dev*` kinds).
+    in_memory: bool,
     cp_count: u32,
     external_etcd: bool,
     kube_minor: u32,
@@ -57,10 +59,12 @@ fn spec() -> impl Strategy<Value = Spec> {
         proptest::collection::vec(group(), 1..4),
         2048u32..65536,
         proptest::option::of("[a-z]{1,6}"),
+        any::<bool>(),
     )
         .prop_map(
-            |(vsphere, cp, external_etcd, kube_minor, groups, memory, cp_label)| Spec {
+            |(vsphere, cp, external_etcd, kube_minor, groups, memory, cp_label, in_memory)| Spec {
                 vsphere,
+                in_memory: in_memory && !vsphere,
                 cp_count: cp * 2 + 1,
                 external_etcd,
                 kube_minor,
@@ -136,7 +140,14 @@ fn yaml_of(s: &Spec) -> String {
             );
         }
     } else {
-        out += "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: c1\nspec: {}\n";
+        out += "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: c1\n";
+        if s.in_memory {
+            out += &format!(
+                "  annotations:\n    {}: in-memory\n",
+                capstan_templates::spec::DOCKER_BACKEND_ANNOTATION
+            );
+        }
+        out += "spec: {}\n";
     }
     out
 }
@@ -164,6 +175,7 @@ fn render_spec(s: &Spec) -> Vec<Value> {
 
 const IMMUTABLE: &[&str] = &[
     "DockerMachineTemplate",
+    "DevMachineTemplate",
     "VSphereMachineTemplate",
     "KubeadmConfigTemplate",
 ];
@@ -244,5 +256,62 @@ proptest! {
             let (name_b, spec_b) = &b[key];
             prop_assert_eq!(spec_a == spec_b, name_a == name_b, "{:?} after {:?}: names {} / {}", key, m, name_a, name_b);
         }
+    }
+
+    /// The in-memory backend stands in for docker machines in the tests and the quick start, so
+    /// a change must rename (and so roll) the same templates on both: a Kubernetes version bump
+    /// renames the machine templates of docker clusters (their node image), and so of in-memory
+    /// ones, whose old templates are then pruned just as on docker.
+    #[test]
+    fn in_memory_templates_are_renamed_when_docker_ones_are(s in spec(), m in mutation()) {
+        let docker = Spec { vsphere: false, in_memory: false, ..s };
+        let in_memory = Spec { in_memory: true, ..docker.clone() };
+        let renamed = |s: &Spec| -> Vec<(String, bool)> {
+            let (a, b) = (immutable(&render_spec(s)), immutable(&render_spec(&apply(s, &m))));
+            a.iter()
+                .map(|(key, (name, _))| {
+                    let kind = key.0.replace("DevMachineTemplate", "DockerMachineTemplate");
+                    (format!("{kind}/{}", key.1), b[key].0 != *name)
+                })
+                .collect()
+        };
+        prop_assert_eq!(renamed(&docker), renamed(&in_memory), "after {:?}", m);
+    }
+}
+
+#[test]
+fn a_version_bump_renames_every_in_memory_machine_template() {
+    let s = Spec {
+        vsphere: false,
+        in_memory: true,
+        cp_count: 1,
+        external_etcd: true,
+        kube_minor: 33,
+        groups: vec![Group {
+            count: 1,
+            autoscale: false,
+            label: None,
+            lag: 0,
+            tainted: false,
+        }],
+        memory: 8192,
+        cp_label: None,
+    };
+    let (a, b) = (
+        immutable(&render_spec(&s)),
+        immutable(&render_spec(&apply(&s, &Mutation::Kube(34)))),
+    );
+    let machine_templates: Vec<_> = a
+        .iter()
+        .filter(|((kind, _), _)| kind == "DevMachineTemplate")
+        .collect();
+    assert_eq!(machine_templates.len(), 3, "{a:#?}");
+    for (key, (name, spec)) in machine_templates {
+        let image = spec
+            .pointer("/template/metadata/annotations/capstan.dev~1node-image")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(image.contains("1-33"), "{key:?}: {spec}");
+        assert_ne!(&b[key].0, name, "{key:?} keeps its name across 1.33 → 1.34");
     }
 }

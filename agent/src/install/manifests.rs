@@ -8,8 +8,12 @@
 //! referenced here and created by the admin or `capstan bootstrap`, never by `install`:
 //! [`GIT_SECRET`] (deploy key and known_hosts, or a CA for https remotes), [`WEBHOOK_SECRET`]
 //! (the GitHub webhook's shared secret) and [`GITHUB_SECRET`] (a token for pull-request
-//! features). Resources are sized from the fleet benchmark (`agent/benches/fleet_agent.rs`):
-//! 76 MiB peak RSS for 1,000 clusters, so 128 MiB requested and 256 MiB as the limit.
+//! features). Resources are sized from the scale curve of the fleet benchmark
+//! (`agent/benches/versus_flux.rs`, README "Scale curve"): peak RSS 31 MiB at 100 clusters,
+//! 105 MiB at 1,000 and 271 MiB at 3,000 (about 0.09 MiB per cluster). The supported fleet size
+//! of these defaults is up to 3,000 clusters per management cluster: [`MEMORY_LIMIT`] leaves
+//! that peak almost twice the room, [`MEMORY_REQUEST`] covers a 2,500-cluster fleet's peak. A
+//! larger fleet needs a higher limit (about 0.09 MiB per cluster, and headroom).
 
 use serde_json::{Value, json};
 
@@ -32,6 +36,10 @@ pub const GIT_MOUNT: &str = "/var/run/secrets/capstan.dev/git";
 pub const OPS_PORT: u16 = 8080;
 /// The webhook port.
 pub const WEBHOOK_PORT: u16 = 9292;
+/// The Deployment's memory request (see the module docs for the sizing).
+pub const MEMORY_REQUEST: &str = "256Mi";
+/// The Deployment's memory limit: fleets of up to 3,000 clusters (271 MiB peak RSS measured).
+pub const MEMORY_LIMIT: &str = "512Mi";
 /// The default image.
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/capstan-dev/capstan:v", env!("CARGO_PKG_VERSION"));
 
@@ -108,6 +116,12 @@ pub fn crd() -> Value {
 
 /// The ClusterRole and Role of a set of rules, their bindings, and the ServiceAccount.
 pub fn rbac(rules: &[Rule]) -> Vec<Value> {
+    rbac_named(NAME, rules)
+}
+
+/// [`rbac`] for a ServiceAccount `name` in the same namespace, its roles and bindings named
+/// alike: a second account beside the agent's (tests that need more than it has).
+pub fn rbac_named(name: &str, rules: &[Rule]) -> Vec<Value> {
     let of = |scope| -> Vec<Value> {
         rules
             .iter()
@@ -115,15 +129,15 @@ pub fn rbac(rules: &[Rule]) -> Vec<Value> {
             .map(Rule::to_value)
             .collect()
     };
-    let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]);
+    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]);
     vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, true)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(NAME, false), "rules": of(Scope::Cluster)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(NAME, false),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}, "subjects": subject}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(NAME, true), "rules": of(Scope::System)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(NAME, true),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}, "subjects": subject}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, true)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of(Scope::Cluster)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(name, false),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(name, true), "rules": of(Scope::System)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name, true),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
     ]
 }
 
@@ -205,8 +219,8 @@ pub fn deployment(o: &Options) -> Value {
                         "livenessProbe": probe("/healthz", 20),
                         "readinessProbe": probe("/readyz", 10),
                         "resources": {
-                            "requests": {"cpu": "100m", "memory": "128Mi"},
-                            "limits": {"cpu": "1", "memory": "256Mi"},
+                            "requests": {"cpu": "100m", "memory": MEMORY_REQUEST},
+                            "limits": {"cpu": "1", "memory": MEMORY_LIMIT},
                         },
                         "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
                             "privileged": false, "capabilities": {"drop": ["ALL"]}},

@@ -31,7 +31,9 @@ pub use manifests::Options;
 /// The field manager of `capstan install`.
 pub const FIELD_MANAGER: &str = "capstan-install";
 
-/// CRDs capstan renders objects of whatever the provider: without them every cluster fails.
+/// CRDs capstan renders objects of whatever the provider (every cluster's Cilium goes through
+/// Cluster API's Helm add-on provider), and MachineSets, which health reads: without them every
+/// cluster fails. (A unit test checks the list against what every rendered cluster carries.)
 pub const REQUIRED_CRDS: &[&str] = &[
     "clusters.cluster.x-k8s.io",
     "machinedeployments.cluster.x-k8s.io",
@@ -39,6 +41,7 @@ pub const REQUIRED_CRDS: &[&str] = &[
     "machinesets.cluster.x-k8s.io",
     "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
     "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    "helmchartproxies.addons.cluster.x-k8s.io",
     "clusters.anywhere.eks.amazonaws.com",
 ];
 
@@ -47,7 +50,7 @@ pub const REQUIRED_CRDS: &[&str] = &[
 pub enum InstallError {
     /// The cluster lacks CRDs capstan needs.
     #[error(
-        "the cluster lacks the CRDs of Cluster API and EKS Anywhere that capstan applies objects of: {}; install Cluster API (core, kubeadm bootstrap and control plane) and the EKS Anywhere CRDs first",
+        "the cluster lacks the CRDs of Cluster API and EKS Anywhere that capstan applies objects of: {}; install Cluster API (core, kubeadm bootstrap and control plane, the Helm add-on provider) and the EKS Anywhere CRDs first",
         .0.join(", ")
     )]
     MissingCrds(Vec<String>),
@@ -216,9 +219,9 @@ mod tests {
     use super::*;
     use capstan_layout::scaffold::{self, ClusterRequest};
 
-    /// Every kind the renderer produces, for every provider and option, is covered by a rule.
-    #[test]
-    fn the_rules_cover_every_rendered_kind() {
+    /// `(group, resource)` of every kind each cluster renders, for every provider and option
+    /// (a management cluster, external etcd, CAPD's in-memory backend, vSphere).
+    fn rendered_kinds() -> Vec<std::collections::BTreeSet<(String, String)>> {
         let base = |name: &str, mgmt: Option<&str>, provider: &str| ClusterRequest {
             name: name.into(),
             management: mgmt.map(str::to_string),
@@ -256,24 +259,38 @@ mod tests {
             }
         }
         let fleet = capstan_layout::load(&tree);
+        fleet
+            .clusters
+            .iter()
+            .map(|c| {
+                let objects = c
+                    .objects
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{} renders: {:?}", c.name, c.diagnostics));
+                objects
+                    .values()
+                    .iter()
+                    .map(|o| {
+                        let group =
+                            capstan_templates::identity::group(o["apiVersion"].as_str().unwrap())
+                                .to_string();
+                        let kind = o["kind"].as_str().unwrap().to_lowercase();
+                        let resource = match kind.strip_suffix('y') {
+                            Some(stem) => format!("{stem}ies"),
+                            None => format!("{kind}s"),
+                        };
+                        (group, resource)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Every kind the renderer produces, for every provider and option, is covered by a rule.
+    #[test]
+    fn the_rules_cover_every_rendered_kind() {
         let rules = rbac::rules();
-        let mut kinds = std::collections::BTreeSet::new();
-        for c in &fleet.clusters {
-            let objects = c
-                .objects
-                .as_ref()
-                .unwrap_or_else(|| panic!("{} renders: {:?}", c.name, c.diagnostics));
-            for o in objects.values() {
-                let group = capstan_templates::identity::group(o["apiVersion"].as_str().unwrap())
-                    .to_string();
-                let kind = o["kind"].as_str().unwrap().to_lowercase();
-                let resource = match kind.strip_suffix('y') {
-                    Some(stem) => format!("{stem}ies"),
-                    None => format!("{kind}s"),
-                };
-                kinds.insert((group, resource));
-            }
-        }
+        let kinds: std::collections::BTreeSet<_> = rendered_kinds().into_iter().flatten().collect();
         assert!(kinds.len() >= 15, "{kinds:?}");
         for (group, resource) in &kinds {
             let rule = rules
@@ -282,6 +299,33 @@ mod tests {
             let rule = rule
                 .unwrap_or_else(|| panic!("no rule for {resource}.{group} (rendered: {kinds:?})"));
             assert_eq!(rule.verbs, rbac::MANAGE, "{resource}.{group}");
+        }
+    }
+
+    /// The install preflight asks for the CRD of every kind that every cluster renders, whatever
+    /// its provider (the provider's own kinds are checked when a cluster of it is applied).
+    #[test]
+    fn the_preflight_requires_what_every_cluster_renders() {
+        let per_cluster = rendered_kinds();
+        assert!(per_cluster.len() >= 4);
+        let mut common = per_cluster[0].clone();
+        for kinds in &per_cluster[1..] {
+            common.retain(|k| kinds.contains(k));
+        }
+        let common: Vec<String> = common
+            .into_iter()
+            .filter(|(group, _)| group.contains('.'))
+            .map(|(group, resource)| format!("{resource}.{group}"))
+            .collect();
+        assert!(
+            common.contains(&"helmchartproxies.addons.cluster.x-k8s.io".to_string()),
+            "{common:?}"
+        );
+        for crd in &common {
+            assert!(
+                REQUIRED_CRDS.contains(&crd.as_str()),
+                "{crd} is not checked"
+            );
         }
     }
 
@@ -297,7 +341,9 @@ mod tests {
             d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
             true
         );
-        assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+        // Sized for fleets of up to 3,000 clusters: 271 MiB peak RSS measured there.
+        assert_eq!(c["resources"]["limits"]["memory"], "512Mi");
+        assert_eq!(c["resources"]["requests"]["memory"], "256Mi");
         let args: Vec<&str> = c["args"]
             .as_array()
             .unwrap()

@@ -4,8 +4,10 @@
 //!
 //! No wildcards, and every rule is there for something a test shows failing with `Forbidden`
 //! without it (`tests/e2e/tests/rbac.rs`); the rules only a management cluster's upgrade of itself
-//! needs (reading what its backup holds, the kube-vip ordering) are proven sufficient by
-//! `tests/e2e/tests/self_upgrade.rs`, which runs as the agent's ServiceAccount. What the rules
+//! needs (reading what its backup holds, the kube-vip ordering) have a scenario of their own
+//! there (the backup and the ordering, as the ServiceAccount), and are proven sufficient by
+//! `tests/e2e/tests/self_upgrade.rs`, whose agent runs as the agent's ServiceAccount and whose
+//! backup must skip no kind. What the rules
 //! deliberately do not grant: writing CRDs or RBAC. (Secrets are written: vSphere clusters carry
 //! their ClusterResourceSet payloads in Secrets, as EKS Anywhere renders them; credentials never
 //! come from the repository.) An agent that could write RBAC could grant itself anything, so the
@@ -44,8 +46,8 @@ pub struct Rule {
     /// Why capstan needs it.
     pub why: String,
     /// Needed only when a management cluster upgrades itself (backup, kube-vip's holder last):
-    /// proven by the self-upgrade test, which runs as the agent's ServiceAccount, rather than
-    /// by the per-rule scenario of `tests/e2e/tests/rbac.rs`.
+    /// `tests/e2e/tests/rbac.rs` proves it needed with the backup and the ordering rather than
+    /// the agent's main scenario.
     pub self_upgrade: bool,
 }
 
@@ -228,11 +230,15 @@ pub fn rules() -> Vec<Rule> {
     rules
 }
 
-/// What a management cluster's upgrade of itself needs besides the rules above: reading every
-/// object the backup holds (the kinds Cluster API's controllers create as well as those capstan
-/// renders; the clusters' Secrets, certificates and kubeconfigs a restore cannot do without,
-/// are readable through the rule for vSphere's payloads), and sending the control-plane machines that do not hold kube-vip's address first.
-/// Read-only but for the deletion mark on Machines.
+/// What a management cluster's upgrade of itself needs besides the rules above: listing every
+/// kind the backup holds that the rules above do not already let it list — every kind of Cluster
+/// API's groups and EKS Anywhere's, as `clusterctl move` moves them all (a restore without, say,
+/// a cluster's IPAddressClaims, ClusterResourceSetBindings or OIDCConfig is not the fleet it was),
+/// one rule per group; the clusters' Secrets, certificates and kubeconfigs a restore cannot do
+/// without are readable through the rule for vSphere's payloads. Then reading kube-vip's Lease
+/// and marking the control-plane machines that do not hold its address for deletion first.
+/// Read-only but for that mark. The backup skips (and names) a kind it may not list: a provider
+/// installed besides those EKS Anywhere ships has kinds these rules do not name.
 fn self_upgrade_rules() -> Vec<Rule> {
     use Scope::Cluster;
     let backup =
@@ -243,32 +249,64 @@ fn self_upgrade_rules() -> Vec<Rule> {
     vec![
         list(
             "cluster.x-k8s.io",
-            &["machines", "machinepools", "clusterclasses"],
+            &["machines", "machinepools", "clusterclasses", "machinedrainrules"],
         ),
         list(
             "bootstrap.cluster.x-k8s.io",
             &["kubeadmconfigs", "etcdadmconfigs"],
         ),
         list(
+            "controlplane.cluster.x-k8s.io",
+            &["kubeadmcontrolplanetemplates"],
+        ),
+        list(
             "infrastructure.cluster.x-k8s.io",
             &[
                 "dockermachines",
+                "dockerclustertemplates",
+                "dockermachinepools",
+                "dockermachinepooltemplates",
                 "devmachines",
+                "devclustertemplates",
+                "devmachinepools",
+                "devmachinepooltemplates",
                 "vspheremachines",
                 "vspherevms",
-                "dockerclustertemplates",
-                "devclustertemplates",
+                "vsphereclustertemplates",
+                "vsphereclusteridentities",
+                "vspheredeploymentzones",
+                "vspherefailuredomains",
             ],
         ),
-        list("addons.cluster.x-k8s.io", &["helmreleaseproxies"]),
+        list(
+            "addons.cluster.x-k8s.io",
+            &["helmreleaseproxies", "clusterresourcesetbindings"],
+        ),
+        list("ipam.cluster.x-k8s.io", &["ipaddressclaims", "ipaddresses"]),
+        list("runtime.cluster.x-k8s.io", &["extensionconfigs"]),
         list(
             "anywhere.eks.amazonaws.com",
             &[
                 "bundles",
-                "dockerdatacenterconfigs",
+                "releases",
                 "machinedeploymentupgrades",
                 "nodeupgrades",
                 "controlplaneupgrades",
+                "awsiamconfigs",
+                "oidcconfigs",
+                "gitopsconfigs",
+                "fluxconfigs",
+                "awsdatacenterconfigs",
+                "cloudstackdatacenterconfigs",
+                "cloudstackmachineconfigs",
+                "nutanixdatacenterconfigs",
+                "nutanixmachineconfigs",
+                "snowdatacenterconfigs",
+                "snowippools",
+                "snowmachineconfigs",
+                "tinkerbelldatacenterconfigs",
+                "tinkerbellmachineconfigs",
+                "tinkerbelltemplateconfigs",
             ],
         ),
         list("capstan.dev", &["managedclusters"]),
@@ -287,7 +325,7 @@ fn self_upgrade_rules() -> Vec<Rule> {
             Cluster,
             "cluster.x-k8s.io",
             &["machines"],
-            &["get", "patch"],
+            &["patch"],
             "a management cluster's upgrade of itself marks the control-plane machines not holding kube-vip's address for deletion first",
         )
         .for_self_upgrade(),
@@ -327,6 +365,21 @@ mod tests {
             assert!(!r.why.is_empty());
             for s in r.resources.iter().chain(&r.verbs).chain([&r.group]) {
                 assert!(!s.contains('*'), "{r:?}");
+            }
+        }
+        // No verb on a resource granted twice (in the same scope).
+        let mut seen = std::collections::BTreeSet::new();
+        for r in rules() {
+            for res in &r.resources {
+                for v in &r.verbs {
+                    let key = (
+                        format!("{:?}", r.scope),
+                        r.group.clone(),
+                        res.clone(),
+                        v.clone(),
+                    );
+                    assert!(seen.insert(key), "{v} {res}.{} granted twice", r.group);
+                }
             }
         }
         assert!(allow("*").is_err());

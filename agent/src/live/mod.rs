@@ -197,6 +197,9 @@ pub struct Live {
     records: RwLock<BTreeMap<String, Arc<Recorded>>>,
     /// MachineSets by `namespace/deployment/name` ([`MACHINE_SET_SELECTOR`]).
     machine_sets: RwLock<BTreeMap<String, MachineSet>>,
+    /// Kinds the API server refuses to list to the agent (RBAC), by `(group, kind)`, with its
+    /// message: only the clusters that carry one fail ([`Live::denied`]); the others go on.
+    denied: RwLock<BTreeMap<(String, String), String>>,
 }
 
 /// Selects the MachineSets Cluster API creates for MachineDeployments. They are not capstan's
@@ -229,6 +232,30 @@ pub fn machine_set_key(meta: &ObjectMeta) -> String {
 }
 
 impl Live {
+    /// Why the API server refuses the agent objects of this kind, when it does.
+    pub fn denied(&self, api_version: &str, kind: &str) -> Option<String> {
+        let group = capstan_templates::identity::group(api_version).to_string();
+        self.denied
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(group, kind.to_string()))
+            .cloned()
+    }
+
+    /// Records whether a kind is refused (`Some(message)`) or readable (`None`).
+    pub fn set_denied(&self, group: &str, kind: &str, refused: Option<String>) {
+        let mut denied = self.denied.write().unwrap_or_else(|p| p.into_inner());
+        let key = (group.to_string(), kind.to_string());
+        match refused {
+            Some(message) => {
+                denied.insert(key, message);
+            }
+            None => {
+                denied.remove(&key);
+            }
+        }
+    }
+
     /// Lists every kind (`apiVersion`, `kind`) once. Returns the state and the number of requests
     /// made. Statuses are read separately ([`status::read_all`], then [`Live::set_records`]).
     pub async fn list(
@@ -254,9 +281,20 @@ impl Live {
             };
             requests += 1;
             let group = ar.group.as_str();
+            // A kind the agent may not list fails the clusters that carry it, not the pass.
+            let refused = |e: &kube::Error| match e {
+                kube::Error::Api(s) if s.code == 403 => Some(s.message.clone()),
+                _ => None,
+            };
             let facts: Vec<(String, LiveObject)> = if read_whole(api_version, kind) {
-                api.list(&lp)
-                    .await
+                let listed = match api.list(&lp).await {
+                    Err(e) if refused(&e).is_some() => {
+                        live.set_denied(group, kind, refused(&e));
+                        continue;
+                    }
+                    other => other,
+                };
+                listed
                     .map_err(err)?
                     .items
                     .iter()
@@ -270,8 +308,14 @@ impl Live {
                     })
                     .collect()
             } else {
-                api.list_metadata(&lp)
-                    .await
+                let listed = match api.list_metadata(&lp).await {
+                    Err(e) if refused(&e).is_some() => {
+                        live.set_denied(group, kind, refused(&e));
+                        continue;
+                    }
+                    other => other,
+                };
+                listed
                     .map_err(err)?
                     .items
                     .iter()

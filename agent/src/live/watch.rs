@@ -165,7 +165,9 @@ impl LiveCache {
                 })
                 .clone()
         };
-        let mut waits = vec![("ManagedCluster".to_string(), records)];
+        // What is waited for, and for a kind its `(group, kind)`: a kind the agent may not read
+        // fails only the clusters that carry it ([`Live::denied`]); the statuses fail the pass.
+        let mut waits = vec![("ManagedCluster".to_string(), None, records)];
         // MachineDeployments bring their MachineSets (health reads them).
         let machine_sets = kinds
             .iter()
@@ -208,22 +210,30 @@ impl LiveCache {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .push(task.abort_handle());
-                        known.insert(id, rx.clone());
+                        known.insert(id.clone(), rx.clone());
                         debug!(%kind, %api_version, "watching");
                         rx
                     }
                 }
             };
-            waits.push((format!("{kind} ({api_version})"), rx));
+            waits.push((format!("{kind} ({api_version})"), Some(id), rx));
         }
-        for (what, mut rx) in waits {
+        for (what, id, mut rx) in waits {
             let state = tokio::time::timeout(self.sync_timeout, rx.wait_for(|s| *s != Synced::No))
                 .await
                 .ok()
                 .and_then(|r| r.ok().map(|s| s.clone()));
-            match state {
-                Some(Synced::Yes) => {}
-                Some(Synced::Denied(message)) => return Err(LiveError::Forbidden(what, message)),
+            match (state, id) {
+                (Some(Synced::Yes), Some((group, kind))) => {
+                    self.live.set_denied(&group, &kind, None)
+                }
+                (Some(Synced::Yes), None) => {}
+                (Some(Synced::Denied(message)), Some((group, kind))) => {
+                    self.live.set_denied(&group, &kind, Some(message))
+                }
+                (Some(Synced::Denied(message)), None) => {
+                    return Err(LiveError::Forbidden(what, message));
+                }
                 _ => return Err(LiveError::NotSynced(what)),
             }
         }

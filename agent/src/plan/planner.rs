@@ -16,6 +16,10 @@
 //!                                    Skip      a Cluster (deleted only on intent), or an object
 //!                                              another fleet cluster's labels claim
 //!
+//! prunes + where the     hold_prunes()  Held   every prune while a change is held; a machine or
+//! rollout stands ───────────────────▶          bootstrap template until the cluster has rolled
+//!                                              out at this revision (pruned by the pass after)
+//!
 //! plan + what applying did ──next_inventory()──▶ the inventory recorded in the status
 //! ```
 //!
@@ -29,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::stages::Progress;
 use super::{Action, Entry, ObjectRef, Plan, diff, same};
 use crate::live::LiveObject;
 
@@ -198,6 +203,80 @@ pub fn prunes(
         out.push(Entry::new(r.clone(), action, Some(reason)));
     }
     out
+}
+
+/// Whether Cluster API makes machines from an object: a machine template
+/// (`infrastructure.cluster.x-k8s.io` `*MachineTemplate`) or a bootstrap template
+/// (`bootstrap.cluster.x-k8s.io` `*ConfigTemplate`). A MachineSet, KubeadmControlPlane or
+/// EtcdadmCluster names its templates and reads them again whenever it makes a machine (a
+/// remediation, a scale), until its last machine of them is gone.
+pub fn machines_made_from(r: &ObjectRef) -> bool {
+    match r.group() {
+        "infrastructure.cluster.x-k8s.io" => r.kind.ends_with("MachineTemplate"),
+        "bootstrap.cluster.x-k8s.io" => r.kind.ends_with("ConfigTemplate"),
+        _ => false,
+    }
+}
+
+/// Whether an object makes machines from templates (and deletes them when deleted): a
+/// MachineDeployment, MachineSet, MachinePool, KubeadmControlPlane or EtcdadmCluster.
+pub fn makes_machines(r: &ObjectRef) -> bool {
+    matches!(
+        (r.group(), r.kind.as_str()),
+        (
+            "cluster.x-k8s.io",
+            "MachineDeployment" | "MachineSet" | "MachinePool"
+        ) | ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane")
+            | ("etcdcluster.cluster.x-k8s.io", "EtcdadmCluster")
+    )
+}
+
+/// Why every prune waits while a change is held.
+pub const PRUNED_AFTER_STAGES: &str = "pruned once every stage has rolled out";
+
+/// Holds the prunes of `entries` that must not happen yet, with why (once per pass, after the
+/// stages have held what waits):
+///
+/// - every prune, while any change is held (a held stage still runs on what a prune would
+///   delete);
+/// - a template Cluster API makes machines from ([`machines_made_from`]) while machines may
+///   still be made from it: this pass applies a change that rolls machines, something that
+///   makes machines ([`makes_machines`]) is being pruned or deleted, or the cluster has not
+///   rolled out at this revision (`rollout`: [`Progress::Done`] when no stage waits and Cluster
+///   API reports the cluster rolled out at this revision, from the live facts once this pass's
+///   changes are out). The old MachineSet of a rollout, the control plane's old machines, a
+///   removed worker group's MachineSets all name their templates until their last machine is
+///   gone, and a remediation or a scale in the meantime reads them again. So old templates stay
+///   (and stay in the inventory) until the rollout is over, and the pass that finds it over
+///   deletes them.
+pub fn hold_prunes(entries: &mut [Entry], rollout: &Progress) {
+    let held = entries.iter().any(|e| e.action == Action::Held);
+    let rolling = entries
+        .iter()
+        .find(|e| super::stages::rolls_machines(e) && makes_machines(&e.object))
+        .map(|e| format!("this pass applies {}", e.object.subject()));
+    let going = entries
+        .iter()
+        .find(|e| matches!(e.action, Action::Prune | Action::Deleting) && makes_machines(&e.object))
+        .map(|e| format!("{} is being deleted", e.object.subject()));
+    let pending = match rollout {
+        Progress::Done => None,
+        Progress::Waiting(why) => Some(format!("the cluster has not rolled out yet ({why})")),
+    };
+    let template_wait = rolling.or(going).or(pending);
+    for e in entries.iter_mut().filter(|e| e.action == Action::Prune) {
+        let why = if held {
+            PRUNED_AFTER_STAGES.to_string()
+        } else if let (true, Some(w)) = (machines_made_from(&e.object), &template_wait) {
+            format!(
+                "machines may still be made from it: pruned once the cluster has rolled out at this revision; {w}"
+            )
+        } else {
+            continue;
+        };
+        e.action = Action::Held;
+        e.reason = Some(why);
+    }
 }
 
 /// What the inventory records of an object as capstan left it: its generation and the hash of
@@ -677,6 +756,216 @@ mod tests {
             inv.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
             vec!["dev-md-0", "dev-md-0-old"],
             "the old template is still used by the held group: not forgotten"
+        );
+    }
+
+    fn of(api_version: &str, kind: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: api_version.into(),
+            ..r(kind, name, "", 1)
+        }
+    }
+
+    fn infra(kind: &str, name: &str) -> ObjectRef {
+        of("infrastructure.cluster.x-k8s.io/v1beta2", kind, name)
+    }
+
+    fn bootstrap(name: &str) -> ObjectRef {
+        of(
+            "bootstrap.cluster.x-k8s.io/v1beta2",
+            "KubeadmConfigTemplate",
+            name,
+        )
+    }
+
+    /// `(action, name)` of every entry after [`hold_prunes`].
+    fn held(mut entries: Vec<Entry>, rollout: &Progress) -> Vec<(Action, String)> {
+        hold_prunes(&mut entries, rollout);
+        entries
+            .into_iter()
+            .map(|e| (e.action, e.object.name))
+            .collect()
+    }
+
+    #[test]
+    fn machines_are_made_from_machine_and_bootstrap_templates_only() {
+        for t in [
+            infra("DevMachineTemplate", "t"),
+            infra("DockerMachineTemplate", "t"),
+            of(
+                "infrastructure.cluster.x-k8s.io/v1beta1",
+                "VSphereMachineTemplate",
+                "t",
+            ),
+            bootstrap("t"),
+        ] {
+            assert!(machines_made_from(&t), "{t:?}");
+            assert!(!makes_machines(&t), "{t:?}");
+        }
+        for o in [
+            infra("DevCluster", "c"),
+            of("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig", "c"),
+            r("MachineHealthCheck", "mhc", "", 1),
+            of("v1", "ConfigMap", "cm"),
+            of("infrastructure.example.com/v1", "FooMachineTemplate", "t"),
+        ] {
+            assert!(!machines_made_from(&o), "{o:?}");
+        }
+        for o in [
+            r("MachineDeployment", "md", "", 1),
+            r("KubeadmControlPlane", "cp", "", 1),
+            of(
+                "etcdcluster.cluster.x-k8s.io/v1beta1",
+                "EtcdadmCluster",
+                "e",
+            ),
+        ] {
+            assert!(makes_machines(&o), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn old_templates_are_pruned_only_after_the_rollout() {
+        let md = r("MachineDeployment", "dev-md-0", "", 1);
+        let new_infra = infra("DevMachineTemplate", "dev-md-0-new");
+        let old_infra = infra("DevMachineTemplate", "dev-md-0-old");
+        let old_boot = bootstrap("dev-md-0-old");
+        let removed = of("v1", "ConfigMap", "dev-extra");
+        let prune = |o: &ObjectRef| Entry::new(o.clone(), Action::Prune, None);
+        let pass = |md_action: Action| {
+            vec![
+                Entry::new(new_infra.clone(), Action::Unchanged, None),
+                Entry::new(md.clone(), md_action, None),
+                prune(&removed),
+                prune(&old_boot),
+                prune(&old_infra),
+            ]
+        };
+        // The pass that applies the new template: the old MachineSet still makes machines
+        // from the old ones, whatever the facts say.
+        assert_eq!(
+            held(pass(Action::Update), &Progress::Done),
+            vec![
+                (Action::Unchanged, "dev-md-0-new".into()),
+                (Action::Update, "dev-md-0".into()),
+                (Action::Prune, "dev-extra".into()),
+                (Action::Held, "dev-md-0-old".into()),
+                (Action::Held, "dev-md-0-old".into()),
+            ]
+        );
+        // The passes while Cluster API rolls the group: still held, and why.
+        let mut rolling = pass(Action::Unchanged);
+        let waiting = Progress::Waiting(
+            "MachineDeployment/ns/dev-md-0: 1 machines of an older template remain".into(),
+        );
+        hold_prunes(&mut rolling, &waiting);
+        let reason = rolling[4].reason.clone().unwrap();
+        assert_eq!(rolling[4].action, Action::Held);
+        assert!(
+            reason.contains("rolled out at this revision") && reason.contains("older template"),
+            "{reason}"
+        );
+        // The pass that finds it rolled out deletes them.
+        assert_eq!(
+            held(pass(Action::Unchanged), &Progress::Done)
+                .into_iter()
+                .filter(|(a, _)| *a == Action::Prune)
+                .count(),
+            3
+        );
+        // A scale rolls no machine: no reason to keep them.
+        let mut scale = pass(Action::Update);
+        scale[1].scale_only = true;
+        hold_prunes(&mut scale, &Progress::Done);
+        assert_eq!(scale[4].action, Action::Prune);
+        // The control plane's and etcd's templates alike.
+        for owner in [
+            r("KubeadmControlPlane", "dev", "", 1),
+            of(
+                "etcdcluster.cluster.x-k8s.io/v1beta1",
+                "EtcdadmCluster",
+                "dev-etcd",
+            ),
+        ] {
+            let got = held(
+                vec![
+                    Entry::new(owner, Action::Update, None),
+                    prune(&infra("DevMachineTemplate", "dev-control-plane-old")),
+                ],
+                &Progress::Done,
+            );
+            assert_eq!(got[1].0, Action::Held);
+        }
+        // An add-on's change makes no machine.
+        let hcp = of("addons.cluster.x-k8s.io/v1alpha1", "HelmChartProxy", "cni");
+        let got = held(
+            vec![Entry::new(hcp, Action::Update, None), prune(&old_infra)],
+            &Progress::Done,
+        );
+        assert_eq!(got[1].0, Action::Prune);
+    }
+
+    #[test]
+    fn a_removed_groups_templates_outlive_its_machine_deployment() {
+        let md = r("MachineDeployment", "dev-md-1", "", 1);
+        let mhc = r("MachineHealthCheck", "dev-md-1", "", 1);
+        let (t, b) = (
+            infra("DevMachineTemplate", "dev-md-1-a"),
+            bootstrap("dev-md-1-b"),
+        );
+        let prunes = |md_action: Option<Action>| {
+            let mut v: Vec<Entry> = md_action
+                .map(|a| Entry::new(md.clone(), a, None))
+                .into_iter()
+                .collect();
+            v.extend(
+                [&mhc, &b, &t]
+                    .into_iter()
+                    .map(|o| Entry::new(o.clone(), Action::Prune, None)),
+            );
+            v
+        };
+        let actions = |v: Vec<(Action, String)>| v.into_iter().map(|(a, _)| a).collect::<Vec<_>>();
+        // Deleted now, then its finalizer waits for its MachineSets and their Machines.
+        assert_eq!(
+            actions(held(prunes(Some(Action::Prune)), &Progress::Done)),
+            vec![Action::Prune, Action::Prune, Action::Held, Action::Held]
+        );
+        let mut deleting = prunes(Some(Action::Deleting));
+        hold_prunes(&mut deleting, &Progress::Done);
+        assert!(
+            deleting[3]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("MachineDeployment/ns/dev-md-1 is being deleted"),
+            "{deleting:#?}"
+        );
+        // Gone: the templates go.
+        assert_eq!(
+            actions(held(prunes(None), &Progress::Done)),
+            vec![Action::Prune, Action::Prune, Action::Prune]
+        );
+    }
+
+    #[test]
+    fn every_prune_waits_while_a_change_is_held() {
+        let md = r("MachineDeployment", "dev-md-0", "", 1);
+        let got = held(
+            vec![
+                Entry::new(md, Action::Held, Some("waits for the control plane".into())),
+                Entry::new(of("v1", "ConfigMap", "dev-extra"), Action::Prune, None),
+                Entry::new(
+                    infra("DevMachineTemplate", "dev-md-0-old"),
+                    Action::Prune,
+                    None,
+                ),
+            ],
+            &Progress::Done,
+        );
+        assert_eq!(
+            got.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+            vec![Action::Held; 3]
         );
     }
 

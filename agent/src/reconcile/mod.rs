@@ -274,7 +274,8 @@ impl ClusterOutcome {
     /// (`now`: unix seconds). An upgrade held for a maintenance window is looked at when the
     /// window opens; one waiting for a stage, or for another cluster's wave or slot, after
     /// [`crate::plan::stages::RECHECK`] (the other cluster's phase change usually wakes it
-    /// sooner). `None`: nothing to wait for.
+    /// sooner), as one with held changes or prunes (old templates wait for the pass that finds
+    /// the rollout over). `None`: nothing to wait for.
     pub fn recheck_in(&self, now: i64) -> Option<std::time::Duration> {
         let opening = self.paced.as_ref().and_then(|h| h.until);
         match opening {
@@ -282,8 +283,15 @@ impl ClusterOutcome {
             Some(at) => Some(std::time::Duration::from_secs(
                 u64::try_from(at.saturating_sub(now)).unwrap_or(0) + 1,
             )),
-            None => (self.staged.waiting.is_some() || self.paced.is_some())
-                .then_some(crate::plan::stages::RECHECK),
+            None => {
+                let held = self
+                    .plan
+                    .entries
+                    .iter()
+                    .any(|e| e.action == plan::Action::Held);
+                (self.staged.waiting.is_some() || self.paced.is_some() || held)
+                    .then_some(crate::plan::stages::RECHECK)
+            }
         }
     }
 }
@@ -777,5 +785,17 @@ mod tests {
         }
         assert_eq!(outcome(true, None).recheck_in(now), Some(RECHECK));
         assert_eq!(outcome(false, None).recheck_in(now), None);
+        // Rolled out, an old template's prune held for the next pass: looked at again too.
+        let mut pruning = outcome(false, None);
+        pruning.plan.entries.push(crate::plan::Entry::new(
+            crate::plan::ObjectRef::of(&serde_json::json!({
+                "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                "kind": "KubeadmConfigTemplate",
+                "metadata": {"namespace": "ns", "name": "dev-md-0-old"}
+            })),
+            crate::plan::Action::Held,
+            None,
+        ));
+        assert_eq!(pruning.recheck_in(now), Some(RECHECK));
     }
 }

@@ -345,6 +345,24 @@ impl Pass<'_> {
             return Ok((done(empty, Phase::Failed, message), changed));
         }
 
+        // A kind the API server refuses to show the agent (RBAC): this cluster cannot be
+        // planned; the others go on.
+        let refused = desired(entry).into_iter().find_map(|(_, r)| {
+            self.live
+                .denied(&r.api_version, &r.kind)
+                .map(|why| (r.kind.clone(), r.api_version.clone(), why))
+        });
+        if let Some((kind, api_version, why)) = refused {
+            let why = format!(
+                "the agent may not read {kind} ({api_version}): {why}; grant it with `capstan install --allow` or take it out of the repository"
+            );
+            let message = self.refused_message(&last_applied, &why);
+            let changed = self
+                .not_applied(entry, prev, "Forbidden", &why, &message)
+                .await?;
+            return Ok((done(empty, Phase::Failed, message), changed));
+        }
+
         // The revision's identity: what the repository asks for, before the chain steps and
         // live-dependent wiring.
         let fp = fingerprint(&desired(entry));
@@ -402,6 +420,11 @@ impl Pass<'_> {
         let wave = self.wave_label(fleet, entry);
         let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
         staged.outline = crate::plan::stages::outline(&plan.entries, settings);
+        if self.opts.plan_only {
+            // Where the rollout would stand: this plan's rolling changes hold the old templates.
+            let rollout = self.rollout(&plan, &objects, &staged);
+            planner::hold_prunes(&mut plan.entries, &rollout);
+        }
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
             staged: Staged {
                 waiting,
@@ -472,7 +495,13 @@ impl Pass<'_> {
                 break;
             }
         }
+        // Where the stages stand now that this pass's changes are out: what decides which
+        // prunes wait, what the status says, what the stage timeout measures, when to look
+        // again.
+        let after = self.progress(entry, &plan, settings);
         if failure.is_none() {
+            let rollout = self.rollout(&plan, &objects, &after);
+            planner::hold_prunes(&mut plan.entries, &rollout);
             for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
                 match self.delete(&e.object).await {
                     Ok(terminating) => {
@@ -489,9 +518,6 @@ impl Pass<'_> {
             }
         }
         applied.complete = failure.is_none();
-        // Where the stages stand now that this pass's changes are out: what the status says,
-        // what the stage timeout measures, when to look again.
-        let after = self.progress(entry, &plan, settings);
         // How long the cluster has waited for its current stage.
         let waiting_for = after.waiting.as_ref().map(|(s, _)| s.name());
         let stage_since = match (waiting_for, prev) {
@@ -585,6 +611,25 @@ impl Pass<'_> {
                             conditions
                                 .insert(0, condition("Ready", "False", "Upgrading", &message));
                             (Phase::Upgrading, message, conditions)
+                        }
+                        // Rolled out, but prunes wait for a pass that sees it so (the
+                        // deletion that held them has just completed): not converged yet.
+                        None if phase == Phase::Ready
+                            && plan.entries.iter().any(|e| e.action == Action::Held) =>
+                        {
+                            let held: Vec<String> = plan
+                                .entries
+                                .iter()
+                                .filter(|e| e.action == Action::Held)
+                                .map(|e| e.object.subject())
+                                .collect();
+                            let message = format!(
+                                "rolled out at this revision; pruned by the next pass: {}",
+                                held.join(", ")
+                            );
+                            conditions.retain(|c| c.type_ != "Ready");
+                            conditions.insert(0, condition("Ready", "False", "Pruning", &message));
+                            (Phase::Progressing, message, conditions)
                         }
                         None => (phase, message, conditions),
                     }
@@ -825,6 +870,40 @@ impl Pass<'_> {
         objects: &[(&Rendered, ObjectRef)],
         deleting: &[&ObjectRef],
     ) -> (Phase, String, Vec<Condition>) {
+        let assessment = self.assessment(objects, deleting);
+        let applied = condition(
+            "Applied",
+            "True",
+            "Applied",
+            "every object of the cluster is applied",
+        );
+        let (phase, status) = if assessment.ready {
+            (Phase::Ready, "True")
+        } else {
+            (Phase::Progressing, "False")
+        };
+        let message = if assessment.ready {
+            assessment.message.clone()
+        } else {
+            format!("applied; waiting for Cluster API: {}", assessment.message)
+        };
+        (
+            phase,
+            message.clone(),
+            vec![
+                applied,
+                condition("Ready", status, assessment.reason, &message),
+            ],
+        )
+    }
+
+    /// [`health::assess`] of the live facts of the cluster's Cluster, control plane and
+    /// MachineDeployments; not ready while objects pruned before are still `deleting`.
+    pub(super) fn assessment(
+        &self,
+        objects: &[(&Rendered, ObjectRef)],
+        deleting: &[&ObjectRef],
+    ) -> health::Assessment {
         // (kind, `Kind/name`, facts, MachineSets) of the kinds health reads.
         type Facts<'r> = (&'r str, String, Option<LiveObject>, Vec<health::MachineSet>);
         let facts: Vec<Facts<'_>> = objects
@@ -864,7 +943,7 @@ impl Pass<'_> {
                 .map(|(_, o)| *o)
                 .collect()
         };
-        let assessment = match of_kind("Cluster").first() {
+        match of_kind("Cluster").first() {
             None => health::Assessment {
                 ready: false,
                 reason: "Progressing",
@@ -888,31 +967,7 @@ impl Pass<'_> {
                 of_kind("KubeadmControlPlane").first().copied(),
                 &of_kind("MachineDeployment"),
             ),
-        };
-        let applied = condition(
-            "Applied",
-            "True",
-            "Applied",
-            "every object of the cluster is applied",
-        );
-        let (phase, status) = if assessment.ready {
-            (Phase::Ready, "True")
-        } else {
-            (Phase::Progressing, "False")
-        };
-        let message = if assessment.ready {
-            assessment.message.clone()
-        } else {
-            format!("applied; waiting for Cluster API: {}", assessment.message)
-        };
-        (
-            phase,
-            message.clone(),
-            vec![
-                applied,
-                condition("Ready", status, assessment.reason, &message),
-            ],
-        )
+        }
     }
 
     /// Waits until the CRDs just applied are Established (their kinds are served).

@@ -224,19 +224,6 @@ impl Pass<'_> {
     /// (iii): the control-plane machine whose node holds kube-vip's Lease goes last — every other
     /// outdated control-plane machine is marked for deletion, which Cluster API honours first.
     async fn kube_vip_last(&self, kcp: &ObjectRef) -> Result<(), String> {
-        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-            Api::namespaced(self.client().clone(), KUBE_VIP_LEASE.0);
-        self.read();
-        let Some(lease) = leases
-            .get_opt(KUBE_VIP_LEASE.1)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(());
-        };
-        let Some(holder) = lease.spec.and_then(|s| s.holder_identity) else {
-            return Ok(());
-        };
         let machine = ObjectRef {
             api_version: "cluster.x-k8s.io/v1beta2".into(),
             kind: "Machine".into(),
@@ -246,24 +233,58 @@ impl Pass<'_> {
             generation: 0,
             fields: String::new(),
         };
-        let api = self.api_for(&machine).await?;
-        self.read();
-        let machines = api
-            .list(
-                &ListParams::default()
-                    .labels(&format!("cluster.x-k8s.io/control-plane-name={}", kcp.name)),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        for m in marked_for_deletion(&machines.items, &holder) {
-            let patch = json!({"metadata": {"annotations": {DELETE_MACHINE: ""}}});
-            api.patch(&m, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| format!("Machine/{}/{m}: {e}", kcp.namespace))?;
-            self.wrote();
-        }
-        Ok(())
+        let machines = self.api_for(&machine).await?;
+        mark_all_but_kube_vip_holder(
+            self.client(),
+            &machines,
+            &kcp.name,
+            &|| self.read(),
+            &|| self.wrote(),
+        )
+        .await
+        .map(|_| ())
     }
+}
+
+/// Marks for deletion every outdated machine of the control plane `kcp` (in `machines`'
+/// namespace) but the one whose node holds kube-vip's Lease, as the agent does before its
+/// management cluster's control plane rolls; the names marked. `read` and `wrote` are called
+/// per request. (A function of its own so that the RBAC test runs it as a ServiceAccount.)
+pub async fn mark_all_but_kube_vip_holder(
+    client: &kube::Client,
+    machines: &Api<DynamicObject>,
+    kcp: &str,
+    read: &(dyn Fn() + Sync),
+    wrote: &(dyn Fn() + Sync),
+) -> Result<Vec<String>, String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), KUBE_VIP_LEASE.0);
+    read();
+    let Some(lease) = leases
+        .get_opt(KUBE_VIP_LEASE.1)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(Vec::new());
+    };
+    let Some(holder) = lease.spec.and_then(|s| s.holder_identity) else {
+        return Ok(Vec::new());
+    };
+    read();
+    let listed = machines
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/control-plane-name={kcp}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let marked = marked_for_deletion(&listed.items, &holder);
+    for m in &marked {
+        let patch = json!({"metadata": {"annotations": {DELETE_MACHINE: ""}}});
+        machines
+            .patch(m, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("Machine/{m}: {e}"))?;
+        wrote();
+    }
+    Ok(marked)
 }
 
 /// The outdated control-plane machines to mark for deletion so that the one whose node is

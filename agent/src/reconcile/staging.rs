@@ -26,7 +26,7 @@ use super::pass::Pass;
 use crate::health::{MachineSet, Observed, Rollout};
 use crate::plan::chain::{self, Chain, minor_of};
 use crate::plan::impact::{Basis, Impact};
-use crate::plan::stages::{self, Settings, Staged};
+use crate::plan::stages::{self, Progress, Settings, Staged};
 use crate::plan::{Action, ObjectRef, Plan};
 use capstan_templates::spec::EKSA_GROUP;
 
@@ -344,9 +344,8 @@ impl Pass<'_> {
         stages::schedule(&entries, |r: &ObjectRef| snap.observed(r), settings)
     }
 
-    /// Holds, in `plan`, what waits for an earlier stage (and every prune while anything is
-    /// held: a held worker group still uses the templates a prune would delete). Returns the
-    /// stages.
+    /// Holds, in `plan`, what waits for an earlier stage. Returns the stages. (Prunes are held
+    /// once the pass knows where the rollout stands: [`crate::plan::planner::hold_prunes`].)
     pub(super) fn stage(
         &self,
         plan: &mut Plan,
@@ -369,17 +368,33 @@ impl Pass<'_> {
                 e.reason = Some(why.clone());
             }
         }
-        if plan.entries.iter().any(|e| e.action == Action::Held) {
-            for e in plan
-                .entries
-                .iter_mut()
-                .filter(|e| e.action == Action::Prune)
-            {
-                e.action = Action::Held;
-                e.reason = Some("pruned once every stage has rolled out".into());
-            }
-        }
         staged
+    }
+
+    /// Where the cluster's rollout stands ([`crate::plan::planner::hold_prunes`]): done when no
+    /// stage of `staged` waits and Cluster API reports the cluster rolled out at this revision,
+    /// with the objects pruned before and still deleting counted as not done.
+    pub(super) fn rollout(
+        &self,
+        plan: &Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        staged: &Staged,
+    ) -> Progress {
+        if let Some((stage, progress)) = &staged.waiting {
+            return Progress::Waiting(format!("the {stage} stage: {progress}"));
+        }
+        let deleting: Vec<&ObjectRef> = plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Deleting)
+            .map(|e| &e.object)
+            .collect();
+        let health = self.assessment(objects, &deleting);
+        if health.ready {
+            Progress::Done
+        } else {
+            Progress::Waiting(health.message)
+        }
     }
 }
 

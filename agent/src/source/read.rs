@@ -12,9 +12,10 @@
 //!   (`..` past the root, an absolute target), dangles, loops, or points at one of its own
 //!   ancestor directories becomes [`Entry::EscapingSymlink`] with its target as written;
 //! - a link into `.git` becomes [`Entry::GitSymlink`];
-//! - a directory over [`capstan_layout::tree::MAX_DIR_ENTRIES`] entries or below
-//!   [`capstan_layout::tree::MAX_DEPTH`] is not read ([`capstan_layout::tree::cuts`]): its
-//!   blobs are never loaded;
+//! - a directory over its entry limit ([`capstan_layout::tree::over_limit`]:
+//!   [`capstan_layout::tree::MAX_DIR_ENTRIES`], cluster directories of `workload-clusters/` up
+//!   to [`capstan_layout::tree::MAX_CLUSTER_DIRS`]) or below [`capstan_layout::tree::MAX_DEPTH`]
+//!   is not read ([`capstan_layout::tree::cuts`]): its blobs are never loaded;
 //! - submodules (gitlinks) are skipped: their content is not part of this repository, and so are
 //!   entries named `.git` (Git refuses to check them out; a crafted tree may hold them).
 

@@ -37,6 +37,23 @@ pub fn post_event(port: u16, event: &str, body: &str, signature: Option<&str>) -
         .unwrap_or(0)
 }
 
+/// A plain GET of `path` on `port`: the status code (0 when nothing answers).
+pub fn get(port: u16, path: &str) -> u16 {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return 0;
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    resp.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 pub fn uuidish() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);

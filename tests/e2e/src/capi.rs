@@ -486,12 +486,13 @@ pub fn machines_when_first_ready(
 /// themselves (the test bed runs one etcd; Kubernetes calls the value opaque for clients in
 /// general, which is why this lives in a test).
 #[derive(Default)]
-pub struct Timeline(Mutex<Vec<(u64, String)>>);
+pub struct Timeline(Mutex<Vec<(u64, String)>>, tokio::sync::Notify);
 
 impl Timeline {
     /// Records an event of the write at resource version `rv`.
     pub fn push(&self, rv: u64, what: String) {
         self.0.lock().unwrap().push((rv, what));
+        self.1.notify_waiters();
     }
 
     /// Every event so far, in write order.
@@ -504,6 +505,24 @@ impl Timeline {
     /// The position (in write order) of the first event starting with `prefix`.
     pub fn first(&self, prefix: &str) -> Option<usize> {
         self.events().iter().position(|e| e.starts_with(prefix))
+    }
+
+    /// Waits until a watch has delivered an event starting with `prefix` (a write the test
+    /// knows was made may reach the watch after the call that made it returned); panics with
+    /// the timeline after `timeout`.
+    pub async fn wait_for(&self, prefix: &str, timeout: Duration) {
+        let seen = async {
+            loop {
+                let next = self.1.notified();
+                if self.first(prefix).is_some() {
+                    return;
+                }
+                next.await;
+            }
+        };
+        if tokio::time::timeout(timeout, seen).await.is_err() {
+            panic!("no `{prefix}` within {timeout:?} in {:#?}", self.events());
+        }
     }
 }
 

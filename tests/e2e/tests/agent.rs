@@ -566,6 +566,79 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
     );
 }
 
+/// Suspension, as the agent's ServiceAccount: a suspended cluster keeps what it has — its change
+/// is not applied, a hand edit is not corrected, nothing is pruned — and says so in its status,
+/// while the other cluster still applies; resumed, the pending change goes out.
+#[tokio::test]
+async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
+    let repo = Repo::new("susp");
+    let cp = capstan_harness::shared().await;
+    repo.reconcile("r1").await;
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    let replicas = |name: &'static str| {
+        let md = md.clone();
+        async move { md.get(name).await.unwrap().data["spec"]["replicas"].clone() }
+    };
+    std::fs::write(
+        repo.dir("a-susp").join("suspend.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: Suspend\nreason: maintenance by hand\n",
+    )
+    .unwrap();
+    repo.edit("a-susp", "count: 2", "count: 4");
+    repo.edit(
+        "b-susp",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
+    // A hand edit of the suspended cluster's MachineDeployment stays as it is.
+    md.patch(
+        "a-susp-md-0",
+        &PatchParams::apply("someone").force(),
+        &Patch::Apply(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": "a-susp-md-0", "namespace": repo.ns},
+            "spec": {"replicas": 7}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let mark = cp.audit().mark();
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-susp");
+    assert_eq!(a.phase, Phase::Suspended, "{}", a.message);
+    assert!(a.message.contains("maintenance by hand"), "{}", a.message);
+    assert_eq!(replicas("a-susp-md-0").await, 7, "nothing applied to it");
+    assert_eq!(
+        replicas("b-susp-md-0").await,
+        3,
+        "the other cluster applies"
+    );
+    let st = status_of(cp, "a-susp").await.unwrap();
+    assert_eq!(st["status"]["phase"], "Suspended", "{st:#}");
+    assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
+    // From the API server: no write to the suspended cluster's objects.
+    let writes = writes_since(cp, mark, &repo).await;
+    assert!(
+        !writes.iter().any(|w| w.contains("a-susp")
+            && !w.contains("managedclusters")
+            && !w.contains("/events")),
+        "{writes:#?}"
+    );
+
+    // Resumed: the pending change is applied and the hand edit corrected.
+    std::fs::remove_file(repo.dir("a-susp").join("suspend.yaml")).unwrap();
+    let out = repo.reconcile("r3").await;
+    let a = outcome(&out, "a-susp");
+    assert_ne!(a.phase, Phase::Failed, "{}", a.message);
+    assert_ne!(a.phase, Phase::Suspended, "{}", a.message);
+    assert_eq!(replicas("a-susp-md-0").await, 4);
+    assert_eq!(
+        status_of(cp, "a-susp").await.unwrap()["status"]["lastAppliedRevision"],
+        "r3"
+    );
+}
+
 /// Hostile files in one cluster's directory, against the API server: a symlink out of the
 /// repository, then a Secret with data. That cluster fails with the path in its message, nothing
 /// of the revision is applied to it, and the other cluster's change still applies.
@@ -1276,7 +1349,51 @@ metadata:
     .unwrap();
     let fleet = repo.fleet();
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
-    let out = repo.reconcile("r1").await;
+    // These kinds are not capstan's: the agent's own rights (exactly `capstan install`'s) do
+    // not reach them, and the API server says so. Only the cluster that carries them fails
+    // (nothing of it applied); its workload clusters are applied all the same.
+    let opts = Options {
+        revision: "r1".into(),
+        management: Some(repo.mgmt.clone()),
+        ..Default::default()
+    };
+    let out = reconcile(
+        &capstan::install::testing::agent_client(cp).await,
+        &fleet,
+        &opts,
+    )
+    .await
+    .unwrap();
+    let mgmt = outcome(&out, &repo.mgmt);
+    assert_eq!(mgmt.phase, Phase::Failed, "{}", mgmt.message);
+    assert!(
+        mgmt.message.contains("forbidden")
+            && mgmt.message.contains("CustomResourceDefinition")
+            && mgmt.message.contains("capstan install --allow"),
+        "{}",
+        mgmt.message
+    );
+    let st = status_of(cp, &repo.mgmt).await.unwrap();
+    assert_eq!(
+        st["status"]["conditions"][0]["reason"], "Forbidden",
+        "{st:#}"
+    );
+    for c in ["a-crd", "b-crd"] {
+        let o = outcome(&out, c);
+        assert_ne!(o.phase, Phase::Failed, "{c}: {}", o.message);
+    }
+    let capi = list_names(cp, &repo.ns, &capi_clusters()).await;
+    assert!(
+        capi.contains(&"a-crd".to_string()) && capi.contains(&"b-crd".to_string()),
+        "{capi:?}"
+    );
+    assert!(
+        !capi.contains(&repo.mgmt),
+        "nothing of the refused cluster is applied: {capi:?}"
+    );
+    // With them granted (`capstan install --allow`), they are applied in order.
+    let allowed = capstan::install::testing::allowing_agent_client(cp).await;
+    let out = reconcile(&allowed, &fleet, &opts).await.unwrap();
     assert!(!out.has_failures(), "{:?}", outcome(&out, &repo.mgmt));
     let widget = Api::<DynamicObject>::namespaced_with(
         cp.client(),
@@ -1288,7 +1405,7 @@ metadata:
     .unwrap();
     assert_eq!(widget.data["spec"]["size"], 3);
     // Cluster-scoped objects carry no namespace, so their live copy is recognised next time.
-    let again = repo.reconcile("r1").await;
+    let again = reconcile(&allowed, &repo.fleet(), &opts).await.unwrap();
     let changed: Vec<String> = again
         .clusters
         .iter()

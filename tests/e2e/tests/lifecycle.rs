@@ -156,29 +156,85 @@ async fn create_scale_and_remove_a_worker_group() {
         ]),
         "{md1_objects:?}"
     );
+    // Cluster API made the Cluster the owner of the group's MachineDeployment and templates:
+    // prune goes by capstan's inventory and labels, whatever the owner references say.
+    let cluster_uid = kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        "w-scale",
+        "-n",
+        &repo.ns,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    for (kind, name) in md1_objects
+        .iter()
+        .filter(|(k, _)| k != "MachineHealthCheck")
+    {
+        let owners = kubectl(&[
+            "get",
+            &resource_of(kind),
+            name,
+            "-n",
+            &repo.ns,
+            "-o",
+            "jsonpath={range .metadata.ownerReferences[*]}{.apiVersion} {.kind} {.name} {.uid}{\"\\n\"}{end}",
+        ]);
+        assert!(
+            owners.lines().any(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                f.len() == 4
+                    && f[0].starts_with("cluster.x-k8s.io/")
+                    && f[1..] == ["Cluster", "w-scale", cluster_uid.as_str()]
+            }),
+            "{kind}/{name} is not owned by Cluster/w-scale: {owners:?}"
+        );
+    }
+    let old_md1: Vec<(String, String, String)> = of_role(&machines, "w-scale-md-1")
+        .iter()
+        .map(|m| (m.role.clone(), m.version.clone(), m.name.clone()))
+        .collect();
+    let tl = Arc::new(Timeline::default());
+    let watches = watch_machines_and_templates(cp, &repo.ns, &tl);
     repo.remove_group("w-scale", "md-1");
     let out = repo.converge(only).await;
-    let pruned: BTreeSet<(String, String)> = out.first().clusters[0]
-        .plan
-        .entries
-        .iter()
-        .filter(|e| e.action == Action::Prune)
-        .map(|e| (e.object.kind.clone(), e.object.name.clone()))
-        .collect();
+    let pruned_in = |p: &capstan::reconcile::Outcome| -> BTreeSet<(String, String)> {
+        p.clusters[0]
+            .plan
+            .entries
+            .iter()
+            .filter(|e| e.action == Action::Prune)
+            .map(|e| (e.object.kind.clone(), e.object.name.clone()))
+            .collect()
+    };
+    let pruned: BTreeSet<(String, String)> = out.passes.iter().flat_map(pruned_in).collect();
     assert_eq!(
         pruned,
         md1_objects.iter().cloned().collect(),
-        "the removed group's objects are pruned"
+        "the removed group's objects are pruned\n{}",
+        history(&out)
     );
+    // Its templates outlive its MachineDeployment: its MachineSet makes machines from them
+    // until its last Machine is gone.
+    let templates: Vec<(String, String)> = md1_objects
+        .iter()
+        .filter(|(k, _)| k.ends_with("Template"))
+        .cloned()
+        .collect();
+    assert!(
+        pruned_in(out.first())
+            .iter()
+            .all(|(k, _)| !k.ends_with("Template")),
+        "{}",
+        history(&out)
+    );
+    templates_deleted_after_machines(&tl, &templates, &old_md1).await;
+    for w in watches {
+        w.abort();
+    }
     for (kind, name) in &md1_objects {
-        let resource = match kind.as_str() {
-            "DevMachineTemplate" => "devmachinetemplates.infrastructure.cluster.x-k8s.io",
-            "KubeadmConfigTemplate" => "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
-            "MachineDeployment" => "machinedeployments.cluster.x-k8s.io",
-            _ => "machinehealthchecks.cluster.x-k8s.io",
-        };
         assert!(
-            !repo.names(resource).contains(name),
+            !repo.names(&resource_of(kind)).contains(name),
             "{kind}/{name} is still there"
         );
     }
@@ -193,6 +249,18 @@ async fn create_scale_and_remove_a_worker_group() {
         !inventory.to_string().contains("w-scale-md-1"),
         "the removed group's objects left the inventory: {inventory}"
     );
+}
+
+/// The kubectl resource of a kind a worker group renders.
+fn resource_of(kind: &str) -> String {
+    match kind {
+        "DevMachineTemplate" => "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+        "KubeadmConfigTemplate" => "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+        "MachineDeployment" => "machinedeployments.cluster.x-k8s.io",
+        "MachineHealthCheck" => "machinehealthchecks.cluster.x-k8s.io",
+        other => panic!("no resource for {other}"),
+    }
+    .to_string()
 }
 
 /// A `Kind`'s API resource in the test bed's versions.
@@ -279,6 +347,94 @@ fn watch_upgrade(
     ]
 }
 
+/// Watches the Machines and the machine and bootstrap templates of a namespace into one
+/// timeline: `machine <role> <version> <name>`, `template <Kind> <name>`, and `deleted …` when
+/// they go.
+fn watch_machines_and_templates(
+    cp: &capstan_harness::ControlPlane,
+    ns: &str,
+    tl: &Arc<Timeline>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut watches = vec![watch_objects(
+        cp,
+        ns,
+        kind("cluster.x-k8s.io", "v1beta2", "Machine"),
+        tl.clone(),
+        |v| {
+            let m = Machine::of(v);
+            format!("machine {} {} {}", m.role, m.version, m.name)
+        },
+    )];
+    watches.extend(watch_templates(cp, ns, tl));
+    watches
+}
+
+/// Watches the DevMachineTemplates and KubeadmConfigTemplates of a namespace into a timeline:
+/// `template <Kind> <name>`, `deleted template <Kind> <name>`.
+fn watch_templates(
+    cp: &capstan_harness::ControlPlane,
+    ns: &str,
+    tl: &Arc<Timeline>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    [
+        kind(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta2",
+            "DevMachineTemplate",
+        ),
+        kind(
+            "bootstrap.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmConfigTemplate",
+        ),
+    ]
+    .into_iter()
+    .map(|resource| {
+        watch_objects(cp, ns, resource, tl.clone(), |v| {
+            format!(
+                "template {} {}",
+                text(v, "/kind"),
+                text(v, "/metadata/name")
+            )
+        })
+    })
+    .collect()
+}
+
+/// Asserts, from the API server's write order, that each of `templates` (`(Kind, name)`) was
+/// deleted, and only after every one of `machines` (`(role, version, name)`) was.
+async fn templates_deleted_after_machines(
+    tl: &Timeline,
+    templates: &[(String, String)],
+    machines: &[(String, String, String)],
+) {
+    assert!(!templates.is_empty() && !machines.is_empty());
+    for (k, n) in templates {
+        tl.wait_for(
+            &format!("deleted template {k} {n}"),
+            Duration::from_secs(60),
+        )
+        .await;
+    }
+    let events = tl.events();
+    let at = |prefix: String| {
+        tl.first(&prefix)
+            .unwrap_or_else(|| panic!("no `{prefix}` in {events:#?}"))
+    };
+    let last_machine = machines
+        .iter()
+        .map(|(role, version, name)| at(format!("deleted machine {role} {version} {name}")))
+        .max()
+        .unwrap();
+    for (k, n) in templates {
+        let deleted = at(format!("deleted template {k} {n}"));
+        assert!(
+            deleted > last_machine,
+            "{k}/{n} was deleted before the last old Machine: {events:#?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     let cp = capstan_harness::shared_with_controllers().await;
@@ -298,8 +454,22 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     assert_eq!(before.len(), 3, "{before:?}");
     let old_version = before[0].version.clone();
 
+    let templates = |repo: &Repo, resource: &str| -> BTreeSet<String> {
+        repo.names(resource)
+            .into_iter()
+            .filter(|n| n.starts_with("w-bump-"))
+            .collect()
+    };
+    let (dmt, kct) = (
+        "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+        "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    );
+    let (dmt_before, kct_before) = (templates(&repo, dmt), templates(&repo, kct));
+    assert_eq!((dmt_before.len(), kct_before.len()), (3, 2));
+
     let tl = Arc::new(Timeline::default());
-    let watches = watch_upgrade(cp, &repo.ns, &tl);
+    let mut watches = watch_upgrade(cp, &repo.ns, &tl);
+    watches.extend(watch_templates(cp, &repo.ns, &tl));
     let at_ready = machines_when_first_ready(cp, &repo.ns, "w-bump", "r2");
     repo.edit(
         "w-bump",
@@ -403,6 +573,46 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
         "{mc:#?}"
     );
 
+    // The bump renamed every machine template (the node image is part of the in-memory
+    // template too, as of the docker one); the old ones, and the bootstrap templates the bump
+    // renamed, are gone from the API server and the inventory, deleted only after the last old
+    // Machine was: until then a remediation or a scale of an old MachineSet still reads them.
+    let (dmt_after, kct_after) = (templates(&repo, dmt), templates(&repo, kct));
+    assert_eq!(dmt_after.len(), 3, "{dmt_after:?}");
+    assert!(
+        dmt_after.is_disjoint(&dmt_before),
+        "{dmt_before:?} -> {dmt_after:?}"
+    );
+    assert_eq!(kct_after.len(), 2, "{kct_after:?}");
+    let old: Vec<(String, String)> = dmt_before
+        .iter()
+        .map(|n| ("DevMachineTemplate".to_string(), n.clone()))
+        .chain(
+            kct_before
+                .difference(&kct_after)
+                .map(|n| ("KubeadmConfigTemplate".to_string(), n.clone())),
+        )
+        .collect();
+    let inventory = managed_cluster("w-bump").unwrap()["status"]["inventory"].to_string();
+    for (_, n) in &old {
+        assert!(!inventory.contains(n.as_str()), "{n} left in {inventory}");
+    }
+    let old_machines: Vec<(String, String, String)> = before
+        .iter()
+        .map(|m| (m.role.clone(), m.version.clone(), m.name.clone()))
+        .collect();
+    templates_deleted_after_machines(&tl, &old, &old_machines).await;
+    let pruned_in_first = out.first().clusters[0]
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Prune)
+        .count();
+    assert_eq!(
+        pruned_in_first, 0,
+        "nothing is pruned while the upgrade starts"
+    );
+
     // A template change of md-0 and a scale of md-1 together: md-0 rolls, md-1's scale goes at
     // once (a scale rolls nothing and waits for nothing).
     let rolled_md0 = of_role(&repo.machines("w-bump"), "w-bump-md-0")[0]
@@ -459,8 +669,11 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
     repo.converge(only).await;
     let before = repo.machines("w-tmpl");
     let templates_before = repo.names("kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io");
+    let tl = Arc::new(Timeline::default());
+    let watches = watch_machines_and_templates(cp, &repo.ns, &tl);
 
-    // New node labels for md-0: a new KubeadmConfigTemplate, md-0 rolls, nothing else does.
+    // New node labels for md-0: a new KubeadmConfigTemplate, md-0 rolls, nothing else does; the
+    // old template is held (its MachineSet still makes machines from it) until md-0 has rolled.
     repo.edit(
         "w-tmpl",
         "- name: \"md-0\"\n      count: 1\n",
@@ -478,7 +691,7 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
         ("create", "KubeadmConfigTemplate"),
         ("update", "MachineDeployment"),
         ("update", "Cluster"), // the EKS-A Cluster object
-        ("prune", "KubeadmConfigTemplate"),
+        ("held", "KubeadmConfigTemplate"),
     ]
     .into_iter()
     .map(|(a, k)| (a.to_string(), k.to_string()))
@@ -512,6 +725,38 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
     assert!(removed[0].starts_with("w-tmpl-md-0-") && added[0].starts_with("w-tmpl-md-0-"));
     let inventory = managed_cluster("w-tmpl").unwrap()["status"]["inventory"].to_string();
     assert!(!inventory.contains(removed[0].as_str()) && inventory.contains(added[0].as_str()));
+    let pruned_by: Vec<usize> = out
+        .passes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            p.clusters[0]
+                .plan
+                .entries
+                .iter()
+                .any(|e| e.action == Action::Prune && e.object.name == *removed[0])
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        pruned_by.len() == 1 && pruned_by[0] > 0,
+        "pruned by a later pass than the one that applied the change, once: {pruned_by:?}\n{}",
+        history(&out)
+    );
+    // From the API server's write order: deleted only after md-0's last old Machine was.
+    let old_md0: Vec<(String, String, String)> = of_role(&before, "w-tmpl-md-0")
+        .iter()
+        .map(|m| (m.role.clone(), m.version.clone(), m.name.clone()))
+        .collect();
+    templates_deleted_after_machines(
+        &tl,
+        &[("KubeadmConfigTemplate".into(), removed[0].clone())],
+        &old_md0,
+    )
+    .await;
+    for w in watches {
+        w.abort();
+    }
 
     // MachineHealthCheck remediation: md-1's machine is marked unhealthy, Cluster API replaces
     // it; capstan, reconciling the same revision meanwhile, changes none of its objects.

@@ -9,21 +9,27 @@
 //! rule's resource (read from the audit log), and the scenario fails saying "forbidden" (the
 //! Event excepted: a pass records events on a best-effort basis, so there the 403 in the audit
 //! log is the failure). The same is done verb by verb for the main Cluster API rule.
+//!
+//! The rules only a management cluster's upgrade of itself needs get a scenario of their own
+//! (the whole upgrade, against the real Cluster API controllers, is `self_upgrade.rs`, also run
+//! as the agent's ServiceAccount): the backup written before it, which must skip no kind of the
+//! test bed's upstream CRDs (all of Cluster API, CAPD, CAPV, CAAPH, etcdadm and EKS Anywhere),
+//! and kube-vip's ordering on a control plane of two outdated machines (a stand-in Lease names
+//! the holder's node, as kube-vip would). Without a backup rule, exactly that rule's kinds are
+//! skipped and refused with `403`; without the Lease or Machine rule, the ordering fails with a
+//! `403` on it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use capstan::install::rbac::{self, Rule, Scope};
+use capstan::install::rbac::{self, Rule};
 use capstan::reconcile::{Agent, Options};
 use capstan::status::{NAMESPACE, Phase};
 use capstan_e2e::FleetDir;
 use capstan_harness::ControlPlane;
 use capstan_layout::scaffold::ClusterRequest;
 use futures::StreamExt;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
@@ -72,71 +78,11 @@ fn user(sa: &str) -> String {
 /// authorizer grants what they grant.
 async fn account(cp: &ControlPlane, sa: &str, rules: &[Rule]) -> kube::Client {
     let admin = cp.client();
-    let of = |scope| -> Vec<serde_json::Value> {
-        rules
-            .iter()
-            .filter(|r| r.scope == scope)
-            .map(Rule::to_value)
-            .collect()
-    };
-    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]);
-    let rbac_v1 = "rbac.authorization.k8s.io/v1";
-    let objects = [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": NAMESPACE}}),
-        json!({"apiVersion": rbac_v1, "kind": "ClusterRole", "metadata": {"name": sa}, "rules": of(Scope::Cluster)}),
-        json!({"apiVersion": rbac_v1, "kind": "ClusterRoleBinding", "metadata": {"name": sa},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa}, "subjects": subject}),
-        json!({"apiVersion": rbac_v1, "kind": "Role", "metadata": {"name": sa, "namespace": NAMESPACE}, "rules": of(Scope::System)}),
-        json!({"apiVersion": rbac_v1, "kind": "RoleBinding", "metadata": {"name": sa, "namespace": NAMESPACE},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa}, "subjects": subject}),
-    ];
-    let resolver = capstan::k8s::Resolver::new(admin.clone()).await.unwrap();
-    for o in &objects {
-        capstan::k8s::apply::apply_as(&admin, &resolver, o, "capstan-test", false)
-            .await
-            .unwrap();
-    }
-    // The authorizer learns of new bindings from its informers: wait until it grants them.
-    let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
-    for r in rules {
-        let (resource, subresource) = r.resources[0]
-            .split_once('/')
-            .map(|(a, b)| (a.to_string(), Some(b.to_string())))
-            .unwrap_or((r.resources[0].clone(), None));
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user(sa)),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    "system:authenticated".into(),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(r.group.clone()),
-                    resource: Some(resource),
-                    subresource,
-                    verb: Some(r.verbs[0].clone()),
-                    namespace: (r.scope == Scope::System).then(|| NAMESPACE.to_string()),
-                    name: r.resource_names.first().cloned(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let mut tries = 0;
-        loop {
-            let answer = reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .unwrap();
-            if answer.status.is_some_and(|s| s.allowed) {
-                break;
-            }
-            tries += 1;
-            assert!(tries < 200, "{sa} never granted {r:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
+    let objects = capstan::install::manifests::rbac_named(sa, rules);
+    capstan::install::apply(&admin, &objects, Duration::from_secs(30))
+        .await
+        .unwrap();
+    capstan::install::testing::granted(&admin, sa, rules).await;
     cp.service_account_client(NAMESPACE, sa).await.unwrap()
 }
 
@@ -245,8 +191,229 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
     Ok(())
 }
 
+/// The node whose machine holds kube-vip's address (the stand-in Lease names it).
+const HOLDER: &str = "node-holder";
+
+fn machine_resource() -> ApiResource {
+    ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "Machine".into(),
+        plural: "machines".into(),
+    }
+}
+
+/// kube-vip's part: the Lease of the control plane's address names [`HOLDER`].
+async fn kube_vip_lease(cp: &ControlPlane) {
+    let (ns, name) = capstan::reconcile::self_upgrade::KUBE_VIP_LEASE;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(cp.client(), ns);
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"holderIdentity": HOLDER, "leaseDurationSeconds": 15}});
+    leases
+        .patch(
+            name,
+            &PatchParams::apply("kube-vip-stand-in"),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .unwrap();
+}
+
+/// A control plane `kcp` in `ns` of two outdated machines, `<kcp>-holder` on [`HOLDER`]'s node
+/// and `<kcp>-other` (what Cluster API's controllers would have written, status included).
+async fn outdated_control_plane(cp: &ControlPlane, ns: &str, kcp: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cp.client());
+    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    namespaces
+        .patch(ns, &PatchParams::apply("capstan-test"), &Patch::Apply(&obj))
+        .await
+        .unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns, &machine_resource());
+    for (suffix, node) in [("holder", HOLDER), ("other", "node-other")] {
+        let name = format!("{kcp}-{suffix}");
+        let m = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "namespace": ns,
+                "labels": {"cluster.x-k8s.io/control-plane-name": kcp, "cluster.x-k8s.io/cluster-name": kcp}},
+            "spec": {"clusterName": kcp, "bootstrap": {"dataSecretName": format!("{name}-data")},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}}});
+        let pp = PatchParams::apply("capi-stand-in");
+        api.patch(&name, &pp, &Patch::Apply(&m)).await.unwrap();
+        let status = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "status": {"nodeRef": {"name": node}, "conditions": [{"type": "UpToDate", "status": "False",
+                "reason": "NotUpToDate", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}});
+        api.patch_status(&name, &pp, &Patch::Apply(&status))
+            .await
+            .unwrap();
+    }
+}
+
+/// What a management cluster's upgrade of itself does besides the scenario, as `client`: the
+/// backup (the kinds it skipped, and the `Kind.group`s it holds), then kube-vip's ordering on a
+/// control plane of its own (the machines marked).
+async fn self_upgrade_scenario(
+    cp: &ControlPlane,
+    client: kube::Client,
+    tag: &str,
+) -> (Backup, Result<Vec<String>, String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let backup = capstan::backup::write(&client, dir.path(), tag)
+        .await
+        .unwrap_or_else(|e| panic!("{tag}: backup: {e}"));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(backup.dir.join("manifest.json")).unwrap()).unwrap();
+    let kinds = manifest["kinds"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let ns = format!("t-{tag}");
+    outdated_control_plane(cp, &ns, tag).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &machine_resource());
+    let marked = capstan::reconcile::self_upgrade::mark_all_but_kube_vip_holder(
+        &client,
+        &api,
+        tag,
+        &|| {},
+        &|| {},
+    )
+    .await;
+    ((backup.skipped, kinds), marked)
+}
+
+/// A backup's skipped kinds (`resource.group`) and the kinds it holds (`Kind.group`).
+type Backup = (Vec<String>, std::collections::BTreeSet<String>);
+
+/// Runs the self-upgrade scenario as `sa` with `rules`: its result and the requests refused.
+async fn run_self_upgrade(
+    cp: &ControlPlane,
+    sa: String,
+    rules: Vec<Rule>,
+) -> (Backup, Result<Vec<String>, String>, Refused) {
+    let client = account(cp, &sa, &rules).await;
+    let (backup, marked) = self_upgrade_scenario(cp, client, &sa).await;
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    (backup, marked, refused(cp, &sa))
+}
+
+/// Requests refused: `(verb, group, resource[/subresource])`.
+type Refused = Vec<(String, String, String)>;
+
+/// Whether `denied` holds a request for what `missing` grants.
+fn refused_for<'a>(denied: &'a Refused, missing: &Rule) -> Option<&'a (String, String, String)> {
+    denied.iter().find(|(verb, group, resource)| {
+        // A server-side apply that creates is a `patch` request the server also authorises as
+        // `create`.
+        let as_verb = |v: &str| missing.verbs.iter().any(|m| m == v);
+        group == &missing.group
+            && missing.resources.contains(resource)
+            && (as_verb(verb) || (verb == "patch" && as_verb("create")))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_self_upgrade_rule_is_needed_and_together_they_suffice() {
+    let cp = capstan_harness::shared().await;
+    capstan::install::install_crd(&cp.client()).await.unwrap();
+    kube_vip_lease(cp).await;
+    let all = rbac::rules();
+
+    // With every rule: a backup of every kind the test bed serves, and the holder goes last.
+    let ((skipped, kinds), marked, denied) =
+        run_self_upgrade(cp, "rbac-su-all".into(), all.clone()).await;
+    assert!(skipped.is_empty(), "the backup skipped {skipped:?}");
+    // Every kind of the backed-up groups the server has a CRD for, whatever version serves it.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(cp.client());
+    let served: std::collections::BTreeSet<String> = crds
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|c| capstan::backup::backed_up_group(&c.spec.group))
+        .map(|c| format!("{}.{}", c.spec.names.kind, c.spec.group))
+        .collect();
+    assert!(served.len() >= 60, "{served:?}");
+    let missing: Vec<&String> = served.difference(&kinds).collect();
+    assert!(missing.is_empty(), "not in the backup: {missing:?}");
+    assert_eq!(marked, Ok(vec!["rbac-su-all-other".to_string()]));
+    assert!(denied.is_empty(), "with every rule, refused: {denied:?}");
+    let other =
+        Api::<DynamicObject>::namespaced_with(cp.client(), "t-rbac-su-all", &machine_resource())
+            .get("rbac-su-all-other")
+            .await
+            .unwrap();
+    assert!(
+        other
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(capstan::reconcile::self_upgrade::DELETE_MACHINE),
+        "the marked machine carries the deletion mark"
+    );
+
+    let cases: Vec<(String, Vec<Rule>, Rule)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.self_upgrade)
+        .map(|(i, rule)| {
+            let mut rules = all.clone();
+            rules.remove(i);
+            (format!("rbac-su{i}"), rules, rule.clone())
+        })
+        .collect();
+    assert!(cases.len() >= 10, "{cases:?}");
+    let results: Vec<_> = futures::stream::iter(
+        cases
+            .iter()
+            .map(|(sa, rules, _)| run_self_upgrade(cp, sa.clone(), rules.clone())),
+    )
+    .buffered(4)
+    .collect()
+    .await;
+    let mut report = Vec::new();
+    for ((sa, _, missing), ((skipped, _), marked, denied)) in cases.iter().zip(results) {
+        let Some((verb, _, resource)) = refused_for(&denied, missing) else {
+            panic!(
+                "{sa}: without {missing:?} nothing was refused for it (skipped {skipped:?}, marked {marked:?}, refused {denied:?})"
+            );
+        };
+        let outcome = if missing.verbs == ["list"] && missing.resource_names.is_empty() {
+            // A backup rule: exactly its kinds are left out (and the machines of the ordering
+            // cannot be listed without the Machine one).
+            let mut want: Vec<String> = missing
+                .resources
+                .iter()
+                .map(|r| format!("{r}.{}", missing.group))
+                .collect();
+            let mut got = skipped.clone();
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "{sa}: without {}", missing.subject());
+            format!("backup skipped {}", got.join(", "))
+        } else {
+            assert!(skipped.is_empty(), "{sa}: the backup skipped {skipped:?}");
+            let e = marked.expect_err(sa);
+            assert!(e.contains("forbidden"), "{sa}: {e}");
+            e.chars().take(100).collect()
+        };
+        report.push(format!(
+            "{:<60} {:<12} -> 403 on {verb} {resource}: {outcome}",
+            format!("{} {}", missing.subject(), missing.verbs.join(",")),
+            sa,
+        ));
+    }
+    println!("{}", report.join("\n"));
+}
+
 /// Requests of `sa` the API server refused (`verb resource[/subresource]`).
-fn refused(cp: &ControlPlane, sa: &str) -> Vec<(String, String, String)> {
+fn refused(cp: &ControlPlane, sa: &str) -> Refused {
     cp.audit()
         .events()
         .unwrap()
@@ -268,7 +435,7 @@ async fn run(
     cp: &ControlPlane,
     sa: String,
     rules: Vec<Rule>,
-) -> (String, Result<(), String>, Vec<(String, String, String)>) {
+) -> (String, Result<(), String>, Refused) {
     let client = account(cp, &sa, &rules).await;
     let result = scenario(cp, client, &sa).await;
     cp.audit()
@@ -291,8 +458,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
 
     // Each rule removed in turn (and each verb of the main Cluster API rule).
     let mut cases: Vec<(String, Vec<Rule>, Rule)> = Vec::new();
-    // (The rules a management cluster's upgrade of itself needs are proven by
-    // tests/e2e/tests/self_upgrade.rs, which runs as the agent's ServiceAccount.)
+    // (The rules a management cluster's upgrade of itself needs: the next test.)
     for (i, rule) in all.iter().enumerate().filter(|(_, r)| !r.self_upgrade) {
         let mut rules = all.clone();
         rules.remove(i);
@@ -315,15 +481,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
     .await;
     let mut report = Vec::new();
     for ((_, _, missing), (sa, result, denied)) in cases.iter().zip(results) {
-        let hit = denied.iter().find(|(verb, group, resource)| {
-            // A server-side apply that creates is a `patch` request the server also authorises
-            // as `create`.
-            let as_verb = |v: &str| missing.verbs.iter().any(|m| m == v);
-            group == &missing.group
-                && missing.resources.contains(resource)
-                && (as_verb(verb) || (verb == "patch" && as_verb("create")))
-        });
-        let Some((verb, _, resource)) = hit else {
+        let Some((verb, _, resource)) = refused_for(&denied, missing) else {
             panic!(
                 "{sa}: without {missing:?} nothing was refused for it (result {result:?}, refused {denied:?})"
             );

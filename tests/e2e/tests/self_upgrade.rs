@@ -82,8 +82,9 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         &[("w-self", json!([{"name": "md-0", "count": 1}]))],
         |w| w.kubernetes_version = Some("1.32".into()),
     );
-    // The agent runs as its ServiceAccount with exactly `capstan install`'s rules: the backup,
-    // the pause and kube-vip's ordering need nothing more.
+    // The agent runs as its ServiceAccount with exactly `capstan install`'s rules (no `--allow`):
+    // the backup (which skips no kind, below), the pause and kube-vip's ordering need nothing
+    // more.
     let agent = capstan::install::testing::agent_client(&cp).await;
     repo.client = Some(agent.clone());
     repo.backup_dir = Some(backups.path().to_path_buf());
@@ -164,6 +165,16 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     let backup = st["backup"].as_str().unwrap().to_string();
     assert!(backup.starts_with(backups.path().to_str().unwrap()), "{st}");
     let backed_up = capstan::backup::read(std::path::Path::new(&backup)).unwrap();
+    // Every kind of every backed-up group the API server serves was listed: none refused.
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(std::path::Path::new(&backup).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["skipped"], json!([]), "{manifest}");
+    assert!(
+        manifest["kinds"].as_object().unwrap().len() >= 60,
+        "{manifest}"
+    );
     let kinds: BTreeSet<String> = backed_up
         .iter()
         .map(|o| o["kind"].as_str().unwrap().to_string())

@@ -25,6 +25,15 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+/// The reason of a ManagedCluster's Ready condition ("" without one).
+fn ready_reason(v: &Value) -> String {
+    v["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| text(c, "/reason"))
+        .unwrap_or_default()
+}
+
 fn text(v: &Value, p: &str) -> String {
     match v.pointer(p) {
         Some(Value::String(s)) => s.clone(),
@@ -774,11 +783,7 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
             ar("capstan.dev", "v1alpha1", "ManagedCluster"),
             tl.clone(),
             |v| {
-                let ready = v["status"]["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                    .map(|c| text(c, "/reason"))
-                    .unwrap_or_default();
+                let ready = ready_reason(v);
                 format!(
                     "mc {} phase={} reason={ready} revision={}",
                     text(v, "/metadata/name"),
@@ -1025,11 +1030,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
             ar("capstan.dev", "v1alpha1", "ManagedCluster"),
             tl.clone(),
             |v| {
-                let reason = v["status"]["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                    .map(|c| text(c, "/reason"))
-                    .unwrap_or_default();
+                let reason = ready_reason(v);
                 format!(
                     "mc {} phase={} reason={reason}",
                     text(v, "/metadata/name"),
