@@ -190,6 +190,12 @@ async fn writes_since(cp: &ControlPlane, mark: AuditMark, repo: &Repo) -> Vec<St
         .collect()
 }
 
+/// A MachineDeployment's `spec.replicas`, from the API server.
+async fn replicas(cp: &ControlPlane, ns: &str, name: &str) -> Value {
+    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns, &machine_deployments());
+    md.get(name).await.unwrap().data["spec"]["replicas"].clone()
+}
+
 async fn status_of(cp: &ControlPlane, cluster: &str) -> Option<Value> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
@@ -576,10 +582,6 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     repo.reconcile("r1").await;
     let md: Api<DynamicObject> =
         Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
-    let replicas = |name: &'static str| {
-        let md = md.clone();
-        async move { md.get(name).await.unwrap().data["spec"]["replicas"].clone() }
-    };
     std::fs::write(
         repo.dir("a-susp").join("suspend.yaml"),
         "apiVersion: capstan.dev/v1alpha1\nkind: Suspend\nreason: maintenance by hand\n",
@@ -608,9 +610,13 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     let a = outcome(&out, "a-susp");
     assert_eq!(a.phase, Phase::Suspended, "{}", a.message);
     assert!(a.message.contains("maintenance by hand"), "{}", a.message);
-    assert_eq!(replicas("a-susp-md-0").await, 7, "nothing applied to it");
     assert_eq!(
-        replicas("b-susp-md-0").await,
+        replicas(cp, &repo.ns, "a-susp-md-0").await,
+        7,
+        "nothing applied to it"
+    );
+    assert_eq!(
+        replicas(cp, &repo.ns, "b-susp-md-0").await,
         3,
         "the other cluster applies"
     );
@@ -632,7 +638,7 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     let a = outcome(&out, "a-susp");
     assert_ne!(a.phase, Phase::Failed, "{}", a.message);
     assert_ne!(a.phase, Phase::Suspended, "{}", a.message);
-    assert_eq!(replicas("a-susp-md-0").await, 4);
+    assert_eq!(replicas(cp, &repo.ns, "a-susp-md-0").await, 4);
     assert_eq!(
         status_of(cp, "a-susp").await.unwrap()["status"]["lastAppliedRevision"],
         "r3"
@@ -647,12 +653,6 @@ async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_stil
     let repo = Repo::new("hostile");
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
-    let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
-    let replicas = |name: &'static str| {
-        let md = md.clone();
-        async move { md.get(name).await.unwrap().data["spec"]["replicas"].clone() }
-    };
     let link = repo.dir("a-hostile").join("passwd.yaml");
     let secret = repo.dir("a-hostile").join("credentials.yaml");
     let mut b_count = 1;
@@ -688,8 +688,16 @@ async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_stil
         );
         let st = status_of(cp, "a-hostile").await.unwrap();
         assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
-        assert_eq!(replicas("a-hostile-md-0").await, 2, "{revision}");
-        assert_eq!(replicas("b-hostile-md-0").await, b_count, "{revision}");
+        assert_eq!(
+            replicas(cp, &repo.ns, "a-hostile-md-0").await,
+            2,
+            "{revision}"
+        );
+        assert_eq!(
+            replicas(cp, &repo.ns, "b-hostile-md-0").await,
+            b_count,
+            "{revision}"
+        );
         assert_eq!(
             status_of(cp, "b-hostile").await.unwrap()["status"]["lastAppliedRevision"],
             revision
