@@ -347,10 +347,10 @@ impl Pass<'_> {
 
         // A kind the API server refuses to show the agent (RBAC): this cluster cannot be
         // planned; the others go on.
-        let refused = desired(entry).into_iter().find_map(|(_, r)| {
+        let refused = entry.objects.iter().flatten().find_map(|o| {
             self.live
-                .denied(&r.api_version, &r.kind)
-                .map(|why| (r.kind.clone(), r.api_version.clone(), why))
+                .denied(o.api_version(), o.kind())
+                .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
         });
         if let Some((kind, api_version, why)) = refused {
             let why = format!(
