@@ -429,6 +429,9 @@ pub async fn run_with(
                 // A new revision, or an edit or push someone made on purpose, cuts a failing
                 // cluster's backoff short; a poll that finds the same commit does not.
                 let mut urgent = false;
+                // The clusters this revision changed: reconciled ahead of those it only asks to
+                // confirm (none on the first load, when there is nothing to compare with).
+                let mut changed: BTreeSet<String> = BTreeSet::new();
                 if reload {
                     let Some((fleet, revision)) =
                         load(&cfg.repo, &mut source, &mut fetcher, &mut renders, &metrics).await?
@@ -441,6 +444,13 @@ pub async fn run_with(
                     metrics.inc_revision(why);
                     urgent = why != Cause::Poll
                         || current.as_ref().is_none_or(|c| c.revision != revision);
+                    if let Some(before) = current.as_ref() {
+                        changed = fleet
+                            .changed_since(&before.fleet)
+                            .into_iter()
+                            .map(str::to_string)
+                            .collect();
+                    }
                     current = Some(Current {
                         fleet: Arc::new(fleet),
                         revision,
@@ -495,7 +505,11 @@ pub async fn run_with(
                         continue;
                     }
                     let after = (kind == Kind::Workload).then_some(mgmt.as_str());
-                    queue.enqueue(name, after, urgent, now);
+                    if changed.contains(name) {
+                        queue.enqueue_first(name, after, now);
+                    } else {
+                        queue.enqueue(name, after, urgent, now);
+                    }
                 }
                 phases.retain(|n, _| {
                     let keep = names.contains(n.as_str());
@@ -509,7 +523,7 @@ pub async fn run_with(
                 // nothing queued or running knows the daemon is idle.
                 metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
                 received(&metrics, &batch);
-                info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), queued = queue.queued(), running = queue.running(), elapsed_ms = started.elapsed().as_millis() as u64, "queued");
+                info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), changed = changed.len(), queued = queue.queued(), running = queue.running(), elapsed_ms = started.elapsed().as_millis() as u64, "queued");
                 cur.scope = Some(scope);
             }
         }

@@ -1,10 +1,12 @@
 //! The daemon's work queue: clusters reconciled independently, each at its own pace.
 //!
 //! ```text
-//! new revision ──────────▶ enqueue(every cluster; workloads after their management cluster)
+//! new revision ──────────▶ enqueue(every cluster; workloads after their management cluster;
+//!                           the clusters the revision changed first)
 //! watch: cluster X changed ─▶ enqueue(X)            (already queued: one entry; running: once more after)
 //!                                  │
-//!                  take_ready(now) ─▶ up to `cap` clusters at once, oldest first, never one twice
+//!                  take_ready(now) ─▶ up to `cap` clusters at once, changed ones first, then
+//!                                     oldest first, never one twice
 //!                                  │
 //!           finish(X, ok) ─▶ failed: back in the queue after 2 s, 4 s, 8 s … 5 min (±20 % jitter)
 //!                            ok: its backoff forgotten; the next trigger runs it at once
@@ -16,6 +18,11 @@
 //! cluster that keeps failing is retried as often as anything triggers. Here a cluster that
 //! waits is simply not in the queue (its watch events bring it back), a failing one backs off
 //! alone, and `cap` bounds how many talk to the API server at once.
+//!
+//! A new revision queues every cluster (each records the revision it was reconciled at), but
+//! the clusters whose desired state it changed go ahead of the rest: with ten thousand clusters
+//! re-confirmed in trigger order, the one a push changed could wait behind hundreds of no-op
+//! plans. The others still follow, so a cluster's drift is never left for long.
 //!
 //! A trigger never shortens a failed cluster's backoff unless it is `urgent` (a new revision:
 //! the fix may be in it), so a controller that keeps rewriting what capstan applies cannot make
@@ -49,6 +56,16 @@ struct Queued {
     retry: bool,
     /// Queued by [`Queue::recheck`]: any trigger brings it forward, and it holds back no one.
     recheck: bool,
+    /// Queued by [`Queue::enqueue_first`]: goes ahead of every entry that is not.
+    first: bool,
+}
+
+/// A running key's next run, asked for while it ran.
+#[derive(Debug, Clone, Default)]
+struct Again {
+    after: Option<String>,
+    urgent: bool,
+    first: bool,
 }
 
 /// What became of a finished run.
@@ -67,8 +84,8 @@ pub enum Finished {
 pub struct Queue {
     cap: usize,
     queued: BTreeMap<String, Queued>,
-    /// Running keys, and whether they were triggered again meanwhile (with `after`, `urgent`).
-    running: BTreeMap<String, Option<(Option<String>, bool)>>,
+    /// Running keys, and whether they were triggered again meanwhile.
+    running: BTreeMap<String, Option<Again>>,
     failures: BTreeMap<String, u32>,
     seq: u64,
 }
@@ -85,10 +102,25 @@ impl Queue {
     /// Asks for `key` to be reconciled, after `after` (its management cluster) when that is
     /// queued or running. `urgent` (a new revision) also cuts a failure backoff short.
     pub fn enqueue(&mut self, key: &str, after: Option<&str>, urgent: bool, now: Instant) {
+        self.ask(key, after, urgent, false, now);
+    }
+
+    /// [`Queue::enqueue`] for a cluster whose desired state a new revision changed (urgent): it
+    /// goes ahead of every cluster that is only queued to be confirmed, even those queued
+    /// earlier, and, if it is running, its next run does.
+    pub fn enqueue_first(&mut self, key: &str, after: Option<&str>, now: Instant) {
+        self.ask(key, after, true, true, now);
+    }
+
+    fn ask(&mut self, key: &str, after: Option<&str>, urgent: bool, first: bool, now: Instant) {
         let after = after.filter(|a| *a != key).map(str::to_string);
         if let Some(again) = self.running.get_mut(key) {
-            let was_urgent = again.as_ref().is_some_and(|(_, u)| *u);
-            *again = Some((after, urgent || was_urgent));
+            let was = again.take().unwrap_or_default();
+            *again = Some(Again {
+                after,
+                urgent: urgent || was.urgent,
+                first: first || was.first,
+            });
             return;
         }
         self.seq += 1;
@@ -100,6 +132,7 @@ impl Queue {
                     q.retry = false;
                     q.recheck = false;
                 }
+                q.first |= first;
                 q.after = after.or(q.after.take());
             }
             None => {
@@ -111,6 +144,7 @@ impl Queue {
                         after,
                         retry: false,
                         recheck: false,
+                        first,
                     },
                 );
             }
@@ -124,19 +158,26 @@ impl Queue {
         })
     }
 
-    /// The clusters to start now: due, not blocked, oldest trigger first, as many as the cap
-    /// leaves room for. They count as running until [`Queue::finish`].
+    /// The clusters to start now: due, not blocked, changed ones first, then oldest trigger
+    /// first, as many as the cap leaves room for. They count as running until [`Queue::finish`].
     pub fn take_ready(&mut self, now: Instant) -> Vec<String> {
         let room = self.cap.saturating_sub(self.running.len());
-        let mut ready: Vec<(u64, String)> = self
+        if room == 0 {
+            return Vec::new();
+        }
+        let mut ready: Vec<(bool, u64, &String)> = self
             .queued
             .iter()
             .filter(|(_, q)| q.due <= now && !self.blocked(q))
-            .map(|(k, q)| (q.seq, k.clone()))
+            .map(|(k, q)| (!q.first, q.seq, k))
             .collect();
+        // Only the first `room` are wanted (a few, out of up to the whole fleet).
+        if ready.len() > room {
+            ready.select_nth_unstable(room);
+            ready.truncate(room);
+        }
         ready.sort();
-        ready.truncate(room);
-        let out: Vec<String> = ready.into_iter().map(|(_, k)| k).collect();
+        let out: Vec<String> = ready.into_iter().map(|(_, _, k)| k.clone()).collect();
         for k in &out {
             self.queued.remove(k);
             self.running.insert(k.clone(), None);
@@ -158,15 +199,16 @@ impl Queue {
         self.seq += 1;
         let seq = self.seq;
         match (again, retry) {
-            (Some((after, true)), _) | (Some((after, _)), None) => {
+            (Some(again), retry) if again.urgent || retry.is_none() => {
                 self.queued.insert(
                     key.to_string(),
                     Queued {
                         due: now,
                         seq,
-                        after,
+                        after: again.after,
                         retry: false,
                         recheck: false,
+                        first: again.first,
                     },
                 );
                 Finished::Again
@@ -177,14 +219,15 @@ impl Queue {
                     Queued {
                         due: now + delay,
                         seq,
-                        after: again.and_then(|(a, _)| a),
+                        after: again.and_then(|a| a.after),
                         retry: true,
                         recheck: false,
+                        first: false,
                     },
                 );
                 Finished::Retry(delay)
             }
-            (None, None) => Finished::Idle,
+            (_, None) => Finished::Idle,
         }
     }
 
@@ -205,6 +248,7 @@ impl Queue {
                 // Any trigger meanwhile brings it forward (not a retry), and it waits on its own.
                 retry: false,
                 recheck: true,
+                first: false,
             },
         );
     }
@@ -320,6 +364,41 @@ mod tests {
         assert!(q.take_ready(t).is_empty());
         q.finish("a", true, t, 0.5);
         assert_eq!(q.take_ready(t), vec!["d"]);
+    }
+
+    #[test]
+    fn a_changed_cluster_goes_ahead_of_those_only_confirmed_even_if_running() {
+        let t = Instant::now();
+        let mut q = Queue::new(1);
+        // A management cluster and its workloads, queued and waiting for rechecks before the
+        // revision; "w3" is running when it comes.
+        q.enqueue("w3", Some("m"), false, t);
+        assert_eq!(q.take_ready(t), vec!["w3"]);
+        for w in ["w0", "w1"] {
+            q.recheck(w, t);
+        }
+        // The new revision changed w2 and w3; it queues the management cluster first, then its
+        // workloads in name order.
+        q.enqueue("m", None, true, t);
+        for w in ["w0", "w1", "w2", "w3"] {
+            if w == "w2" || w == "w3" {
+                q.enqueue_first(w, Some("m"), t);
+            } else {
+                q.enqueue(w, Some("m"), true, t);
+            }
+        }
+        assert_eq!(q.finish("w3", true, t, 0.5), Finished::Again);
+        let mut order = Vec::new();
+        while let Some(k) = q.take_ready(t).pop() {
+            q.finish(&k, true, t, 0.5);
+            order.push(k);
+        }
+        // The management cluster still goes before its workloads, then the changed ones.
+        assert_eq!(order, vec!["m", "w2", "w3", "w0", "w1"]);
+        // Taken: a later plain trigger is ordinary again.
+        q.enqueue("w1", None, false, t);
+        q.enqueue("w2", None, false, t);
+        assert_eq!(q.take_ready(t), vec!["w1"]);
     }
 
     #[test]

@@ -124,6 +124,30 @@ impl Fleet {
         self.clusters.iter().find(|c| c.name == name)
     }
 
+    /// The clusters whose desired state differs from `before`'s (another revision's load):
+    /// new ones, and those whose objects, intent or diagnostics changed. The agent reconciles
+    /// them ahead of the clusters a new revision only asks it to confirm. Cheap when the loads
+    /// share a render cache: an unchanged cluster's objects are the same shared allocation.
+    pub fn changed_since(&self, before: &Fleet) -> BTreeSet<&str> {
+        let old: BTreeMap<&str, &ClusterEntry> = before
+            .clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        self.clusters
+            .iter()
+            .filter(|c| {
+                old.get(c.name.as_str()).is_none_or(|o| {
+                    o.objects != c.objects
+                        || o.intent != c.intent
+                        || o.diagnostics != c.diagnostics
+                        || o.role != c.role
+                })
+            })
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
     /// Why nothing of this tree may be applied, if so: it is not a fleet (no `clusters/`, or no
     /// cluster in it: a wiped branch), or a directory that lists clusters could not be read.
     /// Applying such a revision would treat every live cluster as removed from the repository;
@@ -1248,6 +1272,40 @@ mod tests {
             );
             assert!(x.objects == y.objects, "{}", x.name);
         }
+    }
+
+    #[test]
+    fn a_revision_names_exactly_the_clusters_it_changed() {
+        let (mut tree, specs) = small_fleet();
+        let mut cache = RenderCache::default();
+        let first = load_cached(&tree, &mut cache);
+        let none: BTreeSet<&str> = BTreeSet::new();
+        assert_eq!(load_cached(&tree, &mut cache).changed_since(&first), none);
+        // Every cluster is new to an empty fleet.
+        assert_eq!(first.changed_since(&Fleet::default()).len(), 4);
+        let text = |tree: &Tree, p: &PathBuf| match &tree.entries[p] {
+            Entry::File(b) => String::from_utf8(b.clone()).unwrap(),
+            _ => unreachable!(),
+        };
+        // A comment changes no object; a worker count does; a broken spec changes its
+        // diagnostics.
+        let w0 = text(&tree, &specs[0]);
+        tree.insert(specs[0].clone(), format!("{w0}# a comment\n"));
+        let after_comment = load_cached(&tree, &mut cache);
+        assert_eq!(after_comment.changed_since(&first), none);
+        let w1 = text(&tree, &specs[1]);
+        assert!(w1.contains("count: 1\n"), "{w1}");
+        tree.insert(specs[1].clone(), w1.replacen("count: 1\n", "count: 3\n", 1));
+        let w2 = text(&tree, &specs[2]);
+        tree.insert(
+            specs[2].clone(),
+            w2.replace("kind: Cluster\n", "kind: Clustr\n"),
+        );
+        let next = load_cached(&tree, &mut cache);
+        assert_eq!(
+            next.changed_since(&after_comment),
+            BTreeSet::from(["w1", "w2"])
+        );
     }
 
     #[test]
