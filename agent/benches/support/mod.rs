@@ -401,7 +401,9 @@ impl StageClock {
     }
 
     /// Waits until the change's pass has drained the queue; then the time the agent spent in
-    /// each stage for it, and where `cluster` came among the clusters reconciled.
+    /// each stage for it, how long after the revision was queued `cluster`'s run finished, and
+    /// how many runs finished before it (runs that change nothing finish in well under a
+    /// millisecond, so others finish first even when `cluster` started first).
     pub fn report(&self, log: &Path, metrics: u16, cluster: &str) -> String {
         let order = wait_drained(log, self.queued, self.reconciled, Duration::from_secs(1800));
         let position = order.iter().position(|r| r["cluster"] == cluster);
@@ -412,13 +414,51 @@ impl StageClock {
                 format!("{stage} {:.0} ms", d * 1000.0)
             })
             .collect();
+        let stamps = timestamps(log, self.queued, self.reconciled, cluster);
         format!(
-            "the agent's stage times for the revision: {} ({cluster} reconciled {} of {})",
+            "the agent's stage times for the revision: {}; {cluster}'s run finished {} after the revision was queued, {} of {} runs to finish",
             spent.join(", "),
+            stamps.map_or("-".to_string(), |(q, r)| format!(
+                "{:.0} ms",
+                (r - q).rem_euclid(86_400.0) * 1000.0
+            )),
             position.map_or("-".to_string(), |p| (p + 1).to_string()),
             order.len()
         )
     }
+}
+
+/// Seconds into the day of a log record's UTC timestamp (`…THH:MM:SS.ffffffZ`).
+fn seconds_of_day(record: &Value) -> Option<f64> {
+    let (_, time) = record["timestamp"].as_str()?.split_once('T')?;
+    let mut parts = time.trim_end_matches('Z').split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// When the first revision after `skip_queued` "queued" records was queued, and when
+/// `cluster`'s first "reconciled" record after `skip_reconciled` was written.
+fn timestamps(
+    log: &Path,
+    skip_queued: usize,
+    skip_reconciled: usize,
+    cluster: &str,
+) -> Option<(f64, f64)> {
+    let text = fs::read_to_string(log).ok()?;
+    let records: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let of = |message: &'static str| {
+        records
+            .iter()
+            .filter(move |r| r["fields"]["message"] == message)
+    };
+    let queued = of("queued").nth(skip_queued)?;
+    let run = of("reconciled")
+        .skip(skip_reconciled)
+        .find(|r| r["fields"]["cluster"] == cluster)?;
+    Some((seconds_of_day(queued)?, seconds_of_day(run)?))
 }
 
 fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
