@@ -445,20 +445,19 @@ fn timestamps(
     cluster: &str,
 ) -> Option<(f64, f64)> {
     let text = fs::read_to_string(log).ok()?;
-    let records: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
+    // By the line's text, as [`reconciled`] does: a "reconciled" record's fields carry a second
+    // `message` (the cluster's), which is the one a JSON parser keeps.
     let of = |message: &'static str| {
-        records
-            .iter()
-            .filter(move |r| r["fields"]["message"] == message)
+        let needle = format!(r#""message":"{message}""#);
+        text.lines()
+            .filter(move |l| l.contains(&needle))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
     };
     let queued = of("queued").nth(skip_queued)?;
     let run = of("reconciled")
         .skip(skip_reconciled)
         .find(|r| r["fields"]["cluster"] == cluster)?;
-    Some((seconds_of_day(queued)?, seconds_of_day(run)?))
+    Some((seconds_of_day(&queued)?, seconds_of_day(&run)?))
 }
 
 fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
