@@ -369,6 +369,19 @@ async fn publish(repos: &Api<DynamicObject>, port: u16, a: &Artifact) {
 /// Waits until every Kustomization is Ready at `revision` (and, with `token`, has handled that
 /// reconcile request).
 async fn all_ready(ks: &Api<DynamicObject>, revision: &str, token: Option<&str>, limit: Duration) {
+    if let Err((ready, all)) = ready_within(ks, revision, token, limit).await {
+        panic!("{ready}/{all} Kustomizations ready after {limit:?}");
+    }
+}
+
+/// Waits up to `limit` for every Kustomization to be Ready at `revision` (and to have handled
+/// `token`); otherwise how many were, of how many.
+async fn ready_within(
+    ks: &Api<DynamicObject>,
+    revision: &str,
+    token: Option<&str>,
+    limit: Duration,
+) -> Result<(), (usize, usize)> {
     let start = Instant::now();
     loop {
         let list = ks.list(&Default::default()).await.unwrap();
@@ -386,13 +399,11 @@ async fn all_ready(ks: &Api<DynamicObject>, revision: &str, token: Option<&str>,
             })
             .count();
         if ready == list.items.len() && !list.items.is_empty() {
-            return;
+            return Ok(());
         }
-        assert!(
-            start.elapsed() < limit,
-            "{ready}/{} Kustomizations ready after {limit:?}",
-            list.items.len()
-        );
+        if start.elapsed() >= limit {
+            return Err((ready, list.items.len()));
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -527,11 +538,20 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
     publish(&repos, port, &a2).await;
     let applied = seen.await.unwrap();
     let change_ms = applied.duration_since(sent).as_secs_f64() * 1000.0;
-    all_ready(&ks, &a2.revision, None, Duration::from_secs(3600)).await;
-    println!(
-        "Flux: one-cluster change applied {change_ms:.0} ms after the new artifact; every Kustomization at the new revision after {:.1}s",
-        sent.elapsed().as_secs_f64()
-    );
+    // Flux then re-applies every other Kustomization at the new artifact. At N = 1,000 that
+    // takes over half an hour (each reconcile unpacks the whole fleet's artifact), so the wait
+    // for it is bounded and the figures are read where it stands.
+    let catch_up = Duration::from_secs(300);
+    match ready_within(&ks, &a2.revision, None, catch_up).await {
+        Ok(()) => println!(
+            "Flux: one-cluster change applied {change_ms:.0} ms after the new artifact; every Kustomization at the new revision after {:.1}s",
+            sent.elapsed().as_secs_f64()
+        ),
+        Err((ready, all)) => println!(
+            "Flux: one-cluster change applied {change_ms:.0} ms after the new artifact; {ready} of {all} Kustomizations at the new revision {:.1}s after it (not waited for further; RSS and CPU read now)",
+            sent.elapsed().as_secs_f64()
+        ),
+    }
     Figures {
         cold_s: cold.as_secs_f64(),
         noop_requests,
