@@ -320,16 +320,7 @@ fn watch_upgrade(
                 )
             },
         ),
-        watch_objects(
-            cp,
-            ns,
-            kind("cluster.x-k8s.io", "v1beta2", "Machine"),
-            tl.clone(),
-            |v| {
-                let m = Machine::of(v);
-                format!("machine {} {} {}", m.role, m.version, m.name)
-            },
-        ),
+        watch_machines(cp, ns, tl),
         watch_objects(
             cp,
             "capstan-system",
@@ -347,15 +338,13 @@ fn watch_upgrade(
     ]
 }
 
-/// Watches the Machines and the machine and bootstrap templates of a namespace into one
-/// timeline: `machine <role> <version> <name>`, `template <Kind> <name>`, and `deleted …` when
-/// they go.
-fn watch_machines_and_templates(
+/// Watches a namespace's Machines into the timeline as `machine <role> <version> <name>`.
+fn watch_machines(
     cp: &capstan_harness::ControlPlane,
     ns: &str,
     tl: &Arc<Timeline>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut watches = vec![watch_objects(
+) -> tokio::task::JoinHandle<()> {
+    watch_objects(
         cp,
         ns,
         kind("cluster.x-k8s.io", "v1beta2", "Machine"),
@@ -364,7 +353,18 @@ fn watch_machines_and_templates(
             let m = Machine::of(v);
             format!("machine {} {} {}", m.role, m.version, m.name)
         },
-    )];
+    )
+}
+
+/// Watches the Machines and the machine and bootstrap templates of a namespace into one
+/// timeline: `machine <role> <version> <name>`, `template <Kind> <name>`, and `deleted …` when
+/// they go.
+fn watch_machines_and_templates(
+    cp: &capstan_harness::ControlPlane,
+    ns: &str,
+    tl: &Arc<Timeline>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut watches = vec![watch_machines(cp, ns, tl)];
     watches.extend(watch_templates(cp, ns, tl));
     watches
 }
