@@ -200,9 +200,24 @@ impl AuditLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(read_err(e)),
         };
-        f.seek(SeekFrom::Start(mark.0)).map_err(read_err)?;
-        let mut text = String::new();
-        f.read_to_string(&mut text).map_err(read_err)?;
+        // Read from one byte before the mark: a mark taken while the API server was part-way
+        // through writing a line (other tests share the control plane) lands mid-line, and that
+        // line's event belongs to a request already in flight before the mark, so it is skipped.
+        let start = mark.0.saturating_sub(1);
+        f.seek(SeekFrom::Start(start)).map_err(read_err)?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).map_err(read_err)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text: &str = if mark.0 == 0 {
+            &text
+        } else if text.starts_with('\n') {
+            &text[1..]
+        } else {
+            match text.find('\n') {
+                Some(i) => &text[i + 1..],
+                None => "",
+            }
+        };
         let complete = match text.rfind('\n') {
             Some(i) => &text[..=i],
             None => "",
@@ -370,5 +385,38 @@ mod tests {
             1
         );
         assert_eq!(log.events().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_mark_taken_mid_line_skips_that_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let ev = |uri: &str| {
+            format!(
+                r#"{{"auditID":"x","stage":"ResponseComplete","requestURI":"{uri}","verb":"patch","user":{{"username":"u"}},"responseStatus":{{"code":200}}}}"#
+            )
+        };
+        let first = ev("/first");
+        // The API server has written half of the first event when the mark is taken.
+        std::fs::write(&path, &first[..first.len() / 2]).unwrap();
+        let log = AuditLog::new(path.clone());
+        let mark = log.mark();
+        let rest = format!("{}\n{}\n", &first[first.len() / 2..], ev("/second"));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, rest.as_bytes()))
+            .unwrap();
+        let uris: Vec<String> = log
+            .events_since(mark)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.request_uri)
+            .collect();
+        assert_eq!(uris, ["/second"]);
+        // A mark on a line boundary keeps the line after it.
+        let at_boundary = AuditMark(first.len() as u64 + 1);
+        assert_eq!(log.events_since(at_boundary).unwrap().len(), 1);
+        assert_eq!(log.events().unwrap().len(), 2);
     }
 }
