@@ -210,8 +210,8 @@ impl AuditLog {
         let text = String::from_utf8_lossy(&bytes);
         let text: &str = if mark.0 == 0 {
             &text
-        } else if text.starts_with('\n') {
-            &text[1..]
+        } else if let Some(rest) = text.strip_prefix('\n') {
+            rest
         } else {
             match text.find('\n') {
                 Some(i) => &text[i + 1..],
