@@ -200,23 +200,19 @@ impl AuditLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(read_err(e)),
         };
-        // Read from one byte before the mark: a mark taken while the API server was part-way
-        // through writing a line (other tests share the control plane) lands mid-line, and that
-        // line's event belongs to a request already in flight before the mark, so it is skipped.
-        let start = mark.0.saturating_sub(1);
-        f.seek(SeekFrom::Start(start)).map_err(read_err)?;
+        // Read from one byte before the mark and skip through the first newline: on a line
+        // boundary that byte is the newline itself; a mark taken while the API server was
+        // part-way through a line (other tests share the control plane) skips that line, whose
+        // event belongs to a request already in flight before the mark.
+        f.seek(SeekFrom::Start(mark.0.saturating_sub(1)))
+            .map_err(read_err)?;
         let mut bytes = Vec::new();
         f.read_to_end(&mut bytes).map_err(read_err)?;
         let text = String::from_utf8_lossy(&bytes);
-        let text: &str = if mark.0 == 0 {
-            &text
-        } else if let Some(rest) = text.strip_prefix('\n') {
-            rest
-        } else {
-            match text.find('\n') {
-                Some(i) => &text[i + 1..],
-                None => "",
-            }
+        let text: &str = match (mark.0, text.find('\n')) {
+            (0, _) => &text,
+            (_, Some(i)) => &text[i + 1..],
+            (_, None) => "",
         };
         let complete = match text.rfind('\n') {
             Some(i) => &text[..=i],
