@@ -32,6 +32,8 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use serde_json::{Value, json};
 
+use crate::k8s::refusal::{self, Refused};
+
 /// The field manager of restore's writes.
 pub const RESTORE_MANAGER: &str = "capstan-restore";
 
@@ -123,11 +125,13 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
             if !caps.supports_operation(kube::discovery::verbs::LIST) || ar.plural.contains('/') {
                 continue;
             }
+            // A kind refused is skipped (and named in the manifest) only when the API server
+            // confirms it: one just restarted refuses what it allows a moment later.
+            let refusal = Refused::new(&ar.group, &ar.plural, refusal::LIST);
             let listed = match list(client, &ar, &ListParams::default()).await {
-                Err(BackupError::List {
-                    resource,
-                    source: kube::Error::Api(e),
-                }) if e.code == 403 => {
+                Err(BackupError::List { resource, source })
+                    if refusal.confirmed(client, &source).await.is_some() =>
+                {
                     skipped.push(resource);
                     continue;
                 }

@@ -5,7 +5,9 @@
 pub mod apply;
 pub mod client;
 pub mod discovery;
+pub mod refusal;
 
 pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};
 pub use client::{ClientError, Connection, RequestHook, connect, connect_with, verb_of};
 pub use discovery::{DiscoveryError, Resolver};
+pub use refusal::{Refusal, Refused};

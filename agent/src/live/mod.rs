@@ -35,6 +35,7 @@ use capstan_templates::identity::{
 };
 
 use crate::health::{MachineSet, Rollout};
+use crate::k8s::refusal::{self, Refused};
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::plan::ObjectRef;
 use crate::status::Recorded;
@@ -281,18 +282,19 @@ impl Live {
             };
             requests += 1;
             let group = ar.group.as_str();
-            // A kind the agent may not list fails the clusters that carry it, not the pass.
-            let refused = |e: &kube::Error| match e {
-                kube::Error::Api(s) if s.code == 403 => Some(s.message.clone()),
-                _ => None,
-            };
+            // A kind the agent may not list fails the clusters that carry it, not the pass; a
+            // refusal the API server does not confirm fails the pass (it is tried again).
+            let refusal = Refused::new(group, &ar.plural, refusal::LIST);
             let facts: Vec<(String, LiveObject)> = if read_whole(api_version, kind) {
                 let listed = match api.list(&lp).await {
-                    Err(e) if refused(&e).is_some() => {
-                        live.set_denied(group, kind, refused(&e));
-                        continue;
-                    }
-                    other => other,
+                    Err(e) => match refusal.confirmed(client, &e).await {
+                        Some(message) => {
+                            live.set_denied(group, kind, Some(message));
+                            continue;
+                        }
+                        None => Err(e),
+                    },
+                    ok => ok,
                 };
                 listed
                     .map_err(err)?
@@ -309,11 +311,14 @@ impl Live {
                     .collect()
             } else {
                 let listed = match api.list_metadata(&lp).await {
-                    Err(e) if refused(&e).is_some() => {
-                        live.set_denied(group, kind, refused(&e));
-                        continue;
-                    }
-                    other => other,
+                    Err(e) => match refusal.confirmed(client, &e).await {
+                        Some(message) => {
+                            live.set_denied(group, kind, Some(message));
+                            continue;
+                        }
+                        None => Err(e),
+                    },
+                    ok => ok,
                 };
                 listed
                     .map_err(err)?

@@ -37,6 +37,7 @@ use super::{
     key_of, machine_set_key, read_whole,
 };
 use crate::health::MachineSet;
+use crate::k8s::refusal::{self, Refusal, Refused};
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::status::{self, Recorded};
 
@@ -82,10 +83,17 @@ pub enum Synced {
     Denied(String),
 }
 
-/// A list or watch the API server refuses with 403 marks the kind [`Synced::Denied`] (also after
-/// its first list: a cache that no longer hears of changes must not pass for current) until the
-/// next list or event arrives.
-fn deny(synced: &signal::Sender<Synced>, e: &watcher::Error) {
+/// A list or watch the API server refuses with 403, and then confirms it refuses
+/// ([`Refused::confirm`]), marks the kind [`Synced::Denied`] (also after its first list: a cache
+/// that no longer hears of changes must not pass for current) until the next list or event
+/// arrives. A refusal it does not confirm is any other failed request: retried, a kind not yet
+/// listed still waited for, a listed one's facts kept (the watch resumes where it stopped).
+async fn deny(
+    synced: &signal::Sender<Synced>,
+    e: &watcher::Error,
+    client: &Client,
+    refused: &Refused,
+) {
     let status = match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
@@ -93,8 +101,16 @@ fn deny(synced: &signal::Sender<Synced>, e: &watcher::Error) {
         watcher::Error::WatchError(s) => Some(s.as_ref()),
         _ => None,
     };
-    if let Some(s) = status.filter(|s| s.code == 403) {
-        synced.send_replace(Synced::Denied(s.message.clone()));
+    let Some(s) = status.filter(|s| s.code == 403) else {
+        return;
+    };
+    match refused.confirm(client).await {
+        Refusal::Stands => {
+            synced.send_replace(Synced::Denied(s.message.clone()));
+        }
+        Refusal::Unsure(why) => {
+            warn!(resource = %refused.resource, %why, "a refusal the API server did not confirm; retrying");
+        }
     }
 }
 
@@ -152,7 +168,7 @@ impl LiveCache {
                 .get_or_insert_with(|| {
                     let (tx, rx) = signal::channel(Synced::No);
                     let task = tokio::spawn(watch_records(
-                        status::api(&self.client),
+                        self.client.clone(),
                         self.live.clone(),
                         tx,
                         self.on_change.clone(),
@@ -188,7 +204,8 @@ impl LiveCache {
                         let (tx, rx) = signal::channel(Synced::No);
                         let task = if (api_version.as_str(), kind.as_str()) == MACHINE_SET {
                             tokio::spawn(watch_machine_sets(
-                                Api::all_with(self.client.clone(), &ar),
+                                self.client.clone(),
+                                ar.clone(),
                                 self.live.clone(),
                                 tx,
                                 self.on_change.clone(),
@@ -269,8 +286,9 @@ async fn watch_kind(
     let config = watcher::Config::default().labels(SELECTOR);
     let group = ar.group.clone();
     let (g, k) = (group.clone(), kind.clone());
+    let refused = Refused::new(&ar.group, &ar.plural, refusal::WATCH);
     let events = if whole {
-        watcher::watcher(Api::<DynamicObject>::all_with(client, &ar), config)
+        watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), config)
             .map_ok(move |ev| {
                 facts_event(ev, |o: &DynamicObject| {
                     (
@@ -285,7 +303,7 @@ async fn watch_kind(
             .boxed()
     } else {
         watcher::watcher(
-            Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &ar),
+            Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &ar),
             config,
         )
         .map_ok(move |ev| {
@@ -303,7 +321,8 @@ async fn watch_kind(
         live,
         prefix: format!("{group}/{kind}/"),
     };
-    follow(events, store, &kind, synced, on_change, scope).await;
+    let asked = (client, refused);
+    follow(events, store, &kind, synced, on_change, scope, asked).await;
 }
 
 /// Where a watch keeps what it learns of one kind's objects.
@@ -390,7 +409,8 @@ impl Store<MachineSet> for MachineSets {
 /// Follows a watch's events (reduced to key, value and fleet cluster) into a store: a
 /// complete (re-)list replaces the store's entries, single events update it, and a change of an
 /// object of this agent's clusters, after the first list, calls `on_change(what)`. Errors are
-/// retried with kube's default backoff and never empty the store.
+/// retried with kube's default backoff and never empty the store; a 403 is put to the API
+/// server (`refused`, with the watch's client) before it counts ([`deny`]).
 async fn follow<V>(
     events: futures::stream::BoxStream<'static, Result<Event<Facts<V>>, watcher::Error>>,
     store: impl Store<V>,
@@ -398,6 +418,7 @@ async fn follow<V>(
     synced: signal::Sender<Synced>,
     on_change: OnChange,
     scope: Scope,
+    (client, refused): (Client, Refused),
 ) {
     let mut events = events.default_backoff().boxed();
     let mut buffer: HashMap<String, V> = HashMap::new();
@@ -407,7 +428,7 @@ async fn follow<V>(
         let changed: Option<Option<String>> = match ev {
             Err(e) => {
                 warn!(%what, error = %e, "watch failed; retrying (the cache keeps what it knew)");
-                deny(&synced, &e);
+                deny(&synced, &e, &client, &refused).await;
                 None
             }
             Ok(Event::Init) => {
@@ -452,14 +473,16 @@ async fn follow<V>(
 /// The MachineSets' watch (whole objects, [`MACHINE_SET_SELECTOR`]): keeps what health reads of
 /// them in `live`, and reports changes of this agent's clusters (a rollout progressing).
 async fn watch_machine_sets(
-    api: Api<DynamicObject>,
+    client: Client,
+    ar: ApiResource,
     live: Arc<Live>,
     synced: signal::Sender<Synced>,
     on_change: OnChange,
     scope: Scope,
 ) {
     let config = watcher::Config::default().labels(MACHINE_SET_SELECTOR);
-    let events = watcher::watcher(api, config)
+    let refused = Refused::new(&ar.group, &ar.plural, refusal::WATCH);
+    let events = watcher::watcher(Api::all_with(client.clone(), &ar), config)
         .map_ok(|ev| {
             facts_event(ev, |o: &DynamicObject| {
                 let cluster = o
@@ -481,6 +504,7 @@ async fn watch_machine_sets(
         synced,
         on_change,
         scope,
+        (client, refused),
     )
     .await;
 }
@@ -489,12 +513,19 @@ async fn watch_machine_sets(
 /// schedules a pass (which writes it again); capstan's own writes are recorded before their
 /// events arrive and so never do.
 async fn watch_records(
-    api: Api<status::ManagedCluster>,
+    client: Client,
     live: Arc<Live>,
     synced: signal::Sender<Synced>,
     on_change: OnChange,
 ) {
-    let mut events = watcher::watcher(api, watcher::Config::default())
+    use kube::Resource;
+    let refused = Refused::new(
+        &status::ManagedCluster::group(&()),
+        &status::ManagedCluster::plural(&()),
+        refusal::WATCH,
+    )
+    .in_namespace(status::NAMESPACE);
+    let mut events = watcher::watcher(status::api(&client), watcher::Config::default())
         .default_backoff()
         .boxed();
     let mut buffer: std::collections::BTreeMap<String, Recorded> = Default::default();
@@ -503,7 +534,7 @@ async fn watch_records(
         match ev {
             Err(e) => {
                 warn!(error = %e, "watch of ManagedClusters failed; retrying");
-                deny(&synced, &e);
+                deny(&synced, &e, &client, &refused).await;
             }
             Ok(Event::Init) => buffer.clear(),
             Ok(Event::InitApply(o)) => {

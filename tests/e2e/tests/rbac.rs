@@ -504,3 +504,120 @@ async fn every_rule_is_needed_and_together_they_suffice() {
     }
     println!("{}", report.join("\n"));
 }
+
+/// kube-apiserver answers before it is ready, and until its RBAC informers have synced it
+/// refuses what it allows a moment later (what CI once saw when the self-upgrade test restarted
+/// its API server). The agent believes a 403 only from a ready API server that, asked again,
+/// still refuses; any other 403 is a failed request, tried again. A real API server is made not
+/// ready here the one way that keeps it answering: SIGTERM with a shutdown delay, during which
+/// `/readyz` fails while requests are served (and the authorizer still refuses the agent what
+/// its rules do not grant, which is what the agent must not believe then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_counts_only_when_a_ready_api_server_confirms_it() {
+    use capstan::k8s::Resolver;
+    use capstan::k8s::refusal::{Refusal, Refused, WATCH};
+    use capstan::live::{Live, LiveError, watch::LiveCache};
+
+    let cp = ControlPlane::start_with(capstan_harness::StartOptions {
+        install_crds: false,
+        extra_apiserver_args: vec!["--shutdown-delay-duration=600s".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let agent = capstan::install::testing::agent_client(&cp).await;
+    let resolver = Resolver::new(agent.clone()).await.unwrap();
+    // Not among the agent's rules (`capstan install --allow` grants it): the API server refuses.
+    let crds = Refused::new("apiextensions.k8s.io", "customresourcedefinitions", WATCH);
+    let crd_kind = vec![(
+        "apiextensions.k8s.io/v1".to_string(),
+        "CustomResourceDefinition".to_string(),
+    )];
+    let crds_api: Api<DynamicObject> = Api::all_with(
+        agent.clone(),
+        &ApiResource::erase::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(&()),
+    );
+    let refused_now = || async {
+        matches!(
+            crds_api.list(&Default::default()).await,
+            Err(kube::Error::Api(s)) if s.code == 403
+        )
+    };
+    let cache = |timeout| {
+        let mut c = LiveCache::start(agent.clone(), Arc::new(|_: &str, _: Option<&str>| {}));
+        c.sync_timeout = timeout;
+        c
+    };
+
+    // Ready: the refusal stands, for a single list and for a watch.
+    assert!(refused_now().await);
+    assert_eq!(crds.confirm(&agent).await, Refusal::Stands);
+    let (live, _) = Live::list(&agent, &resolver, &crd_kind).await.unwrap();
+    assert!(
+        live.denied("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            .is_some_and(|m| m.contains("forbidden")),
+        "a single list: not marked refused"
+    );
+    let watched = cache(Duration::from_secs(60));
+    watched.ensure(&resolver, &crd_kind).await.unwrap();
+    assert!(
+        watched
+            .live()
+            .denied("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            .is_some(),
+        "a watch: not marked refused"
+    );
+    // A 403 for what the agent's rules grant (as a not-ready server gives) is not confirmed.
+    let clusters = Refused::new("cluster.x-k8s.io", "clusters", WATCH);
+    match clusters.confirm(&agent).await {
+        Refusal::Unsure(why) => assert!(why.contains("allows"), "{why}"),
+        Refusal::Stands => panic!("a refusal of what the agent may do was confirmed"),
+    }
+
+    // Not ready: SIGTERM, and /readyz fails while the server goes on answering for the delay.
+    let pid = cp.pids().kube_apiserver.pid;
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let admin = cp.client();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let readyz = http::Request::get("/readyz").body(Vec::new()).unwrap();
+            if admin.request_text(readyz).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("/readyz fails after SIGTERM");
+    assert!(
+        refused_now().await,
+        "the API server still answers, and refuses"
+    );
+    match crds.confirm(&agent).await {
+        Refusal::Unsure(why) => assert!(why.contains("not ready"), "{why}"),
+        Refusal::Stands => panic!("a refusal from an API server that is not ready was believed"),
+    }
+    // A single list fails the pass (tried again) instead of failing the clusters with the kind.
+    let Err(LiveError::List { kind, .. }) = Live::list(&agent, &resolver, &crd_kind).await else {
+        panic!("a refusal from an API server that is not ready was not an error of the pass");
+    };
+    assert_eq!(kind, "CustomResourceDefinition");
+    // A new watch is still waited for: not marked refused (the pass gives up at its limit).
+    let watched = cache(Duration::from_secs(5));
+    match watched.ensure(&resolver, &crd_kind).await {
+        Err(LiveError::NotSynced(what)) => assert!(what.contains("CustomResourceDefinition")),
+        other => panic!("a watch refused by an API server that is not ready gave {other:?}"),
+    }
+    assert_eq!(
+        watched
+            .live()
+            .denied("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+        None
+    );
+}
