@@ -257,6 +257,28 @@ impl Live {
         }
     }
 
+    /// A list's answer, or `None` when the API server refused it and confirms the refusal
+    /// ([`Refused::confirmed`]), which is recorded: the clusters that carry the kind fail, not
+    /// the pass. An unconfirmed refusal stays an error (the pass is tried again).
+    async fn unless_denied<T>(
+        &self,
+        client: &Client,
+        refusal: &Refused,
+        kind: &str,
+        listed: Result<T, kube::Error>,
+    ) -> Result<Option<T>, kube::Error> {
+        match listed {
+            Ok(l) => Ok(Some(l)),
+            Err(e) => match refusal.confirmed(client, &e).await {
+                Some(message) => {
+                    self.set_denied(&refusal.group, kind, Some(message));
+                    Ok(None)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
     /// Lists every kind (`apiVersion`, `kind`) once. Returns the state and the number of requests
     /// made. Statuses are read separately ([`status::read_all`], then [`Live::set_records`]).
     pub async fn list(
@@ -282,55 +304,41 @@ impl Live {
             };
             requests += 1;
             let group = ar.group.as_str();
-            // A kind the agent may not list fails the clusters that carry it, not the pass; a
-            // refusal the API server does not confirm fails the pass (it is tried again).
             let refusal = Refused::new(group, &ar.plural, refusal::LIST);
-            let facts: Vec<(String, LiveObject)> = if read_whole(api_version, kind) {
-                let listed = match api.list(&lp).await {
-                    Err(e) => match refusal.confirmed(client, &e).await {
-                        Some(message) => {
-                            live.set_denied(group, kind, Some(message));
-                            continue;
-                        }
-                        None => Err(e),
-                    },
-                    ok => ok,
-                };
-                listed
-                    .map_err(err)?
-                    .items
-                    .iter()
-                    .map(|o| {
-                        (
-                            key_of(group, kind, &o.metadata),
-                            LiveObject::from_value(
-                                &serde_json::to_value(o).expect("objects serialise"),
-                            ),
-                        )
+            let listed: Result<Vec<(String, LiveObject)>, kube::Error> =
+                if read_whole(api_version, kind) {
+                    api.list(&lp).await.map(|l| {
+                        l.items
+                            .iter()
+                            .map(|o| {
+                                (
+                                    key_of(group, kind, &o.metadata),
+                                    LiveObject::from_value(
+                                        &serde_json::to_value(o).expect("objects serialise"),
+                                    ),
+                                )
+                            })
+                            .collect()
                     })
-                    .collect()
-            } else {
-                let listed = match api.list_metadata(&lp).await {
-                    Err(e) => match refusal.confirmed(client, &e).await {
-                        Some(message) => {
-                            live.set_denied(group, kind, Some(message));
-                            continue;
-                        }
-                        None => Err(e),
-                    },
-                    ok => ok,
-                };
-                listed
-                    .map_err(err)?
-                    .items
-                    .iter()
-                    .map(|o| {
-                        (
-                            key_of(group, kind, &o.metadata),
-                            LiveObject::from_meta(&o.metadata),
-                        )
+                } else {
+                    api.list_metadata(&lp).await.map(|l| {
+                        l.items
+                            .iter()
+                            .map(|o| {
+                                (
+                                    key_of(group, kind, &o.metadata),
+                                    LiveObject::from_meta(&o.metadata),
+                                )
+                            })
+                            .collect()
                     })
-                    .collect()
+                };
+            let Some(facts) = live
+                .unless_denied(client, &refusal, kind, listed)
+                .await
+                .map_err(err)?
+            else {
+                continue;
             };
             live.objects_mut().extend(facts);
             if has_machine_sets(api_version, kind) {
