@@ -62,8 +62,9 @@ pub struct ClusterEntry {
     pub dir: PathBuf,
     /// Management or workload.
     pub role: Role,
-    /// The validated cluster; None when it has errors.
-    pub cluster: Option<Cluster>,
+    /// The validated cluster; None when it has errors. Shared: the render cache and every fleet
+    /// loaded from it hold the same one.
+    pub cluster: Option<Arc<Cluster>>,
     /// Its EKS Anywhere release, once resolved.
     pub release: Option<Arc<Release>>,
     /// The rendered objects, in apply order; None when the cluster has errors.
@@ -951,7 +952,7 @@ fn read_cluster(
     };
     check_layout(&mut entry, &docs);
     if !file_errors {
-        entry.cluster = cluster;
+        entry.cluster = cluster.map(Arc::new);
     }
     entry
 }

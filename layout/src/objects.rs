@@ -1,23 +1,22 @@
 //! Rendered objects, held compactly and shared.
 //!
-//! A rendered object as a parsed `serde_json::Value` costs about ten times its JSON text in heap
-//! (a map node, a `String` key and a boxed value per field): 1,000 clusters render about 12,000
-//! objects, 8 MiB of JSON but 85 MiB of values. The agent keeps a fleet and its render cache in
-//! memory for as long as it runs, so objects are kept as their canonical JSON text (serde_json
-//! maps are sorted, so the text of equal objects is equal) with their identity and content hash
-//! beside it, and parsed back only when one is applied or printed. A cluster's objects are one
+//! A rendered object as a parsed `serde_json::Value` costs about ten times its JSON text in heap:
+//! 1,000 clusters render about 12,000 objects, 8 MiB of JSON but 85 MiB of values. The agent keeps
+//! a fleet and its render cache in memory for as long as it runs, so objects are kept as their
+//! canonical JSON text ([`JsonText`]) with their identity and content hash beside it, and parsed
+//! back only when one is applied or printed. A cluster's objects are one
 //! shared slice: the render cache and every fleet loaded from it point at the same memory.
 
 use std::fmt;
 use std::sync::Arc;
 
-use capstan_templates::identity;
+use capstan_templates::{JsonText, identity};
 use serde_json::Value;
 
 /// One rendered object.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Rendered {
-    json: Box<str>,
+    json: JsonText,
     api_version: Box<str>,
     kind: Box<str>,
     namespace: Box<str>,
@@ -28,27 +27,27 @@ pub struct Rendered {
 impl Rendered {
     /// Captures an object.
     pub fn new(obj: &Value) -> Rendered {
-        let json = serde_json::to_string(obj).expect("values serialise");
+        let json = JsonText::new(obj);
         let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").into();
-        let hash = identity::hash_json(&json).into();
+        let hash = identity::hash_json(json.as_str()).into();
         Rendered {
             api_version: s("/apiVersion"),
             kind: s("/kind"),
             namespace: s("/metadata/namespace"),
             name: s("/metadata/name"),
             hash,
-            json: json.into(),
+            json,
         }
     }
 
     /// The object, parsed.
     pub fn value(&self) -> Value {
-        serde_json::from_str(&self.json).expect("the text was serialised from a value")
+        self.json.value()
     }
 
     /// Its canonical JSON text.
     pub fn json(&self) -> &str {
-        &self.json
+        self.json.as_str()
     }
 
     /// `apiVersion`.

@@ -53,7 +53,7 @@ pub fn render_at(
         version: control_plane,
         source,
     };
-    let mut stepped = spec.clone();
+    let mut stepped = (**spec).clone();
     stepped.kubernetes_version = control_plane;
     for w in &mut stepped.workers {
         w.kubernetes_version = workers

@@ -19,6 +19,7 @@
 mod block_yaml;
 pub mod diag;
 pub mod identity;
+pub mod json_text;
 pub mod release;
 pub mod render;
 pub mod scaffold;
@@ -26,6 +27,7 @@ pub mod spec;
 pub mod yaml;
 
 pub use diag::{Code, Diagnostic, Severity};
+pub use json_text::JsonText;
 pub use release::{Release, ReleaseManifest, SemVer};
 pub use render::{RenderError, render};
 pub use spec::{Cluster, KubeVersion, Provider};

@@ -51,21 +51,49 @@ impl Document {
     /// Where the value at `path` was written; for a path that does not exist (a missing field),
     /// the position of its nearest existing parent.
     pub fn pos(&self, path: &str) -> Pos {
-        let mut p = path;
-        loop {
-            if let Some(pos) = self.spans.get(p) {
-                return *pos;
-            }
-            match p.rfind(['.', '[']) {
-                Some(i) => p = &p[..i],
-                None => return self.start,
-            }
-        }
+        nearest(&self.spans, self.start, path)
     }
 
     /// Whether a value was written at exactly this path.
     pub fn has(&self, path: &str) -> bool {
         self.spans.contains_key(path)
+    }
+
+    /// Its positions alone, for locating problems found after the value is no longer needed.
+    pub fn positions(&self) -> Positions {
+        Positions {
+            start: self.start,
+            spans: self.spans.clone(),
+        }
+    }
+}
+
+/// Where each part of a document was written, without the document itself: a validated cluster
+/// keeps these to locate fleet-level problems, at a fraction of the document's memory.
+#[derive(Debug, Clone, Default)]
+pub struct Positions {
+    start: Pos,
+    spans: HashMap<String, Pos>,
+}
+
+impl Positions {
+    /// As [`Document::pos`].
+    pub fn pos(&self, path: &str) -> Pos {
+        nearest(&self.spans, self.start, path)
+    }
+}
+
+/// The position of `path`, or of its nearest parent written in `spans`, or `start`.
+fn nearest(spans: &HashMap<String, Pos>, start: Pos, path: &str) -> Pos {
+    let mut p = path;
+    loop {
+        if let Some(pos) = spans.get(p) {
+            return *pos;
+        }
+        match p.rfind(['.', '[']) {
+            Some(i) => p = &p[..i],
+            None => return start,
+        }
     }
 }
 

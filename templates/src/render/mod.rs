@@ -187,7 +187,7 @@ pub fn render_with(
     let mut out: Vec<Value> = cluster
         .eksa_objects
         .iter()
-        .map(|o| with_eksa_version(o, release))
+        .map(|o| with_eksa_version(o.value(), release))
         .collect();
     out.extend(immutable);
     for f in &files {
@@ -244,8 +244,7 @@ pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
 }
 
 /// Sets the resolved eksaVersion on the EKS-A Cluster object (a workload inherits its manager's).
-fn with_eksa_version(obj: &Value, release: &Release) -> Value {
-    let mut v = obj.clone();
+fn with_eksa_version(mut v: Value, release: &Release) -> Value {
     if v.get("kind").and_then(Value::as_str) == Some("Cluster")
         && let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
         && !spec.contains_key("bundlesRef")

@@ -27,7 +27,8 @@ use serde_json::Value;
 
 pub use parse::{SourceDoc, deserialize, parse_cluster};
 
-use crate::yaml::{Document, Pos};
+use crate::json_text::JsonText;
+use crate::yaml::{Document, Pos, Positions};
 
 /// The API group of EKS Anywhere objects.
 pub const EKSA_GROUP: &str = "anywhere.eks.amazonaws.com";
@@ -157,14 +158,15 @@ impl fmt::Display for KubeVersion {
 pub struct Source {
     /// The file of the Cluster object, relative to the repository root.
     pub file: PathBuf,
-    /// The Cluster document.
-    pub doc: Document,
+    /// Where each part of the Cluster document was written (not the document: its value is
+    /// not needed once validated).
+    pub positions: Positions,
 }
 
 impl Source {
     /// The position of a path in the Cluster document.
     pub fn pos(&self, path: &str) -> Pos {
-        self.doc.pos(path)
+        self.positions.pos(path)
     }
 }
 
@@ -206,8 +208,9 @@ pub struct Cluster {
     /// The OIDC identity provider.
     pub oidc: Option<raw::OidcSpec>,
     /// The EKS Anywhere objects as they will be applied (namespace set, paused for the EKS-A
-    /// controller so that capstan alone reconciles them).
-    pub eksa_objects: Vec<Value>,
+    /// controller so that capstan alone reconciles them), as text: a validated cluster is kept
+    /// for as long as the agent runs.
+    pub eksa_objects: Vec<JsonText>,
     /// Other objects of the directory, applied as they are.
     pub extra_objects: Vec<ExtraObject>,
     /// Where every object of the directory was written.

@@ -32,6 +32,7 @@ use super::{
     ExternalEtcd, KubeVersion, Network, Provider, Source, WorkerGroup, is_dns_label,
 };
 use crate::diag::{Code, Diagnostic};
+use crate::json_text::JsonText;
 
 /// Maximum length of a cluster name (EKS Anywhere's limit).
 pub const MAX_CLUSTER_NAME: usize = 35;
@@ -773,7 +774,7 @@ pub(crate) fn validate(
             .collect(),
         source: Source {
             file: sd.file.clone(),
-            doc: sd.doc.clone(),
+            positions: sd.doc.positions(),
         },
     })
 }
@@ -888,7 +889,7 @@ fn eksa_objects(
     namespace: &str,
     management: &str,
     name: &str,
-) -> Vec<Value> {
+) -> Vec<JsonText> {
     let values = docker
         .iter()
         .map(|p| &p.value)
@@ -927,7 +928,7 @@ fn eksa_objects(
                     );
                 }
             }
-            v
+            JsonText::new(&v)
         })
         .collect()
 }
