@@ -27,6 +27,12 @@
 //! A trigger never shortens a failed cluster's backoff unless it is `urgent` (a new revision:
 //! the fix may be in it), so a controller that keeps rewriting what capstan applies cannot make
 //! the two fight at the watch's pace. The queue is pure: time and jitter come in as arguments.
+//!
+//! The daemon asks the queue what to do after every event, with up to the whole fleet queued,
+//! so those questions stay cheap: the counts are kept as entries come and go, a scan asks about
+//! each management cluster an entry waits for once, not once per entry, and at the cap
+//! [`Queue::next_due`] has nothing to wake for (a finishing run wakes the daemon): a due time
+//! then would only wake it to find no room, again and again until a run finished.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -84,6 +90,8 @@ pub enum Finished {
 pub struct Queue {
     cap: usize,
     queued: BTreeMap<String, Queued>,
+    /// How many of `queued` are rechecks.
+    rechecks: usize,
     /// Running keys, and whether they were triggered again meanwhile.
     running: BTreeMap<String, Option<Again>>,
     failures: BTreeMap<String, u32>,
@@ -130,14 +138,14 @@ impl Queue {
                 if urgent || !q.retry {
                     q.due = q.due.min(now);
                     q.retry = false;
-                    q.recheck = false;
+                    self.rechecks -= usize::from(std::mem::take(&mut q.recheck));
                 }
                 q.first |= first;
                 q.after = after.or(q.after.take());
             }
             None => {
-                self.queued.insert(
-                    key.to_string(),
+                self.insert(
+                    key,
                     Queued {
                         due: now,
                         seq,
@@ -151,11 +159,45 @@ impl Queue {
         }
     }
 
-    fn blocked(&self, q: &Queued) -> bool {
-        q.after.as_ref().is_some_and(|a| {
-            self.running.contains_key(a)
-                || self.queued.get(a).is_some_and(|b| !b.retry && !b.recheck)
-        })
+    /// Queues `key` (not queued yet).
+    fn insert(&mut self, key: &str, q: Queued) {
+        self.rechecks += usize::from(q.recheck);
+        let was = self.queued.insert(key.to_string(), q);
+        debug_assert!(was.is_none(), "{key} was queued twice");
+    }
+
+    /// Takes `key` out of the queue.
+    fn remove(&mut self, key: &str) -> Option<Queued> {
+        let q = self.queued.remove(key)?;
+        self.rechecks -= usize::from(q.recheck);
+        Some(q)
+    }
+
+    /// Whether `after` holds back the entries that wait for it: it is running, or queued to run
+    /// (not backing off after a failure, not only due for a recheck).
+    fn holds(&self, after: &str) -> bool {
+        self.running.contains_key(after)
+            || self
+                .queued
+                .get(after)
+                .is_some_and(|b| !b.retry && !b.recheck)
+    }
+
+    /// A test of whether an entry is blocked that asks [`Queue::holds`] once per management
+    /// cluster named, not once per entry (a scan covers up to the whole fleet).
+    fn blocked_test(&self) -> impl FnMut(&Queued) -> bool + '_ {
+        let mut known: Vec<(String, bool)> = Vec::new();
+        move |q: &Queued| {
+            let Some(after) = q.after.as_deref() else {
+                return false;
+            };
+            if let Some((_, held)) = known.iter().find(|(a, _)| a == after) {
+                return *held;
+            }
+            let held = self.holds(after);
+            known.push((after.to_string(), held));
+            held
+        }
     }
 
     /// The clusters to start now: due, not blocked, changed ones first, then oldest trigger
@@ -165,21 +207,24 @@ impl Queue {
         if room == 0 {
             return Vec::new();
         }
-        let mut ready: Vec<(bool, u64, &String)> = self
-            .queued
-            .iter()
-            .filter(|(_, q)| q.due <= now && !self.blocked(q))
-            .map(|(k, q)| (!q.first, q.seq, k))
-            .collect();
-        // Only the first `room` are wanted (a few, out of up to the whole fleet).
-        if ready.len() > room {
-            ready.select_nth_unstable(room);
-            ready.truncate(room);
-        }
-        ready.sort();
-        let out: Vec<String> = ready.into_iter().map(|(_, _, k)| k.clone()).collect();
+        let out: Vec<String> = {
+            let mut blocked = self.blocked_test();
+            let mut ready: Vec<(bool, u64, &String)> = self
+                .queued
+                .iter()
+                .filter(|(_, q)| q.due <= now && !blocked(q))
+                .map(|(k, q)| (!q.first, q.seq, k))
+                .collect();
+            // Only the first `room` are wanted (a few, out of up to the whole fleet).
+            if ready.len() > room {
+                ready.select_nth_unstable(room);
+                ready.truncate(room);
+            }
+            ready.sort();
+            ready.into_iter().map(|(_, _, k)| k.clone()).collect()
+        };
         for k in &out {
-            self.queued.remove(k);
+            self.remove(k);
             self.running.insert(k.clone(), None);
         }
         out
@@ -200,8 +245,8 @@ impl Queue {
         let seq = self.seq;
         match (again, retry) {
             (Some(again), retry) if again.urgent || retry.is_none() => {
-                self.queued.insert(
-                    key.to_string(),
+                self.insert(
+                    key,
                     Queued {
                         due: now,
                         seq,
@@ -214,8 +259,8 @@ impl Queue {
                 Finished::Again
             }
             (again, Some(delay)) => {
-                self.queued.insert(
-                    key.to_string(),
+                self.insert(
+                    key,
                     Queued {
                         due: now + delay,
                         seq,
@@ -239,8 +284,8 @@ impl Queue {
             return;
         }
         self.seq += 1;
-        self.queued.insert(
-            key.to_string(),
+        self.insert(
+            key,
             Queued {
                 due: at,
                 seq: self.seq,
@@ -255,15 +300,20 @@ impl Queue {
 
     /// Forgets a key that left the fleet (queued, retries and failure count).
     pub fn forget(&mut self, key: &str) {
-        self.queued.remove(key);
+        self.remove(key);
         self.failures.remove(key);
     }
 
-    /// When the next queued cluster falls due (`None`: nothing waits on time).
+    /// When the next queued cluster falls due (`None`: nothing waits on time). At the cap,
+    /// `None`: nothing can start before a run finishes, and the caller hears of that anyway.
     pub fn next_due(&self) -> Option<Instant> {
+        if self.running.len() >= self.cap {
+            return None;
+        }
+        let mut blocked = self.blocked_test();
         self.queued
             .values()
-            .filter(|q| !self.blocked(q))
+            .filter(|q| !blocked(q))
             .map(|q| q.due)
             .min()
     }
@@ -280,12 +330,12 @@ impl Queue {
 
     /// Keys waiting (due or backing off), not counting [`Queue::recheck`]s.
     pub fn queued(&self) -> usize {
-        self.queued.values().filter(|q| !q.recheck).count()
+        self.queued.len() - self.rechecks
     }
 
     /// Keys only due for a [`Queue::recheck`] (clusters waiting for an upgrade stage).
     pub fn rechecks(&self) -> usize {
-        self.queued.values().filter(|q| q.recheck).count()
+        self.rechecks
     }
 
     /// Whether nothing is queued or running (rechecks aside: they are timers, not work).
@@ -467,6 +517,56 @@ mod tests {
         // pass), rather than wait minutes.
         q.finish("mgmt", false, t, 0.5);
         assert_eq!(q.take_ready(t), vec!["w1", "w2"]);
+    }
+
+    #[test]
+    fn at_the_cap_nothing_is_due_until_a_run_finishes() {
+        // The daemon sleeps until next_due; a due time in the past at the cap would wake it
+        // over and over with no room to start anything.
+        let t = Instant::now();
+        let mut q = Queue::new(2);
+        for k in ["a", "b", "c", "d"] {
+            q.enqueue(k, None, false, t);
+        }
+        assert_eq!(q.next_due(), Some(t));
+        assert_eq!(q.take_ready(t), vec!["a", "b"]);
+        assert_eq!(q.next_due(), None, "c and d are due, but there is no room");
+        q.finish("a", true, t + secs(1), 0.5);
+        assert_eq!(q.next_due(), Some(t), "room again: c is due");
+        assert_eq!(q.take_ready(t + secs(1)), vec!["c"]);
+        assert_eq!(q.next_due(), None);
+    }
+
+    #[test]
+    fn the_counts_follow_every_operation() {
+        // Random operations on a few keys; after each, the kept counts agree with a scan.
+        let mut rng = fastrand::Rng::with_seed(7);
+        let keys = ["m", "a", "b", "c", "d"];
+        let t0 = Instant::now();
+        let mut q = Queue::new(2);
+        for step in 0..5_000u64 {
+            let now = t0 + Duration::from_millis(step * 100);
+            let key = keys[rng.usize(..keys.len())];
+            let after = (key != "m" && rng.bool()).then_some("m");
+            match rng.u8(..7) {
+                0 => q.enqueue(key, after, rng.bool(), now),
+                1 => q.enqueue_first(key, after, now),
+                2 => q.recheck(key, now + secs(rng.u64(..30))),
+                3 => q.forget(key),
+                4 => {
+                    q.take_ready(now);
+                }
+                _ => {
+                    if q.running.contains_key(key) {
+                        q.finish(key, rng.bool(), now, rng.f64());
+                    }
+                }
+            }
+            let rechecks = q.queued.values().filter(|e| e.recheck).count();
+            assert_eq!(q.rechecks(), rechecks, "step {step}");
+            assert_eq!(q.queued(), q.queued.len() - rechecks, "step {step}");
+            assert!(q.running() <= 2);
+        }
     }
 
     #[test]
