@@ -462,31 +462,6 @@ pub async fn run_with(
                     received(&metrics, &batch);
                     continue;
                 };
-                let mut opts = Options {
-                    revision: cur.revision.clone(),
-                    management: cfg.management.clone(),
-                    drift: cfg.drift,
-                    concurrency: cfg.concurrency,
-                    ..Default::default()
-                };
-                cfg.upgrade.apply(&mut opts);
-                cur.opts = Arc::new(opts);
-                // Cheap with the watches: memory reads, and writes only for a missing namespace.
-                let t = Instant::now();
-                let scope = match agent.prepare(&cur.fleet, &cur.opts).await {
-                    Ok(s) => Arc::new(s),
-                    Err(e) => {
-                        metrics.inc_reconcile(ReconcileResult::Failure);
-                        error!(revision = %cur.revision, error = %e, "preparing the revision failed; retrying on the next trigger");
-                        cur.scope = None;
-                        received(&metrics, &batch);
-                        continue;
-                    }
-                };
-                metrics.observe_stage(Stage::Plan, t.elapsed());
-                ready.set_ready(true);
-                let now = Instant::now();
-                let mgmt = scope.management().to_string();
                 let named: BTreeSet<&str> = batch
                     .iter()
                     .filter_map(|t| match t {
@@ -499,6 +474,46 @@ pub async fn run_with(
                     || batch
                         .iter()
                         .any(|t| matches!(t, Trigger::ClusterChange(None)));
+                // Watch events naming clusters of the revision already prepared: its scope
+                // stands (the same fleet, its kinds watched, its namespaces ensured, the live
+                // state shared with the watches), so only those clusters are queued. Preparing
+                // again would walk the whole fleet once per event.
+                let scope = match (&cur.scope, everything) {
+                    (Some(scope), false) => {
+                        agent.refresh();
+                        scope.clone()
+                    }
+                    _ => {
+                        let mut opts = Options {
+                            revision: cur.revision.clone(),
+                            management: cfg.management.clone(),
+                            drift: cfg.drift,
+                            concurrency: cfg.concurrency,
+                            ..Default::default()
+                        };
+                        cfg.upgrade.apply(&mut opts);
+                        cur.opts = Arc::new(opts);
+                        // Cheap with the watches: memory reads, and writes only for a missing
+                        // namespace.
+                        let t = Instant::now();
+                        match agent.prepare(&cur.fleet, &cur.opts).await {
+                            Ok(s) => {
+                                metrics.observe_stage(Stage::Plan, t.elapsed());
+                                Arc::new(s)
+                            }
+                            Err(e) => {
+                                metrics.inc_reconcile(ReconcileResult::Failure);
+                                error!(revision = %cur.revision, error = %e, "preparing the revision failed; retrying on the next trigger");
+                                cur.scope = None;
+                                received(&metrics, &batch);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                ready.set_ready(true);
+                let now = Instant::now();
+                let mgmt = scope.management().to_string();
                 let names: BTreeSet<&str> = scope.clusters().map(|(n, _)| n).collect();
                 for (name, kind) in scope.clusters() {
                     if !everything && !named.contains(name) {

@@ -373,7 +373,11 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     // and only the cluster it belongs to runs again, from the revision already loaded.
     let text = scrape(metrics_port);
     let watch_triggers = "capstan_triggers_total{trigger=\"cluster_change\"}";
+    // Preparing a revision (its scope over the whole fleet) is timed as the "plan" stage.
+    let prepares = "capstan_reconcile_duration_seconds_count{stage=\"plan\"}";
     let (passes, triggers) = (value_in(&text, runs), value_in(&text, watch_triggers));
+    let prepared = value_in(&text, prepares);
+    assert!(prepared >= 1.0, "no revision prepared yet:\n{text}");
     let loads: f64 = ["poll", "webhook", "local_change", "manual"]
         .iter()
         .map(|k| {
@@ -425,6 +429,11 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     assert_eq!(
         loads_after, loads,
         "the watch event reloaded the revision:\n{text}"
+    );
+    assert_eq!(
+        value_in(&text, prepares),
+        prepared,
+        "a watch event naming one cluster prepared the whole revision again:\n{text}"
     );
 
     // A label edit (no new generation) that even takes the object away from its cluster: the

@@ -241,20 +241,34 @@ impl LiveCache {
                 .ok()
                 .and_then(|r| r.ok().map(|s| s.clone()));
             match (state, id) {
-                (Some(Synced::Yes), Some((group, kind))) => {
-                    self.live.set_denied(&group, &kind, None)
-                }
-                (Some(Synced::Yes), None) => {}
-                (Some(Synced::Denied(message)), Some((group, kind))) => {
-                    self.live.set_denied(&group, &kind, Some(message))
-                }
                 (Some(Synced::Denied(message)), None) => {
                     return Err(LiveError::Forbidden(what, message));
                 }
-                _ => return Err(LiveError::NotSynced(what)),
+                (Some(state), Some((group, kind))) => self.note(&group, &kind, &state),
+                (Some(_), None) => {}
+                (None, _) => return Err(LiveError::NotSynced(what)),
             }
         }
         Ok(())
+    }
+
+    /// Carries into the live state whether each watched kind is refused to the agent now, as
+    /// [`LiveCache::ensure`] does, without waiting for anything: for a revision looked at again
+    /// without being prepared anew (watch events naming its clusters).
+    pub fn refresh_denied(&self) {
+        let kinds = self.kinds.lock().unwrap_or_else(|p| p.into_inner());
+        for ((group, kind), rx) in kinds.iter() {
+            self.note(group, kind, &rx.borrow());
+        }
+    }
+
+    /// Records a watch's state as the kind's refusal (a watch not synced yet changes nothing).
+    fn note(&self, group: &str, kind: &str, state: &Synced) {
+        match state {
+            Synced::Yes => self.live.set_denied(group, kind, None),
+            Synced::Denied(message) => self.live.set_denied(group, kind, Some(message.clone())),
+            Synced::No => {}
+        }
     }
 }
 

@@ -487,6 +487,16 @@ impl Agent {
         Ok(out)
     }
 
+    /// A prepared revision looked at again for some of its clusters (watch events naming them)
+    /// keeps its [`Scope`]: the same fleet, its kinds watched, its namespaces ensured, the live
+    /// state shared with the watches. Only what the watches have learnt since about kinds the
+    /// agent is refused or allowed again is carried over, as [`Agent::prepare`] would.
+    pub fn refresh(&self) {
+        if let Some(cache) = &self.cache {
+            cache.refresh_denied();
+        }
+    }
+
     /// What every cluster of a revision shares, worked out once: the status CRD checked, the
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.
@@ -602,7 +612,13 @@ impl Agent {
             reads,
         };
         if !opts.plan_only {
-            pass.ensure_namespaces(fleet, &in_scope).await?;
+            pass.ensure_namespaces(
+                fleet
+                    .clusters
+                    .iter()
+                    .filter(|e| in_scope.contains(e.name.as_str())),
+            )
+            .await?;
         }
         let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
         let mut clusters: Vec<(String, Kind)> = fleet

@@ -214,15 +214,11 @@ impl Pass<'_> {
     }
 
     /// Namespaces the fleet's objects live in are created when missing (and never pruned).
-    pub(super) async fn ensure_namespaces(
+    pub(super) async fn ensure_namespaces<'e>(
         &self,
-        fleet: &Fleet,
-        in_scope: &BTreeSet<&str>,
+        clusters: impl Iterator<Item = &'e ClusterEntry>,
     ) -> Result<(), ReconcileError> {
-        let wanted: BTreeSet<String> = fleet
-            .clusters
-            .iter()
-            .filter(|e| in_scope.contains(e.name.as_str()))
+        let wanted: BTreeSet<String> = clusters
             .flat_map(|e| e.objects.iter().flatten())
             .filter(|o| !o.namespace().is_empty())
             .map(|o| o.namespace().to_string())
@@ -447,6 +443,11 @@ impl Pass<'_> {
         let upgrade = self
             .self_upgrade(fleet, entry, &mut plan, &staged, prev)
             .await;
+        // Its namespaces, when an apply has found one missing since the revision was prepared
+        // (the daemon prepares a revision once, not on every watch event that names a cluster).
+        if plan.writes_now() {
+            self.ensure_namespaces(std::iter::once(entry)).await?;
+        }
         // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
         // that may be one of their kinds), then the rest by upgrade stage (objects that roll no
         // machine, etcd, control plane, CNI, workers) in render order; held changes wait for a
