@@ -15,8 +15,8 @@
 //!   `flux` as a tar.gz served on loopback, its `sha256:` digest and revision, Ready. The
 //!   team namespaces are created beforehand (capstan creates the namespaces it needs).
 //! - **SSA limit**: a minimal client server-side applying the same objects concurrently (no
-//!   reads, no planning) at several concurrencies, each into fresh namespaces; the best is the
-//!   API server's own throughput here.
+//!   reads, no planning; forced and strictly validated, as capstan asks) at several
+//!   concurrencies, each into fresh namespaces; the best is the API server's own throughput here.
 //!
 //! Measured for capstan and Flux: cold apply (from the process start until every object is
 //! applied; for Flux until every Kustomization is Ready at the revision), the API requests and
@@ -571,7 +571,10 @@ async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
     let client = cp.client();
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let pp = PatchParams::apply("ssa-limit").force();
+    // What capstan asks of the API server for each object: a forced apply, strictly validated.
+    let pp = PatchParams::apply("ssa-limit")
+        .force()
+        .validation(kube::api::ValidationDirective::Strict);
     let mut rounds = Vec::new();
     for c in [4usize, 16, 64] {
         let prefix = format!("r{c}-");

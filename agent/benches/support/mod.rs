@@ -7,6 +7,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -36,8 +37,22 @@ pub struct RunArgs<'a> {
 }
 
 impl Agent {
+    /// `CAPSTAN_BENCH_AGENT_WRAP` runs the agent under a profiler (`heaptrack -o /tmp/agent`,
+    /// `valgrind --tool=dhat`, …): the words of the variable go before the agent's command line.
+    /// The peak RSS and CPU figures are then the wrapper's, so read the profiler's instead. The
+    /// agent runs in a process group of its own, so that a wrapper's child stops with it.
     pub fn run(a: &RunArgs) -> Agent {
-        let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        let wrap = std::env::var("CAPSTAN_BENCH_AGENT_WRAP").unwrap_or_default();
+        let mut words = wrap.split_whitespace();
+        let mut cmd = match words.next() {
+            Some(program) => {
+                let mut cmd = Command::new(program);
+                cmd.args(words).arg(env!("CARGO_BIN_EXE_capstan"));
+                cmd
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_capstan")),
+        };
+        let child = cmd
             .args(["run", "--git", "--branch", "main", "--interval", "1h"])
             .args(["--log-json", "--management", "mgmt"])
             .args(["--concurrency", a.concurrency])
@@ -53,6 +68,7 @@ impl Agent {
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())
             .stderr(fs::File::create(a.log).unwrap())
+            .process_group(0)
             .spawn()
             .unwrap();
         Agent(child)
@@ -64,8 +80,19 @@ impl Agent {
 }
 
 impl Drop for Agent {
+    /// SIGTERM to the agent's process group (a profiler wrapping it writes its data out), then
+    /// SIGKILL to whatever of it is left after ten seconds.
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let group = format!("-{}", self.0.id());
+        let signal = |s: &str| {
+            let _ = Command::new("kill").args([s, "--", &group]).status();
+        };
+        signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal("-KILL");
         let _ = self.0.wait();
     }
 }
