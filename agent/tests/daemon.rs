@@ -490,6 +490,134 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     );
 }
 
+/// The namespace controller's part in deleting `ns`, played by the test (this control plane runs
+/// no kube-controller-manager): the namespace marked for deletion, every namespaced object in it
+/// deleted, then its `kubernetes` finalizer taken off through the finalize subresource, after
+/// which the API server removes it.
+fn delete_namespace_as_its_controller_would(cp: &capstan_harness::ControlPlane, ns: &str) {
+    kubectl(cp, &["delete", "namespace", ns, "--wait=false"]);
+    let kinds = kubectl(
+        cp,
+        &[
+            "api-resources",
+            "--namespaced",
+            "--verbs=list,delete",
+            "-o",
+            "name",
+        ],
+    );
+    let kinds: Vec<&str> = kinds.lines().filter(|l| !l.is_empty()).collect();
+    kubectl(
+        cp,
+        &[
+            "delete",
+            "-n",
+            ns,
+            "--all",
+            "--wait=false",
+            &kinds.join(","),
+        ],
+    );
+    let mut namespace: serde_json::Value =
+        serde_json::from_str(&kubectl(cp, &["get", "namespace", ns, "-o", "json"])).unwrap();
+    namespace["spec"]["finalizers"] = serde_json::json!([]);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), namespace.to_string()).unwrap();
+    kubectl(
+        cp,
+        &[
+            "replace",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/finalize"),
+            "-f",
+            &file.path().display().to_string(),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    for (p, t) in fleet_files("nsdel") {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    // An hour between polls: after the first load, only watch events bring the agent back.
+    let _agent = spawn_watching(&kubeconfig, &repo, "m-nsdel", metrics_port, &log, &[]);
+    assert!(
+        wait_for_revision(&client, "w-nsdel", "local", Duration::from_secs(90))
+            .await
+            .is_some(),
+        "not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let prepares = "capstan_reconcile_duration_seconds_count{stage=\"plan\"}";
+    let prepared = value_in(&text, prepares);
+    assert!(prepared >= 1.0, "no revision prepared yet:\n{text}");
+
+    delete_namespace_as_its_controller_would(cp, "t-nsdel");
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-nsdel",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    // The objects' deletions are watch events naming their clusters: the clusters run again,
+    // find the namespace gone, create it and apply everything into it.
+    wait_until(
+        "the namespace and the workload cluster's objects back",
+        &log,
+        Duration::from_secs(120),
+        || async {
+            let ns_live = nss
+                .get_opt("t-nsdel")
+                .await
+                .unwrap()
+                .is_some_and(|n| n.metadata.deletion_timestamp.is_none());
+            ns_live
+                && md
+                    .get_opt("w-nsdel-md-0")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|m| m.data["spec"]["replicas"] == 2)
+        },
+    )
+    .await;
+    let created_by = kubectl(
+        cp,
+        &[
+            "get",
+            "namespace",
+            "t-nsdel",
+            "-o",
+            "jsonpath={.metadata.labels.app\\.kubernetes\\.io/created-by}",
+        ],
+    );
+    assert_eq!(created_by, "capstan");
+    // Done by the clusters' own runs, from the revision already prepared.
+    let text = scrape(metrics_port);
+    assert_eq!(
+        value_in(&text, prepares),
+        prepared,
+        "the revision was prepared again:\n{text}"
+    );
+}
+
 fn kubectl(cp: &capstan_harness::ControlPlane, args: &[&str]) -> String {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")

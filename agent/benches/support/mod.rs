@@ -85,7 +85,10 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let group = format!("-{}", self.0.id());
         let signal = |s: &str| {
-            let _ = Command::new("kill").args([s, "--", &group]).status();
+            let _ = Command::new("kill")
+                .args([s, "--", &group])
+                .stderr(std::process::Stdio::null())
+                .status();
         };
         signal("-TERM");
         let deadline = Instant::now() + Duration::from_secs(10);
