@@ -131,6 +131,12 @@ pub fn parse(text: &str) -> Result<Vec<Document>, YamlError> {
 /// The block YAML templates emit is read by a line-based reader of that subset (several times faster); anything
 /// else, errors included, by the full parser. Debug builds check that both agree.
 pub fn parse_values(text: &str) -> Result<Vec<Value>, YamlError> {
+    parse_values_read(text).map(|(docs, _)| docs)
+}
+
+/// [`parse_values`], also saying whether the fast reader read the text (`true`) or the full
+/// parser had to.
+pub(crate) fn parse_values_read(text: &str) -> Result<(Vec<Value>, bool), YamlError> {
     if let Some(docs) = crate::block_yaml::parse(text) {
         debug_assert_eq!(
             Some(&docs),
@@ -140,12 +146,10 @@ pub fn parse_values(text: &str) -> Result<Vec<Value>, YamlError> {
                 .as_ref(),
             "block_yaml disagrees with the full parser on:\n{text}"
         );
-        return Ok(docs);
+        return Ok((docs, true));
     }
-    Ok(parse_impl(text, false)?
-        .into_iter()
-        .map(|d| d.value)
-        .collect())
+    let docs = parse_impl(text, false)?;
+    Ok((docs.into_iter().map(|d| d.value).collect(), false))
 }
 
 fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {

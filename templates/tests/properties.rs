@@ -240,6 +240,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
+    fn every_template_output_is_read_back_by_the_fast_reader(s in spec()) {
+        render_spec(&s);
+        prop_assert_eq!(render::slow_reads(), 0);
+    }
+
+    #[test]
     fn rendering_is_deterministic(s in spec()) {
         let a = yaml::to_string_multi(&render_spec(&s));
         let b = yaml::to_string_multi(&render_spec(&s));

@@ -135,12 +135,12 @@ pub fn render_with(
 ) -> Result<Vec<Value>, RenderError> {
     let provider = cluster.provider.name();
     let mut ctx = context::context(cluster, release)?;
+    let mut values = minijinja::Value::from(minijinja::value::Serde(&ctx));
     if matches!(cluster.provider, Provider::VSphere(_)) {
-        with_kube_vip(env, &mut ctx)?;
+        values = with_kube_vip(env, &mut ctx, values)?;
     }
 
     // Pass 1: immutable templates, named by content.
-    let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
     let mut immutable = render_file(
         env,
         &format!("{provider}/machine-templates.yaml.j2"),
@@ -161,8 +161,9 @@ pub fn render_with(
         hash_name(obj, "#bootstrap", &mut names);
     }
     immutable.extend(bootstrap);
-    ctx.insert("names".into(), json!(names));
-    let values = minijinja::Value::from(minijinja::value::Serde(&ctx));
+    // The context of pass 1 with the names added, looked up through both (converting the whole
+    // context again cost an eighth of a render).
+    let values = minijinja::context! { names => minijinja::Value::from(minijinja::value::Serde(&names)), ..values };
 
     // Pass 2: objects that refer to the immutable ones.
     let mut files = vec![format!("{provider}/infrastructure-cluster.yaml.j2")];
@@ -294,6 +295,16 @@ fn hash_name(obj: &mut Value, key_suffix: &str, names: &mut BTreeMap<String, Str
     names.insert(format!("{base}{key_suffix}"), full);
 }
 
+static SLOW_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many rendered template outputs in this process the fast block-YAML reader could not read
+/// back, so that the general YAML parser (several times slower) did. The provider templates are
+/// written to stay inside the fast reader's subset, since every cluster renders every one of
+/// them; a property test renders every shape of cluster and asserts this stays zero.
+pub fn slow_reads() -> usize {
+    SLOW_READS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn render_file(
     env: &Environment<'_>,
     name: &str,
@@ -319,8 +330,11 @@ fn render_file(
     if std::env::var_os("CAPSTAN_DEBUG_TEMPLATES").is_some() {
         eprintln!("--- {name}\n{text}");
     }
-    let docs = crate::yaml::parse_values(&text)
+    let (docs, fast) = crate::yaml::parse_values_read(&text)
         .map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
+    if !fast {
+        SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     let mut objects = Vec::with_capacity(docs.len());
     for (i, v) in docs.into_iter().enumerate() {
         let line = format!("document {}", i + 1);
@@ -363,8 +377,13 @@ fn render_file(
     Ok(objects)
 }
 
-/// Renders the kube-vip static pod manifest and puts it among the control plane's files.
-fn with_kube_vip(env: &Environment<'_>, ctx: &mut Map<String, Value>) -> Result<(), RenderError> {
+/// Renders the kube-vip static pod manifest and puts it among the control plane's files: the
+/// template context with `cp` replaced (only `cp` is converted again).
+fn with_kube_vip(
+    env: &Environment<'_>,
+    ctx: &mut Map<String, Value>,
+    values: minijinja::Value,
+) -> Result<minijinja::Value, RenderError> {
     let name = "vsphere/kube-vip.yaml.j2";
     let err = |e: minijinja::Error| RenderError::Template {
         template: name.into(),
@@ -373,7 +392,7 @@ fn with_kube_vip(env: &Environment<'_>, ctx: &mut Map<String, Value>) -> Result<
     let manifest = env
         .get_template(name)
         .map_err(err)?
-        .render(minijinja::Value::from(minijinja::value::Serde(&*ctx)))
+        .render(&values)
         .map_err(err)?;
     let cp = ctx["cp"].as_object_mut().expect("cp is an object");
     let at = cp["kube_vip_file_index"].as_u64().unwrap_or(0) as usize;
@@ -382,5 +401,6 @@ fn with_kube_vip(env: &Environment<'_>, ctx: &mut Map<String, Value>) -> Result<
         at.min(files.len()),
         json!({"path": "/etc/kubernetes/manifests/kube-vip.yaml", "owner": "root:root", "content": manifest}),
     );
-    Ok(())
+    let cp = minijinja::Value::from(minijinja::value::Serde(&ctx["cp"]));
+    Ok(minijinja::context! { cp => cp, ..values })
 }
