@@ -374,8 +374,10 @@ async fn all_ready(ks: &Api<DynamicObject>, revision: &str, token: Option<&str>,
     }
 }
 
-/// Waits up to `limit` for every Kustomization to be Ready at `revision` (and to have handled
-/// `token`); otherwise how many were, of how many.
+/// Waits up to `limit` until every Kustomization has been seen Ready at `revision` (having
+/// handled `token`); otherwise how many were, of how many. Each counts once seen: at 1,000
+/// Kustomizations a sweep over the fleet outlasts part of their one-hour interval, so some are
+/// always reconciling again and "all Ready at the same moment" may never happen.
 async fn ready_within(
     ks: &Api<DynamicObject>,
     revision: &str,
@@ -383,21 +385,24 @@ async fn ready_within(
     limit: Duration,
 ) -> Result<(), (usize, usize)> {
     let start = Instant::now();
+    let mut seen = std::collections::BTreeSet::new();
     loop {
         let list = ks.list(&Default::default()).await.unwrap();
-        let ready = list
-            .items
-            .iter()
-            .filter(|k| {
-                let s = &k.data["status"];
-                s["lastAppliedRevision"] == revision
-                    && token.is_none_or(|t| s["lastHandledReconcileAt"] == t)
-                    && s["conditions"].as_array().is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            })
-            .count();
+        seen.extend(
+            list.items
+                .iter()
+                .filter(|k| {
+                    let s = &k.data["status"];
+                    s["lastAppliedRevision"] == revision
+                        && token.is_none_or(|t| s["lastHandledReconcileAt"] == t)
+                        && s["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        })
+                })
+                .map(|k| k.metadata.name.clone().unwrap_or_default()),
+        );
+        let ready = seen.len();
         if ready == list.items.len() && !list.items.is_empty() {
             return Ok(());
         }
