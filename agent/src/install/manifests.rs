@@ -9,11 +9,12 @@
 //! [`GIT_SECRET`] (deploy key and known_hosts, or a CA for https remotes), [`WEBHOOK_SECRET`]
 //! (the GitHub webhook's shared secret) and [`GITHUB_SECRET`] (a token for pull-request
 //! features). Resources are sized from the scale curve of the fleet benchmark
-//! (`agent/benches/versus_flux.rs`, README "Scale curve"): peak RSS 39 MiB at 100 clusters,
-//! 137 MiB at 1,000, 360 MiB at 3,000 and 1,134 MiB at 10,000 (about 0.11 MiB per cluster).
-//! The supported fleet size of these defaults is up to 3,000 clusters per management cluster:
-//! [`MEMORY_LIMIT`] leaves that peak 40 % headroom, [`MEMORY_REQUEST`] covers a 2,000-cluster
-//! fleet's peak. A larger fleet needs a higher limit (about 0.11 MiB per cluster, and headroom).
+//! (`agent/benches/versus_flux.rs`, README "Scale curve"): peak RSS 71 MiB at 1,000 clusters
+//! and 161 MiB at 3,000 (about 0.045 MiB per cluster; before the agent shared validated
+//! clusters and kept objects as JSON text it was 137 and 360 MiB). The supported fleet size of
+//! these defaults is up to 3,000 clusters per management cluster: [`MEMORY_REQUEST`] covers
+//! that peak and [`MEMORY_LIMIT`] leaves it three times the headroom. A larger fleet needs a
+//! higher limit (about 0.05 MiB per cluster, and headroom).
 
 use serde_json::{Value, json};
 
@@ -38,7 +39,7 @@ pub const OPS_PORT: u16 = 8080;
 pub const WEBHOOK_PORT: u16 = 9292;
 /// The Deployment's memory request (see the module docs for the sizing).
 pub const MEMORY_REQUEST: &str = "256Mi";
-/// The Deployment's memory limit: fleets of up to 3,000 clusters (360 MiB peak RSS measured).
+/// The Deployment's memory limit: fleets of up to 3,000 clusters (161 MiB peak RSS measured).
 pub const MEMORY_LIMIT: &str = "512Mi";
 /// The default image.
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/capstan-dev/capstan:v", env!("CARGO_PKG_VERSION"));

