@@ -80,13 +80,15 @@ impl Agent {
 }
 
 impl Drop for Agent {
-    /// SIGTERM to the agent's process group (a profiler wrapping it writes its data out), then
-    /// SIGKILL to whatever of it is left after ten seconds.
+    /// SIGTERM to the process and its process group (a profiler wrapping the agent writes its
+    /// data out), then SIGKILL to whatever of them is left after ten seconds. The process is
+    /// named too: kustomize-controller is run through this type without a group of its own.
     fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
+        let pid = self.0.id().to_string();
+        let group = format!("-{pid}");
         let signal = |s: &str| {
             let _ = Command::new("kill")
-                .args([s, "--", &group])
+                .args([s, "--", &pid, &group])
                 .stderr(std::process::Stdio::null())
                 .status();
         };
