@@ -297,11 +297,7 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    for (p, t) in fleet_files("drift") {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_fleet(&repo, "drift");
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     // An hour between polls: every pass after the first is caused by a watch event or an edit.
@@ -541,11 +537,7 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    for (p, t) in fleet_files("nsdel") {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_fleet(&repo, "nsdel");
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
@@ -616,6 +608,15 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
         prepared,
         "the revision was prepared again:\n{text}"
     );
+}
+
+/// Writes the files of [`fleet_files`]`(suffix)` under `repo`.
+fn write_fleet(repo: &std::path::Path, suffix: &str) {
+    for (p, t) in fleet_files(suffix) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
 }
 
 fn kubectl(cp: &capstan_harness::ControlPlane, args: &[&str]) -> String {
@@ -1063,11 +1064,7 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    for (p, t) in fleet_files("rival") {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_fleet(&repo, "rival");
     let name = "w-rival-settings";
     std::fs::write(
         repo.join("clusters/m-rival/workload-clusters/w-rival/settings.yaml"),
