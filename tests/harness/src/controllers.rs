@@ -165,11 +165,29 @@ struct Ports {
     diagnostics: u16,
 }
 
-fn free_port() -> Result<u16, Error> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(io_err("bind", Path::new("127.0.0.1:0")))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(io_err("bind", Path::new("127.0.0.1:0")))
+/// `n` distinct free loopback ports: every listener is held until all are chosen, so no
+/// two of them can be the same port.
+fn free_ports(n: usize) -> Result<Vec<u16>, Error> {
+    let err = || io_err("bind", Path::new("127.0.0.1:0"));
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(err()))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()).map_err(err()))
+        .collect()
+}
+
+/// The controller whose port was taken between choosing and binding it (another test's
+/// process got it first), when that is why a start failed: the start is tried again with
+/// fresh ports.
+fn port_lost_by(e: &Error) -> Option<&str> {
+    match e {
+        Error::ControllerExit { name, tail, .. } if tail.contains("address already in use") => {
+            Some(name)
+        }
+        _ => None,
+    }
 }
 
 /// Waits until CAPD's fixed debug port can be bound (nothing else serves it).
@@ -199,8 +217,41 @@ async fn wait_capd_port(timeout: Duration) -> Result<(), Error> {
 
 /// Starts the controllers against the control plane whose files are in `dir`, installs their
 /// webhooks and waits until they reconcile. `detach`: processes that outlive the caller
-/// (`capstan dev up`).
+/// (`capstan dev up`). A start that lost a port to another process is tried again, up to
+/// three times.
 pub(crate) async fn start(
+    dir: &Path,
+    kubeconfig: &Path,
+    client: &Client,
+    detach: bool,
+    mut watchdog: Option<&mut Watchdog>,
+    timeout: Duration,
+) -> Result<Controllers, Error> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match start_once(
+            dir,
+            kubeconfig,
+            client,
+            detach,
+            watchdog.as_deref_mut(),
+            timeout,
+        )
+        .await
+        {
+            Err(e) if attempt < 3 && port_lost_by(&e).is_some() => {
+                binaries::progress(&format!(
+                    "{} lost its port to another process: starting the controllers again on new ports",
+                    port_lost_by(&e).unwrap_or_default()
+                ));
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn start_once(
     dir: &Path,
     kubeconfig: &Path,
     client: &Client,
@@ -229,7 +280,9 @@ pub(crate) async fn start(
     let result = async {
         // kube-controller-manager: only what a real cluster does behind every controller's
         // back (owner references collected, namespaces emptied on deletion).
-        let kcm_port = free_port()?;
+        let mut chosen = free_ports(1 + 3 * PROVIDERS.len())?.into_iter();
+        let mut next_port = || chosen.next().expect("one port per listener");
+        let kcm_port = next_port();
         let kcm_args = vec![
             format!("--kubeconfig={kubeconfig}"),
             format!("--authentication-kubeconfig={kubeconfig}"),
@@ -257,9 +310,9 @@ pub(crate) async fn start(
         let mut ports = Vec::new();
         for p in PROVIDERS {
             let ports_of = Ports {
-                webhook: free_port()?,
-                health: free_port()?,
-                diagnostics: free_port()?,
+                webhook: next_port(),
+                health: next_port(),
+                diagnostics: next_port(),
             };
             let args = vec![
                 format!("--kubeconfig={kubeconfig}"),
@@ -688,6 +741,31 @@ impl Drop for LogsOnFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn ports_chosen_together_are_distinct() {
+        let ports = free_ports(16).unwrap();
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), 16, "{ports:?}");
+    }
+
+    #[test]
+    fn only_a_lost_port_starts_the_controllers_again() {
+        let exit = |tail: &str| Error::ControllerExit {
+            name: "capd".into(),
+            status: std::process::ExitStatus::from_raw(256),
+            log: PathBuf::from("capd.log"),
+            tail: tail.into(),
+        };
+        let lost = exit("listen tcp 127.0.0.1:33931: bind: address already in use");
+        assert_eq!(port_lost_by(&lost), Some("capd"));
+        assert_eq!(port_lost_by(&exit("unable to get kubeconfig")), None);
+        assert_eq!(
+            port_lost_by(&Error::Task("address already in use".into())),
+            None
+        );
+    }
 
     #[test]
     fn webhook_configurations_point_at_loopback() {
