@@ -17,7 +17,6 @@
 //! [`crate::process`]. Set `CAPSTAN_KEEP_CONTROL_PLANE=1` to keep the directory (logs)
 //! for debugging; its path is printed.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -590,17 +589,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| Error::Task(e.to_string()))
 }
 
-/// Three distinct free loopback ports.
+/// Three distinct free ports ([`crate::ports`]).
 fn free_ports() -> Result<[u16; 3], Error> {
-    let bind =
-        || TcpListener::bind("127.0.0.1:0").map_err(io_err("bind", Path::new("127.0.0.1:0")));
-    let (a, b, c) = (bind()?, bind()?, bind()?);
-    let port = |l: &TcpListener| {
-        l.local_addr()
-            .map(|a| a.port())
-            .map_err(io_err("bind", Path::new("127.0.0.1:0")))
-    };
-    Ok([port(&a)?, port(&b)?, port(&c)?])
+    let err = io_err("choose ports", Path::new("127.0.0.1"));
+    crate::ports::free_ports(3)
+        .map_err(err)?
+        .try_into()
+        .map_err(|ports| Error::Task(format!("asked for three ports, got {ports:?}")))
 }
 
 /// [`launch`], retried with fresh ports when a port was taken in the meantime.

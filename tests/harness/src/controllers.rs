@@ -165,17 +165,9 @@ struct Ports {
     diagnostics: u16,
 }
 
-/// `n` distinct free loopback ports: every listener is held until all are chosen, so no
-/// two of them can be the same port.
+/// `n` distinct free ports ([`crate::ports`]).
 fn free_ports(n: usize) -> Result<Vec<u16>, Error> {
-    let err = || io_err("bind", Path::new("127.0.0.1:0"));
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(err()))
-        .collect::<Result<Vec<_>, _>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()).map_err(err()))
-        .collect()
+    crate::ports::free_ports(n).map_err(io_err("choose ports", Path::new("127.0.0.1")))
 }
 
 /// The controller whose port was taken between choosing and binding it (another test's
@@ -742,13 +734,6 @@ impl Drop for LogsOnFailure {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
-
-    #[test]
-    fn ports_chosen_together_are_distinct() {
-        let ports = free_ports(16).unwrap();
-        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
-        assert_eq!(distinct.len(), 16, "{ports:?}");
-    }
 
     #[test]
     fn only_a_lost_port_starts_the_controllers_again() {

@@ -48,6 +48,7 @@ pub mod crds;
 pub mod flux;
 pub mod metrics;
 pub mod persistent;
+pub mod ports;
 pub mod process;
 pub mod service_account;
 pub mod shared;
