@@ -121,12 +121,10 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A port that was free a moment ago, outside the range client connections take theirs from
+/// ([`capstan_harness::ports`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    capstan_harness::ports::free_ports(1).expect("a free port")[0]
 }
 
 pub fn http(port: u16, request: &str) -> (u16, String) {

@@ -13,19 +13,16 @@ pub mod http;
 pub mod kubelet;
 pub mod sshd;
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, outside the range client connections take theirs from
+/// ([`capstan_harness::ports`]).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
+    capstan_harness::ports::free_ports(1).expect("a free port")[0]
 }
 
 /// Waits (bounded) until something accepts TCP connections on `port`, or the child died.

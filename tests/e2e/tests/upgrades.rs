@@ -962,11 +962,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
     std::fs::write(&fleet_yaml, WAVES).unwrap();
 
     // The daemon, as `capstan run --watch --repo <dir> --management m-dwaves` runs it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = capstan_harness::ports::free_ports(1).unwrap()[0];
     let backups = tempfile::tempdir().unwrap();
     let cfg = capstan::daemon::RunConfig {
         repo: capstan::daemon::Repo::WorkingCopy(repo.files.root.clone()),
