@@ -11,7 +11,10 @@
 //! benchmark's own thread (`/proc/thread-self/schedstat`) and clusters per CPU-second: that is
 //! the per-core figure, unaffected by other processes taking turns on the core.
 //!
-//! Run: `cargo bench -p capstan-layout --bench render_fleet`.
+//! Run: `cargo bench -p capstan-layout --bench render_fleet`. `CAPSTAN_BENCH_CLUSTERS` sets
+//! another fleet size and `CAPSTAN_BENCH_ROUNDS` another number of rounds (a profiler run:
+//! `valgrind --tool=callgrind --toggle-collect='capstan_templates::render::render_with*'` on
+//! the bench binary with 100 clusters and 2 rounds).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,9 +26,19 @@ use capstan_templates::spec::{SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::json;
 
+/// Workload clusters in the fleet, unless `CAPSTAN_BENCH_CLUSTERS` says otherwise.
 const CLUSTERS: usize = 1000;
-/// Times the fleet is rendered (the first round separately).
+/// Times the fleet is rendered (the first round separately), unless `CAPSTAN_BENCH_ROUNDS`
+/// says otherwise.
 const RENDER_ROUNDS: usize = 5;
+
+fn setting(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
 
 // Rendering allocates many small values; mimalloc keeps the allocator's share of the figure
 // small. (The agent binary keeps the system allocator: see agent/src/main.rs.)
@@ -44,6 +57,8 @@ fn thread_cpu() -> Duration {
 }
 
 fn main() {
+    let clusters_n = setting("CAPSTAN_BENCH_CLUSTERS", CLUSTERS);
+    let render_rounds = setting("CAPSTAN_BENCH_ROUNDS", RENDER_ROUNDS);
     let mut tree = Tree::new();
     let mgmt = ClusterRequest {
         name: "mgmt".into(),
@@ -59,8 +74,8 @@ fn main() {
         tree.insert(p, t);
     }
     // Scaffold the specs with the same templates `capstan new cluster` uses, varying the shape.
-    let mut texts = Vec::with_capacity(CLUSTERS);
-    for i in 0..CLUSTERS {
+    let mut texts = Vec::with_capacity(clusters_n);
+    for i in 0..clusters_n {
         let vsphere = i % 2 == 1;
         let req = ClusterRequest {
             name: format!("w{i:04}"),
@@ -94,7 +109,7 @@ fn main() {
     let mgmt_release = manifest.latest();
     // Parse + validate (done once per revision by the agent), then render, timed separately.
     let (t0, c0) = (Instant::now(), thread_cpu());
-    let mut clusters = Vec::with_capacity(CLUSTERS);
+    let mut clusters = Vec::with_capacity(clusters_n);
     for (path, text) in &texts {
         let docs: Vec<SourceDoc> = yaml::parse(text)
             .unwrap()
@@ -116,8 +131,8 @@ fn main() {
     // touches for the first time (page faults, which cost much more in a VM than the rendering
     // they serve); the best of the later ones is what a running agent's renders cost.
     let mut objects = 0;
-    let mut rounds = Vec::with_capacity(RENDER_ROUNDS);
-    for _ in 0..RENDER_ROUNDS {
+    let mut rounds = Vec::with_capacity(render_rounds);
+    for _ in 0..render_rounds {
         let (t1, c1) = (Instant::now(), thread_cpu());
         objects = 0;
         for (c, r) in &clusters {
@@ -135,21 +150,21 @@ fn main() {
     let fleet = load(&tree);
     let (full, full_cpu) = (t2.elapsed(), thread_cpu() - c2);
     assert!(!fleet.has_errors());
-    assert_eq!(fleet.clusters.len(), CLUSTERS + 1);
+    assert_eq!(fleet.clusters.len(), clusters_n + 1);
 
     // What the agent does for a push that changes one cluster: the whole tree loaded again with
     // the render cache of the previous revision (only the changed cluster is rendered).
     let mut cache = RenderCache::default();
     load_cached(&tree, &mut cache);
-    let (path, text) = &texts[CLUSTERS / 2];
+    let (path, text) = &texts[clusters_n / 2];
     tree.insert(path.clone(), text.replace("count: 2", "count: 3"));
     let (t3, c3) = (Instant::now(), thread_cpu());
     let changed = load_cached(&tree, &mut cache);
     let (reload, reload_cpu) = (t3.elapsed(), thread_cpu() - c3);
     assert!(!changed.has_errors());
-    assert_eq!((cache.hits, cache.misses, cache.reads), (CLUSTERS, 1, 1));
+    assert_eq!((cache.hits, cache.misses, cache.reads), (clusters_n, 1, 1));
 
-    let per_sec = |d: Duration| CLUSTERS as f64 / d.as_secs_f64();
+    let per_sec = |d: Duration| clusters_n as f64 / d.as_secs_f64();
     let line = |name: &str, wall: Duration, cpu: Duration, note: &str| {
         println!(
             "{name:<16} {:>8.1} ms wall {:>7.0} clusters/s | {:>8.1} ms CPU {:>7.0} clusters per CPU-second{note}",
@@ -159,14 +174,14 @@ fn main() {
             per_sec(cpu)
         )
     };
-    println!("clusters: {CLUSTERS} (objects rendered: {objects})");
+    println!("clusters: {clusters_n} (objects rendered: {objects})");
     line("parse+validate:", parse, parse_cpu, "");
     line("render, 1st:", first_time, first_cpu, "  (new memory)");
     line(
         "render:",
         render_time,
         render_cpu,
-        &format!("  (best of rounds 2-{RENDER_ROUNDS}; target >= 5000 on one core)"),
+        &format!("  (best of rounds 2-{render_rounds}; target >= 5000 on one core)"),
     );
     line(
         "whole fleet load:",

@@ -23,6 +23,10 @@ struct Line<'a> {
 
 /// The documents of `text`, or `None` when it uses anything outside the subset.
 pub(crate) fn parse(text: &str) -> Option<Vec<Value>> {
+    // Tabs anywhere: one scan of the whole text instead of one per line.
+    if text.as_bytes().contains(&b'\t') {
+        return None;
+    }
     let mut docs = Vec::new();
     let mut lines: Vec<Line> = Vec::new();
     for raw in text.lines() {
@@ -35,7 +39,7 @@ pub(crate) fn parse(text: &str) -> Option<Vec<Value>> {
         if body.is_empty() || body.starts_with('#') {
             continue;
         }
-        if t.contains('\t') || t.starts_with("---") || t.starts_with("...") || t.starts_with('%') {
+        if t.starts_with("---") || t.starts_with("...") || t.starts_with('%') {
             return None;
         }
         lines.push(Line {
@@ -155,13 +159,13 @@ fn key(text: &str) -> Option<(String, &str)> {
         let k = de.next()?.ok()?;
         (k, &text[de.byte_offset()..])
     } else {
-        let end = text.find(':')?;
-        let k = &text[..end];
-        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-');
-        if k.is_empty() || !k.chars().all(plain) || k.starts_with('-') {
+        // One pass: name characters up to the colon.
+        let plain = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'/' | b'_' | b'-');
+        let end = text.bytes().position(|c| !plain(c))?;
+        if end == 0 || text.as_bytes()[end] != b':' || text.starts_with('-') {
             return None;
         }
-        (k.to_string(), &text[end..])
+        (text[..end].to_string(), &text[end..])
     };
     let rest = after.strip_prefix(':')?;
     if rest.is_empty() {
@@ -173,14 +177,33 @@ fn key(text: &str) -> Option<(String, &str)> {
 
 fn scalar(text: &str) -> Option<Value> {
     match text.as_bytes()[0] {
-        b'"' => serde_json::from_str::<String>(text).ok().map(Value::String),
+        b'"' => Some(Value::String(quoted(text)?)),
         b'[' | b'{' => serde_json::from_str::<Value>(text).ok(),
         b'\'' | b'|' | b'>' | b'&' | b'*' | b'!' | b'%' | b'@' | b'`' | b'#' | b'?' | b':'
         | b',' | b']' | b'}' => None,
         b'-' if is_item(text) => None,
-        _ if text.contains(": ") || text.contains(" #") || text.ends_with(':') => None,
+        _ if ends_a_plain_scalar(text) => None,
         _ => Some(resolve_plain(text)),
     }
+}
+
+/// A JSON string (the whole of `text`): without escapes its content is the text between the
+/// quotes, read without a JSON parser.
+fn quoted(text: &str) -> Option<String> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\') {
+        return Some(inner.to_string());
+    }
+    serde_json::from_str::<String>(text).ok()
+}
+
+/// Whether a plain scalar holds `: `, ` #` or a trailing `:`, which would make it something
+/// else (or not YAML at all).
+fn ends_a_plain_scalar(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.last() == Some(&b':')
+        || b.windows(2)
+            .any(|w| (w[0] == b':' && w[1] == b' ') || (w[0] == b' ' && w[1] == b'#'))
 }
 
 #[cfg(test)]
@@ -202,6 +225,10 @@ mod tests {
             "a:\n- 1\n- name: x\n  count: 2\n  list:\n  - \"s\"\n-\n  b: true\nc: [1, \"two\", {\"k\": null}]\nd: {\"a\": [1]}\ne:\nf: 1.5\ng: null\nh: \"\\u003cx\\u003e\"\n---\n---\n# only a comment\nx: y\n",
         );
         same("\"quoted key\": 1\nlist:\n  - a\n");
+        // Strings with and without escapes, and plain scalars that only look special.
+        same(
+            "a: \"x\\\"y\"\nb: \"t\\tu\\\\\"\nc: \"caf\u{e9} \u{2713}\"\nd: \"\"\ne: a:b\nf: a#b\ng: -1\n",
+        );
     }
 
     #[test]
@@ -217,6 +244,11 @@ mod tests {
             "a: {b: c}\n",
             "a:\tb\n",
             "- - a\n  - b\n",
+            "a b: c\n",
+            "a: \"x\" \"y\"\n",
+            "a: \"x\\\"\n",
+            "a: b: c\n",
+            "a: b:\n",
         ] {
             assert_eq!(parse(text), None, "{text}");
         }

@@ -287,7 +287,8 @@ pub fn name_suffix(obj: &Value) -> String {
 fn hash_name(obj: &mut Value, key_suffix: &str, names: &mut BTreeMap<String, String>) {
     let hash = name_suffix(obj);
     let name = obj
-        .pointer_mut("/metadata/name")
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("name"))
         .expect("checked by render_file");
     let base = name.as_str().unwrap_or_default().to_string();
     let full = format!("{base}-{hash}");
@@ -337,25 +338,24 @@ fn render_file(
     }
     let mut objects = Vec::with_capacity(docs.len());
     for (i, v) in docs.into_iter().enumerate() {
-        let line = format!("document {}", i + 1);
-        let field = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
         let (Some(api_version), Some(kind), Some(obj_name)) = (
-            field("/apiVersion"),
-            field("/kind"),
-            field("/metadata/name"),
+            str_at(&v, "apiVersion", None),
+            str_at(&v, "kind", None),
+            str_at(&v, "metadata", Some("name")),
         ) else {
             return Err(out_err(format!(
-                "{line}: an object needs apiVersion, kind and metadata.name"
+                "document {}: an object needs apiVersion, kind and metadata.name",
+                i + 1
             )));
         };
-        let ns = field("/metadata/namespace");
-        if is_cluster_scoped(&api_version, &kind) {
+        let ns = str_at(&v, "metadata", Some("namespace"));
+        if is_cluster_scoped(api_version, kind) {
             if let Some(ns) = ns {
                 return Err(out_err(format!(
                     "{kind}/{obj_name} is cluster-scoped but has namespace {ns}"
                 )));
             }
-        } else if ns.as_deref() != Some(cluster.namespace.as_str()) {
+        } else if ns != Some(cluster.namespace.as_str()) {
             let ns = ns.unwrap_or_default();
             return Err(out_err(format!(
                 "{kind}/{obj_name} is in namespace {ns}, not the cluster's {}",
@@ -375,6 +375,16 @@ fn render_file(
         objects.push(v);
     }
     Ok(objects)
+}
+
+/// The string at `key` (or `key.sub`) of an object: a direct lookup (a JSON pointer would
+/// unescape its path on every call).
+fn str_at<'v>(v: &'v Value, key: &str, sub: Option<&str>) -> Option<&'v str> {
+    let at = v.get(key)?;
+    match sub {
+        Some(sub) => at.get(sub)?.as_str(),
+        None => at.as_str(),
+    }
 }
 
 /// Renders the kube-vip static pod manifest and puts it among the control plane's files: the
