@@ -178,6 +178,35 @@ fn cpi_tolerations(cp_taints: &Value) -> Value {
     Value::Array(t)
 }
 
+/// A context value as a template value. Maps become string-keyed objects (looked up by
+/// comparing strings; the generic conversion through serde builds maps keyed by template
+/// values, a sixth of a render's instructions), iterated in the same sorted order.
+pub(super) fn to_jinja(v: &Value) -> minijinja::Value {
+    match v {
+        Value::Null => minijinja::Value::from(()),
+        Value::Bool(b) => minijinja::Value::from(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => minijinja::Value::from(i),
+            (None, Some(u)) => minijinja::Value::from(u),
+            _ => minijinja::Value::from(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => minijinja::Value::from(s.as_str()),
+        Value::Array(items) => {
+            minijinja::Value::from(items.iter().map(to_jinja).collect::<Vec<_>>())
+        }
+        Value::Object(m) => to_jinja_map(m),
+    }
+}
+
+/// [`to_jinja`] of a map.
+pub(super) fn to_jinja_map(m: &Map<String, Value>) -> minijinja::Value {
+    minijinja::Value::from(
+        m.iter()
+            .map(|(k, v)| (k.clone(), to_jinja(v)))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+}
+
 /// The template context of a cluster.
 pub(super) fn context(
     cluster: &Cluster,

@@ -135,7 +135,7 @@ pub fn render_with(
 ) -> Result<Vec<Value>, RenderError> {
     let provider = cluster.provider.name();
     let mut ctx = context::context(cluster, release)?;
-    let mut values = minijinja::Value::from(minijinja::value::Serde(&ctx));
+    let mut values = context::to_jinja_map(&ctx);
     if matches!(cluster.provider, Provider::VSphere(_)) {
         values = with_kube_vip(env, &mut ctx, values)?;
     }
@@ -163,7 +163,7 @@ pub fn render_with(
     immutable.extend(bootstrap);
     // The context of pass 1 with the names added, looked up through both (converting the whole
     // context again cost an eighth of a render).
-    let values = minijinja::context! { names => minijinja::Value::from(minijinja::value::Serde(&names)), ..values };
+    let values = minijinja::context! { names => minijinja::Value::from(names), ..values };
 
     // Pass 2: objects that refer to the immutable ones.
     let mut files = vec![format!("{provider}/infrastructure-cluster.yaml.j2")];
@@ -411,6 +411,6 @@ fn with_kube_vip(
         at.min(files.len()),
         json!({"path": "/etc/kubernetes/manifests/kube-vip.yaml", "owner": "root:root", "content": manifest}),
     );
-    let cp = minijinja::Value::from(minijinja::value::Serde(&ctx["cp"]));
+    let cp = context::to_jinja(&ctx["cp"]);
     Ok(minijinja::context! { cp => cp, ..values })
 }
