@@ -222,7 +222,7 @@ pub(crate) async fn start(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match start_once(
+        let result = start_once(
             dir,
             kubeconfig,
             client,
@@ -230,15 +230,12 @@ pub(crate) async fn start(
             watchdog.as_deref_mut(),
             timeout,
         )
-        .await
-        {
-            Err(e) if attempt < 3 && port_lost_by(&e).is_some() => {
-                binaries::progress(&format!(
-                    "{} lost its port to another process: starting the controllers again on new ports",
-                    port_lost_by(&e).unwrap_or_default()
-                ));
-            }
-            other => return other,
+        .await;
+        match result.as_ref().err().and_then(port_lost_by) {
+            Some(name) if attempt < 3 => binaries::progress(&format!(
+                "{name} lost its port to another process: starting the controllers again on new ports"
+            )),
+            _ => return result,
         }
     }
 }
