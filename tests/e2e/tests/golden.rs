@@ -1,6 +1,8 @@
 //! Golden (snapshot) tests: the rendered output of every example cluster is compared byte for
 //! byte with `tests/e2e/golden/<cluster>.yaml`. A template or model change that alters output
 //! shows up as a diff to review; regenerate with `CAPSTAN_UPDATE_GOLDEN=1 cargo test -p capstan-e2e --test golden`.
+//! The same objects, as canonical JSON one per line, are the dictionary the agent compresses the
+//! objects it holds against (`templates/src/json_text.dict`); it is checked and rewritten here too.
 
 use std::fs;
 
@@ -20,7 +22,12 @@ fn example_fleet_renders_as_recorded() {
     let dir = repo_root().join("tests/e2e/golden");
     let update = std::env::var_os("CAPSTAN_UPDATE_GOLDEN").is_some();
     let mut mismatches = Vec::new();
+    let mut dictionary = String::new();
     for c in &fleet.clusters {
+        for o in c.objects.as_ref().unwrap().iter() {
+            dictionary.push_str(&o.json());
+            dictionary.push('\n');
+        }
         let text = yaml::to_string_multi(&c.objects.as_ref().unwrap().values());
         let path = dir.join(format!("{}.yaml", c.name));
         if update {
@@ -45,6 +52,15 @@ fn example_fleet_renders_as_recorded() {
                 first.map(|(i, (a, b))| (i + 1, a.to_string(), b.to_string()))
             ));
         }
+    }
+    let dict_path = repo_root().join("templates/src/json_text.dict");
+    if update {
+        fs::write(&dict_path, &dictionary).unwrap();
+    } else if capstan_templates::json_text::DICTIONARY != dictionary.as_bytes() {
+        mismatches.push(format!(
+            "{} is not the example fleet's objects; run with CAPSTAN_UPDATE_GOLDEN=1",
+            dict_path.display()
+        ));
     }
     assert!(
         mismatches.is_empty(),
