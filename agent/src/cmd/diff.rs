@@ -25,7 +25,10 @@ fn tree(repo: &Path, rev: Option<&str>) -> anyhow::Result<(Tree, String)> {
         Some(rev) => {
             let r = crate::source::read_local(repo, rev)?;
             let short = r.commit[..12].to_string();
-            Ok((r.tree, format!("{rev} ({short})")))
+            Ok((
+                std::sync::Arc::unwrap_or_clone(r.tree),
+                format!("{rev} ({short})"),
+            ))
         }
     }
 }

@@ -94,8 +94,9 @@ pub struct SourceConfig {
 pub struct Revision {
     /// Full hexadecimal commit id.
     pub commit: String,
-    /// The files, read as `read.rs` describes (symlinks resolved inside the repository).
-    pub tree: capstan_layout::Tree,
+    /// The files, read as `read.rs` describes (symlinks resolved inside the repository); shared
+    /// between the source's last good revision and the one handed out, not copied.
+    pub tree: std::sync::Arc<capstan_layout::Tree>,
 }
 
 /// The result of [`GitSource::sync`].
@@ -347,7 +348,10 @@ impl GitSource {
             return Ok(SyncOutcome::Unchanged(hex));
         }
         let tree = read::read_tree(&self.mirror.repo, commit, &self.display_url)?;
-        let revision = Revision { commit: hex, tree };
+        let revision = Revision {
+            commit: hex,
+            tree: tree.into(),
+        };
         let previous = match &self.last_good {
             Some(last) => Some(last.commit.clone()),
             None => before
@@ -371,7 +375,7 @@ impl GitSource {
         let known = self
             .last_good
             .as_ref()
-            .map(|r| (r.commit.as_str(), &r.tree));
+            .map(|r| (r.commit.as_str(), &*r.tree));
         Ok(diff::changed_paths(
             &self.mirror.repo,
             &self.display_url,
@@ -419,7 +423,7 @@ pub fn read_local(path: &std::path::Path, rev: &str) -> Result<Revision, SourceE
     let tree = read::read_tree(&repo, commit.id, &url)?;
     Ok(Revision {
         commit: commit.id.to_string(),
-        tree,
+        tree: tree.into(),
     })
 }
 

@@ -179,7 +179,11 @@ pub(crate) fn read_tree(
     }
     // Then links to directories, copying what the directory holds (including file links), but not
     // what other directory links added, which keeps a pair of links from feeding each other.
-    let snapshot = tree.entries.clone();
+    let snapshot = if dir_links.is_empty() {
+        BTreeMap::new()
+    } else {
+        tree.entries.clone()
+    };
     for (link, dir) in dir_links {
         for (p, e) in snapshot
             .range(dir.clone()..)

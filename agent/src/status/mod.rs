@@ -16,6 +16,7 @@ pub mod api;
 
 use std::collections::BTreeMap;
 
+use capstan_templates::JsonText;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Client;
@@ -73,6 +74,12 @@ pub fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Cond
 }
 
 /// A status object as read back (or as just written): spec, generation and status.
+///
+/// The agent keeps one for every cluster for as long as it runs (the watch on ManagedClusters).
+/// Most of it is the inventory, a dozen object references of six strings each — about 3.7 KB a
+/// cluster as `ObjectRef`s, the largest part of the agent's heap after the rendered objects — so
+/// the inventory is held as compressed JSON text ([`JsonText`]) and parsed when a pass asks for
+/// it, once per cluster run.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Recorded {
     /// Management cluster.
@@ -81,24 +88,61 @@ pub struct Recorded {
     pub directory: String,
     /// `metadata.generation`.
     pub generation: i64,
-    /// The status.
+    /// The status, without its inventory (see [`Recorded::inventory`]).
     pub status: ManagedClusterStatus,
+    /// `status.inventory`, as JSON text; `None` when empty.
+    inventory: Option<JsonText>,
 }
 
 impl Recorded {
     /// From a ManagedCluster object.
     pub fn from_object(obj: &ManagedCluster) -> Recorded {
+        Recorded::new(
+            obj.spec.management.clone(),
+            obj.spec.directory.clone(),
+            obj.metadata.generation.unwrap_or(0),
+            obj.status.clone().unwrap_or_default(),
+        )
+    }
+
+    /// From its parts; `status.inventory` is moved into the compact form.
+    pub fn new(
+        management: String,
+        directory: String,
+        generation: i64,
+        mut status: ManagedClusterStatus,
+    ) -> Recorded {
+        let refs = std::mem::take(&mut status.inventory);
+        let inventory = (!refs.is_empty()).then(|| {
+            JsonText::new(&serde_json::to_value(refs).expect("object references serialise"))
+        });
         Recorded {
-            management: obj.spec.management.clone(),
-            directory: obj.spec.directory.clone(),
-            generation: obj.metadata.generation.unwrap_or(0),
-            status: obj.status.clone().unwrap_or_default(),
+            management,
+            directory,
+            generation,
+            status,
+            inventory,
         }
+    }
+
+    /// Whether `status` is what is recorded, inventory included.
+    pub fn records(&self, status: &ManagedClusterStatus) -> bool {
+        let (mine, theirs) = (&self.status, status);
+        let without = |s: &ManagedClusterStatus| ManagedClusterStatus {
+            inventory: Vec::new(),
+            conditions: Vec::new(),
+            ..s.clone()
+        };
+        mine.conditions == theirs.conditions
+            && without(mine) == without(theirs)
+            && self.inventory() == theirs.inventory
     }
 
     /// The recorded inventory.
     pub fn inventory(&self) -> Vec<ObjectRef> {
-        self.status.inventory.clone()
+        self.inventory.as_ref().map_or_else(Vec::new, |t| {
+            serde_json::from_value(t.value()).expect("serialised from object references")
+        })
     }
 }
 
@@ -299,7 +343,7 @@ pub async fn write(
         }
     };
     let record = to_record(status, generation, previous);
-    if spec_written && previous.is_some_and(|p| p.status == record) {
+    if spec_written && previous.is_some_and(|p| p.records(&record)) {
         return Ok(None);
     }
     let body = json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
@@ -354,18 +398,65 @@ mod tests {
     }
 
     #[test]
+    fn a_record_gives_its_inventory_back_and_knows_the_status_it_holds() {
+        let cm = |name: &str| {
+            let mut r = ObjectRef::of(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "eksa-system"}}),
+            );
+            r.hash = format!("{:016x}", name.len());
+            r.generation = 3;
+            r.fields = "00ff00ff00ff00ff".into();
+            r
+        };
+        let status = ManagedClusterStatus {
+            message: "applied".into(),
+            inventory: vec![cm("a"), cm("bb"), cm("ccc")],
+            conditions: vec![condition("Ready", "True", "Available", "")],
+            ..Default::default()
+        };
+        let rec = Recorded::new(
+            "mgmt".into(),
+            "clusters/mgmt/workload-clusters/w".into(),
+            2,
+            status.clone(),
+        );
+        assert_eq!(rec.inventory(), status.inventory);
+        assert!(rec.status.inventory.is_empty(), "held once, compactly");
+        assert!(rec.records(&status));
+        let mut other = status.clone();
+        other.inventory[1].generation = 4;
+        assert!(!rec.records(&other), "an inventory entry changed");
+        let mut other = status.clone();
+        other.message = "planned".into();
+        assert!(!rec.records(&other));
+        let mut other = status.clone();
+        other.conditions[0].status = "False".into();
+        assert!(!rec.records(&other));
+        let empty = Recorded::new(
+            String::new(),
+            String::new(),
+            1,
+            ManagedClusterStatus::default(),
+        );
+        assert!(empty.inventory().is_empty());
+        assert!(empty.records(&ManagedClusterStatus::default()));
+        assert!(!empty.records(&status));
+    }
+
+    #[test]
     fn transition_times_are_kept_while_a_condition_holds() {
         let t0 = Time("2026-11-01T00:00:00Z".parse().unwrap());
         let mut ready = condition("Ready", "True", "Available", "");
         ready.last_transition_time = t0.clone();
-        let previous = Recorded {
-            generation: 1,
-            status: ManagedClusterStatus {
+        let previous = Recorded::new(
+            String::new(),
+            String::new(),
+            1,
+            ManagedClusterStatus {
                 conditions: vec![ready],
                 ..Default::default()
             },
-            ..Default::default()
-        };
+        );
         let st = ManagedClusterStatus {
             conditions: vec![
                 condition("Ready", "True", "Available", "still"),
