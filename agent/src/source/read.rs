@@ -145,12 +145,15 @@ pub(crate) fn read_tree(
         let entry = if size > MAX_FILE_SIZE {
             Entry::TooLarge(size)
         } else {
-            Entry::File(
-                repo.find_blob(*oid)
-                    .map_err(|e| err(path, &e))?
-                    .detach()
-                    .data,
-            )
+            let mut data = repo
+                .find_blob(*oid)
+                .map_err(|e| err(path, &e))?
+                .detach()
+                .data;
+            // The buffer comes from the repository's pool and can be larger than the blob; the
+            // tree is kept for as long as the revision is current.
+            data.shrink_to_fit();
+            Entry::File(data)
         };
         tree.entries.insert(path.clone(), entry);
     }
