@@ -28,8 +28,9 @@ use zstd::zstd_safe::CParameter;
 /// The example fleet's rendered objects, the shared history every text is compressed against.
 pub const DICTIONARY: &[u8] = include_bytes!("json_text.dict");
 
-/// zstd's default level: at these sizes (a few hundred bytes to a few kilobytes an object) the
-/// higher levels gain a few percent for twice the time.
+/// zstd's default level. On the golden objects (two clusters' as the dictionary, the other two
+/// compressed, measured once with Python's zstandard) level 9 held them in 11 % fewer bytes for
+/// 1.6× the time; the dictionary matters far more than the level.
 const LEVEL: i32 = 3;
 
 static ENCODER: LazyLock<EncoderDictionary<'static>> =

@@ -127,15 +127,12 @@ impl Recorded {
 
     /// Whether `status` is what is recorded, inventory included.
     pub fn records(&self, status: &ManagedClusterStatus) -> bool {
-        let (mine, theirs) = (&self.status, status);
-        let without = |s: &ManagedClusterStatus| ManagedClusterStatus {
-            inventory: Vec::new(),
-            conditions: Vec::new(),
-            ..s.clone()
-        };
-        mine.conditions == theirs.conditions
-            && without(mine) == without(theirs)
-            && self.inventory() == theirs.inventory
+        self.inventory() == status.inventory
+            && self.status
+                == ManagedClusterStatus {
+                    inventory: Vec::new(),
+                    ..status.clone()
+                }
     }
 
     /// The recorded inventory.
