@@ -243,6 +243,15 @@ proptest! {
     fn every_template_output_is_read_back_by_the_fast_reader(s in spec()) {
         render_spec(&s);
         prop_assert_eq!(render::slow_reads(), 0);
+        // And straight from its value slots, without being rendered again as text.
+        prop_assert_eq!(render::slot_misses(), 0);
+    }
+
+    #[test]
+    fn value_slots_give_the_objects_the_text_gives(s in spec()) {
+        let slotted = render_spec(&s);
+        let text = render::text_only(|| render_spec(&s));
+        prop_assert_eq!(slotted, text);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value, json};
@@ -28,8 +29,10 @@ use crate::spec::{Cluster, KubeVersion, Provider};
 
 mod context;
 pub mod node;
+mod slots;
 
 pub use context::{ETCD_MIN_MEMORY_MIB, cilium_values, default_cp_taint};
+pub use slots::text_only;
 
 /// Length of the content-hash suffix of immutable templates, in hex digits.
 pub const HASH_LEN: usize = 10;
@@ -107,6 +110,8 @@ pub fn environment_with(
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Values are quoted explicitly with `tojson`; no implicit escaping by file extension.
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    // minijinja's own, except while a template is rendered to be read back (see `slots`).
+    env.add_filter("tojson", slots::tojson);
     let syntax = minijinja::syntax::SyntaxConfig::builder()
         .keep_trailing_newline(true)
         .build()
@@ -276,10 +281,15 @@ pub fn name_suffix(obj: &Value) -> String {
             .as_bytes(),
     );
     h.update(b"\0");
-    // serde_json maps are sorted by key, so this serialisation is canonical.
-    h.update(
-        serde_json::to_vec(obj.get("spec").unwrap_or(&Value::Null)).expect("values serialise"),
-    );
+    // serde_json maps are sorted by key, so this serialisation is canonical. Written into a
+    // buffer this thread keeps, instead of a new one grown for every template.
+    thread_local!(static TEXT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) });
+    TEXT.with_borrow_mut(|text| {
+        text.clear();
+        serde_json::to_writer(&mut *text, obj.get("spec").unwrap_or(&Value::Null))
+            .expect("values serialise");
+        h.update(&text[..]);
+    });
     let digest = hex::encode(h.finalize());
     digest[..HASH_LEN].to_string()
 }
@@ -296,14 +306,22 @@ fn hash_name(obj: &mut Value, key_suffix: &str, names: &mut BTreeMap<String, Str
     names.insert(format!("{base}{key_suffix}"), full);
 }
 
-static SLOW_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static SLOW_READS: AtomicUsize = AtomicUsize::new(0);
+static SLOT_MISSES: AtomicUsize = AtomicUsize::new(0);
 
 /// How many rendered template outputs in this process the fast block-YAML reader could not read
 /// back, so that the general YAML parser (several times slower) did. The provider templates are
 /// written to stay inside the fast reader's subset, since every cluster renders every one of
 /// them; a property test renders every shape of cluster and asserts this stays zero.
 pub fn slow_reads() -> usize {
-    SLOW_READS.load(std::sync::atomic::Ordering::Relaxed)
+    SLOW_READS.load(Ordering::Relaxed)
+}
+
+/// How many templates in this process had to be rendered again as text because their value
+/// slots could not be read back (see `slots`): like [`slow_reads`], the provider templates are
+/// written so that this stays zero, and the property test asserts it.
+pub fn slot_misses() -> usize {
+    SLOT_MISSES.load(Ordering::Relaxed)
 }
 
 fn render_file(
@@ -322,20 +340,35 @@ fn render_file(
             message,
         }
     };
-    let tmpl = env.get_template(name).map_err(template_err)?;
-    let text = tmpl.render(ctx).map_err(template_err)?;
     let out_err = |message: String| RenderError::Output {
         template: name.to_string(),
         message,
     };
-    if std::env::var_os("CAPSTAN_DEBUG_TEMPLATES").is_some() {
-        eprintln!("--- {name}\n{text}");
-    }
-    let (docs, fast) = crate::yaml::parse_values_read(&text)
-        .map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
-    if !fast {
-        SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
+    let tmpl = env.get_template(name).map_err(template_err)?;
+    let debug = std::env::var_os("CAPSTAN_DEBUG_TEMPLATES").is_some();
+    let slotted = if debug {
+        None
+    } else {
+        slots::render(&tmpl, ctx).and_then(slots::Slotted::read)
+    };
+    let docs = match slotted {
+        Some(docs) => docs,
+        None => {
+            if !debug && !slots::is_text_only() {
+                SLOT_MISSES.fetch_add(1, Ordering::Relaxed);
+            }
+            let text = tmpl.render(ctx).map_err(template_err)?;
+            if debug {
+                eprintln!("--- {name}\n{text}");
+            }
+            let (docs, fast) = crate::yaml::parse_values_read(&text)
+                .map_err(|e| out_err(format!("line {}: {}", e.pos.line, e.message)))?;
+            if !fast {
+                SLOW_READS.fetch_add(1, Ordering::Relaxed);
+            }
+            docs
+        }
+    };
     let mut objects = Vec::with_capacity(docs.len());
     for (i, v) in docs.into_iter().enumerate() {
         let (Some(api_version), Some(kind), Some(obj_name)) = (
