@@ -13,6 +13,8 @@
 //! | < 1.33 | kube-apiserver `--cloud-provider=external` (vSphere; the flag is gone in 1.33) |
 //! | ≥ 1.31 | kubelet `fail-cgroupv1=false` (docker) |
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::RenderError;
@@ -198,13 +200,14 @@ pub(super) fn to_jinja(v: &Value) -> minijinja::Value {
     }
 }
 
+/// The entries of a map, each converted by [`to_jinja`].
+pub(super) fn to_jinja_entries(m: &Map<String, Value>) -> BTreeMap<String, minijinja::Value> {
+    m.iter().map(|(k, v)| (k.clone(), to_jinja(v))).collect()
+}
+
 /// [`to_jinja`] of a map.
 pub(super) fn to_jinja_map(m: &Map<String, Value>) -> minijinja::Value {
-    minijinja::Value::from(
-        m.iter()
-            .map(|(k, v)| (k.clone(), to_jinja(v)))
-            .collect::<std::collections::BTreeMap<_, _>>(),
-    )
+    minijinja::Value::from(to_jinja_entries(m))
 }
 
 /// The template context of a cluster.
