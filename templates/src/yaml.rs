@@ -404,10 +404,15 @@ fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<V
 
 /// Resolves a plain scalar with the YAML 1.2 core schema.
 pub fn resolve_plain(s: &str) -> Value {
+    resolve_non_string(s).unwrap_or_else(|| Value::String(s.to_string()))
+}
+
+/// What [`resolve_plain`] gives for `s` unless that is a string (asked without copying it).
+fn resolve_non_string(s: &str) -> Option<Value> {
     match s {
-        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
+        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
         _ => {}
     }
     let bytes = s.as_bytes();
@@ -415,28 +420,28 @@ pub fn resolve_plain(s: &str) -> Value {
     let unsigned = s.strip_prefix(['-', '+']).unwrap_or(s);
     if digits(unsigned.as_bytes()) {
         if let Ok(i) = s.parse::<i64>() {
-            return Value::Number(i.into());
+            return Some(Value::Number(i.into()));
         }
         if let Ok(u) = s.parse::<u64>() {
-            return Value::Number(u.into());
+            return Some(Value::Number(u.into()));
         }
     }
     if let Some(oct) = s.strip_prefix("0o")
         && let Ok(i) = i64::from_str_radix(oct, 8)
     {
-        return Value::Number(i.into());
+        return Some(Value::Number(i.into()));
     }
     if let Some(hex) = s.strip_prefix("0x")
         && let Ok(i) = i64::from_str_radix(hex, 16)
     {
-        return Value::Number(i.into());
+        return Some(Value::Number(i.into()));
     }
     if is_float(bytes)
         && let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64)
     {
-        return Value::Number(n);
+        return Some(Value::Number(n));
     }
-    Value::String(s.to_string())
+    None
 }
 
 fn is_float(b: &[u8]) -> bool {
@@ -610,7 +615,7 @@ fn block_safe(s: &str) -> bool {
 
 /// Whether `s` written plain reads back as the same string.
 fn plain_safe(s: &str) -> bool {
-    if s.is_empty() || !matches!(resolve_plain(s), Value::String(_)) {
+    if s.is_empty() || resolve_non_string(s).is_some() {
         return false;
     }
     let first = s.as_bytes()[0];
