@@ -25,7 +25,7 @@
 //! renders (the repository is the source of truth); fields it does not render (replicas under the
 //! autoscaler, status, controller-set fields) are never sent and so never contested.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -569,15 +569,22 @@ impl Agent {
             opts.only.as_deref().is_none_or(|o| o == name)
                 && (in_scope.contains(name) || recorded.contains_key(name))
         };
+        // Every kind rendered or recorded: one reference of each rendered apiVersion and kind
+        // (not 12 of every cluster), and one recorded inventory of each set of kinds (not every
+        // inventory decompressed and parsed).
+        let mut rendered_kinds = HashSet::new();
+        let mut recorded_kinds = HashSet::new();
         let wanted = fleet
             .clusters
             .iter()
             .filter(|e| selected(&e.name))
-            .flat_map(|e| desired(e).into_iter().map(|(_, r)| r))
+            .flat_map(|e| e.objects.iter().flatten())
+            .filter(|o| rendered_kinds.insert((o.api_version(), o.kind())))
+            .map(plan::reference)
             .chain(
                 recorded
                     .iter()
-                    .filter(|(n, _)| selected(n))
+                    .filter(|(n, r)| selected(n) && recorded_kinds.insert(r.kinds_key()))
                     .flat_map(|(_, r)| r.inventory()),
             );
         let kinds = live::kinds(wanted);
