@@ -297,7 +297,7 @@ pub async fn run_with(
     let mut queue = Queue::new(cfg.concurrency);
     let mut runs: JoinSet<RunResult> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
-    let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
+    let mut phases = Phases::default();
     // Clusters whose upgrade the fleet's waves hold: when another cluster's phase moves (the
     // canary Ready, a slot of maxUnavailable free), they look again at once.
     let mut paced: BTreeSet<String> = BTreeSet::new();
@@ -381,7 +381,7 @@ pub async fn run_with(
                             let census = agent.wave_census(&cur.fleet, scope);
                             metrics.set_waves(census.iter().map(|(w, s, n)| (w.as_str(), *s, *n)));
                         }
-                        let was = phases.insert(name.clone(), run.outcome.phase);
+                        let was = phases.insert(&name, run.outcome.phase);
                         if was != Some(run.outcome.phase) {
                             let now = Instant::now();
                             for w in paced.iter().filter(|w| **w != name) {
@@ -409,7 +409,7 @@ pub async fn run_with(
                         info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
                     }
                     Err(e) => {
-                        phases.insert(name.clone(), Phase::Failed);
+                        phases.insert(&name, Phase::Failed);
                         if let Some(st) = &statuses
                             && is_commit(revision)
                         {
@@ -418,7 +418,7 @@ pub async fn run_with(
                         error!(cluster = %name, revision = %revision, error = %e, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
                     }
                 }
-                set_phases(&metrics, &phases);
+                phases.publish(&metrics);
             }
             Wake::Triggers(batch) => {
                 let started = Instant::now();
@@ -432,6 +432,8 @@ pub async fn run_with(
                 // The clusters this revision changed: reconciled ahead of those it only asks to
                 // confirm (none on the first load, when there is nothing to compare with).
                 let mut changed: BTreeSet<String> = BTreeSet::new();
+                // How long this trigger's load and preparation took (0: not done for it).
+                let (mut load_ms, mut prepare_ms) = (0u64, 0u64);
                 if reload {
                     let Some((fleet, revision)) =
                         load(&cfg.repo, &mut source, &mut fetcher, &mut renders, &metrics).await?
@@ -440,6 +442,7 @@ pub async fn run_with(
                         received(&metrics, &batch);
                         continue;
                     };
+                    load_ms = started.elapsed().as_millis() as u64;
                     let why = cause(&batch);
                     metrics.inc_revision(why);
                     urgent = why != Cause::Poll
@@ -499,6 +502,7 @@ pub async fn run_with(
                         match agent.prepare(&cur.fleet, &cur.opts).await {
                             Ok(s) => {
                                 metrics.observe_stage(Stage::Plan, t.elapsed());
+                                prepare_ms = t.elapsed().as_millis() as u64;
                                 Arc::new(s)
                             }
                             Err(e) => {
@@ -526,19 +530,19 @@ pub async fn run_with(
                         queue.enqueue(name, after, urgent, now);
                     }
                 }
-                phases.retain(|n, _| {
-                    let keep = names.contains(n.as_str());
+                phases.retain(|n| {
+                    let keep = names.contains(n);
                     if !keep {
                         queue.forget(n);
                     }
                     keep
                 });
-                set_phases(&metrics, &phases);
+                phases.publish(&metrics);
                 // Queued first, counted received after: who sees every trigger received and
                 // nothing queued or running knows the daemon is idle.
                 metrics.set_queue(queue.queued(), queue.running(), queue.rechecks());
                 received(&metrics, &batch);
-                info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), changed = changed.len(), queued = queue.queued(), running = queue.running(), elapsed_ms = started.elapsed().as_millis() as u64, "queued");
+                info!(revision = %cur.revision, triggers = ?kinds, clusters = names.len(), changed = changed.len(), queued = queue.queued(), running = queue.running(), load_ms, prepare_ms, elapsed_ms = started.elapsed().as_millis() as u64, "queued");
                 cur.scope = Some(scope);
             }
         }
@@ -646,12 +650,59 @@ fn cause(batch: &[Trigger]) -> Cause {
     }
 }
 
-fn set_phases(metrics: &Metrics, phases: &BTreeMap<String, Phase>) {
-    let mut counts = BTreeMap::<&str, i64>::new();
-    for p in phases.values() {
-        *counts.entry(p.as_str()).or_default() += 1;
+/// Each cluster's last phase, and how many clusters are in each: kept as runs finish, not
+/// recounted over the fleet after every run (ten thousand runs over ten thousand clusters).
+#[derive(Default)]
+struct Phases {
+    of: BTreeMap<String, Phase>,
+    counts: BTreeMap<&'static str, i64>,
+}
+
+impl Phases {
+    /// Records `name`'s phase; returns the one before.
+    fn insert(&mut self, name: &str, phase: Phase) -> Option<Phase> {
+        let was = match self.of.get_mut(name) {
+            Some(p) => Some(std::mem::replace(p, phase)),
+            None => {
+                self.of.insert(name.to_string(), phase);
+                None
+            }
+        };
+        if let Some(w) = was {
+            self.uncount(w);
+        }
+        *self.counts.entry(phase.as_str()).or_default() += 1;
+        was
     }
-    metrics.set_cluster_phases(counts.iter().map(|(k, v)| (*k, *v)));
+
+    fn uncount(&mut self, phase: Phase) {
+        if let Some(n) = self.counts.get_mut(phase.as_str()) {
+            *n -= 1;
+            if *n == 0 {
+                self.counts.remove(phase.as_str());
+            }
+        }
+    }
+
+    /// Forgets the clusters `keep` refuses.
+    fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        let mut gone = Vec::new();
+        self.of.retain(|n, p| {
+            let k = keep(n);
+            if !k {
+                gone.push(*p);
+            }
+            k
+        });
+        for p in gone {
+            self.uncount(p);
+        }
+    }
+
+    /// Sets the clusters-by-phase gauge.
+    fn publish(&self, metrics: &Metrics) {
+        metrics.set_cluster_phases(self.counts.iter().map(|(k, v)| (*k, *v)));
+    }
 }
 
 /// Reads the newest revision: the Git source synced (the last good revision kept while the
@@ -773,5 +824,32 @@ fn object_action(a: crate::plan::Action) -> crate::serve::ObjectAction {
         Action::Deleting => O::Deleting,
         Action::Conflict => O::Conflict,
         Action::Held => O::Held,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_phase_counts_follow_every_change() {
+        // Random phases recorded and clusters forgotten; after each step the kept counts agree
+        // with a count over every cluster.
+        let mut rng = fastrand::Rng::with_seed(11);
+        let all = [Phase::Ready, Phase::Failed, Phase::Orphaned, Phase::Unknown];
+        let mut phases = Phases::default();
+        for step in 0..2_000 {
+            let name = format!("w{}", rng.usize(..8));
+            if rng.u8(..5) == 0 {
+                phases.retain(|n| n != name);
+            } else {
+                phases.insert(&name, all[rng.usize(..all.len())]);
+            }
+            let mut counted = BTreeMap::<&str, i64>::new();
+            for p in phases.of.values() {
+                *counted.entry(p.as_str()).or_default() += 1;
+            }
+            assert_eq!(phases.counts, counted, "step {step}");
+        }
     }
 }

@@ -29,12 +29,15 @@
 //! the two fight at the watch's pace. The queue is pure: time and jitter come in as arguments.
 //!
 //! The daemon asks the queue what to do after every event, with up to the whole fleet queued,
-//! so those questions stay cheap: the counts are kept as entries come and go, a scan asks about
-//! each management cluster an entry waits for once, not once per entry, and at the cap
-//! [`Queue::next_due`] has nothing to wake for (a finishing run wakes the daemon): a due time
+//! so those questions stay cheap. Entries are indexed twice over: those not yet due by due time,
+//! those due in the order they start (changed first, then oldest trigger); a start looks at the
+//! head of the second, not at every queued cluster (ten thousand starts over ten thousand entries
+//! were a hundred million looks per pass). The counts are kept as entries come and go, a look
+//! asks about each management cluster an entry waits for once, not once per entry, and at the
+//! cap [`Queue::next_due`] has nothing to wake for (a finishing run wakes the daemon): a due time
 //! then would only wake it to find no room, again and again until a run finished.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// First retry delay after a failure.
@@ -64,6 +67,23 @@ struct Queued {
     recheck: bool,
     /// Queued by [`Queue::enqueue_first`]: goes ahead of every entry that is not.
     first: bool,
+    /// Found due: indexed in [`Queue::due`], else in [`Queue::later`].
+    ready: bool,
+}
+
+impl Queued {
+    /// A new entry, not yet found due.
+    fn new(due: Instant, seq: u64, after: Option<String>) -> Queued {
+        Queued {
+            due,
+            seq,
+            after,
+            retry: false,
+            recheck: false,
+            first: false,
+            ready: false,
+        }
+    }
 }
 
 /// A running key's next run, asked for while it ran.
@@ -90,6 +110,11 @@ pub enum Finished {
 pub struct Queue {
     cap: usize,
     queued: BTreeMap<String, Queued>,
+    /// Queued entries found due, in the order they start: changed first (`false` sorts
+    /// first), then by trigger.
+    due: BTreeSet<(bool, u64, String)>,
+    /// Queued entries not yet found due, by due time.
+    later: BTreeSet<(Instant, u64, String)>,
     /// How many of `queued` are rechecks.
     rechecks: usize,
     /// Running keys, and whether they were triggered again meanwhile.
@@ -133,8 +158,9 @@ impl Queue {
         }
         self.seq += 1;
         let seq = self.seq;
-        match self.queued.get_mut(key) {
-            Some(q) => {
+        match self.queued.remove(key) {
+            Some(mut q) => {
+                self.unindex(key, &q);
                 if urgent || !q.retry {
                     q.due = q.due.min(now);
                     q.retry = false;
@@ -142,26 +168,44 @@ impl Queue {
                 }
                 q.first |= first;
                 q.after = after.or(q.after.take());
+                self.index(key, &q);
+                self.queued.insert(key.to_string(), q);
             }
             None => {
                 self.insert(
                     key,
                     Queued {
-                        due: now,
-                        seq,
-                        after,
-                        retry: false,
-                        recheck: false,
                         first,
+                        ..Queued::new(now, seq, after)
                     },
                 );
             }
         }
     }
 
+    /// Files an entry in the index it belongs to.
+    fn index(&mut self, key: &str, q: &Queued) {
+        if q.ready {
+            self.due.insert((!q.first, q.seq, key.to_string()));
+        } else {
+            self.later.insert((q.due, q.seq, key.to_string()));
+        }
+    }
+
+    /// Takes an entry out of its index.
+    fn unindex(&mut self, key: &str, q: &Queued) {
+        let was = if q.ready {
+            self.due.remove(&(!q.first, q.seq, key.to_string()))
+        } else {
+            self.later.remove(&(q.due, q.seq, key.to_string()))
+        };
+        debug_assert!(was, "{key} was not indexed");
+    }
+
     /// Queues `key` (not queued yet).
     fn insert(&mut self, key: &str, q: Queued) {
         self.rechecks += usize::from(q.recheck);
+        self.index(key, &q);
         let was = self.queued.insert(key.to_string(), q);
         debug_assert!(was.is_none(), "{key} was queued twice");
     }
@@ -169,8 +213,24 @@ impl Queue {
     /// Takes `key` out of the queue.
     fn remove(&mut self, key: &str) -> Option<Queued> {
         let q = self.queued.remove(key)?;
+        self.unindex(key, &q);
         self.rechecks -= usize::from(q.recheck);
         Some(q)
+    }
+
+    /// Moves the entries due by `now` to the start order.
+    fn promote(&mut self, now: Instant) {
+        while let Some((due, _, _)) = self.later.first()
+            && *due <= now
+        {
+            let (_, _, key) = self.later.pop_first().expect("just seen");
+            let q = self
+                .queued
+                .get_mut(&key)
+                .expect("indexed entries are queued");
+            q.ready = true;
+            self.due.insert((!q.first, q.seq, key));
+        }
     }
 
     /// Whether `after` holds back the entries that wait for it: it is running, or queued to run
@@ -207,21 +267,17 @@ impl Queue {
         if room == 0 {
             return Vec::new();
         }
+        self.promote(now);
         let out: Vec<String> = {
             let mut blocked = self.blocked_test();
-            let mut ready: Vec<(bool, u64, &String)> = self
-                .queued
+            // In start order: the first `room` not blocked (blocked ones are skipped, not
+            // scanned past when there is no room left).
+            self.due
                 .iter()
-                .filter(|(_, q)| q.due <= now && !blocked(q))
-                .map(|(k, q)| (!q.first, q.seq, k))
-                .collect();
-            // Only the first `room` are wanted (a few, out of up to the whole fleet).
-            if ready.len() > room {
-                ready.select_nth_unstable(room);
-                ready.truncate(room);
-            }
-            ready.sort();
-            ready.into_iter().map(|(_, _, k)| k.clone()).collect()
+                .filter(|(_, _, k)| !blocked(&self.queued[k]))
+                .take(room)
+                .map(|(_, _, k)| k.clone())
+                .collect()
         };
         for k in &out {
             self.remove(k);
@@ -248,12 +304,8 @@ impl Queue {
                 self.insert(
                     key,
                     Queued {
-                        due: now,
-                        seq,
-                        after: again.after,
-                        retry: false,
-                        recheck: false,
                         first: again.first,
+                        ..Queued::new(now, seq, again.after)
                     },
                 );
                 Finished::Again
@@ -262,12 +314,8 @@ impl Queue {
                 self.insert(
                     key,
                     Queued {
-                        due: now + delay,
-                        seq,
-                        after: again.and_then(|a| a.after),
                         retry: true,
-                        recheck: false,
-                        first: false,
+                        ..Queued::new(now + delay, seq, again.and_then(|a| a.after))
                     },
                 );
                 Finished::Retry(delay)
@@ -287,13 +335,9 @@ impl Queue {
         self.insert(
             key,
             Queued {
-                due: at,
-                seq: self.seq,
-                after: None,
                 // Any trigger meanwhile brings it forward (not a retry), and it waits on its own.
-                retry: false,
                 recheck: true,
-                first: false,
+                ..Queued::new(at, self.seq, None)
             },
         );
     }
@@ -310,12 +354,22 @@ impl Queue {
         if self.running.len() >= self.cap {
             return None;
         }
+        // An entry found due is due now (its time has passed); otherwise the earliest of those
+        // not yet found due, blocked ones aside.
         let mut blocked = self.blocked_test();
-        self.queued
-            .values()
-            .filter(|q| !blocked(q))
-            .map(|q| q.due)
-            .min()
+        let now = self
+            .due
+            .iter()
+            .map(|(_, _, k)| &self.queued[k])
+            .find(|q| !blocked(q))
+            .map(|q| q.due);
+        let later = self
+            .later
+            .iter()
+            .map(|(_, _, k)| &self.queued[k])
+            .find(|q| !blocked(q))
+            .map(|q| q.due);
+        now.into_iter().chain(later).min()
     }
 
     /// Consecutive failures of a key.
@@ -554,7 +608,20 @@ mod tests {
                 2 => q.recheck(key, now + secs(rng.u64(..30))),
                 3 => q.forget(key),
                 4 => {
-                    q.take_ready(now);
+                    // The indexes give what a scan of every entry gives.
+                    let room = q.cap.saturating_sub(q.running.len());
+                    let mut expected: Vec<(bool, u64, String)> = q
+                        .queued
+                        .iter()
+                        .filter(|(_, e)| {
+                            e.due <= now && !e.after.as_deref().is_some_and(|a| q.holds(a))
+                        })
+                        .map(|(k, e)| (!e.first, e.seq, k.clone()))
+                        .collect();
+                    expected.sort();
+                    expected.truncate(room);
+                    let expected: Vec<String> = expected.into_iter().map(|e| e.2).collect();
+                    assert_eq!(q.take_ready(now), expected, "step {step}");
                 }
                 _ => {
                     if q.running.contains_key(key) {
@@ -563,6 +630,16 @@ mod tests {
                 }
             }
             let rechecks = q.queued.values().filter(|e| e.recheck).count();
+            // Every queued entry is in exactly one index, under its current key.
+            assert_eq!(q.due.len() + q.later.len(), q.queued.len(), "step {step}");
+            for (k, e) in &q.queued {
+                let filed = if e.ready {
+                    q.due.contains(&(!e.first, e.seq, k.clone()))
+                } else {
+                    q.later.contains(&(e.due, e.seq, k.clone()))
+                };
+                assert!(filed, "step {step}: {k} not indexed");
+            }
             assert_eq!(q.rechecks(), rechecks, "step {step}");
             assert_eq!(q.queued(), q.queued.len() - rechecks, "step {step}");
             assert!(q.running() <= 2);

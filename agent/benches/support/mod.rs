@@ -445,8 +445,23 @@ impl StageClock {
             })
             .collect();
         let stamps = timestamps(log, self.queued, self.reconciled, cluster);
+        // The stage sums cover every load and preparation until the queue drained (a watch's
+        // re-list prepares the revision again); the revision's own "queued" record says what its
+        // trigger took.
+        let mut passes = queued(log);
+        let passes = passes.split_off(self.queued.min(passes.len()));
+        let own = passes.first().map_or("-".to_string(), |q| {
+            format!(
+                "load {} ms + prepare {} ms = queued {} ms after the trigger",
+                q["load_ms"], q["prepare_ms"], q["elapsed_ms"]
+            )
+        });
+        let prepared = passes
+            .iter()
+            .filter(|q| q["prepare_ms"].as_u64().unwrap_or(0) > 0)
+            .count();
         format!(
-            "the agent's stage times for the revision: {}; {cluster}'s run finished {} after the revision was queued, {} of {} runs to finish",
+            "the revision's own trigger: {own}; the agent's stage times until the queue drained ({prepared} preparations): {}; {cluster}'s run finished {} after the revision was queued, {} of {} runs to finish",
             spent.join(", "),
             stamps.map_or("-".to_string(), |(q, r)| format!(
                 "{:.0} ms",

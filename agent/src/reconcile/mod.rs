@@ -25,7 +25,7 @@
 //! renders (the repository is the source of truth); fields it does not render (replicas under the
 //! autoscaler, status, controller-set fields) are never sent and so never contested.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -160,6 +160,9 @@ pub enum Kind {
 pub struct Scope {
     management: String,
     clusters: Vec<(String, Kind)>,
+    /// Where each cluster of the prepared fleet is in `Fleet::clusters`: a run finds its entry
+    /// without a walk over the fleet (one per run was a walk per cluster per pass).
+    entries: HashMap<String, usize>,
     recorded: BTreeMap<String, Arc<Recorded>>,
     live: Arc<Live>,
     /// Requests preparing made.
@@ -647,9 +650,16 @@ impl Agent {
                 .filter(|n| !names.contains(n.as_str()) && selected(n))
                 .map(|n| (n.clone(), Kind::Orphan)),
         );
+        let entries = fleet
+            .clusters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
         Ok(Scope {
             management,
             clusters,
+            entries,
             recorded,
             live,
             writes: pass.writes.into_inner(),
@@ -683,7 +693,15 @@ impl Agent {
             writes: AtomicUsize::new(0),
             reads: AtomicUsize::new(0),
         };
-        let outcome = match fleet.clusters.iter().find(|c| c.name == name) {
+        // The scope's index, checked against the fleet given (a scope is for the fleet it was
+        // prepared from); a miss (an orphan, another fleet) is looked up the long way.
+        let entry = scope
+            .entries
+            .get(name)
+            .and_then(|&i| fleet.clusters.get(i))
+            .filter(|c| c.name == name)
+            .or_else(|| fleet.clusters.iter().find(|c| c.name == name));
+        let outcome = match entry {
             Some(entry) => {
                 pass.cluster_and_event(fleet, entry, prev.as_deref())
                     .await?
