@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use capstan::source::{
-    GitRef, GitSource, RemoteError, Revision, SourceConfig, SourceError, SyncOutcome,
+    GitRef, GitSource, RemoteError, Revision, SourceConfig, SourceError, SyncOutcome, read_local,
 };
 use capstan_layout::tree::{Entry, MAX_FILE_SIZE};
 use source_support::daemon::GitDaemon;
@@ -841,6 +841,73 @@ fn symlinks_and_large_files() {
             "clusters/mgmt/dev-link/cluster.yaml",
             "clusters/mgmt/workload-clusters/dev/cluster.yaml"
         ])
+    );
+}
+
+#[test]
+fn a_revision_read_after_another_reads_like_a_fresh_read() {
+    // The next revision takes its unchanged files from the last one (by blob id); whatever
+    // changed between them, it must hold exactly what reading it on its own gives.
+    let up = fleet();
+    let w = &up.work;
+    let link = |target: &str, at: &str| {
+        let p = w.join(at);
+        let _ = std::fs::remove_file(&p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, p).unwrap();
+    };
+    link("clusters/mgmt/cluster.yaml", "alias.yaml");
+    link("workload-clusters/dev", "clusters/mgmt/dev-link");
+    std::fs::write(w.join("big.bin"), vec![b'x'; MAX_FILE_SIZE as usize + 1]).unwrap();
+    up.commit("first");
+    up.push();
+    let cache = tempfile::tempdir().unwrap();
+    let mut src = GitSource::open(config(up.path_url(), branch(), cache.path())).unwrap();
+    let (_, first) = updated(src.sync().unwrap());
+    assert_eq!(
+        first.tree.entries[Path::new("alias.yaml")],
+        Entry::File(MGMT.into())
+    );
+
+    // A file changed behind a directory link, a link retargeted, a large file made small, a
+    // file removed, and the content of one file added at a new path.
+    link(
+        "clusters/mgmt/workload-clusters/dev/cluster.yaml",
+        "alias.yaml",
+    );
+    let c2 = up.commit_and_push(
+        &[
+            ("clusters/mgmt/workload-clusters/dev/cluster.yaml", "dev v2"),
+            ("big.bin", "small now"),
+            ("clusters/mgmt/workload-clusters/copy/cluster.yaml", MGMT),
+        ],
+        &["README.md"],
+        "second",
+    );
+    let (_, second) = updated(src.sync().unwrap());
+    assert_eq!(second.commit, c2);
+    let fresh = read_local(w, &c2).unwrap();
+    assert_eq!(second.tree, fresh.tree);
+    let e = &second.tree.entries;
+    assert_eq!(e[Path::new("alias.yaml")], Entry::File(b"dev v2".to_vec()));
+    assert_eq!(
+        e[Path::new("clusters/mgmt/dev-link/cluster.yaml")],
+        Entry::File(b"dev v2".to_vec())
+    );
+    assert_eq!(e[Path::new("big.bin")], Entry::File(b"small now".to_vec()));
+    assert!(!e.contains_key(Path::new("README.md")));
+
+    // And back: the large file again, the link as it was.
+    link("clusters/mgmt/cluster.yaml", "alias.yaml");
+    std::fs::write(w.join("big.bin"), vec![b'x'; MAX_FILE_SIZE as usize + 1]).unwrap();
+    let c3 = up.commit("third");
+    up.push();
+    let (_, third) = updated(src.sync().unwrap());
+    assert_eq!(third.commit, c3);
+    assert_eq!(third.tree, read_local(w, &c3).unwrap().tree);
+    assert_eq!(
+        third.tree.entries[Path::new("big.bin")],
+        Entry::TooLarge(MAX_FILE_SIZE + 1)
     );
 }
 

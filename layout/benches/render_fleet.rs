@@ -64,7 +64,7 @@ fn main() {
         name: "mgmt".into(),
         provider: "docker".into(),
         pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
+        service_cidr: Some("172.16.0.0/16".into()),
         ..Default::default()
     };
     for (p, t) in scaffold::plan(&tree, &mgmt)
@@ -85,8 +85,9 @@ fn main() {
             control_plane_count: Some(if i % 4 == 0 { 3 } else { 1 }),
             external_etcd: (i % 5 == 0).then_some(3),
             // A /22 per cluster: a node's /24 is a slice of it (EKS-A's and kubeadm's rule).
-            pod_cidr: Some(format!("10.{}.{}.0/22", 16 + i / 64, (i % 64) * 4)),
-            service_cidr: Some(format!("10.{}.{}.0/24", 160 + i / 256, i % 256)),
+            // Pods in 10.0.0.0/8, services in 100.64.0.0/10: distinct up to 16,384 clusters.
+            pod_cidr: Some(format!("10.{}.{}.0/22", i / 64, (i % 64) * 4)),
+            service_cidr: Some(format!("100.{}.{}.0/24", 64 + i / 256, i % 256)),
             endpoint_host: vsphere.then(|| format!("10.250.{}.{}", i / 256, i % 256)),
             values: Some(if vsphere {
                 json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"},
@@ -167,6 +168,10 @@ fn main() {
     load_cached(&tree, &mut cache);
     let (path, text) = &texts[clusters_n / 2];
     tree.insert(path.clone(), text.replace("count: 2", "count: 3"));
+    eprintln!("PROBE START");
+    for _ in 0..setting("PROBE_RELOADS", 1) - 1 {
+        load_cached(&tree, &mut cache);
+    }
     let (t3, c3) = (Instant::now(), thread_cpu());
     let changed = load_cached(&tree, &mut cache);
     let (reload, reload_cpu) = (t3.elapsed(), thread_cpu() - c3);

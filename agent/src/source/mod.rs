@@ -28,7 +28,7 @@
 //! -o StrictHostKeyChecking=yes`), `git://` and local paths (`file://` or a plain path; these run
 //! `git-upload-pack`, so `git` must be installed).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -155,6 +155,9 @@ pub struct GitSource {
     tracking: String,
     mirror: mirror::Mirror,
     last_good: Option<Revision>,
+    /// The files of `last_good` by path with their blob ids: the next revision's unchanged
+    /// files are taken from its tree ([`read::read_tree_after`]).
+    last_files: BTreeMap<PathBuf, ObjectId>,
 }
 
 impl fmt::Debug for GitSource {
@@ -262,6 +265,7 @@ impl GitSource {
             tracking,
             mirror,
             last_good: None,
+            last_files: BTreeMap::new(),
         })
     }
 
@@ -347,7 +351,13 @@ impl GitSource {
         {
             return Ok(SyncOutcome::Unchanged(hex));
         }
-        let tree = read::read_tree(&self.mirror.repo, commit, &self.display_url)?;
+        let previous = self
+            .last_good
+            .as_ref()
+            .map(|r| (&self.last_files, r.tree.as_ref()));
+        let (tree, files) =
+            read::read_tree_after(&self.mirror.repo, commit, &self.display_url, previous)?;
+        self.last_files = files;
         let revision = Revision {
             commit: hex,
             tree: tree.into(),
