@@ -218,14 +218,19 @@ impl Pass<'_> {
         &self,
         clusters: impl Iterator<Item = &'e ClusterEntry>,
     ) -> Result<(), ReconcileError> {
-        let wanted: BTreeSet<String> = clusters
+        // Borrowed: every object of the fleet passes through here on each revision.
+        let wanted: BTreeSet<&str> = clusters
             .flat_map(|e| e.objects.iter().flatten())
-            .filter(|o| !o.namespace().is_empty())
-            .map(|o| o.namespace().to_string())
+            .map(|o| o.namespace())
+            .filter(|ns| !ns.is_empty())
             .collect();
-        if wanted.is_subset(&self.agent.known_namespaces()) {
-            return Ok(());
+        {
+            let known = self.agent.known_namespaces();
+            if wanted.iter().all(|ns| known.contains(*ns)) {
+                return Ok(());
+            }
         }
+        let wanted: BTreeSet<String> = wanted.into_iter().map(str::to_string).collect();
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client().clone());
         let existing: BTreeSet<String> = api
             .list_metadata(&Default::default())
