@@ -71,6 +71,14 @@ fn paths(entries: &[&str]) -> BTreeSet<PathBuf> {
     entries.iter().map(PathBuf::from).collect()
 }
 
+/// Makes `at` (under `work`) a symlink to `target`, replacing whatever is there.
+fn symlink(work: &Path, target: &str, at: &str) {
+    let p = work.join(at);
+    let _ = std::fs::remove_file(&p);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, p).unwrap();
+}
+
 fn updated(outcome: SyncOutcome) -> (Option<String>, Revision) {
     match outcome {
         SyncOutcome::Updated { previous, revision } => (previous, revision),
@@ -776,11 +784,7 @@ fn reopening_the_cache_does_not_reclone() {
 fn symlinks_and_large_files() {
     let up = fleet();
     let w = &up.work;
-    let link = |target: &str, at: &str| {
-        let p = w.join(at);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(target, p).unwrap();
-    };
+    let link = |target: &str, at: &str| symlink(w, target, at);
     link("../../../etc/passwd", "clusters/mgmt/evil.yaml");
     link("/etc/passwd", "absolute.yaml");
     link("missing.yaml", "dangling.yaml");
@@ -850,12 +854,7 @@ fn a_revision_read_after_another_reads_like_a_fresh_read() {
     // changed between them, it must hold exactly what reading it on its own gives.
     let up = fleet();
     let w = &up.work;
-    let link = |target: &str, at: &str| {
-        let p = w.join(at);
-        let _ = std::fs::remove_file(&p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(target, p).unwrap();
-    };
+    let link = |target: &str, at: &str| symlink(w, target, at);
     link("clusters/mgmt/cluster.yaml", "alias.yaml");
     link("workload-clusters/dev", "clusters/mgmt/dev-link");
     std::fs::write(w.join("big.bin"), vec![b'x'; MAX_FILE_SIZE as usize + 1]).unwrap();
