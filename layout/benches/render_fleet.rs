@@ -168,8 +168,7 @@ fn main() {
     load_cached(&tree, &mut cache);
     let (path, text) = &texts[clusters_n / 2];
     tree.insert(path.clone(), text.replace("count: 2", "count: 3"));
-    eprintln!("PROBE START");
-    for _ in 0..setting("PROBE_RELOADS", 1) - 1 {
+    for _ in 0..setting("CAPSTAN_BENCH_RELOADS", 1) - 1 {
         load_cached(&tree, &mut cache);
     }
     let (t3, c3) = (Instant::now(), thread_cpu());
