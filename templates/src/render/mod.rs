@@ -16,11 +16,11 @@
 //! etcd, control plane, Cluster, workers, health checks, CNI, then the directory's extra objects.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use minijinja::{Environment, UndefinedBehavior};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::identity::{CLUSTER_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
@@ -28,7 +28,9 @@ use crate::release::Release;
 use crate::spec::{Cluster, KubeVersion, Provider};
 
 mod context;
+mod json_object;
 pub mod node;
+mod skeleton;
 mod slots;
 
 pub use context::{ETCD_MIN_MEMORY_MIB, cilium_values, default_cp_taint};
@@ -139,12 +141,14 @@ pub fn render_with(
     release: &Release,
 ) -> Result<Vec<Value>, RenderError> {
     let provider = cluster.provider.name();
-    let mut ctx = context::context(cluster, release)?;
+    let ctx = context::context(cluster, release)?;
+    let kube_vip_at = ctx["cp"]["kube_vip_file_index"].as_u64().unwrap_or(0) as usize;
+    let mut root = Arc::new(json_object::Context::new(ctx));
     // The context's entries, wrapped as one map for each pass (a merged context would look
     // every name up in each of its parts: 4 % of a render).
-    let mut entries = context::to_jinja_entries(&ctx);
+    let mut entries = json_object::entries(&root);
     if matches!(cluster.provider, Provider::VSphere(_)) {
-        with_kube_vip(env, &mut ctx, &mut entries)?;
+        with_kube_vip(env, &mut root, kube_vip_at, &mut entries)?;
     }
     let values = minijinja::Value::from(entries.clone());
 
@@ -423,11 +427,12 @@ fn str_at<'v>(v: &'v Value, key: &str, sub: Option<&str>) -> Option<&'v str> {
     }
 }
 
-/// Renders the kube-vip static pod manifest and puts it among the control plane's files, in the
-/// context and in its converted entries (only `cp` is converted again).
+/// Renders the kube-vip static pod manifest and puts it among the control plane's files in the
+/// context, at `at` (`entries` then read the changed context).
 fn with_kube_vip(
     env: &Environment<'_>,
-    ctx: &mut Map<String, Value>,
+    root: &mut Arc<json_object::Context>,
+    at: usize,
     entries: &mut BTreeMap<String, minijinja::Value>,
 ) -> Result<(), RenderError> {
     let name = "vsphere/kube-vip.yaml.j2";
@@ -440,13 +445,11 @@ fn with_kube_vip(
         .map_err(err)?
         .render(minijinja::Value::from(entries.clone()))
         .map_err(err)?;
-    let cp = ctx["cp"].as_object_mut().expect("cp is an object");
-    let at = cp["kube_vip_file_index"].as_u64().unwrap_or(0) as usize;
-    let files = cp["files"].as_array_mut().expect("files is a list");
-    files.insert(
-        at.min(files.len()),
-        json!({"path": "/etc/kubernetes/manifests/kube-vip.yaml", "owner": "root:root", "content": manifest}),
-    );
-    entries.insert("cp".into(), context::to_jinja(&ctx["cp"]));
+    // The entries hold the context: without them it is changed in place, not copied.
+    entries.clear();
+    let file = json!({"path": "/etc/kubernetes/manifests/kube-vip.yaml", "owner": "root:root", "content": manifest});
+    let added = Arc::make_mut(root).insert(&["cp", "files"], at, file);
+    assert!(added, "the context has cp.files");
+    *entries = json_object::entries(root);
     Ok(())
 }

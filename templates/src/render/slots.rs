@@ -31,6 +31,9 @@ pub(crate) use crate::block_yaml::SLOT;
 /// The last character of a placeholder (another private-use character).
 const END: char = '\u{E001}';
 
+/// The first byte of [`SLOT`] and [`END`] in UTF-8.
+const SLOT_LEAD: u8 = 0xEE;
+
 /// The slots of the template being rendered on this thread, when one is.
 struct State {
     slots: Vec<Option<Jinja>>,
@@ -94,20 +97,19 @@ impl Slotted {
         // placeholder), which also starts other characters (U+E000..U+EFFF): text holding one of
         // those is read as text. (A byte count is one vectorised pass; searching for the
         // character cost 2 % of a render.)
-        let lead = SLOT.encode_utf8(&mut [0; 4]).as_bytes()[0];
-        debug_assert_eq!(END.encode_utf8(&mut [0; 4]).as_bytes()[0], lead);
-        if self.text.bytes().filter(|&b| b == lead).count() != 2 * open {
+        debug_assert_eq!(SLOT.encode_utf8(&mut [0; 4]).as_bytes()[0], SLOT_LEAD);
+        debug_assert_eq!(END.encode_utf8(&mut [0; 4]).as_bytes()[0], SLOT_LEAD);
+        if self.text.bytes().filter(|&b| b == SLOT_LEAD).count() != 2 * open {
             return None;
         }
-        let mut used = 0;
-        let docs = crate::block_yaml::parse_with(&self.text, &mut |token| {
-            let i: usize = token.strip_prefix(SLOT)?.strip_suffix(END)?.parse().ok()?;
-            let v = self.slots.get_mut(i)?.take()?;
-            used += 1;
-            to_json(&v)
-        })?;
+        let (docs, used) = super::skeleton::fill(self.text, &mut self.slots)?;
         (used == open).then_some(docs)
     }
+}
+
+/// The slot number of a whole placeholder.
+pub(super) fn index(token: &str) -> Option<usize> {
+    token.strip_prefix(SLOT)?.strip_suffix(END)?.parse().ok()
 }
 
 /// The `tojson` filter: minijinja's own, except while a template is rendered with slots.
@@ -118,13 +120,17 @@ pub(super) fn tojson(value: &Jinja, indent: Option<Jinja>, args: Kwargs) -> Resu
     let slotted = STATE.with_borrow_mut(|state| {
         let state = state.as_mut()?;
         let value = match value.as_str() {
-            Some(s) if s.contains(SLOT) => match expand(s, &mut state.slots) {
-                Some(s) => Jinja::from(s),
-                None => {
-                    state.spoiled = true;
-                    return None;
+            // A placeholder's first byte, found by memchr (`contains` on the character was
+            // 1.3 % of a render).
+            Some(s) if memchr::memchr(SLOT_LEAD, s.as_bytes()).is_some() && s.contains(SLOT) => {
+                match expand(s, &mut state.slots) {
+                    Some(s) => Jinja::from(s),
+                    None => {
+                        state.spoiled = true;
+                        return None;
+                    }
                 }
-            },
+            }
             _ => value.clone(),
         };
         let mut placeholder = String::with_capacity(12);
@@ -165,7 +171,11 @@ fn expand(s: &str, slots: &mut [Option<Jinja>]) -> Option<String> {
 
 /// The JSON value minijinja's JSON writer would write for `v` (`None` where serde_json would
 /// read that text back differently, or not at all: such a template is rendered as text).
-fn to_json(v: &Jinja) -> Option<Value> {
+pub(super) fn to_json(v: &Jinja) -> Option<Value> {
+    // A part of the context, quoted whole: its JSON as it is (what the writer would write of it).
+    if let Some(node) = v.downcast_object_ref::<super::json_object::JsonNode>() {
+        return Some(node.json());
+    }
     Some(match v.kind() {
         ValueKind::Undefined | ValueKind::None => Value::Null,
         ValueKind::Bool => Value::Bool(v.is_true()),
