@@ -12,7 +12,8 @@
 //! the per-core figure, unaffected by other processes taking turns on the core.
 //!
 //! Run: `cargo bench -p capstan-layout --bench render_fleet`. `CAPSTAN_BENCH_CLUSTERS` sets
-//! another fleet size and `CAPSTAN_BENCH_ROUNDS` another number of rounds (a profiler run:
+//! another fleet size, `CAPSTAN_BENCH_ROUNDS` another number of rounds and `CAPSTAN_BENCH_RELOADS`
+//! repeats the one-change load before the timed one (a profiler run:
 //! `valgrind --tool=callgrind --toggle-collect='capstan_templates::render::render_with*'` on
 //! the bench binary with 100 clusters and 2 rounds).
 
