@@ -36,7 +36,9 @@ enum Node {
     /// A sequence with a slot somewhere inside.
     Seq(Vec<Node>),
     /// A mapping with a slot somewhere inside: its entries in key order.
-    Map(Vec<(Key, Node)>),
+    Map(Vec<(String, Node)>),
+    /// A mapping with a slot for a key.
+    SlotKeys(Vec<(Key, Node)>),
 }
 
 /// A mapping key: a text, or slot `n`.
@@ -147,7 +149,19 @@ fn node(v: Value, seen: &mut usize) -> Option<Node> {
                 };
                 entries.push((k, node(v, seen)?));
             }
-            Node::Map(entries)
+            if entries.iter().all(|(k, _)| matches!(k, Key::Fixed(_))) {
+                Node::Map(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| match k {
+                            Key::Fixed(k) => (k, v),
+                            Key::Slot(_) => unreachable!("checked above"),
+                        })
+                        .collect(),
+                )
+            } else {
+                Node::SlotKeys(entries)
+            }
         }
         v => Node::Fixed(v),
     };
@@ -164,15 +178,10 @@ fn unnode(n: Node) -> Value {
     match n {
         Node::Fixed(v) => v,
         Node::Seq(items) => Value::Array(items.into_iter().map(unnode).collect()),
-        Node::Map(entries) => Value::Object(
-            entries
-                .into_iter()
-                .map(|(k, v)| match k {
-                    Key::Fixed(k) => (k, unnode(v)),
-                    Key::Slot(_) => unreachable!("a node without slots"),
-                })
-                .collect(),
-        ),
+        Node::Map(entries) => {
+            Value::Object(entries.into_iter().map(|(k, v)| (k, unnode(v))).collect())
+        }
+        Node::SlotKeys(_) => unreachable!("a node without slots"),
         Node::Slot(_) => unreachable!("a node without slots"),
     }
 }
@@ -194,7 +203,14 @@ fn fill_node(n: &Node, slots: &mut [Option<Jinja>], used: &mut usize) -> Option<
                 .map(|i| fill_node(i, slots, used))
                 .collect::<Option<_>>()?,
         ),
-        Node::Map(entries) => {
+        // Built from its entries in key order (a bulk build, instead of a search per insert).
+        Node::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| Some((k.clone(), fill_node(v, slots, used)?)))
+                .collect::<Option<Map<_, _>>>()?,
+        ),
+        Node::SlotKeys(entries) => {
             let mut m = Map::new();
             for (k, v) in entries {
                 let k = match k {

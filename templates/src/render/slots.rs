@@ -133,17 +133,30 @@ pub(super) fn tojson(value: &Jinja, indent: Option<Jinja>, args: Kwargs) -> Resu
             }
             _ => value.clone(),
         };
-        let mut placeholder = String::with_capacity(12);
-        placeholder.push(SLOT);
-        placeholder.push_str(itoa::Buffer::new().format(state.slots.len()));
-        placeholder.push(END);
+        let placeholder = placeholder(state.slots.len());
         state.slots.push(Some(value));
         Some(placeholder)
     });
     match slotted {
-        Some(placeholder) => Ok(Jinja::from_safe_string(placeholder)),
+        Some(placeholder) => Ok(placeholder),
         None => minijinja::filters::tojson(value, None, no_args()),
     }
+}
+
+/// The placeholder of slot `n`: made once per thread and number (a shared string; making each
+/// anew was two allocations per quoted value).
+fn placeholder(n: usize) -> Jinja {
+    thread_local!(static MADE: RefCell<Vec<Jinja>> = const { RefCell::new(Vec::new()) });
+    MADE.with_borrow_mut(|made| {
+        while made.len() <= n {
+            let mut p = String::with_capacity(12);
+            p.push(SLOT);
+            p.push_str(itoa::Buffer::new().format(made.len()));
+            p.push(END);
+            made.push(Jinja::from_safe_string(p));
+        }
+        made[n].clone()
+    })
 }
 
 fn no_args() -> Kwargs {
