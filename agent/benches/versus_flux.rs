@@ -96,6 +96,45 @@ async fn settle(cp: &ControlPlane) {
         .await;
 }
 
+/// Builds the API server's watch cache of every kind of the fleet (and MachineSets, which
+/// capstan's health reads), as a management cluster whose controllers watch those kinds has
+/// them. A fresh API server builds a custom resource's watch cache on the first request for it
+/// and answers reads that need it with 429 "storage is (re)initializing", Retry-After: 1, until
+/// then; a peer that reads each kind once at start (capstan's watches) would otherwise wait a
+/// second the others (writes only, or kinds the bench created objects of) do not. Every peer
+/// gets the same: one list of one object per kind, by the bench's client, before its clock.
+async fn warm_watch_caches(client: &kube::Client, fleet: &Fleet) {
+    let discovery = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let mut kinds: std::collections::BTreeSet<(String, String)> = fleet
+        .rendered
+        .iter()
+        .flat_map(|(_, objs)| objs.iter())
+        .map(|o| {
+            (
+                o["apiVersion"].as_str().unwrap().to_string(),
+                o["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    kinds.insert(("cluster.x-k8s.io/v1beta2".into(), "MachineSet".into()));
+    let lists = kinds.iter().map(|(api_version, kind)| {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let (ar, _) = discovery.resolve_gvk(&gvk).expect("kind served");
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        async move {
+            // The client retries the 429 itself, after the Retry-After the server gives.
+            api.list_metadata(&kube::api::ListParams::default().limit(1))
+                .await
+                .expect("list");
+        }
+    });
+    futures::future::join_all(lists).await;
+}
+
 /// The peer's own requests (not watches) since `mark`: those `own` says are its own.
 fn requests_since(
     cp: &ControlPlane,
@@ -126,6 +165,10 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
     let agent_kubeconfig = capstan::install::testing::agent_kubeconfig(&cp).await;
     let (hook, metrics) = (free_port(), free_port());
     let log = tmp.join("capstan.log");
+    warm_watch_caches(&client, fleet).await;
+    settle(&cp).await;
+    let cold_mark = cp.audit().mark();
+    let started_at = std::time::SystemTime::now();
     let started = Instant::now();
     let agent = Agent::run(&RunArgs {
         repo: &fleet.repo,
@@ -150,6 +193,11 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         "capstan: cold apply {:.1}s ({} clusters, {writes} writes)",
         cold.as_secs_f64(),
         first.len()
+    );
+    settle(&cp).await;
+    println!(
+        "capstan: cold apply, from the API server's audit log: {}",
+        cold_timeline(&cp, cold_mark, started_at, fleet.objects)
     );
 
     // Let the watch events of the cold apply settle, then the webhook for the same revision:
@@ -432,6 +480,7 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
     capstan_harness::install_crds(&client, &flux.crds, Duration::from_secs(120))
         .await
         .expect("Flux CRDs");
+    warm_watch_caches(&client, fleet).await;
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     // The namespaces the objects live in (capstan creates the ones it needs itself).
     let mut names: std::collections::BTreeSet<String> = fleet
@@ -568,6 +617,63 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
     }
 }
 
+/// Where a cold apply's time went, from the audit log: the agent's first request and first
+/// write after its start, and what it wrote (the fleet's objects, and the rest: namespaces,
+/// status records, Events).
+fn cold_timeline(
+    cp: &ControlPlane,
+    mark: capstan_harness::AuditMark,
+    started: std::time::SystemTime,
+    objects: usize,
+) -> String {
+    let events: Vec<_> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.verb != "watch" && !e.user.username.starts_with("system:apiserver"))
+        .collect();
+    let at = |e: &capstan_harness::AuditEvent| {
+        let t: k8s_openapi::jiff::Timestamp = e.raw["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("audit events carry their time");
+        std::time::SystemTime::from(t)
+            .duration_since(started)
+            .unwrap_or_default()
+            .as_secs_f64()
+    };
+    let first = events.first().map(at).unwrap_or_default();
+    let writes: Vec<_> = events.iter().filter(|e| e.is_write()).collect();
+    let first_write = writes.first().map(|e| at(e)).unwrap_or_default();
+    let last_write = writes.last().map(|e| at(e)).unwrap_or_default();
+    let mut other = BTreeMap::new();
+    for e in writes.iter().filter(|e| {
+        matches!(
+            e.resource(),
+            Some("namespaces" | "events" | "managedclusters")
+        )
+    }) {
+        let what = match (e.resource(), e.raw["objectRef"]["subresource"].as_str()) {
+            (Some(r), Some(sub)) => format!("{r}/{sub}"),
+            (Some(r), None) => r.to_string(),
+            _ => "-".into(),
+        };
+        *other.entry(what).or_insert(0) += 1;
+    }
+    let failed = events
+        .iter()
+        .filter(|e| e.response_status.code.is_some_and(|c| c >= 400))
+        .count();
+    format!(
+        "first request {first:.2}s after the start, first write {first_write:.2}s, last write \
+         {last_write:.2}s; {} writes ({objects} fleet objects, besides them {other:?}); {} reads; \
+         {failed} answered with an error",
+        writes.len(),
+        events.len() - writes.len()
+    )
+}
+
 /// The API server's own server-side apply throughput: the fleet's objects applied with no
 /// reads and no planning, `c` at a time, into fresh namespaces per round. Returns the best
 /// round's (concurrency, seconds).
@@ -575,6 +681,7 @@ async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client();
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    warm_watch_caches(&client, fleet).await;
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     // What capstan asks of the API server for each object: a forced apply, strictly validated.
     let pp = PatchParams::apply("ssa-limit")
