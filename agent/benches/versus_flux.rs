@@ -18,8 +18,12 @@
 //!   reads, no planning; forced and strictly validated, as capstan asks) at several
 //!   concurrencies, each into fresh namespaces; the best is the API server's own throughput here.
 //!
+//! Every peer's control plane has the watch caches of the fleet's kinds built before its clock
+//! starts ([`warm_watch_caches`]), as a management cluster running its controllers has them.
+//!
 //! Measured for capstan and Flux: cold apply (from the process start until every object is
-//! applied; for Flux until every Kustomization is Ready at the revision), the API requests and
+//! applied; for Flux until every Kustomization is Ready at the revision; for capstan also broken
+//! down from the audit log: its first write, and what it wrote besides the fleet's objects), the API requests and
 //! writes of a no-op reconcile of everything (the audit log, the peer's own requests by user
 //! agent; for Flux every Kustomization forced with `reconcile.fluxcd.io/requestedAt`),
 //! the latency of a one-cluster change (capstan: from the webhook of the new commit; Flux:
