@@ -23,9 +23,10 @@
 //!
 //! Measured for capstan and Flux: cold apply (from the process start until every object is
 //! applied; for Flux until every Kustomization is Ready at the revision; for capstan also broken
-//! down from the audit log: its first write, and what it wrote besides the fleet's objects), the API requests and
-//! writes of a no-op reconcile of everything (the audit log, the peer's own requests by user
-//! agent; for Flux every Kustomization forced with `reconcile.fluxcd.io/requestedAt`),
+//! down from the audit log: its first write, and what it wrote besides the fleet's objects),
+//! the API requests and writes of a no-op reconcile of everything (the audit log, the peer's
+//! own requests by user agent; for Flux every Kustomization forced with
+//! `reconcile.fluxcd.io/requestedAt`),
 //! the latency of a one-cluster change (capstan: from the webhook of the new commit; Flux:
 //! from the new artifact in the GitRepository status; both until a watch sees the changed
 //! MachineDeployment), the process's peak RSS (VmHWM) and CPU seconds over the run.
