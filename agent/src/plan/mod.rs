@@ -11,6 +11,7 @@ pub mod chain;
 pub mod compare;
 pub mod fights;
 pub mod impact;
+pub mod order;
 pub mod planner;
 pub mod report;
 pub mod stages;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use capstan_layout::{ClusterEntry, Fleet, Rendered};
+use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 use serde_json::json;
@@ -24,6 +25,10 @@ use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// Objects of one cluster's apply layer written at once ([`crate::plan::order`]): a new
+/// cluster's first layer is about eight objects; `--concurrency` clusters each have this many.
+const APPLY_AT_ONCE: usize = 8;
 
 /// One pass.
 pub(super) struct Pass<'a> {
@@ -472,33 +477,64 @@ impl Pass<'_> {
             .map(|r| r.name.clone())
             .collect();
         let mut failure: Option<String> = None;
-        for (stage, indices) in [first, rest].iter().enumerate() {
-            if stage == 1 {
+        // Definitions, then each upgrade stage in order; inside one, each object after the
+        // objects it names ([`crate::plan::order`]), the rest at once.
+        let stage_of = |i: usize| crate::plan::stages::stage(&objects[i].1, settings.workers);
+        let rest: Vec<usize> = rest.iter().filter(changed).copied().collect();
+        let groups: Vec<Vec<usize>> =
+            std::iter::once(first.iter().filter(changed).copied().collect())
+                .chain(
+                    rest.chunk_by(|&a, &b| stage_of(a) == stage_of(b))
+                        .map(<[usize]>::to_vec),
+                )
+                .collect();
+        'stages: for (n, group) in groups.iter().enumerate() {
+            if n == 1 {
                 failure = self.wait_established(&crds).await.err();
-            }
-            for &i in indices.iter().filter(changed) {
                 if failure.is_some() {
                     break;
                 }
-                let (obj, r) = &objects[i];
-                match apply_one(self.client(), self.resolver(), &plan::annotated(obj), false).await
-                {
-                    Ok(answer) => {
-                        self.wrote();
-                        let facts = self.live.put(r, &answer);
-                        applied.stamps.insert(r.key(), Stamp::of(&facts));
-                    }
-                    Err(err) => {
-                        let message = err.to_string();
-                        if message.contains("namespaces \"") && message.contains("not found") {
-                            self.agent.known_namespaces().clear();
+            }
+            let bodies: Vec<serde_json::Value> = group
+                .iter()
+                .map(|&i| plan::annotated(objects[i].0))
+                .collect();
+            let pairs: Vec<(&ObjectRef, &serde_json::Value)> =
+                group.iter().map(|&i| &objects[i].1).zip(&bodies).collect();
+            for layer in crate::plan::order::layers(&pairs) {
+                let answers: Vec<_> = futures::stream::iter(layer)
+                    .map(|k| {
+                        let body = &bodies[k];
+                        async move {
+                            (
+                                k,
+                                apply_one(self.client(), self.resolver(), body, false).await,
+                            )
                         }
-                        failure = Some(message);
+                    })
+                    .buffered(APPLY_AT_ONCE)
+                    .collect()
+                    .await;
+                for (k, answer) in answers {
+                    let r = &objects[group[k]].1;
+                    match answer {
+                        Ok(answer) => {
+                            self.wrote();
+                            let facts = self.live.put(r, &answer);
+                            applied.stamps.insert(r.key(), Stamp::of(&facts));
+                        }
+                        Err(err) => {
+                            let message = err.to_string();
+                            if message.contains("namespaces \"") && message.contains("not found") {
+                                self.agent.known_namespaces().clear();
+                            }
+                            failure.get_or_insert(message);
+                        }
                     }
                 }
-            }
-            if failure.is_some() {
-                break;
+                if failure.is_some() {
+                    break 'stages;
+                }
             }
         }
         // Where the stages stand now that this pass's changes are out: what decides which
