@@ -7,7 +7,8 @@
 //!                               │      tombstone?  → delete the Cluster; once it is gone, the rest
 //!                               │      invalid?    → status Failed, last applied revision stays live
 //!                               │      else plan → apply (CRDs and Namespaces first, CRDs
-//!                               │           Established, then render order) → prune → status
+//!                               │           Established, then stage by stage, each object
+//!                               │           after what it names) → prune → status
 //! recorded but not in the repo ─┴─▶ Orphaned, nothing deleted
 //! ```
 //!

@@ -246,18 +246,26 @@ impl Pass<'_> {
             .filter_map(|n| n.metadata.name)
             .collect();
         self.read();
-        for ns in wanted.difference(&existing) {
-            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
-            apply_one(self.client(), self.resolver(), &obj, false)
-                .await
-                .map_err(|e| {
-                    ReconcileError::Namespace(
-                        ns.clone(),
-                        kube::Error::Service(e.to_string().into()),
-                    )
-                })?;
-            self.wrote();
-        }
+        // Created at once: a fleet's first revision can name dozens.
+        let created: Vec<Result<(), ReconcileError>> =
+            futures::stream::iter(wanted.difference(&existing).cloned())
+                .map(|ns: String| async move {
+                    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
+                    apply_one(self.client(), self.resolver(), &obj, false)
+                        .await
+                        .map_err(|e| {
+                            ReconcileError::Namespace(
+                                ns,
+                                kube::Error::Service(e.to_string().into()),
+                            )
+                        })?;
+                    self.wrote();
+                    Ok(())
+                })
+                .buffered(APPLY_AT_ONCE)
+                .collect()
+                .await;
+        created.into_iter().collect::<Result<Vec<()>, _>>()?;
         *self.agent.known_namespaces() = existing.union(&wanted).cloned().collect();
         Ok(())
     }
@@ -460,7 +468,8 @@ impl Pass<'_> {
         }
         // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
         // that may be one of their kinds), then the rest by upgrade stage (objects that roll no
-        // machine, etcd, control plane, CNI, workers) in render order; held changes wait for a
+        // machine, etcd, control plane, CNI, workers), each object after the objects of its
+        // stage it names and the rest at once ([`crate::plan::order`]); held changes wait for a
         // later pass; prune in reverse order.
         let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
         let mut applied = Applied::default();
@@ -477,8 +486,6 @@ impl Pass<'_> {
             .map(|r| r.name.clone())
             .collect();
         let mut failure: Option<String> = None;
-        // Definitions, then each upgrade stage in order; inside one, each object after the
-        // objects it names ([`crate::plan::order`]), the rest at once.
         let stage_of = |i: usize| crate::plan::stages::stage(&objects[i].1, settings.workers);
         let rest: Vec<usize> = rest.iter().filter(changed).copied().collect();
         let groups: Vec<Vec<usize>> =
