@@ -7,9 +7,13 @@
 //! reconciler is busy lands in one pending batch, and [`TriggerReceiver::next`] hands the whole batch
 //! over in a single wake-up: fifty pushes during an apply become one reconcile of the newest revision.
 //!
-//! An optional debounce window ([`TriggerReceiver::with_debounce`]) also merges triggers that arrive
-//! just after the reconciler went idle. The window starts at the first trigger of a batch and is not
-//! extended by later ones, so a steady trickle of events cannot postpone a reconcile forever.
+//! An optional window ([`TriggerReceiver::with_debounce`]) also merges triggers that arrive close
+//! together when the reconciler takes them as they come: at most one batch is handed over per
+//! window. The first trigger after a quiet window goes at once (a push is not held back: the
+//! window used to come before every reconcile, 100 ms of a 170 ms push-to-applied), and the ones
+//! that follow it inside the window wait for its end and go as one batch. The window is measured
+//! from the previous hand-over and is not extended by triggers, so a steady trickle of events
+//! cannot postpone a reconcile forever.
 //!
 //! [`TriggerSender::fire`] never blocks and never needs a tokio runtime: the file watcher calls it
 //! from the debouncer's own thread. The pending batch is bounded ([`MAX_PENDING`]); past that the
@@ -119,6 +123,7 @@ pub fn channel() -> (TriggerSender, TriggerReceiver) {
         TriggerReceiver {
             shared,
             debounce: None,
+            handed_over: None,
         },
     )
 }
@@ -193,11 +198,14 @@ impl std::fmt::Debug for TriggerSender {
 pub struct TriggerReceiver {
     shared: Arc<Shared>,
     debounce: Option<Duration>,
+    /// When the last batch was handed over: the window runs from there.
+    handed_over: Option<tokio::time::Instant>,
 }
 
 impl TriggerReceiver {
-    /// Waits, after the first trigger of a batch, this long for more before handing the batch over.
-    /// The window is not extended by triggers arriving inside it. A zero window means none.
+    /// Hands over at most one batch per `window`: a trigger after a quiet window goes at once,
+    /// later ones wait until the window since the previous hand-over has passed and go together.
+    /// Triggers arriving inside the window do not extend it. A zero window means none.
     pub fn with_debounce(mut self, window: Duration) -> Self {
         self.debounce = (!window.is_zero()).then_some(window);
         self
@@ -229,8 +237,10 @@ impl TriggerReceiver {
                 // this cannot miss it; a stale permit only costs one more trip round the loop.
                 self.shared.notify.notified().await;
             }
-            if let Some(window) = self.debounce {
-                self.wait_window(window).await;
+            if let (Some(window), Some(last)) = (self.debounce, self.handed_over) {
+                // A deadline, not a fresh sleep: a `next` cancelled inside the window and called
+                // again does not start the window over.
+                self.wait_until(last + window).await;
             }
             if let Some(batch) = self.try_next() {
                 return Some(batch);
@@ -238,9 +248,9 @@ impl TriggerReceiver {
         }
     }
 
-    /// Sleeps through the debounce window, ending early if every sender goes away (shutdown).
-    async fn wait_window(&self, window: Duration) {
-        let sleep = tokio::time::sleep(window);
+    /// Sleeps until the window's end, ending early if every sender goes away (shutdown).
+    async fn wait_until(&self, end: tokio::time::Instant) {
+        let sleep = tokio::time::sleep_until(end);
         tokio::pin!(sleep);
         loop {
             tokio::select! {
@@ -260,6 +270,7 @@ impl TriggerReceiver {
         if state.pending.is_empty() {
             None
         } else {
+            self.handed_over = Some(tokio::time::Instant::now());
             Some(std::mem::take(&mut state.pending))
         }
     }
@@ -297,9 +308,8 @@ mod tests {
         }
     }
 
-    // tokio's `test-util` feature (paused time) is not enabled for this crate, so these tests use
-    // real time. None asserts on elapsed time: the debounce test only needs the second trigger to be
-    // fired within a 500 ms window, and it is fired microseconds after the receiver starts waiting.
+    // None asserts on elapsed real time: the windows are an hour (only an early hand-over or the
+    // senders going end them inside the test's timeout), or the clock is tokio's paused one.
 
     #[tokio::test]
     async fn a_burst_is_one_batch_in_firing_order() {
@@ -342,28 +352,69 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_debounce_window_merges_a_trigger_fired_inside_it() {
+    async fn a_trigger_after_a_quiet_window_goes_at_once() {
         let (tx, rx) = channel();
-        let mut rx = rx.with_debounce(Duration::from_millis(500));
+        // A window far longer than the test timeout: only a hand-over without waiting passes.
+        let mut rx = rx.with_debounce(Duration::from_secs(3600));
         tx.fire(hook("a"));
+        let batch = tokio::time::timeout(Duration::from_secs(30), rx.next())
+            .await
+            .expect("the first trigger was not held for the window");
+        assert_eq!(batch, Some(vec![hook("a")]));
+    }
+
+    #[tokio::test]
+    async fn triggers_inside_the_window_wait_for_its_end_and_go_together() {
+        let (tx, rx) = channel();
+        let mut rx = rx.with_debounce(Duration::from_secs(3600));
+        tx.fire(hook("a"));
+        assert_eq!(rx.next().await, Some(vec![hook("a")]));
+        // Inside the window opened by that hand-over: `b` is held, and `c`, fired while the
+        // receiver waits, joins it.
+        tx.fire(hook("b"));
         let waiter = tokio::spawn(async move {
             let batch = rx.next().await;
             (rx, batch)
         });
-        // On this current-thread runtime the receiver runs now, sees `a` and enters its window.
         tokio::task::yield_now().await;
-        tx.fire(hook("b"));
+        tx.fire(hook("c"));
+        tokio::task::yield_now().await;
+        assert!(
+            !waiter.is_finished(),
+            "a trigger inside the window went early"
+        );
+        // The window is an hour; the last sender going is what ends it here.
+        drop(tx);
         let (mut rx, batch) = tokio::time::timeout(Duration::from_secs(30), waiter)
             .await
             .expect("woke")
             .expect("task");
-        assert_eq!(batch, Some(vec![hook("a"), hook("b")]));
-        // A trigger after the batch was handed over starts the next batch.
+        assert_eq!(batch, Some(vec![hook("b"), hook("c")]));
+        assert_eq!(rx.next().await, None);
+    }
+
+    // Paused time: the clock moves only when every task waits, so the hold is exact.
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_does_not_restart_the_window() {
+        let (tx, rx) = channel();
+        let mut rx = rx.with_debounce(Duration::from_millis(200));
+        tx.fire(Trigger::Manual);
+        assert_eq!(rx.next().await, Some(vec![Trigger::Manual]));
+        let opened = rx.handed_over.expect("handed over");
         tx.fire(Trigger::Poll);
-        let next = tokio::time::timeout(Duration::from_secs(30), rx.next())
-            .await
-            .expect("woke");
-        assert_eq!(next, Some(vec![Trigger::Poll]));
+        // Cancelled inside the window, as a `select!` with another branch does.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), rx.next())
+                .await
+                .is_err()
+        );
+        let batch = rx.next().await;
+        assert_eq!(batch, Some(vec![Trigger::Poll]));
+        // Handed over at the end of the first window, not one window after the cancelled call.
+        assert_eq!(
+            rx.handed_over.expect("handed over") - opened,
+            Duration::from_millis(200)
+        );
     }
 
     #[tokio::test]
@@ -372,6 +423,8 @@ mod tests {
         // A window far longer than the test timeout: only the early exit can make this pass.
         let mut rx = rx.with_debounce(Duration::from_secs(3600));
         tx.fire(Trigger::Manual);
+        assert_eq!(rx.next().await, Some(vec![Trigger::Manual]));
+        tx.fire(Trigger::Poll);
         let waiter = tokio::spawn(async move { rx.next().await });
         tokio::task::yield_now().await;
         drop(tx);
@@ -379,7 +432,7 @@ mod tests {
             .await
             .expect("woke")
             .expect("task");
-        assert_eq!(batch, Some(vec![Trigger::Manual]));
+        assert_eq!(batch, Some(vec![Trigger::Poll]));
     }
 
     #[test]
