@@ -21,15 +21,56 @@
 //! one and by its `namespace` (else the referrer's); and Cluster API's `spec.clusterName`, which
 //! names the `cluster.x-k8s.io` Cluster. Only references to objects in the same set order
 //! anything. A reference cycle (none renders today) falls back to render order, one object at a
-//! time, after everything else. The stages themselves (etcd, control plane, CNI, workers) keep
-//! their own order in [`crate::plan::stages`].
+//! time, after everything else.
+//!
+//! Before the layers come the steps ([`steps`]): a cluster's definitions (CRDs, Namespaces) go
+//! first, then its upgrade stages (etcd, control plane, CNI, workers: [`crate::plan::stages`])
+//! one after the other, because a rolling change must not start before the stage before it.
+//! A pass that rolls nothing — a cluster being created, a new worker group, changes to objects
+//! that roll no machine — has no such order to keep (Cluster API orders a creation itself; EKS
+//! Anywhere and clusterctl apply a new cluster in one go), so all of it is one step and only
+//! the references order it: a new docker cluster goes out in four round trips instead of six.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use super::ObjectRef;
+use super::stages::{Stage, WorkerRollout, stage};
 use capstan_templates::identity::group;
+
+/// Whether an object defines where or what others are (a CRD, a Namespace): such objects go
+/// before the rest of their cluster.
+pub fn is_definition(r: &ObjectRef) -> bool {
+    (r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io")
+        || (r.kind == "Namespace" && r.group().is_empty())
+}
+
+/// The steps one cluster's changed objects go out in, as indices into `changed` (each an object
+/// and whether it is new), each step ordered further by [`layers`]. The first step holds the
+/// definitions and is always there, even empty (the caller waits for new CRDs after it). Then,
+/// when some object of a rolling stage (etcd, control plane, CNI, workers) changes in place, one
+/// step per stage in stage order; else one step with all the rest.
+pub fn steps(changed: &[(&ObjectRef, bool)], workers: WorkerRollout) -> Vec<Vec<usize>> {
+    let (definitions, mut rest): (Vec<usize>, Vec<usize>) =
+        (0..changed.len()).partition(|&i| is_definition(changed[i].0));
+    let stage_of = |i: usize| stage(changed[i].0, workers);
+    let rolls = rest
+        .iter()
+        .any(|&i| !changed[i].1 && stage_of(i) != Stage::Prepare);
+    let mut out = vec![definitions];
+    if !rolls {
+        out.extend((!rest.is_empty()).then_some(rest));
+        return out;
+    }
+    // Stable: render order within a stage.
+    rest.sort_by_key(|&i| stage_of(i));
+    out.extend(
+        rest.chunk_by(|&a, &b| stage_of(a) == stage_of(b))
+            .map(<[usize]>::to_vec),
+    );
+    out
+}
 
 /// A reference found inside an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -340,6 +381,101 @@ mod tests {
             assert!(layered.len() <= 3, "{name}: {layered:?}");
             assert!(layered[0].len() * 2 > prepare.len(), "{name}: {layered:?}");
         }
+    }
+
+    /// A new cluster from the example fleet as the renderer renders it: one step after its
+    /// (empty) definitions, and within it the references order everything — the objects a
+    /// stage held back before (control plane, workers) after what they name, not after whole
+    /// stages.
+    #[test]
+    fn a_new_cluster_is_one_step_ordered_by_its_references() {
+        let tree = capstan_layout::Tree::from_dir(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet"),
+        )
+        .unwrap();
+        let fleet = capstan_layout::load(&tree);
+        for name in ["dev", "prod"] {
+            let objs: Vec<Value> = fleet
+                .cluster(name)
+                .unwrap()
+                .objects
+                .as_ref()
+                .unwrap()
+                .values()
+                .into_iter()
+                .collect();
+            let refs: Vec<ObjectRef> = objs.iter().map(rf).collect();
+            let new: Vec<(&ObjectRef, bool)> = refs.iter().map(|r| (r, true)).collect();
+            let steps = steps(&new, WorkerRollout::Sequential);
+            let defs = refs.iter().filter(|r| is_definition(r)).count();
+            assert_eq!(steps.len(), 2, "{name}: {steps:?}");
+            assert_eq!(steps[0].len(), defs, "{name}");
+            assert_eq!(steps[1].len(), refs.len() - defs, "{name}");
+            let rest: Vec<Value> = steps[1].iter().map(|&i| objs[i].clone()).collect();
+            let rest_refs: Vec<ObjectRef> = rest.iter().map(rf).collect();
+            let pairs: Vec<(&ObjectRef, &Value)> = rest_refs.iter().zip(&rest).collect();
+            let layered = layers(&pairs);
+            let layer_of = |kind: &str, group: &str| {
+                let i = rest_refs
+                    .iter()
+                    .position(|r| r.kind == kind && r.group() == group)
+                    .unwrap_or_else(|| panic!("{name}: no {group} {kind}"));
+                layered.iter().position(|l| l.contains(&i)).unwrap()
+            };
+            let capi = layer_of("Cluster", "cluster.x-k8s.io");
+            let kcp = layer_of("KubeadmControlPlane", "controlplane.cluster.x-k8s.io");
+            let md = layer_of("MachineDeployment", "cluster.x-k8s.io");
+            assert!(kcp < capi, "{name}: controlPlaneRef: {layered:?}");
+            assert!(md > capi, "{name}: spec.clusterName: {layered:?}");
+            let stages: BTreeSet<Stage> = rest_refs
+                .iter()
+                .map(|r| stage(r, WorkerRollout::Sequential))
+                .collect();
+            assert!(stages.len() >= 3, "{name}: {stages:?}");
+            assert!(layered.len() <= 4, "{name}: {layered:?}");
+        }
+    }
+
+    /// An in-place change of a rolling stage keeps the stages apart, in stage order, whatever
+    /// the render order; a change that rolls nothing beside new objects does not.
+    #[test]
+    fn a_rolling_change_keeps_its_stages_in_order() {
+        let r = |kind: &str, api_version: &str, name: &str| {
+            rf(&obj(api_version, kind, name, json!({})))
+        };
+        let md = r("MachineDeployment", CAPI, "dev-md-0");
+        let kcp = r(
+            "KubeadmControlPlane",
+            "controlplane.cluster.x-k8s.io/v1beta2",
+            "dev",
+        );
+        let tmpl = r("DockerMachineTemplate", CAPD, "dev-cp-2");
+        let capi = r("Cluster", CAPI, "dev");
+        let ns =
+            rf(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}));
+        // The control plane's version bump: workers after it, the new template before it.
+        let upgrade = [(&md, false), (&kcp, false), (&tmpl, true), (&ns, true)];
+        assert_eq!(
+            steps(&upgrade, WorkerRollout::Parallel),
+            vec![vec![3], vec![2], vec![1], vec![0]]
+        );
+        // The same objects all new, or only the Cluster changed in place (it rolls nothing):
+        // one step after the definitions.
+        let created = [(&md, true), (&kcp, true), (&tmpl, true), (&ns, true)];
+        assert_eq!(
+            steps(&created, WorkerRollout::Parallel),
+            vec![vec![3], vec![0, 1, 2]]
+        );
+        let grown = [(&md, true), (&capi, false), (&tmpl, true)];
+        assert_eq!(
+            steps(&grown, WorkerRollout::Parallel),
+            vec![vec![], vec![0, 1, 2]]
+        );
+        // Nothing changed: only the (empty) definitions step.
+        assert_eq!(
+            steps(&[], WorkerRollout::Parallel),
+            vec![Vec::<usize>::new()]
+        );
     }
 
     /// Nothing to apply: no layers.

@@ -20,6 +20,7 @@ use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, Resolver};
 use crate::live::{Live, LiveObject};
 use crate::plan::fights::{self, Verdict};
+use crate::plan::order;
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
@@ -56,17 +57,17 @@ impl Pass<'_> {
         self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A cluster, then an Event when anything changed: something written, or its status. A
-    /// cluster looked at again while its changes stay held (a stage or a wave it waits for)
-    /// records nothing new, so it adds no Event either.
+    /// A cluster, and an Event when anything changed: something written (the Event then goes
+    /// beside the status), or its status. A cluster looked at again while its changes stay held
+    /// (a stage or a wave it waits for) records nothing new, so it adds no Event either.
     pub(super) async fn cluster_and_event(
         &self,
         fleet: &Fleet,
         entry: &ClusterEntry,
         prev: Option<&Recorded>,
     ) -> Result<ClusterOutcome, ReconcileError> {
-        let (outcome, status_changed) = self.cluster(fleet, entry, prev).await?;
-        if !self.opts.plan_only && (outcome.plan.writes_now() || status_changed) {
+        let (outcome, status_changed, evented) = self.cluster(fleet, entry, prev).await?;
+        if !self.opts.plan_only && !evented && (outcome.plan.writes_now() || status_changed) {
             self.event(&outcome).await;
         }
         Ok(outcome)
@@ -196,6 +197,70 @@ impl Pass<'_> {
         }
     }
 
+    /// Applies a cluster's changed objects: `steps` one after the other, each in layers
+    /// ([`order::layers`]), the CRDs among them Established before the second step. Stops after
+    /// the layer in which a write failed and returns the first failure (in order); what was
+    /// written is stamped into `applied`.
+    async fn apply_steps(
+        &self,
+        objects: &[(&Rendered, ObjectRef)],
+        steps: &[Vec<usize>],
+        crds: &[String],
+        applied: &mut Applied,
+    ) -> Option<String> {
+        let mut failure = None;
+        'stages: for (n, group) in steps.iter().enumerate() {
+            if n == 1 {
+                failure = self.wait_established(crds).await.err();
+                if failure.is_some() {
+                    break;
+                }
+            }
+            let bodies: Vec<serde_json::Value> = group
+                .iter()
+                .map(|&i| plan::annotated(objects[i].0))
+                .collect();
+            let pairs: Vec<(&ObjectRef, &serde_json::Value)> =
+                group.iter().map(|&i| &objects[i].1).zip(&bodies).collect();
+            for layer in order::layers(&pairs) {
+                let answers: Vec<_> = futures::stream::iter(layer)
+                    .map(|k| {
+                        let body = &bodies[k];
+                        async move {
+                            (
+                                k,
+                                apply_one(self.client(), self.resolver(), body, false).await,
+                            )
+                        }
+                    })
+                    .buffered(APPLY_AT_ONCE)
+                    .collect()
+                    .await;
+                for (k, answer) in answers {
+                    let r = &objects[group[k]].1;
+                    match answer {
+                        Ok(answer) => {
+                            self.wrote();
+                            let facts = self.live.put(r, &answer);
+                            applied.stamps.insert(r.key(), Stamp::of(&facts));
+                        }
+                        Err(err) => {
+                            let message = err.to_string();
+                            if message.contains("namespaces \"") && message.contains("not found") {
+                                self.agent.known_namespaces().clear();
+                            }
+                            failure.get_or_insert(message);
+                        }
+                    }
+                }
+                if failure.is_some() {
+                    break 'stages;
+                }
+            }
+        }
+        failure
+    }
+
     /// Writes a status when it changed; returns whether it wrote.
     pub(super) async fn write_status(
         &self,
@@ -270,13 +335,14 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// One cluster; returns its outcome and whether its status was written.
+    /// One cluster; returns its outcome, whether its status was written, and whether its Event
+    /// was (beside the status, when something was applied).
     async fn cluster(
         &self,
         fleet: &Fleet,
         entry: &ClusterEntry,
         prev: Option<&Recorded>,
-    ) -> Result<(ClusterOutcome, bool), ReconcileError> {
+    ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
         let name = entry.name.clone();
         let dir = entry.dir.display().to_string();
         let mgmt = entry.management().to_string();
@@ -331,12 +397,13 @@ impl Pass<'_> {
                 ..Default::default()
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-            return Ok((done(empty, Phase::Suspended, message), changed));
+            return Ok((done(empty, Phase::Suspended, message), changed, false));
         }
         if entry.intent.delete.is_some() {
             return self
                 .delete_cluster(&name, &mgmt, &dir, previous_inventory, prev)
-                .await;
+                .await
+                .map(|(outcome, changed)| (outcome, changed, false));
         }
         if !entry.is_valid() {
             let first = entry
@@ -356,7 +423,7 @@ impl Pass<'_> {
             let changed = self
                 .not_applied(entry, prev, "ValidationFailed", &first, &message)
                 .await?;
-            return Ok((done(empty, Phase::Failed, message), changed));
+            return Ok((done(empty, Phase::Failed, message), changed, false));
         }
 
         // A kind the API server refuses to show the agent (RBAC): this cluster cannot be
@@ -374,7 +441,7 @@ impl Pass<'_> {
             let changed = self
                 .not_applied(entry, prev, "Forbidden", &why, &message)
                 .await?;
-            return Ok((done(empty, Phase::Failed, message), changed));
+            return Ok((done(empty, Phase::Failed, message), changed, false));
         }
 
         // The revision's identity: what the repository asks for, before the chain steps and
@@ -399,7 +466,7 @@ impl Pass<'_> {
                 let changed = self
                     .not_applied(entry, prev, "UpgradeRefused", &why, &message)
                     .await?;
-                return Ok((done(empty, Phase::Failed, message), changed));
+                return Ok((done(empty, Phase::Failed, message), changed, false));
             }
         };
         let wired = match &step {
@@ -423,7 +490,7 @@ impl Pass<'_> {
             let changed = self
                 .not_applied(entry, prev, reason, &why, &message)
                 .await?;
-            return Ok((done(empty, Phase::Failed, message), changed));
+            return Ok((done(empty, Phase::Failed, message), changed, false));
         }
         let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
         // Fleet-wide pacing, once the cluster itself is fit to start.
@@ -454,7 +521,7 @@ impl Pass<'_> {
                 Phase::Ready
             };
             let waiting = staged.waiting.clone();
-            return Ok((done(plan, phase, String::new(), waiting), false));
+            return Ok((done(plan, phase, String::new(), waiting), false, false));
         }
         // A management cluster changing its own etcd or control plane backs up and pauses its
         // workload clusters first.
@@ -466,84 +533,55 @@ impl Pass<'_> {
         if plan.writes_now() {
             self.ensure_namespaces(std::iter::once(entry)).await?;
         }
-        // Apply in stages: CRDs and Namespaces first (and the CRDs Established before anything
+        // Apply in steps: CRDs and Namespaces first (and the CRDs Established before anything
         // that may be one of their kinds), then the rest by upgrade stage (objects that roll no
-        // machine, etcd, control plane, CNI, workers), each object after the objects of its
-        // stage it names and the rest at once ([`crate::plan::order`]); held changes wait for a
-        // later pass; prune in reverse order.
+        // machine, etcd, control plane, CNI, workers) when something of a rolling stage changes
+        // in place, else all the rest as one step; each object after the objects of its step
+        // it names and the rest at once ([`crate::plan::order`]); held changes wait for a later
+        // pass; prune in reverse order.
         let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
         let mut applied = Applied::default();
-        let (first, mut rest): (Vec<usize>, Vec<usize>) =
-            (0..objects.len()).partition(|&i| is_definition(&objects[i].1));
-        rest.sort_by_key(|&i| crate::plan::stages::stage(&objects[i].1, settings.workers));
-        let changed =
-            |i: &&usize| matches!(plan.entries[**i].action, Action::Create | Action::Update);
-        let crds: Vec<String> = first
+        let changed: Vec<usize> = (0..objects.len())
+            .filter(|&i| matches!(plan.entries[i].action, Action::Create | Action::Update))
+            .collect();
+        let crds: Vec<String> = changed
             .iter()
-            .filter(changed)
             .map(|&i| &objects[i].1)
-            .filter(|r| r.kind == "CustomResourceDefinition")
+            .filter(|r| r.kind == "CustomResourceDefinition" && order::is_definition(r))
             .map(|r| r.name.clone())
             .collect();
-        let mut failure: Option<String> = None;
-        let stage_of = |i: usize| crate::plan::stages::stage(&objects[i].1, settings.workers);
-        let rest: Vec<usize> = rest.iter().filter(changed).copied().collect();
-        let groups: Vec<Vec<usize>> =
-            std::iter::once(first.iter().filter(changed).copied().collect())
-                .chain(
-                    rest.chunk_by(|&a, &b| stage_of(a) == stage_of(b))
-                        .map(<[usize]>::to_vec),
-                )
-                .collect();
-        'stages: for (n, group) in groups.iter().enumerate() {
-            if n == 1 {
-                failure = self.wait_established(&crds).await.err();
-                if failure.is_some() {
-                    break;
-                }
+        let kinds: Vec<(&ObjectRef, bool)> = changed
+            .iter()
+            .map(|&i| (&objects[i].1, plan.entries[i].action == Action::Create))
+            .collect();
+        let groups: Vec<Vec<usize>> = order::steps(&kinds, settings.workers)
+            .into_iter()
+            .map(|step| step.into_iter().map(|k| changed[k]).collect())
+            .collect();
+        // A new cluster's ManagedCluster is written while its objects go out, not after them:
+        // one round trip less on every creation, and the record is there from the start.
+        let spec_needed = plan.writes_now() && !status::spec_written(prev, &mgmt, &dir);
+        let spec = async {
+            if spec_needed {
+                Some(status::write_spec(self.client(), &name, &mgmt, &dir).await)
+            } else {
+                None
             }
-            let bodies: Vec<serde_json::Value> = group
-                .iter()
-                .map(|&i| plan::annotated(objects[i].0))
-                .collect();
-            let pairs: Vec<(&ObjectRef, &serde_json::Value)> =
-                group.iter().map(|&i| &objects[i].1).zip(&bodies).collect();
-            for layer in crate::plan::order::layers(&pairs) {
-                let answers: Vec<_> = futures::stream::iter(layer)
-                    .map(|k| {
-                        let body = &bodies[k];
-                        async move {
-                            (
-                                k,
-                                apply_one(self.client(), self.resolver(), body, false).await,
-                            )
-                        }
-                    })
-                    .buffered(APPLY_AT_ONCE)
-                    .collect()
-                    .await;
-                for (k, answer) in answers {
-                    let r = &objects[group[k]].1;
-                    match answer {
-                        Ok(answer) => {
-                            self.wrote();
-                            let facts = self.live.put(r, &answer);
-                            applied.stamps.insert(r.key(), Stamp::of(&facts));
-                        }
-                        Err(err) => {
-                            let message = err.to_string();
-                            if message.contains("namespaces \"") && message.contains("not found") {
-                                self.agent.known_namespaces().clear();
-                            }
-                            failure.get_or_insert(message);
-                        }
-                    }
-                }
-                if failure.is_some() {
-                    break 'stages;
-                }
+        };
+        let (spec, mut failure) = futures::join!(
+            spec,
+            self.apply_steps(&objects, &groups, &crds, &mut applied)
+        );
+        // A spec that could not be written is written again with the status (which reports
+        // the error if it fails again).
+        let spec = match spec {
+            Some(Ok(record)) => Some(record),
+            Some(Err(e)) => {
+                tracing::debug!(cluster = %name, error = %e, "writing the ManagedCluster failed; retried with its status");
+                None
             }
-        }
+            None => None,
+        };
         // Where the stages stand now that this pass's changes are out: what decides which
         // prunes wait, what the status says, what the stage timeout measures, when to look
         // again.
@@ -779,9 +817,19 @@ impl Pass<'_> {
             inventory: inv,
             ..Default::default()
         };
-        // The failure itself is in the phase and message.
-        let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-        Ok((done(plan, phase, message, after.waiting.clone()), changed))
+        // The failure itself is in the phase and message. The spec written above is what the
+        // record is now. Something written: its Event goes beside the status, not after it.
+        let outcome = done(plan, phase, message, after.waiting.clone());
+        let evented = outcome.plan.writes_now();
+        let (changed, ()) = futures::join!(
+            self.write_status(&name, &mgmt, &dir, &st, spec.as_ref().or(prev)),
+            async {
+                if evented {
+                    self.event(&outcome).await;
+                }
+            }
+        );
+        Ok((outcome, changed?, evented))
     }
 
     /// The message of a revision refused for a cluster before anything was applied.
@@ -1295,11 +1343,6 @@ fn humanize(d: Duration) -> String {
 }
 
 /// Objects that define where or what others are: applied before everything else.
-fn is_definition(r: &ObjectRef) -> bool {
-    (r.kind == "CustomResourceDefinition" && r.group() == "apiextensions.k8s.io")
-        || (r.kind == "Namespace" && r.group().is_empty())
-}
-
 fn apply_message(e: &ApplyError) -> String {
     match e {
         ApplyError::Rejected { message, .. } => message.clone(),

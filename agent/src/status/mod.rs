@@ -324,9 +324,46 @@ fn to_record(
     out
 }
 
+/// Whether `previous` already records this spec: the management cluster and directory, at a
+/// generation the API server gave it (else the object itself must be written first).
+pub fn spec_written(previous: Option<&Recorded>, management: &str, directory: &str) -> bool {
+    previous
+        .is_some_and(|p| p.management == management && p.directory == directory && p.generation > 0)
+}
+
+/// Writes the object itself, its spec (management cluster and directory): creates it when new,
+/// moves it when its directory or management cluster changed. Returns what is recorded now,
+/// with the status the object already had.
+pub async fn write_spec(
+    client: &Client,
+    name: &str,
+    management: &str,
+    directory: &str,
+) -> Result<Recorded, StatusError> {
+    let obj = json!({
+        "apiVersion": API_VERSION,
+        "kind": "ManagedCluster",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
+        "spec": {"management": management, "directory": directory},
+    });
+    let answer = api(client)
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|source| StatusError::Api {
+            action: "writing",
+            name: name.into(),
+            source,
+        })?;
+    Ok(Recorded::from_object(&answer))
+}
+
 /// Writes a cluster's status when it differs from what is recorded: the object itself (its spec)
-/// when it is new or moved, then the status subresource. Returns what is recorded now, or `None`
-/// when there was nothing to write.
+/// when it is new or moved ([`write_spec`]), then the status subresource. Returns what is
+/// recorded now, or `None` when there was nothing to write.
 pub async fn write(
     client: &Client,
     name: &str,
@@ -335,32 +372,12 @@ pub async fn write(
     status: &ManagedClusterStatus,
     previous: Option<&Recorded>,
 ) -> Result<Option<Recorded>, StatusError> {
-    let err = |action| {
-        move |source| StatusError::Api {
-            action,
-            name: name.into(),
-            source,
-        }
-    };
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let api = api(client);
-    let spec_written = previous.is_some_and(|p| {
-        p.management == management && p.directory == directory && p.generation > 0
-    });
+    let spec_written = spec_written(previous, management, directory);
     let generation = match previous {
         Some(p) if spec_written => p.generation,
         _ => {
-            let obj = json!({
-                "apiVersion": API_VERSION,
-                "kind": "ManagedCluster",
-                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
-                "spec": {"management": management, "directory": directory},
-            });
-            let answer = api
-                .patch(name, &pp, &Patch::Apply(&obj))
-                .await
-                .map_err(err("writing"))?;
-            answer.metadata.generation.unwrap_or(1)
+            let r = write_spec(client, name, management, directory).await?;
+            if r.generation > 0 { r.generation } else { 1 }
         }
     };
     let record = to_record(status, generation, previous);
@@ -368,10 +385,18 @@ pub async fn write(
         return Ok(None);
     }
     let body = json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
-    let answer = api
-        .patch_status(name, &pp, &Patch::Apply(&body))
+    let answer = api(client)
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
         .await
-        .map_err(err("writing the status of"))?;
+        .map_err(|source| StatusError::Api {
+            action: "writing the status of",
+            name: name.into(),
+            source,
+        })?;
     Ok(Some(Recorded::from_object(&answer)))
 }
 
