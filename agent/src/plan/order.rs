@@ -192,6 +192,23 @@ mod tests {
             .collect()
     }
 
+    /// The example fleet's docker (`dev`) and vSphere (`prod`) clusters, as the real renderer
+    /// renders them.
+    fn example_fleet() -> Vec<(&'static str, Vec<Value>)> {
+        let tree = capstan_layout::Tree::from_dir(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet"),
+        )
+        .unwrap();
+        let fleet = capstan_layout::load(&tree);
+        ["dev", "prod"]
+            .into_iter()
+            .map(|name| {
+                let objs = fleet.cluster(name).unwrap().objects.as_ref().unwrap();
+                (name, objs.values().into_iter().collect())
+            })
+            .collect()
+    }
+
     const CAPI: &str = "cluster.x-k8s.io/v1beta2";
     const CAPD: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
     const EKSA: &str = "anywhere.eks.amazonaws.com/v1alpha1";
@@ -326,19 +343,7 @@ mod tests {
     #[test]
     fn the_rendered_example_fleet_goes_out_referenced_first() {
         use crate::plan::stages::{Stage, stage};
-        let tree = capstan_layout::Tree::from_dir(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet"),
-        )
-        .unwrap();
-        let fleet = capstan_layout::load(&tree);
-        for name in ["dev", "prod"] {
-            let objs = fleet
-                .cluster(name)
-                .unwrap()
-                .objects
-                .as_ref()
-                .unwrap()
-                .values();
+        for (name, objs) in example_fleet() {
             let prepare: Vec<Value> = objs
                 .into_iter()
                 .filter(|v| stage(&rf(v), Default::default()) == Stage::Prepare)
@@ -389,21 +394,7 @@ mod tests {
     /// stages.
     #[test]
     fn a_new_cluster_is_one_step_ordered_by_its_references() {
-        let tree = capstan_layout::Tree::from_dir(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet"),
-        )
-        .unwrap();
-        let fleet = capstan_layout::load(&tree);
-        for name in ["dev", "prod"] {
-            let objs: Vec<Value> = fleet
-                .cluster(name)
-                .unwrap()
-                .objects
-                .as_ref()
-                .unwrap()
-                .values()
-                .into_iter()
-                .collect();
+        for (name, objs) in example_fleet() {
             let refs: Vec<ObjectRef> = objs.iter().map(rf).collect();
             let new: Vec<(&ObjectRef, bool)> = refs.iter().map(|r| (r, true)).collect();
             let steps = steps(&new, WorkerRollout::Sequential);

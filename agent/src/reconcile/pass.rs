@@ -209,7 +209,7 @@ impl Pass<'_> {
         applied: &mut Applied,
     ) -> Option<String> {
         let mut failure = None;
-        'stages: for (n, group) in steps.iter().enumerate() {
+        'steps: for (n, group) in steps.iter().enumerate() {
             if n == 1 {
                 failure = self.wait_established(crds).await.err();
                 if failure.is_some() {
@@ -254,7 +254,7 @@ impl Pass<'_> {
                     }
                 }
                 if failure.is_some() {
-                    break 'stages;
+                    break 'steps;
                 }
             }
         }
@@ -550,11 +550,11 @@ impl Pass<'_> {
             .filter(|r| r.kind == "CustomResourceDefinition" && order::is_definition(r))
             .map(|r| r.name.clone())
             .collect();
-        let kinds: Vec<(&ObjectRef, bool)> = changed
+        let changes: Vec<(&ObjectRef, bool)> = changed
             .iter()
             .map(|&i| (&objects[i].1, plan.entries[i].action == Action::Create))
             .collect();
-        let groups: Vec<Vec<usize>> = order::steps(&kinds, settings.workers)
+        let groups: Vec<Vec<usize>> = order::steps(&changes, settings.workers)
             .into_iter()
             .map(|step| step.into_iter().map(|k| changed[k]).collect())
             .collect();

@@ -324,6 +324,16 @@ fn to_record(
     out
 }
 
+/// The error of a request about cluster `name`'s status object.
+fn api_error(action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> StatusError {
+    let name = name.to_string();
+    move |source| StatusError::Api {
+        action,
+        name,
+        source,
+    }
+}
+
 /// Whether `previous` already records this spec: the management cluster and directory, at a
 /// generation the API server gave it (else the object itself must be written first).
 pub fn spec_written(previous: Option<&Recorded>, management: &str, directory: &str) -> bool {
@@ -353,11 +363,7 @@ pub async fn write_spec(
             &Patch::Apply(&obj),
         )
         .await
-        .map_err(|source| StatusError::Api {
-            action: "writing",
-            name: name.into(),
-            source,
-        })?;
+        .map_err(api_error("writing", name))?;
     Ok(Recorded::from_object(&answer))
 }
 
@@ -392,11 +398,7 @@ pub async fn write(
             &Patch::Apply(&body),
         )
         .await
-        .map_err(|source| StatusError::Api {
-            action: "writing the status of",
-            name: name.into(),
-            source,
-        })?;
+        .map_err(api_error("writing the status of", name))?;
     Ok(Some(Recorded::from_object(&answer)))
 }
 
@@ -405,11 +407,7 @@ pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
     match api(client).delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(StatusError::Api {
-            action: "deleting",
-            name: name.into(),
-            source,
-        }),
+        Err(source) => Err(api_error("deleting", name)(source)),
     }
 }
 
