@@ -276,6 +276,10 @@ pub async fn run_with(
     };
     metrics.set_leader(true);
     drop(leader_tx);
+    tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.warm_up().await }
+    });
 
     let mut source = match &cfg.repo {
         Repo::Git(sc) => {

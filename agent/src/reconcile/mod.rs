@@ -34,8 +34,11 @@ use std::time::Duration;
 use capstan_layout::{ClusterEntry, Fleet, Rendered, Role};
 use futures::StreamExt;
 use kube::Client;
+use kube::api::Api;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::k8s::apply::apply_one;
 use crate::k8s::{DiscoveryError, Resolver};
 use crate::live::watch::{LiveCache, OnChange};
 use crate::live::{self, Live, LiveError};
@@ -410,6 +413,10 @@ pub async fn converge_with(
     }
 }
 
+/// Namespaces created at once: a fleet's first revision can name dozens, and every cluster
+/// waits for them.
+const NAMESPACES_AT_ONCE: usize = 32;
+
 /// What lives across passes: the client, discovery, and (in the daemon) the watch-backed cache.
 pub struct Agent {
     client: Client,
@@ -499,6 +506,23 @@ impl Agent {
         if let Some(cache) = &self.cache {
             cache.refresh_denied();
         }
+    }
+
+    /// What the first revision needs whatever it holds, begun while it is fetched: the status
+    /// CRD checked and the statuses' watch listed. A failure is left for [`Agent::prepare`] to
+    /// find again and report.
+    pub async fn warm_up(&self) {
+        let crd = async {
+            if status::check_crd(&self.client).await.is_ok() {
+                self.crd_checked.store(true, Ordering::Relaxed);
+            }
+        };
+        let records = async {
+            if let Some(cache) = &self.cache {
+                let _ = cache.ensure(&self.resolver, &[]).await;
+            }
+        };
+        futures::join!(crd, records);
     }
 
     /// What every cluster of a revision shares, worked out once: the status CRD checked, the
@@ -602,35 +626,40 @@ impl Agent {
                     .chain(recorded.keys().filter(|n| selected(n)).cloned()),
             );
         }
-        let live: Arc<Live> = match &self.cache {
-            Some(cache) => {
-                cache.ensure(&self.resolver, &kinds).await?;
-                cache.live().clone()
-            }
-            None => {
-                let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
-                reads.fetch_add(n, Ordering::Relaxed);
-                // Clusters read each other's records (a workload its management cluster's).
-                live.replace_records(recorded.clone());
-                Arc::new(live)
+        let writes = AtomicUsize::new(0);
+        let live = async {
+            match &self.cache {
+                Some(cache) => {
+                    cache.ensure(&self.resolver, &kinds).await?;
+                    Ok::<_, ReconcileError>(cache.live().clone())
+                }
+                None => {
+                    let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
+                    reads.fetch_add(n, Ordering::Relaxed);
+                    // Clusters read each other's records (a workload its management cluster's).
+                    live.replace_records(recorded.clone());
+                    Ok(Arc::new(live))
+                }
             }
         };
-        let pass = Pass {
-            agent: self,
-            live: live.clone(),
-            opts,
-            writes: AtomicUsize::new(0),
-            reads,
-        };
-        if !opts.plan_only {
-            pass.ensure_namespaces(
+        // The namespaces beside the watches' first lists: neither needs the other.
+        let namespaces = async {
+            if opts.plan_only {
+                return Ok(());
+            }
+            self.ensure_namespaces(
                 fleet
                     .clusters
                     .iter()
                     .filter(|e| in_scope.contains(e.name.as_str())),
+                &reads,
+                &writes,
             )
-            .await?;
-        }
+            .await
+        };
+        let (live, namespaces) = futures::join!(live, namespaces);
+        let live: Arc<Live> = live?;
+        namespaces?;
         let names: BTreeSet<&str> = fleet.clusters.iter().map(|c| c.name.as_str()).collect();
         let mut clusters: Vec<(String, Kind)> = fleet
             .clusters
@@ -663,8 +692,8 @@ impl Agent {
             entries,
             recorded,
             live,
-            writes: pass.writes.into_inner(),
-            reads: pass.reads.into_inner(),
+            writes: writes.into_inner(),
+            reads: reads.into_inner(),
         })
     }
 
@@ -756,6 +785,61 @@ impl Agent {
     /// The drift history of recently drifted objects.
     fn fights(&self) -> std::sync::MutexGuard<'_, Fights> {
         self.fights.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Namespaces the fleet's objects live in are created when missing (and never pruned).
+    /// `reads` and `writes` count the requests made.
+    async fn ensure_namespaces<'e>(
+        &self,
+        clusters: impl Iterator<Item = &'e ClusterEntry>,
+        reads: &AtomicUsize,
+        writes: &AtomicUsize,
+    ) -> Result<(), ReconcileError> {
+        // Borrowed: every object of the fleet passes through here on each revision.
+        let wanted: BTreeSet<&str> = clusters
+            .flat_map(|e| e.objects.iter().flatten())
+            .map(|o| o.namespace())
+            .filter(|ns| !ns.is_empty())
+            .collect();
+        {
+            let known = self.known_namespaces();
+            if wanted.iter().all(|ns| known.contains(*ns)) {
+                return Ok(());
+            }
+        }
+        let wanted: BTreeSet<String> = wanted.into_iter().map(str::to_string).collect();
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let existing: BTreeSet<String> = api
+            .list_metadata(&Default::default())
+            .await
+            .map_err(|e| ReconcileError::Namespace("*".into(), e))?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        reads.fetch_add(1, Ordering::Relaxed);
+        // Created at once: a fleet's first revision can name dozens, and every cluster waits.
+        let created: Vec<Result<(), ReconcileError>> =
+            futures::stream::iter(wanted.difference(&existing).cloned())
+                .map(|ns: String| async move {
+                    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
+                    apply_one(&self.client, &self.resolver, &obj, false)
+                        .await
+                        .map_err(|e| {
+                            ReconcileError::Namespace(
+                                ns,
+                                kube::Error::Service(e.to_string().into()),
+                            )
+                        })?;
+                    writes.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })
+                .buffer_unordered(NAMESPACES_AT_ONCE)
+                .collect()
+                .await;
+        created.into_iter().collect::<Result<Vec<()>, _>>()?;
+        *self.known_namespaces() = existing.union(&wanted).cloned().collect();
+        Ok(())
     }
 
     /// Namespaces known to exist; forgotten when an apply says one is missing.

@@ -11,7 +11,6 @@ use capstan_layout::{ClusterEntry, Fleet, Rendered};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
-use serde_json::json;
 
 use super::staging::Versioned;
 use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
@@ -288,51 +287,9 @@ impl Pass<'_> {
         &self,
         clusters: impl Iterator<Item = &'e ClusterEntry>,
     ) -> Result<(), ReconcileError> {
-        // Borrowed: every object of the fleet passes through here on each revision.
-        let wanted: BTreeSet<&str> = clusters
-            .flat_map(|e| e.objects.iter().flatten())
-            .map(|o| o.namespace())
-            .filter(|ns| !ns.is_empty())
-            .collect();
-        {
-            let known = self.agent.known_namespaces();
-            if wanted.iter().all(|ns| known.contains(*ns)) {
-                return Ok(());
-            }
-        }
-        let wanted: BTreeSet<String> = wanted.into_iter().map(str::to_string).collect();
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client().clone());
-        let existing: BTreeSet<String> = api
-            .list_metadata(&Default::default())
+        self.agent
+            .ensure_namespaces(clusters, &self.reads, &self.writes)
             .await
-            .map_err(|e| ReconcileError::Namespace("*".into(), e))?
-            .items
-            .into_iter()
-            .filter_map(|n| n.metadata.name)
-            .collect();
-        self.read();
-        // Created at once: a fleet's first revision can name dozens.
-        let created: Vec<Result<(), ReconcileError>> =
-            futures::stream::iter(wanted.difference(&existing).cloned())
-                .map(|ns: String| async move {
-                    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
-                    apply_one(self.client(), self.resolver(), &obj, false)
-                        .await
-                        .map_err(|e| {
-                            ReconcileError::Namespace(
-                                ns,
-                                kube::Error::Service(e.to_string().into()),
-                            )
-                        })?;
-                    self.wrote();
-                    Ok(())
-                })
-                .buffered(APPLY_AT_ONCE)
-                .collect()
-                .await;
-        created.into_iter().collect::<Result<Vec<()>, _>>()?;
-        *self.agent.known_namespaces() = existing.union(&wanted).cloned().collect();
-        Ok(())
     }
 
     /// One cluster; returns its outcome, whether its status was written, and whether its Event
