@@ -32,7 +32,9 @@
 //! MachineDeployment), the process's peak RSS (VmHWM) and CPU seconds over the run.
 //!
 //! `CAPSTAN_BENCH_PEERS` (default `capstan,limit,flux`) selects the peers; the scale curve runs
-//! `CAPSTAN_BENCH_PEERS=capstan` at N = 100, 1000, 3000, 10000.
+//! `CAPSTAN_BENCH_PEERS=capstan` at N = 100, 1000, 3000, 10000. `CAPSTAN_BENCH_ROUNDS=R` runs
+//! capstan and the SSA limit R times, interleaved, and reports the median of each and the ratio
+//! round by round; `CAPSTAN_BENCH_CONCURRENCY` sets capstan's and Flux's concurrency (4).
 //!
 //! Run: `cargo bench -p capstan --bench versus_flux` (N = 100, a few minutes), or
 //! `CAPSTAN_BENCH_CLUSTERS=1000 cargo bench -p capstan --bench versus_flux` (full mode).
@@ -59,7 +61,14 @@ use support::{
     writes_of_successful,
 };
 
-const CONCURRENCY: usize = 4;
+/// Clusters (capstan) and Kustomizations (Flux) reconciled at once; `CAPSTAN_BENCH_CONCURRENCY`
+/// overrides it for both.
+fn concurrency() -> usize {
+    std::env::var("CAPSTAN_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
 
 /// What one peer measured.
 #[derive(Default, Clone)]
@@ -173,6 +182,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
     warm_watch_caches(&client, fleet).await;
     settle(&cp).await;
     let cold_mark = cp.audit().mark();
+    let server_cpu_before = server_cpu(&cp);
     let started_at = std::time::SystemTime::now();
     let started = Instant::now();
     let agent = Agent::run(&RunArgs {
@@ -182,7 +192,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         log: &log,
         hook,
         metrics,
-        concurrency: &CONCURRENCY.to_string(),
+        concurrency: &concurrency().to_string(),
     });
     let pid = agent.pid();
     let first = wait_reconciled(
@@ -193,6 +203,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         Duration::from_secs(4 * 3600),
     );
     let cold = started.elapsed();
+    let (cold_server_cpu, cold_agent_cpu) = (server_cpu(&cp) - server_cpu_before, cpu_seconds(pid));
     let writes = writes_of_successful(&first);
     println!(
         "capstan: cold apply {:.1}s ({} clusters, {writes} writes)",
@@ -202,7 +213,9 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
     settle(&cp).await;
     println!(
         "capstan: cold apply, from the API server's audit log: {}",
-        cold_timeline(&cp, cold_mark, started_at, fleet.objects)
+        cold_timeline(&cp, cold_mark, started_at, fleet.objects, |writes| {
+            cpu_per_write(cold_server_cpu, cold_agent_cpu, writes)
+        })
     );
 
     // Let the watch events of the cold apply settle, then the webhook for the same revision:
@@ -545,7 +558,7 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
     let started = Instant::now();
     let child = Command::new(&flux.kustomize_controller)
         .args([
-            &format!("--concurrent={CONCURRENCY}"),
+            &format!("--concurrent={}", concurrency()),
             "--enable-leader-election=false",
             &format!("--metrics-addr=127.0.0.1:{}", free_port()),
             &format!("--health-addr=127.0.0.1:{}", free_port()),
@@ -630,6 +643,7 @@ fn cold_timeline(
     mark: capstan_harness::AuditMark,
     started: std::time::SystemTime,
     objects: usize,
+    cpu: impl Fn(usize) -> String,
 ) -> String {
     let events: Vec<_> = cp
         .audit()
@@ -673,9 +687,75 @@ fn cold_timeline(
     format!(
         "first request {first:.2}s after the start, first write {first_write:.2}s, last write \
          {last_write:.2}s; {} writes ({objects} fleet objects, besides them {other:?}); {} reads; \
-         {failed} answered with an error",
+         {failed} answered with an error; {}; {}",
         writes.len(),
-        events.len() - writes.len()
+        events.len() - writes.len(),
+        server_view(&writes),
+        cpu(writes.len())
+    )
+}
+
+/// CPU seconds of the control plane (kube-apiserver, etcd) so far.
+fn server_cpu(cp: &ControlPlane) -> f64 {
+    let pids = cp.pids();
+    cpu_seconds(pids.kube_apiserver.pid as u32) + cpu_seconds(pids.etcd.pid as u32)
+}
+
+/// CPU spent per write over a stretch: by the control plane and by the client.
+fn cpu_per_write(server_s: f64, client_s: f64, writes: usize) -> String {
+    format!(
+        "CPU per write: control plane {:.2} ms, client {:.2} ms",
+        server_s * 1000.0 / writes as f64,
+        client_s * 1000.0 / writes as f64
+    )
+}
+
+/// How the API server saw a run of requests: how many were in flight on average (the time they
+/// spent in the server, summed, over the span from the first received to the last answered)
+/// and the mean time each kind spent in the server (fleet objects apart from capstan's own).
+fn server_view(events: &[&capstan_harness::AuditEvent]) -> String {
+    let time = |e: &capstan_harness::AuditEvent, field: &str| -> f64 {
+        let t: k8s_openapi::jiff::Timestamp = e.raw[field]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("audit events carry their times");
+        t.as_millisecond() as f64 + f64::from(t.subsec_microsecond() % 1000) / 1000.0
+    };
+    let (Some(start), Some(end)) = (
+        events
+            .iter()
+            .map(|e| time(e, "requestReceivedTimestamp"))
+            .reduce(f64::min),
+        events
+            .iter()
+            .map(|e| time(e, "stageTimestamp"))
+            .reduce(f64::max),
+    ) else {
+        return "no requests".into();
+    };
+    let mut by_kind: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+    let mut busy = 0.0;
+    for e in events {
+        let ms = time(e, "stageTimestamp") - time(e, "requestReceivedTimestamp");
+        busy += ms;
+        let kind = match (e.resource(), e.raw["objectRef"]["subresource"].as_str()) {
+            (Some("managedclusters"), Some(_)) => "managedclusters/status",
+            (Some(r @ ("namespaces" | "events" | "managedclusters")), _) => r,
+            _ => "fleet objects",
+        };
+        let k = by_kind.entry(kind).or_default();
+        k.0 += 1;
+        k.1 += ms;
+    }
+    let means: Vec<_> = by_kind
+        .iter()
+        .map(|(k, (n, ms))| format!("{k} {:.1} ms", ms / *n as f64))
+        .collect();
+    format!(
+        "{:.1} in flight on average over {:.2}s; mean time in the server: {}",
+        busy / (end - start),
+        (end - start) / 1000.0,
+        means.join(", ")
     )
 }
 
@@ -729,6 +809,9 @@ async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
             .await
             .unwrap();
         }
+        settle(&cp).await;
+        let mark = cp.audit().mark();
+        let cpu_before = (server_cpu(&cp), cpu_seconds(std::process::id()));
         let t = Instant::now();
         let results: Vec<_> = futures::stream::iter(objects.iter().map(|(api, o)| {
             let name = o["metadata"]["name"].as_str().unwrap().to_string();
@@ -739,16 +822,27 @@ async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
         .collect()
         .await;
         let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_per_write(
+            server_cpu(&cp) - cpu_before.0,
+            cpu_seconds(std::process::id()) - cpu_before.1,
+            objects.len(),
+        );
         let failed: Vec<_> = results
             .iter()
             .filter_map(|r| r.as_ref().err())
             .take(3)
             .collect();
         assert!(failed.is_empty(), "SSA failed: {failed:?}");
+        let events = cp.audit().events_since(mark).unwrap();
+        let writes: Vec<_> = events
+            .iter()
+            .filter(|e| e.is_write() && !e.user.username.starts_with("system:apiserver"))
+            .collect();
         println!(
-            "SSA limit: {} objects at concurrency {c}: {secs:.2}s = {:.0} objects/s",
+            "SSA limit: {} objects at concurrency {c}: {secs:.2}s = {:.0} objects/s; {}; {cpu}",
             objects.len(),
-            objects.len() as f64 / secs
+            objects.len() as f64 / secs,
+            server_view(&writes)
         );
         rounds.push((c, secs));
     }
@@ -758,6 +852,13 @@ async fn ssa_limit(fleet: &Fleet) -> (usize, f64, Vec<(usize, f64)>) {
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
     (best.0, best.1, rounds)
+}
+
+/// The median of `items` by `key` (the lower middle of an even count).
+fn median_by<T>(mut items: Vec<T>, key: impl Fn(&T) -> f64) -> Option<T> {
+    items.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    let middle = items.len().saturating_sub(1) / 2;
+    (!items.is_empty()).then(|| items.swap_remove(middle))
 }
 
 fn row(name: &str, capstan: Option<f64>, flux: Option<f64>, fmt: fn(f64) -> String) {
@@ -786,20 +887,37 @@ async fn main() {
     let c2 = support::scale_w0000(&fleet.repo, 2, 3);
     git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
     println!(
-        "fleet: {n} workload clusters + management, {} objects; concurrency {CONCURRENCY}",
-        fleet.objects
+        "fleet: {n} workload clusters + management, {} objects; concurrency {}",
+        fleet.objects,
+        concurrency()
     );
 
-    let capstan = if peers.contains("capstan") {
-        Some(run_capstan(&fleet, &c2, tmp.path()).await)
-    } else {
-        None
-    };
-    let limit = if peers.contains("limit") {
-        Some(ssa_limit(&fleet).await)
-    } else {
-        None
-    };
+    // Rounds of capstan and the SSA limit, interleaved: on a shared machine one run of either
+    // can be a third off; the median round stands for each and the ratios are per round.
+    let rounds: usize = std::env::var("CAPSTAN_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let (mut capstans, mut limits) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!("round {round} of {rounds}");
+        }
+        if peers.contains("capstan") {
+            capstans.push(run_capstan(&fleet, &c2, tmp.path()).await);
+        }
+        if peers.contains("limit") {
+            limits.push(ssa_limit(&fleet).await);
+        }
+    }
+    let ratios: Vec<f64> = capstans
+        .iter()
+        .zip(&limits)
+        .map(|(c, l)| c.cold_s / l.1)
+        .collect();
+    let capstan = median_by(capstans, |f| f.cold_s);
+    let limit = median_by(limits, |l| l.1);
     let flux = match &flux_bin {
         Some(f) => Some(run_flux(f, &fleet, &c2, tmp.path()).await),
         None => None,
@@ -859,6 +977,14 @@ async fn main() {
             println!(
                 "capstan cold apply / SSA limit: {:.2}x (goal <= 1.5x)",
                 c.cold_s / secs
+            );
+        }
+        if ratios.len() > 1 {
+            let each: Vec<_> = ratios.iter().map(|r| format!("{r:.2}x")).collect();
+            println!(
+                "capstan cold apply / SSA limit, round by round: {}; median {:.2}x",
+                each.join(", "),
+                median_by(ratios.clone(), |r| *r).unwrap_or_default()
             );
         }
         if let Some(f) = &flux {
