@@ -841,61 +841,66 @@ impl Pass<'_> {
     ) -> Plan {
         let recorded: BTreeMap<String, &ObjectRef> =
             previous.iter().map(|r| (r.key(), r)).collect();
-        let mut entries = Vec::with_capacity(objects.len());
-        for (rendered, r) in objects {
+        let entry = |r: &ObjectRef, action, diff, reason| Entry {
+            object: r.clone(),
+            action,
+            diff,
+            reason,
+            scale_only: false,
+        };
+        // Decided from the live facts where they suffice; the rest (index, drift, whether
+        // there is a live object to read) asked of the server below.
+        let mut entries: Vec<Option<Entry>> = Vec::with_capacity(objects.len());
+        let mut ask: Vec<(usize, bool, bool)> = Vec::new();
+        for (i, (rendered, r)) in objects.iter().enumerate() {
             let live = self.live.get(r);
-            let entry = |action, diff, reason| Entry {
-                object: r.clone(),
-                action,
-                diff,
-                reason,
-                scale_only: false,
-            };
-            let drift = match planner::decide(r, recorded.get(&r.key()).copied(), live.as_ref()) {
-                Decision::Unchanged => {
-                    entries.push(entry(Action::Unchanged, None, None));
-                    continue;
-                }
+            match planner::decide(r, recorded.get(&r.key()).copied(), live.as_ref()) {
+                Decision::Unchanged => entries.push(Some(entry(r, Action::Unchanged, None, None))),
                 // Creating for real: the apply itself is validated strictly, no need to ask first.
                 Decision::Create if !self.opts.plan_only => {
                     let obj = plan::annotated(rendered);
-                    entries.push(entry(
-                        Action::Create,
-                        Some(plan::diff(None, &obj, &r.subject())),
-                        None,
-                    ));
-                    continue;
+                    let diff = plan::diff(None, &obj, &r.subject());
+                    entries.push(Some(entry(r, Action::Create, Some(diff), None)));
                 }
-                Decision::Create => false,
-                Decision::Compare { drift } => drift,
-            };
-            // Ask the server what it would persist, and compare that with the whole live object
-            // (the cache holds facts, not objects).
-            let full = match &live {
-                None => None,
-                Some(_) => {
-                    self.read();
-                    match Live::fetch(self.client(), self.resolver(), r).await {
-                        Ok(full) => full,
-                        Err(e) => {
-                            let why = format!("could not read the live object: {e}");
-                            entries.push(entry(Action::Skip, None, Some(why)));
-                            continue;
-                        }
+                Decision::Create => {
+                    entries.push(None);
+                    ask.push((i, false, false));
+                }
+                Decision::Compare { drift } => {
+                    entries.push(None);
+                    ask.push((i, drift, live.is_some()));
+                }
+            }
+        }
+        // Ask the server what it would persist, and compare that with the whole live object
+        // (the cache holds facts, not objects): the read and the dry run at once, and the
+        // objects of the cluster side by side, so a change costs one round trip, not two per
+        // object.
+        let answers: Vec<(usize, Entry)> = futures::stream::iter(ask)
+            .map(|(i, drift, has_live)| async move {
+                let (rendered, r) = &objects[i];
+                let body = plan::annotated(rendered);
+                let read = async {
+                    if has_live {
+                        self.read();
+                        Some(Live::fetch(self.client(), self.resolver(), r).await)
+                    } else {
+                        None
                     }
-                }
-            };
-            self.read();
-            entries.push(
-                match apply_one(
-                    self.client(),
-                    self.resolver(),
-                    &plan::annotated(rendered),
-                    true,
-                )
-                .await
-                {
+                };
+                self.read();
+                let (full, dry) =
+                    futures::join!(read, apply_one(self.client(), self.resolver(), &body, true));
+                let full = match full.transpose() {
+                    Ok(full) => full.flatten(),
+                    Err(e) => {
+                        let why = format!("could not read the live object: {e}");
+                        return (i, entry(r, Action::Skip, None, Some(why)));
+                    }
+                };
+                let e = match dry {
                     Err(e) => entry(
+                        r,
                         Action::Skip,
                         None,
                         Some(format!("rejected by the API server: {}", apply_message(&e))),
@@ -904,9 +909,19 @@ impl Pass<'_> {
                         let e = planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry);
                         self.fought(e, full.as_ref())
                     }
-                },
-            );
+                };
+                (i, e)
+            })
+            .buffered(APPLY_AT_ONCE)
+            .collect()
+            .await;
+        for (i, e) in answers {
+            entries[i] = Some(e);
         }
+        let mut entries: Vec<Entry> = entries
+            .into_iter()
+            .map(|e| e.expect("every object is decided or asked"))
+            .collect();
         let desired_keys: BTreeSet<String> = objects.iter().map(|(_, r)| r.key()).collect();
         entries.extend(planner::prunes(name, previous, &desired_keys, |r| {
             self.live.get(r)
