@@ -35,6 +35,8 @@
 //! `CAPSTAN_BENCH_PEERS=capstan` at N = 100, 1000, 3000, 10000. `CAPSTAN_BENCH_ROUNDS=R` runs
 //! capstan and the SSA limit R times, interleaved, and reports the median of each and the ratio
 //! round by round; `CAPSTAN_BENCH_CONCURRENCY` sets capstan's and Flux's concurrency (4).
+//! `CAPSTAN_BENCH_KEEP_LOG=<file>` keeps a copy of the agent's JSON log (each run's
+//! `elapsed_ms`, each revision's load and preparation) after the run.
 //!
 //! Run: `cargo bench -p capstan --bench versus_flux` (N = 100, a few minutes), or
 //! `CAPSTAN_BENCH_CLUSTERS=1000 cargo bench -p capstan --bench versus_flux` (full mode).
@@ -253,6 +255,9 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         clock.report(&log, metrics, "w0000")
     );
     git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    if let Ok(keep) = std::env::var("CAPSTAN_BENCH_KEEP_LOG") {
+        std::fs::copy(&log, keep).unwrap();
+    }
     Figures {
         cold_s: cold.as_secs_f64(),
         noop_requests,

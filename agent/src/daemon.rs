@@ -14,7 +14,9 @@
 //! bring it back), a failing one backs off exponentially with jitter without slowing the others,
 //! and triggers for a cluster already queued or running are merged. Workload clusters of a new
 //! revision start after their management cluster's run (its objects include the EKS-A releases
-//! they refer to).
+//! they refer to). The clusters a revision changed, and their management cluster, run ahead
+//! of the rest, and nothing else starts while they run (for a few seconds at most): a push's
+//! change does not share the machine with ten thousand confirmations.
 //!
 //! Triggers that arrive while the daemon is busy are merged, so a burst of pushes loads one
 //! revision, never a storm. A revision that cannot be loaded (remote down, API server
@@ -327,7 +329,7 @@ pub async fn run_with(
         match wake {
             Wake::Due => {}
             Wake::Finished(done) => {
-                let (name, result) = match *done {
+                let (name, took, result) = match *done {
                     Ok((_, r)) => r,
                     Err(e) => {
                         // A panicking run: counted as a failure of its cluster.
@@ -410,7 +412,7 @@ pub async fn run_with(
                         }
                         let (rss, peak) = (memory_kib("VmRSS:"), memory_kib("VmHWM:"));
                         metrics.set_resident_memory(rss * 1024);
-                        info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
+                        info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, elapsed_ms = took.as_millis() as u64, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = queue.queued(), running = queue.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
                     }
                     Err(e) => {
                         phases.insert(&name, Phase::Failed);
@@ -419,7 +421,7 @@ pub async fn run_with(
                         {
                             st.report(revision, &name, Phase::Failed, &e.to_string());
                         }
-                        error!(cluster = %name, revision = %revision, error = %e, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
+                        error!(cluster = %name, revision = %revision, error = %e, elapsed_ms = took.as_millis() as u64, retry_in_ms = retry.map(|d| d.as_millis() as u64), "reconcile failed");
                     }
                 }
                 phases.publish(&metrics);
@@ -528,7 +530,12 @@ pub async fn run_with(
                         continue;
                     }
                     let after = (kind == Kind::Workload).then_some(mgmt.as_str());
-                    if changed.contains(name) {
+                    // The changed clusters go first, and with them the management cluster the
+                    // changed workloads wait for (its run, a no-op when it did not change, is
+                    // not left behind the fleet's confirmations).
+                    let first =
+                        changed.contains(name) || (kind == Kind::Management && !changed.is_empty());
+                    if first {
                         queue.enqueue_first(name, after, now);
                     } else {
                         queue.enqueue(name, after, urgent, now);
@@ -567,10 +574,11 @@ pub async fn run_with(
             );
             let task_name = name.clone();
             let handle = runs.spawn(async move {
+                let t = Instant::now();
                 let r = agent
                     .reconcile_cluster(&fleet, &opts, &scope, &task_name)
                     .await;
-                (task_name, r)
+                (task_name, t.elapsed(), r)
             });
             running.insert(handle.id(), name);
         }
@@ -607,7 +615,8 @@ struct Current {
 }
 
 /// A cluster's run as its task returns it.
-type RunResult = (String, Result<Run, ReconcileError>);
+/// A run's cluster, how long it took, and what it came to.
+type RunResult = (String, Duration, Result<Run, ReconcileError>);
 
 /// What woke the daemon.
 enum Wake {

@@ -1143,3 +1143,87 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     );
     assert!(!events.trim().is_empty(), "no Conflict event");
 }
+
+/// The clusters named by the "reconciled" records of a JSON log written after the first
+/// "queued" record with `"changed":1`, in the order their runs finished.
+fn runs_after_the_change(log: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .skip_while(|l| !(l.contains(r#""message":"queued""#) && l.contains(r#""changed":1,"#)))
+        .filter(|l| l.contains(r#""message":"reconciled""#))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(r#""cluster":""#)?;
+            Some(rest.split('"').next()?.to_string())
+        })
+        .collect()
+}
+
+/// A change runs ahead of the clusters its revision only confirms, and alone: its management
+/// cluster first (the change waits for it), then the changed workload, and only after it the
+/// others, although the concurrency would let four runs go at once.
+#[tokio::test]
+async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    let names = ["a-alone", "b-alone", "c-alone", "d-alone"];
+    for (p, t) in fleet_with("alone", &names) {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+    let log = tmp.path().join("agent.log");
+    let metrics_port = free_port();
+    let extra = ["--log-json", "--concurrency", "4"];
+    let _agent = watch_working_copy(cp, &repo, "m-alone", metrics_port, &log, &extra).await;
+    for c in names {
+        assert!(
+            wait_for_revision(&client, c, "local", Duration::from_secs(90))
+                .await
+                .is_some(),
+            "{c} not applied:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
+    let local_loads = "capstan_revisions_total{trigger=\"local_change\"}";
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), idle).await;
+    let loads = value_in(&text, local_loads);
+
+    // The last workload scaled: the revision changes it alone.
+    let spec = repo.join("clusters/m-alone/workload-clusters/d-alone/cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert_eq!(text.matches("count: 2").count(), 1, "{text}");
+    std::fs::write(&spec, text.replacen("count: 2", "count: 3", 1)).unwrap();
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        idle(t) && value_in(t, local_loads) > loads
+    })
+    .await;
+    let md: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "t-alone",
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    );
+    assert_eq!(
+        md.get("d-alone-md-0").await.unwrap().data["spec"]["replicas"],
+        3
+    );
+    let order = runs_after_the_change(&log);
+    let log_text = || std::fs::read_to_string(&log).unwrap();
+    assert!(order.len() >= 5, "{order:?}\n{}", log_text());
+    assert_eq!(
+        order[..2],
+        ["m-alone".to_string(), "d-alone".to_string()],
+        "{order:?}\n{}",
+        log_text()
+    );
+    let mut confirmed: Vec<&str> = order[2..5].iter().map(String::as_str).collect();
+    confirmed.sort();
+    assert_eq!(confirmed, ["a-alone", "b-alone", "c-alone"], "{order:?}");
+}

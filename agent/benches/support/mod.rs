@@ -444,7 +444,19 @@ impl StageClock {
                 format!("{stage} {:.0} ms", d * 1000.0)
             })
             .collect();
-        let stamps = timestamps(log, self.queued, self.reconciled, cluster);
+        // The changed cluster's run, and its management cluster's (a workload waits for it when
+        // it must).
+        let run_of = |c: &str| {
+            timestamps(log, self.queued, self.reconciled, c).map_or(
+                "-".to_string(),
+                |(q, r, took)| {
+                    format!(
+                        "finished {:.0} ms after the revision was queued, after {took} ms running",
+                        (r - q).rem_euclid(86_400.0) * 1000.0
+                    )
+                },
+            )
+        };
         // The stage sums cover every load and preparation until the queue drained (a watch's
         // re-list prepares the revision again); the revision's own "queued" record says what its
         // trigger took.
@@ -461,14 +473,12 @@ impl StageClock {
             .filter(|q| q["prepare_ms"].as_u64().unwrap_or(0) > 0)
             .count();
         format!(
-            "the revision's own trigger: {own}; the agent's stage times until the queue drained ({prepared} preparations): {}; {cluster}'s run finished {} after the revision was queued, {} of {} runs to finish",
+            "the revision's own trigger: {own}; the agent's stage times until the queue drained ({prepared} preparations): {}; {cluster}'s run {}, {} of {} runs to finish; mgmt's run {}",
             spent.join(", "),
-            stamps.map_or("-".to_string(), |(q, r)| format!(
-                "{:.0} ms",
-                (r - q).rem_euclid(86_400.0) * 1000.0
-            )),
+            run_of(cluster),
             position.map_or("-".to_string(), |p| (p + 1).to_string()),
-            order.len()
+            order.len(),
+            run_of("mgmt")
         )
     }
 }
@@ -481,14 +491,14 @@ fn seconds_of_day(record: &Value) -> Option<f64> {
     Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
 }
 
-/// When the first revision after `skip_queued` "queued" records was queued, and when
-/// `cluster`'s first "reconciled" record after `skip_reconciled` was written.
+/// When the first revision after `skip_queued` "queued" records was queued, when `cluster`'s
+/// first "reconciled" record after `skip_reconciled` was written, and how long that run took.
 fn timestamps(
     log: &Path,
     skip_queued: usize,
     skip_reconciled: usize,
     cluster: &str,
-) -> Option<(f64, f64)> {
+) -> Option<(f64, f64, u64)> {
     let text = fs::read_to_string(log).ok()?;
     // By the line's text, as [`reconciled`] does: a "reconciled" record's fields carry a second
     // `message` (the cluster's), which is the one a JSON parser keeps.
@@ -502,7 +512,8 @@ fn timestamps(
     let run = of("reconciled")
         .skip(skip_reconciled)
         .find(|r| r["fields"]["cluster"] == cluster)?;
-    Some((seconds_of_day(&queued)?, seconds_of_day(&run)?))
+    let took = run["fields"]["elapsed_ms"].as_u64().unwrap_or(0);
+    Some((seconds_of_day(&queued)?, seconds_of_day(&run)?, took))
 }
 
 fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
