@@ -198,17 +198,7 @@ async fn the_agent_follows_git_and_webhooks() {
         latency,
         sent.elapsed()
     );
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-run",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-run");
     assert_eq!(
         md.get("w-run-md-0").await.unwrap().data["spec"]["replicas"],
         3
@@ -319,17 +309,7 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
         "not applied:\n{}",
         std::fs::read_to_string(&log).unwrap()
     );
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-drift",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-drift");
     assert_eq!(
         md.get("w-drift-md-0").await.unwrap().data["spec"]["replicas"],
         2
@@ -557,17 +537,7 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
 
     delete_namespace_as_its_controller_would(cp, "t-nsdel");
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-nsdel",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-nsdel");
     // The objects' deletions are watch events naming their clusters: the clusters run again,
     // find the namespace gone, create it and apply everything into it.
     wait_until(
@@ -612,11 +582,7 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
 
 /// Writes the files of [`fleet_files`]`(suffix)` under `repo`.
 fn write_fleet(repo: &std::path::Path, suffix: &str) {
-    for (p, t) in fleet_files(suffix) {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_files(repo, fleet_files(suffix));
 }
 
 fn kubectl(cp: &capstan_harness::ControlPlane, args: &[&str]) -> String {
@@ -672,11 +638,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    for (p, t) in fleet_with("slow", &["a-slow", "b-slow"]) {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_files(&repo, fleet_with("slow", &["a-slow", "b-slow"]));
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     let _agent = watch_working_copy(cp, &repo, "m-slow", metrics_port, &log, &[]).await;
@@ -723,17 +685,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     let text = std::fs::read_to_string(&spec).unwrap();
     assert_eq!(text.matches("count: 2").count(), 1, "{text}");
     std::fs::write(&spec, text.replacen("count: 2", "count: 3", 1)).unwrap();
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-slow",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-slow");
     wait_until("b-slow scaled", &log, Duration::from_secs(60), || async {
         md.get("b-slow-md-0").await.unwrap().data["spec"]["replicas"] == 3
     })
@@ -800,11 +752,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    for (p, t) in fleet_with("retry", &["a-retry", "b-retry"]) {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_files(&repo, fleet_with("retry", &["a-retry", "b-retry"]));
     // A field the ConfigMap schema does not have: strict field validation rejects the apply.
     let dir = repo.join("clusters/m-retry/workload-clusters");
     std::fs::write(
@@ -870,17 +818,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     let spec = dir.join("b-retry/cluster.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(&spec, text.replacen("count: 2", "count: 4", 1)).unwrap();
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-retry",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-retry");
     wait_until("b-retry scaled", &log, Duration::from_secs(60), || async {
         md.get("b-retry-md-0").await.unwrap().data["spec"]["replicas"] == 4
     })
@@ -1144,6 +1082,30 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     assert!(!events.trim().is_empty(), "no Conflict event");
 }
 
+/// The MachineDeployments of namespace `ns`.
+fn machine_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    )
+}
+
+/// Writes `files` (paths relative to `repo`) into a working copy.
+fn write_files(repo: &std::path::Path, files: Vec<(String, String)>) {
+    for (p, t) in files {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+}
+
 /// The clusters named by the "reconciled" records of a JSON log written after the first
 /// "queued" record with `"changed":1`, in the order their runs finished.
 fn runs_after_the_change(log: &std::path::Path) -> Vec<String> {
@@ -1168,11 +1130,7 @@ async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let names = ["a-alone", "b-alone", "c-alone", "d-alone"];
-    for (p, t) in fleet_with("alone", &names) {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
+    write_files(&repo, fleet_with("alone", &names));
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     let extra = ["--log-json", "--concurrency", "4"];
@@ -1199,17 +1157,7 @@ async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
         idle(t) && value_in(t, local_loads) > loads
     })
     .await;
-    let md: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-alone",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
+    let md = machine_deployments(&client, "t-alone");
     assert_eq!(
         md.get("d-alone-md-0").await.unwrap().data["spec"]["replicas"],
         3
