@@ -614,8 +614,7 @@ struct Current {
     scope: Option<Arc<Scope>>,
 }
 
-/// A cluster's run as its task returns it.
-/// A run's cluster, how long it took, and what it came to.
+/// A cluster's run as its task returns it: the cluster, how long the run took, its outcome.
 type RunResult = (String, Duration, Result<Run, ReconcileError>);
 
 /// What woke the daemon.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use source_support::agent::{
-    applied_revision, fleet_with, post, push_body, scrape, value_in, wait_for_revision,
-    wait_metrics,
+    applied_revision, fleet_with, machine_deployments, post, push_body, scrape, value_in,
+    wait_for_revision, wait_metrics, write_files,
 };
 use source_support::daemon::GitDaemon;
 use source_support::{Upstream, free_port};
@@ -1080,30 +1080,6 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
         ],
     );
     assert!(!events.trim().is_empty(), "no Conflict event");
-}
-
-/// The MachineDeployments of namespace `ns`.
-fn machine_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    )
-}
-
-/// Writes `files` (paths relative to `repo`) into a working copy.
-fn write_files(repo: &std::path::Path, files: Vec<(String, String)>) {
-    for (p, t) in files {
-        let path = repo.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, t).unwrap();
-    }
 }
 
 /// The clusters named by the "reconciled" records of a JSON log written after the first

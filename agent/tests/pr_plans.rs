@@ -15,11 +15,10 @@ mod source_support;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject};
-use kube::discovery::ApiResource;
 use serde_json::json;
 use source_support::agent::{
-    fleet_with, post, post_event, push_body, value_in, wait_for_revision, wait_metrics,
+    fleet_with, machine_deployments, post, post_event, push_body, value_in, wait_for_revision,
+    wait_metrics,
 };
 use source_support::daemon::GitDaemon;
 use source_support::github::{Fault, GitHubStandIn};
@@ -143,18 +142,10 @@ fn push_pr(up: &Upstream, n: u64, files: &[(&str, &str)], msg: &str) -> String {
 }
 
 async fn md_replicas(client: &kube::Client) -> Option<i64> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "t-prp",
-        &ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        },
-    );
-    let md = api.get("w-prp-md-0").await.ok()?;
+    let md = machine_deployments(client, "t-prp")
+        .get("w-prp-md-0")
+        .await
+        .ok()?;
     md.data.pointer("/spec/replicas").and_then(|v| v.as_i64())
 }
 

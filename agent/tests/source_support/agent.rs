@@ -125,6 +125,30 @@ pub fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
     out
 }
 
+/// The MachineDeployments of namespace `ns`.
+pub fn machine_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource {
+            group: "cluster.x-k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "MachineDeployment".into(),
+            plural: "machinedeployments".into(),
+        },
+    )
+}
+
+/// Writes `files` (paths relative to `repo`) into a working copy.
+pub fn write_files(repo: &std::path::Path, files: Vec<(String, String)>) {
+    for (p, t) in files {
+        let path = repo.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, t).unwrap();
+    }
+}
+
 pub async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
     let ar = ApiResource {
         group: "capstan.dev".into(),
