@@ -63,9 +63,6 @@ pub enum InstallError {
     /// Discovery failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
-    /// The CRD did not become Established.
-    #[error("CustomResourceDefinition/{CRD_NAME} not Established after {0:?}")]
-    NotEstablished(Duration),
 }
 
 /// The CRDs of [`REQUIRED_CRDS`] the cluster does not have.
@@ -93,8 +90,8 @@ pub struct Report {
     pub applied: Vec<String>,
 }
 
-/// Applies `objects` in order as [`FIELD_MANAGER`], waiting for the CRD to be Established once
-/// it is applied.
+/// Applies `objects` in order as [`FIELD_MANAGER`], waiting for the CRD to be Established and
+/// served once it is applied.
 pub async fn apply(
     client: &Client,
     objects: &[Value],
@@ -108,7 +105,7 @@ pub async fn apply(
             .applied
             .push(capstan_templates::identity::subject_of(obj));
         if obj["kind"] == "CustomResourceDefinition" {
-            wait_established(client, wait).await?;
+            crate::k8s::wait_served(client, &[CRD_NAME.to_string()], wait).await?;
         }
     }
     Ok(report)
@@ -132,25 +129,6 @@ pub async fn install_crd(client: &Client) -> Result<Report, InstallError> {
         Duration::from_secs(30),
     )
     .await
-}
-
-async fn wait_established(client: &Client, limit: Duration) -> Result<(), InstallError> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let established = kube::runtime::wait::await_condition(
-        crds,
-        CRD_NAME,
-        kube::runtime::wait::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(limit, established)
-        .await
-        .map_err(|_| InstallError::NotEstablished(limit))?
-        .map_err(|e| {
-            InstallError::Api(
-                format!("waiting for {CRD_NAME}"),
-                kube::Error::Service(e.to_string().into()),
-            )
-        })?;
-    Ok(())
 }
 
 /// `capstan uninstall`: the Deployment, Service, RBAC, ServiceAccount and Lease go; managed

@@ -1039,32 +1039,11 @@ impl Pass<'_> {
         }
     }
 
-    /// Waits until the CRDs just applied are Established (their kinds are served).
+    /// Waits until the CRDs just applied are Established and their kinds served.
     async fn wait_established(&self, names: &[String]) -> Result<(), String> {
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::runtime::wait::{await_condition, conditions};
-        let api: Api<CustomResourceDefinition> = Api::all(self.client().clone());
-        for name in names {
-            match tokio::time::timeout(
-                Duration::from_secs(60),
-                await_condition(api.clone(), name, conditions::is_crd_established()),
-            )
+        crate::k8s::wait_served(self.client(), names, Duration::from_secs(60))
             .await
-            {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    return Err(format!(
-                        "waiting for CustomResourceDefinition/{name} to be Established: {e}"
-                    ));
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "CustomResourceDefinition/{name} not Established after 60s"
-                    ));
-                }
-            }
-        }
-        Ok(())
+            .map_err(|e| e.to_string())
     }
 
     pub(super) async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
