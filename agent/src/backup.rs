@@ -22,11 +22,14 @@
 //! (owner references rewritten to the new UIDs), every Cluster paused until everything is back
 //! (so no controller acts on half a fleet), statuses written back through the status
 //! subresource, then the Clusters that were not paused before are unpaused. An object that
-//! already exists is left as it is and reported.
+//! already exists is left as it is and reported. A kind the server has a CRD for but does not
+//! list yet (installed moments before the restore, as an operator does) is waited for; a kind
+//! with no CRD at all is reported as unknown.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
@@ -69,6 +72,9 @@ pub enum BackupError {
         /// What is wrong.
         message: String,
     },
+    /// A CRD the backup needs did not become served.
+    #[error(transparent)]
+    NotServed(#[from] crate::k8s::DiscoveryError),
     /// The API server refused an object.
     #[error("restoring {subject}: {source}")]
     Restore {
@@ -370,13 +376,60 @@ pub fn read(dir: &Path) -> Result<Vec<Value>, BackupError> {
     }
 }
 
+fn gvk_of(o: &Value) -> kube::core::GroupVersionKind {
+    let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (group, version) = s("/apiVersion")
+        .split_once('/')
+        .unwrap_or(("", s("/apiVersion")));
+    kube::core::GroupVersionKind::gvk(group, version, s("/kind"))
+}
+
+/// Discovery for a restore. Kinds of the backup the server does not list but has a CRD for are
+/// waited for (a CRD is Established before discovery lists it), then discovery runs again.
+async fn discovery_for(client: &Client, objects: &[Value]) -> Result<Discovery, BackupError> {
+    let run = || async {
+        Discovery::new(client.clone())
+            .run_aggregated()
+            .await
+            .map_err(BackupError::Discovery)
+    };
+    let discovery = run().await?;
+    let missing: BTreeSet<(String, String)> = objects
+        .iter()
+        .map(gvk_of)
+        .filter(|g| discovery.resolve_gvk(g).is_none())
+        .map(|g| (g.group, g.kind))
+        .collect();
+    if missing.is_empty() {
+        return Ok(discovery);
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pending: Vec<String> = crds
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| BackupError::List {
+            resource: "customresourcedefinitions".into(),
+            source,
+        })?
+        .items
+        .into_iter()
+        .filter(|c| missing.contains(&(c.spec.group.clone(), c.spec.names.kind.clone())))
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    if pending.is_empty() {
+        return Ok(discovery);
+    }
+    crate::k8s::wait_served(client, &pending, CRD_WAIT).await?;
+    run().await
+}
+
+/// How long a restore waits for a CRD it needs to be served.
+const CRD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Restores a backup onto the cluster `client` talks to (see the module docs).
 pub async fn restore(client: &Client, dir: &Path) -> Result<Restored, BackupError> {
     let objects = restore_order(read(dir)?);
-    let discovery = Discovery::new(client.clone())
-        .run_aggregated()
-        .await
-        .map_err(BackupError::Discovery)?;
+    let discovery = discovery_for(client, &objects).await?;
     let mut out = Restored::default();
     let mut new_uids: BTreeMap<String, String> = BTreeMap::new();
     let mut to_unpause: Vec<(ApiResource, String, String)> = Vec::new();
@@ -389,11 +442,7 @@ pub async fn restore(client: &Client, dir: &Path) -> Result<Restored, BackupErro
             s("/metadata/namespace"),
             s("/metadata/name"),
         );
-        let (group, version) = s("/apiVersion")
-            .split_once('/')
-            .unwrap_or(("", s("/apiVersion")));
-        let gvk = kube::core::GroupVersionKind::gvk(group, version, s("/kind"));
-        let Some((ar, caps)) = discovery.resolve_gvk(&gvk) else {
+        let Some((ar, caps)) = discovery.resolve_gvk(&gvk_of(o)) else {
             out.unknown.push(subject);
             continue;
         };
