@@ -448,39 +448,55 @@ async fn all_ready(ks: &Api<DynamicObject>, revision: &str, token: Option<&str>,
 /// Waits up to `limit` until every Kustomization has been seen Ready at `revision` (having
 /// handled `token`); otherwise how many were, of how many. Each counts once seen: at 1,000
 /// Kustomizations a sweep over the fleet outlasts part of their one-hour interval, so some are
-/// always reconciling again and "all Ready at the same moment" may never happen.
+/// always reconciling again and "all Ready at the same moment" may never happen. Read with a
+/// watch, as capstan's side is read from its log as it grows: listing every Kustomization five
+/// times a second cost the API server Flux was writing through.
 async fn ready_within(
     ks: &Api<DynamicObject>,
     revision: &str,
     token: Option<&str>,
     limit: Duration,
 ) -> Result<(), (usize, usize)> {
-    let start = Instant::now();
-    let mut seen = std::collections::BTreeSet::new();
-    loop {
-        let list = ks.list(&Default::default()).await.unwrap();
-        seen.extend(
-            list.items
-                .iter()
-                .filter(|k| {
-                    let s = &k.data["status"];
-                    s["lastAppliedRevision"] == revision
-                        && token.is_none_or(|t| s["lastHandledReconcileAt"] == t)
-                        && s["conditions"].as_array().is_some_and(|cs| {
-                            cs.iter()
-                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                        })
-                })
-                .map(|k| k.metadata.name.clone().unwrap_or_default()),
-        );
-        let ready = seen.len();
-        if ready == list.items.len() && !list.items.is_empty() {
-            return Ok(());
+    use kube::runtime::watcher::{self, Event};
+    let ready = |k: &DynamicObject| {
+        let s = &k.data["status"];
+        s["lastAppliedRevision"] == revision
+            && token.is_none_or(|t| s["lastHandledReconcileAt"] == t)
+            && s["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    };
+    let (mut all, mut seen) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
+    let watch = async {
+        let mut events = std::pin::pin!(watcher::watcher(ks.clone(), watcher::Config::default()));
+        let mut listed = false;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(k) | Event::InitApply(k)) => {
+                    let name = k.metadata.name.clone().unwrap_or_default();
+                    if ready(&k) {
+                        seen.insert(name.clone());
+                    }
+                    all.insert(name);
+                }
+                Ok(Event::Delete(k)) => {
+                    all.remove(&k.metadata.name.unwrap_or_default());
+                }
+                Ok(Event::InitDone) => listed = true,
+                Ok(Event::Init) | Err(_) => {}
+            }
+            if listed && !all.is_empty() && all.iter().all(|n| seen.contains(n)) {
+                return;
+            }
         }
-        if start.elapsed() >= limit {
-            return Err((ready, list.items.len()));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    match tokio::time::timeout(limit, watch).await {
+        Ok(()) => Ok(()),
+        Err(_) => Err((seen.len(), all.len())),
     }
 }
 
