@@ -378,10 +378,7 @@ pub fn read(dir: &Path) -> Result<Vec<Value>, BackupError> {
 
 fn gvk_of(o: &Value) -> kube::core::GroupVersionKind {
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let (group, version) = s("/apiVersion")
-        .split_once('/')
-        .unwrap_or(("", s("/apiVersion")));
-    kube::core::GroupVersionKind::gvk(group, version, s("/kind"))
+    crate::k8s::gvk_of(s("/apiVersion"), s("/kind"))
 }
 
 /// Discovery for a restore. Kinds of the backup the server does not list but has a CRD for are
@@ -419,12 +416,9 @@ async fn discovery_for(client: &Client, objects: &[Value]) -> Result<Discovery, 
     if pending.is_empty() {
         return Ok(discovery);
     }
-    crate::k8s::wait_served(client, &pending, CRD_WAIT).await?;
+    crate::k8s::wait_served(client, &pending, crate::k8s::SERVED_WAIT).await?;
     run().await
 }
-
-/// How long a restore waits for a CRD it needs to be served.
-const CRD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Restores a backup onto the cluster `client` talks to (see the module docs).
 pub async fn restore(client: &Client, dir: &Path) -> Result<Restored, BackupError> {

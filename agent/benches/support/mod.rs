@@ -158,28 +158,18 @@ pub fn push(port: u16, commit: &str) {
     assert_eq!(http(port, &req).0, 202);
 }
 
-/// The agent's per-cluster "reconciled" log records (JSON logs), in order. The record's
-/// `fields` carry `message` twice (the event and the cluster's status message), so the event is
-/// matched on the raw line and the record's other fields read from the parsed value.
+/// The agent's per-cluster "reconciled" log records (JSON logs), in order.
 pub fn reconciled(log: &Path) -> Vec<Value> {
-    fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(r#""message":"reconciled""#))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["fields"].clone())
-        .collect()
+    let mut tail = LogTail::new(log);
+    tail.poll();
+    tail.reconciled
 }
 
 /// The agent's "queued" records (a trigger reached the queue), in order.
 pub fn queued(log: &Path) -> Vec<Value> {
-    fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(r#""message":"queued""#))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["fields"].clone())
-        .collect()
+    let mut tail = LogTail::new(log);
+    tail.poll();
+    tail.queued
 }
 
 /// The agent's JSON log read as it grows: each poll reads only what was appended since the one
@@ -217,16 +207,16 @@ impl LogTail {
             return;
         }
         let mut buf = std::mem::take(&mut self.partial);
-        let start = buf.len();
         let Ok(n) = f.read_to_end(&mut buf) else {
             self.partial = buf;
             return;
         };
-        debug_assert_eq!(buf.len(), start + n);
         self.offset += n as u64;
         let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.partial = buf.split_off(complete);
         for line in String::from_utf8_lossy(&buf).lines() {
+            // A record's `fields` carry `message` twice (the event and the cluster's status
+            // message), so the event is matched on the raw line.
             let list = if line.contains(r#""message":"reconciled""#) {
                 &mut self.reconciled
             } else if line.contains(r#""message":"queued""#) {

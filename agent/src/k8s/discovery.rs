@@ -39,6 +39,16 @@ pub enum DiscoveryError {
     },
 }
 
+/// How long a CRD just applied is waited for before giving up.
+pub const SERVED_WAIT: Duration = Duration::from_secs(60);
+
+/// The group/version/kind of an `apiVersion` (`group/version`, or `version` for the core group)
+/// and `kind`.
+pub fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
+}
+
 /// Waits, up to `limit` in all, until every CRD of `names` is Established and aggregated
 /// discovery lists its kind in each version it serves.
 pub async fn wait_served(
@@ -116,8 +126,7 @@ impl Resolver {
         api_version: &str,
         kind: &str,
     ) -> Result<(ApiResource, bool), DiscoveryError> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let gvk = gvk_of(api_version, kind);
         if let Some((ar, caps)) = self.discovery.resolve_gvk(&gvk) {
             return Ok((ar, caps.scope == Scope::Namespaced));
         }

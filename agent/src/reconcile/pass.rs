@@ -210,7 +210,11 @@ impl Pass<'_> {
         let mut failure = None;
         'steps: for (n, group) in steps.iter().enumerate() {
             if n == 1 {
-                failure = self.wait_established(crds).await.err();
+                // CRDs just applied: their kinds served before objects of them go out.
+                failure = crate::k8s::wait_served(self.client(), crds, crate::k8s::SERVED_WAIT)
+                    .await
+                    .err()
+                    .map(|e| e.to_string());
                 if failure.is_some() {
                     break;
                 }
@@ -1037,13 +1041,6 @@ impl Pass<'_> {
                 &of_kind("MachineDeployment"),
             ),
         }
-    }
-
-    /// Waits until the CRDs just applied are Established and their kinds served.
-    async fn wait_established(&self, names: &[String]) -> Result<(), String> {
-        crate::k8s::wait_served(self.client(), names, Duration::from_secs(60))
-            .await
-            .map_err(|e| e.to_string())
     }
 
     pub(super) async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, String> {
