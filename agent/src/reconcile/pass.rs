@@ -459,6 +459,11 @@ impl Pass<'_> {
             None => self.wave_gate(fleet, entry, &mut plan, prev, &fp),
             Some(_) => None,
         };
+        // Held before its upgrade started (by the waves, or by the health gate with no earlier
+        // upgrade still rolling): not upgrading, waiting for no stage of its own.
+        let unhealthy_before_start =
+            gated.is_some() && !prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
+        let not_started = paced.is_some() || unhealthy_before_start;
         let wave = self.wave_label(fleet, entry);
         let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
         staged.outline = crate::plan::stages::outline(&plan.entries, settings);
@@ -579,7 +584,7 @@ impl Pass<'_> {
         };
         let timed_out = match (&after.waiting, self.opts.stage_timeout) {
             (Some((s, progress)), Some(limit))
-                if paced.is_none() && status::age(&stage_since).is_some_and(|a| a > limit) =>
+                if !not_started && status::age(&stage_since).is_some_and(|a| a > limit) =>
             {
                 Some(format!(
                     "the {s} stage has not rolled out within {}: {progress}",
@@ -721,6 +726,22 @@ impl Pass<'_> {
                     vec![condition("Ready", "False", "StageTimedOut", &t)],
                 )
             }
+            // Held by the health gate before it started: no more upgrading than a cluster the
+            // waves hold (it takes no slot of maxUnavailable, and once healthy, the waves still
+            // decide when it starts), unless an earlier revision's upgrade is still rolling.
+            (None, None)
+                if failure.is_none() && phase != Phase::Failed && unhealthy_before_start =>
+            {
+                let why = gated.as_deref().expect("matched");
+                let message = format!(
+                    "upgrade to revision {} not started: {why}",
+                    self.opts.revision
+                );
+                let mut conditions = conditions;
+                conditions.retain(|c| c.type_ != "Ready");
+                conditions.insert(0, condition("Ready", "False", "WaitingForHealth", &message));
+                (Phase::Progressing, message, conditions)
+            }
             // Held by the fleet's pacing: it has not started, it is not upgrading (it takes no
             // slot of maxUnavailable), and it says what it waits for.
             (None, None) if failure.is_none() && phase != Phase::Failed && paced.is_some() => {
@@ -765,12 +786,13 @@ impl Pass<'_> {
                 prev.map(|p| p.status.desired_hash.clone())
                     .unwrap_or_default()
             },
-            // A paced cluster waits for no stage of its own: no stage, and no stage timeout.
-            stage: match (&failure, &after.waiting, &paced) {
-                (None, Some((stage, _)), None) => Some(stage.name().to_string()),
+            // A cluster held before its upgrade started waits for no stage of its own: no stage,
+            // and no stage timeout.
+            stage: match (&failure, &after.waiting, not_started) {
+                (None, Some((stage, _)), false) => Some(stage.name().to_string()),
                 _ => None,
             },
-            stage_since: (failure.is_none() && !stage_since.is_empty() && paced.is_none())
+            stage_since: (failure.is_none() && !stage_since.is_empty() && !not_started)
                 .then_some(stage_since),
             wave,
             backup: (!upgrade.backup.is_empty()).then(|| upgrade.backup.clone()),

@@ -910,6 +910,66 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
         assert_eq!(&generation(c), g, "{c}");
         assert!(st["stage"].is_null(), "{c}: {st:#}");
     }
+
+    // A held cluster that turns unhealthy (its worker Machine deleted, replaced by its
+    // MachineSet) is held by the health gate meanwhile. That is not an upgrade under way: it
+    // says what it waits for, takes no stage, and once healthy again its wave still holds it
+    // (an `Upgrading` status here once let its upgrade start past the stopped wave).
+    let worker = repo
+        .machines("w-wb")
+        .into_iter()
+        .find(|m| m.role != "control-plane")
+        .expect("w-wb has a worker Machine");
+    kubectl(&[
+        "delete",
+        "machines.cluster.x-k8s.io",
+        "-n",
+        &ns,
+        &worker.name,
+        "--wait=false",
+    ]);
+    let deadline = std::time::Instant::now() + SETTLE;
+    let gated = loop {
+        let out = repo.pass(Some("w-wb")).await;
+        let c = out.clusters[0].clone();
+        if c.plan.entries.iter().any(|e| {
+            e.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("not healthy at its current revision"))
+        }) {
+            break c;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "w-wb never seen unhealthy: {c:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let st = status("w-wb");
+    assert_eq!(st["phase"], "Progressing", "{gated:?}\n{st:#}");
+    assert_eq!(st["conditions"][0]["reason"], "WaitingForHealth", "{st:#}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("not started: the cluster is not healthy"),
+        "{st:#}"
+    );
+    assert!(st["stage"].is_null(), "{st:#}");
+    assert_eq!(generation("w-wb"), generations[0]);
+    loop {
+        repo.pass(Some("w-wb")).await;
+        let st = status("w-wb");
+        if st["conditions"][0]["reason"] == "WaveStopped" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && st["phase"] != "Upgrading",
+            "w-wb after its health came back: {st:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(generation("w-wb"), generations[0]);
 }
 
 /// The daemon's side of waves: `capstan run --watch` (in this process) on a working copy whose
