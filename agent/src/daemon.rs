@@ -389,9 +389,16 @@ pub async fn run_with(
                         }
                         let was = phases.insert(&name, run.outcome.phase);
                         if was != Some(run.outcome.phase) {
+                            // Queued as a watch event queues them, after their management
+                            // cluster; not after the cluster that moved: two held clusters
+                            // waking each other would each wait for the other.
                             let now = Instant::now();
+                            let mgmt = current
+                                .as_ref()
+                                .and_then(|c| c.scope.as_ref())
+                                .map(|s| s.management().to_string());
                             for w in paced.iter().filter(|w| **w != name) {
-                                queue.enqueue(w, Some(&name), false, now);
+                                queue.enqueue(w, mgmt.as_deref(), false, now);
                             }
                         }
                         // Workload clusters hold while their management cluster upgrades

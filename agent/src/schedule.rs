@@ -249,13 +249,15 @@ impl Queue {
     }
 
     /// Whether `after` holds back the entries that wait for it: it is running, or queued to run
-    /// (not backing off after a failure, not only due for a recheck).
+    /// (not backing off after a failure, not only due for a recheck) and waiting for no one
+    /// itself. Waits are one deep, so they never close into a cycle whose entries would each
+    /// wait for the next forever: whatever holds an entry back can start itself.
     fn holds(&self, after: &str) -> bool {
         self.running.contains_key(after)
             || self
                 .queued
                 .get(after)
-                .is_some_and(|b| !b.retry && !b.recheck)
+                .is_some_and(|b| !b.retry && !b.recheck && b.after.is_none())
     }
 
     /// A test of whether an entry is blocked that asks [`Queue::holds`] once per management
@@ -448,6 +450,33 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn entries_queued_after_each_other_do_not_wait_forever() {
+        // Two clusters each queued after the other (each queued again after the other's run,
+        // once while it ran): neither may wait for the other, or neither ever starts.
+        let t = Instant::now();
+        let mut q = Queue::new(4);
+        q.enqueue("a", None, false, t);
+        q.enqueue("b", None, false, t);
+        assert_eq!(q.take_ready(t), vec!["a", "b"]);
+        q.finish("a", true, t, 0.5);
+        q.enqueue("b", Some("a"), false, t);
+        assert_eq!(q.finish("b", true, t, 0.5), Finished::Again);
+        q.enqueue("a", Some("b"), false, t);
+        assert_eq!(q.take_ready(t), vec!["b", "a"]);
+        // A longer ring, none of it running.
+        let mut q = Queue::new(4);
+        for (k, after) in [("a", "c"), ("b", "a"), ("c", "b")] {
+            q.enqueue(k, Some(after), false, t);
+        }
+        assert_eq!(q.take_ready(t).len(), 3);
+        // One deep: a workload still waits for its management cluster queued before it.
+        let mut q = Queue::new(4);
+        q.enqueue("mgmt", None, false, t);
+        q.enqueue("w", Some("mgmt"), false, t);
+        assert_eq!(q.take_ready(t), vec!["mgmt"]);
     }
 
     #[test]
@@ -683,7 +712,9 @@ mod tests {
 
     #[test]
     fn the_counts_follow_every_operation() {
-        // Random operations on a few keys; after each, the kept counts agree with a scan.
+        // Random operations on a few keys, some queued after others (their management cluster,
+        // or any other: a ring of waits must not form); after each, the kept counts agree with
+        // a scan, and with nothing running, whatever is queued has a time to start.
         let mut rng = fastrand::Rng::with_seed(7);
         let keys = ["m", "a", "b", "c", "d"];
         let t0 = Instant::now();
@@ -691,7 +722,11 @@ mod tests {
         for step in 0..5_000u64 {
             let now = t0 + Duration::from_millis(step * 100);
             let key = keys[rng.usize(..keys.len())];
-            let after = (key != "m" && rng.bool()).then_some("m");
+            let after = match rng.u8(..4) {
+                0 | 1 if key != "m" => Some("m"),
+                2 => Some(keys[rng.usize(..keys.len())]),
+                _ => None,
+            };
             match rng.u8(..7) {
                 0 => q.enqueue(key, after, rng.bool(), now),
                 1 => q.enqueue_first(key, after, now),
@@ -739,6 +774,9 @@ mod tests {
             assert_eq!(q.rechecks(), rechecks, "step {step}");
             assert_eq!(q.queued(), q.queued.len() - rechecks, "step {step}");
             assert!(q.running() <= 2);
+            if q.running() == 0 && !q.queued.is_empty() {
+                assert!(q.next_due().is_some(), "step {step}: stuck {:?}", q.queued);
+            }
         }
     }
 
