@@ -14,6 +14,18 @@ pub fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
+/// Prints the log of an agent a test runs in its own process (`capstan::daemon::run`) through
+/// the test harness's capture: shown with a failing test's output, hidden otherwise. Filtered by
+/// `CAPSTAN_TEST_LOG` (an `EnvFilter`; `capstan=info` unless set). Once per test binary; later
+/// calls do nothing.
+pub fn agent_logs() {
+    let filter = std::env::var("CAPSTAN_TEST_LOG").unwrap_or_else(|_| "capstan=info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_test_writer()
+        .try_init();
+}
+
 /// `examples/fleet`.
 pub fn example_fleet() -> PathBuf {
     repo_root().join("examples/fleet")

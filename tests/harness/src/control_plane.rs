@@ -499,7 +499,7 @@ impl ControlPlane {
             .map(Controllers::logs)
             .unwrap_or_default();
         logs.insert("kube-apiserver".into(), self.dir.join("kube-apiserver.log"));
-        LogsOnFailure::new(test, logs)
+        LogsOnFailure::new(test, logs).keeping("audit.log", self.endpoints.audit_log.clone())
     }
 
     /// Pids of etcd and kube-apiserver.

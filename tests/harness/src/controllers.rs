@@ -683,10 +683,12 @@ where
 
 /// Keeps the controllers' logs of a failing test: when dropped during a panic, copies them out
 /// of the control plane's directory (which is removed when the control plane stops) and prints
-/// where they are and how each ends.
+/// where they are and how each ends; files it is told to keep (the audit log: who wrote what,
+/// when) are copied beside them, not printed.
 #[must_use = "the guard acts when it is dropped"]
 pub struct LogsOnFailure {
     logs: BTreeMap<String, PathBuf>,
+    kept: BTreeMap<String, PathBuf>,
     test: String,
 }
 
@@ -695,8 +697,15 @@ impl LogsOnFailure {
     pub fn new(test: &str, logs: BTreeMap<String, PathBuf>) -> LogsOnFailure {
         LogsOnFailure {
             logs,
+            kept: BTreeMap::new(),
             test: test.to_owned(),
         }
+    }
+
+    /// Also keeps `path` (as `name`), without printing its end.
+    pub fn keeping(mut self, name: &str, path: PathBuf) -> LogsOnFailure {
+        self.kept.insert(name.to_owned(), path);
+        self
     }
 }
 
@@ -722,6 +731,9 @@ impl Drop for LogsOnFailure {
                 "\n--- {name} (last lines)\n{}",
                 process::log_tail(path, 15)
             ));
+        }
+        for (name, path) in &self.kept {
+            let _ = std::fs::copy(path, keep.join(name));
         }
         binaries::progress(&report);
     }
