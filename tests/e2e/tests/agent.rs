@@ -312,6 +312,14 @@ async fn a_version_bump_changes_only_that_cluster_and_rolls_its_templates() {
         "kubernetesVersion: \"1.33\"",
         "kubernetesVersion: \"1.34\"",
     );
+    // Without the Cluster API controllers the cluster never reports itself healthy, and the
+    // health gate would hold the whole upgrade (it has not started then: `Progressing`); the
+    // repository says to upgrade it anyway, so that its stages go out.
+    repo.edit(
+        a,
+        "metadata:\n  name: \"a-bump\"\n",
+        "metadata:\n  name: \"a-bump\"\n  annotations:\n    capstan.dev/upgrade-when-unhealthy: \"no Cluster API controllers here\"\n",
+    );
 
     let plan = repo.reconcile_with("r2", Drift::Correct, true).await;
     assert_eq!(
