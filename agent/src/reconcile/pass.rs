@@ -726,36 +726,27 @@ impl Pass<'_> {
                     vec![condition("Ready", "False", "StageTimedOut", &t)],
                 )
             }
-            // Held by the health gate before it started: no more upgrading than a cluster the
-            // waves hold (it takes no slot of maxUnavailable, and once healthy, the waves still
-            // decide when it starts), unless an earlier revision's upgrade is still rolling.
-            (None, None)
-                if failure.is_none() && phase != Phase::Failed && unhealthy_before_start =>
-            {
-                let why = gated.as_deref().expect("matched");
+            // Held before it started, by the fleet's pacing or by the health gate (no earlier
+            // revision's upgrade still rolling): it is not upgrading (it takes no slot of
+            // maxUnavailable, and once healthy the waves still decide when it starts), and it
+            // says what it waits for.
+            (None, None) if failure.is_none() && phase != Phase::Failed && not_started => {
+                let (reason, why) = match (&paced, &gated) {
+                    (Some(hold), _) => (hold.reason.as_str(), hold.message.as_str()),
+                    (None, gated) => (
+                        "WaitingForHealth",
+                        gated
+                            .as_deref()
+                            .expect("not started: held by the health gate"),
+                    ),
+                };
                 let message = format!(
                     "upgrade to revision {} not started: {why}",
                     self.opts.revision
                 );
                 let mut conditions = conditions;
                 conditions.retain(|c| c.type_ != "Ready");
-                conditions.insert(0, condition("Ready", "False", "WaitingForHealth", &message));
-                (Phase::Progressing, message, conditions)
-            }
-            // Held by the fleet's pacing: it has not started, it is not upgrading (it takes no
-            // slot of maxUnavailable), and it says what it waits for.
-            (None, None) if failure.is_none() && phase != Phase::Failed && paced.is_some() => {
-                let hold = paced.as_ref().expect("matched");
-                let message = format!(
-                    "upgrade to revision {} not started: {hold}",
-                    self.opts.revision
-                );
-                let mut conditions = conditions;
-                conditions.retain(|c| c.type_ != "Ready");
-                conditions.insert(
-                    0,
-                    condition("Ready", "False", hold.reason.as_str(), &message),
-                );
+                conditions.insert(0, condition("Ready", "False", reason, &message));
                 (Phase::Progressing, message, conditions)
             }
             _ => (phase, message, conditions),
