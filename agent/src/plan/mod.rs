@@ -2,7 +2,8 @@
 //!
 //! For each object one [`Action`]: create, update, unchanged, prune or skip, with a unified diff
 //! of what the server would persist (its dry-run answer) against what is live, both normalised
-//! (server-owned metadata and status stripped, Secret data masked). The decisions are pure
+//! (server-owned metadata and status stripped, Secret values masked: [`diff_between`] says which
+//! changed, nothing else about them). The decisions are pure
 //! functions in [`planner`] (desired objects × live facts × previous inventory → plan and next
 //! inventory), tested without an API server; `reconcile` gathers their inputs, asks the server
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
@@ -23,8 +24,7 @@ use capstan_layout::Rendered;
 pub use capstan_templates::identity::{HASH_ANNOTATION, content_hash, key};
 use capstan_templates::identity::{group, subject};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::{Value, json};
 
 /// What happens to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
@@ -280,8 +280,29 @@ const SERVER_METADATA: &[&str] = &[
     "selfLink",
 ];
 
-/// Strips what the server owns (status, bookkeeping metadata) and masks Secret data.
+/// What a Secret value shows in a diff, plan or PR comment: the key stays, the value goes, and
+/// with it its length and any hash of it (either would let a reader confirm a guessed
+/// low-entropy value offline).
+pub const MASKED: &str = "<masked>";
+
+/// What the new side of a diff shows for a Secret value that differs from the old side's. That
+/// it changed is all a diff says about a Secret value.
+pub const MASKED_CHANGED: &str = "<masked: changed>";
+
+/// The fields of a Secret that hold its values.
+const SECRET_FIELDS: [&str; 2] = ["data", "stringData"];
+
+/// Strips what the server owns (status, bookkeeping metadata) and masks Secret values as
+/// [`MASKED`].
 pub fn normalize(obj: &Value) -> Value {
+    let mut v = strip(obj);
+    mask_secret(&mut v, None);
+    v
+}
+
+/// Strips what the server owns: status and bookkeeping metadata. Secret values stay, to be
+/// compared.
+fn strip(obj: &Value) -> Value {
     let mut v = obj.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("status");
@@ -296,30 +317,32 @@ pub fn normalize(obj: &Value) -> Value {
                 }
             }
         }
-        if m.get("kind").and_then(Value::as_str) == Some("Secret")
-            && m.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        {
-            for field in ["data", "stringData"] {
-                if let Some(Value::Object(d)) = m.get_mut(field) {
-                    let masked: Map<String, Value> = d
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                k.clone(),
-                                json!(format!(
-                                    "*** ({} bytes, sha256 {})",
-                                    v.as_str().map_or(0, str::len),
-                                    &hex::encode(Sha256::digest(v.to_string()))[..8]
-                                )),
-                            )
-                        })
-                        .collect();
-                    *d = masked;
-                }
+    }
+    v
+}
+
+fn is_secret(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some("Secret")
+        && v.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// Replaces every value of a Secret's `data` and `stringData` with [`MASKED`], or with
+/// [`MASKED_CHANGED`] where `before` (the old side of a diff, unmasked) holds another value under
+/// the same field and key. Values are only compared, never printed or summarised.
+fn mask_secret(obj: &mut Value, before: Option<&Value>) {
+    if !is_secret(obj) {
+        return;
+    }
+    let before = before.filter(|b| is_secret(b));
+    for field in SECRET_FIELDS {
+        let old = before.and_then(|b| b.get(field)).and_then(Value::as_object);
+        if let Some(Value::Object(values)) = obj.get_mut(field) {
+            for (key, value) in values.iter_mut() {
+                let changed = old.and_then(|o| o.get(key)).is_some_and(|was| was != value);
+                *value = json!(if changed { MASKED_CHANGED } else { MASKED });
             }
         }
     }
-    v
 }
 
 /// A unified diff of two objects, normalised, as YAML.
@@ -327,19 +350,26 @@ pub fn diff(live: Option<&Value>, desired: &Value, subject: &str) -> String {
     diff_between(live, Some(desired), subject, ("live", "desired"))
 }
 
-/// A unified diff of two objects (either may be absent), normalised (Secret data masked), as
-/// YAML, with `sides` naming the two (`("base", "head")`).
+/// A unified diff of two objects (either may be absent), normalised, as YAML, with `sides`
+/// naming the two (`("base", "head")`). Secret values are masked: [`MASKED`] on the old side
+/// and where unchanged, [`MASKED_CHANGED`] on the new side where the value differs, so a
+/// changed value is a changed line and an unchanged one is not.
 pub fn diff_between(
     old: Option<&Value>,
     new: Option<&Value>,
     subject: &str,
     sides: (&str, &str),
 ) -> String {
-    let text = |v: Option<&Value>| {
-        v.map(|v| capstan_templates::yaml::to_string(&normalize(v)))
-            .unwrap_or_default()
+    let old = old.map(strip);
+    let text = |v: Option<Value>, before: Option<&Value>| {
+        v.map(|mut v| {
+            mask_secret(&mut v, before);
+            capstan_templates::yaml::to_string(&v)
+        })
+        .unwrap_or_default()
     };
-    let (old, new) = (text(old), text(new));
+    let new = text(new.map(strip), old.as_ref());
+    let old = text(old, None);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)
@@ -350,9 +380,10 @@ pub fn diff_between(
         .to_string()
 }
 
-/// Whether two objects are the same once normalised.
+/// Whether two objects are the same once what the server owns is stripped (Secret values
+/// compared as they are).
 pub fn same(live: &Value, desired: &Value) -> bool {
-    normalize(live) == normalize(desired)
+    strip(live) == strip(desired)
 }
 
 #[cfg(test)]
@@ -394,7 +425,83 @@ mod tests {
         let n = normalize(&live);
         assert!(n["metadata"].get("resourceVersion").is_none());
         assert!(n.get("status").is_none());
-        assert!(n["data"]["k"].as_str().unwrap().starts_with("***"));
-        assert!(!diff(None, &live, "Secret/s").contains("c2VjcmV0"));
+        assert_eq!(n["data"]["k"], MASKED);
+        let created = diff(None, &live, "Secret/s");
+        assert!(!created.contains("c2VjcmV0"), "{created}");
+        assert!(created.contains("+  k: <masked>"), "{created}");
+    }
+
+    fn secret(data: &[(&str, &str)], string_data: &[(&str, &str)]) -> Value {
+        let map = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| ((*k).to_string(), json!(v)))
+                .collect::<serde_json::Map<_, _>>()
+        };
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"},
+               "data": map(data), "stringData": map(string_data)})
+    }
+
+    #[test]
+    fn masked_secret_values_reveal_that_they_changed_and_nothing_else() {
+        let live = secret(
+            &[("password", "aHVudGVyMg=="), ("user", "YWRtaW4=")],
+            &[("token", "abc123")],
+        );
+        // The same change to values of the same length and of other lengths: the same diff.
+        let same_length = secret(
+            &[("password", "aHVudGVyMw=="), ("user", "YWRtaW4=")],
+            &[("token", "abc124")],
+        );
+        let other_length = secret(
+            &[
+                ("password", "Y29ycmVjdCBob3JzZSBiYXR0ZXJ5"),
+                ("user", "YWRtaW4="),
+            ],
+            &[("token", "x")],
+        );
+        let d1 = diff(Some(&live), &same_length, "Secret/ns/s");
+        let d2 = diff(Some(&live), &other_length, "Secret/ns/s");
+        assert_eq!(d1, d2, "the values' lengths show through");
+        assert!(!same(&live, &same_length) && !same(&live, &other_length));
+        for changed in ["password", "token"] {
+            assert!(d1.contains(&format!("-  {changed}: <masked>")), "{d1}");
+            assert!(
+                d1.contains(&format!("+  {changed}: \"<masked: changed>\"")),
+                "{d1}"
+            );
+        }
+        assert!(
+            d1.lines().any(|l| l == "   user: <masked>"),
+            "an unchanged value is a context line, masked the same on both sides: {d1}"
+        );
+        let masked: Vec<&str> = d1
+            .lines()
+            .filter(|l| l.starts_with(['-', '+']) && !l.starts_with("---") && !l.starts_with("+++"))
+            .map(|l| l[1..].trim())
+            .collect();
+        assert_eq!(
+            masked,
+            [
+                "password: <masked>",
+                "password: \"<masked: changed>\"",
+                "token: <masked>",
+                "token: \"<masked: changed>\"",
+            ],
+            "nothing but keys and masks: {d1}"
+        );
+
+        // Unchanged values: no diff at all; a key added or removed shows only the key.
+        assert!(same(&live, &live.clone()));
+        let added = secret(
+            &[
+                ("password", "aHVudGVyMg=="),
+                ("user", "YWRtaW4="),
+                ("new", "eA=="),
+            ],
+            &[("token", "abc123")],
+        );
+        let d = diff(Some(&live), &added, "Secret/ns/s");
+        assert!(d.contains("+  new: <masked>") && !d.contains("eA=="), "{d}");
+        assert_eq!(d.lines().filter(|l| l.starts_with("+ ")).count(), 1, "{d}");
     }
 }
