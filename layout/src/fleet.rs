@@ -443,13 +443,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
 
     check_names(&mut clusters);
     check_cidrs(&mut clusters);
-    for entry in &mut clusters {
-        if let (Role::Workload { .. }, Some(cluster)) = (&entry.role, &entry.cluster) {
-            entry.diagnostics.extend(tenancy::check_workload(cluster));
-        } else if let Some(cluster) = &entry.cluster {
-            entry.diagnostics.extend(tenancy::check_management(cluster));
-        }
-    }
+    check_tenancy(&mut clusters);
 
     // Render what is valid (from the cache when its inputs are unchanged).
     let mut fresh = BTreeMap::new();
@@ -487,6 +481,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     cache.entries = fresh;
     add_release_objects(&mut clusters);
     check_collisions(&mut clusters);
+    check_claims(&mut clusters);
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
             entry.objects = None;
@@ -1187,6 +1182,94 @@ fn add_release_objects(clusters: &mut [ClusterEntry]) {
     }
 }
 
+/// What a cluster directory may put on the management cluster ([`tenancy`]): workload
+/// directories confined to their cluster, no Secret data anywhere, and no tombstone for a
+/// management cluster while it still manages workload clusters.
+fn check_tenancy(clusters: &mut [ClusterEntry]) {
+    let names: BTreeSet<String> = clusters.iter().map(|e| e.name.clone()).collect();
+    let mut managing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in clusters.iter().filter(|e| e.role != Role::Management) {
+        managing
+            .entry(e.management().to_string())
+            .or_default()
+            .push(e.name.clone());
+    }
+    for entry in clusters.iter_mut() {
+        let found = match (&entry.role, &entry.cluster) {
+            (Role::Workload { .. }, Some(cluster)) => tenancy::check_workload(
+                cluster,
+                tenancy::Fleet {
+                    directory: &entry.name,
+                    names: &names,
+                },
+            ),
+            (Role::Management, Some(cluster)) => tenancy::check_management(cluster),
+            _ => Vec::new(),
+        };
+        entry.diagnostics.extend(found);
+        if let (Role::Management, Some(at), Some(workloads)) = (
+            &entry.role,
+            &entry.intent.delete_at,
+            managing.get(&entry.name),
+        ) {
+            entry.diagnostics.push(
+                Diagnostic::error(
+                    Code::ManagementTombstone,
+                    format!(
+                        "management cluster `{}` still manages workload clusters ({}): delete them first; its API server holds their objects",
+                        entry.name,
+                        workloads.join(", ")
+                    ),
+                )
+                .in_file(&at.0)
+                .at(at.1)
+                .for_cluster(&entry.name),
+            );
+        }
+    }
+}
+
+/// Rendered names that a longer cluster name claims: `dev`'s worker group `prod-md-0` renders
+/// `dev-prod-md-0`, which is cluster `dev-prod`'s name space ([`tenancy::owner_of`]).
+fn check_claims(clusters: &mut [ClusterEntry]) {
+    let names: BTreeSet<String> = clusters.iter().map(|e| e.name.clone()).collect();
+    for e in clusters.iter_mut() {
+        if e.role == Role::Management {
+            continue;
+        }
+        let Some(cluster) = &e.cluster else { continue };
+        let mut found = Vec::new();
+        for o in e.objects.iter().flatten() {
+            let owner = tenancy::owner_of(o.name(), &names);
+            if owner.is_none_or(|k| k == e.name) {
+                continue;
+            }
+            // Objects written in the directory were reported by name already.
+            if cluster
+                .sources
+                .iter()
+                .any(|s| s.kind == o.kind() && s.name == o.name())
+            {
+                continue;
+            }
+            found.push(
+                Diagnostic::error(
+                    Code::NameOutsideCluster,
+                    format!(
+                        "renders {}, a name that belongs to cluster `{}`; rename what it is made from (a worker group, a machine config)",
+                        o.subject(),
+                        owner.unwrap_or_default()
+                    ),
+                )
+                .in_file(&cluster.source.file)
+                .at(cluster.source.pos("metadata.name"))
+                .for_cluster(&e.name),
+            );
+        }
+        e.diagnostics.extend(found);
+    }
+}
+
 /// Two clusters must never render the same object.
 ///
 /// Keyed by borrowed parts, not a formatted subject: the fleet's every object passes through
@@ -1200,8 +1283,9 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
         .map(|e| e.objects.as_ref().map_or(0, |o| o.len()))
         .sum();
     // foldhash: the default SipHash, hashing five strings per object, was a fifth of the load.
-    let mut owner: HashMap<Key, &str, foldhash::fast::RandomState> =
+    let mut owner: HashMap<Key, usize, foldhash::fast::RandomState> =
         HashMap::with_capacity_and_hasher(total, Default::default());
+    let names: BTreeSet<String> = clusters.iter().map(|e| e.name.clone()).collect();
     let mut problems: Vec<(usize, String, String, String, String)> = Vec::new();
     for (i, e) in clusters.iter().enumerate() {
         for o in e.objects.iter().flatten() {
@@ -1213,21 +1297,31 @@ fn check_collisions(clusters: &mut [ClusterEntry]) {
                 o.name(),
             );
             match owner.entry(key) {
-                Slot::Occupied(first) if *first.get() != e.name => problems.push((
-                    i,
-                    format!(
-                        "{}/{} on management cluster {}",
-                        o.api_version(),
-                        o.subject(),
-                        e.management()
-                    ),
-                    first.get().to_string(),
-                    o.kind().to_string(),
-                    o.name().to_string(),
-                )),
+                Slot::Occupied(first) if clusters[*first.get()].name != e.name => {
+                    // The cluster the name belongs to keeps it; else the one read first does.
+                    let first = *first.get();
+                    let (blamed, other) =
+                        if tenancy::owner_of(o.name(), &names) == Some(e.name.as_str()) {
+                            (first, i)
+                        } else {
+                            (i, first)
+                        };
+                    problems.push((
+                        blamed,
+                        format!(
+                            "{}/{} on management cluster {}",
+                            o.api_version(),
+                            o.subject(),
+                            e.management()
+                        ),
+                        clusters[other].name.clone(),
+                        o.kind().to_string(),
+                        o.name().to_string(),
+                    ))
+                }
                 Slot::Occupied(_) => {}
                 Slot::Vacant(v) => {
-                    v.insert(&e.name);
+                    v.insert(i);
                 }
             }
         }

@@ -13,7 +13,10 @@
 //! reason: decommissioned after the Q3 migration
 //! ```
 
+use std::path::PathBuf;
+
 use capstan_templates::spec::SourceDoc;
+use capstan_templates::yaml::Pos;
 use serde_json::Value;
 
 /// apiVersion of capstan's own control documents.
@@ -28,6 +31,8 @@ pub const SUSPEND_FILE: &str = "suspend.yaml";
 pub struct Intent {
     /// A Tombstone: delete the cluster.
     pub delete: Option<String>,
+    /// Where the Tombstone was written.
+    pub delete_at: Option<(PathBuf, Pos)>,
     /// A Suspend: leave the cluster alone.
     pub suspend: Option<String>,
 }
@@ -52,7 +57,10 @@ pub fn split(docs: Vec<SourceDoc>) -> (Vec<SourceDoc>, Intent) {
                 .to_string()
         };
         match control_kind(&d.doc.value) {
-            Some("Tombstone") => intent.delete = Some(reason()),
+            Some("Tombstone") => {
+                intent.delete = Some(reason());
+                intent.delete_at = Some((d.file.clone(), d.doc.start));
+            }
             Some("Suspend") => intent.suspend = Some(reason()),
             _ => rest.push(d),
         }

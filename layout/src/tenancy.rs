@@ -1,11 +1,40 @@
 //! Path-scoped tenancy: what a cluster directory may put on the management cluster.
 //!
 //! Developers create workload clusters through pull requests without holding admin credentials,
-//! so a workload directory is confined: every object it produces lives in its cluster's
-//! namespace and is of a kind from a short allow-list (no RBAC, nothing cluster-scoped), and
-//! Secrets in the repository carry no data (credentials stay on the management cluster, placed
-//! there by an admin). Management directories belong to admins and may hold any namespaced or
-//! cluster-scoped object, but still no Secret data: Git is not a secret store.
+//! so a workload directory is confined to its own cluster. The invariant: files under
+//! `clusters/<mgmt>/workload-clusters/<name>/` create, change or delete on the management cluster
+//! only objects that belong to cluster `<name>`, and make no controller act on any other cluster.
+//! Here is what validation enforces of it (the agent applies nothing of a cluster with an error,
+//! and a server-side boundary holds the same rules should a check here have a gap: see the
+//! agent's `install::tenancy`):
+//!
+//! - **Kinds**: besides its EKS Anywhere objects, a workload directory may add ConfigMaps,
+//!   Secrets without data, HelmChartProxies and ClusterResourceSets ([`WORKLOAD_ALLOWED`]): no
+//!   RBAC, nothing cluster-scoped, no Cluster API object that names a cluster.
+//! - **Namespaces**: its cluster's namespace, for every object; and that namespace is not
+//!   reserved ([`reserved_namespace`]): not Kubernetes' own, not capstan's, not a controller's
+//!   `*-system` (but EKS Anywhere's shared `eksa-system`, where EKS-A puts every cluster by
+//!   default). Clusters share namespaces (the management cluster's too), so namespaces alone
+//!   confine nothing: names and labels do.
+//! - **Names**: every object of the directory is named `<name>` or `<name>-…`, and not for a
+//!   longer cluster name of the fleet (`dev` may not write `dev-prod-…` while `dev-prod` exists):
+//!   a name says which cluster an object is, in a namespace clusters share
+//!   ([`owner_of`]). Rendered objects are named from the cluster's name, so they follow.
+//! - **Selectors and references**: a ClusterResourceSet's or HelmChartProxy's `clusterSelector`
+//!   must require `cluster.x-k8s.io/cluster-name: <name>` (other terms may only narrow it; an
+//!   empty selector selects every cluster of the namespace, the management cluster included); a
+//!   ClusterResourceSet's resources, a HelmChartProxy's credential and CA Secrets, are the
+//!   cluster's own objects in its namespace; no `cluster.x-k8s.io/cluster-name` label naming
+//!   another cluster, no owner references, no values template calling the functions that read
+//!   the add-on controller's environment or the network (`env`, `expandenv`, `getHostByName`).
+//! - **Secrets** in the repository carry no data (credentials stay on the management cluster,
+//!   placed there by an admin), in management directories too: Git is not a secret store.
+//!
+//! Management directories belong to admins (protect them with branch protection and CODEOWNERS)
+//! and may hold any namespaced or cluster-scoped object; a tombstone there is refused while the
+//! management cluster still manages workload clusters (see `fleet`).
+
+use std::collections::BTreeSet;
 
 use capstan_templates::diag::{Code, Diagnostic};
 use capstan_templates::spec::{Cluster, ExtraObject};
@@ -19,39 +48,169 @@ pub const WORKLOAD_ALLOWED: &[(&str, &str)] = &[
     ("addons.cluster.x-k8s.io", "ClusterResourceSet"),
 ];
 
+/// EKS Anywhere's shared namespace: where it puts every cluster's objects by default.
+pub const SHARED_NAMESPACE: &str = "eksa-system";
+
+/// The label Cluster API selects clusters by (ClusterResourceSets, HelmChartProxies) and marks
+/// a cluster's objects with.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Functions of the add-on provider's values templates (sprig) a workload directory may not
+/// call: they read the controller's environment or resolve names from its network.
+pub const FORBIDDEN_TEMPLATE_FUNCTIONS: &[&str] = &["env", "expandenv", "getHostByName"];
+
+/// Namespaces no workload cluster may use, besides every `kube-*` ([`RESERVED_PREFIX`]) and
+/// every `*-system` but [`SHARED_NAMESPACE`] ([`RESERVED_SUFFIX`]).
+pub const RESERVED_NAMESPACES: &[&str] = &["default", "capstan-system"];
+/// Kubernetes' own namespaces.
+pub const RESERVED_PREFIX: &str = "kube-";
+/// Controllers' namespaces (`capi-system`, `capv-system`, ...), where their credentials live.
+pub const RESERVED_SUFFIX: &str = "-system";
+
+/// Why `namespace` is reserved for workload clusters, if it is.
+pub fn reserved_namespace(namespace: &str) -> Option<&'static str> {
+    if namespace == "default" || namespace.starts_with(RESERVED_PREFIX) {
+        Some("it is one of Kubernetes' own namespaces")
+    } else if RESERVED_NAMESPACES.contains(&namespace) {
+        Some("it is capstan's own namespace (the agent, its credentials and its records)")
+    } else if namespace.ends_with(RESERVED_SUFFIX) && namespace != SHARED_NAMESPACE {
+        Some(
+            "`*-system` namespaces hold controllers and their credentials (EKS Anywhere's shared `eksa-system` excepted)",
+        )
+    } else {
+        None
+    }
+}
+
+/// The cluster an object name belongs to: the longest cluster name `k` of `names` with
+/// `name == k` or `name` starting with `k-`.
+pub fn owner_of<'a>(name: &str, names: &'a BTreeSet<String>) -> Option<&'a str> {
+    let mut best: Option<&'a str> = names.get(name).map(String::as_str);
+    if best.is_none() {
+        for (i, _) in name
+            .match_indices('-')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            if let Some(k) = names.get(&name[..i]) {
+                best = Some(k.as_str());
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Whether `name` is `cluster` or `cluster-…` and no longer cluster name of `names` claims it.
+pub fn named_for(name: &str, cluster: &str, names: &BTreeSet<String>) -> bool {
+    let prefixed = name == cluster
+        || name
+            .strip_prefix(cluster)
+            .is_some_and(|r| r.starts_with('-'));
+    prefixed && owner_of(name, names).is_none_or(|o| o == cluster)
+}
+
+/// What the checks of a workload directory need to know of the rest of the fleet.
+#[derive(Debug, Clone, Copy)]
+pub struct Fleet<'a> {
+    /// The directory's name: the cluster it is (tenancy is by path; a Cluster named otherwise
+    /// is its own error, `dir-name-mismatch`).
+    pub directory: &'a str,
+    /// Every cluster name of the repository.
+    pub names: &'a BTreeSet<String>,
+}
+
 fn group(api_version: &str) -> &str {
     api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
-fn diag(cluster: &Cluster, o: &ExtraObject, path: &str, code: Code, msg: String) -> Diagnostic {
+fn diag(cluster: &str, o: &ExtraObject, path: &str, code: Code, msg: String) -> Diagnostic {
     Diagnostic::error(code, msg)
         .in_file(&o.file)
         .at(o.pos(path))
-        .for_cluster(&cluster.name)
+        .for_cluster(cluster)
 }
 
 fn subject(v: &Value) -> String {
     capstan_templates::identity::subject_of(v)
 }
 
-/// Checks the extra objects of a workload cluster directory.
-pub fn check_workload(cluster: &Cluster) -> Vec<Diagnostic> {
+fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Checks a workload cluster directory: its namespace, the names of all its objects, and its
+/// extra objects' kinds, namespaces, selectors and references.
+pub fn check_workload(cluster: &Cluster, fleet: Fleet<'_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let c = fleet.directory;
+    if let Some(why) = reserved_namespace(&cluster.namespace) {
+        out.push(
+            Diagnostic::error(
+                Code::ReservedNamespace,
+                format!(
+                    "workload cluster `{c}` may not use namespace `{}`: {why}",
+                    cluster.namespace
+                ),
+            )
+            .in_file(&cluster.source.file)
+            .at(cluster.source.pos("metadata.namespace"))
+            .for_cluster(c),
+        );
+    }
+    let mut forbidden = BTreeSet::new();
     for o in &cluster.extra_objects {
         let v = o.value();
-        let api = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+        let api = str_at(v, "/apiVersion").unwrap_or("");
+        let kind = str_at(v, "/kind").unwrap_or("");
         if !WORKLOAD_ALLOWED.contains(&(group(api), kind)) {
             let allowed = WORKLOAD_ALLOWED
                 .iter()
                 .map(|(_, k)| *k)
                 .collect::<Vec<_>>()
                 .join(", ");
-            out.push(diag(cluster, o, "", Code::ForbiddenKind, format!("{kind} ({api}) is not allowed in a workload cluster directory; allowed: {allowed}")));
+            out.push(diag(c, o, "", Code::ForbiddenKind, format!("{kind} ({api}) is not allowed in a workload cluster directory; allowed: {allowed}")));
+            forbidden.insert((kind, str_at(v, "/metadata/name").unwrap_or("")));
             continue;
         }
-        check_namespace(cluster, o, &mut out);
-        check_secret(cluster, o, &mut out);
+        check_namespace(c, &cluster.namespace, o, &mut out);
+        check_secret(c, o, &mut out);
+        check_metadata(c, o, &mut out);
+        if group(api) == "addons.cluster.x-k8s.io" {
+            check_selector(c, o, &mut out);
+        }
+        match kind {
+            "ClusterResourceSet" => check_resources(c, o, fleet, &mut out),
+            "HelmChartProxy" => check_chart(c, &cluster.namespace, o, fleet, &mut out),
+            _ => {}
+        }
+    }
+    // Names, once the Cluster's own name is the directory's (else that is the error).
+    if cluster.name == c {
+        for s in &cluster.sources {
+            if named_for(&s.name, c, fleet.names)
+                || forbidden.contains(&(s.kind.as_str(), s.name.as_str()))
+            {
+                continue;
+            }
+            let why = match owner_of(&s.name, fleet.names) {
+                Some(other) if other != c => format!("the name belongs to cluster `{other}`"),
+                _ => format!("a workload directory names its objects `{c}` or `{c}-…`"),
+            };
+            out.push(
+                Diagnostic::error(
+                    Code::NameOutsideCluster,
+                    format!(
+                        "{} `{}` is not named for cluster `{c}`: {why}",
+                        s.kind, s.name
+                    ),
+                )
+                .in_file(&s.file)
+                .at(s.pos)
+                .for_cluster(c),
+            );
+        }
     }
     out
 }
@@ -60,26 +219,23 @@ pub fn check_workload(cluster: &Cluster) -> Vec<Diagnostic> {
 pub fn check_management(cluster: &Cluster) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for o in &cluster.extra_objects {
-        check_secret(cluster, o, &mut out);
+        check_secret(&cluster.name, o, &mut out);
     }
     out
 }
 
-fn check_namespace(cluster: &Cluster, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
-    if let Some(ns) = o
-        .value()
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        && ns != cluster.namespace
+fn check_namespace(cluster: &str, namespace: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+    if let Some(ns) = str_at(o.value(), "/metadata/namespace")
+        && ns != namespace
     {
-        out.push(diag(cluster, o, "metadata.namespace", Code::ForeignNamespace, format!("{} is in namespace `{ns}`; a workload directory may only create objects in its cluster's namespace `{}`", subject(o.value()), cluster.namespace)));
+        out.push(diag(cluster, o, "metadata.namespace", Code::ForeignNamespace, format!("{} is in namespace `{ns}`; a workload directory may only create objects in its cluster's namespace `{namespace}`", subject(o.value()))));
     }
 }
 
-fn check_secret(cluster: &Cluster, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+fn check_secret(cluster: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
     let v = o.value();
-    if v.get("kind").and_then(Value::as_str) != Some("Secret")
-        || !group(v.get("apiVersion").and_then(Value::as_str).unwrap_or("")).is_empty()
+    if str_at(v, "/kind") != Some("Secret")
+        || !group(str_at(v, "/apiVersion").unwrap_or("")).is_empty()
     {
         return;
     }
@@ -98,5 +254,196 @@ fn check_secret(cluster: &Cluster, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
                 subject(v)
             ),
         ));
+    }
+}
+
+/// No label naming another cluster, no owner references.
+fn check_metadata(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+    let v = o.value();
+    if let Some(other) = v
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(CLUSTER_NAME_LABEL))
+        .filter(|x| x.as_str() != Some(c))
+    {
+        out.push(diag(c, o, &format!("metadata.labels.{CLUSTER_NAME_LABEL}"), Code::ForeignReference, format!("{} is labelled {CLUSTER_NAME_LABEL}: {other}; Cluster API reads that label as the cluster an object belongs to, and a workload directory's objects belong to `{c}`", subject(v))));
+    }
+    if v.pointer("/metadata/ownerReferences").is_some() {
+        out.push(diag(c, o, "metadata.ownerReferences", Code::ForeignReference, format!("{} sets owner references; a workload directory's objects name no owner (the garbage collector and Cluster API act on owners)", subject(v))));
+    }
+}
+
+/// A selector that can select only the directory's own cluster.
+fn check_selector(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+    let v = o.value();
+    let required = format!("`matchLabels: {{{CLUSTER_NAME_LABEL}: {c}}}`");
+    let Some(selector) = v.pointer("/spec/clusterSelector") else {
+        out.push(diag(
+            c,
+            o,
+            "spec",
+            Code::ForeignSelector,
+            format!(
+                "{} has no clusterSelector; a workload directory's must include {required}",
+                subject(v)
+            ),
+        ));
+        return;
+    };
+    let named = selector
+        .pointer("/matchLabels")
+        .and_then(|m| m.get(CLUSTER_NAME_LABEL));
+    let why = match named.map(|n| n.as_str()) {
+        Some(Some(n)) if n == c => return,
+        Some(other) => format!(
+            "it selects {CLUSTER_NAME_LABEL}: {}",
+            other.map_or("(not a string)".to_string(), |s| format!("`{s}`"))
+        ),
+        None => {
+            "it may select any cluster of the namespace, the management cluster included".into()
+        }
+    };
+    out.push(diag(c, o, "spec.clusterSelector", Code::ForeignSelector, format!("{}'s clusterSelector is not confined to cluster `{c}`: {why}; it must include {required} (other terms may narrow it further)", subject(v))));
+}
+
+/// A ClusterResourceSet applies only the cluster's own ConfigMaps and Secrets.
+fn check_resources(c: &str, o: &ExtraObject, fleet: Fleet<'_>, out: &mut Vec<Diagnostic>) {
+    let v = o.value();
+    let resources = v.pointer("/spec/resources").and_then(Value::as_array);
+    for (i, r) in resources.into_iter().flatten().enumerate() {
+        let name = str_at(r, "/name").unwrap_or("");
+        if !named_for(name, c, fleet.names) {
+            out.push(diag(c, o, &format!("spec.resources[{i}].name"), Code::ForeignReference, format!("{} applies `{name}`, which is not cluster `{c}`'s (its resources are named `{c}` or `{c}-…`): the resource set would copy another's ConfigMap or Secret into the cluster", subject(v))));
+        }
+    }
+}
+
+/// A HelmChartProxy reads only the cluster's own Secrets and nothing of the controller's.
+fn check_chart(
+    c: &str,
+    namespace: &str,
+    o: &ExtraObject,
+    fleet: Fleet<'_>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let v = o.value();
+    for (path, field) in [
+        ("spec.credentials.secret", "/spec/credentials/secret"),
+        ("spec.tlsConfig.caSecret", "/spec/tlsConfig/caSecret"),
+    ] {
+        let Some(secret) = v.pointer(field) else {
+            continue;
+        };
+        let name = str_at(secret, "/name").unwrap_or("");
+        let ns = str_at(secret, "/namespace").filter(|n| !n.is_empty());
+        if let Some(ns) = ns.filter(|n| *n != namespace) {
+            out.push(diag(c, o, &format!("{path}.namespace"), Code::ForeignReference, format!("{} reads Secret {ns}/{name}: a workload directory's add-ons read Secrets of its cluster's namespace `{namespace}` only", subject(v))));
+        } else if !named_for(name, c, fleet.names) {
+            out.push(diag(c, o, &format!("{path}.name"), Code::ForeignReference, format!("{} reads Secret `{name}`, which is not cluster `{c}`'s (named `{c}` or `{c}-…`)", subject(v))));
+        }
+    }
+    if let Some(t) = str_at(v, "/spec/valuesTemplate")
+        && let Some(f) = template_calls(t)
+    {
+        out.push(diag(c, o, "spec.valuesTemplate", Code::ForeignReference, format!("{}'s valuesTemplate calls `{f}`, which reads the add-on controller's environment or network, not the cluster's", subject(v))));
+    }
+}
+
+/// The first of [`FORBIDDEN_TEMPLATE_FUNCTIONS`] a Go template calls: a bare word inside an action
+/// `{{ … }}` (a word after `.` or `$` is a field or a variable, not a function).
+fn template_calls(template: &str) -> Option<&'static str> {
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let action = &after[..end];
+        let mut prev = ' ';
+        let mut word_start = None;
+        for (i, ch) in action
+            .char_indices()
+            .chain(std::iter::once((action.len(), ' ')))
+        {
+            let in_word = ch.is_alphanumeric() || ch == '_';
+            match (in_word, word_start) {
+                (true, None) => word_start = Some((i, prev)),
+                (false, Some((s, before))) => {
+                    word_start = None;
+                    if before != '.'
+                        && before != '$'
+                        && let Some(f) = FORBIDDEN_TEMPLATE_FUNCTIONS
+                            .iter()
+                            .find(|f| **f == &action[s..i])
+                    {
+                        return Some(f);
+                    }
+                }
+                _ => {}
+            }
+            prev = ch;
+        }
+        rest = &after[end..];
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &[&str]) -> BTreeSet<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_name_belongs_to_the_longest_cluster_name_it_starts_with() {
+        let fleet = names(&["mgmt", "dev", "dev-prod", "a"]);
+        assert_eq!(owner_of("dev", &fleet), Some("dev"));
+        assert_eq!(owner_of("dev-md-0", &fleet), Some("dev"));
+        assert_eq!(owner_of("dev-prod", &fleet), Some("dev-prod"));
+        assert_eq!(owner_of("dev-prod-md-0", &fleet), Some("dev-prod"));
+        assert_eq!(owner_of("development", &fleet), None);
+        assert_eq!(owner_of("coredns", &fleet), None);
+        assert!(named_for("dev-md-0", "dev", &fleet));
+        assert!(!named_for("dev-prod-cm", "dev", &fleet));
+        assert!(named_for("dev-prod-cm", "dev-prod", &fleet));
+        assert!(!named_for("mgmt-vsphere-credentials", "dev", &fleet));
+        assert!(!named_for("devx", "dev", &fleet));
+        assert!(!named_for("a", "dev", &fleet));
+        // A cluster not (yet) in the fleet claims nothing.
+        assert!(named_for("dev-stage-cm", "dev", &fleet));
+    }
+
+    #[test]
+    fn reserved_namespaces() {
+        for ns in [
+            "default",
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "capstan-system",
+            "capi-system",
+            "caaph-system",
+        ] {
+            assert!(reserved_namespace(ns).is_some(), "{ns}");
+        }
+        for ns in ["eksa-system", "team-dev", "systems", "platform"] {
+            assert!(reserved_namespace(ns).is_none(), "{ns}");
+        }
+    }
+
+    #[test]
+    fn template_functions_are_found_as_words_inside_actions() {
+        assert_eq!(template_calls("a: {{ env \"HOME\" }}"), Some("env"));
+        assert_eq!(
+            template_calls("a: {{ .Cluster.metadata.name | expandenv }}"),
+            Some("expandenv")
+        );
+        assert_eq!(
+            template_calls("a: {{getHostByName \"x\"}}"),
+            Some("getHostByName")
+        );
+        assert_eq!(template_calls("env: {{ .Cluster.spec.environment }}"), None);
+        assert_eq!(template_calls("a: {{ .Values.env }}"), None);
+        assert_eq!(template_calls("a: {{ $env := 1 }}"), None);
+        assert_eq!(template_calls("a: b"), None);
     }
 }

@@ -115,6 +115,20 @@ codes! {
     ForeignNamespace = "foreign-namespace",
     /// A Secret with data in the repository.
     SecretWithData = "secret-with-data",
+    /// A workload cluster (or an object of its directory) in a namespace workload clusters may
+    /// not use: Kubernetes' own, capstan's, a controller's, the management cluster's.
+    ReservedNamespace = "reserved-namespace",
+    /// An object of a workload directory not named for its cluster (`<cluster>` or
+    /// `<cluster>-…`), or named for another cluster of the fleet.
+    NameOutsideCluster = "name-outside-cluster",
+    /// A ClusterResourceSet or HelmChartProxy whose selector may select another cluster.
+    ForeignSelector = "foreign-selector",
+    /// A reference from a workload directory to something that is not its cluster's (another
+    /// cluster's label, a Secret elsewhere, an owner, a template function reading the
+    /// controller's environment).
+    ForeignReference = "foreign-reference",
+    /// A tombstone in the directory of a management cluster that still manages workload clusters.
+    ManagementTombstone = "management-tombstone",
     /// Rendering failed (a template bug, reported rather than hidden).
     RenderFailed = "render-failed",
 }

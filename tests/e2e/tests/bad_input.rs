@@ -491,24 +491,28 @@ corpus! {
             .err_col(DuplicateName, W_VS, "name:", 3);
 
     // Two clusters of one management cluster rendering the same object: one would overwrite the
-    // other's. The later cluster is reported, at the object's name.
+    // other's. Workload directories name their objects for their clusters, so only an admin's
+    // management directory can write a workload's name: the name is the workload's, and the
+    // management cluster is reported, at the object's name.
     duplicate_rendered_object_across_clusters:
         Case::workload()
-            .file("clusters/mgmt/workload-clusters/ok/extra.yaml", r#"
+            .file("clusters/mgmt/extra.yaml", r#"
             apiVersion: v1
             kind: ConfigMap
             metadata:
-              name: shared-settings
-            data: {owner: ok}
+              name: w-settings
+            data: {owner: mgmt}
         "#)
             .file(W_EXTRA, r#"
             apiVersion: v1
             kind: ConfigMap
             metadata:
-              name: shared-settings
+              name: w-settings
             data: {owner: w}
         "#)
-            .err(DuplicateName, W_EXTRA, "name");
+            .broken(&[MGMT_DIR])
+            .in_cluster(MGMT_DIR)
+            .err(DuplicateName, "clusters/mgmt/extra.yaml", "name");
 
     duplicate_rendered_datacenter_across_clusters:
         Case::workload()
@@ -533,7 +537,7 @@ corpus! {
         "#)
             .broken(&[W2_DIR])
             .in_cluster(W2_DIR)
-            .err_col(DuplicateName, W2, "name:", 3);
+            .err_col(NameOutsideCluster, W2, "name:", 3);
 
     // ─────────────────────────── missing-type-info ─────────────────────────
     missing_type_info_no_kind:
@@ -2300,8 +2304,30 @@ corpus! {
             .err(ForeignNamespace, W_EXTRA, "namespace");
     foreign_namespace_helm_chart_proxy:
         Case::workload()
-            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {name: w-x, namespace: default}\nspec: {chartName: x, repoURL: https://example.invalid, clusterSelector: {}}\n")
+            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {name: w-x, namespace: default}\nspec: {chartName: x, repoURL: https://example.invalid, clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}}\n")
             .err(ForeignNamespace, W_EXTRA, "namespace");
+    // ─────── tenancy (one case per code; the hostile-tenant corpus, hostile_tenant.rs, has the
+    // attacks: every class, and each tried against the real API server too) ───────
+    reserved_namespace_kube_system:
+        Case::workload()
+            .after(W, "name: w", "|  namespace: kube-system")
+            .err(ReservedNamespace, W, "namespace");
+    name_outside_cluster_config_map:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns}\n")
+            .err(NameOutsideCluster, W_EXTRA, "name: coredns");
+    foreign_selector_empty:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {}\n  resources: [{kind: ConfigMap, name: w-crs}]\n")
+            .err(ForeignSelector, W_EXTRA, "clusterSelector");
+    foreign_reference_resource_set:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}\n  resources: [{kind: Secret, name: mgmt-vsphere-credentials}]\n")
+            .err(ForeignReference, W_EXTRA, "name: mgmt-vsphere");
+    management_tombstone:
+        Case::management()
+            .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: gone\n")
+            .err(ManagementTombstone, "clusters/mgmt/tombstone.yaml", "apiVersion");
     secret_with_one_data_key:
         Case::workload()
             .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-x}\ndata: {a: Yg==}\n")
