@@ -20,8 +20,14 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "capstan";
 /// Label selector of everything capstan applied.
 pub const SELECTOR: &str = "app.kubernetes.io/managed-by=capstan";
+/// Label on the namespaces the agent creates for a fleet's objects (never pruned, so not
+/// [`MANAGED_BY_LABEL`]).
+pub const CREATED_BY_LABEL: &str = "app.kubernetes.io/created-by";
 /// Label on every rendered object: which fleet cluster it belongs to.
 pub const CLUSTER_LABEL: &str = "capstan.dev/cluster";
+/// Annotation an admin sets on a live object to let a fleet cluster take it over (its value: the
+/// cluster's name): capstan never adopts an object it did not create by accident.
+pub const ADOPT_ANNOTATION: &str = "capstan.dev/adopt";
 /// Annotation recording the content hash of what capstan applied.
 pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
 

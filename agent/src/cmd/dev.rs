@@ -57,6 +57,12 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
                 // production install is `capstan install`).
                 let conn = crate::k8s::connect(Some(&state.endpoints.kubeconfig), None).await?;
                 crate::install::install_crd(&conn.client).await?;
+                crate::install::install_tenancy(
+                    &conn.client,
+                    &crate::install::rbac::rules(),
+                    Duration::from_secs(60),
+                )
+                .await?;
                 anyhow::Ok(state)
             })?;
             let controllers = if state.controllers.is_empty() {

@@ -59,8 +59,8 @@ pub struct Options {
     pub interval: String,
     /// Replicas (leader election picks one).
     pub replicas: u32,
-    /// Extra rules (`--allow`).
-    pub allow: Vec<Rule>,
+    /// Extra rules (`--allow`: the agent's read and the management identity's write of each).
+    pub allow: Vec<Vec<Rule>>,
 }
 
 impl Options {
@@ -81,7 +81,7 @@ impl Options {
     pub fn rules(&self) -> Vec<Rule> {
         rbac::rules()
             .into_iter()
-            .chain(self.allow.clone())
+            .chain(self.allow.iter().flatten().cloned())
             .collect()
     }
 
@@ -140,6 +140,38 @@ pub fn rbac_named(name: &str, rules: &[Rule]) -> Vec<Value> {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name, true),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
     ]
+}
+
+/// The ClusterRoles of the two fleet identities ([`crate::k8s::identity`]) with the
+/// [`Scope::Workload`] and [`Scope::Management`] rules of `rules`, bound to their users.
+pub fn identities(rules: &[Rule]) -> Vec<Value> {
+    use crate::k8s::identity::{MANAGEMENT_USER, WORKLOAD_USER};
+    let mut out = Vec::new();
+    for (scope, user, name) in [
+        (Scope::Workload, WORKLOAD_USER, IDENTITY_ROLES[0]),
+        (Scope::Management, MANAGEMENT_USER, IDENTITY_ROLES[1]),
+    ] {
+        let of: Vec<Value> = rules
+            .iter()
+            .filter(|r| r.scope == scope)
+            .map(Rule::to_value)
+            .collect();
+        out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of}));
+        out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(name, false),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}));
+    }
+    out
+}
+
+/// The ClusterRoles (and bindings) of the workload and the management identity.
+pub const IDENTITY_ROLES: [&str; 2] = ["capstan-workload", "capstan-management"];
+
+/// The tenancy policy and its binding, then the fleet identities' roles ([`identities`]).
+pub fn tenancy(rules: &[Rule]) -> Vec<Value> {
+    let mut out = vec![super::tenancy::policy(), super::tenancy::binding()];
+    out.extend(identities(rules));
+    out
 }
 
 /// The Deployment's container arguments.
@@ -256,10 +288,11 @@ pub fn service() -> Value {
     })
 }
 
-/// Everything, in apply order: the Namespace and CRD, the ServiceAccount and RBAC, the Service
-/// and the Deployment.
+/// Everything, in apply order: the Namespace and CRD, the tenancy policy and the fleet
+/// identities, the ServiceAccount and RBAC, the Service and the Deployment.
 pub fn all(o: &Options) -> Vec<Value> {
     let mut out = vec![namespace(), crd()];
+    out.extend(tenancy(&o.rules()));
     out.extend(rbac(&o.rules()));
     out.push(service());
     out.push(deployment(o));

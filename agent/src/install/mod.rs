@@ -12,6 +12,7 @@
 mod health;
 pub mod manifests;
 pub mod rbac;
+pub mod tenancy;
 pub mod testing;
 
 use std::time::Duration;
@@ -63,6 +64,9 @@ pub enum InstallError {
     /// Discovery failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The tenancy policy is not enforced.
+    #[error("{0}")]
+    Tenancy(String),
 }
 
 /// The CRDs of [`REQUIRED_CRDS`] the cluster does not have.
@@ -117,7 +121,11 @@ pub async fn install(client: &Client, o: &Options, wait: Duration) -> Result<Rep
     if !missing.is_empty() {
         return Err(InstallError::MissingCrds(missing));
     }
-    apply(client, &manifests::all(o), wait).await
+    let report = apply(client, &manifests::all(o), wait).await?;
+    tenancy::wait_enforced(client, wait)
+        .await
+        .map_err(InstallError::Tenancy)?;
+    Ok(report)
 }
 
 /// Only the Namespace and the CRD: what an agent run with an admin's kubeconfig (`capstan dev`,
@@ -131,7 +139,23 @@ pub async fn install_crd(client: &Client) -> Result<Report, InstallError> {
     .await
 }
 
-/// `capstan uninstall`: the Deployment, Service, RBAC, ServiceAccount and Lease go; managed
+/// The tenancy policy and the fleet identities' roles (with `rules`' [`rbac::Scope::Workload`]
+/// and [`rbac::Scope::Management`] rules): what an agent needs to write anything, whoever runs
+/// it. Returns once the API server enforces the policy ([`tenancy::enforced`]).
+pub async fn install_tenancy(
+    client: &Client,
+    rules: &[rbac::Rule],
+    wait: Duration,
+) -> Result<Report, InstallError> {
+    let report = apply(client, &manifests::tenancy(rules), wait).await?;
+    tenancy::wait_enforced(client, wait)
+        .await
+        .map_err(InstallError::Tenancy)?;
+    Ok(report)
+}
+
+/// `capstan uninstall`: the Deployment, Service, RBAC (the fleet identities' and the tenancy
+/// policy too), ServiceAccount and Lease go; managed
 /// clusters are not touched. With `purge`, the status records (the CRD) and the namespace go
 /// too. Returns `Kind/name` of what was deleted.
 pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, InstallError> {
@@ -166,6 +190,29 @@ pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, Inst
         ),
         ("v1", "ServiceAccount", manifests::NAME, true),
     ];
+    // The fleet identities' rights go with the agent (the policy that confines them last).
+    for role in manifests::IDENTITY_ROLES {
+        targets.push((
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            role,
+            false,
+        ));
+        targets.push(("rbac.authorization.k8s.io/v1", "ClusterRole", role, false));
+    }
+    let policy = crate::k8s::identity::POLICY;
+    targets.push((
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        policy,
+        false,
+    ));
+    targets.push((
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        policy,
+        false,
+    ));
     if purge {
         targets.push((
             "apiextensions.k8s.io/v1",
@@ -271,12 +318,18 @@ mod tests {
         let kinds: std::collections::BTreeSet<_> = rendered_kinds().into_iter().flatten().collect();
         assert!(kinds.len() >= 15, "{kinds:?}");
         for (group, resource) in &kinds {
-            let rule = rules
-                .iter()
-                .find(|r| &r.group == group && r.resources.contains(resource));
-            let rule = rule
-                .unwrap_or_else(|| panic!("no rule for {resource}.{group} (rendered: {kinds:?})"));
-            assert_eq!(rule.verbs, rbac::MANAGE, "{resource}.{group}");
+            for (scope, verbs) in [
+                (rbac::Scope::Cluster, rbac::READ),
+                (rbac::Scope::Management, rbac::WRITE),
+            ] {
+                let rule = rules.iter().find(|r| {
+                    r.scope == scope && &r.group == group && r.resources.contains(resource)
+                });
+                let rule = rule.unwrap_or_else(|| {
+                    panic!("no {scope:?} rule for {resource}.{group} (rendered: {kinds:?})")
+                });
+                assert_eq!(rule.verbs, verbs, "{resource}.{group}");
+            }
         }
     }
 

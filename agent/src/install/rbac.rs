@@ -1,6 +1,14 @@
-//! What the agent may do, rule by rule: the ClusterRole (the kinds capstan renders, wherever
-//! their clusters' namespaces are; namespaces; reading its own CRD) and the Role in
-//! `capstan-system` (its status objects, their Events, the leader-election Lease).
+//! What the agent may do, rule by rule. Three principals:
+//!
+//! - the agent's ServiceAccount: its ClusterRole reads the kinds capstan renders (watches, a
+//!   live object to compare), creates namespaces, reads its own CRD and the tenancy policy, and
+//!   may impersonate exactly the two fleet identities; its Role in `capstan-system` holds its
+//!   status objects, their Events and the leader-election Lease. It writes no fleet object
+//!   itself;
+//! - [`crate::k8s::identity::WORKLOAD_USER`]: writes the kinds workload directories render,
+//!   each write confined to its cluster by the tenancy policy ([`super::tenancy`]);
+//! - [`crate::k8s::identity::MANAGEMENT_USER`]: writes every kind capstan renders and the kinds
+//!   named with `--allow`, never taking over an object another created.
 //!
 //! No wildcards, and every rule is there for something a test shows failing with `Forbidden`
 //! without it (`tests/e2e/tests/rbac.rs`); the rules only a management cluster's upgrade of itself
@@ -17,23 +25,34 @@
 
 use serde_json::{Value, json};
 
-/// Reading, creating (server-side apply of an object that does not exist yet is authorised as
-/// `patch` and `create`), updating and pruning a kind capstan renders.
-pub const MANAGE: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
+/// Reading a kind capstan renders: the agent's own ServiceAccount watches it, reads a live
+/// object to compare, and writes nothing of it itself.
+pub const READ: &[&str] = &["get", "list", "watch"];
 
-/// Which object a rule lives in.
+/// Writing a kind capstan renders, as a cluster's identity ([`crate::k8s::identity`]): creating
+/// (server-side apply of an object that does not exist yet is authorised as `patch` and
+/// `create`), updating, pruning and deleting on a tombstone.
+pub const WRITE: &[&str] = &["create", "patch", "delete"];
+
+/// Which object a rule lives in, and so who holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// The ClusterRole.
+    /// The agent's ClusterRole.
     Cluster,
-    /// The Role in `capstan-system`.
+    /// The agent's Role in `capstan-system`.
     System,
+    /// The ClusterRole of [`crate::k8s::identity::WORKLOAD_USER`]: what workload directories
+    /// may write (the tenancy policy then confines each write to its cluster).
+    Workload,
+    /// The ClusterRole of [`crate::k8s::identity::MANAGEMENT_USER`]: what management
+    /// directories may write.
+    Management,
 }
 
 /// One RBAC rule and why it is there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
-    /// ClusterRole or Role.
+    /// Which role.
     pub scope: Scope,
     /// API group ("" for the core group).
     pub group: String,
@@ -71,6 +90,13 @@ impl Rule {
         }
     }
 
+    fn named(self, names: &[&str]) -> Rule {
+        Rule {
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            ..self
+        }
+    }
+
     /// The rule as it goes into a (Cluster)Role.
     pub fn to_value(&self) -> Value {
         let mut v =
@@ -92,18 +118,129 @@ impl Rule {
     }
 }
 
+/// The kinds capstan renders: group, resources, whether workload directories render them (else
+/// only management directories do), and why.
+const RENDERED: &[(&str, &[&str], bool, &str)] = &[
+    (
+        "cluster.x-k8s.io",
+        &["clusters", "machinedeployments", "machinehealthchecks"],
+        true,
+        "every cluster's Cluster API objects",
+    ),
+    (
+        "controlplane.cluster.x-k8s.io",
+        &["kubeadmcontrolplanes"],
+        true,
+        "every cluster's control plane",
+    ),
+    (
+        "bootstrap.cluster.x-k8s.io",
+        &["kubeadmconfigtemplates"],
+        true,
+        "every worker group's bootstrap template",
+    ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        &[
+            "dockerclusters",
+            "dockermachinetemplates",
+            "devclusters",
+            "devmachinetemplates",
+            "vsphereclusters",
+            "vspheremachinetemplates",
+        ],
+        true,
+        "each provider's infrastructure cluster and machine templates",
+    ),
+    (
+        "etcdcluster.cluster.x-k8s.io",
+        &["etcdadmclusters"],
+        true,
+        "external etcd",
+    ),
+    (
+        "addons.cluster.x-k8s.io",
+        &["helmchartproxies"],
+        true,
+        "the CNI (Cilium) through Cluster API's Helm add-on provider, and add-ons a directory carries",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        &[
+            "clusters",
+            "dockerdatacenterconfigs",
+            "vspheredatacenterconfigs",
+            "vspheremachineconfigs",
+        ],
+        true,
+        "the EKS Anywhere objects of each cluster",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        &["eksareleases"],
+        false,
+        "the EKS Anywhere releases a management cluster's fleet uses",
+    ),
+    (
+        "addons.cluster.x-k8s.io",
+        &["clusterresourcesets"],
+        true,
+        "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does; and resource sets a directory carries",
+    ),
+    (
+        "",
+        &["configmaps", "secrets"],
+        true,
+        "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set); ConfigMaps and data-less Secrets a directory carries",
+    ),
+];
+
 /// The rules, in the order they are written.
 pub fn rules() -> Vec<Rule> {
-    use Scope::{Cluster, System};
-    let rendered = "render and apply, prune and delete on a tombstone";
-    let mut rules = vec![
+    use crate::k8s::identity::{MANAGEMENT_USER, POLICY, WORKLOAD_USER};
+    use Scope::{Cluster, Management, System, Workload};
+    let mut rules = Vec::new();
+    for (group, resources, _, why) in RENDERED {
+        rules.push(Rule::new(
+            Cluster,
+            group,
+            resources,
+            READ,
+            &format!("reading (watches, a live object to compare): {why}"),
+        ));
+    }
+    for (group, resources, workloads, why) in RENDERED {
+        if *workloads {
+            rules.push(Rule::new(Workload, group, resources, WRITE, why));
+        }
+    }
+    for (group, resources, _, why) in RENDERED {
+        rules.push(Rule::new(Management, group, resources, WRITE, why));
+    }
+    rules.extend([
         Rule::new(
             Cluster,
-            "cluster.x-k8s.io",
-            &["clusters", "machinedeployments", "machinehealthchecks"],
-            MANAGE,
-            rendered,
+            "",
+            &["users"],
+            &["impersonate"],
+            "every fleet write is made as the identity of its cluster's directory, which the tenancy policy confines",
+        )
+        .named(&[WORKLOAD_USER, MANAGEMENT_USER]),
+        Rule::new(
+            Cluster,
+            "authentication.k8s.io",
+            &[&format!("userextras/{}", crate::k8s::identity::CLUSTER_EXTRA)],
+            &["impersonate"],
+            "the identity names the cluster it writes for, which the tenancy policy reads",
         ),
+        Rule::new(
+            Cluster,
+            "admissionregistration.k8s.io",
+            &["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+            &["get"],
+            "checking at start that the tenancy policy holds before anything is written",
+        )
+        .named(&[POLICY]),
         Rule::new(
             Cluster,
             "cluster.x-k8s.io",
@@ -113,90 +250,19 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             Cluster,
-            "controlplane.cluster.x-k8s.io",
-            &["kubeadmcontrolplanes"],
-            MANAGE,
-            rendered,
-        ),
-        Rule::new(
-            Cluster,
-            "bootstrap.cluster.x-k8s.io",
-            &["kubeadmconfigtemplates"],
-            MANAGE,
-            rendered,
-        ),
-        Rule::new(
-            Cluster,
-            "infrastructure.cluster.x-k8s.io",
-            &[
-                "dockerclusters",
-                "dockermachinetemplates",
-                "devclusters",
-                "devmachinetemplates",
-                "vsphereclusters",
-                "vspheremachinetemplates",
-            ],
-            MANAGE,
-            rendered,
-        ),
-        Rule::new(
-            Cluster,
-            "etcdcluster.cluster.x-k8s.io",
-            &["etcdadmclusters"],
-            MANAGE,
-            "external etcd: render and apply, prune and delete",
-        ),
-        Rule::new(
-            Cluster,
-            "addons.cluster.x-k8s.io",
-            &["helmchartproxies"],
-            MANAGE,
-            "the CNI (Cilium) through Cluster API's Helm add-on provider",
-        ),
-        Rule::new(
-            Cluster,
-            "anywhere.eks.amazonaws.com",
-            &[
-                "clusters",
-                "dockerdatacenterconfigs",
-                "vspheredatacenterconfigs",
-                "vspheremachineconfigs",
-                "eksareleases",
-            ],
-            MANAGE,
-            "the EKS Anywhere objects of each cluster and the releases of management clusters",
-        ),
-        Rule::new(
-            Cluster,
-            "addons.cluster.x-k8s.io",
-            &["clusterresourcesets"],
-            MANAGE,
-            "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does",
-        ),
-        Rule::new(
-            Cluster,
-            "",
-            &["configmaps", "secrets"],
-            MANAGE,
-            "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set)",
-        ),
-        Rule::new(
-            Cluster,
             "",
             &["namespaces"],
             &["list", "create", "patch"],
             "the namespaces the clusters' objects live in are created when missing (never deleted)",
         ),
-        Rule {
-            resource_names: vec![crate::status::CRD_NAME.into()],
-            ..Rule::new(
-                Cluster,
-                "apiextensions.k8s.io",
-                &["customresourcedefinitions"],
-                &["get"],
-                "checking at start that the ManagedCluster CRD is installed at this agent's version",
-            )
-        },
+        Rule::new(
+            Cluster,
+            "apiextensions.k8s.io",
+            &["customresourcedefinitions"],
+            &["get"],
+            "checking at start that the ManagedCluster CRD is installed at this agent's version",
+        )
+        .named(&[crate::status::CRD_NAME]),
         Rule::new(
             System,
             "capstan.dev",
@@ -225,7 +291,7 @@ pub fn rules() -> Vec<Rule> {
             &["get", "list", "watch", "create", "patch"],
             "leader election: only the holder of the Lease reconciles; followers forward pushes through it, the leader watches it",
         ),
-    ];
+    ]);
     rules.extend(self_upgrade_rules());
     rules
 }
@@ -324,6 +390,14 @@ fn self_upgrade_rules() -> Vec<Rule> {
         Rule::new(
             Cluster,
             "cluster.x-k8s.io",
+            &["clusters"],
+            &["patch"],
+            "a management cluster's upgrade of itself pauses its workload clusters' Cluster API Clusters meanwhile",
+        )
+        .for_self_upgrade(),
+        Rule::new(
+            Cluster,
+            "cluster.x-k8s.io",
             &["machines"],
             &["patch"],
             "a management cluster's upgrade of itself marks the control-plane machines not holding kube-vip's address for deletion first",
@@ -332,9 +406,11 @@ fn self_upgrade_rules() -> Vec<Rule> {
     ]
 }
 
-/// A rule for a kind a fleet's directories carry besides what capstan renders: `RESOURCE` (core
-/// group) or `RESOURCE.GROUP`, e.g. `configmaps` or `widgets.example.com`.
-pub fn allow(resource: &str) -> Result<Rule, String> {
+/// The rules for a kind management directories carry besides what capstan renders: `RESOURCE`
+/// (core group) or `RESOURCE.GROUP`, e.g. `configmaps` or `widgets.example.com`: the agent
+/// reads it, the management identity writes it. (Workload directories never get more kinds than
+/// [`capstan_layout::tenancy::WORKLOAD_ALLOWED`].)
+pub fn allow(resource: &str) -> Result<Vec<Rule>, String> {
     let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
     let valid = |s: &str| {
         !s.is_empty()
@@ -346,13 +422,11 @@ pub fn allow(resource: &str) -> Result<Rule, String> {
             "`{resource}` is not a resource such as `configmaps` or `widgets.example.com` (plural, lower case, no wildcards)"
         ));
     }
-    Ok(Rule::new(
-        Scope::Cluster,
-        group,
-        &[resource],
-        MANAGE,
-        "named with `capstan install --allow`: a kind the fleet's directories carry",
-    ))
+    let why = "named with `capstan install --allow`: a kind the management directories carry";
+    Ok(vec![
+        Rule::new(Scope::Cluster, group, &[resource], READ, why),
+        Rule::new(Scope::Management, group, &[resource], WRITE, why),
+    ])
 }
 
 #[cfg(test)]
@@ -383,11 +457,28 @@ mod tests {
             }
         }
         assert!(allow("*").is_err());
-        assert!(allow("configmaps").unwrap().group.is_empty());
+        assert!(allow("configmaps").unwrap()[0].group.is_empty());
         let w = allow("widgets.crd.example.com").unwrap();
         assert_eq!(
-            (w.group.as_str(), w.resources[0].as_str()),
-            ("crd.example.com", "widgets")
+            (w[1].scope, w[1].group.as_str(), w[1].resources[0].as_str()),
+            (Scope::Management, "crd.example.com", "widgets")
         );
+        // Every rendered kind: read by the agent, written by the management identity, and by
+        // the workload identity unless only management clusters render it.
+        for (group, resources, workloads, _) in RENDERED {
+            for res in *resources {
+                let holds = |scope: Scope, verbs: &[&str]| {
+                    rules().iter().any(|r| {
+                        r.scope == scope
+                            && r.group == *group
+                            && r.resources.iter().any(|x| x == res)
+                            && r.verbs == verbs
+                    })
+                };
+                assert!(holds(Scope::Cluster, READ), "{res}");
+                assert!(holds(Scope::Management, WRITE), "{res}");
+                assert_eq!(holds(Scope::Workload, WRITE), *workloads, "{res}");
+            }
+        }
     }
 }

@@ -58,6 +58,10 @@ async fn installed(
         .await
         .unwrap_or_else(|e| panic!("installing capstan ({account}) for the tests: {e}"));
     granted(&client, account, rules).await;
+    granted(&client, account, &identity_rules()).await;
+    super::tenancy::wait_enforced(&client, std::time::Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("installing capstan ({account}) for the tests: {e}"));
     let path = cp
         .service_account_kubeconfig(NAMESPACE, account)
         .await
@@ -70,8 +74,25 @@ async fn installed(
 /// on `cp`, once per control plane; the path of a kubeconfig authenticated as that
 /// ServiceAccount.
 pub async fn agent_kubeconfig(cp: &ControlPlane) -> PathBuf {
-    let objects = vec![manifests::namespace(), manifests::crd()];
+    let mut objects = vec![manifests::namespace(), manifests::crd()];
+    // The fleet identities may write the kinds of TEST_ALLOW too (as `--allow` grants the
+    // management identity): whether an agent may is decided by its own right to read them.
+    objects.extend(manifests::tenancy(&identity_rules()));
     installed(cp, manifests::NAME, objects, &rbac::rules()).await
+}
+
+/// The rules of the fleet identities in the test bed: capstan's, and the management
+/// identity's write of every [`TEST_ALLOW`] kind.
+pub fn identity_rules() -> Vec<rbac::Rule> {
+    rbac::rules()
+        .into_iter()
+        .chain(
+            TEST_ALLOW
+                .iter()
+                .flat_map(|r| rbac::allow(r).expect("a resource")),
+        )
+        .filter(|r| matches!(r.scope, rbac::Scope::Workload | rbac::Scope::Management))
+        .collect()
 }
 
 /// A kubeconfig for the agent's ServiceAccount (installed as [`agent_kubeconfig`] does) with a
@@ -98,14 +119,15 @@ pub async fn allowing_agent_client(cp: &ControlPlane) -> Client {
     rules.extend(
         TEST_ALLOW
             .iter()
-            .map(|r| rbac::allow(r).expect("a resource")),
+            .flat_map(|r| rbac::allow(r).expect("a resource"))
+            .filter(|r| r.scope == rbac::Scope::Cluster),
     );
     client_of(&installed(cp, ALLOWING_ACCOUNT, Vec::new(), &rules).await).await
 }
 
 /// Waits until the API server's authorizer (which learns of new bindings from its informers)
-/// grants `account` (a ServiceAccount in `capstan-system`) every rule's first verb on its first
-/// resource.
+/// grants every rule's first verb on its first resource: to `account` (a ServiceAccount in
+/// `capstan-system`) the agent's rules, to the fleet identities theirs.
 pub async fn granted(admin: &Client, account: &str, rules: &[rbac::Rule]) {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -116,13 +138,27 @@ pub async fn granted(admin: &Client, account: &str, rules: &[rbac::Rule]) {
             Some((a, b)) => (a.to_string(), Some(b.to_string())),
             None => (r.resources[0].clone(), None),
         };
+        let (user, groups) = match r.scope {
+            rbac::Scope::Cluster | rbac::Scope::System => (
+                format!("system:serviceaccount:{NAMESPACE}:{account}"),
+                vec![
+                    "system:serviceaccounts".to_string(),
+                    "system:authenticated".into(),
+                ],
+            ),
+            rbac::Scope::Workload => (
+                crate::k8s::identity::WORKLOAD_USER.to_string(),
+                vec!["system:authenticated".to_string()],
+            ),
+            rbac::Scope::Management => (
+                crate::k8s::identity::MANAGEMENT_USER.to_string(),
+                vec!["system:authenticated".to_string()],
+            ),
+        };
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{NAMESPACE}:{account}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    "system:authenticated".into(),
-                ]),
+                user: Some(user),
+                groups: Some(groups),
                 resource_attributes: Some(ResourceAttributes {
                     group: Some(r.group.clone()),
                     resource: Some(resource),

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod client;
 pub mod discovery;
+pub mod identity;
 pub mod refusal;
 
 pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};

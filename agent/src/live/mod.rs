@@ -31,7 +31,7 @@ use serde_json::Value;
 
 pub use capstan_templates::identity::SELECTOR;
 use capstan_templates::identity::{
-    CLUSTER_LABEL, FIELD_MANAGER, HASH_ANNOTATION, hash_json, owned_fields,
+    ADOPT_ANNOTATION, CLUSTER_LABEL, FIELD_MANAGER, HASH_ANNOTATION, hash_json, owned_fields,
 };
 
 use crate::health::{MachineSet, Rollout};
@@ -93,6 +93,12 @@ pub struct LiveObject {
     /// moves it, so equality ignores it): it only tells which of two reports of an object is
     /// the later one ([`Live::put`]).
     pub resource_version: u64,
+    /// `metadata.uid`, as the 128 bits of its UUID (None when it is not one): a deletion is made
+    /// with it as a precondition, so it deletes the object whose labels were checked, never one
+    /// created under the same name since.
+    pub uid: Option<u128>,
+    /// The cluster an admin marked it for adoption by ([`capstan_templates::identity::ADOPT_ANNOTATION`]).
+    pub adopt: Option<Box<str>>,
 }
 
 impl PartialEq for LiveObject {
@@ -103,10 +109,33 @@ impl PartialEq for LiveObject {
             && self.rollout == other.rollout
             && self.deleting == other.deleting
             && self.fields == other.fields
+            && self.uid == other.uid
+            && self.adopt == other.adopt
     }
 }
 
 impl Eq for LiveObject {}
+
+/// A UID as its 128 bits (None when it is not a UUID: then no deletion precondition uses it).
+pub fn parse_uid(uid: &str) -> Option<u128> {
+    let hex: String = uid.chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32 && uid.len() == 36)
+        .then(|| u128::from_str_radix(&hex, 16).ok())
+        .flatten()
+}
+
+/// A UID as Kubernetes writes it (lower-case hex, 8-4-4-4-12).
+pub fn format_uid(uid: u128) -> String {
+    let h = format!("{uid:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
 
 /// A `resourceVersion` as a number (0 when it is not one).
 fn resource_version(rv: Option<&str>) -> u64 {
@@ -141,6 +170,12 @@ impl LiveObject {
                 })
             }),
             resource_version: resource_version(meta.resource_version.as_deref()),
+            uid: meta.uid.as_deref().and_then(parse_uid),
+            adopt: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ADOPT_ANNOTATION))
+                .map(|c| c.as_str().into()),
         }
     }
 
@@ -161,6 +196,11 @@ impl LiveObject {
             deleting: meta("deletionTimestamp").is_some(),
             fields: meta("managedFields").and_then(owned_fields).map(Into::into),
             resource_version: resource_version(meta("resourceVersion").and_then(Value::as_str)),
+            uid: meta("uid").and_then(Value::as_str).and_then(parse_uid),
+            adopt: meta("annotations")
+                .and_then(|a| a.get(ADOPT_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(Into::into),
         }
     }
 }

@@ -48,8 +48,15 @@ pub enum Drift {
 }
 
 /// What the facts alone say about a desired object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// Live, but not this cluster's: labelled for another fleet cluster (`by`), or not by capstan
+    /// at all (seen by the agent only when labelled `managed-by`), and not marked for adoption by
+    /// this cluster. Never overwritten: a conflict ([`claimed`]).
+    Claimed {
+        /// The fleet cluster its label names.
+        by: Option<String>,
+    },
     /// Live with the desired content hash, at the generation recorded when capstan applied it.
     Unchanged,
     /// Not live.
@@ -63,15 +70,31 @@ pub enum Decision {
     },
 }
 
-/// Decides from facts, without a request.
+/// Decides from facts, without a request, for the desired object of `cluster`. `fleet_wide`
+/// says whether the desired object carries no cluster label (an EKS Anywhere release object,
+/// the same for every management cluster that uses it); asked only when the live one carries
+/// none either.
 pub fn decide(
+    cluster: &str,
     desired: &ObjectRef,
     recorded: Option<&ObjectRef>,
     live: Option<&LiveObject>,
+    fleet_wide: impl FnOnce() -> bool,
 ) -> Decision {
     let Some(live) = live else {
         return Decision::Create;
     };
+    // Another cluster's, or capstan's without a cluster label while this one is not fleet-wide
+    // (a cluster label taken off by hand).
+    let claimed = match live.cluster.as_deref() {
+        Some(c) => c != cluster,
+        None => !fleet_wide(),
+    };
+    if claimed && live.adopt.as_deref() != Some(cluster) {
+        return Decision::Claimed {
+            by: live.cluster.as_deref().map(str::to_string),
+        };
+    }
     let recorded_generation = recorded.map_or(0, |r| r.generation);
     let recorded_fields = recorded.map_or("", |r| r.fields.as_str());
     let same_hash = live.hash.as_deref() == Some(desired.hash.as_str());
@@ -85,6 +108,43 @@ pub fn decide(
             drift: same_hash && !untouched,
         }
     }
+}
+
+/// The reason word of an object that exists on the server and is not the cluster's (also the
+/// first word of the tenancy policy's denial for it, `crate::install::tenancy`).
+pub const ALREADY_EXISTS: &str = "AlreadyExists";
+
+/// The conflict entry of an object of `cluster` that exists and is not its own (`why`: whose it
+/// is), with how an admin hands it over on purpose.
+pub fn claimed(object: &ObjectRef, cluster: &str, why: &str) -> Entry {
+    let how = format!(
+        "kubectl annotate {} {}{} {}={cluster}",
+        object.kind.to_lowercase(),
+        object.name,
+        if object.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" -n {}", object.namespace)
+        },
+        capstan_templates::identity::ADOPT_ANNOTATION,
+    );
+    Entry::new(
+        object.clone(),
+        Action::Conflict,
+        Some(format!(
+            "{ALREADY_EXISTS}: {} exists and is not cluster {cluster}'s ({why}); capstan takes over no object by accident: an admin who means {cluster} to adopt it runs `{how}`",
+            object.subject()
+        )),
+    )
+}
+
+/// Whether an entry is an object that exists and is not the cluster's ([`claimed`], or the
+/// tenancy policy's denial of it).
+pub fn is_claimed(e: &Entry) -> bool {
+    e.action == Action::Conflict
+        && e.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(ALREADY_EXISTS))
 }
 
 /// The entry of an object whose live copy (`live`, whole; None when absent) was compared with
@@ -395,6 +455,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// [`decide`] for an object that carries its cluster's label.
+    fn own(
+        cluster: &str,
+        desired: &ObjectRef,
+        recorded: Option<&ObjectRef>,
+        live: Option<&LiveObject>,
+    ) -> Decision {
+        decide(cluster, desired, recorded, live, || false)
+    }
+
     fn r(kind: &str, name: &str, hash: &str, generation: i64) -> ObjectRef {
         let group = match kind {
             "KubeadmControlPlane" => "controlplane.cluster.x-k8s.io",
@@ -421,6 +491,8 @@ mod tests {
             deleting: false,
             fields: None,
             resource_version: 0,
+            uid: None,
+            adopt: None,
         }
     }
 
@@ -428,25 +500,78 @@ mod tests {
     fn decisions_from_facts() {
         let d = r("MachineDeployment", "md", "h1", 0);
         let rec = r("MachineDeployment", "md", "h1", 4);
-        assert_eq!(decide(&d, Some(&rec), None), Decision::Create);
+        assert_eq!(own("c", &d, Some(&rec), None), Decision::Create);
         assert_eq!(
-            decide(&d, Some(&rec), Some(&live("h1", 4, "c"))),
+            own("c", &d, Some(&rec), Some(&live("h1", 4, "c"))),
             Decision::Unchanged
         );
         // Never recorded a generation (an old inventory): the hash decides.
         assert_eq!(
-            decide(&d, None, Some(&live("h1", 9, "c"))),
+            own("c", &d, None, Some(&live("h1", 9, "c"))),
             Decision::Unchanged
         );
         // Someone changed it: same desired content, a new generation.
         assert_eq!(
-            decide(&d, Some(&rec), Some(&live("h1", 5, "c"))),
+            own("c", &d, Some(&rec), Some(&live("h1", 5, "c"))),
             Decision::Compare { drift: true }
         );
         // The repository changed it.
         assert_eq!(
-            decide(&d, Some(&rec), Some(&live("h0", 4, "c"))),
+            own("c", &d, Some(&rec), Some(&live("h0", 4, "c"))),
             Decision::Compare { drift: false }
+        );
+    }
+
+    #[test]
+    fn an_object_that_is_not_the_clusters_is_never_taken_over() {
+        let d = r("ConfigMap", "dev-cm", "h1", 0);
+        // Labelled for another fleet cluster, in this cluster's inventory or not.
+        for recorded in [None, Some(&d)] {
+            assert_eq!(
+                own("dev", &d, recorded, Some(&live("h1", 0, "prod"))),
+                Decision::Claimed {
+                    by: Some("prod".into())
+                }
+            );
+        }
+        // Capstan's label without a cluster (someone removed it), in the record or not; but a
+        // fleet-wide object (no cluster label wanted either: a release object) is not claimed.
+        let unlabelled = LiveObject {
+            cluster: None,
+            ..live("h1", 0, "x")
+        };
+        for recorded in [None, Some(&d)] {
+            assert_eq!(
+                own("dev", &d, recorded, Some(&unlabelled)),
+                Decision::Claimed { by: None }
+            );
+        }
+        assert_eq!(
+            decide("dev", &d, None, Some(&unlabelled), || true),
+            Decision::Unchanged
+        );
+        // An admin marked it for adoption by this cluster (and only this one).
+        let marked = |by: &str| LiveObject {
+            adopt: Some(by.into()),
+            ..live("h0", 0, "prod")
+        };
+        assert_eq!(
+            own("dev", &d, None, Some(&marked("dev"))),
+            Decision::Compare { drift: false }
+        );
+        assert_eq!(
+            own("dev", &d, None, Some(&marked("qa"))),
+            Decision::Claimed {
+                by: Some("prod".into())
+            }
+        );
+        let e = claimed(&d, "dev", "labelled for cluster prod");
+        assert!(is_claimed(&e));
+        let why = e.reason.unwrap();
+        assert!(
+            why.starts_with("AlreadyExists: ConfigMap/ns/dev-cm exists and is not cluster dev's (labelled for cluster prod)")
+                && why.ends_with("`kubectl annotate configmap dev-cm -n ns capstan.dev/adopt=dev`"),
+            "{why}"
         );
     }
 
@@ -464,21 +589,22 @@ mod tests {
             ..live("h1", 0, "c")
         };
         assert_eq!(
-            decide(&d, Some(&rec), Some(&with(Some("f1")))),
+            own("c", &d, Some(&rec), Some(&with(Some("f1")))),
             Decision::Unchanged
         );
         assert_eq!(
-            decide(&d, Some(&rec), Some(&with(Some("f2")))),
+            own("c", &d, Some(&rec), Some(&with(Some("f2")))),
             Decision::Compare { drift: true }
         );
         assert_eq!(
-            decide(&d, Some(&rec), Some(&with(None))),
+            own("c", &d, Some(&rec), Some(&with(None))),
             Decision::Compare { drift: true },
             "someone took over every field"
         );
         // An inventory from before owned fields were recorded: no evidence of drift.
         assert_eq!(
-            decide(
+            own(
+                "c",
                 &d,
                 Some(&r("ConfigMap", "cm", "h1", 0)),
                 Some(&with(Some("f2")))

@@ -101,6 +101,9 @@ pub enum ReconcileError {
     /// Namespaces could not be ensured.
     #[error("ensuring namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
+    /// The tenancy policy does not hold: nothing is written until it does.
+    #[error("{0}")]
+    Tenancy(String),
     /// The revision is not a fleet (no `clusters/`, or nothing in it: a wiped branch) or could
     /// not be read whole ([`Fleet::unreadable`]): nothing is applied, pruned or recorded.
     #[error("{0} (the revision is refused: nothing applied, pruned or recorded)")]
@@ -420,8 +423,11 @@ const NAMESPACES_AT_ONCE: usize = 32;
 /// What lives across passes: the client, discovery, and (in the daemon) the watch-backed cache.
 pub struct Agent {
     client: Client,
+    /// The clusters' identities every fleet write is made as ([`crate::k8s::identity`]).
+    identities: crate::k8s::identity::Identities,
     resolver: Resolver,
     cache: Option<LiveCache>,
+    /// The status CRD and the tenancy policy checked (once).
     crd_checked: AtomicBool,
     namespaces: Mutex<BTreeSet<String>>,
     fights: Mutex<Fights>,
@@ -433,6 +439,7 @@ impl Agent {
     pub async fn connect(client: Client) -> Result<Agent, ReconcileError> {
         let resolver = Resolver::new(client.clone()).await?;
         Ok(Agent {
+            identities: crate::k8s::identity::Identities::new(client.clone()),
             client,
             resolver,
             cache: None,
@@ -513,7 +520,11 @@ impl Agent {
     /// find again and report.
     pub async fn warm_up(&self) {
         let crd = async {
-            if status::check_crd(&self.client).await.is_ok() {
+            if status::check_crd(&self.client).await.is_ok()
+                && crate::install::tenancy::enforced(&self.client)
+                    .await
+                    .is_ok()
+            {
                 self.crd_checked.store(true, Ordering::Relaxed);
             }
         };
@@ -534,7 +545,14 @@ impl Agent {
         }
         let reads = AtomicUsize::new(0);
         if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
-            status::check_crd(&self.client).await?;
+            let (crd, tenancy) = futures::join!(
+                status::check_crd(&self.client),
+                crate::install::tenancy::enforced(&self.client)
+            );
+            crd?;
+            tenancy.map_err(|why| {
+                ReconcileError::Tenancy(format!("{why}; {}", status::RUN_INSTALL))
+            })?;
             self.crd_checked.store(true, Ordering::Relaxed);
         }
         // Recorded statuses first: their inventories name kinds the repository may no longer render.
@@ -795,12 +813,19 @@ impl Agent {
         reads: &AtomicUsize,
         writes: &AtomicUsize,
     ) -> Result<(), ReconcileError> {
-        // Borrowed: every object of the fleet passes through here on each revision.
-        let wanted: BTreeSet<&str> = clusters
-            .flat_map(|e| e.objects.iter().flatten())
-            .map(|o| o.namespace())
-            .filter(|ns| !ns.is_empty())
-            .collect();
+        // Borrowed: every object of the fleet passes through here on each revision. A
+        // namespace the fleet itself renders as a Namespace object is applied as one (first,
+        // before the objects in it), so it is the repository's, not created here.
+        let mut wanted: BTreeSet<&str> = BTreeSet::new();
+        let mut rendered: BTreeSet<&str> = BTreeSet::new();
+        for o in clusters.flat_map(|e| e.objects.iter().flatten()) {
+            if o.kind() == "Namespace" && o.api_version() == "v1" {
+                rendered.insert(o.name());
+            } else if !o.namespace().is_empty() {
+                wanted.insert(o.namespace());
+            }
+        }
+        wanted.retain(|ns| !rendered.contains(ns));
         {
             let known = self.known_namespaces();
             if wanted.iter().all(|ns| known.contains(*ns)) {
@@ -822,7 +847,7 @@ impl Agent {
         let created: Vec<Result<(), ReconcileError>> =
             futures::stream::iter(wanted.difference(&existing).cloned())
                 .map(|ns: String| async move {
-                    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"app.kubernetes.io/created-by": "capstan"}}});
+                    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {capstan_templates::identity::CREATED_BY_LABEL: capstan_templates::identity::MANAGED_BY}}});
                     apply_one(&self.client, &self.resolver, &obj, false)
                         .await
                         .map_err(|e| {

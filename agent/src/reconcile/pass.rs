@@ -48,6 +48,14 @@ impl Pass<'_> {
         &self.agent.resolver
     }
 
+    /// The client that writes `entry`'s objects: its cluster's identity
+    /// ([`crate::k8s::identity`]), which the tenancy policy confines to that cluster.
+    pub(super) fn writer(&self, role: &capstan_layout::Role, cluster: &str) -> Client {
+        self.agent
+            .identities
+            .client(crate::k8s::identity::Tenant::of(role), cluster)
+    }
+
     pub(super) fn wrote(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -202,10 +210,12 @@ impl Pass<'_> {
     /// written is stamped into `applied`.
     async fn apply_steps(
         &self,
+        writer: &Client,
         objects: &[(&Rendered, ObjectRef)],
         steps: &[Vec<usize>],
         crds: &[String],
         applied: &mut Applied,
+        claimed: &mut BTreeMap<String, String>,
     ) -> Option<String> {
         let mut failure = None;
         'steps: for (n, group) in steps.iter().enumerate() {
@@ -229,12 +239,7 @@ impl Pass<'_> {
                 let answers: Vec<_> = futures::stream::iter(layer)
                     .map(|k| {
                         let body = &bodies[k];
-                        async move {
-                            (
-                                k,
-                                apply_one(self.client(), self.resolver(), body, false).await,
-                            )
-                        }
+                        async move { (k, apply_one(writer, self.resolver(), body, false).await) }
                     })
                     .buffered(APPLY_AT_ONCE)
                     .collect()
@@ -251,6 +256,13 @@ impl Pass<'_> {
                             let message = err.to_string();
                             if message.contains("namespaces \"") && message.contains("not found") {
                                 self.agent.known_namespaces().clear();
+                            }
+                            // An object that exists and is not the cluster's: the tenancy
+                            // policy refused to overwrite it.
+                            if let Some((planner::ALREADY_EXISTS, why)) =
+                                crate::install::tenancy::denial(&apply_message(&err))
+                            {
+                                claimed.insert(r.key(), why.to_string());
                             }
                             failure.get_or_insert(message);
                         }
@@ -360,13 +372,33 @@ impl Pass<'_> {
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Suspended, message), changed, false));
         }
-        if entry.intent.delete.is_some() {
+        let writer = self.writer(&entry.role, &name);
+        // A tombstone is checked too (a management cluster's is refused while it manages
+        // workload clusters): an invalid directory deletes nothing.
+        let invalid = if entry.intent.delete.is_some() {
+            capstan_templates::diag::has_errors(&entry.diagnostics)
+        } else {
+            !entry.is_valid()
+        };
+        if !invalid && entry.intent.delete.is_some() {
+            // The agent runs on its management cluster: deleting it would take down the API
+            // server the agent and every workload cluster's objects live on.
+            if entry.role == capstan_layout::Role::Management {
+                let why = format!(
+                    "capstan does not delete the management cluster it runs on ({name}); remove the tombstone, or delete the cluster from outside it"
+                );
+                let message = self.refused_message(&last_applied, &why);
+                let changed = self
+                    .not_applied(entry, prev, "DeletionRefused", &why, &message)
+                    .await?;
+                return Ok((done(empty, Phase::Failed, message), changed, false));
+            }
             return self
-                .delete_cluster(&name, &mgmt, &dir, previous_inventory, prev)
+                .delete_cluster(&writer, &name, &mgmt, &dir, previous_inventory, prev)
                 .await
                 .map(|(outcome, changed)| (outcome, changed, false));
         }
-        if !entry.is_valid() {
+        if invalid {
             let first = entry
                 .diagnostics
                 .iter()
@@ -439,7 +471,28 @@ impl Pass<'_> {
             (None, Some(objs)) => objs.iter().map(|o| (o, plan::reference(o))).collect(),
             (None, None) => desired(entry),
         };
-        let mut plan = self.plan(&name, &objects, &previous_inventory).await;
+        let mut plan = self
+            .plan(&name, &writer, &objects, &previous_inventory)
+            .await;
+        // Objects that exist and are not this cluster's: nothing of the cluster is applied
+        // until an admin hands them over or the repository renames them.
+        let claimed: Vec<String> = plan
+            .entries
+            .iter()
+            .filter(|e| planner::is_claimed(e))
+            .map(|e| e.reason.clone().unwrap_or_default())
+            .collect();
+        if !claimed.is_empty() {
+            let why = claimed.join("; ");
+            let message = self.refused_message(&last_applied, &why);
+            let changed = if self.opts.plan_only {
+                false
+            } else {
+                self.not_applied(entry, prev, planner::ALREADY_EXISTS, &why, &message)
+                    .await?
+            };
+            return Ok((done(plan, Phase::Failed, message), changed, false));
+        }
         // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
         let refused = match self.immutable_gate(entry, &plan, &objects).await {
             Ok(None) => None,
@@ -534,10 +587,25 @@ impl Pass<'_> {
                 None
             }
         };
+        let mut claimed: BTreeMap<String, String> = BTreeMap::new();
         let (spec, mut failure) = futures::join!(
             spec,
-            self.apply_steps(&objects, &groups, &crds, &mut applied)
+            self.apply_steps(
+                &writer,
+                &objects,
+                &groups,
+                &crds,
+                &mut applied,
+                &mut claimed
+            )
         );
+        // What the tenancy policy refused to take over shows as the conflict it is.
+        for e in plan.entries.iter_mut() {
+            if let Some(why) = claimed.get(&e.object.key()) {
+                e.action = Action::Conflict;
+                e.reason = Some(why.clone());
+            }
+        }
         // A spec that could not be written is written again with the status (which reports
         // the error if it fails again).
         let spec = match spec {
@@ -556,7 +624,7 @@ impl Pass<'_> {
             let rollout = self.rollout(&plan, &objects, &after);
             planner::hold_prunes(&mut plan.entries, &rollout);
             for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
-                match self.delete(&e.object).await {
+                match self.delete(&writer, &e.object).await {
                     Ok(terminating) => {
                         applied.pruned.insert(e.object.key());
                         if terminating {
@@ -599,6 +667,17 @@ impl Pass<'_> {
         });
 
         let (phase, message, conditions) = match &failure {
+            Some(_) if !claimed.is_empty() => {
+                let why = claimed.values().cloned().collect::<Vec<_>>().join("; ");
+                (
+                    Phase::Failed,
+                    format!("applying revision {}: {why}", self.opts.revision),
+                    vec![
+                        condition("Ready", "False", planner::ALREADY_EXISTS, &why),
+                        condition("Conflict", "True", planner::ALREADY_EXISTS, &why),
+                    ],
+                )
+            }
             Some(f) => (
                 Phase::Failed,
                 format!("applying revision {}: {f}", self.opts.revision),
@@ -853,6 +932,7 @@ impl Pass<'_> {
     async fn plan(
         &self,
         name: &str,
+        writer: &Client,
         objects: &[(&Rendered, ObjectRef)],
         previous: &[ObjectRef],
     ) -> Plan {
@@ -871,8 +951,28 @@ impl Pass<'_> {
         let mut ask: Vec<(usize, bool, bool)> = Vec::new();
         for (i, (rendered, r)) in objects.iter().enumerate() {
             let live = self.live.get(r);
-            match planner::decide(r, recorded.get(&r.key()).copied(), live.as_ref()) {
+            let fleet_wide = || {
+                rendered
+                    .value()
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(capstan_templates::identity::CLUSTER_LABEL))
+                    .is_none()
+            };
+            match planner::decide(
+                name,
+                r,
+                recorded.get(&r.key()).copied(),
+                live.as_ref(),
+                fleet_wide,
+            ) {
                 Decision::Unchanged => entries.push(Some(entry(r, Action::Unchanged, None, None))),
+                Decision::Claimed { by } => entries.push(Some(planner::claimed(
+                    r,
+                    name,
+                    &by.map_or("capstan did not create it".to_string(), |c| {
+                        format!("it is labelled for cluster {c}")
+                    }),
+                ))),
                 // Creating for real: the apply itself is validated strictly, no need to ask first.
                 Decision::Create if !self.opts.plan_only => {
                     let obj = plan::annotated(rendered);
@@ -907,7 +1007,7 @@ impl Pass<'_> {
                 };
                 self.read();
                 let (full, dry) =
-                    futures::join!(read, apply_one(self.client(), self.resolver(), &body, true));
+                    futures::join!(read, apply_one(writer, self.resolver(), &body, true));
                 let full = match full.transpose() {
                     Ok(full) => full.flatten(),
                     Err(e) => {
@@ -916,12 +1016,21 @@ impl Pass<'_> {
                     }
                 };
                 let e = match dry {
-                    Err(e) => entry(
-                        r,
-                        Action::Skip,
-                        None,
-                        Some(format!("rejected by the API server: {}", apply_message(&e))),
-                    ),
+                    Err(e) => {
+                        let message = apply_message(&e);
+                        match crate::install::tenancy::denial(&message) {
+                            // Exists and is not the cluster's: a conflict, not a create.
+                            Some((planner::ALREADY_EXISTS, why)) => {
+                                Entry::new(r.clone(), Action::Conflict, Some(why.to_string()))
+                            }
+                            _ => entry(
+                                r,
+                                Action::Skip,
+                                None,
+                                Some(format!("rejected by the API server: {message}")),
+                            ),
+                        }
+                    }
                     Ok(dry) => {
                         let e = planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry);
                         self.fought(e, full.as_ref())
@@ -1069,11 +1178,29 @@ impl Pass<'_> {
         })
     }
 
-    /// Deletes an object; returns whether it is still there, waiting for finalizers.
-    async fn delete(&self, r: &ObjectRef) -> Result<bool, String> {
-        let api = self.api_for(r).await?;
+    /// Deletes an object as `writer` (the cluster's identity, which the tenancy policy lets
+    /// delete only objects labelled for that cluster), with the UID the live facts know as a
+    /// precondition: what is deleted is the object whose labels were checked, never one created
+    /// under its name since. Returns whether it is still there, waiting for finalizers.
+    async fn delete(&self, writer: &Client, r: &ObjectRef) -> Result<bool, String> {
+        let (ar, namespaced) = self
+            .resolver()
+            .resolve(&r.api_version, &r.kind)
+            .await
+            .map_err(|e| e.to_string())?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(writer.clone(), &r.namespace, &ar)
+        } else {
+            Api::all_with(writer.clone(), &ar)
+        };
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: self.live.get(r).and_then(|l| l.uid).map(|uid| {
+                kube::api::Preconditions {
+                    uid: Some(crate::live::format_uid(uid)),
+                    resource_version: None,
+                }
+            }),
             ..Default::default()
         };
         match api.delete(&r.name, &dp).await {
@@ -1100,12 +1227,30 @@ impl Pass<'_> {
     /// and the status. A run never waits for a finalizer.
     async fn delete_cluster(
         &self,
+        writer: &Client,
         name: &str,
         mgmt: &str,
         dir: &str,
         inventory: Vec<ObjectRef>,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
+        // Only what is still labelled for this cluster is deleted (the inventory is capstan's
+        // record; the label is what the object says now): an object relabelled for another
+        // cluster, or whose capstan labels were taken off, is left alone. Gone is gone.
+        let ours = |r: &ObjectRef| -> Result<bool, String> {
+            match self.live.get(r) {
+                None => Ok(false),
+                Some(o) if o.cluster.as_deref() == Some(name) => Ok(true),
+                Some(o) => Err(format!(
+                    "its capstan.dev/cluster label names {}: not this cluster's to delete",
+                    o.cluster
+                        .as_deref()
+                        .map_or("no fleet cluster".to_string(), |c| format!(
+                            "fleet cluster {c}"
+                        ))
+                )),
+            }
+        };
         let mut entries: Vec<Entry> = Vec::new();
         let (clusters, rest): (Vec<_>, Vec<_>) =
             inventory.iter().cloned().partition(|r| r.is_cluster());
@@ -1119,11 +1264,14 @@ impl Pass<'_> {
             }
         });
         for r in clusters.iter().chain(rest.iter().rev()) {
-            entries.push(Entry::new(
-                r.clone(),
-                Action::Prune,
-                Some("tombstone: deletion requested in the repository".into()),
-            ));
+            entries.push(match ours(r) {
+                Err(why) => Entry::new(r.clone(), Action::Skip, Some(why)),
+                Ok(_) => Entry::new(
+                    r.clone(),
+                    Action::Prune,
+                    Some("tombstone: deletion requested in the repository".into()),
+                ),
+            });
         }
         let plan = Plan {
             cluster: name.to_string(),
@@ -1156,8 +1304,9 @@ impl Pass<'_> {
         for r in &clusters {
             let held = match self.live.get(r) {
                 None => None,
+                Some(_) if !matches!(ours(r), Ok(true)) => None,
                 Some(obj) if obj.deleting => Some(Action::Deleting),
-                Some(_) => match self.delete(r).await {
+                Some(_) => match self.delete(writer, r).await {
                     Ok(true) => Some(Action::Prune),
                     Ok(false) => None,
                     Err(e) => {
@@ -1209,10 +1358,10 @@ impl Pass<'_> {
         }
         if failure.is_none() {
             for r in rest.iter().rev() {
-                if r.kind == "Namespace" {
+                if r.kind == "Namespace" || !matches!(ours(r), Ok(true)) {
                     continue;
                 }
-                if let Err(e) = self.delete(r).await.map(|_| ()) {
+                if let Err(e) = self.delete(writer, r).await.map(|_| ()) {
                     failure = Some(e);
                     break;
                 }

@@ -1,0 +1,330 @@
+//! The server-side half of tenancy: the ValidatingAdmissionPolicy that confines what the agent
+//! writes as a cluster's identity ([`crate::k8s::identity`]), installed by `capstan install`.
+//!
+//! Validation (`capstan_layout::tenancy`) explains a refused change in the pull request with a
+//! file and a line; this policy holds the same boundary on the API server, so a gap in
+//! validation, a bug in the agent or a change that races it cannot carry a workload directory's
+//! objects past its cluster. It applies to the writes of [`WORKLOAD_USER`] and
+//! [`MANAGEMENT_USER`] only (nothing else the agent or anyone does), and admits:
+//!
+//! - from either, only objects labelled `capstan.dev/cluster` for the cluster of the request's
+//!   identity ([`CLUSTER_EXTRA`]); an update or delete only of an object already labelled for it,
+//!   or (update) one an admin marked for adoption with [`ADOPT_ANNOTATION`]`: <cluster>`. The
+//!   one exception is the management identity's fleet-wide objects, the EKS Anywhere releases:
+//!   they carry capstan's label and no cluster's (the same for every management cluster that
+//!   uses them), and stay so; and a namespace the agent created itself (labelled
+//!   `app.kubernetes.io/created-by: capstan`) a management directory then declares. An object
+//!   somebody else created is never taken over by accident:
+//!   the denial starts with `AlreadyExists:`, which the agent reports as a conflict;
+//! - from [`WORKLOAD_USER`] besides: names `<cluster>` or `<cluster>-…`, namespaced objects
+//!   outside the reserved namespaces (but CAPV's two cluster-scoped failure-domain kinds), no
+//!   `cluster.x-k8s.io/cluster-name` label for another cluster, no new owner that is not the
+//!   cluster's, ClusterResourceSet and HelmChartProxy selectors that require the cluster's own
+//!   name, their resources and Secrets the cluster's own, and every `clusterName`, control-plane
+//!   and infrastructure reference the cluster's own.
+//!
+//! Which kinds each identity may write is RBAC's part ([`super::rbac`]). Every denial's message
+//! starts with a reason word (`AlreadyExists`, `OutsideCluster`, ...) the agent reads back.
+
+use serde_json::{Value, json};
+
+use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, POLICY, WORKLOAD_USER};
+use capstan_layout::tenancy::{
+    CLUSTER_NAME_LABEL, RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
+};
+use capstan_templates::identity::{
+    ADOPT_ANNOTATION, CLUSTER_LABEL, CREATED_BY_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
+};
+
+pub use crate::plan::planner::ALREADY_EXISTS;
+
+/// CEL: whether a name is the cluster's (`<cluster>` or `<cluster>-…`).
+fn named(expr: &str) -> String {
+    format!("({expr} == variables.cluster || {expr}.startsWith(variables.cluster + '-'))")
+}
+
+/// One validation: `expr` must hold; else `reason: message` (a CEL string expression).
+fn rule(expr: &str, reason: &str, message: &str) -> Value {
+    json!({
+        "expression": expr,
+        "messageExpression": format!("'{reason}: ' + variables.subject + ' ' + {message}"),
+        "reason": "Forbidden",
+    })
+}
+
+/// Applies to a tenant's write of a live (not deleted) object of these resources.
+fn tenant_writes(resources: &[(&str, &str)], expr: &str) -> String {
+    let of = resources
+        .iter()
+        .map(|(g, r)| {
+            format!("(request.resource.group == '{g}' && request.resource.resource == '{r}')")
+        })
+        .collect::<Vec<_>>()
+        .join(" || ");
+    format!("!variables.tenant || request.operation == 'DELETE' || !({of}) || ({expr})")
+}
+
+/// The policy.
+pub fn policy() -> Value {
+    let cluster_label = CLUSTER_LABEL;
+    let (managed_by_label, managed_by) = (MANAGED_BY_LABEL, MANAGED_BY);
+    let created_by_label = CREATED_BY_LABEL;
+    let adopt = ADOPT_ANNOTATION;
+    let owner_label = CLUSTER_NAME_LABEL;
+    let addons = "addons.cluster.x-k8s.io";
+    let capi = "cluster.x-k8s.io";
+    let selector = format!(
+        "has(object.spec.clusterSelector) && has(object.spec.clusterSelector.matchLabels) && object.spec.clusterSelector.matchLabels[?'{owner_label}'].orValue('') == variables.cluster"
+    );
+    // `has()` tests the last field of a path only: each level is tested in turn.
+    let secret_ref = |parent: &str, child: &str| {
+        let field = format!("{parent}.{child}");
+        format!(
+            "!has(object.spec.{parent}) || !has(object.spec.{field}) || ((!has(object.spec.{field}.namespace) || object.spec.{field}.namespace == '' || object.spec.{field}.namespace == request.namespace) && {})",
+            named(&format!("object.spec.{field}.name"))
+        )
+    };
+    let reference = |field: &str| {
+        format!(
+            "!has(object.spec.{field}) || {}",
+            named(&format!("object.spec.{field}.name"))
+        )
+    };
+    let validations = vec![
+        rule(
+            "variables.cluster != ''",
+            "NoCluster",
+            "'is written without the capstan.dev/cluster extra naming one cluster'",
+        ),
+        rule(
+            &format!(
+                "request.operation == 'DELETE' || variables.labels[?'{cluster_label}'].orValue('') == variables.cluster || (!variables.tenant && !('{cluster_label}' in variables.labels) && !('{cluster_label}' in variables.oldLabels))"
+            ),
+            "Unlabelled",
+            &format!("'must carry the label {cluster_label}: ' + variables.cluster"),
+        ),
+        rule(
+            &format!(
+                "request.operation == 'CREATE' || variables.oldLabels[?'{cluster_label}'].orValue('') == variables.cluster || (request.operation == 'UPDATE' && (variables.oldAnnotations[?'{adopt}'].orValue('') == variables.cluster || (!variables.tenant && variables.oldLabels[?'{managed_by_label}'].orValue('') == '{managed_by}' && !('{cluster_label}' in variables.oldLabels) && !('{cluster_label}' in variables.labels)) || (!variables.tenant && variables.oldLabels[?'{created_by_label}'].orValue('') == '{managed_by}')))"
+            ),
+            ALREADY_EXISTS,
+            &format!(
+                "'exists and is not cluster ' + variables.cluster + \"'s\" + (variables.oldLabels[?'{cluster_label}'].orValue('') != '' ? ' (it is labelled for cluster ' + variables.oldLabels['{cluster_label}'] + ')' : ' (capstan did not create it)') + ': capstan takes over no object by accident; an admin who means it to be adopted annotates it {adopt}=' + variables.cluster"
+            ),
+        ),
+        rule(
+            &format!("!variables.tenant || {}", named("request.name")),
+            "OutsideCluster",
+            "'is not named for cluster ' + variables.cluster + ' (a workload directory writes only objects named ' + variables.cluster + ' or ' + variables.cluster + '-...)'",
+        ),
+        rule(
+            &format!(
+                "!variables.tenant || (request.namespace != '' ? !(request.namespace in {} || request.namespace.startsWith('{RESERVED_PREFIX}') || (request.namespace.endsWith('{RESERVED_SUFFIX}') && request.namespace != '{SHARED_NAMESPACE}')) : (request.resource.group == 'infrastructure.cluster.x-k8s.io' && request.resource.resource in ['vspherefailuredomains', 'vspheredeploymentzones']))",
+                json!(RESERVED_NAMESPACES)
+            ),
+            "ReservedNamespace",
+            "'is in a namespace no workload cluster may write to'",
+        ),
+        rule(
+            &format!(
+                "!variables.tenant || request.operation == 'DELETE' || variables.labels[?'{owner_label}'].orValue(variables.cluster) == variables.cluster"
+            ),
+            "ForeignReference",
+            &format!("'is labelled {owner_label} for another cluster'"),
+        ),
+        rule(
+            &format!(
+                "!variables.tenant || request.operation == 'DELETE' || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, {} || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.uid == r.uid)))",
+                named("r.name")
+            ),
+            "ForeignReference",
+            "'names an owner that is not its cluster\\'s'",
+        ),
+        rule(
+            &tenant_writes(
+                &[
+                    (addons, "clusterresourcesets"),
+                    (addons, "helmchartproxies"),
+                ],
+                &selector,
+            ),
+            "ForeignSelector",
+            &format!(
+                "'may select another cluster: its clusterSelector must include matchLabels {owner_label}: ' + variables.cluster"
+            ),
+        ),
+        rule(
+            &tenant_writes(
+                &[(addons, "clusterresourcesets")],
+                &format!(
+                    "!has(object.spec.resources) || object.spec.resources.all(r, {})",
+                    named("r.name")
+                ),
+            ),
+            "ForeignReference",
+            "'applies a resource that is not its cluster\\'s'",
+        ),
+        rule(
+            &tenant_writes(
+                &[(addons, "helmchartproxies")],
+                &format!(
+                    "({}) && ({})",
+                    secret_ref("credentials", "secret"),
+                    secret_ref("tlsConfig", "caSecret")
+                ),
+            ),
+            "ForeignReference",
+            "'reads a Secret that is not its cluster\\'s'",
+        ),
+        rule(
+            &tenant_writes(
+                &[
+                    (capi, "machinedeployments"),
+                    (capi, "machinehealthchecks"),
+                    (capi, "machinesets"),
+                    (capi, "machines"),
+                    (capi, "machinepools"),
+                ],
+                "object.spec.clusterName == variables.cluster",
+            ),
+            "ForeignReference",
+            "'belongs to another cluster (spec.clusterName)'",
+        ),
+        rule(
+            &tenant_writes(
+                &[(capi, "clusters")],
+                &format!(
+                    "({}) && ({})",
+                    reference("controlPlaneRef"),
+                    reference("infrastructureRef")
+                ),
+            ),
+            "ForeignReference",
+            "'refers to a control plane or infrastructure that is not its own'",
+        ),
+    ];
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": ["*"],
+                    "apiVersions": ["*"],
+                    "resources": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                }],
+            },
+            "matchConditions": [{
+                "name": "fleet-identity",
+                "expression": format!("request.userInfo.username == '{WORKLOAD_USER}' || request.userInfo.username == '{MANAGEMENT_USER}'"),
+            }],
+            "variables": [
+                {"name": "cluster", "expression": format!("has(request.userInfo.extra) && '{CLUSTER_EXTRA}' in request.userInfo.extra && size(request.userInfo.extra['{CLUSTER_EXTRA}']) == 1 ? request.userInfo.extra['{CLUSTER_EXTRA}'][0] : ''")},
+                {"name": "tenant", "expression": format!("request.userInfo.username == '{WORKLOAD_USER}'")},
+                {"name": "subject", "expression": "request.kind.kind + '/' + (request.namespace != '' ? request.namespace + '/' : '') + request.name"},
+                {"name": "labels", "expression": "object != null && has(object.metadata.labels) ? object.metadata.labels : {}"},
+                {"name": "oldLabels", "expression": "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+                {"name": "oldAnnotations", "expression": "oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+            ],
+            "validations": validations,
+        },
+    })
+}
+
+/// The policy's binding: every namespace, denials enforced.
+pub fn binding() -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY},
+        "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
+    })
+}
+
+/// The name of the probe [`enforced`] writes (as a dry run: nothing is ever created).
+pub const PROBE: &str = "capstan-tenancy-probe";
+
+/// Whether the API server enforces the policy: a dry run, as the workload identity of cluster
+/// [`PROBE`], of a ConfigMap in `default` (a namespace no workload cluster may write to) must
+/// be refused by it. One request; it proves the boundary holds (the policy loaded, its binding
+/// there, the identity's rights granted, the caller allowed to impersonate it) before the agent
+/// writes anything.
+pub async fn enforced(client: &kube::Client) -> Result<(), String> {
+    use crate::k8s::identity::{Tenant, impersonating};
+    use capstan_templates::identity::{MANAGED_BY, MANAGED_BY_LABEL};
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let writer = impersonating(client, Tenant::Workload, PROBE);
+    let resource =
+        kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(writer, "default", &resource);
+    let probe = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": PROBE, "namespace": "default",
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, CLUSTER_LABEL: PROBE}}});
+    let pp = PatchParams::apply(crate::k8s::FIELD_MANAGER)
+        .force()
+        .dry_run();
+    match api.patch(PROBE, &pp, &Patch::Apply(&probe)).await {
+        Err(kube::Error::Api(s))
+            if denial(&s.message).is_some_and(|(r, _)| r == "ReservedNamespace") =>
+        {
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) => Err(format!(
+            "the tenancy boundary does not hold yet: a probe write as {WORKLOAD_USER} was refused with something else than the policy {POLICY}: {}",
+            s.message
+        )),
+        Err(e) => Err(format!("probing the tenancy policy {POLICY}: {e}")),
+        Ok(_) => Err(format!(
+            "the ValidatingAdmissionPolicy {POLICY} is not enforced: a write of {WORKLOAD_USER} into namespace default was admitted"
+        )),
+    }
+}
+
+/// [`enforced`], asked again until it holds or `wait` has passed (the API server loads a new
+/// policy and new bindings from its informers, a moment after they are written).
+pub async fn wait_enforced(client: &kube::Client, wait: std::time::Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match enforced(client).await {
+            Ok(()) => return Ok(()),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The reason word and message of a denial by the policy, from the API server's message
+/// (`… ValidatingAdmissionPolicy 'capstan-tenancy' with binding 'capstan-tenancy' denied request:
+/// AlreadyExists: ConfigMap/ns/name exists …`).
+pub fn denial(message: &str) -> Option<(&str, &str)> {
+    let marker = format!("ValidatingAdmissionPolicy '{POLICY}'");
+    let at = message.find(&marker)?;
+    let rest = &message[at..];
+    let text = &rest[rest.find("denied request: ")? + "denied request: ".len()..];
+    let (reason, _) = text.split_once(": ")?;
+    Some((reason, text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_are_read_back_with_their_reason() {
+        let m = "configmaps \"coredns\" is forbidden: ValidatingAdmissionPolicy 'capstan-tenancy' with binding 'capstan-tenancy' denied request: AlreadyExists: ConfigMap/kube-system/coredns exists and is not cluster mgmt's";
+        assert_eq!(
+            denial(m),
+            Some((
+                "AlreadyExists",
+                "AlreadyExists: ConfigMap/kube-system/coredns exists and is not cluster mgmt's"
+            ))
+        );
+        assert_eq!(
+            denial("configmaps \"x\" is forbidden: User cannot patch"),
+            None
+        );
+    }
+}
