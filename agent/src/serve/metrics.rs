@@ -184,6 +184,10 @@ label_enum! {
         TooLarge => "too_large",
         /// A delivery id seen recently (a redelivery or a replay).
         Duplicate => "duplicate",
+        /// Cut off (or refused) while the bounds on bodies not verified yet were reached: 503.
+        Busy => "busy",
+        /// The body did not arrive within the body timeout: 408.
+        Timeout => "timeout",
     }
 }
 

@@ -12,22 +12,43 @@
 //!   acted on).
 //! - `GET /metrics` is the OpenMetrics exposition of [`Metrics`].
 //! - `POST /hook/github` is [`super::webhook`].
+//!
+//! [`serve`] speaks HTTP/1.1 only, through hyper's connection builder rather than `axum::serve`,
+//! for the knobs a listener on the internet needs and `axum::serve` does not offer: a deadline
+//! for a request's headers ([`HEADER_READ_TIMEOUT`]) and a small read buffer per connection
+//! ([`READ_BUFFER_LIMIT`]), so that connections that never finish their headers hold neither a
+//! task nor memory for long. Bodies have the webhook's own bounds.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use super::metrics::{CONTENT_TYPE, Metrics};
 use super::trigger::TriggerSender;
+use super::webhook::intake::Intake;
 use super::webhook::{self, DeliveryLog};
+
+/// How long a client may take to send a request's headers, and how long a kept-alive connection
+/// may sit idle (hyper times both from the moment it waits for headers). GitHub and kubelet send
+/// theirs in one packet; a connection that trickles them is someone holding sockets open.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most a connection buffers while reading (twice hyper's minimum; its default is about
+/// 400 KiB, which a few thousand connections trickling headers would turn into gigabytes).
+/// Headers over it are refused (431): GitHub's are about 1 KiB. Bodies stream through it.
+pub const READ_BUFFER_LIMIT: usize = 16 * 1024;
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +82,13 @@ pub struct ServerConfig {
     pub pull_requests: Option<crate::github::pr::PrQueue>,
     /// Plan pull requests whose head is in a fork.
     pub pr_forks: bool,
+    /// How long a webhook body may take to arrive ([`webhook::BODY_TIMEOUT`]).
+    pub body_timeout: Duration,
+    /// Webhook bodies read at once before their signature is checked
+    /// ([`webhook::MAX_UNVERIFIED_REQUESTS`]).
+    pub unverified_requests: usize,
+    /// Bytes those bodies hold together ([`webhook::MAX_UNVERIFIED_BYTES`]).
+    pub unverified_bytes: usize,
 }
 
 impl ServerConfig {
@@ -76,6 +104,9 @@ impl ServerConfig {
             body_limit: Self::DEFAULT_BODY_LIMIT,
             pull_requests: None,
             pr_forks: false,
+            body_timeout: webhook::BODY_TIMEOUT,
+            unverified_requests: webhook::MAX_UNVERIFIED_REQUESTS,
+            unverified_bytes: webhook::MAX_UNVERIFIED_BYTES,
         }
     }
 
@@ -99,6 +130,20 @@ impl ServerConfig {
     /// Sets the body limit.
     pub fn with_body_limit(mut self, bytes: usize) -> ServerConfig {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Sets the body timeout.
+    pub fn with_body_timeout(mut self, timeout: Duration) -> ServerConfig {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Sets the bounds on webhook bodies not verified yet: how many are read at once, and the
+    /// bytes they hold together.
+    pub fn with_unverified_bounds(mut self, requests: usize, bytes: usize) -> ServerConfig {
+        self.unverified_requests = requests;
+        self.unverified_bytes = bytes;
         self
     }
 
@@ -129,6 +174,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("body_limit", &self.body_limit)
             .field("pull_requests", &self.pull_requests.is_some())
             .field("pr_forks", &self.pr_forks)
+            .field("body_timeout", &self.body_timeout)
+            .field("unverified_requests", &self.unverified_requests)
+            .field("unverified_bytes", &self.unverified_bytes)
             .finish()
     }
 }
@@ -170,6 +218,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     ready: ReadyFlag,
     deliveries: Mutex<DeliveryLog>,
+    intake: Arc<Intake>,
 }
 
 /// Everything the handlers share. Cheap to clone.
@@ -190,8 +239,13 @@ impl ServerState {
         if !config.webhook_enabled() {
             tracing::info!("no webhook secret configured: POST /hook/github answers 404");
         }
+        let intake = Arc::new(Intake::new(
+            config.unverified_requests,
+            config.unverified_bytes,
+        ));
         ServerState {
             inner: Arc::new(Inner {
+                intake,
                 config,
                 triggers,
                 metrics,
@@ -219,6 +273,21 @@ impl ServerState {
     /// The trigger sender.
     pub fn triggers(&self) -> &TriggerSender {
         &self.inner.triggers
+    }
+
+    /// Webhook bodies being read before their signature is checked.
+    pub fn unverified_requests(&self) -> usize {
+        self.inner.intake.readers()
+    }
+
+    /// Bytes those bodies hold.
+    pub fn unverified_bytes(&self) -> usize {
+        self.inner.intake.bytes()
+    }
+
+    /// The bounds on webhook bodies not verified yet.
+    pub(super) fn intake(&self) -> &Arc<Intake> {
+        &self.inner.intake
     }
 
     /// Records a delivery id; `false` if it was seen recently.
@@ -292,18 +361,39 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
         })
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Serves `router` on `listener` (HTTP/1.1, with [`HEADER_READ_TIMEOUT`] and
+/// [`READ_BUFFER_LIMIT`]) until `shutdown` completes, then finishes in-flight requests.
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(addr = ?addr, "serving HTTP");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServerError::Serve)
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(READ_BUFFER_LIMIT);
+    let connections = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        // axum's accept: retries what a flood of connections can make fail (EMFILE: after a
+        // second's pause), logging it.
+        let (stream, _peer) = tokio::select! {
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let connection = connections.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,35 +7,50 @@
 //! 1. No secret configured: 404. An unsigned webhook would let anyone make the agent fetch and
 //!    apply at will, so there is no "accept unsigned" mode. An empty secret counts as none.
 //! 2. No `X-Hub-Signature-256` header: 401 before a byte of the body is buffered.
-//! 3. A declared or actual body over the limit (default 1 MiB): 413, reading stops at the limit.
-//!    A body still not complete after [`BODY_TIMEOUT`]: 408.
-//! 4. HMAC-SHA256 of the raw bytes (before any JSON parsing) against `sha256=<hex>`, compared in
+//! 3. A declared body over the limit (default 1 MiB): 413, before a byte is buffered.
+//! 4. Room to read the body ([`intake`]): at most [`MAX_UNVERIFIED_REQUESTS`] bodies (by
+//!    default) are read at once before their signature is checked, holding at most
+//!    [`MAX_UNVERIFIED_BYTES`] together (taken as the bytes arrive). Nothing waits: past the
+//!    bound on requests the one reading longest is cut off; past the budget of bytes, the ones
+//!    holding more than the one that needs bytes, the largest first, then the ones that came
+//!    before it, the oldest first (or, if they do not hold enough, that one itself): 503 with
+//!    `Retry-After`, counted as `busy`. A cut off body's memory is freed at once. A flood of slow
+//!    forged bodies therefore holds a bounded amount of memory, and a push from GitHub, which
+//!    sends its few kilobytes at once, still gets through it.
+//! 5. An actual body over the limit: 413, reading stops at the limit. A body still not complete
+//!    after [`BODY_TIMEOUT`]: 408, counted as `timeout`. (The connection's headers have their own
+//!    timeout: [`super::server::HEADER_READ_TIMEOUT`].)
+//! 6. HMAC-SHA256 of the raw bytes (before any JSON parsing) against `sha256=<hex>`, compared in
 //!    constant time (`Mac::verify_slice`); the legacy SHA-1 header is never accepted. Wrong: 401.
-//! 5. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
+//!    The body's room is given back here, verified or not.
+//! 7. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
 //!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
 //!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
-//! 6. A `pull_request` delivery (opened, synchronize, reopened) into the followed branch is
+//! 8. A `pull_request` delivery (opened, synchronize, reopened) into the followed branch is
 //!    queued for a plan ([`crate::github::pr`]) when GitHub credentials are configured; one
 //!    from a fork only with `--pr-plans-from-forks`. It never fires a reconcile.
-//! 7. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
+//! 9. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
 //!    delivery id, then answers 202. The trigger channel coalesces bursts, so fifty merges in a
 //!    change window are one reconcile, not fifty (Flux's "reconcile storm").
 //!
-//! Nothing is fired on any failure path, and every request is counted by outcome in
-//! `capstan_webhook_requests_total`.
+//! Nothing is fired on any failure path, every refusal closes the connection (the rest of an
+//! unread body is not waited for), and every request but those to a disabled endpoint is counted
+//! by outcome in `capstan_webhook_requests_total`.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::poll_fn;
-use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+pub(super) mod intake;
+
+use self::intake::Reader;
 use super::metrics::WebhookOutcome;
 use super::server::ServerState;
 use super::trigger::Trigger;
@@ -50,8 +65,26 @@ pub const EVENT_HEADER: &str = "x-github-event";
 /// The delivery-id header.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
 
-/// How long a client may take to send the body (slow senders would otherwise hold connections).
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to send the body, once it has room to be read. GitHub sends its
+/// few kilobytes at once and gives up on a delivery not answered within 10 s, so a body still
+/// incomplete by then is no delivery GitHub waits for: a slow sender holding a slot and memory.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bodies read at once before their signature is checked. Memory is for the byte budget to
+/// bound ([`MAX_UNVERIFIED_BYTES`]); this keeps the count bounded however many connections a
+/// flood opens. It is high because past it the body read longest is cut off, whoever sent it: a
+/// push from GitHub, read in milliseconds but longer on a runtime the flood keeps busy, is safe
+/// from that while fewer bodies than this are being read (the `webhook_flood` benchmark, 500
+/// slow connections reconnecting at once: no push lost at 512, 32 of 73 at 32).
+pub const MAX_UNVERIFIED_REQUESTS: usize = 512;
+
+/// Bytes the bodies not verified yet hold together: eight bodies at the 1 MiB limit, or hundreds
+/// of pushes to a fleet repository (a few kilobytes each), and 1/64 of the agent pod's 512 MiB.
+pub const MAX_UNVERIFIED_BYTES: usize = 8 * 1024 * 1024;
+
+/// `Retry-After` of a `busy` answer, in seconds. Those cut off are the bodies read longest or the
+/// biggest, and a newcomer gets room, so a retry has nothing to wait for but a second's pause.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// Delivery ids longer than this are not remembered (GitHub's are 36-character GUIDs).
 const MAX_DELIVERY_ID_LEN: usize = 128;
@@ -80,9 +113,13 @@ pub enum WebhookError {
     /// The body could not be read.
     #[error("reading the request body: {0}")]
     BodyRead(#[source] axum::Error),
-    /// The body did not arrive within [`BODY_TIMEOUT`].
-    #[error("request body not received within {BODY_TIMEOUT:?}")]
-    BodyTimeout,
+    /// The body did not arrive in time ([`BODY_TIMEOUT`] by default).
+    #[error("request body not received within {0:?}")]
+    BodyTimeout(Duration),
+    /// Cut off for a newer request, or no room at all, while the bounds on bodies not verified
+    /// yet were reached ([`MAX_UNVERIFIED_REQUESTS`], [`MAX_UNVERIFIED_BYTES`]).
+    #[error("too many webhook requests being read; retry later")]
+    Busy,
     /// No `X-GitHub-Event` header on a signed request.
     #[error("missing X-GitHub-Event header")]
     MissingEvent,
@@ -105,7 +142,8 @@ impl WebhookError {
             | WebhookError::MalformedSignature
             | WebhookError::BadSignature => StatusCode::UNAUTHORIZED,
             WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            WebhookError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            WebhookError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            WebhookError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             WebhookError::BodyRead(_)
             | WebhookError::MissingEvent
             | WebhookError::BadPayload(_)
@@ -113,11 +151,13 @@ impl WebhookError {
         }
     }
 
-    /// The metrics outcome, if the request is counted (a disabled endpoint and a body that never
-    /// arrived say nothing about GitHub's deliveries).
+    /// The metrics outcome, if the request is counted (a disabled endpoint says nothing about
+    /// GitHub's deliveries).
     fn outcome(&self) -> Option<WebhookOutcome> {
         match self {
-            WebhookError::NotConfigured | WebhookError::BodyTimeout => None,
+            WebhookError::NotConfigured => None,
+            WebhookError::BodyTimeout(_) => Some(WebhookOutcome::Timeout),
+            WebhookError::Busy => Some(WebhookOutcome::Busy),
             WebhookError::MissingSignature
             | WebhookError::MalformedSignature
             | WebhookError::BadSignature => Some(WebhookOutcome::Unauthorized),
@@ -132,14 +172,24 @@ impl WebhookError {
 
 impl IntoResponse for WebhookError {
     fn into_response(self) -> Response {
-        // Say what was wrong, never anything about the secret or the expected signature.
+        // Say what was wrong, never anything about the secret or the expected signature. Close
+        // the connection: the rest of a body left unread is not waited for.
         let status = self.status();
-        (
+        let mut response = (
             status,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::CONNECTION, "close"),
+            ],
             format!("{self}\n"),
         )
-            .into_response()
+            .into_response();
+        if matches!(self, WebhookError::Busy) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        response
     }
 }
 
@@ -318,9 +368,10 @@ async fn handle(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(WebhookError::TooLarge { limit });
     }
-    let raw = tokio::time::timeout(BODY_TIMEOUT, read_limited(body, limit))
+    let room = state.intake().admit().map_err(|_| WebhookError::Busy)?;
+    let raw = tokio::time::timeout(config.body_timeout, read_limited(body, limit, room))
         .await
-        .map_err(|_| WebhookError::BodyTimeout)??;
+        .map_err(|_| WebhookError::BodyTimeout(config.body_timeout))??;
     verify_signature(secret, signature.as_bytes(), &raw)?;
 
     // Authenticated from here on.
@@ -382,20 +433,30 @@ fn pull_request(state: &ServerState, raw: &[u8]) -> Result<Verdict, WebhookError
     }
 }
 
-/// Reads the whole body, refusing (and stopping reading) once it passes `limit` bytes.
-async fn read_limited(mut body: Body, limit: usize) -> Result<Vec<u8>, WebhookError> {
-    let mut out = Vec::new();
+/// Reads the whole body into `room` (which takes its bytes from the budget), refusing (and
+/// stopping reading) once it passes `limit` bytes, and stopping when another request cuts it off.
+async fn read_limited(
+    mut body: Body,
+    limit: usize,
+    mut room: Reader,
+) -> Result<Vec<u8>, WebhookError> {
+    let mut read = 0;
     loop {
-        let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let frame = tokio::select! {
+            biased;
+            () = room.cut_off() => return Err(WebhookError::Busy),
+            frame = poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)) => frame,
+        };
         match frame {
-            None => return Ok(out),
+            None => return room.finish().map_err(|_| WebhookError::Busy),
             Some(Err(e)) => return Err(WebhookError::BodyRead(e)),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
-                    if out.len() + data.len() > limit {
+                    read += data.len();
+                    if read > limit {
                         return Err(WebhookError::TooLarge { limit });
                     }
-                    out.extend_from_slice(&data);
+                    room.push(&data).map_err(|_| WebhookError::Busy)?;
                 }
             }
         }
