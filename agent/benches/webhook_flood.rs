@@ -16,7 +16,8 @@
 //! server's `capstan_webhook_requests_total{outcome}`; the signed pushes accepted out of those
 //! sent, with their latency (connect to answer) at the median, p90, p99 and worst.
 //!
-//! Run: `cargo bench -p capstan --bench webhook_flood` (`CAPSTAN_BENCH_SECONDS`, default 30).
+//! Run: `cargo bench -p capstan --bench webhook_flood` (`CAPSTAN_BENCH_SECONDS`, default 30;
+//! `CAPSTAN_BENCH_BOUND` sets the server's bound on bodies read at once, default the agent's).
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
