@@ -442,6 +442,12 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
         [
             "Namespace/capstan-system",
             "CustomResourceDefinition/managedclusters.capstan.dev",
+            "ValidatingAdmissionPolicy/capstan-tenancy",
+            "ValidatingAdmissionPolicyBinding/capstan-tenancy",
+            "ClusterRole/capstan-workload",
+            "ClusterRoleBinding/capstan-workload",
+            "ClusterRole/capstan-management",
+            "ClusterRoleBinding/capstan-management",
             "ServiceAccount/capstan",
             "ClusterRole/capstan",
             "ClusterRoleBinding/capstan",
@@ -459,14 +465,22 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
             .collect()
     };
     assert_eq!(
-        docs[3]["rules"],
+        docs[4]["rules"],
+        serde_json::Value::from(rules(capstan::install::rbac::Scope::Workload))
+    );
+    assert_eq!(
+        docs[6]["rules"],
+        serde_json::Value::from(rules(capstan::install::rbac::Scope::Management))
+    );
+    assert_eq!(
+        docs[9]["rules"],
         serde_json::Value::from(rules(capstan::install::rbac::Scope::Cluster))
     );
     assert_eq!(
-        docs[5]["rules"],
+        docs[11]["rules"],
         serde_json::Value::from(rules(capstan::install::rbac::Scope::System))
     );
-    assert_eq!(docs[8]["spec"]["replicas"], 2);
+    assert_eq!(docs[14]["spec"]["replicas"], 2);
     // The API server admits every object as it is (kubectl's server-side apply validates
     // strictly). Applied for real, under install's field manager: a server-side dry run cannot
     // create the namespaced objects in a namespace that does not exist yet.
@@ -486,9 +500,9 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     );
     assert!(ok, "{text}");
     let kubectl_names: Vec<&str> = text.lines().collect();
-    assert_eq!(kubectl_names.len(), 9, "{text}");
+    assert_eq!(kubectl_names.len(), 15, "{text}");
     assert_eq!(kubectl_names[0], "namespace/capstan-system", "{text}");
-    assert_eq!(kubectl_names[8], "deployment.apps/capstan", "{text}");
+    assert_eq!(kubectl_names[14], "deployment.apps/capstan", "{text}");
 
     // What each object's resourceVersion is, read by kubectl.
     let versions = || {
@@ -499,6 +513,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
                 if !name.starts_with("namespace/")
                     && !name.starts_with("customresourcedefinition")
                     && !name.starts_with("clusterrole")
+                    && !name.starts_with("validatingadmissionpolicy")
                 {
                     args.extend(["-n", NS]);
                 }

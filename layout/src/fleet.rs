@@ -480,8 +480,9 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     // Only the renders of this revision stay cached.
     cache.entries = fresh;
     add_release_objects(&mut clusters);
-    check_collisions(&mut clusters);
+    // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
     check_claims(&mut clusters);
+    check_collisions(&mut clusters);
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
             entry.objects = None;
@@ -1238,35 +1239,44 @@ fn check_claims(clusters: &mut [ClusterEntry]) {
             continue;
         }
         let Some(cluster) = &e.cluster else { continue };
-        let mut found = Vec::new();
-        for o in e.objects.iter().flatten() {
-            let owner = tenancy::owner_of(o.name(), &names);
-            if owner.is_none_or(|k| k == e.name) {
-                continue;
-            }
-            // Objects written in the directory were reported by name already.
-            if cluster
-                .sources
-                .iter()
-                .any(|s| s.kind == o.kind() && s.name == o.name())
-            {
-                continue;
-            }
-            found.push(
+        // Objects written in the directory were reported by name already.
+        let claimed: BTreeMap<&str, Vec<String>> = e
+            .objects
+            .iter()
+            .flatten()
+            .filter(|o| {
+                !cluster
+                    .sources
+                    .iter()
+                    .any(|s| s.kind == o.kind() && s.name == o.name())
+            })
+            .filter_map(|o| {
+                let owner = tenancy::owner_of(o.name(), &names)?;
+                (owner != e.name).then(|| (owner, o.subject()))
+            })
+            .fold(BTreeMap::new(), |mut m, (owner, subject)| {
+                m.entry(owner).or_insert_with(Vec::new).push(subject);
+                m
+            });
+        let found: Vec<Diagnostic> = claimed
+            .into_iter()
+            .map(|(owner, subjects)| {
                 Diagnostic::error(
                     Code::NameOutsideCluster,
                     format!(
-                        "renders {}, a name that belongs to cluster `{}`; rename what it is made from (a worker group, a machine config)",
-                        o.subject(),
-                        owner.unwrap_or_default()
+                        "renders {}, names that belong to cluster `{owner}`; rename what they are made from (a worker group, a machine config)",
+                        subjects.join(", ")
                     ),
                 )
                 .in_file(&cluster.source.file)
                 .at(cluster.source.pos("metadata.name"))
-                .for_cluster(&e.name),
-            );
+                .for_cluster(&e.name)
+            })
+            .collect();
+        if !found.is_empty() {
+            e.diagnostics.extend(found);
+            e.objects = None;
         }
-        e.diagnostics.extend(found);
     }
 }
 

@@ -1,8 +1,9 @@
 //! What the agent may do, rule by rule. Three principals:
 //!
 //! - the agent's ServiceAccount: its ClusterRole reads the kinds capstan renders (watches, a
-//!   live object to compare), creates namespaces, reads its own CRD and the tenancy policy, and
-//!   may impersonate exactly the two fleet identities; its Role in `capstan-system` holds its
+//!   live object to compare), creates namespaces, reads its own CRD, and may impersonate exactly
+//!   the two fleet identities (which is also how it checks at start that the tenancy policy
+//!   holds: a probe write as the workload identity must be refused by it); its Role in `capstan-system` holds its
 //!   status objects, their Events and the leader-election Lease. It writes no fleet object
 //!   itself;
 //! - [`crate::k8s::identity::WORKLOAD_USER`]: writes the kinds workload directories render,
@@ -197,7 +198,7 @@ const RENDERED: &[(&str, &[&str], bool, &str)] = &[
 
 /// The rules, in the order they are written.
 pub fn rules() -> Vec<Rule> {
-    use crate::k8s::identity::{MANAGEMENT_USER, POLICY, WORKLOAD_USER};
+    use crate::k8s::identity::{MANAGEMENT_USER, WORKLOAD_USER};
     use Scope::{Cluster, Management, System, Workload};
     let mut rules = Vec::new();
     for (group, resources, _, why) in RENDERED {
@@ -235,12 +236,11 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             Cluster,
-            "admissionregistration.k8s.io",
-            &["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
-            &["get"],
-            "checking at start that the tenancy policy holds before anything is written",
-        )
-        .named(&[POLICY]),
+            "authentication.k8s.io",
+            &[&format!("userextras/{}", crate::k8s::identity::OWNS_EXTRA)],
+            &["impersonate"],
+            "drift: an object of a cluster's record whose cluster label someone changed is put back, the agent vouching for it by UID",
+        ),
         Rule::new(
             Cluster,
             "cluster.x-k8s.io",
@@ -387,14 +387,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
             )
             .for_self_upgrade()
         },
-        Rule::new(
-            Cluster,
-            "cluster.x-k8s.io",
-            &["clusters"],
-            &["patch"],
-            "a management cluster's upgrade of itself pauses its workload clusters' Cluster API Clusters meanwhile",
-        )
-        .for_self_upgrade(),
         Rule::new(
             Cluster,
             "cluster.x-k8s.io",

@@ -9,7 +9,9 @@
 //!
 //! - from either, only objects labelled `capstan.dev/cluster` for the cluster of the request's
 //!   identity ([`CLUSTER_EXTRA`]); an update or delete only of an object already labelled for it,
-//!   or (update) one an admin marked for adoption with [`ADOPT_ANNOTATION`]`: <cluster>`. The
+//!   or (update) one an admin marked for adoption with [`ADOPT_ANNOTATION`]`: <cluster>`, or one
+//!   the agent vouches for by UID ([`OWNS_EXTRA`]): an object of the cluster's record whose
+//!   cluster label someone changed, put back as drift. The
 //!   one exception is the management identity's fleet-wide objects, the EKS Anywhere releases:
 //!   they carry capstan's label and no cluster's (the same for every management cluster that
 //!   uses them), and stay so; and a namespace the agent created itself (labelled
@@ -28,7 +30,7 @@
 
 use serde_json::{Value, json};
 
-use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, POLICY, WORKLOAD_USER};
+use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, OWNS_EXTRA, POLICY, WORKLOAD_USER};
 use capstan_layout::tenancy::{
     CLUSTER_NAME_LABEL, RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
 };
@@ -105,7 +107,7 @@ pub fn policy() -> Value {
         ),
         rule(
             &format!(
-                "request.operation == 'CREATE' || variables.oldLabels[?'{cluster_label}'].orValue('') == variables.cluster || (request.operation == 'UPDATE' && (variables.oldAnnotations[?'{adopt}'].orValue('') == variables.cluster || (!variables.tenant && variables.oldLabels[?'{managed_by_label}'].orValue('') == '{managed_by}' && !('{cluster_label}' in variables.oldLabels) && !('{cluster_label}' in variables.labels)) || (!variables.tenant && variables.oldLabels[?'{created_by_label}'].orValue('') == '{managed_by}')))"
+                "request.operation == 'CREATE' || variables.oldLabels[?'{cluster_label}'].orValue('') == variables.cluster || (request.operation == 'UPDATE' && (variables.oldAnnotations[?'{adopt}'].orValue('') == variables.cluster || (has(request.userInfo.extra) && '{OWNS_EXTRA}' in request.userInfo.extra && oldObject.metadata.uid in request.userInfo.extra['{OWNS_EXTRA}']) || (!variables.tenant && variables.oldLabels[?'{managed_by_label}'].orValue('') == '{managed_by}' && !('{cluster_label}' in variables.oldLabels) && !('{cluster_label}' in variables.labels)) || (!variables.tenant && variables.oldLabels[?'{created_by_label}'].orValue('') == '{managed_by}')))"
             ),
             ALREADY_EXISTS,
             &format!(

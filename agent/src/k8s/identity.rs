@@ -38,6 +38,10 @@ pub const WORKLOAD_USER: &str = "capstan:workload";
 pub const MANAGEMENT_USER: &str = "capstan:management";
 /// The user extra naming the fleet cluster a write is for.
 pub const CLUSTER_EXTRA: &str = "capstan.dev/cluster";
+/// The user extra by which the agent vouches for an object of the cluster's record whose
+/// cluster label someone else changed or took off (its UID): the write that puts the label back
+/// is then not refused as a takeover.
+pub const OWNS_EXTRA: &str = "capstan.dev/owns";
 /// The ValidatingAdmissionPolicy (and its binding) that confines the two users.
 pub const POLICY: &str = "capstan-tenancy";
 
@@ -68,10 +72,9 @@ impl Tenant {
     }
 }
 
-/// The header carrying [`CLUSTER_EXTRA`]: the extra's key percent-encoded, as the API server
-/// reads it.
-fn extra_header() -> HeaderName {
-    let key: String = CLUSTER_EXTRA
+/// The header carrying a user extra: its key percent-encoded, as the API server reads it.
+fn extra_header(key: &str) -> HeaderName {
+    let key: String = key
         .bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
@@ -83,16 +86,28 @@ fn extra_header() -> HeaderName {
 
 /// A client that sends every request as `tenant` for `cluster`, over `base`'s connections.
 pub fn impersonating(base: &Client, tenant: Tenant, cluster: &str) -> Client {
+    vouching(base, tenant, cluster, &[])
+}
+
+/// [`impersonating`], vouching for the objects of these UIDs ([`OWNS_EXTRA`]).
+pub fn vouching(base: &Client, tenant: Tenant, cluster: &str, uids: &[String]) -> Client {
     let base = base.clone();
     let user = HeaderValue::from_static(tenant.user());
     // A cluster name is a DNS label (validated), so always a valid header value.
     let cluster = HeaderValue::try_from(cluster).unwrap_or(HeaderValue::from_static("invalid"));
-    let extra = extra_header();
+    let owns: Vec<HeaderValue> = uids
+        .iter()
+        .filter_map(|u| HeaderValue::try_from(u.as_str()).ok())
+        .collect();
+    let (cluster_key, owns_key) = (extra_header(CLUSTER_EXTRA), extra_header(OWNS_EXTRA));
     let service = tower::service_fn(move |mut req: Request<Body>| {
         let base = base.clone();
         let headers = req.headers_mut();
         headers.insert(HeaderName::from_static("impersonate-user"), user.clone());
-        headers.insert(extra.clone(), cluster.clone());
+        headers.insert(cluster_key.clone(), cluster.clone());
+        for uid in &owns {
+            headers.append(owns_key.clone(), uid.clone());
+        }
         async move { base.send(req).await }
     });
     Client::new(service, "default")
@@ -111,6 +126,12 @@ impl Identities {
             base,
             clients: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A client that writes `cluster`'s objects as `tenant`, vouching for `uids` (made for the
+    /// occasion: such writes are rare).
+    pub fn vouching(&self, tenant: Tenant, cluster: &str, uids: &[String]) -> Client {
+        vouching(&self.base, tenant, cluster, uids)
     }
 
     /// The client that writes `cluster`'s objects as `tenant`.
@@ -136,7 +157,7 @@ mod tests {
     #[test]
     fn the_extra_key_is_percent_encoded_in_its_header() {
         assert_eq!(
-            extra_header().as_str(),
+            extra_header(CLUSTER_EXTRA).as_str(),
             "impersonate-extra-capstan.dev%2fcluster"
         );
     }

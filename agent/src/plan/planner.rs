@@ -84,12 +84,14 @@ pub fn decide(
     let Some(live) = live else {
         return Decision::Create;
     };
-    // Another cluster's, or capstan's without a cluster label while this one is not fleet-wide
-    // (a cluster label taken off by hand).
-    let claimed = match live.cluster.as_deref() {
-        Some(c) => c != cluster,
-        None => !fleet_wide(),
-    };
+    // Another's (labelled for another cluster, or capstan's without a cluster label while this
+    // one is not fleet-wide), unless this cluster's record holds it: then someone changed the
+    // label of an object capstan applied for this cluster, and it is drift, put back.
+    let claimed = recorded.is_none()
+        && match live.cluster.as_deref() {
+            Some(c) => c != cluster,
+            None => !fleet_wide(),
+        };
     if claimed && live.adopt.as_deref() != Some(cluster) {
         return Decision::Claimed {
             by: live.cluster.as_deref().map(str::to_string),
@@ -525,27 +527,36 @@ mod tests {
     #[test]
     fn an_object_that_is_not_the_clusters_is_never_taken_over() {
         let d = r("ConfigMap", "dev-cm", "h1", 0);
-        // Labelled for another fleet cluster, in this cluster's inventory or not.
-        for recorded in [None, Some(&d)] {
-            assert_eq!(
-                own("dev", &d, recorded, Some(&live("h1", 0, "prod"))),
-                Decision::Claimed {
-                    by: Some("prod".into())
-                }
-            );
-        }
-        // Capstan's label without a cluster (someone removed it), in the record or not; but a
+        // Labelled for another cluster and not in this cluster's record.
+        assert_eq!(
+            own("dev", &d, None, Some(&live("h1", 0, "prod"))),
+            Decision::Claimed {
+                by: Some("prod".into())
+            }
+        );
+        // In the record: capstan applied it for this cluster, someone relabelled it: drift.
+        let rec = ObjectRef {
+            fields: "f1".into(),
+            ..d.clone()
+        };
+        let relabelled = LiveObject {
+            fields: Some("f2".into()),
+            ..live("h1", 0, "someone-else")
+        };
+        assert_eq!(
+            own("dev", &d, Some(&rec), Some(&relabelled)),
+            Decision::Compare { drift: true }
+        );
+        // Capstan's label without a cluster (someone removed it), not in the record; but a
         // fleet-wide object (no cluster label wanted either: a release object) is not claimed.
         let unlabelled = LiveObject {
             cluster: None,
             ..live("h1", 0, "x")
         };
-        for recorded in [None, Some(&d)] {
-            assert_eq!(
-                own("dev", &d, recorded, Some(&unlabelled)),
-                Decision::Claimed { by: None }
-            );
-        }
+        assert_eq!(
+            own("dev", &d, None, Some(&unlabelled)),
+            Decision::Claimed { by: None }
+        );
         assert_eq!(
             decide("dev", &d, None, Some(&unlabelled), || true),
             Decision::Unchanged

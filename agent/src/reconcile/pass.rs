@@ -26,6 +26,14 @@ use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
+/// The identity a cluster's objects are written as ([`Pass::writer`]).
+pub(super) struct Writer {
+    /// Its client.
+    pub(super) client: Client,
+    tenant: crate::k8s::identity::Tenant,
+    cluster: String,
+}
+
 /// Objects of one cluster's apply layer written at once ([`crate::plan::order`]): a new
 /// cluster's first layer is about eight objects; `--concurrency` clusters each have this many.
 const APPLY_AT_ONCE: usize = 8;
@@ -48,12 +56,32 @@ impl Pass<'_> {
         &self.agent.resolver
     }
 
-    /// The client that writes `entry`'s objects: its cluster's identity
-    /// ([`crate::k8s::identity`]), which the tenancy policy confines to that cluster.
-    pub(super) fn writer(&self, role: &capstan_layout::Role, cluster: &str) -> Client {
-        self.agent
-            .identities
-            .client(crate::k8s::identity::Tenant::of(role), cluster)
+    /// Who writes a cluster's objects: its cluster's identity ([`crate::k8s::identity`]),
+    /// which the tenancy policy confines to that cluster.
+    pub(super) fn writer(&self, role: &capstan_layout::Role, cluster: &str) -> Writer {
+        let tenant = crate::k8s::identity::Tenant::of(role);
+        Writer {
+            client: self.agent.identities.client(tenant, cluster),
+            tenant,
+            cluster: cluster.to_string(),
+        }
+    }
+
+    /// The client that writes `r` as `w`: vouching for it by UID when its live cluster label is
+    /// not `w`'s cluster any more (someone relabelled an object of the cluster's record: drift,
+    /// put back; objects the record does not hold are never written, [`planner::decide`]).
+    fn client_for(&self, w: &Writer, r: &ObjectRef) -> Client {
+        match self.live.get(r) {
+            Some(l) if l.cluster.as_deref() != Some(w.cluster.as_str()) => match l.uid {
+                Some(uid) => self.agent.identities.vouching(
+                    w.tenant,
+                    &w.cluster,
+                    &[crate::live::format_uid(uid)],
+                ),
+                None => w.client.clone(),
+            },
+            _ => w.client.clone(),
+        }
     }
 
     pub(super) fn wrote(&self) {
@@ -122,6 +150,17 @@ impl Pass<'_> {
         rec: &Recorded,
     ) -> Result<ClusterOutcome, ReconcileError> {
         let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
+        self.stay_orphaned(name, rec, message).await
+    }
+
+    /// An orphaned cluster stays so, with `message`: nothing applied, nothing deleted, its
+    /// record (revision, inventory) kept.
+    async fn stay_orphaned(
+        &self,
+        name: &str,
+        rec: &Recorded,
+        message: String,
+    ) -> Result<ClusterOutcome, ReconcileError> {
         let st = ManagedClusterStatus {
             phase: Some(Phase::Orphaned),
             message: message.clone(),
@@ -210,7 +249,7 @@ impl Pass<'_> {
     /// written is stamped into `applied`.
     async fn apply_steps(
         &self,
-        writer: &Client,
+        writer: &Writer,
         objects: &[(&Rendered, ObjectRef)],
         steps: &[Vec<usize>],
         crds: &[String],
@@ -239,7 +278,8 @@ impl Pass<'_> {
                 let answers: Vec<_> = futures::stream::iter(layer)
                     .map(|k| {
                         let body = &bodies[k];
-                        async move { (k, apply_one(writer, self.resolver(), body, false).await) }
+                        let client = self.client_for(writer, &objects[group[k]].1);
+                        async move { (k, apply_one(&client, self.resolver(), body, false).await) }
                     })
                     .buffered(APPLY_AT_ONCE)
                     .collect()
@@ -371,6 +411,24 @@ impl Pass<'_> {
             };
             let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
             return Ok((done(empty, Phase::Suspended, message), changed, false));
+        }
+        // An orphaned cluster is taken back by a directory only when an admin says so: a new
+        // directory that merely takes an orphan's name (anyone who may open a pull request may
+        // write one) must not get its running cluster, its objects and its inventory.
+        if let Some(rec) = prev.filter(|p| p.status.phase == Some(Phase::Orphaned)) {
+            if rec.adopt.as_deref() != Some(dir.as_str()) {
+                let message = format!(
+                    "its directory {dir} is in the repository again, but an orphaned cluster is taken back only when an admin says so: `kubectl annotate managedcluster {name} -n {} {}={dir}`; nothing was applied or deleted",
+                    status::NAMESPACE,
+                    capstan_templates::identity::ADOPT_ANNOTATION
+                );
+                let outcome = self.stay_orphaned(&name, rec, message).await?;
+                return Ok((outcome, false, false));
+            }
+            if !self.opts.plan_only {
+                status::clear_adoption(self.client(), &name).await?;
+                self.wrote();
+            }
         }
         let writer = self.writer(&entry.role, &name);
         // A tombstone is checked too (a management cluster's is refused while it manages
@@ -932,7 +990,7 @@ impl Pass<'_> {
     async fn plan(
         &self,
         name: &str,
-        writer: &Client,
+        writer: &Writer,
         objects: &[(&Rendered, ObjectRef)],
         previous: &[ObjectRef],
     ) -> Plan {
@@ -1006,8 +1064,10 @@ impl Pass<'_> {
                     }
                 };
                 self.read();
-                let (full, dry) =
-                    futures::join!(read, apply_one(writer, self.resolver(), &body, true));
+                let dry = async {
+                    apply_one(&self.client_for(writer, r), self.resolver(), &body, true).await
+                };
+                let (full, dry) = futures::join!(read, dry);
                 let full = match full.transpose() {
                     Ok(full) => full.flatten(),
                     Err(e) => {
@@ -1182,16 +1242,16 @@ impl Pass<'_> {
     /// delete only objects labelled for that cluster), with the UID the live facts know as a
     /// precondition: what is deleted is the object whose labels were checked, never one created
     /// under its name since. Returns whether it is still there, waiting for finalizers.
-    async fn delete(&self, writer: &Client, r: &ObjectRef) -> Result<bool, String> {
+    async fn delete(&self, writer: &Writer, r: &ObjectRef) -> Result<bool, String> {
         let (ar, namespaced) = self
             .resolver()
             .resolve(&r.api_version, &r.kind)
             .await
             .map_err(|e| e.to_string())?;
         let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(writer.clone(), &r.namespace, &ar)
+            Api::namespaced_with(writer.client.clone(), &r.namespace, &ar)
         } else {
-            Api::all_with(writer.clone(), &ar)
+            Api::all_with(writer.client.clone(), &ar)
         };
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
@@ -1227,7 +1287,7 @@ impl Pass<'_> {
     /// and the status. A run never waits for a finalizer.
     async fn delete_cluster(
         &self,
-        writer: &Client,
+        writer: &Writer,
         name: &str,
         mgmt: &str,
         dir: &str,

@@ -183,30 +183,49 @@ impl Pass<'_> {
         entry: &ClusterEntry,
         paused: bool,
     ) -> Result<(), String> {
-        let mut clusters: Vec<ObjectRef> = fleet
+        // (workload cluster, its Cluster API Cluster)
+        let mut clusters: Vec<(String, ObjectRef)> = fleet
             .clusters
             .iter()
             .filter(
                 |c| matches!(&c.role, Role::Workload { management } if *management == entry.name),
             )
-            .filter_map(|c| capi_cluster(c.objects.iter().flatten().map(crate::plan::reference)))
+            .filter_map(|c| {
+                capi_cluster(c.objects.iter().flatten().map(crate::plan::reference))
+                    .map(|r| (c.name.clone(), r))
+            })
             .collect();
-        let known: BTreeSet<String> = clusters.iter().map(ObjectRef::key).collect();
+        let known: BTreeSet<String> = clusters.iter().map(|(_, r)| r.key()).collect();
         for (name, rec) in self.live.records() {
             if rec.management == entry.name
                 && name != entry.name
                 && let Some(r) = capi_cluster(rec.inventory())
                 && !known.contains(&r.key())
             {
-                clusters.push(r);
+                clusters.push((name.clone(), r));
             }
         }
         let pp = PatchParams::apply(PAUSE_MANAGER).force();
-        for r in clusters {
+        for (cluster, r) in clusters {
             if self.live.get(&r).is_none() {
                 continue;
             }
-            let api = self.api_for(&r).await?;
+            // As the workload cluster's own identity: the tenancy policy lets it touch its own
+            // Cluster only, whatever the record says.
+            let writer = self
+                .writer(
+                    &Role::Workload {
+                        management: entry.name.clone(),
+                    },
+                    &cluster,
+                )
+                .client;
+            let (ar, _) = self
+                .resolver()
+                .resolve(&r.api_version, &r.kind)
+                .await
+                .map_err(|e| e.to_string())?;
+            let api: Api<DynamicObject> = Api::namespaced_with(writer, &r.namespace, &ar);
             let body = if paused {
                 json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": {"name": r.name, "namespace": r.namespace}, "spec": {"paused": true}})
             } else {

@@ -94,17 +94,28 @@ pub struct Recorded {
     inventory: Option<JsonText>,
     /// A hash of the inventory's kinds (see [`Recorded::kinds_key`]).
     kinds: u64,
+    /// The directory an admin lets take the cluster back after it was orphaned
+    /// ([`capstan_templates::identity::ADOPT_ANNOTATION`] on the ManagedCluster).
+    pub adopt: Option<String>,
 }
 
 impl Recorded {
     /// From a ManagedCluster object.
     pub fn from_object(obj: &ManagedCluster) -> Recorded {
-        Recorded::new(
-            obj.spec.management.clone(),
-            obj.spec.directory.clone(),
-            obj.metadata.generation.unwrap_or(0),
-            obj.status.clone().unwrap_or_default(),
-        )
+        Recorded {
+            adopt: obj
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(capstan_templates::identity::ADOPT_ANNOTATION))
+                .cloned(),
+            ..Recorded::new(
+                obj.spec.management.clone(),
+                obj.spec.directory.clone(),
+                obj.metadata.generation.unwrap_or(0),
+                obj.status.clone().unwrap_or_default(),
+            )
+        }
     }
 
     /// From its parts; `status.inventory` is moved into the compact form.
@@ -126,6 +137,7 @@ impl Recorded {
             status,
             inventory,
             kinds,
+            adopt: None,
         }
     }
 
@@ -403,6 +415,18 @@ pub async fn write(
 }
 
 /// Removes a cluster's status object (after its deletion completed).
+/// Takes the adoption mark off a cluster's record once the cluster has been taken back: it
+/// lets one directory take it back once, not again after a later orphaning.
+pub async fn clear_adoption(client: &Client, name: &str) -> Result<(), StatusError> {
+    let patch =
+        json!({"metadata": {"annotations": {capstan_templates::identity::ADOPT_ANNOTATION: null}}});
+    api(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(api_error("writing", name))
+}
+
 pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
     match api(client).delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),

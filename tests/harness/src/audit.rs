@@ -110,6 +110,9 @@ pub struct AuditEvent {
     /// Authenticated user.
     #[serde(default)]
     pub user: UserInfo,
+    /// The user the request was made as, when the authenticated one impersonated another.
+    #[serde(default)]
+    pub impersonated_user: Option<UserInfo>,
     /// User-Agent header.
     #[serde(default)]
     pub user_agent: Option<String>,
