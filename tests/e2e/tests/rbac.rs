@@ -33,41 +33,74 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-/// A fleet of its own: management `m-<tag>`, workload `w-<tag>` with one external etcd machine.
+/// A fleet of its own whose clusters render every kind capstan renders, so that the scenario
+/// writes each kind as each identity that may: management `m-<tag>` (docker, external etcd) with
+/// workloads `w-<tag>` (docker on CAPD's in-memory backend, external etcd), `v-<tag>` (vSphere:
+/// its cloud-provider interface goes through a ClusterResourceSet with ConfigMap and Secret
+/// payloads) and `d-<tag>` (docker); and two more management clusters, `n-<tag>` (vSphere) and
+/// `i-<tag>` (docker in memory). All in namespace `t-<tag>`.
 fn fleet(tag: &str) -> FleetDir {
     let ns = format!("t-{tag}");
+    let vsphere = |host: &str| {
+        (
+            Some(host.to_string()),
+            Some(
+                serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}}),
+            ),
+        )
+    };
+    let req =
+        |name: &str, mgmt: Option<&str>, provider: &str, cidrs: (&str, &str)| ClusterRequest {
+            name: format!("{name}-{tag}"),
+            management: mgmt.map(|m| format!("{m}-{tag}")),
+            provider: provider.into(),
+            namespace: Some(ns.clone()),
+            pod_cidr: Some(cidrs.0.into()),
+            service_cidr: Some(cidrs.1.into()),
+            ..Default::default()
+        };
     let mut dir = FleetDir::new(ClusterRequest {
-        name: format!("m-{tag}"),
-        provider: "docker".into(),
-        namespace: Some(ns.clone()),
-        pod_cidr: Some("192.168.0.0/16".into()),
-        service_cidr: Some("10.96.0.0/12".into()),
-        ..Default::default()
-    });
-    dir.add(ClusterRequest {
-        name: format!("w-{tag}"),
-        management: Some(format!("m-{tag}")),
-        provider: "docker".into(),
-        namespace: Some(ns),
-        pod_cidr: Some("172.16.0.0/16".into()),
-        service_cidr: Some("10.112.0.0/16".into()),
         external_etcd: Some(1),
-        ..Default::default()
+        ..req("m", None, "docker", ("192.168.0.0/16", "10.96.0.0/12"))
     });
-    // A vSphere cluster: its cloud-provider interface goes through a ClusterResourceSet with
-    // ConfigMap and Secret payloads.
     dir.add(ClusterRequest {
-        name: format!("v-{tag}"),
-        management: Some(format!("m-{tag}")),
-        provider: "vsphere".into(),
-        namespace: Some(format!("t-{tag}")),
-        pod_cidr: Some("172.20.0.0/16".into()),
-        service_cidr: Some("10.120.0.0/16".into()),
-        endpoint_host: Some("10.250.0.10".into()),
-        values: Some(serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}})),
-        ..Default::default()
+        external_etcd: Some(1),
+        docker_backend: Some("in-memory".into()),
+        ..req("w", Some("m"), "docker", ("172.16.0.0/16", "10.112.0.0/16"))
+    });
+    let (endpoint_host, values) = vsphere("10.250.0.10");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req(
+            "v",
+            Some("m"),
+            "vsphere",
+            ("172.20.0.0/16", "10.120.0.0/16"),
+        )
+    });
+    dir.add(req(
+        "d",
+        Some("m"),
+        "docker",
+        ("172.24.0.0/16", "10.124.0.0/16"),
+    ));
+    let (endpoint_host, values) = vsphere("10.250.0.11");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req("n", None, "vsphere", ("192.168.0.0/16", "10.96.0.0/12"))
+    });
+    dir.add(ClusterRequest {
+        docker_backend: Some("in-memory".into()),
+        ..req("i", None, "docker", ("192.168.0.0/16", "10.96.0.0/12"))
     });
     dir
+}
+
+/// The management clusters of [`fleet`].
+fn managements(tag: &str) -> [String; 3] {
+    [format!("m-{tag}"), format!("n-{tag}"), format!("i-{tag}")]
 }
 
 fn user(sa: &str) -> String {
@@ -125,27 +158,26 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
     election.acquired().await;
     election.release().await;
 
-    let opts = |rev: &str| Options {
+    let opts = |rev: &str, mgmt: &str| Options {
         revision: rev.into(),
-        management: Some(mgmt.clone()),
+        management: Some(mgmt.to_string()),
         ..Default::default()
     };
-    // The daemon's way: watches.
+    // The daemon's way: watches. Every management cluster and its workloads, twice (the second
+    // time the watches have started following changes).
     let agent = Agent::connect(client.clone())
         .await
         .map_err(|e| e.to_string())?
         .with_watches(Arc::new(|_: &str, _: Option<&str>| {}));
-    let out = agent
-        .reconcile(&dir.fleet(), &opts("r1"))
-        .await
-        .map_err(|e| e.to_string())?;
-    failures(&out)?;
-    // Again: the watches have started following changes since.
-    let out = agent
-        .reconcile(&dir.fleet(), &opts("r1"))
-        .await
-        .map_err(|e| e.to_string())?;
-    failures(&out)?;
+    for m in managements(tag) {
+        for _ in 0..2 {
+            let out = agent
+                .reconcile(&dir.fleet(), &opts("r1", &m))
+                .await
+                .map_err(|e| e.to_string())?;
+            failures(&out)?;
+        }
+    }
     drop(agent);
 
     // Drift: the live object must be read to compare.
@@ -164,7 +196,7 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
     )
     .await
     .unwrap();
-    let out = capstan::reconcile::reconcile(&client, &dir.fleet(), &opts("r1"))
+    let out = capstan::reconcile::reconcile(&client, &dir.fleet(), &opts("r1", &mgmt))
         .await
         .map_err(|e| e.to_string())?;
     failures(&out)?;
@@ -177,7 +209,7 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
         capstan_layout::intent::document("Tombstone", "rbac test"),
     )
     .unwrap();
-    let out = capstan::reconcile::reconcile(&client, &dir.fleet(), &opts("r2"))
+    let out = capstan::reconcile::reconcile(&client, &dir.fleet(), &opts("r2", &mgmt))
         .await
         .map_err(|e| e.to_string())?;
     failures(&out)?;
@@ -446,25 +478,149 @@ async fn run(
     (sa, result, refused)
 }
 
+/// The fleet identity a rule of that scope belongs to.
+fn identity_of(scope: rbac::Scope) -> Option<&'static str> {
+    match scope {
+        rbac::Scope::Workload => Some(capstan::k8s::identity::WORKLOAD_USER),
+        rbac::Scope::Management => Some(capstan::k8s::identity::MANAGEMENT_USER),
+        rbac::Scope::Cluster | rbac::Scope::System => None,
+    }
+}
+
+/// Installs the fleet identities' roles with `rules`, and waits until the authorizer grants
+/// them (and no longer grants what `rules` lacks of capstan's).
+async fn identities(cp: &ControlPlane, rules: &[Rule]) {
+    let admin = cp.client();
+    capstan::install::apply(
+        &admin,
+        &capstan::install::manifests::identities(rules),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let wanted: Vec<Rule> = rules
+        .iter()
+        .filter(|r| identity_of(r.scope).is_some())
+        .cloned()
+        .collect();
+    capstan::install::testing::granted(&admin, "unused", &wanted).await;
+    let missing: Vec<Rule> = rbac::rules()
+        .into_iter()
+        .filter(|r| identity_of(r.scope).is_some() && !rules.contains(r))
+        .collect();
+    for r in &missing {
+        let user = identity_of(r.scope).unwrap();
+        let start = std::time::Instant::now();
+        while allowed(&admin, user, r).await {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{user} still granted {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// Whether the authorizer grants `user` the first verb of `rule` on its first resource.
+async fn allowed(admin: &kube::Client, user: &str, rule: &Rule) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            groups: Some(vec!["system:authenticated".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(rule.group.clone()),
+                resource: Some(rule.resources[0].clone()),
+                verb: Some(rule.verbs[0].clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
+    reviews
+        .create(&Default::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
+/// A request of `verb` on an object of `resource` (in `discovery`) as `tenant` writing for
+/// cluster `c-rbac`: its HTTP status (a dry run for `create` and `patch`; a delete of an object
+/// that does not exist: the authorizer answers before the store does).
+async fn attempt(
+    discovery: &kube::Discovery,
+    sa: &kube::Client,
+    tenant: capstan::k8s::identity::Tenant,
+    group: &str,
+    resource: &str,
+    verb: &str,
+) -> u16 {
+    let (ar, namespaced) = discovery
+        .groups()
+        .filter(|g| g.name() == group)
+        .flat_map(|g| g.recommended_resources())
+        .find(|(ar, _)| ar.plural == resource)
+        .map(|(ar, caps)| (ar, caps.scope == kube::discovery::Scope::Namespaced))
+        .unwrap_or_else(|| panic!("{resource}.{group} is not served"));
+    let writer = capstan::k8s::identity::impersonating(sa, tenant, "c-rbac");
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(writer, "t-rbac-all", &ar)
+    } else {
+        Api::all_with(writer, &ar)
+    };
+    let name = "c-rbac-probe";
+    let body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": {"name": name,
+        "labels": {capstan_templates::identity::CLUSTER_LABEL: "c-rbac"}}});
+    let result = match verb {
+        "delete" => api.delete(name, &Default::default()).await.map(|_| ()),
+        _ => api
+            .patch(
+                name,
+                &PatchParams::apply("capstan").dry_run().force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map(|_| ()),
+    };
+    match result {
+        Ok(()) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("{verb} {resource}: {e}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rule_is_needed_and_together_they_suffice() {
     let cp = capstan_harness::shared().await;
     capstan::install::install_crd(&cp.client()).await.unwrap();
     let all = rbac::rules();
+    capstan::install::install_tenancy(&cp.client(), &all, Duration::from_secs(60))
+        .await
+        .unwrap();
 
     let (_, ok, denied) = run(cp, "rbac-all".into(), all.clone()).await;
     assert_eq!(ok, Ok(()), "with every rule: {denied:?}");
     assert!(denied.is_empty(), "with every rule, refused: {denied:?}");
 
-    // Each rule removed in turn (and each verb of the main Cluster API rule).
+    // The agent's own rules, each removed in turn (and each verb of its first rule, reading
+    // Cluster API's kinds), for a ServiceAccount of its own: the scenario fails with a 403.
     let mut cases: Vec<(String, Vec<Rule>, Rule)> = Vec::new();
     // (The rules a management cluster's upgrade of itself needs: the next test.)
-    for (i, rule) in all.iter().enumerate().filter(|(_, r)| !r.self_upgrade) {
+    for (i, rule) in all
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.self_upgrade && identity_of(r.scope).is_none())
+    {
         let mut rules = all.clone();
         rules.remove(i);
         cases.push((format!("rbac-r{i}"), rules, rule.clone()));
     }
-    for verb in rbac::MANAGE {
+    for verb in rbac::READ {
         let mut rules = all.clone();
         rules[0].verbs.retain(|v| v != verb);
         let mut missing = all[0].clone();
@@ -501,6 +657,99 @@ async fn every_rule_is_needed_and_together_they_suffice() {
                 .map(|e| e.chars().take(100).collect::<String>())
                 .unwrap_or_else(|| "(event not recorded)".into())
         ));
+    }
+
+    // The fleet identities' rules are one pair of roles for the whole API server, so they are
+    // not taken away while scenarios run: each is shown used by the scenario with every rule
+    // (the identity wrote each of its resources, from the audit log), and refused without it
+    // (the identity's request for that resource and verb answered 403 by the authorizer).
+    let sa_client = cp
+        .service_account_client(capstan::status::NAMESPACE, "rbac-all")
+        .await
+        .unwrap();
+    let written: std::collections::BTreeSet<(String, String, String)> = cp
+        .audit()
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.user.username == user("rbac-all") && e.is_write())
+        .filter(|e| {
+            e.response_status
+                .code
+                .is_some_and(|c| (200..300).contains(&c))
+        })
+        .filter_map(|e| {
+            let o = e.object_ref.clone()?;
+            Some((
+                e.impersonated_user?.username,
+                o.api_group.unwrap_or_default(),
+                o.resource?,
+            ))
+        })
+        .collect();
+    let discovery = kube::Discovery::new(cp.client()).run().await.unwrap();
+    let identity_rules: Vec<(usize, &Rule)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| identity_of(r.scope).is_some())
+        .collect();
+    assert!(identity_rules.len() >= 18, "{identity_rules:?}");
+    for (i, rule) in identity_rules {
+        let user = identity_of(rule.scope).unwrap();
+        let tenant = match rule.scope {
+            rbac::Scope::Workload => capstan::k8s::identity::Tenant::Workload,
+            _ => capstan::k8s::identity::Tenant::Management,
+        };
+        for resource in &rule.resources {
+            assert!(
+                written.contains(&(user.to_string(), rule.group.clone(), resource.clone())),
+                "the scenario never wrote {resource}.{} as {user}: {written:?}",
+                rule.group
+            );
+        }
+        // Without the rule (and, for the workload identity's Cluster API rule, without each
+        // of its verbs in turn).
+        let mut variants: Vec<(String, Vec<Rule>, Vec<&str>)> = Vec::new();
+        let mut without = all.clone();
+        without.remove(i);
+        variants.push((
+            "the rule".into(),
+            without,
+            rule.verbs.iter().map(String::as_str).collect(),
+        ));
+        if rule.scope == rbac::Scope::Workload && rule.group == "cluster.x-k8s.io" {
+            for verb in rbac::WRITE {
+                let mut rules = all.clone();
+                rules[i].verbs.retain(|v| v != verb);
+                variants.push((format!("verb {verb}"), rules, vec![verb]));
+            }
+        }
+        for (what, rules, verbs) in variants {
+            identities(cp, &rules).await;
+            for verb in verbs {
+                let code = attempt(
+                    &discovery,
+                    &sa_client,
+                    tenant,
+                    &rule.group,
+                    &rule.resources[0],
+                    verb,
+                )
+                .await;
+                assert_eq!(
+                    code, 403,
+                    "{user} without {what} of {rule:?}: {verb} {} answered {code}",
+                    rule.resources[0]
+                );
+                report.push(format!(
+                    "{:<60} {:<28} -> 403 on {verb} {}",
+                    format!("{} {} ({user})", rule.subject(), rule.verbs.join(",")),
+                    what,
+                    rule.resources[0]
+                ));
+            }
+        }
+        identities(cp, &all).await;
     }
     println!("{}", report.join("\n"));
 }

@@ -1,0 +1,1256 @@
+//! The hostile-tenant corpus: attacks by a developer who controls one workload directory
+//! (issue 32). capstan's promise is that a pull request to
+//! `clusters/<mgmt>/workload-clusters/<name>/` reaches nothing but cluster `<name>`; each case
+//! here tries to break it, in one of three ways:
+//!
+//! - **refused by validation** (`capstan validate`, so the pull request's check): each case is
+//!   stated as its change from the bad-input corpus' base fleet (`bad_input/support.rs`: the
+//!   management cluster `mgmt`, a healthy workload `ok`, the attacker `w`, all in EKS Anywhere's
+//!   shared `eksa-system`), with the exact code and position, the attacker's cluster not
+//!   rendered and every other cluster rendering as before;
+//! - **applied** to the real API server by the agent, as the ServiceAccount `capstan install`
+//!   creates (its rules, the fleet identities, the tenancy policy), with victims planted first
+//!   (objects an admin created, another cluster's objects, what Cluster API would have made):
+//!   proven harmless from the API server's audit log (no successful write or delete but the
+//!   attacker's own objects, its record and Events, and namespaces) and by reading every victim
+//!   back unchanged;
+//! - **past validation**: writes a gap in validation would let through, made directly as the
+//!   workload identity the agent writes a workload directory's objects as: each refused by the
+//!   API server (the tenancy policy or RBAC), nothing written.
+//!
+//! `corpus_size_by_class` prints how many attacks each class holds.
+
+#[path = "bad_input/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use capstan::k8s::identity::{Tenant, impersonating};
+use capstan::plan::{Action, planner};
+use capstan::reconcile::{Options, Outcome, reconcile};
+use capstan::status::Phase;
+use capstan_e2e::FleetDir;
+use capstan_harness::{AuditEvent, ControlPlane};
+use capstan_layout::scaffold::ClusterRequest;
+use capstan_templates::diag::Code::*;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use support::*;
+
+/// Declares each validation attack as a `#[test]` (run like a bad-input case) and lists them
+/// with their class.
+macro_rules! refused {
+    ($($class:literal $name:ident: $case:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                run(stringify!($name), &$case);
+            }
+        )*
+        fn refused_by_validation() -> Vec<(&'static str, &'static str)> {
+            vec![$(($class, stringify!($name))),*]
+        }
+    };
+}
+
+const W_ATTACK: &str = "clusters/mgmt/workload-clusters/w/attack.yaml";
+
+/// A ClusterResourceSet of `w` with `selector` and `resources` (flow YAML).
+fn resource_set(selector: &str, resources: &str) -> String {
+    format!(
+        "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {{name: w-crs}}\nspec:\n  clusterSelector: {selector}\n  resources: {resources}\n"
+    )
+}
+
+/// A HelmChartProxy of `w` with `selector` and more of its spec (YAML lines).
+fn chart(selector: &str, more: &str) -> String {
+    format!(
+        "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {{name: w-chart}}\nspec:\n  chartName: evil\n  repoURL: oci://registry.example.invalid/charts\n  clusterSelector: {selector}\n{more}"
+    )
+}
+
+const OWN: &str = "{matchLabels: {cluster.x-k8s.io/cluster-name: w}}";
+
+refused! {
+    // ── the cluster's namespace: where its every object goes ──
+    "namespace" namespace_kube_system:
+        Case::workload().after(W, "name: w", "|  namespace: kube-system").err(ReservedNamespace, W, "namespace");
+    "namespace" namespace_capstan_system:
+        Case::workload().after(W, "name: w", "|  namespace: capstan-system").err(ReservedNamespace, W, "namespace");
+    "namespace" namespace_default:
+        Case::workload().after(W, "name: w", "|  namespace: default").err(ReservedNamespace, W, "namespace");
+    "namespace" namespace_of_a_controller:
+        Case::workload().after(W, "name: w", "|  namespace: capi-system").err(ReservedNamespace, W, "namespace");
+    "namespace" namespace_kube_node_lease:
+        Case::workload().after(W, "name: w", "|  namespace: kube-node-lease").err(ReservedNamespace, W, "namespace");
+    "namespace" extra_object_in_kube_system:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-coredns, namespace: kube-system}\n")
+            .err(ForeignNamespace, W_ATTACK, "namespace");
+    "namespace" extra_secret_in_capstan_system:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-git, namespace: capstan-system}\n")
+            .err(ForeignNamespace, W_ATTACK, "namespace");
+
+    // ── names: a shared namespace is confined by names ──
+    "name" coredns_in_the_shared_namespace:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns}\ndata: {Corefile: '. { forward . 203.0.113.53 }'}\n")
+            .err(NameOutsideCluster, W_ATTACK, "name: coredns");
+    "name" the_agents_git_secret_name:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: capstan-git}\n")
+            .err(NameOutsideCluster, W_ATTACK, "name: capstan-git");
+    "name" the_management_clusters_credentials:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: mgmt-vsphere-credentials}\n")
+            .err(NameOutsideCluster, W_ATTACK, "name: mgmt-vsphere");
+    "name" another_workloads_config_map:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok-settings}\n")
+            .err(NameOutsideCluster, W_ATTACK, "name: ok-settings");
+    "name" an_admins_unprefixed_config_map:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: platform-settings}\n")
+            .err(NameOutsideCluster, W_ATTACK, "name: platform");
+    "name" the_management_clusters_datacenter:
+        Case::workload()
+            .set(W, "datacenterRef:", "datacenterRef: {kind: DockerDatacenterConfig, name: mgmt}")
+            .set(W_DC, "metadata:", "metadata: {name: mgmt}")
+            .err(NameOutsideCluster, W_DC, "name: mgmt");
+    "name" another_workloads_machine_config:
+        Case::vsphere()
+            .set(W_VSPHERE_FILE, "metadata: {name: w-cp}", "metadata: {name: ok-cp}")
+            .set(W, "machineGroupRef: {kind: VSphereMachineConfig, name: w-cp}", "machineGroupRef: {kind: VSphereMachineConfig, name: ok-cp}")
+            .err(NameOutsideCluster, W_VSPHERE_FILE, "name: ok-cp");
+    "name" a_longer_cluster_names_objects:
+        Case::workload()
+            .file(W2_CLUSTER_FILE, W_OK_CLUSTER)
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-ok-settings}\n")
+            .broken(&[W_DIR])
+            .err(NameOutsideCluster, W_ATTACK, "name: w-ok");
+    "name" a_worker_group_that_renders_a_longer_cluster_names_objects:
+        Case::workload()
+            .file(W2_CLUSTER_FILE, W_OK_CLUSTER)
+            .set(W, "workerNodeGroupConfigurations:", "workerNodeGroupConfigurations: [{name: ok-md-0, count: 1}]")
+            .broken(&[W_DIR])
+            .err_col(NameOutsideCluster, W, "name: w", 3);
+
+    // ── the cluster itself: its name and its management cluster ──
+    "cluster" a_cluster_named_like_the_management_cluster:
+        Case::workload().set(W, "name: w", "name: mgmt").err_col(DirNameMismatch, W, "name: mgmt", 3);
+    "cluster" a_cluster_claiming_another_management_cluster:
+        Case::workload()
+            .set(W, "managementCluster:", "managementCluster: {name: other-mgmt}")
+            .err(ManagementMismatch, W, "managementCluster");
+    "cluster" a_workload_claiming_to_manage_itself:
+        Case::workload()
+            .set(W, "managementCluster:", "managementCluster: {name: w}")
+            .err(ManagementMismatch, W, "managementCluster");
+    "cluster" a_workload_taking_another_workloads_name:
+        Case::workload()
+            .set(W, "name: w", "name: ok")
+            .set(W_DC, "metadata:", "metadata: {name: ok}")
+            .set(W, "datacenterRef:", "datacenterRef: {kind: DockerDatacenterConfig, name: ok}")
+            .err_col(DirNameMismatch, W, "name: ok", 3);
+
+    // ── kinds a workload directory may not write ──
+    "kind" cluster_admin_for_the_tenant:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: w-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: User, name: mallory}]\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+    "kind" a_helm_release_proxy_for_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmReleaseProxy\nmetadata: {name: w-release}\nspec: {clusterRef: {name: mgmt}, chartName: evil, repoURL: https://example.invalid}\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+    "kind" a_resource_set_binding_to_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSetBinding\nmetadata: {name: mgmt}\nspec: {clusterName: mgmt}\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+    "kind" machines_for_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineDeployment\nmetadata: {name: w-extra}\nspec: {clusterName: mgmt}\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+    "kind" a_namespace_of_its_own:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: Namespace\nmetadata: {name: w-ns}\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+    "kind" an_admission_webhook:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: w-hook}\n")
+            .err(ForbiddenKind, W_ATTACK, "apiVersion");
+
+    // ── selectors: what Cluster API's add-on controllers act on ──
+    "selector" resource_set_for_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, &resource_set("{matchLabels: {cluster.x-k8s.io/cluster-name: mgmt}}", "[{kind: ConfigMap, name: w-crs}]"))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+    "selector" resource_set_for_every_cluster:
+        Case::workload()
+            .file(W_ATTACK, &resource_set("{}", "[{kind: ConfigMap, name: w-crs}]"))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+    "selector" resource_set_by_match_expressions:
+        Case::workload()
+            .file(W_ATTACK, &resource_set("{matchExpressions: [{key: cluster.x-k8s.io/cluster-name, operator: In, values: [w, mgmt]}]}", "[{kind: ConfigMap, name: w-crs}]"))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+    "selector" resource_set_by_another_label:
+        Case::workload()
+            .file(W_ATTACK, &resource_set("{matchLabels: {tier: prod}}", "[{kind: ConfigMap, name: w-crs}]"))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+    "selector" resource_set_without_a_selector:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  resources: [{kind: ConfigMap, name: w-crs}]\n")
+            .err(ForeignSelector, W_ATTACK, "spec");
+    "selector" chart_for_another_workload:
+        Case::workload()
+            .file(W_ATTACK, &chart("{matchLabels: {cluster.x-k8s.io/cluster-name: ok}}", ""))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+    "selector" chart_for_every_cluster:
+        Case::workload()
+            .file(W_ATTACK, &chart("{}", ""))
+            .err(ForeignSelector, W_ATTACK, "clusterSelector");
+
+    // ── references: what the add-on controllers read on the tenant's behalf ──
+    "reference" resource_set_copying_the_management_clusters_credentials:
+        Case::workload()
+            .file(W_ATTACK, &resource_set(OWN, "[{kind: Secret, name: mgmt-vsphere-credentials}]"))
+            .err(ForeignReference, W_ATTACK, "name: mgmt-vsphere");
+    "reference" resource_set_copying_an_admins_secret:
+        Case::workload()
+            .file(W_ATTACK, &resource_set(OWN, "[{kind: ConfigMap, name: w-crs}, {kind: Secret, name: registry-credentials}]"))
+            .err(ForeignReference, W_ATTACK, "name: registry");
+    "reference" chart_credentials_from_capstan_system:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, "  credentials: {key: token, secret: {name: w-token, namespace: capstan-system}}\n"))
+            .err(ForeignReference, W_ATTACK, "namespace: capstan-system");
+    "reference" chart_credentials_of_another_cluster:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, "  credentials: {key: token, secret: {name: ok-registry}}\n"))
+            .err(ForeignReference, W_ATTACK, "name: ok-registry");
+    "reference" chart_ca_from_another_namespace:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, "  tlsConfig: {caSecret: {name: w-ca, namespace: kube-system}}\n"))
+            .err(ForeignReference, W_ATTACK, "namespace: kube-system");
+    "reference" chart_values_reading_the_controllers_environment:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, "  valuesTemplate: 'token: {{ env \"AWS_SECRET_ACCESS_KEY\" }}'\n"))
+            .err(ForeignReference, W_ATTACK, "valuesTemplate");
+    "reference" a_config_map_claiming_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w-cm\n  labels: {cluster.x-k8s.io/cluster-name: mgmt}\n")
+            .err(ForeignReference, W_ATTACK, "cluster.x-k8s.io/cluster-name: mgmt");
+    "reference" an_owner_reference_to_the_management_cluster:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w-cm\n  ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: mgmt, uid: 00000000-0000-0000-0000-000000000001}]\n")
+            .err(ForeignReference, W_ATTACK, "ownerReferences");
+
+    // ── credentials in Git ──
+    "secret" a_secret_with_credentials:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-creds}\nstringData: {password: hunter2}\n")
+            .err_col(SecretWithData, W_ATTACK, "stringData:", 1);
+
+    // ── deletion of the management cluster ──
+    "tombstone" a_tombstone_for_the_management_cluster:
+        Case::management()
+            .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: cleanup\n")
+            .err(ManagementTombstone, "clusters/mgmt/tombstone.yaml", "apiVersion");
+}
+
+/// The vSphere workload's second file (its datacenter and machine configs).
+const W_VSPHERE_FILE: &str = W_VS;
+/// A second workload `w-ok`, whose name makes `w-ok-…` its own.
+const W2_CLUSTER_FILE: &str = "clusters/mgmt/workload-clusters/w-ok/cluster.yaml";
+const W_OK_CLUSTER: &str = r#"
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: Cluster
+    metadata: {name: w-ok}
+    spec:
+      kubernetesVersion: "1.33"
+      eksaVersion: v0.26.1
+      managementCluster: {name: mgmt}
+      datacenterRef: {kind: DockerDatacenterConfig, name: w-ok}
+      controlPlaneConfiguration: {count: 1}
+      workerNodeGroupConfigurations: [{name: md-0, count: 1}]
+      clusterNetwork:
+        pods: {cidrBlocks: [172.30.0.0/16]}
+        services: {cidrBlocks: [10.130.0.0/16]}
+    ---
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: DockerDatacenterConfig
+    metadata: {name: w-ok}
+"#;
+
+// ───────────────────────── applied to the real API server ─────────────────────────
+
+/// The attacks applied by the agent (each a `#[tokio::test]` below), with their class.
+const APPLIED: &[(&str, &str)] = &[
+    (
+        "adoption",
+        "an_admins_config_map_named_for_the_tenant_is_not_taken_over",
+    ),
+    (
+        "adoption",
+        "an_admins_secret_with_credentials_is_not_taken_over",
+    ),
+    ("adoption", "a_secret_cluster_api_wrote_is_not_taken_over"),
+    (
+        "adoption",
+        "another_clusters_object_named_for_the_tenant_is_not_taken_over",
+    ),
+    (
+        "adoption",
+        "an_object_an_admin_marked_for_adoption_is_adopted",
+    ),
+    (
+        "tombstone",
+        "a_tombstone_spares_an_object_given_to_another_cluster",
+    ),
+    (
+        "tombstone",
+        "a_tombstone_spares_an_object_recreated_under_its_name",
+    ),
+    (
+        "tombstone",
+        "the_agent_never_deletes_its_own_management_cluster",
+    ),
+    (
+        "cluster",
+        "a_new_directory_taking_an_orphans_name_gets_nothing",
+    ),
+    (
+        "cluster",
+        "a_cluster_moving_to_another_namespace_reaches_nothing_else",
+    ),
+];
+
+/// A fleet in a namespace shared by its clusters (as EKS Anywhere's `eksa-system` is): the
+/// management cluster `hm-<tag>`, the victim `hv-<tag>` and the tenant `ht-<tag>`.
+struct Arena {
+    files: FleetDir,
+    /// A kubeconfig of the agent's ServiceAccount with a token of this arena's own, and the
+    /// token's credential id in the audit log: what the agent of this arena wrote, among the
+    /// agents of the other tests.
+    kubeconfig: std::path::PathBuf,
+    credential: String,
+    ns: String,
+    mgmt: String,
+    victim: String,
+    tenant: String,
+}
+
+const AGENT: &str = "system:serviceaccount:capstan-system:capstan";
+
+fn cm() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+}
+
+fn secret() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&())
+}
+
+fn capi_cluster() -> ApiResource {
+    ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    }
+}
+
+impl Arena {
+    /// The fleet, applied once as the agent (nothing hostile yet).
+    async fn new(tag: &str) -> Arena {
+        capstan_e2e::agent_logs();
+        let ns = format!("hs-{tag}");
+        let req = |name: &str, mgmt: Option<&str>, cidrs: (&str, &str)| ClusterRequest {
+            name: name.into(),
+            management: mgmt.map(str::to_string),
+            provider: "docker".into(),
+            namespace: Some(ns.clone()),
+            pod_cidr: Some(cidrs.0.into()),
+            service_cidr: Some(cidrs.1.into()),
+            ..Default::default()
+        };
+        let (mgmt, victim, tenant) = (
+            format!("hm-{tag}"),
+            format!("hv-{tag}"),
+            format!("ht-{tag}"),
+        );
+        let mut files = FleetDir::new(req(&mgmt, None, ("192.168.0.0/16", "10.96.0.0/12")));
+        files.add(req(
+            &victim,
+            Some(&mgmt),
+            ("172.16.0.0/16", "10.112.0.0/16"),
+        ));
+        files.add(req(
+            &tenant,
+            Some(&mgmt),
+            ("172.17.0.0/16", "10.113.0.0/16"),
+        ));
+        let cp = capstan_harness::shared().await;
+        let (kubeconfig, credential) =
+            capstan::install::testing::agent_credential(cp, &format!("hostile-{tag}")).await;
+        let arena = Arena {
+            files,
+            kubeconfig,
+            credential,
+            ns,
+            mgmt,
+            victim,
+            tenant,
+        };
+        let out = arena.reconcile("r0", false).await;
+        for c in &out.clusters {
+            assert_ne!(c.phase, Phase::Failed, "{}: {}", c.name, c.message);
+        }
+        arena
+    }
+
+    async fn reconcile(&self, revision: &str, plan_only: bool) -> Outcome {
+        let client = capstan::k8s::connect(Some(&self.kubeconfig), None)
+            .await
+            .unwrap()
+            .client;
+        let opts = Options {
+            revision: revision.into(),
+            management: Some(self.mgmt.clone()),
+            plan_only,
+            ..Default::default()
+        };
+        reconcile(&client, &self.files.fleet(), &opts)
+            .await
+            .unwrap()
+    }
+
+    /// Writes a file into the tenant's directory.
+    fn attack(&self, file: &str, yaml: &str) {
+        std::fs::write(self.files.dir(&self.tenant).join(file), yaml).unwrap();
+    }
+
+    /// An object created by someone else than the agent (an admin, Cluster API), as `manager`.
+    async fn plant(&self, ar: &ApiResource, obj: Value) -> Victim {
+        let cp = capstan_harness::shared().await;
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &self.ns, ar);
+        let mut obj = obj;
+        obj["apiVersion"] = json!(ar.api_version);
+        obj["kind"] = json!(ar.kind);
+        obj["metadata"]["namespace"] = json!(self.ns);
+        let o = api
+            .patch(&name, &PatchParams::apply("admin"), &Patch::Apply(&obj))
+            .await
+            .unwrap();
+        Victim {
+            ar: ar.clone(),
+            ns: self.ns.clone(),
+            name,
+            version: o.metadata.resource_version.unwrap(),
+        }
+    }
+
+    /// Runs `f`, then checks from the audit log that every write the agent made meanwhile
+    /// succeeded only on the tenant's own objects (or its record, Events, namespaces), and
+    /// that every victim is as it was.
+    async fn harmless<F: std::future::Future<Output = T>, T>(
+        &self,
+        victims: &[&Victim],
+        f: F,
+    ) -> T {
+        let cp = capstan_harness::shared().await;
+        let mark = cp.audit().mark();
+        let out = f.await;
+        cp.audit()
+            .sync(&cp.client(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let events = cp.audit().events_since(mark).unwrap();
+        let bad: Vec<String> = events
+            .iter()
+            .filter(|e| e.credential_id() == Some(self.credential.as_str()))
+            .filter(|e| e.user.username == AGENT && e.is_write() && succeeded(e))
+            .filter(|e| !self.own(e))
+            .map(describe)
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "the agent wrote beyond the tenant: {bad:#?}"
+        );
+        for v in victims {
+            v.unchanged(cp).await;
+        }
+        self.selectors_confined(cp).await;
+        out
+    }
+
+    /// Whether a write is the tenant's own: its objects (named for it, as its identity), its
+    /// record and Events in capstan-system, a namespace.
+    fn own(&self, e: &AuditEvent) -> bool {
+        let Some(o) = &e.object_ref else { return false };
+        let resource = o.resource.as_deref().unwrap_or("");
+        let name = o.name.as_deref().unwrap_or("");
+        if o.namespace.as_deref() == Some(capstan::status::NAMESPACE) {
+            return matches!(resource, "managedclusters" | "events");
+        }
+        if resource == "namespaces" {
+            return true;
+        }
+        let as_tenant = e
+            .impersonated_user
+            .as_ref()
+            .is_some_and(|u| u.username == capstan::k8s::identity::WORKLOAD_USER)
+            && e.impersonated_user.as_ref().is_some_and(|u| {
+                u.extra.get(capstan::k8s::identity::CLUSTER_EXTRA)
+                    == Some(&vec![self.tenant.clone()])
+            });
+        as_tenant && (name == self.tenant || name.starts_with(&format!("{}-", self.tenant)))
+    }
+
+    /// No ClusterResourceSet or HelmChartProxy of the namespace selects another cluster than
+    /// its own.
+    async fn selectors_confined(&self, cp: &ControlPlane) {
+        for (group, version, kind, plural) in [
+            (
+                "addons.cluster.x-k8s.io",
+                "v1beta2",
+                "ClusterResourceSet",
+                "clusterresourcesets",
+            ),
+            (
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmChartProxy",
+                "helmchartproxies",
+            ),
+        ] {
+            let ar = ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: format!("{group}/{version}"),
+                kind: kind.into(),
+                plural: plural.into(),
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &self.ns, &ar);
+            for o in api.list(&Default::default()).await.unwrap().items {
+                let own = o
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(capstan_templates::identity::CLUSTER_LABEL))
+                    .cloned();
+                let selects = o.data["spec"]["clusterSelector"]["matchLabels"]
+                    ["cluster.x-k8s.io/cluster-name"]
+                    .as_str()
+                    .map(str::to_string);
+                assert!(
+                    own.is_some() && selects == own,
+                    "{kind} {:?} (of {own:?}) selects {selects:?}",
+                    o.metadata.name
+                );
+            }
+        }
+    }
+}
+
+/// An object planted before an attack, with the version it was left at.
+struct Victim {
+    ar: ApiResource,
+    ns: String,
+    name: String,
+    version: String,
+}
+
+impl Victim {
+    async fn unchanged(&self, cp: &ControlPlane) {
+        let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &self.ns, &self.ar);
+        let now = api
+            .get_opt(&self.name)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{} {} was deleted", self.ar.kind, self.name));
+        assert_eq!(
+            now.metadata.resource_version.as_deref(),
+            Some(self.version.as_str()),
+            "{} {} was changed: {:?}",
+            self.ar.kind,
+            self.name,
+            now.metadata
+        );
+    }
+}
+
+fn succeeded(e: &AuditEvent) -> bool {
+    e.response_status
+        .code
+        .is_some_and(|c| (200..300).contains(&c))
+}
+
+fn describe(e: &AuditEvent) -> String {
+    format!(
+        "{} {} as {:?}: {}",
+        e.verb,
+        e.request_uri,
+        e.impersonated_user.as_ref().map(|u| &u.username),
+        e.response_status.code.unwrap_or_default()
+    )
+}
+
+fn outcome<'o>(out: &'o Outcome, cluster: &str) -> &'o capstan::reconcile::ClusterOutcome {
+    out.clusters
+        .iter()
+        .find(|c| c.name == cluster)
+        .unwrap_or_else(|| panic!("no outcome for {cluster}"))
+}
+
+/// The tenant is Failed with AlreadyExists naming `object`, the conflict in its plan, and a
+/// plan shows the same conflict (not a create).
+async fn refused_as_conflict(arena: &Arena, out: &Outcome, object: &str) {
+    let t = outcome(out, &arena.tenant);
+    assert_eq!(t.phase, Phase::Failed, "{}", t.message);
+    assert!(
+        t.message.contains(planner::ALREADY_EXISTS) && t.message.contains(object),
+        "{}",
+        t.message
+    );
+    assert!(t.message.contains("capstan.dev/adopt="), "{}", t.message);
+    let plan = arena.reconcile("plan", true).await;
+    let entry = outcome(&plan, &arena.tenant)
+        .plan
+        .entries
+        .iter()
+        .find(|e| e.object.name == object)
+        .unwrap_or_else(|| panic!("{object} not in the plan"));
+    assert_eq!(entry.action, Action::Conflict, "{entry:?}");
+    // The other clusters go on.
+    for c in [&arena.mgmt, &arena.victim] {
+        assert_ne!(outcome(out, c).phase, Phase::Failed);
+    }
+}
+
+#[tokio::test]
+async fn an_admins_config_map_named_for_the_tenant_is_not_taken_over() {
+    let a = Arena::new("cm").await;
+    let name = format!("{}-settings", a.tenant);
+    let victim = a
+        .plant(
+            &cm(),
+            json!({"metadata": {"name": name}, "data": {"owner": "admin"}}),
+        )
+        .await;
+    a.attack(
+        "attack.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{owner: tenant}}\n"
+        ),
+    );
+    let out = a.harmless(&[&victim], a.reconcile("r1", false)).await;
+    refused_as_conflict(&a, &out, &name).await;
+}
+
+#[tokio::test]
+async fn an_admins_secret_with_credentials_is_not_taken_over() {
+    let a = Arena::new("sec").await;
+    let name = format!("{}-registry", a.tenant);
+    let victim = a
+        .plant(
+            &secret(),
+            json!({"metadata": {"name": name}, "stringData": {"token": "s3cr3t"}}),
+        )
+        .await;
+    a.attack(
+        "attack.yaml",
+        &format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\n"),
+    );
+    let out = a.harmless(&[&victim], a.reconcile("r1", false)).await;
+    refused_as_conflict(&a, &out, &name).await;
+}
+
+#[tokio::test]
+async fn a_secret_cluster_api_wrote_is_not_taken_over() {
+    let a = Arena::new("kcfg").await;
+    let name = format!("{}-kubeconfig", a.tenant);
+    let victim = a
+        .plant(
+            &secret(),
+            json!({"metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": a.tenant}},
+                "type": "cluster.x-k8s.io/secret", "stringData": {"value": "apiVersion: v1\nkind: Config\n"}}),
+        )
+        .await;
+    a.attack(
+        "attack.yaml",
+        &format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\n"),
+    );
+    let out = a.harmless(&[&victim], a.reconcile("r1", false)).await;
+    refused_as_conflict(&a, &out, &name).await;
+}
+
+#[tokio::test]
+async fn another_clusters_object_named_for_the_tenant_is_not_taken_over() {
+    let a = Arena::new("oth").await;
+    let name = format!("{}-shared", a.tenant);
+    // Labelled as the agent labels the victim's objects (the watches see it as the victim's).
+    let victim = a
+        .plant(
+            &cm(),
+            json!({"metadata": {"name": name, "labels": {
+                capstan_templates::identity::MANAGED_BY_LABEL: capstan_templates::identity::MANAGED_BY,
+                capstan_templates::identity::CLUSTER_LABEL: a.victim}}, "data": {"owner": "victim"}}),
+        )
+        .await;
+    a.attack(
+        "attack.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{owner: tenant}}\n"
+        ),
+    );
+    let out = a.harmless(&[&victim], a.reconcile("r1", false)).await;
+    refused_as_conflict(&a, &out, &name).await;
+    let t = outcome(&out, &a.tenant);
+    assert!(
+        t.message
+            .contains(&format!("labelled for cluster {}", a.victim)),
+        "{}",
+        t.message
+    );
+}
+
+#[tokio::test]
+async fn an_object_an_admin_marked_for_adoption_is_adopted() {
+    // The other side of the rule: what an admin hands over on purpose is taken over.
+    let a = Arena::new("adopt").await;
+    let cp = capstan_harness::shared().await;
+    let name = format!("{}-settings", a.tenant);
+    a.plant(
+        &cm(),
+        json!({"metadata": {"name": name, "annotations": {capstan_templates::identity::ADOPT_ANNOTATION: a.tenant}}, "data": {"owner": "admin"}}),
+    )
+    .await;
+    a.attack(
+        "attack.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{owner: tenant}}\n"
+        ),
+    );
+    let out = a.harmless(&[], a.reconcile("r1", false)).await;
+    assert_ne!(outcome(&out, &a.tenant).phase, Phase::Failed);
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &cm());
+    let now = api.get(&name).await.unwrap();
+    assert_eq!(now.data["data"]["owner"], "tenant");
+    assert_eq!(
+        now.metadata.labels.unwrap()[capstan_templates::identity::CLUSTER_LABEL],
+        a.tenant
+    );
+}
+
+/// The tenant's ConfigMap `<tenant>-cm`, applied by the agent.
+async fn tenant_config_map(a: &Arena) -> String {
+    let name = format!("{}-cm", a.tenant);
+    a.attack(
+        "cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{a: b}}\n"),
+    );
+    let out = a.reconcile("r1", false).await;
+    assert_ne!(outcome(&out, &a.tenant).phase, Phase::Failed);
+    name
+}
+
+/// Replaces the tenant's spec with a tombstone.
+fn tombstone(a: &Arena) {
+    let dir = a.files.dir(&a.tenant);
+    for f in std::fs::read_dir(&dir).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    std::fs::write(
+        dir.join("tombstone.yaml"),
+        capstan_layout::intent::document("Tombstone", "the tenant deletes itself"),
+    )
+    .unwrap();
+}
+
+/// Reconciles until the tenant is deleted (the Cluster goes first; the rest once it is gone).
+async fn until_deleted(a: &Arena) {
+    for round in 0..20 {
+        let out = a.reconcile(&format!("d{round}"), false).await;
+        if outcome(&out, &a.tenant).message == capstan::reconcile::DELETED {
+            return;
+        }
+        // The garbage collector is not running here: a Cluster without finalizers goes at once.
+    }
+    panic!("{} not deleted", a.tenant);
+}
+
+#[tokio::test]
+async fn a_tombstone_spares_an_object_given_to_another_cluster() {
+    let a = Arena::new("give").await;
+    let cp = capstan_harness::shared().await;
+    let name = tenant_config_map(&a).await;
+    // An admin hands the tenant's ConfigMap to the victim cluster (relabels it).
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &cm());
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"labels": {capstan_templates::identity::CLUSTER_LABEL: a.victim}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let given = Victim {
+        ar: cm(),
+        ns: a.ns.clone(),
+        name: name.clone(),
+        version: api
+            .get(&name)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap(),
+    };
+    tombstone(&a);
+    a.harmless(&[&given], until_deleted(&a)).await;
+    let capi: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &capi_cluster());
+    assert!(
+        capi.get_opt(&a.tenant).await.unwrap().is_none(),
+        "the tenant's own Cluster is deleted"
+    );
+}
+
+#[tokio::test]
+async fn a_tombstone_spares_an_object_recreated_under_its_name() {
+    let a = Arena::new("recr").await;
+    let cp = capstan_harness::shared().await;
+    let name = tenant_config_map(&a).await;
+    // Deleted under the agent and created again by an admin, with the same name, unlabelled.
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &cm());
+    api.delete(&name, &Default::default()).await.unwrap();
+    let recreated = a
+        .plant(
+            &cm(),
+            json!({"metadata": {"name": name}, "data": {"owner": "admin"}}),
+        )
+        .await;
+    tombstone(&a);
+    a.harmless(&[&recreated], until_deleted(&a)).await;
+}
+
+#[tokio::test]
+async fn the_agent_never_deletes_its_own_management_cluster() {
+    // Validation refuses a management cluster's tombstone while it manages workloads; with none
+    // left (their directories gone: orphaned), it passes validation, and the agent refuses it.
+    let a = Arena::new("mgmt").await;
+    let cp = capstan_harness::shared().await;
+    for w in [&a.victim, &a.tenant] {
+        std::fs::remove_dir_all(a.files.dir(w)).unwrap();
+    }
+    let mdir = a.files.dir(&a.mgmt);
+    for f in std::fs::read_dir(&mdir).unwrap() {
+        let p = f.unwrap().path();
+        if p.is_file() {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    std::fs::write(
+        mdir.join("tombstone.yaml"),
+        capstan_layout::intent::document("Tombstone", "by hand"),
+    )
+    .unwrap();
+    assert!(
+        !a.files.fleet().has_errors(),
+        "{:?}",
+        a.files.fleet().all_diagnostics()
+    );
+    let capi: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &capi_cluster());
+    let mgmt = Victim {
+        ar: capi_cluster(),
+        ns: a.ns.clone(),
+        name: a.mgmt.clone(),
+        version: capi
+            .get(&a.mgmt)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap(),
+    };
+    let out = a.harmless(&[&mgmt], a.reconcile("r1", false)).await;
+    let m = outcome(&out, &a.mgmt);
+    assert_eq!(m.phase, Phase::Failed, "{}", m.message);
+    assert!(
+        m.message.contains("does not delete the management cluster"),
+        "{}",
+        m.message
+    );
+}
+
+#[tokio::test]
+async fn a_new_directory_taking_an_orphans_name_gets_nothing() {
+    let a = Arena::new("orph").await;
+    let cp = capstan_harness::shared().await;
+    // The victim's directory is removed (a bad merge, or on purpose): it is orphaned, running.
+    let kept = std::fs::read_to_string(a.files.dir(&a.victim).join("cluster.yaml")).unwrap();
+    std::fs::remove_dir_all(a.files.dir(&a.victim)).unwrap();
+    let out = a.reconcile("r1", false).await;
+    assert_eq!(outcome(&out, &a.victim).phase, Phase::Orphaned);
+    let capi: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &capi_cluster());
+    let victim = Victim {
+        ar: capi_cluster(),
+        ns: a.ns.clone(),
+        name: a.victim.clone(),
+        version: capi
+            .get(&a.victim)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap(),
+    };
+    // A pull request adds a directory of that name: first with a tombstone, then with a spec.
+    let dir = a.files.dir(&a.victim);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("tombstone.yaml"),
+        capstan_layout::intent::document("Tombstone", "mine now"),
+    )
+    .unwrap();
+    let out = a.harmless(&[&victim], a.reconcile("r2", false)).await;
+    let v = outcome(&out, &a.victim);
+    assert_eq!(v.phase, Phase::Orphaned, "{}", v.message);
+    assert!(v.message.contains("capstan.dev/adopt="), "{}", v.message);
+    std::fs::remove_file(dir.join("tombstone.yaml")).unwrap();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        kept.replace("count: 1", "count: 3"),
+    )
+    .unwrap();
+    let out = a.harmless(&[&victim], a.reconcile("r3", false)).await;
+    assert_eq!(outcome(&out, &a.victim).phase, Phase::Orphaned);
+}
+
+#[tokio::test]
+async fn a_cluster_moving_to_another_namespace_reaches_nothing_else() {
+    let a = Arena::new("move").await;
+    let cp = capstan_harness::shared().await;
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &capi_cluster());
+    let mut victims = Vec::new();
+    for c in [&a.mgmt, &a.victim] {
+        victims.push(Victim {
+            ar: capi_cluster(),
+            ns: a.ns.clone(),
+            name: c.clone(),
+            version: api.get(c).await.unwrap().metadata.resource_version.unwrap(),
+        });
+    }
+    let text = std::fs::read_to_string(a.files.dir(&a.tenant).join("cluster.yaml")).unwrap();
+    let moved = text.replace(
+        &format!("namespace: \"{}\"", a.ns),
+        &format!("namespace: \"{}-moved\"", a.ns),
+    );
+    assert_ne!(moved, text);
+    std::fs::write(a.files.dir(&a.tenant).join("cluster.yaml"), moved).unwrap();
+    let refs: Vec<&Victim> = victims.iter().collect();
+    a.harmless(&refs, a.reconcile("r1", false)).await;
+}
+
+// ───────────────── past validation: the policy holds on its own ─────────────────
+
+/// Writes a validation gap would let through, as the workload identity of the tenant cluster
+/// `hp-t` (in namespace `hp-ns`, beside the management cluster `hp-m` and a victim `hp-v`):
+/// `(class, name, resource, object, the reason word or HTTP status it is refused with)`.
+fn past_validation() -> Vec<(&'static str, &'static str, ApiResource, Value, &'static str)> {
+    let ar = |group: &str, version: &str, kind: &str, plural: &str| ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let labels = json!({capstan_templates::identity::MANAGED_BY_LABEL: "capstan", capstan_templates::identity::CLUSTER_LABEL: "hp-t"});
+    let meta = |name: &str, ns: &str| json!({"name": name, "namespace": ns, "labels": labels});
+    let crs = ar(
+        "addons.cluster.x-k8s.io",
+        "v1beta2",
+        "ClusterResourceSet",
+        "clusterresourcesets",
+    );
+    let hcp = ar(
+        "addons.cluster.x-k8s.io",
+        "v1alpha1",
+        "HelmChartProxy",
+        "helmchartproxies",
+    );
+    let capi = |kind: &str, plural: &str| ar("cluster.x-k8s.io", "v1beta2", kind, plural);
+    let sel = |v: &str| json!({"matchLabels": {"cluster.x-k8s.io/cluster-name": v}});
+    let chart_spec = |selector: Value| json!({"clusterSelector": selector, "chartName": "x", "repoURL": "oci://registry.example.invalid/x"});
+    vec![
+        (
+            "namespace",
+            "a_config_map_in_kube_system",
+            cm(),
+            json!({"metadata": meta("hp-t-dns", "kube-system"), "data": {"a": "b"}}),
+            "ReservedNamespace",
+        ),
+        (
+            "namespace",
+            "a_secret_in_capstan_system",
+            secret(),
+            json!({"metadata": meta("hp-t-git", "capstan-system")}),
+            "ReservedNamespace",
+        ),
+        (
+            "name",
+            "coredns_in_the_shared_namespace",
+            cm(),
+            json!({"metadata": meta("coredns", "hp-ns"), "data": {"Corefile": "."}}),
+            "OutsideCluster",
+        ),
+        (
+            "name",
+            "the_management_clusters_credentials",
+            secret(),
+            json!({"metadata": meta("hp-m-vsphere-credentials", "hp-ns")}),
+            "OutsideCluster",
+        ),
+        (
+            "name",
+            "the_victims_object",
+            cm(),
+            json!({"metadata": meta("hp-v-settings", "hp-ns")}),
+            "OutsideCluster",
+        ),
+        (
+            "adoption",
+            "an_object_labelled_for_the_victim",
+            cm(),
+            json!({"metadata": {"name": "hp-t-x", "namespace": "hp-ns", "labels": {capstan_templates::identity::CLUSTER_LABEL: "hp-v"}}}),
+            "Unlabelled",
+        ),
+        (
+            "adoption",
+            "an_admins_unlabelled_object_named_for_the_tenant",
+            cm(),
+            json!({"metadata": meta("hp-t-admin", "hp-ns"), "data": {"owner": "tenant"}}),
+            "AlreadyExists",
+        ),
+        (
+            "selector",
+            "a_resource_set_for_the_management_cluster",
+            crs.clone(),
+            json!({"metadata": meta("hp-t-crs", "hp-ns"), "spec": {"clusterSelector": sel("hp-m"), "resources": [{"kind": "ConfigMap", "name": "hp-t-crs"}]}}),
+            "ForeignSelector",
+        ),
+        (
+            "selector",
+            "a_resource_set_for_every_cluster",
+            crs.clone(),
+            json!({"metadata": meta("hp-t-crs", "hp-ns"), "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "hp-t-crs"}]}}),
+            "ForeignSelector",
+        ),
+        (
+            "selector",
+            "a_resource_set_by_match_expressions",
+            crs.clone(),
+            json!({"metadata": meta("hp-t-crs", "hp-ns"), "spec": {"clusterSelector": {"matchExpressions": [{"key": "cluster.x-k8s.io/cluster-name", "operator": "In", "values": ["hp-t", "hp-m"]}]}, "resources": [{"kind": "ConfigMap", "name": "hp-t-crs"}]}}),
+            "ForeignSelector",
+        ),
+        (
+            "selector",
+            "a_chart_for_the_victim",
+            hcp.clone(),
+            json!({"metadata": meta("hp-t-chart", "hp-ns"), "spec": chart_spec(sel("hp-v"))}),
+            "ForeignSelector",
+        ),
+        (
+            "reference",
+            "a_resource_set_copying_the_managements_secret",
+            crs,
+            json!({"metadata": meta("hp-t-crs", "hp-ns"), "spec": {"clusterSelector": sel("hp-t"), "resources": [{"kind": "Secret", "name": "hp-m-vsphere-credentials"}]}}),
+            "ForeignReference",
+        ),
+        (
+            "reference",
+            "chart_credentials_from_capstan_system",
+            hcp,
+            json!({"metadata": meta("hp-t-chart", "hp-ns"), "spec": {"clusterSelector": sel("hp-t"), "chartName": "x", "repoURL": "oci://registry.example.invalid/x", "credentials": {"key": "token", "secret": {"name": "hp-t-token", "namespace": "capstan-system"}}}}),
+            "ForeignReference",
+        ),
+        (
+            "reference",
+            "machines_for_the_management_cluster",
+            capi("MachineDeployment", "machinedeployments"),
+            json!({"metadata": meta("hp-t-md", "hp-ns"), "spec": {"clusterName": "hp-m", "selector": {"matchLabels": {"hp": "t"}}, "template": {"metadata": {"labels": {"hp": "t"}}, "spec": {"clusterName": "hp-m", "bootstrap": {"dataSecretName": "hp-t-x"}, "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "hp-t-x"}}}}}),
+            "ForeignReference",
+        ),
+        (
+            "reference",
+            "a_cluster_on_the_managements_control_plane",
+            capi("Cluster", "clusters"),
+            json!({"metadata": meta("hp-t", "hp-ns"), "spec": {"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "hp-m"}}}),
+            "ForeignReference",
+        ),
+        (
+            "reference",
+            "a_config_map_claiming_the_management_cluster",
+            cm(),
+            json!({"metadata": {"name": "hp-t-cm", "namespace": "hp-ns", "labels": {capstan_templates::identity::CLUSTER_LABEL: "hp-t", "cluster.x-k8s.io/cluster-name": "hp-m"}}}),
+            "ForeignReference",
+        ),
+        (
+            "reference",
+            "an_owner_that_is_not_the_tenants",
+            cm(),
+            json!({"metadata": {"name": "hp-t-own", "namespace": "hp-ns", "labels": labels, "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "hp-m", "uid": "00000000-0000-4000-8000-000000000001"}]}}),
+            "ForeignReference",
+        ),
+        (
+            "kind",
+            "cluster_admin_for_the_tenant",
+            ar(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+            ),
+            json!({"metadata": {"name": "hp-t-admin", "labels": labels}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}, "subjects": [{"kind": "User", "name": "mallory"}]}),
+            "403",
+        ),
+        (
+            "kind",
+            "a_helm_release_proxy_for_the_management_cluster",
+            ar(
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmReleaseProxy",
+                "helmreleaseproxies",
+            ),
+            json!({"metadata": meta("hp-t-rel", "hp-ns"), "spec": {"clusterRef": {"name": "hp-m"}, "chartName": "x", "repoURL": "https://example.invalid"}}),
+            "403",
+        ),
+    ]
+}
+
+/// Each write of [`past_validation`], as the tenant's identity, is refused; the audit log
+/// holds no successful write of it; the admin's object it aims at is unchanged.
+#[tokio::test]
+async fn writes_past_validation_are_refused_by_the_api_server() {
+    let cp = capstan_harness::shared().await;
+    let (kubeconfig, credential) =
+        capstan::install::testing::agent_credential(cp, "hostile-past").await;
+    let agent = capstan::k8s::connect(Some(&kubeconfig), None)
+        .await
+        .unwrap()
+        .client;
+    let admin = cp.client();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    namespaces
+        .patch(
+            "hp-ns",
+            &PatchParams::apply("admin"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hp-ns"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let admins: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "hp-ns", &cm());
+    let planted = admins
+        .patch(
+            "hp-t-admin",
+            &PatchParams::apply("admin"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hp-t-admin"}, "data": {"owner": "admin"}})),
+        )
+        .await
+        .unwrap();
+    let writer = impersonating(&agent, Tenant::Workload, "hp-t");
+    let mark = cp.audit().mark();
+    let mut refusals = BTreeMap::new();
+    for (_, name, ar, mut obj, want) in past_validation() {
+        obj["apiVersion"] = json!(ar.api_version);
+        obj["kind"] = json!(ar.kind);
+        let ns = obj["metadata"]["namespace"].as_str().map(str::to_string);
+        let oname = obj["metadata"]["name"].as_str().unwrap().to_string();
+        let api: Api<DynamicObject> = match &ns {
+            Some(ns) => Api::namespaced_with(writer.clone(), ns, &ar),
+            None => Api::all_with(writer.clone(), &ar),
+        };
+        let got = api
+            .patch(
+                &oname,
+                &PatchParams::apply("capstan").force(),
+                &Patch::Apply(&obj),
+            )
+            .await;
+        let status = match got {
+            Ok(_) => panic!("{name}: admitted"),
+            Err(kube::Error::Api(s)) => s,
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let reason = capstan::install::tenancy::denial(&status.message)
+            .map(|(r, _)| r.to_string())
+            .unwrap_or_else(|| status.code.to_string());
+        assert_eq!(reason, want, "{name}: {}", status.message);
+        refusals.insert(name, reason);
+    }
+    // And the deletion of another's object.
+    let victims: Api<DynamicObject> = Api::namespaced_with(writer.clone(), "hp-ns", &cm());
+    let Err(kube::Error::Api(s)) = victims.delete("hp-t-admin", &Default::default()).await else {
+        panic!("the admin's object was deleted");
+    };
+    assert_eq!(
+        capstan::install::tenancy::denial(&s.message).map(|(r, _)| r),
+        Some(planner::ALREADY_EXISTS),
+        "{}",
+        s.message
+    );
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let admitted: Vec<String> = cp
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .iter()
+        .filter(|e| e.credential_id() == Some(credential.as_str()))
+        .filter(|e| e.user.username == AGENT && e.is_write() && succeeded(e))
+        .map(describe)
+        .collect();
+    assert!(admitted.is_empty(), "{admitted:#?}");
+    let now = admins.get("hp-t-admin").await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version,
+        planted.metadata.resource_version
+    );
+    println!("{refusals:#?}");
+}
+
+#[test]
+fn corpus_size_by_class() {
+    let mut by_class: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for (class, _) in refused_by_validation() {
+        by_class.entry(class).or_default().0 += 1;
+    }
+    for (class, _) in APPLIED {
+        by_class.entry(class).or_default().1 += 1;
+    }
+    for (class, ..) in past_validation() {
+        by_class.entry(class).or_default().2 += 1;
+    }
+    let total: usize = by_class.values().map(|(a, b, c)| a + b + c).sum();
+    println!(
+        "{:<12} {:>10} {:>8} {:>16}",
+        "class", "validation", "applied", "past validation"
+    );
+    for (class, (v, a, p)) in &by_class {
+        println!("{class:<12} {v:>10} {a:>8} {p:>16}");
+    }
+    println!("hostile-tenant corpus: {total} attacks");
+    assert!(total >= 40, "only {total} attacks");
+}
