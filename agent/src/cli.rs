@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use capstan_layout::scaffold::codeowners::Owner;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// capstan: a GitOps agent for Cluster API fleets written as EKS Anywhere specs.
@@ -683,6 +684,13 @@ pub struct InitArgs {
     /// Also run `git init` and make a first commit.
     #[arg(long)]
     pub git: bool,
+    /// The platform admins, GitHub users `@user` or teams `@org/team`, comma-separated: in
+    /// `.github/CODEOWNERS` they own everything but the workload directories given to a team
+    /// (`new cluster --owners`). Not required, so that a trial fleet that never reaches GitHub
+    /// needs no team; without it the file names the placeholder `@OWNER/platform-admins`, and
+    /// both the file and `init` say that it protects nothing until replaced.
+    #[arg(long, value_name = "OWNER[,OWNER...]", value_delimiter = ',', value_parser = Owner::parse)]
+    pub admins: Vec<Owner>,
     /// Cluster values.
     #[command(flatten)]
     pub values: ClusterValues,
@@ -699,6 +707,10 @@ pub struct NewClusterArgs {
     /// The repository.
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+    /// The team that owns the new cluster's directory (and nothing else) in `.github/CODEOWNERS`:
+    /// `@user` or `@org/team`, comma-separated. Without it the platform admins own it.
+    #[arg(long, value_name = "OWNER[,OWNER...]", value_delimiter = ',', value_parser = Owner::parse)]
+    pub owners: Vec<Owner>,
     /// Cluster values.
     #[command(flatten)]
     pub values: ClusterValues,

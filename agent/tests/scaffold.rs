@@ -451,3 +451,166 @@ fn docker_backend_is_written_inherited_and_rendered() {
     );
     assert_eq!(snapshot(&repo), before, "nothing written");
 }
+
+fn init_args<'a>(repo: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "init",
+        repo,
+        "--management",
+        "mgmt",
+        "--provider",
+        "docker",
+        "--pod-cidr",
+        "192.168.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
+fn new_cluster_args<'a>(repo: &'a str, name: &'a str, i: usize, more: &[&'a str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "new",
+        "cluster",
+        name,
+        "--management",
+        "mgmt",
+        "--repo",
+        repo,
+        "--provider",
+        "docker",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    args.extend([
+        "--pod-cidr".to_string(),
+        format!("172.{}.0.0/16", 16 + i),
+        "--service-cidr".to_string(),
+        format!("10.{}.0.0/16", 112 + i),
+    ]);
+    args.extend(more.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `init --admins` writes `.github/CODEOWNERS` and lists it; `new cluster --owners` gives the
+/// new directory, and nothing else, to its team; without `--owners` the admins keep it; a
+/// malformed owner is refused before anything is written.
+#[test]
+fn codeowners_from_init_and_new_cluster() {
+    use capstan_layout::scaffold::codeowners::owners_of;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    let r = repo.to_str().unwrap();
+    let out = capstan(&init_args(r, &["--admins", "@acme/platform,@bob", "--git"]));
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(".github/CODEOWNERS"), "{stdout}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("placeholder"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = repo.join(".github/CODEOWNERS");
+    let init = fs::read_to_string(&path).unwrap();
+    assert!(
+        init.starts_with("# Code owners of this capstan fleet"),
+        "{init}"
+    );
+    assert!(init.contains("\n* @acme/platform @bob\n"), "{init}");
+    let tracked = Command::new("git")
+        .args(["-C", r, "ls-files", ".github/CODEOWNERS"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&tracked.stdout).trim(),
+        ".github/CODEOWNERS"
+    );
+
+    let a: Vec<String> = new_cluster_args(r, "dev", 0, &["--owners", "@acme/dev"]);
+    let out = ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.contains("updated") && out.contains(".github/CODEOWNERS"),
+        "{out}"
+    );
+    let a = new_cluster_args(r, "ops", 1, &[]);
+    let out = ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!out.contains("CODEOWNERS"), "{out}");
+
+    let text = fs::read_to_string(&path).unwrap();
+    let line = "/clusters/mgmt/workload-clusters/dev/ @acme/dev\n";
+    let at = text.find(line).expect(&text);
+    assert!(
+        at < text.find("# capstan: platform admins").unwrap(),
+        "{text}"
+    );
+    assert_eq!(text.replace(line, ""), init);
+    let admins = ["@acme/platform", "@bob"];
+    for p in [
+        "clusters/mgmt/cluster.yaml",
+        "clusters/mgmt/fleet.yaml",
+        "clusters/suspend.yaml",
+        ".github/CODEOWNERS",
+        "clusters/mgmt/workload-clusters/ops/cluster.yaml",
+        "README.md",
+    ] {
+        assert_eq!(owners_of(&text, p), admins, "{p}");
+    }
+    assert_eq!(
+        owners_of(&text, "clusters/mgmt/workload-clusters/dev/cluster.yaml"),
+        ["@acme/dev"]
+    );
+    let v = ok(&["validate", r, "--output", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&v).unwrap();
+    assert_eq!(report["valid"], true, "{v}");
+
+    // A malformed owner: refused by the flag's parser, nothing written.
+    let before = snapshot(&repo);
+    for bad in ["acme/qa", "@acme/qa,qa@example.com", "@acme/"] {
+        let a = new_cluster_args(r, "qa", 2, &["--owners", bad]);
+        let out = capstan(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}");
+        assert!(
+            stderr.contains("use `@user` or `@org/team`"),
+            "{bad}: {stderr}"
+        );
+        assert_eq!(snapshot(&repo), before, "{bad} changed the repository");
+    }
+    let other = tmp.path().join("other");
+    let out = capstan(&init_args(
+        other.to_str().unwrap(),
+        &["--admins", "platform"],
+    ));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a GitHub owner"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!other.exists());
+}
+
+/// Without `--admins` the file names a placeholder, and both the file and `init` say that it
+/// protects nothing until replaced.
+#[test]
+fn codeowners_placeholder_is_announced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    let out = capstan(&init_args(repo.to_str().unwrap(), &[]));
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(".github/CODEOWNERS"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("placeholder @OWNER/platform-admins")
+            && stderr.contains("protects nothing"),
+        "{stderr}"
+    );
+    let text = fs::read_to_string(repo.join(".github/CODEOWNERS")).unwrap();
+    assert!(
+        text.starts_with("# REPLACE @OWNER/platform-admins"),
+        "{text}"
+    );
+    assert!(text.contains("\n* @OWNER/platform-admins\n"), "{text}");
+}

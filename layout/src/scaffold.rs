@@ -6,6 +6,9 @@
 //! the new files from the scaffold templates, adds them to an in-memory copy of the repository,
 //! validates the whole fleet with them, and only then returns them to be written: a cluster that
 //! would not validate is never written, and nothing is ever overwritten.
+//!
+//! The one file it changes rather than adds is `.github/CODEOWNERS` ([`codeowners`]):
+//! `capstan init` writes it, and `capstan new cluster --owners` adds the new directory's line.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,7 +20,11 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::fleet::{self, CLUSTERS_DIR, Fleet, Role, WORKLOADS_DIR};
-use crate::tree::Tree;
+use crate::tree::{Entry, Tree};
+
+pub mod codeowners;
+
+use codeowners::Owner;
 
 /// Why scaffolding refused.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +47,9 @@ pub enum ScaffoldError {
     /// The fleet would not validate with the new cluster.
     #[error("the new cluster does not validate:\n{}", .0.iter().map(|d| format!("  {d}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<Diagnostic>),
+    /// `.github/CODEOWNERS` cannot take the new cluster's owners.
+    #[error(".github/CODEOWNERS: {0}")]
+    Codeowners(String),
 }
 
 /// What the user asked for. Every `Option` may also come from the values file.
@@ -74,13 +84,26 @@ pub struct ClusterRequest {
     pub docker_backend: Option<String>,
     /// The parsed values file.
     pub values: Option<Value>,
+    /// Management clusters only: write `.github/CODEOWNERS`, giving everything to these
+    /// platform admins but the workload directories later given to a team, unless the file
+    /// exists. Empty: no file (bootstrap, tests; `capstan init` always gives some, the
+    /// placeholder at least).
+    pub admins: Vec<Owner>,
+    /// Workload clusters only: give the new directory to these owners in `.github/CODEOWNERS`,
+    /// when the repository has one. Empty: the admins own it (through `*`).
+    pub owners: Vec<Owner>,
 }
 
 /// The result: files to write, and the fleet as it will be with them.
 #[derive(Debug)]
 pub struct Scaffold {
-    /// `(path relative to the repository, content)`.
+    /// New files: `(path relative to the repository, content)`.
     pub files: Vec<(PathBuf, String)>,
+    /// Existing files with their new content (only `.github/CODEOWNERS`).
+    pub updated: Vec<(PathBuf, String)>,
+    /// What the user should be told: a CODEOWNERS kept as it was or still naming the
+    /// placeholder, owners that could not be recorded, lines removed.
+    pub notes: Vec<String>,
     /// The fleet validated with the new files.
     pub fleet: Fleet,
 }
@@ -335,10 +358,102 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
     if !new_errors.is_empty() {
         return Err(ScaffoldError::Invalid(new_errors));
     }
+    // After validation: the names are DNS-1123 labels now. CODEOWNERS is not part of the fleet.
+    let mut updated = Vec::new();
+    let mut notes = Vec::new();
+    code_owners(tree, req, &management, &mut files, &mut updated, &mut notes)?;
     Ok(Scaffold {
         files,
+        updated,
+        notes,
         fleet: after,
     })
+}
+
+/// `.github/CODEOWNERS`: written for a new management cluster given admins, changed for a new
+/// workload cluster (its owners' line; lines naming its directory before it existed removed).
+fn code_owners(
+    tree: &Tree,
+    req: &ClusterRequest,
+    management: &str,
+    files: &mut Vec<(PathBuf, String)>,
+    updated: &mut Vec<(PathBuf, String)>,
+    notes: &mut Vec<String>,
+) -> Result<(), ScaffoldError> {
+    let path = PathBuf::from(codeowners::PATH);
+    let existing = match tree.entries.get(&path) {
+        Some(Entry::File(bytes)) => Some(
+            String::from_utf8(bytes.clone())
+                .map_err(|_| ScaffoldError::Codeowners("not UTF-8".into()))?,
+        ),
+        Some(_) => {
+            return Err(ScaffoldError::Codeowners(
+                "not a regular file capstan can read".into(),
+            ));
+        }
+        None => None,
+    };
+    let placeholder = || {
+        format!(
+            "{} names the placeholder {}: replace it with your platform admins (`@user` or \
+             `@org/team`); until then it protects nothing",
+            codeowners::PATH,
+            codeowners::PLACEHOLDER
+        )
+    };
+    if req.management.is_none() {
+        if req.admins.is_empty() {
+            return Ok(());
+        }
+        match existing {
+            Some(_) => notes.push(format!(
+                "{} exists and was left as it is: check that it gives clusters/{management}/ \
+                 to the platform admins",
+                codeowners::PATH
+            )),
+            None => {
+                files.push((path, codeowners::render(management, &req.admins)));
+                if req.admins.iter().any(Owner::is_placeholder) {
+                    notes.push(placeholder());
+                }
+            }
+        }
+        return Ok(());
+    }
+    let Some(text) = existing else {
+        if !req.owners.is_empty() {
+            notes.push(format!(
+                "the repository has no {}, so the owners of {} were not recorded \
+                 (`capstan init --admins` writes one)",
+                codeowners::PATH,
+                codeowners::workload_pattern(management, &req.name)
+            ));
+        }
+        return Ok(());
+    };
+    let edit = codeowners::set_workload_owners(&text, management, &req.name, &req.owners)
+        .map_err(ScaffoldError::Codeowners)?;
+    for line in &edit.removed {
+        notes.push(format!(
+            "removed `{line}` from {}: it named the directory of an earlier cluster `{}`",
+            codeowners::PATH,
+            req.name
+        ));
+    }
+    if edit.at_end {
+        notes.push(format!(
+            "{} has no capstan blocks: the owners' line went at its end (it covers \
+             that directory only)",
+            codeowners::PATH
+        ));
+    }
+    if !req.owners.is_empty() && codeowners::has_placeholder(&edit.text) {
+        notes.push(placeholder());
+    }
+    if edit.text != text {
+        updated.push((path, edit.text));
+    }
+    Ok(())
 }
 
 const GROUP_KEYS: &[&str] = &[

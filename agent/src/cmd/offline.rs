@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 
 use anyhow::{Context, bail};
+use capstan_layout::scaffold::codeowners::Owner;
 use capstan_layout::scaffold::{self, ClusterRequest};
 use capstan_layout::{Fleet, Tree};
 use capstan_templates::yaml;
@@ -202,6 +203,8 @@ pub(super) fn request(
         external_etcd: v.external_etcd,
         docker_backend: v.docker_backend,
         values,
+        admins: Vec::new(),
+        owners: Vec::new(),
     })
 }
 
@@ -219,6 +222,19 @@ pub(super) fn write_files(root: &Path, files: &[(PathBuf, String)]) -> anyhow::R
         }
         fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Writes the scaffolder's changes to existing files (`.github/CODEOWNERS`) and its notes.
+fn write_updates(root: &Path, plan: &scaffold::Scaffold) -> anyhow::Result<()> {
+    for (rel, text) in &plan.updated {
+        let path = root.join(rel);
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("updated {}", path.display());
+    }
+    for note in &plan.notes {
+        eprintln!("note: {note}");
     }
     Ok(())
 }
@@ -244,10 +260,16 @@ pub fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     } else {
         Tree::new()
     };
-    let req = request(args.management.clone(), None, args.values)?;
+    let mut req = request(args.management.clone(), None, args.values)?;
+    req.admins = if args.admins.is_empty() {
+        vec![Owner::placeholder()]
+    } else {
+        args.admins
+    };
     let plan = scaffold::plan(&tree, &req)?;
     fs::create_dir_all(dir)?;
     write_files(dir, &plan.files)?;
+    write_updates(dir, &plan)?;
     if args.git {
         git(dir, &["init", "--quiet", "--initial-branch=main"])?;
         git(dir, &["add", "--all"])?;
@@ -287,7 +309,8 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
 
 /// `capstan new cluster` (with `--open-pr`: on a branch, pushed, as a pull request).
 pub fn new_cluster(args: NewClusterArgs) -> anyhow::Result<ExitCode> {
-    let req = request(args.name, Some(args.management), args.values)?;
+    let mut req = request(args.name, Some(args.management), args.values)?;
+    req.owners = args.owners;
     if args.pr.open_pr {
         let title = format!(
             "Add cluster {} (managed by {})",
@@ -308,6 +331,7 @@ fn scaffold_into(repo: &Path, req: &ClusterRequest) -> anyhow::Result<()> {
     let tree = Tree::from_dir(repo).with_context(|| format!("reading {}", repo.display()))?;
     let plan = scaffold::plan(&tree, req)?;
     write_files(repo, &plan.files)?;
+    write_updates(repo, &plan)?;
     if let Some(c) = plan.fleet.cluster(&req.name) {
         println!(
             "cluster {} validates: {} objects to apply on {}",
