@@ -552,7 +552,10 @@ impl Pass<'_> {
             return Ok((done(plan, Phase::Failed, message), changed, false));
         }
         // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
-        let refused = match self.immutable_gate(entry, &plan, &objects).await {
+        let refused = match self
+            .immutable_gate(entry, &plan, &objects, &previous_inventory)
+            .await
+        {
             Ok(None) => None,
             Ok(Some(why)) => Some(("ImmutableField", why)),
             Err(e) => Some(("ReadFailed", format!("reading its live EKS-A objects: {e}"))),

@@ -411,10 +411,27 @@ impl Pass<'_> {
         entry: &ClusterEntry,
         plan: &Plan,
         objects: &[(&Rendered, ObjectRef)],
+        previous: &[ObjectRef],
     ) -> Result<Option<String>, String> {
         let Some(spec) = entry.cluster.as_ref() else {
             return Ok(None);
         };
+        // A cluster's namespace (EKS Anywhere holds it immutable): its objects in another
+        // namespace would be a second cluster beside the first, not the same one moved.
+        if let Some(recorded) = previous
+            .iter()
+            .find(|r| r.group() == EKSA_GROUP && r.kind == "Cluster" && r.name == spec.name)
+            .filter(|r| r.namespace != spec.namespace)
+        {
+            let pos = spec.source.pos("metadata.namespace");
+            return Ok(Some(format!(
+                "{}:{}:{}: metadata.namespace: the cluster lives in namespace `{}`; EKS Anywhere holds a cluster's namespace immutable (moving it would make a second cluster beside the first)",
+                spec.source.file.display(),
+                pos.line,
+                pos.column,
+                recorded.namespace
+            )));
+        }
         let changed: Vec<&ObjectRef> = plan
             .entries
             .iter()

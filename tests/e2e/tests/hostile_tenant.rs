@@ -952,7 +952,11 @@ async fn a_cluster_moving_to_another_namespace_reaches_nothing_else() {
     assert_ne!(moved, text);
     std::fs::write(a.files.dir(&a.tenant).join("cluster.yaml"), moved).unwrap();
     let refs: Vec<&Victim> = victims.iter().collect();
-    a.harmless(&refs, a.reconcile("r1", false)).await;
+    let out = a.harmless(&refs, a.reconcile("r1", false)).await;
+    // EKS Anywhere holds a cluster's namespace immutable: nothing of the revision is applied.
+    let t = outcome(&out, &a.tenant);
+    assert_eq!(t.phase, Phase::Failed, "{}", t.message);
+    assert!(t.message.contains("metadata.namespace"), "{}", t.message);
 }
 
 // ───────────────── past validation: the policy holds on its own ─────────────────
