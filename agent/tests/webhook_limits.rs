@@ -166,8 +166,14 @@ fn pushed(after: &str, delivery: &str) -> Vec<Trigger> {
 #[tokio::test]
 async fn past_the_bound_the_body_read_longest_is_cut_off_and_a_signed_push_gets_through() {
     const BOUND: usize = 4;
-    let mut h =
-        Harness::start(ServerConfig::new("main").with_unverified_bounds(BOUND, 1 << 20)).await;
+    // The body timeout out of the way: on a loaded machine the slow bodies must be cut by the
+    // bound, not time out first.
+    let mut h = Harness::start(
+        ServerConfig::new("main")
+            .with_unverified_bounds(BOUND, 1 << 20)
+            .with_body_timeout(Duration::from_secs(600)),
+    )
+    .await;
     // The bound filled by slow forged bodies, one after the other (so their order is known).
     let mut slow_ones = Vec::new();
     for i in 0..BOUND {
@@ -233,7 +239,12 @@ async fn a_slow_body_is_cut_off_after_the_body_timeout() {
 #[tokio::test]
 async fn past_the_byte_budget_the_bigger_body_gives_way() {
     const BUDGET: usize = 64 * 1024;
-    let mut h = Harness::start(ServerConfig::new("main").with_unverified_bounds(16, BUDGET)).await;
+    let mut h = Harness::start(
+        ServerConfig::new("main")
+            .with_unverified_bounds(16, BUDGET)
+            .with_body_timeout(Duration::from_secs(600)),
+    )
+    .await;
     let mut older = slow(h.addr, 100_000, 40_000).await;
     until("the older body's bytes to be held", || {
         h.state.unverified_bytes() >= 40_000
