@@ -26,6 +26,26 @@ pub fn agent_logs() {
         .try_init();
 }
 
+/// The API resource of a kind (`group` "" for the core group), for a dynamic `Api`.
+pub fn resource(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
 /// `examples/fleet`.
 pub fn example_fleet() -> PathBuf {
     repo_root().join("examples/fleet")

@@ -114,17 +114,7 @@ fn count(o: &Outcome, cluster: &str, action: Action) -> usize {
 }
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+    capstan_e2e::resource(group, version, kind, plural)
 }
 
 async fn list_names(cp: &ControlPlane, ns: &str, r: &ApiResource) -> Vec<String> {

@@ -352,13 +352,7 @@ fn secret() -> ApiResource {
 }
 
 fn capi_cluster() -> ApiResource {
-    ApiResource {
-        group: "cluster.x-k8s.io".into(),
-        version: "v1beta2".into(),
-        api_version: "cluster.x-k8s.io/v1beta2".into(),
-        kind: "Cluster".into(),
-        plural: "clusters".into(),
-    }
+    capstan_e2e::resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
 }
 
 impl Arena {
@@ -526,13 +520,7 @@ impl Arena {
                 "helmchartproxies",
             ),
         ] {
-            let ar = ApiResource {
-                group: group.into(),
-                version: version.into(),
-                api_version: format!("{group}/{version}"),
-                kind: kind.into(),
-                plural: plural.into(),
-            };
+            let ar = capstan_e2e::resource(group, version, kind, plural);
             let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &self.ns, &ar);
             for o in api.list(&Default::default()).await.unwrap().items {
                 let own = o
@@ -965,17 +953,7 @@ async fn a_cluster_moving_to_another_namespace_reaches_nothing_else() {
 /// `hp-t` (in namespace `hp-ns`, beside the management cluster `hp-m` and a victim `hp-v`):
 /// `(class, name, resource, object, the reason word or HTTP status it is refused with)`.
 fn past_validation() -> Vec<(&'static str, &'static str, ApiResource, Value, &'static str)> {
-    let ar = |group: &str, version: &str, kind: &str, plural: &str| ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    };
+    let ar = capstan_e2e::resource;
     let labels = json!({capstan_templates::identity::MANAGED_BY_LABEL: "capstan", capstan_templates::identity::CLUSTER_LABEL: "hp-t"});
     let meta = |name: &str, ns: &str| json!({"name": name, "namespace": ns, "labels": labels});
     let crs = ar(
