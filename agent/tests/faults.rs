@@ -17,7 +17,7 @@
 //! tombstoned cluster goes only once the controllers have removed its Machines, and the API
 //! server and etcd restarts hit the controllers too. `CAPSTAN_FAULT_CONTROLLERS=0` runs without
 //! them (capstan alone against the API server). CAPD's in-memory backend has a fixed port, so
-//! run this test in its own network namespace (see the README).
+//! run this test in its own network namespace (see docs/testing.md).
 //!
 //! Invariants after each run, once the faults stop (and the last push's webhook is delivered):
 //! - every object the desired revision renders for a live cluster exists, with every field
@@ -34,8 +34,8 @@
 //! - convergence takes a bounded number of cluster runs (counted by the agent's
 //!   `capstan_reconciles_total`) after the faults stop.
 //!
-//! CI runs 2 runs (seed fixed). The long run (70 minutes here; its figures are in the README,
-//! "Reliability"):
+//! CI runs 2 runs (seed fixed). The long run (70 minutes here; its figures are in
+//! docs/reliability.md):
 //! `CAPSTAN_FAULT_RUNS=100 CAPSTAN_FAULT_SEED=7 cargo test -p capstan --test faults -- --nocapture`
 //! (`CAPSTAN_FAULT_CLUSTERS` sets the fleet size, 20 by default; `CAPSTAN_FAULT_BIN` runs a copy
 //! of the `capstan` binary, so rebuilding the workspace does not change the agent mid-run). The

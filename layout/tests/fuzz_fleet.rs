@@ -17,7 +17,7 @@
 //! - memory stays bounded: the peak resident size after the run is printed and must stay under
 //!   1 GiB.
 //!
-//! CI runs 300 cases. The documented run (figures in the README):
+//! CI runs 300 cases. The documented run (figures in docs/reliability.md):
 //! `CAPSTAN_FUZZ_CASES=100000 cargo test --release -p capstan-layout --test fuzz_fleet -- --nocapture`
 //! (`PROPTEST_RNG_SEED` fixes the seed; a failure prints the minimal mutation).
 

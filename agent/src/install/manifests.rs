@@ -9,7 +9,7 @@
 //! [`GIT_SECRET`] (deploy key and known_hosts, or a CA for https remotes), [`WEBHOOK_SECRET`]
 //! (the GitHub webhook's shared secret) and [`GITHUB_SECRET`] (a token for pull-request
 //! features). Resources are sized from the scale curve of the fleet benchmark
-//! (`agent/benches/versus_flux.rs`, README "Scale curve"): peak RSS 71 MiB at 1,000 clusters
+//! (`agent/benches/versus_flux.rs`, docs/benchmarks.md "Scale curve"): peak RSS 71 MiB at 1,000 clusters
 //! and 161 MiB at 3,000 (about 0.045 MiB per cluster; before the agent shared validated
 //! clusters and kept objects as JSON text it was 137 and 360 MiB). The supported fleet size of
 //! these defaults is up to 3,000 clusters per management cluster: [`MEMORY_REQUEST`] covers
