@@ -46,6 +46,7 @@ use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
+mod decide;
 mod pacing;
 mod pass;
 pub mod self_upgrade;

@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use capstan_layout::{ClusterEntry, Fleet, Rendered};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 
+use super::decide::{self, Gate, NotStarted};
 use super::staging::Versioned;
 use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
 use crate::health;
@@ -24,7 +24,6 @@ use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// The identity a cluster's objects are written as ([`Pass::writer`]).
 pub(super) struct Writer {
@@ -161,16 +160,7 @@ impl Pass<'_> {
         rec: &Recorded,
         message: String,
     ) -> Result<ClusterOutcome, ReconcileError> {
-        let st = ManagedClusterStatus {
-            phase: Some(Phase::Orphaned),
-            message: message.clone(),
-            last_applied_revision: rec.status.last_applied_revision.clone(),
-            last_attempted_revision: self.opts.revision.clone(),
-            desired_hash: rec.status.desired_hash.clone(),
-            conditions: vec![condition("Ready", "Unknown", "Orphaned", &message)],
-            inventory: rec.inventory(),
-            ..Default::default()
-        };
+        let st = decide::orphaned(rec, &self.opts.revision, &message);
         self.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
             .await?;
         Ok(ClusterOutcome {
@@ -360,9 +350,6 @@ impl Pass<'_> {
         let dir = entry.dir.display().to_string();
         let mgmt = entry.management().to_string();
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
-        let last_applied = prev
-            .map(|p| p.status.last_applied_revision.clone())
-            .unwrap_or_default();
         let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome {
             name: name.clone(),
             plan,
@@ -376,123 +363,50 @@ impl Pass<'_> {
             entries: vec![],
         };
 
-        // Suspended in the repository, or held while its management cluster upgrades itself:
-        // nothing applied, nothing deleted.
-        let hold = if fleet.suspended || entry.intent.suspend.is_some() {
-            Some((
-                "Suspended",
-                format!(
-                    "suspended in the repository{}",
-                    entry
-                        .intent
-                        .suspend
-                        .as_deref()
-                        .filter(|r| !r.is_empty())
-                        .map(|r| format!(": {r}"))
-                        .unwrap_or_default()
-                ),
-            ))
-        } else {
-            self.management_upgrading(entry)
-                .map(|m| ("ManagementUpgrading", m))
-        };
-        if let Some((reason, message)) = hold {
-            let st = ManagedClusterStatus {
-                phase: Some(Phase::Suspended),
-                message: message.clone(),
-                last_applied_revision: last_applied.clone(),
-                last_attempted_revision: last_applied,
-                desired_hash: prev
-                    .map(|p| p.status.desired_hash.clone())
-                    .unwrap_or_default(),
-                conditions: vec![condition("Ready", "Unknown", reason, &message)],
-                inventory: previous_inventory,
-                ..Default::default()
-            };
-            let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-            return Ok((done(empty, Phase::Suspended, message), changed, false));
-        }
-        // An orphaned cluster is taken back by a directory only when an admin says so: a new
-        // directory that merely takes an orphan's name (anyone who may open a pull request may
-        // write one) must not get its running cluster, its objects and its inventory.
-        if let Some(rec) = prev.filter(|p| p.status.phase == Some(Phase::Orphaned)) {
-            if rec.adopt.as_deref() != Some(dir.as_str()) {
-                let message = format!(
-                    "its directory {dir} is in the repository again, but an orphaned cluster is taken back only when an admin says so: `kubectl annotate managedcluster {name} -n {} {}={dir}`; nothing was applied or deleted",
-                    status::NAMESPACE,
-                    capstan_templates::identity::ADOPT_ANNOTATION
-                );
-                let outcome = self.stay_orphaned(&name, rec, message).await?;
-                return Ok((outcome, false, false));
-            }
-            if !self.opts.plan_only {
-                status::clear_adoption(self.client(), &name).await?;
-                self.wrote();
-            }
-        }
-        let writer = self.writer(&entry.role, &name);
-        // A tombstone is checked too (a management cluster's is refused while it manages
-        // workload clusters): an invalid directory deletes nothing.
-        let invalid = if entry.intent.delete.is_some() {
-            capstan_templates::diag::has_errors(&entry.diagnostics)
-        } else {
-            !entry.is_valid()
-        };
-        if !invalid && entry.intent.delete.is_some() {
-            // The agent runs on its management cluster: deleting it would take down the API
-            // server the agent and every workload cluster's objects live on.
-            if entry.role == capstan_layout::Role::Management {
-                let why = format!(
-                    "capstan does not delete the management cluster it runs on ({name}); remove the tombstone, or delete the cluster from outside it"
-                );
-                let message = self.refused_message(&last_applied, &why);
-                let changed = self
-                    .not_applied(entry, prev, "DeletionRefused", &why, &message)
-                    .await?;
-                return Ok((done(empty, Phase::Failed, message), changed, false));
-            }
-            return self
-                .delete_cluster(&writer, &name, &mgmt, &dir, previous_inventory, prev)
-                .await
-                .map(|(outcome, changed)| (outcome, changed, false));
-        }
-        if invalid {
-            let first = entry
-                .diagnostics
-                .iter()
-                .find(|d| d.is_error())
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| "invalid".into());
-            let message = if last_applied.is_empty() {
-                format!("not applied: {first}")
-            } else {
-                format!(
-                    "revision {} not applied, {last_applied} stays live: {first}",
-                    self.opts.revision
-                )
-            };
-            let changed = self
-                .not_applied(entry, prev, "ValidationFailed", &first, &message)
-                .await?;
-            return Ok((done(empty, Phase::Failed, message), changed, false));
-        }
-
-        // A kind the API server refuses to show the agent (RBAC): this cluster cannot be
-        // planned; the others go on.
-        let refused = entry.objects.iter().flatten().find_map(|o| {
+        // Whether it goes ahead: holds, an orphan's return, validation, deletion, kinds the
+        // agent may not read ([`decide::gate`]).
+        let denied = entry.objects.iter().flatten().find_map(|o| {
             self.live
                 .denied(o.api_version(), o.kind())
                 .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
         });
-        if let Some((kind, api_version, why)) = refused {
-            let why = format!(
-                "the agent may not read {kind} ({api_version}): {why}; grant it with `capstan install --allow` or take it out of the repository"
-            );
-            let message = self.refused_message(&last_applied, &why);
-            let changed = self
-                .not_applied(entry, prev, "Forbidden", &why, &message)
-                .await?;
-            return Ok((done(empty, Phase::Failed, message), changed, false));
+        let gate = decide::gate(&decide::GateFacts {
+            entry,
+            prev,
+            revision: &self.opts.revision,
+            fleet_suspended: fleet.suspended,
+            management_upgrading: self.management_upgrading(entry),
+            denied,
+        });
+        let writer = self.writer(&entry.role, &name);
+        match gate {
+            Gate::Hold { reason, message } => {
+                let st = decide::held(prev, reason, &message);
+                let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
+                return Ok((done(empty, Phase::Suspended, message), changed, false));
+            }
+            Gate::StayOrphaned(message) => {
+                let rec = prev.expect("only a recorded cluster is orphaned");
+                let outcome = self.stay_orphaned(&name, rec, message).await?;
+                return Ok((outcome, false, false));
+            }
+            Gate::Refuse(r) => {
+                let changed = self.refuse(entry, prev, &r).await?;
+                return Ok((done(empty, Phase::Failed, r.message), changed, false));
+            }
+            Gate::Delete => {
+                return self
+                    .delete_cluster(&writer, &name, &mgmt, &dir, previous_inventory, prev)
+                    .await
+                    .map(|(outcome, changed)| (outcome, changed, false));
+            }
+            Gate::Proceed { reclaim } => {
+                // An orphan taken back on an admin's mark: the mark lets it back once.
+                if reclaim && !self.opts.plan_only {
+                    status::clear_adoption(self.client(), &name).await?;
+                    self.wrote();
+                }
+            }
         }
 
         // The revision's identity: what the repository asks for, before the chain steps and
@@ -512,12 +426,14 @@ impl Pass<'_> {
                         format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
                     })
                     .unwrap_or_default();
-                let why = format!("{at}{why}");
-                let message = self.refused_message(&last_applied, &why);
-                let changed = self
-                    .not_applied(entry, prev, "UpgradeRefused", &why, &message)
-                    .await?;
-                return Ok((done(empty, Phase::Failed, message), changed, false));
+                let r = decide::refusal(
+                    &self.opts.revision,
+                    prev,
+                    "UpgradeRefused",
+                    format!("{at}{why}"),
+                );
+                let changed = self.refuse(entry, prev, &r).await?;
+                return Ok((done(empty, Phase::Failed, r.message), changed, false));
             }
         };
         let wired = match &step {
@@ -541,15 +457,14 @@ impl Pass<'_> {
             .map(|e| e.reason.clone().unwrap_or_default())
             .collect();
         if !claimed.is_empty() {
-            let why = claimed.join("; ");
-            let message = self.refused_message(&last_applied, &why);
-            let changed = if self.opts.plan_only {
-                false
-            } else {
-                self.not_applied(entry, prev, planner::ALREADY_EXISTS, &why, &message)
-                    .await?
-            };
-            return Ok((done(plan, Phase::Failed, message), changed, false));
+            let r = decide::refusal(
+                &self.opts.revision,
+                prev,
+                planner::ALREADY_EXISTS,
+                claimed.join("; "),
+            );
+            let changed = self.refuse(entry, prev, &r).await?;
+            return Ok((done(plan, Phase::Failed, r.message), changed, false));
         }
         // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
         let refused = match self
@@ -561,11 +476,9 @@ impl Pass<'_> {
             Err(e) => Some(("ReadFailed", format!("reading its live EKS-A objects: {e}"))),
         };
         if let Some((reason, why)) = refused {
-            let message = self.refused_message(&last_applied, &why);
-            let changed = self
-                .not_applied(entry, prev, reason, &why, &message)
-                .await?;
-            return Ok((done(empty, Phase::Failed, message), changed, false));
+            let r = decide::refusal(&self.opts.revision, prev, reason, why);
+            let changed = self.refuse(entry, prev, &r).await?;
+            return Ok((done(empty, Phase::Failed, r.message), changed, false));
         }
         let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
         // Fleet-wide pacing, once the cluster itself is fit to start.
@@ -700,237 +613,35 @@ impl Pass<'_> {
             }
         }
         applied.complete = failure.is_none();
-        // How long the cluster has waited for its current stage.
-        let waiting_for = after.waiting.as_ref().map(|(s, _)| s.name());
-        let stage_since = match (waiting_for, prev) {
-            (Some(s), Some(p)) if p.status.stage.as_deref() == Some(s) => p
-                .status
-                .stage_since
-                .clone()
-                .unwrap_or_else(status::timestamp),
-            (Some(_), _) => status::timestamp(),
-            (None, _) => String::new(),
-        };
-        let timed_out = match (&after.waiting, self.opts.stage_timeout) {
-            (Some((s, progress)), Some(limit))
-                if !not_started && status::age(&stage_since).is_some_and(|a| a > limit) =>
-            {
-                Some(format!(
-                    "the {s} stage has not rolled out within {}: {progress}",
-                    humanize(limit)
-                ))
-            }
-            _ => None,
-        };
-
-        let inv = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
+        let inventory = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
             self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
         });
-
-        let (phase, message, conditions) = match &failure {
-            Some(_) if !claimed.is_empty() => {
-                let why = claimed.values().cloned().collect::<Vec<_>>().join("; ");
-                (
-                    Phase::Failed,
-                    format!("applying revision {}: {why}", self.opts.revision),
-                    vec![
-                        condition("Ready", "False", planner::ALREADY_EXISTS, &why),
-                        condition("Conflict", "True", planner::ALREADY_EXISTS, &why),
-                    ],
-                )
-            }
-            Some(f) => (
-                Phase::Failed,
-                format!("applying revision {}: {f}", self.opts.revision),
-                vec![condition("Ready", "False", "ApplyFailed", f)],
-            ),
-            None => {
-                // Objects pruned now or before that finalizers still hold.
-                let deleting: Vec<&ObjectRef> = plan
-                    .entries
-                    .iter()
-                    .filter(|e| {
-                        e.action == Action::Deleting
-                            || applied.terminating.contains(&e.object.key())
-                    })
-                    .map(|e| &e.object)
-                    .collect();
-                let conflicts: Vec<String> = plan
-                    .entries
-                    .iter()
-                    .filter(|e| e.action == Action::Conflict)
-                    .map(|e| {
-                        format!(
-                            "{}: {}",
-                            e.object.subject(),
-                            e.reason.as_deref().unwrap_or("conflict")
-                        )
-                    })
-                    .collect();
-                let (phase, message, mut conditions) = self.health(&objects, &deleting);
-                if conflicts.is_empty() {
-                    match after.summary() {
-                        // A stage is not rolled out: that, not the Cluster's own summary, is
-                        // what the cluster waits for.
-                        Some(summary) => {
-                            // A change to a cluster applied before at another revision is an
-                            // upgrade, and stays one until it is done; a new cluster is being
-                            // created.
-                            let upgrading = prev.is_some_and(|p| {
-                                let recorded = &p.status.desired_hash;
-                                (!recorded.is_empty() && *recorded != fp)
-                                    || p.status.phase == Some(Phase::Upgrading)
-                            });
-                            let (phase, reason, verb) = if upgrading {
-                                (Phase::Upgrading, "Upgrading", "upgrading")
-                            } else {
-                                (Phase::Progressing, "Progressing", "applied, rolling out")
-                            };
-                            let message = match &note {
-                                Some(n) => format!("{verb} ({n}): {summary}"),
-                                None => format!("{verb}: {summary}"),
-                            };
-                            conditions.retain(|c| c.type_ != "Ready");
-                            conditions.insert(0, condition("Ready", "False", reason, &message));
-                            (phase, message, conditions)
-                        }
-                        // A chain step rolled out: the next step is the next pass's.
-                        None if note.is_some() => {
-                            let message = format!(
-                                "upgrading ({}): this step has rolled out",
-                                note.as_deref().unwrap_or_default()
-                            );
-                            conditions.retain(|c| c.type_ != "Ready");
-                            conditions
-                                .insert(0, condition("Ready", "False", "Upgrading", &message));
-                            (Phase::Upgrading, message, conditions)
-                        }
-                        // Rolled out, but prunes wait for a pass that sees it so (the
-                        // deletion that held them has just completed): not converged yet.
-                        None if phase == Phase::Ready
-                            && plan.entries.iter().any(|e| e.action == Action::Held) =>
-                        {
-                            let held: Vec<String> = plan
-                                .entries
-                                .iter()
-                                .filter(|e| e.action == Action::Held)
-                                .map(|e| e.object.subject())
-                                .collect();
-                            let message = format!(
-                                "rolled out at this revision; pruned by the next pass: {}",
-                                held.join(", ")
-                            );
-                            conditions.retain(|c| c.type_ != "Ready");
-                            conditions.insert(0, condition("Ready", "False", "Pruning", &message));
-                            (Phase::Progressing, message, conditions)
-                        }
-                        None => (phase, message, conditions),
-                    }
-                } else {
-                    // Not converged, and not something waiting will fix: someone has to settle
-                    // which side owns the field.
-                    let message = conflicts.join("; ");
-                    conditions.retain(|c| c.type_ != "Ready");
-                    conditions.insert(0, condition("Ready", "False", "Conflict", &message));
-                    conditions.push(condition(
-                        "Conflict",
-                        "True",
-                        "FieldManagerConflict",
-                        &message,
-                    ));
-                    (Phase::Failed, message, conditions)
-                }
-            }
+        let health = self.assessment(&objects, &decide::deleting(&plan, &applied.terminating));
+        let held_before_start = match (&paced, &gated) {
+            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
+            (None, Some(why)) if not_started => Some(NotStarted::Unhealthy(why.clone())),
+            _ => None,
         };
-        // Failures of the upgrade itself: its backup or pause could not be made, or a stage has
-        // not rolled out in time (later stages stay held; a management cluster's workload
-        // clusters stay paused and its backup stays).
-        let (phase, message, conditions) = match (&upgrade.failure, &timed_out) {
-            (Some(f), _) => (
-                Phase::Failed,
-                format!("upgrade not started: {f}"),
-                vec![condition("Ready", "False", "UpgradeFailed", f)],
-            ),
-            (None, Some(t)) if failure.is_none() => {
-                let t = if upgrade.backup.is_empty() {
-                    t.clone()
-                } else {
-                    format!(
-                        "{t}; its workload clusters stay paused; the backup taken before is in {}",
-                        upgrade.backup
-                    )
-                };
-                (
-                    Phase::Failed,
-                    t.clone(),
-                    vec![condition("Ready", "False", "StageTimedOut", &t)],
-                )
-            }
-            // Held before it started, by the fleet's pacing or by the health gate (no earlier
-            // revision's upgrade still rolling): it is not upgrading (it takes no slot of
-            // maxUnavailable, and once healthy the waves still decide when it starts), and it
-            // says what it waits for.
-            (None, None) if failure.is_none() && phase != Phase::Failed && not_started => {
-                let (reason, why) = match (&paced, &gated) {
-                    (Some(hold), _) => (hold.reason.as_str(), hold.message.as_str()),
-                    (None, gated) => (
-                        "WaitingForHealth",
-                        gated
-                            .as_deref()
-                            .expect("not started: held by the health gate"),
-                    ),
-                };
-                let message = format!(
-                    "upgrade to revision {} not started: {why}",
-                    self.opts.revision
-                );
-                let mut conditions = conditions;
-                conditions.retain(|c| c.type_ != "Ready");
-                conditions.insert(0, condition("Ready", "False", reason, &message));
-                (Phase::Progressing, message, conditions)
-            }
-            _ => (phase, message, conditions),
-        };
-        // A cluster the new revision does not touch keeps the revision its objects came from:
-        // its status is then unchanged and costs no write.
-        let untouched = failure.is_none()
-            && !plan.has_changes()
-            && prev.is_some_and(|p| p.status.desired_hash == fp);
-        let st = ManagedClusterStatus {
-            phase: Some(phase),
-            message: message.clone(),
-            last_applied_revision: if untouched || failure.is_some() {
-                last_applied
-            } else {
-                self.opts.revision.clone()
-            },
-            last_attempted_revision: if untouched {
-                prev.map(|p| p.status.last_attempted_revision.clone())
-                    .unwrap_or_default()
-            } else {
-                self.opts.revision.clone()
-            },
-            // Gated: this revision has not started; the next pass gates it again.
-            desired_hash: if failure.is_none() && gated.is_none() && paced.is_none() {
-                fp
-            } else {
-                prev.map(|p| p.status.desired_hash.clone())
-                    .unwrap_or_default()
-            },
-            // A cluster held before its upgrade started waits for no stage of its own: no stage,
-            // and no stage timeout.
-            stage: match (&failure, &after.waiting, not_started) {
-                (None, Some((stage, _)), false) => Some(stage.name().to_string()),
-                _ => None,
-            },
-            stage_since: (failure.is_none() && !stage_since.is_empty() && !not_started)
-                .then_some(stage_since),
+        let st = decide::settle(&decide::Settled {
+            revision: &self.opts.revision,
+            fingerprint: &fp,
+            prev,
+            plan: &plan,
+            failure: failure.as_deref(),
+            claimed: &claimed,
+            health: &health,
+            after: &after,
+            note: note.as_deref(),
+            upgrade: &upgrade,
+            not_started: held_before_start.as_ref(),
+            gated: gated.is_some(),
+            paced: paced.is_some(),
+            stage_timeout: self.opts.stage_timeout,
+            now: k8s_openapi::jiff::Timestamp::now(),
             wave,
-            backup: (!upgrade.backup.is_empty()).then(|| upgrade.backup.clone()),
-            conditions,
-            inventory: inv,
-            ..Default::default()
-        };
+            inventory,
+        });
+        let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
         // The failure itself is in the phase and message. The spec written above is what the
         // record is now. Something written: its Event goes beside the status, not after it.
         let outcome = done(plan, phase, message, after.waiting.clone());
@@ -946,43 +657,15 @@ impl Pass<'_> {
         Ok((outcome, changed?, evented))
     }
 
-    /// The message of a revision refused for a cluster before anything was applied.
-    fn refused_message(&self, last_applied: &str, why: &str) -> String {
-        format!(
-            "revision {} not applied ({}): {why}",
-            self.opts.revision,
-            if last_applied.is_empty() {
-                "nothing applied yet".to_string()
-            } else {
-                format!("{last_applied} stays live")
-            }
-        )
-    }
-
-    /// Records that this revision was not applied to a cluster: Failed with `reason`, the last
-    /// applied revision, its hash and inventory kept (nothing of it was touched).
-    async fn not_applied(
+    /// Records that this revision was not applied to a cluster ([`decide::not_applied`]);
+    /// returns whether the status was written.
+    async fn refuse(
         &self,
         entry: &ClusterEntry,
         prev: Option<&Recorded>,
-        reason: &str,
-        why: &str,
-        message: &str,
+        r: &decide::Refusal,
     ) -> Result<bool, ReconcileError> {
-        let st = ManagedClusterStatus {
-            phase: Some(Phase::Failed),
-            message: message.to_string(),
-            last_applied_revision: prev
-                .map(|p| p.status.last_applied_revision.clone())
-                .unwrap_or_default(),
-            last_attempted_revision: self.opts.revision.clone(),
-            desired_hash: prev
-                .map(|p| p.status.desired_hash.clone())
-                .unwrap_or_default(),
-            conditions: vec![condition("Ready", "False", reason, why)],
-            inventory: prev.map(Recorded::inventory).unwrap_or_default(),
-            ..Default::default()
-        };
+        let st = decide::not_applied(prev, &self.opts.revision, r);
         let dir = entry.dir.display().to_string();
         self.write_status(&entry.name, entry.management(), &dir, &st, prev)
             .await
@@ -1119,40 +802,6 @@ impl Pass<'_> {
             cluster: name.to_string(),
             entries,
         }
-    }
-
-    /// Health as Cluster API reports it ([`health::assess`]) from the live facts of the cluster's
-    /// Cluster, control plane and MachineDeployments.
-    pub(super) fn health(
-        &self,
-        objects: &[(&Rendered, ObjectRef)],
-        deleting: &[&ObjectRef],
-    ) -> (Phase, String, Vec<Condition>) {
-        let assessment = self.assessment(objects, deleting);
-        let applied = condition(
-            "Applied",
-            "True",
-            "Applied",
-            "every object of the cluster is applied",
-        );
-        let (phase, status) = if assessment.ready {
-            (Phase::Ready, "True")
-        } else {
-            (Phase::Progressing, "False")
-        };
-        let message = if assessment.ready {
-            assessment.message.clone()
-        } else {
-            format!("applied; waiting for Cluster API: {}", assessment.message)
-        };
-        (
-            phase,
-            message.clone(),
-            vec![
-                applied,
-                condition("Ready", status, assessment.reason, &message),
-            ],
-        )
     }
 
     /// [`health::assess`] of the live facts of the cluster's Cluster, control plane and
@@ -1500,18 +1149,6 @@ impl Pass<'_> {
             },
             changed,
         ))
-    }
-}
-
-/// A duration as the flags take it (`90s`, `30m`, `1h`).
-fn humanize(d: Duration) -> String {
-    let s = d.as_secs();
-    if s.is_multiple_of(3600) && s > 0 {
-        format!("{}h", s / 3600)
-    } else if s.is_multiple_of(60) && s > 0 {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
     }
 }
 

@@ -42,13 +42,7 @@ pub const KUBE_VIP_LEASE: (&str, &str) = ("kube-system", "plndr-cp-lock");
 pub const DELETE_MACHINE: &str = "cluster.x-k8s.io/delete-machine";
 
 /// Where a management cluster's self-upgrade is after this pass's preparations.
-#[derive(Debug, Default)]
-pub(super) struct SelfUpgrade {
-    /// The backup of the self-upgrade in progress (empty: none).
-    pub backup: String,
-    /// Preparing failed: nothing of the etcd or control plane may be applied.
-    pub failure: Option<String>,
-}
+pub(super) use super::decide::Upgrade as SelfUpgrade;
 
 /// The Cluster API Cluster of a rendered cluster or a recorded inventory.
 fn capi_cluster(refs: impl IntoIterator<Item = ObjectRef>) -> Option<ObjectRef> {

@@ -310,10 +310,11 @@ impl Pass<'_> {
                     .and_then(|a| a.get(UPGRADE_WHEN_UNHEALTHY))
                     .is_some()
         });
-        let (phase, health, _) = self.health(objects, &[]);
-        if phase == crate::status::Phase::Ready || overridden {
+        let health = self.assessment(objects, &[]);
+        if health.ready || overridden {
             return None;
         }
+        let (_, health, _) = super::decide::health(&health);
         let why = format!(
             "the cluster is not healthy at its current revision ({health}); the upgrade starts once it is, or annotate its Cluster with {UPGRADE_WHEN_UNHEALTHY} in the repository to start it anyway"
         );
