@@ -387,12 +387,7 @@ impl Store<LiveObject> for Objects {
     }
 
     fn cluster_of(&self, key: &str) -> Option<String> {
-        self.live
-            .objects
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .and_then(|o| o.cluster.as_deref().map(str::to_string))
+        self.live.cluster_of(key)
     }
 }
 

@@ -46,7 +46,6 @@ use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
-mod decide;
 mod pacing;
 mod pass;
 pub mod self_upgrade;
@@ -653,7 +652,7 @@ impl Agent {
                     Ok::<_, ReconcileError>(cache.live().clone())
                 }
                 None => {
-                    let (live, n) = Live::list(&self.client, &self.resolver, &kinds).await?;
+                    let (live, n) = live::list(&self.client, &self.resolver, &kinds).await?;
                     reads.fetch_add(n, Ordering::Relaxed);
                     // Clusters read each other's records (a workload its management cluster's).
                     live.replace_records(recorded.clone());

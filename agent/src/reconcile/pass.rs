@@ -11,7 +11,6 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 
-use super::decide::{self, Gate, NotStarted};
 use super::staging::Versioned;
 use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
 use crate::health;
@@ -24,6 +23,7 @@ use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
+use capstan_plan::decide::{self, Gate, NotStarted};
 
 /// The identity a cluster's objects are written as ([`Pass::writer`]).
 pub(super) struct Writer {
@@ -744,7 +744,7 @@ impl Pass<'_> {
                 let read = async {
                     if has_live {
                         self.read();
-                        Some(Live::fetch(self.client(), self.resolver(), r).await)
+                        Some(crate::live::fetch(self.client(), self.resolver(), r).await)
                     } else {
                         None
                     }

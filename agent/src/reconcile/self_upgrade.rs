@@ -42,7 +42,7 @@ pub const KUBE_VIP_LEASE: (&str, &str) = ("kube-system", "plndr-cp-lock");
 pub const DELETE_MACHINE: &str = "cluster.x-k8s.io/delete-machine";
 
 /// Where a management cluster's self-upgrade is after this pass's preparations.
-pub(super) use super::decide::Upgrade as SelfUpgrade;
+pub(super) use capstan_plan::decide::Upgrade as SelfUpgrade;
 
 /// The Cluster API Cluster of a rendered cluster or a recorded inventory.
 fn capi_cluster(refs: impl IntoIterator<Item = ObjectRef>) -> Option<ObjectRef> {

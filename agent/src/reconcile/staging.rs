@@ -314,7 +314,7 @@ impl Pass<'_> {
         if health.ready || overridden {
             return None;
         }
-        let (_, health, _) = super::decide::health(&health);
+        let (_, health, _) = capstan_plan::decide::health(&health);
         let why = format!(
             "the cluster is not healthy at its current revision ({health}); the upgrade starts once it is, or annotate its Cluster with {UPGRADE_WHEN_UNHEALTHY} in the repository to start it anyway"
         );

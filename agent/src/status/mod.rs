@@ -1,42 +1,23 @@
-//! Status: one `ManagedCluster` (capstan.dev/v1alpha1, [`api`]) per fleet cluster in
-//! `capstan-system`.
+//! Status: one `ManagedCluster` (capstan.dev/v1alpha1) per fleet cluster in `capstan-system`,
+//! read and written ([`capstan_plan::status`] holds the record as data: its types, what is read
+//! back, what is written).
 //!
-//! It holds the last applied revision, the phase, conditions with reasons, and the inventory of
-//! what capstan applied for the cluster (what prune works from, so it lives on the management
-//! cluster, next to the objects, and survives agent restarts). `kubectl get managedclusters -n
-//! capstan-system` shows it through printer columns. The object is written only when its content
-//! changes, so a reconcile that changes nothing writes nothing.
-//!
-//! The agent does not install the CRD (that takes cluster-wide rights on CRDs, which an agent
-//! running as its own ServiceAccount has no business holding): `capstan install` does, and the
-//! agent checks at start that the CRD is there and carries every field it writes
+//! The object is written only when its content changes, so a reconcile that changes nothing
+//! writes nothing. The agent does not install the CRD (that takes cluster-wide rights on CRDs,
+//! which an agent running as its own ServiceAccount has no business holding): `capstan install`
+//! does, and the agent checks at start that the CRD is there and carries every field it writes
 //! ([`check_crd`]).
-
-pub mod api;
 
 use std::collections::BTreeMap;
 
-use capstan_templates::JsonText;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
-pub use api::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
+pub use capstan_plan::status::*;
 
 use crate::k8s::FIELD_MANAGER;
-use crate::plan::ObjectRef;
-
-/// Namespace of the status objects.
-pub const NAMESPACE: &str = "capstan-system";
-/// apiVersion of the status objects.
-pub const API_VERSION: &str = "capstan.dev/v1alpha1";
-/// The CRD's name.
-pub const CRD_NAME: &str = "managedclusters.capstan.dev";
-/// What to do when the CRD is missing or too old.
-pub const RUN_INSTALL: &str =
-    "run `capstan install` (it installs the CRD, the ServiceAccount and its RBAC, and the agent)";
 
 /// Why status could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -58,125 +39,6 @@ pub enum StatusError {
     /// The CRD could not be read.
     #[error("reading the ManagedCluster CRD ({CRD_NAME}): {0}")]
     CrdRead(#[source] kube::Error),
-}
-
-/// A condition as the pass computes it; the writer keeps its transition time when its status
-/// did not change.
-pub fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: message.into(),
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-        observed_generation: None,
-    }
-}
-
-/// A status object as read back (or as just written): spec, generation and status.
-///
-/// The agent keeps one for every cluster for as long as it runs (the watch on ManagedClusters).
-/// Most of it is the inventory, a dozen object references of six strings each — about 3.7 KB a
-/// cluster as `ObjectRef`s, the largest part of the agent's heap after the rendered objects — so
-/// the inventory is held as compressed JSON text ([`JsonText`]) and parsed when a pass asks for
-/// it, once per cluster run.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Recorded {
-    /// Management cluster.
-    pub management: String,
-    /// The cluster's directory in the repository.
-    pub directory: String,
-    /// `metadata.generation`.
-    pub generation: i64,
-    /// The status, without its inventory (see [`Recorded::inventory`]).
-    pub status: ManagedClusterStatus,
-    /// `status.inventory`, as JSON text; `None` when empty.
-    inventory: Option<JsonText>,
-    /// A hash of the inventory's kinds (see [`Recorded::kinds_key`]).
-    kinds: u64,
-    /// The directory an admin lets take the cluster back after it was orphaned
-    /// ([`capstan_templates::identity::ADOPT_ANNOTATION`] on the ManagedCluster).
-    pub adopt: Option<String>,
-}
-
-impl Recorded {
-    /// From a ManagedCluster object.
-    pub fn from_object(obj: &ManagedCluster) -> Recorded {
-        Recorded {
-            adopt: obj
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(capstan_templates::identity::ADOPT_ANNOTATION))
-                .cloned(),
-            ..Recorded::new(
-                obj.spec.management.clone(),
-                obj.spec.directory.clone(),
-                obj.metadata.generation.unwrap_or(0),
-                obj.status.clone().unwrap_or_default(),
-            )
-        }
-    }
-
-    /// From its parts; `status.inventory` is moved into the compact form.
-    pub fn new(
-        management: String,
-        directory: String,
-        generation: i64,
-        mut status: ManagedClusterStatus,
-    ) -> Recorded {
-        let refs = std::mem::take(&mut status.inventory);
-        let kinds = kinds_key(&refs);
-        let inventory = (!refs.is_empty()).then(|| {
-            JsonText::new(&serde_json::to_value(refs).expect("object references serialise"))
-        });
-        Recorded {
-            management,
-            directory,
-            generation,
-            status,
-            inventory,
-            kinds,
-            adopt: None,
-        }
-    }
-
-    /// Equal for two records whose inventories hold the same kinds (group and kind, whatever
-    /// their versions and names): preparing a revision needs every recorded kind, and clusters
-    /// of a fleet hold a few sets of kinds between them, so one inventory of each key is read
-    /// instead of all of them (10,000 decompressed and parsed per revision otherwise).
-    pub fn kinds_key(&self) -> u64 {
-        self.kinds
-    }
-
-    /// Whether `status` is what is recorded, inventory included.
-    pub fn records(&self, status: &ManagedClusterStatus) -> bool {
-        self.inventory() == status.inventory
-            && self.status
-                == ManagedClusterStatus {
-                    inventory: Vec::new(),
-                    ..status.clone()
-                }
-    }
-
-    /// The recorded inventory.
-    pub fn inventory(&self) -> Vec<ObjectRef> {
-        self.inventory.as_ref().map_or_else(Vec::new, |t| {
-            serde_json::from_value(t.value()).expect("serialised from object references")
-        })
-    }
-}
-
-/// The hash of the distinct (group, kind) pairs of `refs`, in order.
-fn kinds_key(refs: &[ObjectRef]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let kinds: std::collections::BTreeSet<(&str, &str)> =
-        refs.iter().map(|r| (r.group(), r.kind.as_str())).collect();
-    // SipHash with fixed keys: the same in every process, and 64 bits make a collision between
-    // the few sets of a fleet negligible.
-    let mut h = std::hash::DefaultHasher::new();
-    kinds.hash(&mut h);
-    h.finish()
 }
 
 /// The ManagedCluster API of `capstan-system`.
@@ -217,56 +79,6 @@ pub async fn check_crd(client: &Client) -> Result<(), StatusError> {
     Ok(())
 }
 
-/// The schema of the served v1alpha1 version of a CRD.
-fn crd_schema(crd: &Value) -> Value {
-    crd.pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|v| v["name"] == "v1alpha1" && v["served"] == true)
-        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// The properties `expected` has and `installed` lacks, as dotted paths.
-pub fn missing_fields(installed: &Value, expected: &Value) -> Vec<String> {
-    fn walk(installed: &Value, expected: &Value, path: &str, out: &mut Vec<String>) {
-        if installed.is_null() {
-            out.push(if path.is_empty() {
-                "a v1alpha1 schema".into()
-            } else {
-                path.to_string()
-            });
-            return;
-        }
-        if let Some(props) = expected.get("properties").and_then(Value::as_object) {
-            for (name, schema) in props {
-                let sub = if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                };
-                let have = installed
-                    .pointer(&format!("/properties/{name}"))
-                    .unwrap_or(&Value::Null);
-                walk(have, schema, &sub, out);
-            }
-        }
-        if let Some(items) = expected.get("items") {
-            walk(
-                installed.get("items").unwrap_or(&Value::Null),
-                items,
-                &format!("{path}[]"),
-                out,
-            );
-        }
-    }
-    let mut out = Vec::new();
-    walk(installed, expected, "", &mut out);
-    out
-}
-
 /// Every recorded status, by cluster name. An error is an error, never an empty map.
 pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
     let list = api(client)
@@ -289,53 +101,6 @@ pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, Sta
         .collect())
 }
 
-/// Now, to the second.
-fn now() -> Time {
-    let t = k8s_openapi::jiff::Timestamp::now();
-    Time(t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t))
-}
-
-/// Now, as RFC 3339 to the second (what `stageSince` holds).
-pub fn timestamp() -> String {
-    now().0.to_string()
-}
-
-/// How long ago an RFC 3339 time was (None: not a time, or in the future).
-pub fn age(rfc3339: &str) -> Option<std::time::Duration> {
-    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
-    let d = k8s_openapi::jiff::Timestamp::now().duration_since(t);
-    std::time::Duration::try_from(d).ok()
-}
-
-/// The status to record: what the pass computed, with the transition times of conditions whose
-/// status did not change kept, the object count, and the generation it describes.
-fn to_record(
-    status: &ManagedClusterStatus,
-    generation: i64,
-    previous: Option<&Recorded>,
-) -> ManagedClusterStatus {
-    let prev: BTreeMap<&str, &Condition> = previous
-        .map(|p| {
-            p.status
-                .conditions
-                .iter()
-                .map(|c| (c.type_.as_str(), c))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut out = status.clone();
-    out.observed_generation = Some(generation);
-    out.object_count = out.inventory.len() as i64;
-    for c in &mut out.conditions {
-        c.observed_generation = Some(generation);
-        c.last_transition_time = match prev.get(c.type_.as_str()) {
-            Some(p) if p.status == c.status => p.last_transition_time.clone(),
-            _ => now(),
-        };
-    }
-    out
-}
-
 /// The error of a request about cluster `name`'s status object.
 fn api_error(action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> StatusError {
     let name = name.to_string();
@@ -344,13 +109,6 @@ fn api_error(action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> St
         name,
         source,
     }
-}
-
-/// Whether `previous` already records this spec: the management cluster and directory, at a
-/// generation the API server gave it (else the object itself must be written first).
-pub fn spec_written(previous: Option<&Recorded>, management: &str, directory: &str) -> bool {
-    previous
-        .is_some_and(|p| p.management == management && p.directory == directory && p.generation > 0)
 }
 
 /// Writes the object itself, its spec (management cluster and directory): creates it when new,
@@ -414,7 +172,6 @@ pub async fn write(
     Ok(Some(Recorded::from_object(&answer)))
 }
 
-/// Removes a cluster's status object (after its deletion completed).
 /// Takes the adoption mark off a cluster's record once the cluster has been taken back: it
 /// lets one directory take it back once, not again after a later orphaning.
 pub async fn clear_adoption(client: &Client, name: &str) -> Result<(), StatusError> {
@@ -427,168 +184,11 @@ pub async fn clear_adoption(client: &Client, name: &str) -> Result<(), StatusErr
         .map_err(api_error("writing", name))
 }
 
+/// Removes a cluster's status object (after its deletion completed).
 pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
     match api(client).delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(source) => Err(api_error("deleting", name)(source)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_older_crd_lacks_fields_a_newer_one_does_not() {
-        let expected = crd_schema(&serde_json::to_value(api::crd()).unwrap());
-        assert!(missing_fields(&expected, &expected).is_empty());
-        let mut older = expected.clone();
-        older["properties"]["status"]["properties"]
-            .as_object_mut()
-            .unwrap()
-            .remove("observedGeneration");
-        older["properties"]["status"]["properties"]["inventory"]["items"]["properties"]
-            .as_object_mut()
-            .unwrap()
-            .remove("fields");
-        assert_eq!(
-            missing_fields(&older, &expected),
-            ["status.inventory[].fields", "status.observedGeneration"]
-        );
-        let mut newer = expected.clone();
-        newer["properties"]["status"]["properties"]["progress"] = json!({"type": "string"});
-        assert!(missing_fields(&newer, &expected).is_empty());
-        assert_eq!(
-            missing_fields(&Value::Null, &expected),
-            ["a v1alpha1 schema"]
-        );
-    }
-
-    #[test]
-    fn a_record_gives_its_inventory_back_and_knows_the_status_it_holds() {
-        let cm = |name: &str| {
-            let mut r = ObjectRef::of(
-                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "eksa-system"}}),
-            );
-            r.hash = format!("{:016x}", name.len());
-            r.generation = 3;
-            r.fields = "00ff00ff00ff00ff".into();
-            r
-        };
-        let status = ManagedClusterStatus {
-            message: "applied".into(),
-            inventory: vec![cm("a"), cm("bb"), cm("ccc")],
-            conditions: vec![condition("Ready", "True", "Available", "")],
-            ..Default::default()
-        };
-        let rec = Recorded::new(
-            "mgmt".into(),
-            "clusters/mgmt/workload-clusters/w".into(),
-            2,
-            status.clone(),
-        );
-        assert_eq!(rec.inventory(), status.inventory);
-        assert!(rec.status.inventory.is_empty(), "held once, compactly");
-        assert!(rec.records(&status));
-        let mut other = status.clone();
-        other.inventory[1].generation = 4;
-        assert!(!rec.records(&other), "an inventory entry changed");
-        let mut other = status.clone();
-        other.message = "planned".into();
-        assert!(!rec.records(&other));
-        let mut other = status.clone();
-        other.conditions[0].status = "False".into();
-        assert!(!rec.records(&other));
-        let empty = Recorded::new(
-            String::new(),
-            String::new(),
-            1,
-            ManagedClusterStatus::default(),
-        );
-        assert!(empty.inventory().is_empty());
-        assert!(empty.records(&ManagedClusterStatus::default()));
-        assert!(!empty.records(&status));
-    }
-
-    #[test]
-    fn records_of_the_same_kinds_share_a_kinds_key() {
-        let obj = |api: &str, kind: &str, name: &str| {
-            ObjectRef::of(
-                &json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "eksa-system"}}),
-            )
-        };
-        let rec = |refs: Vec<ObjectRef>| {
-            Recorded::new(
-                String::new(),
-                String::new(),
-                1,
-                ManagedClusterStatus {
-                    inventory: refs,
-                    ..Default::default()
-                },
-            )
-        };
-        let md = "cluster.x-k8s.io/v1beta2";
-        let a = rec(vec![
-            obj(md, "MachineDeployment", "a-md-0"),
-            obj(md, "Cluster", "a"),
-            obj("v1", "ConfigMap", "a"),
-        ]);
-        // Other names, another order, another version of the group, a repeated kind.
-        let b = rec(vec![
-            obj("v1", "ConfigMap", "b"),
-            obj("cluster.x-k8s.io/v1beta1", "Cluster", "b"),
-            obj(md, "MachineDeployment", "b-md-0"),
-            obj(md, "MachineDeployment", "b-md-1"),
-        ]);
-        assert_eq!(a.kinds_key(), b.kinds_key());
-        let c = rec(vec![
-            obj(md, "MachineDeployment", "c-md-0"),
-            obj(md, "Cluster", "c"),
-            obj("v1", "Secret", "c"),
-        ]);
-        assert_ne!(a.kinds_key(), c.kinds_key(), "another kind");
-        let d = rec(vec![
-            obj(md, "MachineDeployment", "d-md-0"),
-            obj(md, "Cluster", "d"),
-        ]);
-        assert_ne!(a.kinds_key(), d.kinds_key(), "a kind fewer");
-        assert_ne!(a.kinds_key(), rec(Vec::new()).kinds_key());
-    }
-
-    #[test]
-    fn transition_times_are_kept_while_a_condition_holds() {
-        let t0 = Time("2026-11-01T00:00:00Z".parse().unwrap());
-        let mut ready = condition("Ready", "True", "Available", "");
-        ready.last_transition_time = t0.clone();
-        let previous = Recorded::new(
-            String::new(),
-            String::new(),
-            1,
-            ManagedClusterStatus {
-                conditions: vec![ready],
-                ..Default::default()
-            },
-        );
-        let st = ManagedClusterStatus {
-            conditions: vec![
-                condition("Ready", "True", "Available", "still"),
-                condition("Applied", "True", "Applied", ""),
-            ],
-            ..Default::default()
-        };
-        let out = to_record(&st, 1, Some(&previous));
-        assert_eq!(out.conditions[0].last_transition_time, t0);
-        assert_ne!(out.conditions[1].last_transition_time, t0);
-        assert_eq!(out.observed_generation, Some(1));
-        let flipped = ManagedClusterStatus {
-            conditions: vec![condition("Ready", "False", "Progressing", "")],
-            ..Default::default()
-        };
-        assert_ne!(
-            to_record(&flipped, 1, Some(&previous)).conditions[0].last_transition_time,
-            t0
-        );
     }
 }

@@ -800,7 +800,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
 async fn a_refusal_counts_only_when_a_ready_api_server_confirms_it() {
     use capstan::k8s::Resolver;
     use capstan::k8s::refusal::{Refusal, Refused, WATCH};
-    use capstan::live::{Live, LiveError, watch::LiveCache};
+    use capstan::live::{LiveError, watch::LiveCache};
 
     let cp = ControlPlane::start_with(capstan_harness::StartOptions {
         install_crds: false,
@@ -838,7 +838,9 @@ async fn a_refusal_counts_only_when_a_ready_api_server_confirms_it() {
     // Ready: the refusal stands, for a single list and for a watch.
     assert!(refused_now().await);
     assert_eq!(crds.confirm(&agent).await, Refusal::Stands);
-    let (live, _) = Live::list(&agent, &resolver, &crd_kind).await.unwrap();
+    let (live, _) = capstan::live::list(&agent, &resolver, &crd_kind)
+        .await
+        .unwrap();
     assert!(
         live.denied("apiextensions.k8s.io/v1", "CustomResourceDefinition")
             .is_some_and(|m| m.contains("forbidden")),
@@ -888,7 +890,8 @@ async fn a_refusal_counts_only_when_a_ready_api_server_confirms_it() {
         Refusal::Stands => panic!("a refusal from an API server that is not ready was believed"),
     }
     // A single list fails the pass (tried again) instead of failing the clusters with the kind.
-    let Err(LiveError::List { kind, .. }) = Live::list(&agent, &resolver, &crd_kind).await else {
+    let Err(LiveError::List { kind, .. }) = capstan::live::list(&agent, &resolver, &crd_kind).await
+    else {
         panic!("a refusal from an API server that is not ready was not an error of the pass");
     };
     assert_eq!(kind, "CustomResourceDefinition");

@@ -1,4 +1,13 @@
-//! The plan: what applying a cluster's desired objects would do, as data.
+//! `capstan-plan`: capstan's decisions, as data and pure functions (no I/O, no async, no
+//! Kubernetes client): the plan — what applying a cluster's desired objects would do — and
+//! everything it is decided from and into: the live facts ([`live`]), Cluster API's health
+//! ([`health`]), the upgrade stages, chains and waves, the status record ([`status`]) and the
+//! pass's gate and settled status ([`decide`]). The agent gathers the inputs and performs the
+//! results; Cargo keeps this crate from reaching up to it.
+//!
+//! ```text
+//! capstan-templates ◀── capstan-layout ◀── capstan-plan ◀── capstan (agent: I/O, CLI, daemon)
+//! ```
 //!
 //! For each object one [`Action`]: create, update, unchanged, prune or skip, with a unified diff
 //! of what the server would persist (its dry-run answer) against what is live, both normalised
@@ -10,12 +19,16 @@
 
 pub mod chain;
 pub mod compare;
+pub mod decide;
 pub mod fights;
+pub mod health;
 pub mod impact;
+pub mod live;
 pub mod order;
 pub mod planner;
 pub mod report;
 pub mod stages;
+pub mod status;
 pub mod waves;
 
 use std::fmt;

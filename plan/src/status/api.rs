@@ -27,7 +27,7 @@ use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::ObjectRef;
+use crate::ObjectRef;
 
 /// What a `ManagedCluster` names: one cluster of the fleet, where it lives in the repository.
 #[derive(
@@ -99,7 +99,7 @@ pub struct ManagedClusterStatus {
     /// What capstan applied for the cluster: what prune and deletion work from.
     pub inventory: Vec<ObjectRef>,
     /// The upgrade stage the cluster waits for (`Etcd`, `ControlPlane`, `CNI`, `Workers`):
-    /// `crate::plan::stages`. Absent when no upgrade is going out.
+    /// `crate::stages`. Absent when no upgrade is going out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// When the cluster started waiting for `stage` (RFC 3339): what the stage timeout is
@@ -107,7 +107,7 @@ pub struct ManagedClusterStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_since: Option<String>,
     /// The cluster's upgrade wave when the fleet config paces upgrades (`2/3 rest`: the second
-    /// of three waves, named `rest`): `crate::plan::waves`.
+    /// of three waves, named `rest`): `crate::waves`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
     /// A management cluster upgrading its own etcd or control plane: the backup taken before it
@@ -194,7 +194,7 @@ pub fn crd_yaml() -> String {
     let value = serde_json::to_value(crd()).expect("the CRD serialises");
     format!(
         "# capstan's status object: one ManagedCluster per cluster of the fleet, in capstan-system.\n\
-         # Generated from agent/src/status/api.rs (`capstan install --export --crd-only`); do not edit.\n{}",
+         # Generated from plan/src/status/api.rs (`capstan install --export --crd-only`); do not edit.\n{}",
         capstan_templates::yaml::to_string(&value)
     )
 }
@@ -205,12 +205,12 @@ mod tests {
 
     #[test]
     fn the_shipped_crd_is_the_generated_one() {
-        let shipped = include_str!("../../manifests/managedclusters.capstan.dev.yaml");
+        let shipped = include_str!("../../../agent/manifests/managedclusters.capstan.dev.yaml");
         let generated = crd_yaml();
         if std::env::var_os("CAPSTAN_UPDATE_CRD").is_some() {
             let path = concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/manifests/managedclusters.capstan.dev.yaml"
+                "/../agent/manifests/managedclusters.capstan.dev.yaml"
             );
             std::fs::write(path, &generated).unwrap();
             return;
@@ -219,7 +219,7 @@ mod tests {
             shipped == generated,
             "agent/manifests/managedclusters.capstan.dev.yaml is not what the types generate; \
              regenerate it with `capstan install --export --crd-only > agent/manifests/managedclusters.capstan.dev.yaml` \
-             (or CAPSTAN_UPDATE_CRD=1 cargo test -p capstan --lib)\n{}",
+             (or CAPSTAN_UPDATE_CRD=1 cargo test -p capstan-plan --lib)\n{}",
             similar::TextDiff::from_lines(shipped, &generated)
                 .unified_diff()
                 .header("shipped", "generated")

@@ -19,7 +19,7 @@
 //! corrections, the objects that roll nothing, deletions (they follow intent), and an upgrade
 //! already started (it goes on to its end, whatever its wave). The management cluster is in no
 //! wave: it upgrades itself, its workload clusters paused, before any of them moves
-//! ([`crate::reconcile::self_upgrade`]).
+//! (the agent's `reconcile::self_upgrade`).
 //!
 //! [`decide`] is the whole decision, pure: the revision's target per cluster × the fleet's
 //! recorded statuses × the config × now. Order of the checks, first hold wins: a failed cluster
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn only_the_start_of_an_upgrade_of_a_workload_cluster_is_paced() {
-        use crate::plan::Action;
+        use crate::Action;
         let r = |kind: &str, name: &str| {
             let api = match kind {
                 "KubeadmControlPlane" => "controlplane.cluster.x-k8s.io/v1beta2",

@@ -24,7 +24,7 @@
 //! time, after everything else.
 //!
 //! Before the layers come the steps ([`steps`]): a cluster's definitions (CRDs, Namespaces) go
-//! first, then its upgrade stages (etcd, control plane, CNI, workers: [`crate::plan::stages`])
+//! first, then its upgrade stages (etcd, control plane, CNI, workers: [`crate::stages`])
 //! one after the other, because a rolling change must not start before the stage before it.
 //! A pass that rolls nothing — a cluster being created, a new worker group, changes to objects
 //! that roll no machine — has no such order to keep (Cluster API orders a creation itself; EKS
@@ -175,7 +175,7 @@ mod tests {
     use serde_json::json;
 
     fn rf(v: &Value) -> ObjectRef {
-        crate::plan::reference(&capstan_layout::Rendered::new(v))
+        crate::reference(&capstan_layout::Rendered::new(v))
     }
 
     fn obj(api_version: &str, kind: &str, name: &str, spec: Value) -> Value {
@@ -342,7 +342,7 @@ mod tests {
     /// rest of the stage at once.
     #[test]
     fn the_rendered_example_fleet_goes_out_referenced_first() {
-        use crate::plan::stages::{Stage, stage};
+        use crate::stages::{Stage, stage};
         for (name, objs) in example_fleet() {
             let prepare: Vec<Value> = objs
                 .into_iter()

@@ -9,10 +9,10 @@ use capstan_layout::scaffold::ClusterRequest;
 use capstan_templates::diag::{Code, Diagnostic};
 
 use super::*;
-use crate::plan::Entry;
-use crate::plan::stages::Stage;
-use crate::plan::waves::Reason;
+use crate::Entry;
+use crate::stages::Stage;
 use crate::status::ManagedClusterStatus;
+use crate::waves::Reason;
 
 /// A scaffolded fleet: management `m` and workload `w`, both valid.
 fn fleet() -> capstan_layout::Fleet {

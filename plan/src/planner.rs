@@ -113,7 +113,7 @@ pub fn decide(
 }
 
 /// The reason word of an object that exists on the server and is not the cluster's (also the
-/// first word of the tenancy policy's denial for it, `crate::install::tenancy`).
+/// first word of the tenancy policy's denial for it, the agent's `install::tenancy`).
 pub const ALREADY_EXISTS: &str = "AlreadyExists";
 
 /// The conflict entry of an object of `cluster` that exists and is not its own (`why`: whose it

@@ -1,6 +1,6 @@
 //! The decisions of a cluster's pass, as pure functions of what the pass gathered: whether it
 //! goes ahead at all ([`gate`]), and the status it records once its changes are out
-//! ([`settle`]). The pass ([`super::pass`]) gathers the facts (the repository's entry, the
+//! ([`settle`]). The pass (the agent's `reconcile::pass`) gathers the facts (the repository's entry, the
 //! record, the live facts, what the API server answered), calls these, and performs what they
 //! say; the tests below state every branch as a case, without an API server.
 //!
@@ -18,14 +18,14 @@ use capstan_layout::{ClusterEntry, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::health::Assessment;
-use crate::plan::stages::Staged;
-use crate::plan::waves::Hold;
-use crate::plan::{Action, ObjectRef, Plan, planner};
+use crate::stages::Staged;
 use crate::status::{ManagedClusterStatus, NAMESPACE, Phase, Recorded, condition};
+use crate::waves::Hold;
+use crate::{Action, ObjectRef, Plan, planner};
 
 /// What a cluster's pass does before it plans anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Gate {
+pub enum Gate {
     /// Suspended in the repository, or held while its management cluster upgrades itself:
     /// nothing applied, nothing deleted.
     Hold {
@@ -50,7 +50,7 @@ pub(super) enum Gate {
 
 /// A revision refused for a cluster before anything of it was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Refusal {
+pub struct Refusal {
     /// The Ready condition's reason.
     pub reason: &'static str,
     /// Why, for the condition.
@@ -60,7 +60,7 @@ pub(super) struct Refusal {
 }
 
 /// What [`gate`] decides from.
-pub(super) struct GateFacts<'a> {
+pub struct GateFacts<'a> {
     /// The cluster's directory, as the repository has it.
     pub entry: &'a ClusterEntry,
     /// Its record.
@@ -77,7 +77,7 @@ pub(super) struct GateFacts<'a> {
 }
 
 /// The message of a revision refused for a cluster before anything was applied.
-pub(super) fn refused_message(revision: &str, prev: Option<&Recorded>, why: &str) -> String {
+pub fn refused_message(revision: &str, prev: Option<&Recorded>, why: &str) -> String {
     let last_applied = prev.map_or("", |p| p.status.last_applied_revision.as_str());
     format!(
         "revision {revision} not applied ({}): {why}",
@@ -90,7 +90,7 @@ pub(super) fn refused_message(revision: &str, prev: Option<&Recorded>, why: &str
 }
 
 /// A refusal with the usual message.
-pub(super) fn refusal(
+pub fn refusal(
     revision: &str,
     prev: Option<&Recorded>,
     reason: &'static str,
@@ -108,7 +108,7 @@ pub(super) fn refusal(
 /// invalid directory (a tombstone too) applies and deletes nothing; a tombstone deletes, but
 /// never the management cluster the agent runs on; a kind the agent may not read refuses the
 /// cluster.
-pub(super) fn gate(f: &GateFacts<'_>) -> Gate {
+pub fn gate(f: &GateFacts<'_>) -> Gate {
     let entry = f.entry;
     if f.fleet_suspended || entry.intent.suspend.is_some() {
         let why = entry
@@ -207,7 +207,7 @@ pub(super) fn gate(f: &GateFacts<'_>) -> Gate {
 
 /// The status of a cluster the pass holds (suspended, or its management cluster upgrading
 /// itself): its record as it was, with the hold's phase and message.
-pub(super) fn held(prev: Option<&Recorded>, reason: &str, message: &str) -> ManagedClusterStatus {
+pub fn held(prev: Option<&Recorded>, reason: &str, message: &str) -> ManagedClusterStatus {
     let last_applied = prev
         .map(|p| p.status.last_applied_revision.clone())
         .unwrap_or_default();
@@ -227,11 +227,7 @@ pub(super) fn held(prev: Option<&Recorded>, reason: &str, message: &str) -> Mana
 
 /// The status of a revision not applied to a cluster: Failed with the refusal's reason, the
 /// last applied revision, its hash and inventory kept (nothing of it was touched).
-pub(super) fn not_applied(
-    prev: Option<&Recorded>,
-    revision: &str,
-    r: &Refusal,
-) -> ManagedClusterStatus {
+pub fn not_applied(prev: Option<&Recorded>, revision: &str, r: &Refusal) -> ManagedClusterStatus {
     ManagedClusterStatus {
         phase: Some(Phase::Failed),
         message: r.message.clone(),
@@ -249,7 +245,7 @@ pub(super) fn not_applied(
 }
 
 /// The status of an orphaned cluster: its record as it was, Orphaned with `message`.
-pub(super) fn orphaned(rec: &Recorded, revision: &str, message: &str) -> ManagedClusterStatus {
+pub fn orphaned(rec: &Recorded, revision: &str, message: &str) -> ManagedClusterStatus {
     ManagedClusterStatus {
         phase: Some(Phase::Orphaned),
         message: message.to_string(),
@@ -264,7 +260,7 @@ pub(super) fn orphaned(rec: &Recorded, revision: &str, message: &str) -> Managed
 
 /// The phase, message and conditions of a cluster whose changes are out, from Cluster API's
 /// report ([`crate::health::assess`]).
-pub(super) fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
+pub fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
     let applied = condition(
         "Applied",
         "True",
@@ -289,7 +285,7 @@ pub(super) fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
 }
 
 /// The objects pruned now or before that their finalizers still hold.
-pub(super) fn deleting<'p>(plan: &'p Plan, terminating: &BTreeSet<String>) -> Vec<&'p ObjectRef> {
+pub fn deleting<'p>(plan: &'p Plan, terminating: &BTreeSet<String>) -> Vec<&'p ObjectRef> {
     plan.entries
         .iter()
         .filter(|e| e.action == Action::Deleting || terminating.contains(&e.object.key()))
@@ -300,7 +296,7 @@ pub(super) fn deleting<'p>(plan: &'p Plan, terminating: &BTreeSet<String>) -> Ve
 /// What a management cluster's upgrade of itself left for the status: its backup (empty:
 /// none) and why its preparation failed, if it did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Upgrade {
+pub struct Upgrade {
     /// The backup taken before it (empty: none).
     pub backup: String,
     /// Why preparing it failed.
@@ -309,7 +305,7 @@ pub(super) struct Upgrade {
 
 /// Why a cluster held before its upgrade started is held.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum NotStarted {
+pub enum NotStarted {
     /// By the fleet's waves, maxUnavailable or maintenance windows.
     Paced(Hold),
     /// By the health gate (no earlier upgrade still rolling).
@@ -317,10 +313,10 @@ pub(super) enum NotStarted {
 }
 
 /// What [`settle`] decides from: everything the pass knows once its changes are out.
-pub(super) struct Settled<'a> {
+pub struct Settled<'a> {
     /// The revision.
     pub revision: &'a str,
-    /// What the repository asks for ([`super::fingerprint`]).
+    /// What the repository asks for (the agent's `reconcile::fingerprint`).
     pub fingerprint: &'a str,
     /// The record before this pass.
     pub prev: Option<&'a Recorded>,
@@ -355,7 +351,7 @@ pub(super) struct Settled<'a> {
 }
 
 /// A duration as the flags take it (`90s`, `30m`, `1h`).
-pub(super) fn humanize(d: Duration) -> String {
+pub fn humanize(d: Duration) -> String {
     let s = d.as_secs();
     if s.is_multiple_of(3600) && s > 0 {
         format!("{}h", s / 3600)
@@ -388,7 +384,7 @@ fn ready(mut conditions: Vec<Condition>, reason: &str, message: &str) -> Vec<Con
 ///
 /// and the revisions: a cluster the revision does not touch keeps its record's, a failure
 /// keeps the last applied one, a held revision keeps the recorded desired hash.
-pub(super) fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
+pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
     let prev = s.prev;
     let last_applied = prev
         .map(|p| p.status.last_applied_revision.clone())

@@ -359,7 +359,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ObjectRef;
+    use crate::ObjectRef;
     use serde_json::json;
 
     fn entry(i: usize, action: Action, diff_lines: usize) -> Entry {
