@@ -190,7 +190,9 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
-    /// A local management cluster for trying capstan without one.
+    /// A local management cluster for trying capstan without one (the `dev` feature, on by
+    /// default: it builds the test control plane; an agent's image is built without it).
+    #[cfg(feature = "dev")]
     Dev {
         /// Up or down.
         #[command(subcommand)]
@@ -410,6 +412,7 @@ pub struct KubeArgs {
 }
 
 /// `capstan dev ...`.
+#[cfg(feature = "dev")]
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
     /// Build (first time: minutes) and start a local management cluster: kube-apiserver and

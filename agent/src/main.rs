@@ -8,7 +8,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    capstan_harness::install_crypto_provider();
+    capstan_client::install_crypto_provider();
     let cli = capstan::cli::Cli::parse();
     match capstan::cmd::run(cli) {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! One module per command family; each returns the process exit code.
 
 mod bootstrap;
+#[cfg(feature = "dev")]
 mod dev;
 mod diff;
 mod install;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New {
             what: NewCommand::Cluster(args),
         } => offline::new_cluster(args),
+        #[cfg(feature = "dev")]
         Command::Dev { what } => dev::run(what),
         Command::Diff(args) => diff::run(args),
         Command::Plan {

@@ -284,7 +284,7 @@ impl GitHub {
             .ok_or_else(|| {
                 GitHubError::Config(format!("repository {:?} is not owner/name", cfg.repo))
             })?;
-        capstan_harness::install_crypto_provider();
+        capstan_client::install_crypto_provider();
         let mut b = Octocrab::builder()
             .base_uri(cfg.api_url.trim_end_matches('/'))
             .map_err(|e| GitHubError::Config(format!("API URL {}: {e}", cfg.api_url)))?

@@ -13,6 +13,7 @@ mod health;
 pub mod manifests;
 pub mod rbac;
 pub mod tenancy;
+#[cfg(feature = "dev")]
 pub mod testing;
 
 use std::time::Duration;

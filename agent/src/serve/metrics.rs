@@ -91,23 +91,15 @@ label_enum! {
     }
 }
 
-label_enum! {
-    /// A Kubernetes API verb.
-    Verb {
-        /// GET one object.
-        Get => "get",
-        /// LIST a collection.
-        List => "list",
-        /// WATCH a collection.
-        Watch => "watch",
-        /// POST (create).
-        Create => "create",
-        /// PUT (replace).
-        Update => "update",
-        /// PATCH (including server-side apply).
-        Patch => "patch",
-        /// DELETE.
-        Delete => "delete",
+pub use capstan_client::k8s::Verb;
+
+/// A [`Verb`] as a label value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct VerbLabel(Verb);
+
+impl EncodeLabelValue for VerbLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0.as_str())
     }
 }
 
@@ -215,7 +207,7 @@ struct StageLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct VerbLabels {
-    verb: Verb,
+    verb: VerbLabel,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -433,7 +425,9 @@ impl Metrics {
             let _ = stage_duration.get_or_create(&StageLabels { stage });
         }
         for &verb in Verb::ALL {
-            let _ = api_requests.get_or_create(&VerbLabels { verb });
+            let _ = api_requests.get_or_create(&VerbLabels {
+                verb: VerbLabel(verb),
+            });
         }
         for &action in ObjectAction::ALL {
             let _ = objects.get_or_create(&ActionLabels { action });
@@ -526,7 +520,11 @@ impl Metrics {
 
     /// Counts one Kubernetes API request.
     pub fn inc_api_request(&self, verb: Verb) {
-        self.api_requests.get_or_create(&VerbLabels { verb }).inc();
+        self.api_requests
+            .get_or_create(&VerbLabels {
+                verb: VerbLabel(verb),
+            })
+            .inc();
     }
 
     /// Counts one object handled.

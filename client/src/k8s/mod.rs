@@ -9,6 +9,6 @@ pub mod identity;
 pub mod refusal;
 
 pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};
-pub use client::{ClientError, Connection, RequestHook, connect, connect_with, verb_of};
+pub use client::{ClientError, Connection, RequestHook, Verb, connect, connect_with, verb_of};
 pub use discovery::{DiscoveryError, Resolver, SERVED_WAIT, gvk_of, wait_served};
 pub use refusal::{Refusal, Refused};

@@ -9,7 +9,50 @@ use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::serve::Verb;
+/// A Kubernetes API verb, as the API server's audit log names a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// GET one object.
+    Get,
+    /// LIST a collection.
+    List,
+    /// WATCH a collection.
+    Watch,
+    /// POST (create).
+    Create,
+    /// PUT (replace).
+    Update,
+    /// PATCH (including server-side apply).
+    Patch,
+    /// DELETE.
+    Delete,
+}
+
+impl Verb {
+    /// Every verb.
+    pub const ALL: &'static [Verb] = &[
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+    ];
+
+    /// As the audit log (and the metrics' label) writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
 
 /// Called with the verb of every request a client sends (the agent counts them in its metrics).
 pub type RequestHook = Arc<dyn Fn(Verb) + Send + Sync>;
@@ -108,7 +151,7 @@ pub async fn connect_with(
         None => source,
     };
     let server = config.cluster_url.to_string();
-    capstan_harness::install_crypto_provider();
+    crate::install_crypto_provider();
     let builder = ClientBuilder::try_from(config).map_err(ClientError::Client)?;
     let client = match hook {
         Some(hook) => builder
