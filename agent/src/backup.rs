@@ -37,6 +37,16 @@ use serde_json::{Value, json};
 
 use crate::k8s::refusal::{self, Refused};
 
+/// Where backups go by default: `$XDG_STATE_HOME/capstan/backups` (`~/.local/state/...`), outside
+/// any cluster the backup is for.
+pub fn default_backup_dir() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/var/lib"));
+    state.join("capstan/backups")
+}
+
 /// The field manager of restore's writes.
 pub const RESTORE_MANAGER: &str = "capstan-restore";
 

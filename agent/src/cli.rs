@@ -206,15 +206,7 @@ pub enum Command {
     },
 }
 
-/// Where backups go by default: `$XDG_STATE_HOME/capstan/backups` (`~/.local/state/...`), outside
-/// any cluster the backup is for.
-pub fn default_backup_dir() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("/var/lib"));
-    state.join("capstan/backups")
-}
+pub use crate::backup::default_backup_dir;
 
 /// How upgrades are applied ([`crate::plan::stages`], [`crate::plan::chain`]).
 #[derive(Debug, Args, Clone)]

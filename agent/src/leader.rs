@@ -26,7 +26,7 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::serve::{Trigger, TriggerSender};
+use crate::trigger::{Trigger, TriggerSender};
 
 /// The annotation a follower writes a forwarded push into: `<commit or ->/<delivery or ->`.
 pub const FORWARD_ANNOTATION: &str = "capstan.dev/forwarded-push";

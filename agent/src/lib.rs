@@ -1,13 +1,31 @@
-//! The `capstan` agent: CLI, Kubernetes client, and (as they land) the Git source, plan, apply,
-//! prune and status stages. The binary (`main.rs`) only parses the command line and calls in here.
+//! `capstan`: the agent and its command line. It gathers what the decisions need and performs
+//! them; the decisions are `capstan-plan`'s (pure), talking to the management cluster is
+//! `capstan-client`'s, the repository model is `capstan-layout`'s, the specs and rendering
+//! `capstan-templates`'. Cargo keeps those from reaching up; inside this crate the modules are
+//! layered too, each using only those below it:
+//!
+//! ```text
+//! main ─ cmd ─ daemon ─ cli ─ github ─ serve
+//!              │         │      │
+//!              │         │      ├─ install ─ reconcile ─ backup, schedule
+//!              │         │      └─ source
+//!              └─ leader ─ trigger          metrics, errors (used from anywhere above)
+//!                   ▼
+//!        capstan-client (k8s, live, status) ─ capstan-plan ─ capstan-layout ─ capstan-templates
+//! ```
+//!
+//! `k8s`, `live`, `status`, `plan` and `health` are re-exported from the crates below under
+//! their old names. The binary (`main.rs`) only parses the command line and calls in here.
 
 pub mod backup;
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod errors;
 pub mod github;
 pub mod install;
 pub mod leader;
+pub mod metrics;
 pub use capstan_client::{k8s, live, status};
 pub use capstan_plan as plan;
 pub use capstan_plan::health;
@@ -15,3 +33,4 @@ pub mod reconcile;
 pub mod schedule;
 pub mod serve;
 pub mod source;
+pub mod trigger;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{GitHub, GitHubError, StatusState};
-use crate::serve::{GitHubResult, Metrics};
+use crate::metrics::{GitHubResult, Metrics};
 use crate::status::Phase;
 
 /// One commit status to post.

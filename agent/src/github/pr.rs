@@ -28,11 +28,11 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::{GitHub, GitHubError, StatusState};
+use crate::metrics::{GitHubResult, Metrics};
 use crate::plan::Action;
 use crate::plan::compare::{changed_outside, compare};
 use crate::plan::report::{COMMENT_LIMIT, ClusterReport, Report};
 use crate::reconcile::{Agent, Options};
-use crate::serve::{GitHubResult, Metrics};
 use crate::source::{GitRef, GitSource, Revision, SourceConfig};
 
 /// The hidden marker of the plan comment: how the agent finds its comment again.
@@ -173,10 +173,10 @@ impl Planner {
                     self.metrics.inc_pr_plan(GitHubResult::Failed);
                     match err.downcast_ref::<GitHubError>() {
                         Some(GitHubError::Forbidden { .. }) => {
-                            tracing::error!(pr = e.number, error = %crate::cmd::error_chain(&err), "cannot post the plan of a pull request; reconciling goes on")
+                            tracing::error!(pr = e.number, error = %crate::errors::error_chain(&err), "cannot post the plan of a pull request; reconciling goes on")
                         }
                         _ => {
-                            tracing::warn!(pr = e.number, error = %crate::cmd::error_chain(&err), "planning the pull request failed")
+                            tracing::warn!(pr = e.number, error = %crate::errors::error_chain(&err), "planning the pull request failed")
                         }
                     }
                 }

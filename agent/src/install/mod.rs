@@ -12,7 +12,7 @@
 mod health;
 pub mod manifests;
 pub mod rbac;
-pub mod tenancy;
+pub use capstan_client::k8s::tenancy;
 #[cfg(feature = "dev")]
 pub mod testing;
 

@@ -79,7 +79,7 @@ pub struct Options {
     /// A stage not rolled out after this long fails the cluster (None: never).
     pub stage_timeout: Option<Duration>,
     /// Where a management cluster's backup goes before it upgrades itself (None: the
-    /// default, [`crate::cli::default_backup_dir`]).
+    /// default, [`crate::backup::default_backup_dir`]).
     pub backup_dir: Option<std::path::PathBuf>,
 }
 
@@ -521,9 +521,7 @@ impl Agent {
     pub async fn warm_up(&self) {
         let crd = async {
             if status::check_crd(&self.client).await.is_ok()
-                && crate::install::tenancy::enforced(&self.client)
-                    .await
-                    .is_ok()
+                && crate::k8s::tenancy::enforced(&self.client).await.is_ok()
             {
                 self.crd_checked.store(true, Ordering::Relaxed);
             }
@@ -547,7 +545,7 @@ impl Agent {
         if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
             let (crd, tenancy) = futures::join!(
                 status::check_crd(&self.client),
-                crate::install::tenancy::enforced(&self.client)
+                crate::k8s::tenancy::enforced(&self.client)
             );
             crd?;
             tenancy.map_err(|why| {

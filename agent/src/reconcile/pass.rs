@@ -290,7 +290,7 @@ impl Pass<'_> {
                             // An object that exists and is not the cluster's: the tenancy
                             // policy refused to overwrite it.
                             if let Some((planner::ALREADY_EXISTS, why)) =
-                                crate::install::tenancy::denial(&apply_message(&err))
+                                crate::k8s::tenancy::denial(&apply_message(&err))
                             {
                                 claimed.insert(r.key(), why.to_string());
                             }
@@ -764,7 +764,7 @@ impl Pass<'_> {
                 let e = match dry {
                     Err(e) => {
                         let message = apply_message(&e);
-                        match crate::install::tenancy::denial(&message) {
+                        match crate::k8s::tenancy::denial(&message) {
                             // Exists and is not the cluster's: a conflict, not a create.
                             Some((planner::ALREADY_EXISTS, why)) => {
                                 Entry::new(r.clone(), Action::Conflict, Some(why.to_string()))

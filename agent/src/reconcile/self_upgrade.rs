@@ -154,7 +154,7 @@ impl Pass<'_> {
             .opts
             .backup_dir
             .clone()
-            .unwrap_or_else(crate::cli::default_backup_dir);
+            .unwrap_or_else(crate::backup::default_backup_dir);
         let backup = crate::backup::write(self.client(), &root, &entry.name)
             .await
             .map_err(|e| format!("backing up before upgrading {}: {e}", entry.name))?;

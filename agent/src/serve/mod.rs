@@ -6,9 +6,9 @@
 //! [`logging`] sets up tracing.
 
 pub mod logging;
-pub mod metrics;
+pub use crate::metrics;
 pub mod server;
-pub mod trigger;
+pub use crate::trigger;
 pub mod watch;
 pub mod webhook;
 

@@ -7,6 +7,7 @@ pub mod client;
 pub mod discovery;
 pub mod identity;
 pub mod refusal;
+pub mod tenancy;
 
 pub use apply::{ApplyError, FIELD_MANAGER, dry_run_all};
 pub use client::{ClientError, Connection, RequestHook, Verb, connect, connect_with, verb_of};

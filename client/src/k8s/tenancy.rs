@@ -25,7 +25,7 @@
 //!   name, their resources and Secrets the cluster's own, and every `clusterName`, control-plane
 //!   and infrastructure reference the cluster's own.
 //!
-//! Which kinds each identity may write is RBAC's part ([`super::rbac`]). Every denial's message
+//! Which kinds each identity may write is RBAC's part (the agent's `install::rbac`). Every denial's message
 //! starts with a reason word (`AlreadyExists`, `OutsideCluster`, ...) the agent reads back.
 
 use serde_json::{Value, json};
