@@ -25,6 +25,44 @@ use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
 use capstan_plan::decide::{self, Gate, NotStarted};
 
+/// The holds a cluster's pass found before applying ([`Pass::holds`]).
+struct Holds {
+    /// The health gate held its rollout changes.
+    gated: bool,
+    /// The fleet's pacing held them.
+    paced: Option<crate::plan::waves::Hold>,
+    /// Held before its upgrade started: by what.
+    not_started: Option<NotStarted>,
+}
+
+/// What applying a plan did ([`Pass::apply`]), and its prunes after it.
+#[derive(Default)]
+struct Applying {
+    /// What was written and deleted.
+    applied: Applied,
+    /// Objects the tenancy policy refused to take over (key → why).
+    claimed: BTreeMap<String, String>,
+    /// Why applying or pruning stopped, when it did.
+    failure: Option<String>,
+    /// The ManagedCluster as written beside the apply (a new cluster's).
+    spec: Option<Recorded>,
+}
+
+/// An outcome with an empty plan.
+fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome {
+    ClusterOutcome {
+        name: name.to_string(),
+        plan: Plan {
+            cluster: name.to_string(),
+            entries: vec![],
+        },
+        phase,
+        message,
+        staged: Default::default(),
+        paced: None,
+    }
+}
+
 /// The identity a cluster's objects are written as ([`Pass::writer`]).
 pub(super) struct Writer {
     /// Its client.
@@ -339,7 +377,8 @@ impl Pass<'_> {
     }
 
     /// One cluster; returns its outcome, whether its status was written, and whether its Event
-    /// was (beside the status, when something was applied).
+    /// was (beside the status, when something was applied). Gate → plan → refusals → holds →
+    /// (a plan ends here) → apply → prune → settled status, written with its Event.
     async fn cluster(
         &self,
         fleet: &Fleet,
@@ -347,68 +386,12 @@ impl Pass<'_> {
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
         let name = entry.name.clone();
-        let dir = entry.dir.display().to_string();
-        let mgmt = entry.management().to_string();
+        let (dir, mgmt) = (entry.dir.display().to_string(), entry.management());
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
-        let done = |plan: Plan, phase: Phase, message: String| ClusterOutcome {
-            name: name.clone(),
-            plan,
-            phase,
-            message,
-            staged: Default::default(),
-            paced: None,
-        };
-        let empty = Plan {
-            cluster: name.clone(),
-            entries: vec![],
-        };
-
-        // Whether it goes ahead: holds, an orphan's return, validation, deletion, kinds the
-        // agent may not read ([`decide::gate`]).
-        let denied = entry.objects.iter().flatten().find_map(|o| {
-            self.live
-                .denied(o.api_version(), o.kind())
-                .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
-        });
-        let gate = decide::gate(&decide::GateFacts {
-            entry,
-            prev,
-            revision: &self.opts.revision,
-            fleet_suspended: fleet.suspended,
-            management_upgrading: self.management_upgrading(entry),
-            denied,
-        });
         let writer = self.writer(&entry.role, &name);
-        match gate {
-            Gate::Hold { reason, message } => {
-                let st = decide::held(prev, reason, &message);
-                let changed = self.write_status(&name, &mgmt, &dir, &st, prev).await?;
-                return Ok((done(empty, Phase::Suspended, message), changed, false));
-            }
-            Gate::StayOrphaned(message) => {
-                let rec = prev.expect("only a recorded cluster is orphaned");
-                let outcome = self.stay_orphaned(&name, rec, message).await?;
-                return Ok((outcome, false, false));
-            }
-            Gate::Refuse(r) => {
-                let changed = self.refuse(entry, prev, &r).await?;
-                return Ok((done(empty, Phase::Failed, r.message), changed, false));
-            }
-            Gate::Delete => {
-                return self
-                    .delete_cluster(&writer, &name, &mgmt, &dir, previous_inventory, prev)
-                    .await
-                    .map(|(outcome, changed)| (outcome, changed, false));
-            }
-            Gate::Proceed { reclaim } => {
-                // An orphan taken back on an admin's mark: the mark lets it back once.
-                if reclaim && !self.opts.plan_only {
-                    status::clear_adoption(self.client(), &name).await?;
-                    self.wrote();
-                }
-            }
+        if let Some(done) = self.gate(fleet, entry, prev, &writer).await? {
+            return Ok(done);
         }
-
         // The revision's identity: what the repository asks for, before the chain steps and
         // live-dependent wiring.
         let fp = fingerprint(&desired(entry));
@@ -418,22 +401,13 @@ impl Pass<'_> {
             Versioned::Spec => (None, None),
             Versioned::Step(objects, note) => (Some(objects), Some(note)),
             Versioned::Refused(why) => {
-                let at = entry
-                    .cluster
-                    .as_ref()
-                    .map(|c| {
-                        let pos = c.source.pos("spec.kubernetesVersion");
-                        format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
-                    })
-                    .unwrap_or_default();
-                let r = decide::refusal(
-                    &self.opts.revision,
-                    prev,
-                    "UpgradeRefused",
-                    format!("{at}{why}"),
-                );
-                let changed = self.refuse(entry, prev, &r).await?;
-                return Ok((done(empty, Phase::Failed, r.message), changed, false));
+                let at = entry.cluster.as_ref().map(|c| {
+                    let pos = c.source.pos("spec.kubernetesVersion");
+                    format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
+                });
+                let why = format!("{}{why}", at.unwrap_or_default());
+                let r = decide::refusal(&self.opts.revision, prev, "UpgradeRefused", why);
+                return self.refused(entry, prev, r, None).await;
             }
         };
         let wired = match &step {
@@ -448,66 +422,33 @@ impl Pass<'_> {
         let mut plan = self
             .plan(&name, &writer, &objects, &previous_inventory)
             .await;
-        // Objects that exist and are not this cluster's: nothing of the cluster is applied
-        // until an admin hands them over or the repository renames them.
-        let claimed: Vec<String> = plan
-            .entries
-            .iter()
-            .filter(|e| planner::is_claimed(e))
-            .map(|e| e.reason.clone().unwrap_or_default())
-            .collect();
-        if !claimed.is_empty() {
-            let r = decide::refusal(
-                &self.opts.revision,
-                prev,
-                planner::ALREADY_EXISTS,
-                claimed.join("; "),
-            );
-            let changed = self.refuse(entry, prev, &r).await?;
-            return Ok((done(plan, Phase::Failed, r.message), changed, false));
-        }
-        // Fields EKS Anywhere holds immutable: the revision is refused for this cluster.
-        let refused = match self
-            .immutable_gate(entry, &plan, &objects, &previous_inventory)
+        if let Some(r) = self
+            .refusal(entry, prev, &plan, &objects, &previous_inventory)
             .await
         {
-            Ok(None) => None,
-            Ok(Some(why)) => Some(("ImmutableField", why)),
-            Err(e) => Some(("ReadFailed", format!("reading its live EKS-A objects: {e}"))),
-        };
-        if let Some((reason, why)) = refused {
-            let r = decide::refusal(&self.opts.revision, prev, reason, why);
-            let changed = self.refuse(entry, prev, &r).await?;
-            return Ok((done(empty, Phase::Failed, r.message), changed, false));
+            // The plan shows why (an object that is not the cluster's is a conflict in it).
+            let shown = (r.reason == planner::ALREADY_EXISTS).then(|| plan.clone());
+            return self.refused(entry, prev, r, shown).await;
         }
-        let gated = self.health_gate(entry, &mut plan, &objects, prev, &fp);
-        // Fleet-wide pacing, once the cluster itself is fit to start.
-        let paced = match gated {
-            None => self.wave_gate(fleet, entry, &mut plan, prev, &fp),
-            Some(_) => None,
-        };
-        // Held before its upgrade started (by the waves, or by the health gate with no earlier
-        // upgrade still rolling): not upgrading, waiting for no stage of its own.
-        let unhealthy_before_start =
-            gated.is_some() && !prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
-        let not_started = paced.is_some() || unhealthy_before_start;
+        let holds = self.holds(fleet, entry, &mut plan, &objects, prev, &fp);
         let wave = self.wave_label(fleet, entry);
         let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
         staged.outline = crate::plan::stages::outline(&plan.entries, settings);
-        if self.opts.plan_only {
-            // Where the rollout would stand: this plan's rolling changes hold the old templates.
-            let rollout = self.rollout(&plan, &objects, &staged);
-            planner::hold_prunes(&mut plan.entries, &rollout);
-        }
         let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
+            name: name.clone(),
+            plan,
+            phase,
+            message,
             staged: Staged {
                 waiting,
                 ..staged.clone()
             },
-            paced: paced.clone(),
-            ..done(plan, phase, message)
+            paced: holds.paced.clone(),
         };
         if self.opts.plan_only {
+            // Where the rollout would stand: this plan's rolling changes hold the old templates.
+            let rollout = self.rollout(&plan, &objects, &staged);
+            planner::hold_prunes(&mut plan.entries, &rollout);
             let phase = if plan.has_changes() {
                 Phase::Pending
             } else {
@@ -521,19 +462,222 @@ impl Pass<'_> {
         let upgrade = self
             .self_upgrade(fleet, entry, &mut plan, &staged, prev)
             .await;
-        // Its namespaces, when an apply has found one missing since the revision was prepared
-        // (the daemon prepares a revision once, not on every watch event that names a cluster).
+        let mut out = self
+            .apply(&writer, entry, prev, &mut plan, &objects, settings)
+            .await?;
+        // Where the stages stand now that this pass's changes are out: what decides which
+        // prunes wait, what the status says, what the stage timeout measures, when to look
+        // again.
+        let after = self.progress(entry, &plan, settings);
+        if out.failure.is_none() {
+            let rollout = self.rollout(&plan, &objects, &after);
+            planner::hold_prunes(&mut plan.entries, &rollout);
+            out.failure = self.prune(&writer, &plan, &mut out.applied).await;
+        }
+        out.applied.complete = out.failure.is_none();
+        let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
+        let inventory =
+            planner::next_inventory(&previous_inventory, &refs, &plan, &out.applied, |r| {
+                self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
+            });
+        let deleting = decide::deleting(&plan, &out.applied.terminating);
+        let health = self.assessment(&objects, &deleting);
+        let st = decide::settle(&decide::Settled {
+            revision: &self.opts.revision,
+            fingerprint: &fp,
+            prev,
+            plan: &plan,
+            failure: out.failure.as_deref(),
+            claimed: &out.claimed,
+            health: &health,
+            after: &after,
+            note: note.as_deref(),
+            upgrade: &upgrade,
+            not_started: holds.not_started.as_ref(),
+            gated: holds.gated,
+            paced: holds.paced.is_some(),
+            stage_timeout: self.opts.stage_timeout,
+            now: status::now().0,
+            wave,
+            inventory,
+        });
+        let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
+        // The failure itself is in the phase and message. The spec written with the apply is
+        // what the record is now. Something written: its Event goes beside the status.
+        let outcome = done(plan, phase, message, after.waiting.clone());
+        let evented = outcome.plan.writes_now();
+        let (changed, ()) = futures::join!(
+            self.write_status(&name, mgmt, &dir, &st, out.spec.as_ref().or(prev)),
+            async {
+                if evented {
+                    self.event(&outcome).await;
+                }
+            }
+        );
+        Ok((outcome, changed?, evented))
+    }
+
+    /// Whether the pass goes ahead ([`decide::gate`]); when it does not, what it did instead
+    /// (the hold's status written, the orphan kept, the refusal recorded, the deletion's step).
+    async fn gate(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        writer: &Writer,
+    ) -> Result<Option<(ClusterOutcome, bool, bool)>, ReconcileError> {
+        let name = &entry.name;
+        let (dir, mgmt) = (entry.dir.display().to_string(), entry.management());
+        let denied = entry.objects.iter().flatten().find_map(|o| {
+            self.live
+                .denied(o.api_version(), o.kind())
+                .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
+        });
+        let gate = decide::gate(&decide::GateFacts {
+            entry,
+            prev,
+            revision: &self.opts.revision,
+            fleet_suspended: fleet.suspended,
+            management_upgrading: self.management_upgrading(entry),
+            denied,
+        });
+        Ok(Some(match gate {
+            Gate::Hold { reason, message } => {
+                let st = decide::held(prev, reason, &message);
+                let changed = self.write_status(name, mgmt, &dir, &st, prev).await?;
+                (empty(name, Phase::Suspended, message), changed, false)
+            }
+            Gate::StayOrphaned(message) => {
+                let rec = prev.expect("only a recorded cluster is orphaned");
+                (self.stay_orphaned(name, rec, message).await?, false, false)
+            }
+            Gate::Refuse(r) => return self.refused(entry, prev, r, None).await.map(Some),
+            Gate::Delete => {
+                let inventory = prev.map(Recorded::inventory).unwrap_or_default();
+                let (outcome, changed) = self
+                    .delete_cluster(writer, name, mgmt, &dir, inventory, prev)
+                    .await?;
+                (outcome, changed, false)
+            }
+            Gate::Proceed { reclaim } => {
+                // An orphan taken back on an admin's mark: the mark lets it back once.
+                if reclaim && !self.opts.plan_only {
+                    status::clear_adoption(self.client(), name).await?;
+                    self.wrote();
+                }
+                return Ok(None);
+            }
+        }))
+    }
+
+    /// Why this revision is refused for the cluster after planning, when it is: objects that
+    /// exist and are not the cluster's (nothing of it is applied until an admin hands them
+    /// over or the repository renames them), or fields EKS Anywhere holds immutable.
+    async fn refusal(
+        &self,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        plan: &Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        previous: &[ObjectRef],
+    ) -> Option<decide::Refusal> {
+        let revision = &self.opts.revision;
+        let claimed: Vec<String> = plan
+            .entries
+            .iter()
+            .filter(|e| planner::is_claimed(e))
+            .map(|e| e.reason.clone().unwrap_or_default())
+            .collect();
+        if !claimed.is_empty() {
+            let why = claimed.join("; ");
+            return Some(decide::refusal(
+                revision,
+                prev,
+                planner::ALREADY_EXISTS,
+                why,
+            ));
+        }
+        match self.immutable_gate(entry, plan, objects, previous).await {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(decide::refusal(revision, prev, "ImmutableField", why)),
+            Err(e) => Some(decide::refusal(
+                revision,
+                prev,
+                "ReadFailed",
+                format!("reading its live EKS-A objects: {e}"),
+            )),
+        }
+    }
+
+    /// Records a refusal ([`Pass::refuse`]) and its outcome, with `plan` when it shows why.
+    async fn refused(
+        &self,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        r: decide::Refusal,
+        plan: Option<Plan>,
+    ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
+        let changed = self.refuse(entry, prev, &r).await?;
+        let mut outcome = empty(&entry.name, Phase::Failed, r.message);
+        if let Some(plan) = plan {
+            outcome.plan = plan;
+        }
+        Ok((outcome, changed, false))
+    }
+
+    /// The holds before anything is applied: the health gate, then (once the cluster itself
+    /// is fit to start) the fleet's pacing.
+    fn holds(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        plan: &mut Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        prev: Option<&Recorded>,
+        fp: &str,
+    ) -> Holds {
+        let gated = self.health_gate(entry, plan, objects, prev, fp);
+        let paced = match gated {
+            None => self.wave_gate(fleet, entry, plan, prev, fp),
+            Some(_) => None,
+        };
+        // Held before its upgrade started (by the waves, or by the health gate with no earlier
+        // upgrade still rolling): not upgrading, waiting for no stage of its own.
+        let upgrading = prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
+        let not_started = match (&paced, &gated) {
+            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
+            (None, Some(why)) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
+            _ => None,
+        };
+        Holds {
+            gated: gated.is_some(),
+            paced,
+            not_started,
+        }
+    }
+
+    /// Applies the plan's changes: its namespaces when an apply has found one missing since
+    /// the revision was prepared (the daemon prepares a revision once, not on every watch
+    /// event), then in steps — CRDs and Namespaces first (and the CRDs Established before
+    /// anything that may be one of their kinds), then the rest by upgrade stage when something
+    /// of a rolling stage changes in place, else all the rest as one step; each object after
+    /// the objects of its step it names and the rest at once ([`crate::plan::order`]); held
+    /// changes wait for a later pass. A new cluster's ManagedCluster is written while its
+    /// objects go out. What the tenancy policy refused to take over is marked a conflict.
+    async fn apply(
+        &self,
+        writer: &Writer,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        plan: &mut Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        settings: crate::plan::stages::Settings,
+    ) -> Result<Applying, ReconcileError> {
+        let (name, mgmt) = (&entry.name, entry.management());
+        let dir = entry.dir.display().to_string();
         if plan.writes_now() {
             self.ensure_namespaces(std::iter::once(entry)).await?;
         }
-        // Apply in steps: CRDs and Namespaces first (and the CRDs Established before anything
-        // that may be one of their kinds), then the rest by upgrade stage (objects that roll no
-        // machine, etcd, control plane, CNI, workers) when something of a rolling stage changes
-        // in place, else all the rest as one step; each object after the objects of its step
-        // it names and the rest at once ([`crate::plan::order`]); held changes wait for a later
-        // pass; prune in reverse order.
-        let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
-        let mut applied = Applied::default();
         let changed: Vec<usize> = (0..objects.len())
             .filter(|&i| matches!(plan.entries[i].action, Action::Create | Action::Update))
             .collect();
@@ -551,38 +695,37 @@ impl Pass<'_> {
             .into_iter()
             .map(|step| step.into_iter().map(|k| changed[k]).collect())
             .collect();
-        // A new cluster's ManagedCluster is written while its objects go out, not after them:
-        // one round trip less on every creation, and the record is there from the start.
-        let spec_needed = plan.writes_now() && !status::spec_written(prev, &mgmt, &dir);
+        // One round trip less on every creation, and the record is there from the start.
+        let spec_needed = plan.writes_now() && !status::spec_written(prev, mgmt, &dir);
         let spec = async {
             if spec_needed {
-                Some(status::write_spec(self.client(), &name, &mgmt, &dir).await)
+                Some(status::write_spec(self.client(), name, mgmt, &dir).await)
             } else {
                 None
             }
         };
-        let mut claimed: BTreeMap<String, String> = BTreeMap::new();
-        let (spec, mut failure) = futures::join!(
+        let mut out = Applying::default();
+        let (spec, failure) = futures::join!(
             spec,
             self.apply_steps(
-                &writer,
-                &objects,
+                writer,
+                objects,
                 &groups,
                 &crds,
-                &mut applied,
-                &mut claimed
+                &mut out.applied,
+                &mut out.claimed
             )
         );
-        // What the tenancy policy refused to take over shows as the conflict it is.
+        out.failure = failure;
         for e in plan.entries.iter_mut() {
-            if let Some(why) = claimed.get(&e.object.key()) {
+            if let Some(why) = out.claimed.get(&e.object.key()) {
                 e.action = Action::Conflict;
                 e.reason = Some(why.clone());
             }
         }
         // A spec that could not be written is written again with the status (which reports
         // the error if it fails again).
-        let spec = match spec {
+        out.spec = match spec {
             Some(Ok(record)) => Some(record),
             Some(Err(e)) => {
                 tracing::debug!(cluster = %name, error = %e, "writing the ManagedCluster failed; retried with its status");
@@ -590,71 +733,23 @@ impl Pass<'_> {
             }
             None => None,
         };
-        // Where the stages stand now that this pass's changes are out: what decides which
-        // prunes wait, what the status says, what the stage timeout measures, when to look
-        // again.
-        let after = self.progress(entry, &plan, settings);
-        if failure.is_none() {
-            let rollout = self.rollout(&plan, &objects, &after);
-            planner::hold_prunes(&mut plan.entries, &rollout);
-            for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
-                match self.delete(&writer, &e.object).await {
-                    Ok(terminating) => {
-                        applied.pruned.insert(e.object.key());
-                        if terminating {
-                            applied.terminating.insert(e.object.key());
-                        }
-                    }
-                    Err(err) => {
-                        failure = Some(format!("pruning {}: {err}", e.object.subject()));
-                        break;
+        Ok(out)
+    }
+
+    /// Deletes the plan's prunes in reverse order; the first failure stops them.
+    async fn prune(&self, writer: &Writer, plan: &Plan, applied: &mut Applied) -> Option<String> {
+        for e in plan.entries.iter().filter(|e| e.action == Action::Prune) {
+            match self.delete(writer, &e.object).await {
+                Ok(terminating) => {
+                    applied.pruned.insert(e.object.key());
+                    if terminating {
+                        applied.terminating.insert(e.object.key());
                     }
                 }
+                Err(err) => return Some(format!("pruning {}: {err}", e.object.subject())),
             }
         }
-        applied.complete = failure.is_none();
-        let inventory = planner::next_inventory(&previous_inventory, &refs, &plan, &applied, |r| {
-            self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
-        });
-        let health = self.assessment(&objects, &decide::deleting(&plan, &applied.terminating));
-        let held_before_start = match (&paced, &gated) {
-            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
-            (None, Some(why)) if not_started => Some(NotStarted::Unhealthy(why.clone())),
-            _ => None,
-        };
-        let st = decide::settle(&decide::Settled {
-            revision: &self.opts.revision,
-            fingerprint: &fp,
-            prev,
-            plan: &plan,
-            failure: failure.as_deref(),
-            claimed: &claimed,
-            health: &health,
-            after: &after,
-            note: note.as_deref(),
-            upgrade: &upgrade,
-            not_started: held_before_start.as_ref(),
-            gated: gated.is_some(),
-            paced: paced.is_some(),
-            stage_timeout: self.opts.stage_timeout,
-            now: k8s_openapi::jiff::Timestamp::now(),
-            wave,
-            inventory,
-        });
-        let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
-        // The failure itself is in the phase and message. The spec written above is what the
-        // record is now. Something written: its Event goes beside the status, not after it.
-        let outcome = done(plan, phase, message, after.waiting.clone());
-        let evented = outcome.plan.writes_now();
-        let (changed, ()) = futures::join!(
-            self.write_status(&name, &mgmt, &dir, &st, spec.as_ref().or(prev)),
-            async {
-                if evented {
-                    self.event(&outcome).await;
-                }
-            }
-        );
-        Ok((outcome, changed?, evented))
+        None
     }
 
     /// Records that this revision was not applied to a cluster ([`decide::not_applied`]);
