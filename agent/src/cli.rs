@@ -36,23 +36,9 @@ pub enum ReportOutput {
     Markdown,
 }
 
-/// A provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProviderArg {
-    /// Cluster API Docker (CAPD).
-    Docker,
-    /// Cluster API vSphere (CAPV).
-    Vsphere,
-}
-
-impl ProviderArg {
-    /// The provider's name in specs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderArg::Docker => "docker",
-            ProviderArg::Vsphere => "vsphere",
-        }
-    }
+/// `--provider`: the providers capstan has a descriptor for ([`capstan_templates::provider`]).
+fn provider_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(capstan_templates::provider::names())
 }
 
 /// Commands.
@@ -313,8 +299,8 @@ pub struct BootstrapArgs {
 #[derive(Debug, Args, Clone)]
 pub struct BootstrapValues {
     /// Provider of the management cluster.
-    #[arg(long, value_enum)]
-    pub provider: Option<ProviderArg>,
+    #[arg(long, value_parser = provider_parser())]
+    pub provider: Option<String>,
     /// Pod CIDR.
     #[arg(long)]
     pub pod_cidr: Option<String>,
@@ -630,8 +616,8 @@ pub enum NewCommand {
 #[derive(Debug, Args)]
 pub struct ClusterValues {
     /// Provider.
-    #[arg(long, value_enum)]
-    pub provider: ProviderArg,
+    #[arg(long, value_parser = provider_parser())]
+    pub provider: String,
     /// Kubernetes minor, e.g. 1.33 (default: the newest of the release).
     #[arg(long)]
     pub kubernetes_version: Option<String>,

@@ -713,80 +713,59 @@ fn addons(old: &[Value], new: &[Value], basis: Basis) -> Vec<Addon> {
     out
 }
 
-/// An immutable field of an EKS-A object kind, with why it is refused.
-struct Rule {
-    kind: &'static str,
-    field: &'static str,
-    reason: &'static str,
-}
+use capstan_templates::provider::{Immutable, PROVIDERS};
 
-const RULES: &[Rule] = &[
-    Rule {
+/// The immutable fields of every cluster, whatever its provider (the providers' own are in
+/// their descriptors, [`capstan_templates::provider`]).
+const RULES: &[Immutable] = &[
+    Immutable {
         kind: "Cluster",
         field: "spec.controlPlaneConfiguration.endpoint.host",
         reason: "the control-plane endpoint is immutable (EKS Anywhere's webhook refuses it; machines and certificates carry it)",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.clusterNetwork.pods",
         reason: "the pod CIDR is immutable on a live cluster (every node's pod range comes from it)",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.clusterNetwork.services",
         reason: "the service CIDR is immutable on a live cluster (every Service's IP comes from it)",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.clusterNetwork.dns",
         reason: "cluster DNS settings are immutable (EKS Anywhere's webhook)",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.clusterNetwork.nodes",
         reason: "the node CIDR mask is immutable (EKS Anywhere's webhook)",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.datacenterRef",
         reason: "the datacenter (and so the provider) of a cluster cannot change; create a new cluster instead",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.managementCluster",
         reason: "a cluster cannot move to another management cluster",
     },
-    Rule {
+    Immutable {
         kind: "Cluster",
         field: "spec.proxyConfiguration",
         reason: "proxy settings are immutable (EKS Anywhere's webhook)",
     },
-    Rule {
-        kind: "VSphereDatacenterConfig",
-        field: "spec.server",
-        reason: "the vCenter server of a cluster is immutable",
-    },
-    Rule {
-        kind: "VSphereDatacenterConfig",
-        field: "spec.datacenter",
-        reason: "the vSphere datacenter of a cluster is immutable",
-    },
-    Rule {
-        kind: "VSphereDatacenterConfig",
-        field: "spec.network",
-        reason: "the vSphere network of a cluster is immutable",
-    },
-    Rule {
-        kind: "VSphereMachineConfig",
-        field: "spec.osFamily",
-        reason: "a machine config's OS family is immutable",
-    },
-    Rule {
-        kind: "VSphereMachineConfig",
-        field: "spec.storagePolicyName",
-        reason: "a machine config's storage policy is immutable",
-    },
 ];
+
+/// Every immutable field: every cluster's and every provider's.
+fn rules() -> impl Iterator<Item = &'static Immutable> {
+    RULES
+        .iter()
+        .chain(PROVIDERS.iter().flat_map(|p| p.immutable.iter()))
+}
 
 fn at<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
     v.pointer(&format!("/{}", field.replace('.', "/")))
@@ -815,7 +794,7 @@ fn minor(v: Option<&Value>) -> Option<(u64, u64)> {
 
 fn blocked(old: &[Value], new: &[Value]) -> Vec<Blocked> {
     let mut out = Vec::new();
-    for rule in RULES {
+    for rule in rules() {
         let (olds, news) = (eksa(old, rule.kind), eksa(new, rule.kind));
         for (name, n) in &news {
             let Some(o) = olds.get(name) else { continue };

@@ -21,6 +21,7 @@ pub mod diag;
 pub mod identity;
 pub mod json_text;
 pub mod release;
+pub mod provider;
 pub mod render;
 pub mod scaffold;
 pub mod spec;

@@ -99,7 +99,7 @@ pub fn bootstrap(args: BootstrapArgs) -> anyhow::Result<ExitCode> {
     let mut wrote = Vec::new();
     if !work.join(capstan_layout::fleet::CLUSTERS_DIR).exists() {
         let v = &args.values;
-        let provider = v.provider.context(
+        let provider = v.provider.clone().context(
             "the repository has no fleet yet: --provider, --pod-cidr and --service-cidr (as for `capstan init`) describe its management cluster",
         )?;
         let values = ClusterValues {

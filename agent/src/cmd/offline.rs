@@ -191,7 +191,7 @@ pub(super) fn request(
     Ok(ClusterRequest {
         name,
         management,
-        provider: v.provider.as_str().to_string(),
+        provider: v.provider.clone(),
         kubernetes_version: v.kubernetes_version,
         eksa_version: v.eksa_version,
         namespace: v.namespace,

@@ -120,88 +120,93 @@ impl Rule {
 }
 
 /// The kinds capstan renders: group, resources, whether workload directories render them (else
-/// only management directories do), and why.
-const RENDERED: &[(&str, &[&str], bool, &str)] = &[
-    (
-        "cluster.x-k8s.io",
-        &["clusters", "machinedeployments", "machinehealthchecks"],
-        true,
-        "every cluster's Cluster API objects",
-    ),
-    (
-        "controlplane.cluster.x-k8s.io",
-        &["kubeadmcontrolplanes"],
-        true,
-        "every cluster's control plane",
-    ),
-    (
-        "bootstrap.cluster.x-k8s.io",
-        &["kubeadmconfigtemplates"],
-        true,
-        "every worker group's bootstrap template",
-    ),
-    (
-        "infrastructure.cluster.x-k8s.io",
-        &[
-            "dockerclusters",
-            "dockermachinetemplates",
-            "devclusters",
-            "devmachinetemplates",
-            "vsphereclusters",
-            "vspheremachinetemplates",
-        ],
-        true,
-        "each provider's infrastructure cluster and machine templates",
-    ),
-    (
-        "etcdcluster.cluster.x-k8s.io",
-        &["etcdadmclusters"],
-        true,
-        "external etcd",
-    ),
-    (
-        "addons.cluster.x-k8s.io",
-        &["helmchartproxies"],
-        true,
-        "the CNI (Cilium) through Cluster API's Helm add-on provider, and add-ons a directory carries",
-    ),
-    (
-        "anywhere.eks.amazonaws.com",
-        &[
-            "clusters",
-            "dockerdatacenterconfigs",
-            "vspheredatacenterconfigs",
-            "vspheremachineconfigs",
-        ],
-        true,
-        "the EKS Anywhere objects of each cluster",
-    ),
-    (
-        "anywhere.eks.amazonaws.com",
-        &["eksareleases"],
-        false,
-        "the EKS Anywhere releases a management cluster's fleet uses",
-    ),
-    (
-        "addons.cluster.x-k8s.io",
-        &["clusterresourcesets"],
-        true,
-        "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does; and resource sets a directory carries",
-    ),
-    (
-        "",
-        &["configmaps", "secrets"],
-        true,
-        "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set); ConfigMaps and data-less Secrets a directory carries",
-    ),
-];
+/// only management directories do), and why. The providers' kinds come from their descriptors
+/// ([`capstan_templates::provider`]).
+fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
+    use capstan_templates::provider::PROVIDERS;
+    let infrastructure: Vec<&'static str> = PROVIDERS
+        .iter()
+        .flat_map(|p| p.infrastructure.iter())
+        .flat_map(|i| [i.cluster_plural, i.machine_template_plural])
+        .collect();
+    let eksa: Vec<&'static str> = std::iter::once("clusters")
+        .chain(
+            PROVIDERS
+                .iter()
+                .flat_map(|p| p.eksa_kinds.iter().map(|(_, plural)| *plural)),
+        )
+        .collect();
+    vec![
+        (
+            "cluster.x-k8s.io",
+            vec!["clusters", "machinedeployments", "machinehealthchecks"],
+            true,
+            "every cluster's Cluster API objects",
+        ),
+        (
+            "controlplane.cluster.x-k8s.io",
+            vec!["kubeadmcontrolplanes"],
+            true,
+            "every cluster's control plane",
+        ),
+        (
+            "bootstrap.cluster.x-k8s.io",
+            vec!["kubeadmconfigtemplates"],
+            true,
+            "every worker group's bootstrap template",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io",
+            infrastructure,
+            true,
+            "each provider's infrastructure cluster and machine templates",
+        ),
+        (
+            "etcdcluster.cluster.x-k8s.io",
+            vec!["etcdadmclusters"],
+            true,
+            "external etcd",
+        ),
+        (
+            "addons.cluster.x-k8s.io",
+            vec!["helmchartproxies"],
+            true,
+            "the CNI (Cilium) through Cluster API's Helm add-on provider, and add-ons a directory carries",
+        ),
+        (
+            "anywhere.eks.amazonaws.com",
+            eksa,
+            true,
+            "the EKS Anywhere objects of each cluster",
+        ),
+        (
+            "anywhere.eks.amazonaws.com",
+            vec!["eksareleases"],
+            false,
+            "the EKS Anywhere releases a management cluster's fleet uses",
+        ),
+        (
+            "addons.cluster.x-k8s.io",
+            vec!["clusterresourcesets"],
+            true,
+            "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does; and resource sets a directory carries",
+        ),
+        (
+            "",
+            vec!["configmaps", "secrets"],
+            true,
+            "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set); ConfigMaps and data-less Secrets a directory carries",
+        ),
+    ]
+}
 
 /// The rules, in the order they are written.
 pub fn rules() -> Vec<Rule> {
     use crate::k8s::identity::{MANAGEMENT_USER, WORKLOAD_USER};
     use Scope::{Cluster, Management, System, Workload};
+    let rendered = rendered();
     let mut rules = Vec::new();
-    for (group, resources, _, why) in RENDERED {
+    for (group, resources, _, why) in &rendered {
         rules.push(Rule::new(
             Cluster,
             group,
@@ -210,12 +215,12 @@ pub fn rules() -> Vec<Rule> {
             &format!("reading (watches, a live object to compare): {why}"),
         ));
     }
-    for (group, resources, workloads, why) in RENDERED {
+    for (group, resources, workloads, why) in &rendered {
         if *workloads {
             rules.push(Rule::new(Workload, group, resources, WRITE, why));
         }
     }
-    for (group, resources, _, why) in RENDERED {
+    for (group, resources, _, why) in &rendered {
         rules.push(Rule::new(Management, group, resources, WRITE, why));
     }
     rules.extend([
@@ -457,19 +462,19 @@ mod tests {
         );
         // Every rendered kind: read by the agent, written by the management identity, and by
         // the workload identity unless only management clusters render it.
-        for (group, resources, workloads, _) in RENDERED {
-            for res in *resources {
+        for (group, resources, workloads, _) in rendered() {
+            for res in resources {
                 let holds = |scope: Scope, verbs: &[&str]| {
                     rules().iter().any(|r| {
                         r.scope == scope
-                            && r.group == *group
+                            && r.group == group
                             && r.resources.iter().any(|x| x == res)
                             && r.verbs == verbs
                     })
                 };
                 assert!(holds(Scope::Cluster, READ), "{res}");
                 assert!(holds(Scope::Management, WRITE), "{res}");
-                assert_eq!(holds(Scope::Workload, WRITE), *workloads, "{res}");
+                assert_eq!(holds(Scope::Workload, WRITE), workloads, "{res}");
             }
         }
     }

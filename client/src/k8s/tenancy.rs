@@ -54,6 +54,24 @@ fn rule(expr: &str, reason: &str, message: &str) -> Value {
     })
 }
 
+/// CEL: whether the request is for a cluster-scoped kind a provider renders (the only
+/// cluster-scoped objects a workload directory may write), from the providers' descriptors.
+fn cluster_scoped_kinds() -> String {
+    let kinds: Vec<String> = capstan_templates::provider::cluster_scoped()
+        .map(|k| {
+            format!(
+                "(request.resource.group == '{}' && request.resource.resource == '{}')",
+                k.group, k.plural
+            )
+        })
+        .collect();
+    if kinds.is_empty() {
+        "false".into()
+    } else {
+        format!("({})", kinds.join(" || "))
+    }
+}
+
 /// Applies to a tenant's write of a live (not deleted) object of these resources.
 fn tenant_writes(resources: &[(&str, &str)], expr: &str) -> String {
     let of = resources
@@ -121,8 +139,9 @@ pub fn policy() -> Value {
         ),
         rule(
             &format!(
-                "!variables.tenant || (request.namespace != '' ? !(request.namespace in {} || request.namespace.startsWith('{RESERVED_PREFIX}') || (request.namespace.endsWith('{RESERVED_SUFFIX}') && request.namespace != '{SHARED_NAMESPACE}')) : (request.resource.group == 'infrastructure.cluster.x-k8s.io' && request.resource.resource in ['vspherefailuredomains', 'vspheredeploymentzones']))",
-                json!(RESERVED_NAMESPACES)
+                "!variables.tenant || (request.namespace != '' ? !(request.namespace in {} || request.namespace.startsWith('{RESERVED_PREFIX}') || (request.namespace.endsWith('{RESERVED_SUFFIX}') && request.namespace != '{SHARED_NAMESPACE}')) : {})",
+                json!(RESERVED_NAMESPACES),
+                cluster_scoped_kinds()
             ),
             "ReservedNamespace",
             "'is in a namespace no workload cluster may write to'",

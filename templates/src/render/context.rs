@@ -455,22 +455,10 @@ pub(super) fn context(
     };
 
     let in_memory = matches!(cluster.provider, Provider::Docker(DockerBackend::InMemory));
-    let (infra_api, cluster_kind, mt_kind) = match cluster.provider {
-        Provider::Docker(DockerBackend::Docker) => (
-            "infrastructure.cluster.x-k8s.io/v1beta2",
-            "DockerCluster",
-            "DockerMachineTemplate",
-        ),
-        Provider::Docker(DockerBackend::InMemory) => (
-            "infrastructure.cluster.x-k8s.io/v1beta2",
-            "DevCluster",
-            "DevMachineTemplate",
-        ),
-        Provider::VSphere(_) => (
-            "infrastructure.cluster.x-k8s.io/v1beta1",
-            "VSphereCluster",
-            "VSphereMachineTemplate",
-        ),
+    let infra = match cluster.provider {
+        Provider::Docker(DockerBackend::Docker) => &crate::provider::DOCKER.infrastructure[0],
+        Provider::Docker(DockerBackend::InMemory) => &crate::provider::DOCKER.infrastructure[1],
+        Provider::VSphere(_) => &crate::provider::VSPHERE.infrastructure[0],
     };
     let vsphere = match vsphere_provider {
         Some(v) => with(
@@ -522,7 +510,7 @@ pub(super) fn context(
     ctx.insert("docker".into(), json!({"in_memory": in_memory}));
     ctx.insert(
         "infra".into(),
-        json!({"api_version": infra_api, "cluster_kind": cluster_kind, "machine_template_kind": mt_kind}),
+        json!({"api_version": infra.api_version, "cluster_kind": infra.cluster_kind, "machine_template_kind": infra.machine_template_kind}),
     );
     ctx.insert(
         "health".into(),

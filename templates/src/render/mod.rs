@@ -68,39 +68,10 @@ pub enum RenderError {
     },
 }
 
-macro_rules! template_files {
-    ($($name:literal),* $(,)?) => {
-        &[$(($name, include_str!(concat!("../../providers/", $name))),)*]
-    };
-}
-
-/// Every provider template, embedded at build time.
-const TEMPLATES: &[(&str, &str)] = template_files![
-    "common/cluster.yaml.j2",
-    "common/cni.yaml.j2",
-    "common/etcd.yaml.j2",
-    "common/health-checks.yaml.j2",
-    "common/kcp-etcd.yaml.j2",
-    "common/workers.yaml.j2",
-    "docker/bootstrap-templates.yaml.j2",
-    "docker/control-plane.yaml.j2",
-    "docker/infrastructure-cluster.yaml.j2",
-    "docker/kcp-node-registration.yaml.j2",
-    "docker/machine-templates.yaml.j2",
-    "vsphere/bootstrap-templates.yaml.j2",
-    "vsphere/control-plane.yaml.j2",
-    "vsphere/cpi.yaml.j2",
-    "vsphere/failure-domains.yaml.j2",
-    "vsphere/infrastructure-cluster.yaml.j2",
-    "vsphere/kcp-node-registration.yaml.j2",
-    "vsphere/kube-vip.yaml.j2",
-    "vsphere/machine-templates.yaml.j2",
-];
-
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
-        environment_with(TEMPLATES).expect("embedded templates compile; checked by tests")
+        environment_with(&crate::provider::templates()).expect("embedded templates compile; checked by tests")
     })
 }
 
@@ -246,14 +217,14 @@ pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
         "MutatingWebhookConfiguration",
     ),
     ("apiregistration.k8s.io", "APIService"),
-    ("infrastructure.cluster.x-k8s.io", "VSphereFailureDomain"),
-    ("infrastructure.cluster.x-k8s.io", "VSphereDeploymentZone"),
 ];
 
-/// Whether `kind` of `api_version` is one of [`CLUSTER_SCOPED`].
+/// Whether `kind` of `api_version` is one of [`CLUSTER_SCOPED`], or a cluster-scoped kind a
+/// provider renders ([`crate::provider::cluster_scoped`]).
 pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
     let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
     CLUSTER_SCOPED.contains(&(group, kind))
+        || crate::provider::cluster_scoped().any(|k| k.group == group && k.kind == kind)
 }
 
 /// Sets the resolved eksaVersion on the EKS-A Cluster object (a workload inherits its manager's).
