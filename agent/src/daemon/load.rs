@@ -1,0 +1,101 @@
+//! Loading a revision: the Git source synced (or the working copy read), then the fleet
+//! validated and rendered with the release documents its fleet configs name.
+
+use std::time::Instant;
+
+use capstan_layout::{Fleet, RenderCache, Tree, load_fetched};
+use tracing::{error, warn};
+
+use super::Repo;
+use crate::serve::{Metrics, Stage};
+use crate::source::GitSource;
+use crate::source::release::ReleaseFetcher;
+
+/// Loads a tree's fleet, fetching the release documents its fleet configs name (off the
+/// runtime threads: the fetcher blocks).
+async fn load_release(
+    tree: &Tree,
+    fetcher: &mut Option<ReleaseFetcher>,
+    renders: &mut RenderCache,
+) -> anyhow::Result<Fleet> {
+    let f = fetcher
+        .as_mut()
+        .expect("the fetcher is put back after every round");
+    // A failure of an earlier pass is retried.
+    f.fetched.failures.clear();
+    let mut fleet = load_fetched(tree, &f.fetched, renders);
+    for _ in 0..crate::source::release::MAX_ROUNDS {
+        let mut f = fetcher
+            .take()
+            .expect("the fetcher is put back after every round");
+        let wanted = f.wanted(&fleet);
+        if wanted.is_empty() {
+            *fetcher = Some(f);
+            break;
+        }
+        let f = tokio::task::spawn_blocking(move || {
+            f.fetch(wanted);
+            f
+        })
+        .await?;
+        fleet = load_fetched(tree, &f.fetched, renders);
+        *fetcher = Some(f);
+    }
+    Ok(fleet)
+}
+
+/// Reads the newest revision: the Git source synced (the last good revision kept while the
+/// remote is unreachable), or the working copy read; then validated and rendered. `None` when
+/// there is nothing to reconcile (logged).
+pub(super) async fn load(
+    repo: &Repo,
+    source: &mut Option<GitSource>,
+    fetcher: &mut Option<ReleaseFetcher>,
+    renders: &mut RenderCache,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<(Fleet, String)>> {
+    let t = Instant::now();
+    let loaded = match (repo, source.take()) {
+        (Repo::Git(_), Some(mut src)) => {
+            let (src_back, result) = tokio::task::spawn_blocking(move || {
+                let r = src.sync().map(|_| ());
+                (src, r)
+            })
+            .await?;
+            if let Err(e) = result {
+                // Keep serving the last good revision while the remote is unreachable.
+                warn!(error = %e, "source unavailable; reconciling the last good revision");
+            }
+            metrics.observe_stage(Stage::Source, t.elapsed());
+            // Loaded from the source's own copy of the tree: no second copy.
+            let t = Instant::now();
+            let out = match src_back.last_good() {
+                Some(r) => Some((
+                    load_release(&r.tree, fetcher, renders).await?,
+                    r.commit.clone(),
+                )),
+                None => None,
+            };
+            metrics.observe_stage(Stage::Render, t.elapsed());
+            *source = Some(src_back);
+            out
+        }
+        (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
+            Ok(tree) => {
+                metrics.observe_stage(Stage::Source, t.elapsed());
+                let t = Instant::now();
+                let fleet = load_release(&tree, fetcher, renders).await?;
+                metrics.observe_stage(Stage::Render, t.elapsed());
+                Some((fleet, "local".to_string()))
+            }
+            Err(e) => {
+                error!(error = %e, "reading the working copy");
+                None
+            }
+        },
+        (Repo::Git(_), None) => unreachable!("the source is put back after every sync"),
+    };
+    // The validated specs stay: a chained upgrade renders its steps from them
+    // (`capstan_layout::step`).
+    Ok(loaded)
+}
