@@ -253,7 +253,11 @@ mod tests {
         described.sort();
         assert_eq!(described, on_disk);
         for p in PROVIDERS {
-            assert!(p.templates.iter().all(|(n, _)| n.starts_with(&format!("{}/", p.name))));
+            assert!(
+                p.templates
+                    .iter()
+                    .all(|(n, _)| n.starts_with(&format!("{}/", p.name)))
+            );
         }
     }
 }

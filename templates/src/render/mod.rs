@@ -71,7 +71,8 @@ pub enum RenderError {
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
-        environment_with(&crate::provider::templates()).expect("embedded templates compile; checked by tests")
+        environment_with(&crate::provider::templates())
+            .expect("embedded templates compile; checked by tests")
     })
 }
 
