@@ -139,43 +139,77 @@ fn case_collisions(tree: &Tree) -> Vec<(PathBuf, bool, String)> {
 ///
 /// A tree that is not a fleet (no `clusters/`, or no cluster directory in it) and a
 /// `clusters/` or `workload-clusters/` directory that could not be read are [`Code::NotAFleet`]
-/// and read-limit errors of the fleet: [`Fleet::unreadable`] then says nothing of this revision
+/// and read-limit errors of the fleet: [`super::Fleet::unreadable`] then says nothing of this revision
 /// may be applied (an unread directory hides clusters that would otherwise look removed).
 pub(super) fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
-    let mut fleet_diags = Vec::new();
-    let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
-    let unexpected = |p: &Path, why: &str| {
-        Diagnostic::error(
-            Code::UnexpectedEntry,
-            format!("{why}; see the layout in the README"),
+    let mut found = Found::default();
+    for (path, entry) in &tree.entries {
+        found.entry(path, entry);
+    }
+    found.check_managed();
+    for (path, is_dir, all) in case_collisions(tree) {
+        let (owned, _) = components(&path);
+        let parts: Vec<&str> = owned.iter().map(Cow::as_ref).collect();
+        let diag = Diagnostic::error(
+            Code::CaseCollision,
+            format!("{all} differ only in case: a checkout on a case-insensitive filesystem (macOS, Windows) keeps one of them"),
         )
-        .in_file(p)
-    };
-    // Problems of a path: the cluster directory it belongs to gets them, else the fleet.
-    let blame = |dirs: &mut BTreeMap<PathBuf, Dir>,
-                 fleet_diags: &mut Vec<Diagnostic>,
-                 parts: &[&str],
-                 is_dir: bool,
-                 diag: Diagnostic| {
+        .in_file(&path);
+        found.blame(&parts, is_dir, diag);
+    }
+    found.finish()
+}
+
+/// An entry the layout does not allow, and why.
+fn unexpected(p: &Path, why: &str) -> Diagnostic {
+    Diagnostic::error(
+        Code::UnexpectedEntry,
+        format!("{why}; see the layout in the README"),
+    )
+    .in_file(p)
+}
+
+/// What discovery has found so far: the cluster directories, and the fleet's own problems.
+#[derive(Default)]
+struct Found {
+    dirs: BTreeMap<PathBuf, Dir>,
+    fleet_diags: Vec<Diagnostic>,
+}
+
+impl Found {
+    /// Where a problem of a path goes: the cluster directory it belongs to (which it makes
+    /// unreadable), else the fleet.
+    fn blame(&mut self, parts: &[&str], is_dir: bool, diag: Diagnostic) {
         match cluster_dir_of(parts, is_dir) {
             Some((dir, role)) => {
-                let d = dirs.entry(dir).or_default();
+                let d = self.dirs.entry(dir).or_default();
                 d.role.get_or_insert(role);
                 d.diags.push(diag);
                 d.unreadable = true;
             }
-            None => fleet_diags.push(diag),
+            None => self.fleet_diags.push(diag),
         }
-    };
-    for (path, entry) in &tree.entries {
+    }
+
+    /// Records a file of a cluster directory, or a problem of it.
+    fn add(&mut self, dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>) {
+        let d = self.dirs.entry(dir).or_default();
+        d.role.get_or_insert(role);
+        d.files.extend(file.cloned());
+        d.diags.extend(diag);
+    }
+
+    /// Where one entry of the tree belongs: nowhere (outside `clusters/`, or allowed and
+    /// ignored), a cluster directory (a spec file or a problem), or the fleet (a problem).
+    fn entry(&mut self, path: &PathBuf, entry: &Entry) {
         let (owned, utf8) = components(path);
         let parts: Vec<&str> = owned.iter().map(Cow::as_ref).collect();
         if parts.first() != Some(&CLUSTERS_DIR) {
-            continue;
+            return;
         }
         if let Some(diag) = unreadable_dir(path, entry) {
-            blame(&mut dirs, &mut fleet_diags, &parts, true, diag);
-            continue;
+            self.blame(&parts, true, diag);
+            return;
         }
         if !utf8 {
             let diag = Diagnostic::error(
@@ -183,9 +217,14 @@ pub(super) fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
                 "the path is not valid UTF-8 (names in a fleet repository are text)",
             )
             .in_file(path);
-            blame(&mut dirs, &mut fleet_diags, &parts, false, diag);
-            continue;
+            self.blame(&parts, false, diag);
+            return;
         }
+        self.place(path, &parts);
+    }
+
+    /// Where a readable file (by its path's components) belongs in the layout.
+    fn place(&mut self, path: &PathBuf, parts: &[&str]) {
         let ignorable = parts
             .last()
             .is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
@@ -193,69 +232,38 @@ pub(super) fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
             .last()
             .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
         let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
-        let mut add =
-            |dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>| {
-                let d = dirs.entry(dir).or_default();
-                d.role.get_or_insert(role);
-                d.files.extend(file.cloned());
-                d.diags.extend(diag);
-            };
-        match parts.as_slice() {
+        match parts {
             [_, file] if *file == crate::intent::SUSPEND_FILE => {}
             [_, _file] if !ignorable => {
-                fleet_diags.push(unexpected(
+                self.fleet_diags.push(unexpected(
                     path,
                     "files directly under clusters/ belong to no cluster",
                 ));
             }
             [_, _mgmt, file] if *file == config::FILE => {}
             [_, mgmt, _file] => {
-                if is_yaml {
-                    add(mgmt_dir(mgmt), Role::Management, Some(path), None);
-                } else if !ignorable {
-                    add(
-                        mgmt_dir(mgmt),
-                        Role::Management,
-                        None,
-                        Some(unexpected(
-                            path,
-                            "only .yaml/.yml files (and .md) belong in a cluster directory",
-                        )),
-                    );
-                }
+                self.spec_file(mgmt_dir(mgmt), Role::Management, path, is_yaml, ignorable);
             }
             [_, mgmt, w, name, _file] if *w == WORKLOADS_DIR => {
                 let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
                 let role = Role::Workload {
                     management: mgmt.to_string(),
                 };
-                if is_yaml {
-                    add(dir, role, Some(path), None);
-                } else if !ignorable {
-                    add(
-                        dir,
-                        role,
-                        None,
-                        Some(unexpected(
-                            path,
-                            "only .yaml/.yml files (and .md) belong in a cluster directory",
-                        )),
-                    );
-                }
+                self.spec_file(dir, role, path, is_yaml, ignorable);
             }
             [_, _mgmt, w, _file]
                 if *w == WORKLOADS_DIR
                 // Not part of any cluster's spec: a fleet problem that blocks no cluster.
                 && !ignorable =>
             {
-                fleet_diags.push(unexpected(
+                self.fleet_diags.push(unexpected(
                     path,
                     "workload-clusters/ holds one directory per workload cluster, not files",
                 ));
             }
             [_, mgmt, w, name, ..] if *w == WORKLOADS_DIR && !ignorable => {
                 let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
-                add(
+                self.add(
                     dir,
                     Role::Workload {
                         management: mgmt.to_string(),
@@ -268,7 +276,7 @@ pub(super) fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
                 );
             }
             [_, mgmt, ..] if !ignorable => {
-                add(
+                self.add(
                     mgmt_dir(mgmt),
                     Role::Management,
                     None,
@@ -281,48 +289,73 @@ pub(super) fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
             _ => {}
         }
     }
-    // A workload directory needs its management directory to exist with a spec.
-    let mgmts: BTreeSet<PathBuf> = dirs
-        .iter()
-        .filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty())
-        .map(|(p, _)| p.clone())
-        .collect();
-    for d in dirs.values_mut() {
-        if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first())
-            && !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management))
-        {
-            let diag = Diagnostic::error(
-                Code::UnexpectedEntry,
-                format!(
-                    "workload cluster under `{management}`, which has no management cluster spec"
-                ),
-            )
-            .in_file(file);
-            d.diags.push(diag);
+
+    /// A file directly in a cluster directory: a spec file when it is YAML, allowed when
+    /// ignorable (Markdown, `.gitkeep`), else a problem of the cluster.
+    fn spec_file(
+        &mut self,
+        dir: PathBuf,
+        role: Role,
+        path: &PathBuf,
+        is_yaml: bool,
+        ignorable: bool,
+    ) {
+        if is_yaml {
+            self.add(dir, role, Some(path), None);
+        } else if !ignorable {
+            self.add(
+                dir,
+                role,
+                None,
+                Some(unexpected(
+                    path,
+                    "only .yaml/.yml files (and .md) belong in a cluster directory",
+                )),
+            );
         }
     }
-    for (path, is_dir, all) in case_collisions(tree) {
-        let (owned, _) = components(&path);
-        let parts: Vec<&str> = owned.iter().map(Cow::as_ref).collect();
-        let diag = Diagnostic::error(
-            Code::CaseCollision,
-            format!("{all} differ only in case: a checkout on a case-insensitive filesystem (macOS, Windows) keeps one of them"),
-        )
-        .in_file(&path);
-        blame(&mut dirs, &mut fleet_diags, &parts, is_dir, diag);
-    }
-    let mut out = Vec::new();
-    for (path, d) in dirs {
-        if d.files.is_empty() && !d.unreadable {
-            fleet_diags.extend(d.diags);
-        } else {
-            out.push((
-                path,
-                d.role.expect("set with the first entry"),
-                d.files,
-                d.diags,
-            ));
+
+    /// Whether each workload directory's management directory exists with a spec.
+    fn check_managed(&mut self) {
+        let mgmts: BTreeSet<PathBuf> = self
+            .dirs
+            .iter()
+            .filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty())
+            .map(|(p, _)| p.clone())
+            .collect();
+        for d in self.dirs.values_mut() {
+            if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first())
+                && !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management))
+            {
+                let diag = Diagnostic::error(
+                    Code::UnexpectedEntry,
+                    format!(
+                        "workload cluster under `{management}`, which has no management cluster spec"
+                    ),
+                )
+                .in_file(file);
+                d.diags.push(diag);
+            }
         }
     }
-    (out, fleet_diags)
+
+    /// The cluster directories (those with a file, or unreadable), and the fleet's problems:
+    /// its own and those of directories that turned out to hold no cluster.
+    fn finish(self) -> (Discovered, Vec<Diagnostic>) {
+        let mut fleet_diags = self.fleet_diags;
+        let mut out = Vec::new();
+        for (path, d) in self.dirs {
+            if d.files.is_empty() && !d.unreadable {
+                fleet_diags.extend(d.diags);
+            } else {
+                out.push((
+                    path,
+                    d.role.expect("set with the first entry"),
+                    d.files,
+                    d.diags,
+                ));
+            }
+        }
+        (out, fleet_diags)
+    }
 }
