@@ -33,7 +33,7 @@ use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::Value;
 
-use self::discover::discover;
+use self::discover::{Discovered, discover};
 use crate::config::{self, FleetConfig};
 use crate::objects::{Objects, Rendered};
 use crate::releases::{Catalog, Fetched};
@@ -262,18 +262,62 @@ pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
 pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
     if dirs.is_empty() && !fleet_diags.iter().any(is_unreadable) {
-        let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
-        let message = if has_clusters_dir {
-            "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
-        } else {
-            "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
-        };
-        fleet_diags.push(Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR));
+        fleet_diags.push(not_a_fleet(tree));
     }
-    // Read and validate each directory (from the cache when its files are unchanged).
+    let mut clusters = read_all(tree, dirs, cache);
+    let mut configs = read_configs(tree, &mut clusters);
+    check_waves(tree, &mut clusters, &mut configs);
+    let missing_documents = resolve_releases(tree, fetched, &configs, &mut clusters);
+
+    check_names(&mut clusters);
+    check_cidrs(&mut clusters);
+    check_tenancy(&mut clusters);
+
+    render_all(tree, &mut clusters, cache);
+    add_release_objects(&mut clusters);
+    // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
+    check_claims(&mut clusters);
+    check_collisions(&mut clusters);
+    for entry in &mut clusters {
+        if has_errors(&entry.diagnostics) {
+            entry.objects = None;
+        }
+        entry.diagnostics.sort_by(|a, b| {
+            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
+        });
+    }
+    fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    let suspended = fleet_suspended(tree);
+    Fleet {
+        clusters,
+        diagnostics: fleet_diags,
+        suspended,
+        missing_documents,
+        configs: configs
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
+    }
+}
+
+/// Why a tree with no cluster directory is never applied: an empty revision, or not a fleet
+/// repository at all.
+fn not_a_fleet(tree: &Tree) -> Diagnostic {
+    let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
+    let message = if has_clusters_dir {
+        "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
+    } else {
+        "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
+    };
+    Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR)
+}
+
+/// Each discovered directory read and validated, from the cache when its files are unchanged
+/// (the cache then keeps this revision's reads only).
+fn read_all(tree: &Tree, dirs: Discovered, cache: &mut RenderCache) -> Vec<ClusterEntry> {
     let mut read = BTreeMap::new();
     cache.reads = 0;
-    let mut clusters: Vec<ClusterEntry> = dirs
+    let clusters = dirs
         .into_iter()
         .map(|(dir, role, files, diags)| {
             let key = read_key(tree, &dir, &role, &files, &diags);
@@ -290,9 +334,16 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         })
         .collect();
     cache.read = read;
+    clusters
+}
 
-    // Fleet configs: a management cluster's config problems are its own; its workloads are held
-    // with it, since their release data comes from it.
+/// The fleet config of each management cluster (a default one when it has no file; None when it
+/// has errors). A config's problems are its management cluster's; its workloads are held with
+/// it, since their release data comes from it.
+fn read_configs(
+    tree: &Tree,
+    clusters: &mut [ClusterEntry],
+) -> BTreeMap<String, Option<FleetConfig>> {
     let mut configs: BTreeMap<String, Option<FleetConfig>> = BTreeMap::new();
     for entry in clusters.iter_mut().filter(|c| c.role == Role::Management) {
         let path = entry.dir.join(config::FILE);
@@ -312,9 +363,18 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             .extend(diags.into_iter().map(|d| d.for_cluster(&entry.name)));
         configs.insert(entry.name.clone(), cfg);
     }
-    // Waves name workload clusters of their own fleet: the management cluster is never in a
-    // wave (it upgrades itself first, its workloads paused), and a name no cluster has is most
-    // likely a typo that would leave a canary wave empty.
+    configs
+}
+
+/// Whether each fleet config's waves name workload clusters of its own fleet: the management
+/// cluster is never in a wave (it upgrades itself first, its workloads paused), an error that
+/// makes the config invalid; a name no cluster has is most likely a typo that would leave a
+/// canary wave empty, a warning.
+fn check_waves(
+    tree: &Tree,
+    clusters: &mut [ClusterEntry],
+    configs: &mut BTreeMap<String, Option<FleetConfig>>,
+) {
     for (mgmt, cfg) in configs.iter_mut() {
         let Some(rollout) = cfg.as_ref().and_then(|c| c.rollout.as_ref()) else {
             continue;
@@ -328,42 +388,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
             continue;
         };
-        let doc = std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|t| yaml::parse(t).ok())
-            .and_then(|mut d| d.pop());
-        let mut found = Vec::new();
-        for (i, w) in rollout.waves.iter().enumerate() {
-            for (j, name) in w.clusters.iter().enumerate() {
-                let at = doc
-                    .as_ref()
-                    .map(|d| d.pos(&format!("spec.rollout.waves[{i}].clusters[{j}]")));
-                let d = if name == mgmt {
-                    Diagnostic::error(
-                        Code::InvalidValue,
-                        format!(
-                            "wave `{}` names the management cluster `{name}`: it is never in a wave (it upgrades itself before its workload clusters, which wait for it)",
-                            w.name
-                        ),
-                    )
-                } else if !workloads.contains(name.as_str()) {
-                    Diagnostic::warning(
-                        Code::InvalidValue,
-                        format!(
-                            "wave `{}` names `{name}`, which is not a workload cluster of `{mgmt}`",
-                            w.name
-                        ),
-                    )
-                } else {
-                    continue;
-                };
-                let d = d.in_file(&path);
-                found.push(match at {
-                    Some(at) => d.at(at),
-                    None => d,
-                });
-            }
-        }
+        let found = wave_problems(bytes, &path, mgmt, rollout, &workloads);
         // An error makes the config invalid like any other of its errors.
         let broken = found.iter().any(Diagnostic::is_error);
         if let Some(entry) = clusters.iter_mut().find(|c| &c.name == mgmt) {
@@ -375,85 +400,167 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             *cfg = None;
         }
     }
+}
+
+/// The problems of one fleet config's waves (`bytes`, read from `path`), each at the name it
+/// concerns: the management cluster `mgmt` named, or a name not among its `workloads`.
+fn wave_problems(
+    bytes: &[u8],
+    path: &Path,
+    mgmt: &str,
+    rollout: &config::Rollout,
+    workloads: &BTreeSet<&str>,
+) -> Vec<Diagnostic> {
+    let doc = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| yaml::parse(t).ok())
+        .and_then(|mut d| d.pop());
+    let mut found = Vec::new();
+    for (i, w) in rollout.waves.iter().enumerate() {
+        for (j, name) in w.clusters.iter().enumerate() {
+            let at = doc
+                .as_ref()
+                .map(|d| d.pos(&format!("spec.rollout.waves[{i}].clusters[{j}]")));
+            let d = if name == mgmt {
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!(
+                        "wave `{}` names the management cluster `{name}`: it is never in a wave (it upgrades itself before its workload clusters, which wait for it)",
+                        w.name
+                    ),
+                )
+            } else if !workloads.contains(name.as_str()) {
+                Diagnostic::warning(
+                    Code::InvalidValue,
+                    format!(
+                        "wave `{}` names `{name}`, which is not a workload cluster of `{mgmt}`",
+                        w.name
+                    ),
+                )
+            } else {
+                continue;
+            };
+            let d = d.in_file(path);
+            found.push(match at {
+                Some(at) => d.at(at),
+                None => d,
+            });
+        }
+    }
+    found
+}
+
+/// Resolves every cluster's release, management clusters first, then their workloads (which
+/// inherit their management cluster's); returns the release documents still to fetch.
+fn resolve_releases<'a>(
+    tree: &'a Tree,
+    fetched: &'a Fetched,
+    configs: &'a BTreeMap<String, Option<FleetConfig>>,
+    clusters: &mut [ClusterEntry],
+) -> BTreeSet<Location> {
     let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
-    for (mgmt, cfg) in &configs {
+    for (mgmt, cfg) in configs {
         if let Some(cfg) = cfg {
             let source = cfg.release.clone().map(|r| (cfg.file.clone(), r));
             catalogs.insert(mgmt.clone(), Catalog::new(tree, fetched, source));
         }
     }
-    // Clusters under a directory that holds no management cluster (reported by the layout
-    // checks) resolve against the embedded data.
-    let default_catalog = Catalog::new(tree, fetched, None);
-    let mut missing_documents = BTreeSet::new();
-
-    // Versions: management clusters first, then their workloads.
-    let mut mgmt_release: BTreeMap<String, Arc<Release>> = BTreeMap::new();
+    let mut releases = Releases {
+        configs,
+        catalogs,
+        // Clusters under a directory that holds no management cluster (reported by the layout
+        // checks) resolve against the embedded data.
+        default_catalog: Catalog::new(tree, fetched, None),
+        mgmt_release: BTreeMap::new(),
+        missing_documents: BTreeSet::new(),
+    };
     for pass_management in [true, false] {
         for entry in clusters
             .iter_mut()
             .filter(|c| (c.role == Role::Management) == pass_management)
         {
-            let Some(cluster) = &entry.cluster else {
-                continue;
-            };
-            let catalog = match configs.get(entry.management()) {
-                None => Some(&default_catalog),
-                Some(_) => catalogs.get(entry.management()),
-            };
-            let Some(catalog) = catalog else {
-                // The management cluster carries its fleet config's own diagnostics.
-                if entry.role == Role::Management {
-                    continue;
-                }
-                let file = PathBuf::from(CLUSTERS_DIR)
-                    .join(entry.management())
-                    .join(config::FILE);
-                entry.diagnostics.push(
-                    Diagnostic::error(
-                        Code::ReleaseUnavailable,
-                        format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
-                    )
+            releases.resolve(entry, pass_management);
+        }
+    }
+    releases.missing_documents
+}
+
+/// What resolving releases reads (each fleet's release data) and has found so far.
+struct Releases<'a> {
+    /// The fleet configs, by management cluster (None: invalid).
+    configs: &'a BTreeMap<String, Option<FleetConfig>>,
+    /// The release data of each fleet whose config is valid.
+    catalogs: BTreeMap<String, Catalog<'a>>,
+    /// The embedded release data.
+    default_catalog: Catalog<'a>,
+    /// The release of each management cluster resolved so far.
+    mgmt_release: BTreeMap<String, Arc<Release>>,
+    /// Release documents the catalogs need and the caller has not supplied.
+    missing_documents: BTreeSet<Location>,
+}
+
+impl Releases<'_> {
+    /// Resolves one cluster's release, unless its fleet's release data is unknown (an invalid
+    /// fleet config) or a workload has no version of its own and nothing to inherit one from.
+    fn resolve(&mut self, entry: &mut ClusterEntry, pass_management: bool) {
+        let Some(cluster) = &entry.cluster else {
+            return;
+        };
+        let catalog = match self.configs.get(entry.management()) {
+            None => Some(&self.default_catalog),
+            Some(_) => self.catalogs.get(entry.management()),
+        };
+        let Some(catalog) = catalog else {
+            // The management cluster carries its fleet config's own diagnostics.
+            if entry.role == Role::Management {
+                return;
+            }
+            let file = PathBuf::from(CLUSTERS_DIR)
+                .join(entry.management())
+                .join(config::FILE);
+            entry.diagnostics.push(
+                Diagnostic::error(
+                    Code::ReleaseUnavailable,
+                    format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
+                )
+                .in_file(&cluster.source.file)
+                .at(cluster.source.pos("spec"))
+                .for_cluster(&entry.name),
+            );
+            return;
+        };
+        let mgmt = self.mgmt_release.get(entry.management()).cloned();
+        if !pass_management
+            && !catalog.is_broken()
+            && mgmt.is_none()
+            && cluster.eksa_version.is_none()
+            && cluster.bundles_ref.is_none()
+        {
+            entry.diagnostics.push(
+                Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
                     .in_file(&cluster.source.file)
                     .at(cluster.source.pos("spec"))
                     .for_cluster(&entry.name),
-                );
-                continue;
-            };
-            let mgmt = mgmt_release.get(entry.management()).cloned();
-            if !pass_management
-                && !catalog.is_broken()
-                && mgmt.is_none()
-                && cluster.eksa_version.is_none()
-                && cluster.bundles_ref.is_none()
-            {
-                entry.diagnostics.push(
-                    Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
-                        .in_file(&cluster.source.file)
-                        .at(cluster.source.pos("spec"))
-                        .for_cluster(&entry.name),
-                );
-                continue;
-            }
-            let (release, diags) =
-                catalog.resolve(cluster, mgmt.as_deref(), &mut missing_documents);
-            entry.diagnostics.extend(diags);
-            if let (true, Some(r)) = (pass_management, &release) {
-                mgmt_release.insert(entry.name.clone(), r.clone());
-            }
-            entry.release = release;
+            );
+            return;
         }
+        let (release, diags) =
+            catalog.resolve(cluster, mgmt.as_deref(), &mut self.missing_documents);
+        entry.diagnostics.extend(diags);
+        if let (true, Some(r)) = (pass_management, &release) {
+            self.mgmt_release.insert(entry.name.clone(), r.clone());
+        }
+        entry.release = release;
     }
+}
 
-    check_names(&mut clusters);
-    check_cidrs(&mut clusters);
-    check_tenancy(&mut clusters);
-
-    // Render what is valid (from the cache when its inputs are unchanged).
+/// Renders every cluster without errors whose release is resolved, from the cache when its
+/// inputs are unchanged (the cache then keeps this revision's renders only).
+fn render_all(tree: &Tree, clusters: &mut [ClusterEntry], cache: &mut RenderCache) {
     let mut fresh = BTreeMap::new();
     cache.hits = 0;
     cache.misses = 0;
-    for entry in &mut clusters {
+    for entry in clusters {
         if has_errors(&entry.diagnostics) {
             continue;
         }
@@ -483,30 +590,6 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     }
     // Only the renders of this revision stay cached.
     cache.entries = fresh;
-    add_release_objects(&mut clusters);
-    // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
-    check_claims(&mut clusters);
-    check_collisions(&mut clusters);
-    for entry in &mut clusters {
-        if has_errors(&entry.diagnostics) {
-            entry.objects = None;
-        }
-        entry.diagnostics.sort_by(|a, b| {
-            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
-        });
-    }
-    fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
-    let suspended = fleet_suspended(tree);
-    Fleet {
-        clusters,
-        diagnostics: fleet_diags,
-        suspended,
-        missing_documents,
-        configs: configs
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect(),
-    }
 }
 
 /// Whether `clusters/suspend.yaml` holds a Suspend document.
