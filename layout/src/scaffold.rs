@@ -162,27 +162,77 @@ const VSPHERE_KEYS: &[&str] = &[
 /// Plans a new cluster directory (workload when `req.management` is set, else a management cluster).
 pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError> {
     let values = req.values.clone().unwrap_or_else(|| json!({}));
-    let vmap = values
-        .as_object()
-        .ok_or_else(|| ScaffoldError::Values("must be a mapping".into()))?;
-    for k in vmap.keys() {
-        if !VALUE_KEYS.contains(&k.as_str()) {
-            return Err(ScaffoldError::Values(format!(
-                "unknown key `{k}`; known: {}",
-                VALUE_KEYS.join(", ")
-            )));
-        }
+    let given = Given::new(&values)?;
+    let before = fleet::load(tree);
+    let (dir, management) = target(tree, &before, req)?;
+    let v = template_values(req, &given, &before, &management)?;
+    let mut files = vec![(
+        dir.join("cluster.yaml"),
+        render_scaffold("cluster.yaml.j2", &v)?,
+    )];
+    if v.self_managed && !tree.exists(&PathBuf::from("README.md")) {
+        files.push((
+            PathBuf::from("README.md"),
+            render_scaffold("README.md.j2", &v)?,
+        ));
     }
-    let get_str = |k: &str| {
-        vmap.get(k).and_then(|v| {
+    let after = validate_with(tree, &before, &files)?;
+    // After validation: the names are DNS-1123 labels now. CODEOWNERS is not part of the fleet.
+    let mut updated = Vec::new();
+    let mut notes = Vec::new();
+    code_owners(tree, req, &management, &mut files, &mut updated, &mut notes)?;
+    Ok(Scaffold {
+        files,
+        updated,
+        notes,
+        fleet: after,
+    })
+}
+
+/// The values file: a mapping of known keys, numbers read as text where text is expected.
+struct Given<'a> {
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Given<'a> {
+    /// The values file, refused when it is not a mapping or has a key capstan does not know.
+    fn new(values: &'a Value) -> Result<Self, ScaffoldError> {
+        let map = values
+            .as_object()
+            .ok_or_else(|| ScaffoldError::Values("must be a mapping".into()))?;
+        for k in map.keys() {
+            if !VALUE_KEYS.contains(&k.as_str()) {
+                return Err(ScaffoldError::Values(format!(
+                    "unknown key `{k}`; known: {}",
+                    VALUE_KEYS.join(", ")
+                )));
+            }
+        }
+        Ok(Given { map })
+    }
+
+    /// A value as text (a number written as its digits).
+    fn str(&self, k: &str) -> Option<String> {
+        self.map.get(k).and_then(|v| {
             v.as_str()
                 .map(str::to_string)
                 .or_else(|| v.as_u64().map(|n| n.to_string()))
         })
-    };
-    let get_u32 = |k: &str| vmap.get(k).and_then(Value::as_u64).map(|n| n as u32);
+    }
 
-    let before = fleet::load(tree);
+    /// A count.
+    fn u32(&self, k: &str) -> Option<u32> {
+        self.map.get(k).and_then(Value::as_u64).map(|n| n as u32)
+    }
+}
+
+/// The new cluster's directory and its management cluster's name; refused when the management
+/// cluster is not in the repository or the directory exists.
+fn target(
+    tree: &Tree,
+    before: &Fleet,
+    req: &ClusterRequest,
+) -> Result<(PathBuf, String), ScaffoldError> {
     let (dir, management) = match &req.management {
         Some(m) => {
             if !before
@@ -208,6 +258,17 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
     if tree.exists(&dir) {
         return Err(ScaffoldError::Exists(dir));
     }
+    Ok((dir, management))
+}
+
+/// What the scaffold templates get: the request's values, then the values file's, then the
+/// defaults; refused when a value only the user can give is missing or a value is unusable.
+fn template_values(
+    req: &ClusterRequest,
+    given: &Given,
+    before: &Fleet,
+    management: &str,
+) -> Result<Values, ScaffoldError> {
     let self_managed = req.management.is_none();
     let vsphere = req.provider == "vsphere";
     if vsphere && req.docker_backend.is_some() {
@@ -215,7 +276,75 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
             "--docker-backend applies to docker clusters only".into(),
         ));
     }
+    let required = required(req, given, before, management, vsphere)?;
+    let docker_backend = docker_backend(req, before, management, vsphere)?;
+    let latest = capstan_templates::ReleaseManifest::embedded().latest();
+    let kubernetes_version = req
+        .kubernetes_version
+        .clone()
+        .or_else(|| given.str("kubernetesVersion"))
+        .unwrap_or_else(|| {
+            latest
+                .versions_bundles
+                .last()
+                .map(|b| b.kube_version.clone())
+                .unwrap_or_default()
+        });
+    let eksa_version = req
+        .eksa_version
+        .clone()
+        .or_else(|| given.str("eksaVersion"))
+        .or_else(|| self_managed.then(|| latest.version.to_string()));
+    let worker_groups = worker_groups(req, given, self_managed)?;
+    let external_etcd = req
+        .external_etcd
+        .or_else(|| given.u32("externalEtcd"))
+        .filter(|n| *n > 0);
+    let mut machine_roles = vec!["cp", "workers"];
+    if external_etcd.is_some() {
+        machine_roles.insert(1, "etcd");
+    }
+    Ok(Values {
+        name: req.name.clone(),
+        management: management.to_string(),
+        self_managed,
+        provider: req.provider.clone(),
+        namespace: req.namespace.clone().or_else(|| given.str("namespace")),
+        kubernetes_version,
+        eksa_version,
+        control_plane_count: req
+            .control_plane_count
+            .or_else(|| given.u32("controlPlaneCount"))
+            .unwrap_or(if external_etcd.is_some() { 2 } else { 1 }),
+        external_etcd,
+        endpoint_host: required.endpoint_host,
+        docker_backend,
+        pod_cidr: required.pod_cidr,
+        service_cidr: required.service_cidr,
+        worker_groups,
+        vsphere: required.vsphere,
+        machine_roles,
+    })
+}
 
+/// The values only the user can give (no default would be right).
+struct Required {
+    pod_cidr: String,
+    service_cidr: String,
+    endpoint_host: Option<String>,
+    /// vSphere placement (null on docker).
+    vsphere: Value,
+}
+
+/// The CIDRs, and on vSphere the endpoint and the placement (which may default from the
+/// management cluster's); refused with every missing flag named.
+fn required(
+    req: &ClusterRequest,
+    given: &Given,
+    before: &Fleet,
+    management: &str,
+    vsphere: bool,
+) -> Result<Required, ScaffoldError> {
     let mut missing = Vec::new();
     let mut need = |v: Option<String>, flag: &str| -> String {
         v.unwrap_or_else(|| {
@@ -224,28 +353,47 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
         })
     };
     let pod_cidr = need(
-        req.pod_cidr.clone().or_else(|| get_str("podCidr")),
+        req.pod_cidr.clone().or_else(|| given.str("podCidr")),
         "--pod-cidr",
     );
     let service_cidr = need(
-        req.service_cidr.clone().or_else(|| get_str("serviceCidr")),
+        req.service_cidr
+            .clone()
+            .or_else(|| given.str("serviceCidr")),
         "--service-cidr",
     );
     let endpoint_host = req
         .endpoint_host
         .clone()
-        .or_else(|| get_str("endpointHost"));
+        .or_else(|| given.str("endpointHost"));
     if vsphere && endpoint_host.is_none() {
         missing.push("--endpoint-host".into());
     }
     let vs = if vsphere {
-        vsphere_values(&before, &management, vmap.get("vsphere"), &mut missing)?
+        vsphere_values(before, management, given.map.get("vsphere"), &mut missing)?
     } else {
         Value::Null
     };
     if !missing.is_empty() {
         return Err(ScaffoldError::Missing(missing));
     }
+    Ok(Required {
+        pod_cidr,
+        service_cidr,
+        endpoint_host,
+        vsphere: vs,
+    })
+}
+
+/// The docker backend the template writes: `in-memory` or nothing (CAPD's default, docker).
+/// Written, or else a workload's management cluster's (a workload runs where its management
+/// cluster's machines run).
+fn docker_backend(
+    req: &ClusterRequest,
+    before: &Fleet,
+    management: &str,
+    vsphere: bool,
+) -> Result<Option<&'static str>, ScaffoldError> {
     let docker_backend = match (&req.docker_backend, vsphere) {
         // (vSphere with a docker backend was refused above.)
         (Some(b), _) => Some(DockerBackend::parse(b).ok_or_else(|| {
@@ -266,81 +414,42 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
             }),
         (None, true) => None,
     };
-    let docker_backend = docker_backend
+    Ok(docker_backend
         .filter(|b| *b == DockerBackend::InMemory)
-        .map(|_| "in-memory");
-    let latest = capstan_templates::ReleaseManifest::embedded().latest();
-    let kubernetes_version = req
-        .kubernetes_version
-        .clone()
-        .or_else(|| get_str("kubernetesVersion"))
-        .unwrap_or_else(|| {
-            latest
-                .versions_bundles
-                .last()
-                .map(|b| b.kube_version.clone())
-                .unwrap_or_default()
-        });
-    let eksa_version = req
-        .eksa_version
-        .clone()
-        .or_else(|| get_str("eksaVersion"))
-        .or_else(|| self_managed.then(|| latest.version.to_string()));
+        .map(|_| "in-memory"))
+}
+
+/// The worker groups: the values file's `workerGroups`, else one group of the requested count
+/// (default 2 for a management cluster, 1 for a workload).
+fn worker_groups(
+    req: &ClusterRequest,
+    given: &Given,
+    self_managed: bool,
+) -> Result<Vec<Value>, ScaffoldError> {
     let worker_count = req
         .worker_count
-        .or_else(|| get_u32("workerCount"))
+        .or_else(|| given.u32("workerCount"))
         .unwrap_or(if self_managed { 2 } else { 1 });
-    let worker_groups = match vmap.get("workerGroups") {
+    match given.map.get("workerGroups") {
         Some(Value::Array(groups)) => groups
             .iter()
             .enumerate()
             .map(|(i, g)| worker_group(i, g))
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(ScaffoldError::Values("workerGroups must be a list".into())),
-        None => vec![worker_group(0, &json!({"count": worker_count}))?],
-    };
-    let external_etcd = req
-        .external_etcd
-        .or_else(|| get_u32("externalEtcd"))
-        .filter(|n| *n > 0);
-    let mut machine_roles = vec!["cp", "workers"];
-    if external_etcd.is_some() {
-        machine_roles.insert(1, "etcd");
+            .collect::<Result<_, _>>(),
+        Some(_) => Err(ScaffoldError::Values("workerGroups must be a list".into())),
+        None => Ok(vec![worker_group(0, &json!({"count": worker_count}))?]),
     }
-    let v = Values {
-        name: req.name.clone(),
-        management: management.clone(),
-        self_managed,
-        provider: req.provider.clone(),
-        namespace: req.namespace.clone().or_else(|| get_str("namespace")),
-        kubernetes_version,
-        eksa_version,
-        control_plane_count: req
-            .control_plane_count
-            .or_else(|| get_u32("controlPlaneCount"))
-            .unwrap_or(if external_etcd.is_some() { 2 } else { 1 }),
-        external_etcd,
-        endpoint_host,
-        docker_backend,
-        pod_cidr,
-        service_cidr,
-        worker_groups,
-        vsphere: vs,
-        machine_roles,
-    };
-    let mut files = vec![(
-        dir.join("cluster.yaml"),
-        render_scaffold("cluster.yaml.j2", &v)?,
-    )];
-    if self_managed && !tree.exists(&PathBuf::from("README.md")) {
-        files.push((
-            PathBuf::from("README.md"),
-            render_scaffold("README.md.j2", &v)?,
-        ));
-    }
+}
 
+/// The fleet with the new files, validated; refused with the errors the new files bring (those
+/// the repository had before are not the new cluster's).
+fn validate_with(
+    tree: &Tree,
+    before: &Fleet,
+    files: &[(PathBuf, String)],
+) -> Result<Fleet, ScaffoldError> {
     let mut after_tree = tree.clone();
-    for (p, text) in &files {
+    for (p, text) in files {
         after_tree.insert(p.clone(), text.as_bytes().to_vec());
     }
     let after = fleet::load(&after_tree);
@@ -358,16 +467,7 @@ pub fn plan(tree: &Tree, req: &ClusterRequest) -> Result<Scaffold, ScaffoldError
     if !new_errors.is_empty() {
         return Err(ScaffoldError::Invalid(new_errors));
     }
-    // After validation: the names are DNS-1123 labels now. CODEOWNERS is not part of the fleet.
-    let mut updated = Vec::new();
-    let mut notes = Vec::new();
-    code_owners(tree, req, &management, &mut files, &mut updated, &mut notes)?;
-    Ok(Scaffold {
-        files,
-        updated,
-        notes,
-        fleet: after,
-    })
+    Ok(after)
 }
 
 /// `.github/CODEOWNERS`: written for a new management cluster given admins, changed for a new

@@ -152,18 +152,10 @@ pub(crate) fn parse_values_read(text: &str) -> Result<(Vec<Value>, bool), YamlEr
     Ok((docs.into_iter().map(|d| d.value).collect(), false))
 }
 
+/// Every document of a YAML stream, with the position of each value when `track` is set.
 fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
     let mut parser = Parser::new_from_str(text);
-    let mut docs = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut spans: HashMap<String, Pos> = HashMap::new();
-    let mut anchors: HashMap<usize, (Value, usize)> = HashMap::new();
-    // Nodes created by alias expansion so far in this document (a billion-laughs guard).
-    let mut expanded: usize = 0;
-    let mut root_pos: Option<Pos> = None;
-    let mut doc_start = Pos::default();
-    let mut root: Option<Value> = None;
-
+    let mut b = Builder::new(track);
     while let Some(next) = parser.next_event() {
         let (event, span) = next.map_err(|e| YamlError {
             message: e.info().to_string(),
@@ -174,54 +166,106 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
         })?;
         let pos = Pos::from_span(&span);
         // A scalar in key position of a mapping is a key, not a value.
-        if let Some(Frame::Map {
+        if b.take_key(&event, pos)? {
+            continue;
+        }
+        b.note_root(&event, pos);
+        if let Some(value) = b.value(event, pos)? {
+            b.attach(value);
+        }
+    }
+    Ok(b.docs)
+}
+
+/// A YAML stream being read into documents: those read, the collections open in the current
+/// one, and its positions, anchors and root.
+struct Builder {
+    /// Whether positions are recorded.
+    track: bool,
+    docs: Vec<Document>,
+    stack: Vec<Frame>,
+    spans: HashMap<String, Pos>,
+    anchors: HashMap<usize, (Value, usize)>,
+    /// Nodes created by alias expansion so far in this document (a billion-laughs guard).
+    expanded: usize,
+    root_pos: Option<Pos>,
+    doc_start: Pos,
+    root: Option<Value>,
+}
+
+impl Builder {
+    /// Nothing read yet.
+    fn new(track: bool) -> Self {
+        Builder {
+            track,
+            docs: Vec::new(),
+            stack: Vec::new(),
+            spans: HashMap::new(),
+            anchors: HashMap::new(),
+            expanded: 0,
+            root_pos: None,
+            doc_start: Pos::default(),
+            root: None,
+        }
+    }
+
+    /// Whether the event is the next key of the open mapping (then taken as it); a duplicate
+    /// key or a collection or alias as a key is an error.
+    fn take_key(&mut self, event: &Event, pos: Pos) -> Result<bool, YamlError> {
+        let Some(Frame::Map {
             key: key @ None,
             map,
             path,
             ..
-        }) = stack.last_mut()
-        {
-            match &event {
-                Event::Scalar(s, ..) => {
-                    if map.contains_key(s.as_ref()) {
-                        return Err(YamlError {
-                            message: format!("duplicate key `{s}`"),
-                            pos,
-                        });
-                    }
-                    // A value's position is where its key was written.
-                    if track {
-                        spans.insert(join_key(path, s), pos);
-                    }
-                    *key = Some((s.to_string(), pos));
-                    continue;
-                }
-                Event::MappingEnd => {}
-                Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_) => {
+        }) = self.stack.last_mut()
+        else {
+            return Ok(false);
+        };
+        match event {
+            Event::Scalar(s, ..) => {
+                if map.contains_key(s.as_ref()) {
                     return Err(YamlError {
-                        message: "complex mapping keys are not supported".into(),
+                        message: format!("duplicate key `{s}`"),
                         pos,
                     });
                 }
-                _ => {}
+                // A value's position is where its key was written.
+                if self.track {
+                    self.spans.insert(join_key(path, s), pos);
+                }
+                *key = Some((s.to_string(), pos));
+                Ok(true)
             }
+            Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_) => {
+                Err(YamlError {
+                    message: "complex mapping keys are not supported".into(),
+                    pos,
+                })
+            }
+            _ => Ok(false),
         }
-        let child_path = |stack: &[Frame]| -> String {
-            if !track {
-                return String::new();
-            }
-            match stack.last() {
-                Some(Frame::Map {
-                    path,
-                    key: Some((k, _)),
-                    ..
-                }) => join_key(path, k),
-                Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
-                _ => String::new(),
-            }
-        };
-        if stack.is_empty()
-            && root_pos.is_none()
+    }
+
+    /// The path of the value about to be read (empty when positions are not recorded).
+    fn child_path(&self) -> String {
+        if !self.track {
+            return String::new();
+        }
+        match self.stack.last() {
+            Some(Frame::Map {
+                path,
+                key: Some((k, _)),
+                ..
+            }) => join_key(path, k),
+            Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
+            _ => String::new(),
+        }
+    }
+
+    /// Records where the document's content starts: at its first node.
+    fn note_root(&mut self, event: &Event, pos: Pos) {
+        if self.stack.is_empty()
+            && self.root_pos.is_none()
             && matches!(
                 event,
                 Event::MappingStart(..)
@@ -230,107 +274,123 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                     | Event::Alias(_)
             )
         {
-            root_pos = Some(pos);
+            self.root_pos = Some(pos);
         }
+    }
+
+    /// Records a value's position under `path`, unless one was recorded there (its key's).
+    fn span(&mut self, path: String, pos: Pos) {
+        if self.track {
+            self.spans.entry(path).or_insert(pos);
+        }
+    }
+
+    /// The value an event completes (a scalar, an alias, a closed collection); None for an
+    /// event that opens a collection, or starts or ends a stream or document.
+    fn value(&mut self, event: Event, pos: Pos) -> Result<Option<Value>, YamlError> {
         let value = match event {
-            Event::StreamStart | Event::StreamEnd | Event::Nothing => continue,
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => return Ok(None),
             Event::DocumentStart(_) => {
-                doc_start = pos;
-                spans = HashMap::new();
-                anchors.clear();
-                expanded = 0;
-                root = None;
-                root_pos = None;
-                continue;
+                self.doc_start = pos;
+                self.spans = HashMap::new();
+                self.anchors.clear();
+                self.expanded = 0;
+                self.root = None;
+                self.root_pos = None;
+                return Ok(None);
             }
             Event::DocumentEnd => {
-                match root.take() {
-                    None | Some(Value::Null) => {}
-                    Some(value) => {
-                        // A document starts where its content starts, not at its `---` line.
-                        let start = root_pos.unwrap_or(doc_start);
-                        docs.push(Document {
-                            value,
-                            start,
-                            spans: std::mem::take(&mut spans),
-                        })
-                    }
-                }
-                continue;
+                self.end_document();
+                return Ok(None);
             }
             Event::MappingStart(anchor, tag) => {
                 check_collection_tag(tag.as_deref(), "map", pos)?;
-                let path = child_path(&stack);
-                if track {
-                    spans.entry(path.clone()).or_insert(pos);
-                }
-                stack.push(Frame::Map {
+                let path = self.child_path();
+                self.span(path.clone(), pos);
+                self.stack.push(Frame::Map {
                     map: Map::new(),
                     path,
                     key: None,
                     anchor,
                 });
-                continue;
+                return Ok(None);
             }
             Event::SequenceStart(anchor, tag) => {
                 check_collection_tag(tag.as_deref(), "seq", pos)?;
-                let path = child_path(&stack);
-                if track {
-                    spans.entry(path.clone()).or_insert(pos);
-                }
-                stack.push(Frame::Seq {
+                let path = self.child_path();
+                self.span(path.clone(), pos);
+                self.stack.push(Frame::Seq {
                     items: Vec::new(),
                     path,
                     anchor,
                 });
-                continue;
+                return Ok(None);
             }
-            Event::MappingEnd => match stack.pop() {
+            Event::MappingEnd => match self.stack.pop() {
                 Some(Frame::Map { map, anchor, .. }) => {
-                    remember(&mut anchors, anchor, Value::Object(map))
+                    remember(&mut self.anchors, anchor, Value::Object(map))
                 }
                 _ => unreachable!("parser emits balanced events"),
             },
-            Event::SequenceEnd => match stack.pop() {
+            Event::SequenceEnd => match self.stack.pop() {
                 Some(Frame::Seq { items, anchor, .. }) => {
-                    remember(&mut anchors, anchor, Value::Array(items))
+                    remember(&mut self.anchors, anchor, Value::Array(items))
                 }
                 _ => unreachable!("parser emits balanced events"),
             },
-            Event::Alias(id) => match anchors.get(&id) {
-                Some((_, size)) if expanded + size > MAX_ALIAS_NODES => {
-                    return Err(YamlError {
-                        message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes"),
-                        pos,
-                    });
-                }
-                Some((v, size)) => {
-                    expanded += size;
-                    let path = child_path(&stack);
-                    if track {
-                        spans.entry(path).or_insert(pos);
-                    }
-                    v.clone()
-                }
-                None => {
-                    return Err(YamlError {
-                        message: "alias to an unknown anchor".into(),
-                        pos,
-                    });
-                }
-            },
+            Event::Alias(id) => self.alias(id, pos)?,
             Event::Scalar(text, style, anchor, tag) => {
-                let path = child_path(&stack);
-                if track {
-                    spans.entry(path).or_insert(pos);
-                }
+                let path = self.child_path();
+                self.span(path, pos);
                 let v = resolve_scalar(&text, style, tag.as_deref())
                     .map_err(|message| YamlError { message, pos })?;
-                remember(&mut anchors, anchor, v)
+                remember(&mut self.anchors, anchor, v)
             }
         };
-        // Attach the finished value to its parent, or make it the document root.
-        match stack.last_mut() {
+        Ok(Some(value))
+    }
+
+    /// The value of an anchor, unless it is unknown or expanding it would pass
+    /// [`MAX_ALIAS_NODES`] in this document.
+    fn alias(&mut self, id: usize, pos: Pos) -> Result<Value, YamlError> {
+        match self.anchors.get(&id) {
+            Some((_, size)) if self.expanded + size > MAX_ALIAS_NODES => Err(YamlError {
+                message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes"),
+                pos,
+            }),
+            Some((v, size)) => {
+                self.expanded += size;
+                let v = v.clone();
+                let path = self.child_path();
+                self.span(path, pos);
+                Ok(v)
+            }
+            None => Err(YamlError {
+                message: "alias to an unknown anchor".into(),
+                pos,
+            }),
+        }
+    }
+
+    /// Ends a document: kept unless it is empty (a null root).
+    fn end_document(&mut self) {
+        match self.root.take() {
+            None | Some(Value::Null) => {}
+            Some(value) => {
+                // A document starts where its content starts, not at its `---` line.
+                let start = self.root_pos.unwrap_or(self.doc_start);
+                self.docs.push(Document {
+                    value,
+                    start,
+                    spans: std::mem::take(&mut self.spans),
+                })
+            }
+        }
+    }
+
+    /// Attaches a finished value to its parent, or makes it the document root.
+    fn attach(&mut self, value: Value) {
+        match self.stack.last_mut() {
             Some(Frame::Map { map, key, .. }) => {
                 let (k, _) = key
                     .take()
@@ -338,10 +398,9 @@ fn parse_impl(text: &str, track: bool) -> Result<Vec<Document>, YamlError> {
                 map.insert(k, value);
             }
             Some(Frame::Seq { items, .. }) => items.push(value),
-            None => root = Some(value),
+            None => self.root = Some(value),
         }
     }
-    Ok(docs)
 }
 
 /// How many nodes alias expansion may create in one document. Specs never need more; without a

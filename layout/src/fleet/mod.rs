@@ -17,8 +17,11 @@
 //! diagnostics and the valid ones still render), then across clusters: directory and cluster
 //! names, management/workload relations, versions, overlapping CIDRs, tenancy of workload
 //! directories, and collisions between the objects that different clusters render.
+//!
+//! Finding the cluster directories and their files (the layout's own rules) is `discover`'s.
 
-use std::borrow::Cow;
+mod discover;
+
 use std::collections::hash_map::Entry as Slot;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -30,6 +33,7 @@ use capstan_templates::spec::{Cluster, SourceDoc, parse_cluster};
 use capstan_templates::{render, yaml};
 use serde_json::Value;
 
+use self::discover::{Discovered, discover};
 use crate::config::{self, FleetConfig};
 use crate::objects::{Objects, Rendered};
 use crate::releases::{Catalog, Fetched};
@@ -258,18 +262,62 @@ pub fn load_cached(tree: &Tree, cache: &mut RenderCache) -> Fleet {
 pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> Fleet {
     let (dirs, mut fleet_diags) = discover(tree);
     if dirs.is_empty() && !fleet_diags.iter().any(is_unreadable) {
-        let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
-        let message = if has_clusters_dir {
-            "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
-        } else {
-            "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
-        };
-        fleet_diags.push(Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR));
+        fleet_diags.push(not_a_fleet(tree));
     }
-    // Read and validate each directory (from the cache when its files are unchanged).
+    let mut clusters = read_all(tree, dirs, cache);
+    let mut configs = read_configs(tree, &mut clusters);
+    check_waves(tree, &mut clusters, &mut configs);
+    let missing_documents = resolve_releases(tree, fetched, &configs, &mut clusters);
+
+    check_names(&mut clusters);
+    check_cidrs(&mut clusters);
+    check_tenancy(&mut clusters);
+
+    render_all(tree, &mut clusters, cache);
+    add_release_objects(&mut clusters);
+    // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
+    check_claims(&mut clusters);
+    check_collisions(&mut clusters);
+    for entry in &mut clusters {
+        if has_errors(&entry.diagnostics) {
+            entry.objects = None;
+        }
+        entry.diagnostics.sort_by(|a, b| {
+            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
+        });
+    }
+    fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    let suspended = fleet_suspended(tree);
+    Fleet {
+        clusters,
+        diagnostics: fleet_diags,
+        suspended,
+        missing_documents,
+        configs: configs
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
+    }
+}
+
+/// Why a tree with no cluster directory is never applied: an empty revision, or not a fleet
+/// repository at all.
+fn not_a_fleet(tree: &Tree) -> Diagnostic {
+    let has_clusters_dir = tree.entries.keys().any(|p| p.starts_with(CLUSTERS_DIR));
+    let message = if has_clusters_dir {
+        "clusters/ holds no cluster directory: an empty revision (a wiped branch, a force-push of an empty tree) is never applied as an empty fleet"
+    } else {
+        "not a fleet repository: there is no clusters/ directory (clusters/<management>/ holds each management cluster's spec)"
+    };
+    Diagnostic::error(Code::NotAFleet, message).in_file(CLUSTERS_DIR)
+}
+
+/// Each discovered directory read and validated, from the cache when its files are unchanged
+/// (the cache then keeps this revision's reads only).
+fn read_all(tree: &Tree, dirs: Discovered, cache: &mut RenderCache) -> Vec<ClusterEntry> {
     let mut read = BTreeMap::new();
     cache.reads = 0;
-    let mut clusters: Vec<ClusterEntry> = dirs
+    let clusters = dirs
         .into_iter()
         .map(|(dir, role, files, diags)| {
             let key = read_key(tree, &dir, &role, &files, &diags);
@@ -286,9 +334,16 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         })
         .collect();
     cache.read = read;
+    clusters
+}
 
-    // Fleet configs: a management cluster's config problems are its own; its workloads are held
-    // with it, since their release data comes from it.
+/// The fleet config of each management cluster (a default one when it has no file; None when it
+/// has errors). A config's problems are its management cluster's; its workloads are held with
+/// it, since their release data comes from it.
+fn read_configs(
+    tree: &Tree,
+    clusters: &mut [ClusterEntry],
+) -> BTreeMap<String, Option<FleetConfig>> {
     let mut configs: BTreeMap<String, Option<FleetConfig>> = BTreeMap::new();
     for entry in clusters.iter_mut().filter(|c| c.role == Role::Management) {
         let path = entry.dir.join(config::FILE);
@@ -308,9 +363,18 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             .extend(diags.into_iter().map(|d| d.for_cluster(&entry.name)));
         configs.insert(entry.name.clone(), cfg);
     }
-    // Waves name workload clusters of their own fleet: the management cluster is never in a
-    // wave (it upgrades itself first, its workloads paused), and a name no cluster has is most
-    // likely a typo that would leave a canary wave empty.
+    configs
+}
+
+/// Whether each fleet config's waves name workload clusters of its own fleet: the management
+/// cluster is never in a wave (it upgrades itself first, its workloads paused), an error that
+/// makes the config invalid; a name no cluster has is most likely a typo that would leave a
+/// canary wave empty, a warning.
+fn check_waves(
+    tree: &Tree,
+    clusters: &mut [ClusterEntry],
+    configs: &mut BTreeMap<String, Option<FleetConfig>>,
+) {
     for (mgmt, cfg) in configs.iter_mut() {
         let Some(rollout) = cfg.as_ref().and_then(|c| c.rollout.as_ref()) else {
             continue;
@@ -324,42 +388,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         let Some(Entry::File(bytes)) = tree.entries.get(&path) else {
             continue;
         };
-        let doc = std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|t| yaml::parse(t).ok())
-            .and_then(|mut d| d.pop());
-        let mut found = Vec::new();
-        for (i, w) in rollout.waves.iter().enumerate() {
-            for (j, name) in w.clusters.iter().enumerate() {
-                let at = doc
-                    .as_ref()
-                    .map(|d| d.pos(&format!("spec.rollout.waves[{i}].clusters[{j}]")));
-                let d = if name == mgmt {
-                    Diagnostic::error(
-                        Code::InvalidValue,
-                        format!(
-                            "wave `{}` names the management cluster `{name}`: it is never in a wave (it upgrades itself before its workload clusters, which wait for it)",
-                            w.name
-                        ),
-                    )
-                } else if !workloads.contains(name.as_str()) {
-                    Diagnostic::warning(
-                        Code::InvalidValue,
-                        format!(
-                            "wave `{}` names `{name}`, which is not a workload cluster of `{mgmt}`",
-                            w.name
-                        ),
-                    )
-                } else {
-                    continue;
-                };
-                let d = d.in_file(&path);
-                found.push(match at {
-                    Some(at) => d.at(at),
-                    None => d,
-                });
-            }
-        }
+        let found = wave_problems(bytes, &path, mgmt, rollout, &workloads);
         // An error makes the config invalid like any other of its errors.
         let broken = found.iter().any(Diagnostic::is_error);
         if let Some(entry) = clusters.iter_mut().find(|c| &c.name == mgmt) {
@@ -371,85 +400,167 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
             *cfg = None;
         }
     }
+}
+
+/// The problems of one fleet config's waves (`bytes`, read from `path`), each at the name it
+/// concerns: the management cluster `mgmt` named, or a name not among its `workloads`.
+fn wave_problems(
+    bytes: &[u8],
+    path: &Path,
+    mgmt: &str,
+    rollout: &config::Rollout,
+    workloads: &BTreeSet<&str>,
+) -> Vec<Diagnostic> {
+    let doc = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| yaml::parse(t).ok())
+        .and_then(|mut d| d.pop());
+    let mut found = Vec::new();
+    for (i, w) in rollout.waves.iter().enumerate() {
+        for (j, name) in w.clusters.iter().enumerate() {
+            let at = doc
+                .as_ref()
+                .map(|d| d.pos(&format!("spec.rollout.waves[{i}].clusters[{j}]")));
+            let d = if name == mgmt {
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    format!(
+                        "wave `{}` names the management cluster `{name}`: it is never in a wave (it upgrades itself before its workload clusters, which wait for it)",
+                        w.name
+                    ),
+                )
+            } else if !workloads.contains(name.as_str()) {
+                Diagnostic::warning(
+                    Code::InvalidValue,
+                    format!(
+                        "wave `{}` names `{name}`, which is not a workload cluster of `{mgmt}`",
+                        w.name
+                    ),
+                )
+            } else {
+                continue;
+            };
+            let d = d.in_file(path);
+            found.push(match at {
+                Some(at) => d.at(at),
+                None => d,
+            });
+        }
+    }
+    found
+}
+
+/// Resolves every cluster's release, management clusters first, then their workloads (which
+/// inherit their management cluster's); returns the release documents still to fetch.
+fn resolve_releases<'a>(
+    tree: &'a Tree,
+    fetched: &'a Fetched,
+    configs: &'a BTreeMap<String, Option<FleetConfig>>,
+    clusters: &mut [ClusterEntry],
+) -> BTreeSet<Location> {
     let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
-    for (mgmt, cfg) in &configs {
+    for (mgmt, cfg) in configs {
         if let Some(cfg) = cfg {
             let source = cfg.release.clone().map(|r| (cfg.file.clone(), r));
             catalogs.insert(mgmt.clone(), Catalog::new(tree, fetched, source));
         }
     }
-    // Clusters under a directory that holds no management cluster (reported by the layout
-    // checks) resolve against the embedded data.
-    let default_catalog = Catalog::new(tree, fetched, None);
-    let mut missing_documents = BTreeSet::new();
-
-    // Versions: management clusters first, then their workloads.
-    let mut mgmt_release: BTreeMap<String, Arc<Release>> = BTreeMap::new();
+    let mut releases = Releases {
+        configs,
+        catalogs,
+        // Clusters under a directory that holds no management cluster (reported by the layout
+        // checks) resolve against the embedded data.
+        default_catalog: Catalog::new(tree, fetched, None),
+        mgmt_release: BTreeMap::new(),
+        missing_documents: BTreeSet::new(),
+    };
     for pass_management in [true, false] {
         for entry in clusters
             .iter_mut()
             .filter(|c| (c.role == Role::Management) == pass_management)
         {
-            let Some(cluster) = &entry.cluster else {
-                continue;
-            };
-            let catalog = match configs.get(entry.management()) {
-                None => Some(&default_catalog),
-                Some(_) => catalogs.get(entry.management()),
-            };
-            let Some(catalog) = catalog else {
-                // The management cluster carries its fleet config's own diagnostics.
-                if entry.role == Role::Management {
-                    continue;
-                }
-                let file = PathBuf::from(CLUSTERS_DIR)
-                    .join(entry.management())
-                    .join(config::FILE);
-                entry.diagnostics.push(
-                    Diagnostic::error(
-                        Code::ReleaseUnavailable,
-                        format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
-                    )
+            releases.resolve(entry, pass_management);
+        }
+    }
+    releases.missing_documents
+}
+
+/// What resolving releases reads (each fleet's release data) and has found so far.
+struct Releases<'a> {
+    /// The fleet configs, by management cluster (None: invalid).
+    configs: &'a BTreeMap<String, Option<FleetConfig>>,
+    /// The release data of each fleet whose config is valid.
+    catalogs: BTreeMap<String, Catalog<'a>>,
+    /// The embedded release data.
+    default_catalog: Catalog<'a>,
+    /// The release of each management cluster resolved so far.
+    mgmt_release: BTreeMap<String, Arc<Release>>,
+    /// Release documents the catalogs need and the caller has not supplied.
+    missing_documents: BTreeSet<Location>,
+}
+
+impl Releases<'_> {
+    /// Resolves one cluster's release, unless its fleet's release data is unknown (an invalid
+    /// fleet config) or a workload has no version of its own and nothing to inherit one from.
+    fn resolve(&mut self, entry: &mut ClusterEntry, pass_management: bool) {
+        let Some(cluster) = &entry.cluster else {
+            return;
+        };
+        let catalog = match self.configs.get(entry.management()) {
+            None => Some(&self.default_catalog),
+            Some(_) => self.catalogs.get(entry.management()),
+        };
+        let Some(catalog) = catalog else {
+            // The management cluster carries its fleet config's own diagnostics.
+            if entry.role == Role::Management {
+                return;
+            }
+            let file = PathBuf::from(CLUSTERS_DIR)
+                .join(entry.management())
+                .join(config::FILE);
+            entry.diagnostics.push(
+                Diagnostic::error(
+                    Code::ReleaseUnavailable,
+                    format!("the fleet config {} has errors, so this fleet's release data is unknown; no cluster of the fleet is applied until it is fixed", file.display()),
+                )
+                .in_file(&cluster.source.file)
+                .at(cluster.source.pos("spec"))
+                .for_cluster(&entry.name),
+            );
+            return;
+        };
+        let mgmt = self.mgmt_release.get(entry.management()).cloned();
+        if !pass_management
+            && !catalog.is_broken()
+            && mgmt.is_none()
+            && cluster.eksa_version.is_none()
+            && cluster.bundles_ref.is_none()
+        {
+            entry.diagnostics.push(
+                Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
                     .in_file(&cluster.source.file)
                     .at(cluster.source.pos("spec"))
                     .for_cluster(&entry.name),
-                );
-                continue;
-            };
-            let mgmt = mgmt_release.get(entry.management()).cloned();
-            if !pass_management
-                && !catalog.is_broken()
-                && mgmt.is_none()
-                && cluster.eksa_version.is_none()
-                && cluster.bundles_ref.is_none()
-            {
-                entry.diagnostics.push(
-                    Diagnostic::error(Code::UnknownVersion, format!("no eksaVersion, and management cluster `{}` is invalid so its version cannot be inherited", entry.management()))
-                        .in_file(&cluster.source.file)
-                        .at(cluster.source.pos("spec"))
-                        .for_cluster(&entry.name),
-                );
-                continue;
-            }
-            let (release, diags) =
-                catalog.resolve(cluster, mgmt.as_deref(), &mut missing_documents);
-            entry.diagnostics.extend(diags);
-            if let (true, Some(r)) = (pass_management, &release) {
-                mgmt_release.insert(entry.name.clone(), r.clone());
-            }
-            entry.release = release;
+            );
+            return;
         }
+        let (release, diags) =
+            catalog.resolve(cluster, mgmt.as_deref(), &mut self.missing_documents);
+        entry.diagnostics.extend(diags);
+        if let (true, Some(r)) = (pass_management, &release) {
+            self.mgmt_release.insert(entry.name.clone(), r.clone());
+        }
+        entry.release = release;
     }
+}
 
-    check_names(&mut clusters);
-    check_cidrs(&mut clusters);
-    check_tenancy(&mut clusters);
-
-    // Render what is valid (from the cache when its inputs are unchanged).
+/// Renders every cluster without errors whose release is resolved, from the cache when its
+/// inputs are unchanged (the cache then keeps this revision's renders only).
+fn render_all(tree: &Tree, clusters: &mut [ClusterEntry], cache: &mut RenderCache) {
     let mut fresh = BTreeMap::new();
     cache.hits = 0;
     cache.misses = 0;
-    for entry in &mut clusters {
+    for entry in clusters {
         if has_errors(&entry.diagnostics) {
             continue;
         }
@@ -479,30 +590,6 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     }
     // Only the renders of this revision stay cached.
     cache.entries = fresh;
-    add_release_objects(&mut clusters);
-    // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
-    check_claims(&mut clusters);
-    check_collisions(&mut clusters);
-    for entry in &mut clusters {
-        if has_errors(&entry.diagnostics) {
-            entry.objects = None;
-        }
-        entry.diagnostics.sort_by(|a, b| {
-            (&a.file, a.line, a.column, a.code).cmp(&(&b.file, b.line, b.column, b.code))
-        });
-    }
-    fleet_diags.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
-    let suspended = fleet_suspended(tree);
-    Fleet {
-        clusters,
-        diagnostics: fleet_diags,
-        suspended,
-        missing_documents,
-        configs: configs
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect(),
-    }
 }
 
 /// Whether `clusters/suspend.yaml` holds a Suspend document.
@@ -523,317 +610,6 @@ fn fleet_suspended(tree: &Tree) -> bool {
         })
         .collect();
     crate::intent::split(docs).1.suspend.is_some()
-}
-
-type Discovered = Vec<(PathBuf, Role, Vec<PathBuf>, Vec<Diagnostic>)>;
-
-#[derive(Default)]
-struct Dir {
-    role: Option<Role>,
-    files: Vec<PathBuf>,
-    diags: Vec<Diagnostic>,
-    /// Part of the directory could not be read: it is a cluster (with errors) even without a
-    /// readable file, never a directory that is simply not there.
-    unreadable: bool,
-}
-
-/// The cluster directory a path belongs to (the directory itself included), by the path's
-/// components; `None` for `clusters/` itself, a `workload-clusters/` directory, files directly
-/// in either, and everything outside `clusters/`.
-fn cluster_dir_of(parts: &[&str], is_dir: bool) -> Option<(PathBuf, Role)> {
-    let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
-    match parts {
-        [c, m, w, name, ..] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => Some((
-            mgmt_dir(m).join(WORKLOADS_DIR).join(name),
-            Role::Workload {
-                management: m.to_string(),
-            },
-        )),
-        [c, _, w] if *c == CLUSTERS_DIR && *w == WORKLOADS_DIR => None,
-        [c, _] if *c == CLUSTERS_DIR && !is_dir => None,
-        [c, m, ..] if *c == CLUSTERS_DIR => Some((mgmt_dir(m), Role::Management)),
-        _ => None,
-    }
-}
-
-/// A path's components as text (lossy where a name is not UTF-8), and whether all were UTF-8.
-fn components(path: &Path) -> (Vec<Cow<'_, str>>, bool) {
-    let mut utf8 = true;
-    let parts = path
-        .iter()
-        .map(|c| {
-            let s = c.to_string_lossy();
-            utf8 &= matches!(s, Cow::Borrowed(_));
-            s
-        })
-        .collect();
-    (parts, utf8)
-}
-
-/// What makes a directory unreadable, as a diagnostic at it.
-fn unreadable_dir(path: &Path, entry: &Entry) -> Option<Diagnostic> {
-    let d = match entry {
-        Entry::TooManyEntries(n) => Diagnostic::error(
-            Code::TooManyEntries,
-            format!(
-                "directory has {n} entries; the limit is {}, so it was not read",
-                crate::tree::limit_of(path)
-            ),
-        ),
-        Entry::TooDeep => Diagnostic::error(
-            Code::TooDeep,
-            format!(
-                "directories nested deeper than {} levels; not read any further",
-                crate::tree::MAX_DEPTH
-            ),
-        ),
-        _ => return None,
-    };
-    Some(d.in_file(path))
-}
-
-/// Names in one directory that differ only in case (a checkout on macOS or Windows keeps only
-/// one of them): every path of such a group, with whether it is a directory.
-///
-/// Two names that differ only in case cannot both be their own lowercase, so a tree whose
-/// paths under `clusters/` have no uppercase letter (and no name outside ASCII, to be safe)
-/// has none; that is answered by looking at the bytes, not by grouping every name of the fleet.
-fn case_collisions(tree: &Tree) -> Vec<(PathBuf, bool, String)> {
-    let may_collide = tree
-        .entries
-        .keys()
-        .filter(|p| p.starts_with(CLUSTERS_DIR))
-        .any(|p| {
-            p.as_os_str()
-                .as_encoded_bytes()
-                .iter()
-                .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
-        });
-    if !may_collide {
-        return Vec::new();
-    }
-    let mut names: BTreeMap<(PathBuf, String), BTreeMap<PathBuf, bool>> = BTreeMap::new();
-    for path in tree.entries.keys() {
-        if !path.starts_with(CLUSTERS_DIR) {
-            continue;
-        }
-        let is_dir_entry = matches!(
-            tree.entries[path],
-            Entry::TooManyEntries(_) | Entry::TooDeep
-        );
-        let mut at = PathBuf::new();
-        let n = path.components().count();
-        for (i, c) in path.iter().enumerate() {
-            let key = (at.clone(), c.to_string_lossy().to_lowercase());
-            at.push(c);
-            names
-                .entry(key)
-                .or_default()
-                .insert(at.clone(), i + 1 < n || is_dir_entry);
-        }
-    }
-    let mut out = Vec::new();
-    for group in names.into_values().filter(|g| g.len() > 1) {
-        let all: Vec<String> = group.keys().map(|p| format!("`{}`", p.display())).collect();
-        for (p, is_dir) in &group {
-            out.push((p.clone(), *is_dir, all.join(" and ")));
-        }
-    }
-    out
-}
-
-/// Finds the cluster directories and the files of each. An entry the layout does not allow is
-/// an error of the cluster whose directory holds it (so that cluster is not applied half-read),
-/// or of the fleet when it is outside every cluster directory.
-///
-/// A tree that is not a fleet (no `clusters/`, or no cluster directory in it) and a
-/// `clusters/` or `workload-clusters/` directory that could not be read are [`Code::NotAFleet`]
-/// and read-limit errors of the fleet: [`Fleet::unreadable`] then says nothing of this revision
-/// may be applied (an unread directory hides clusters that would otherwise look removed).
-fn discover(tree: &Tree) -> (Discovered, Vec<Diagnostic>) {
-    let mut fleet_diags = Vec::new();
-    let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
-    let unexpected = |p: &Path, why: &str| {
-        Diagnostic::error(
-            Code::UnexpectedEntry,
-            format!("{why}; see the layout in the README"),
-        )
-        .in_file(p)
-    };
-    // Problems of a path: the cluster directory it belongs to gets them, else the fleet.
-    let blame = |dirs: &mut BTreeMap<PathBuf, Dir>,
-                 fleet_diags: &mut Vec<Diagnostic>,
-                 parts: &[&str],
-                 is_dir: bool,
-                 diag: Diagnostic| {
-        match cluster_dir_of(parts, is_dir) {
-            Some((dir, role)) => {
-                let d = dirs.entry(dir).or_default();
-                d.role.get_or_insert(role);
-                d.diags.push(diag);
-                d.unreadable = true;
-            }
-            None => fleet_diags.push(diag),
-        }
-    };
-    for (path, entry) in &tree.entries {
-        let (owned, utf8) = components(path);
-        let parts: Vec<&str> = owned.iter().map(Cow::as_ref).collect();
-        if parts.first() != Some(&CLUSTERS_DIR) {
-            continue;
-        }
-        if let Some(diag) = unreadable_dir(path, entry) {
-            blame(&mut dirs, &mut fleet_diags, &parts, true, diag);
-            continue;
-        }
-        if !utf8 {
-            let diag = Diagnostic::error(
-                Code::InvalidPath,
-                "the path is not valid UTF-8 (names in a fleet repository are text)",
-            )
-            .in_file(path);
-            blame(&mut dirs, &mut fleet_diags, &parts, false, diag);
-            continue;
-        }
-        let ignorable = parts
-            .last()
-            .is_some_and(|f| f.ends_with(".md") || *f == ".gitkeep");
-        let is_yaml = parts
-            .last()
-            .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
-        let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
-        let mut add =
-            |dir: PathBuf, role: Role, file: Option<&PathBuf>, diag: Option<Diagnostic>| {
-                let d = dirs.entry(dir).or_default();
-                d.role.get_or_insert(role);
-                d.files.extend(file.cloned());
-                d.diags.extend(diag);
-            };
-        match parts.as_slice() {
-            [_, file] if *file == crate::intent::SUSPEND_FILE => {}
-            [_, _file] if !ignorable => {
-                fleet_diags.push(unexpected(
-                    path,
-                    "files directly under clusters/ belong to no cluster",
-                ));
-            }
-            [_, _mgmt, file] if *file == config::FILE => {}
-            [_, mgmt, _file] => {
-                if is_yaml {
-                    add(mgmt_dir(mgmt), Role::Management, Some(path), None);
-                } else if !ignorable {
-                    add(
-                        mgmt_dir(mgmt),
-                        Role::Management,
-                        None,
-                        Some(unexpected(
-                            path,
-                            "only .yaml/.yml files (and .md) belong in a cluster directory",
-                        )),
-                    );
-                }
-            }
-            [_, mgmt, w, name, _file] if *w == WORKLOADS_DIR => {
-                let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
-                let role = Role::Workload {
-                    management: mgmt.to_string(),
-                };
-                if is_yaml {
-                    add(dir, role, Some(path), None);
-                } else if !ignorable {
-                    add(
-                        dir,
-                        role,
-                        None,
-                        Some(unexpected(
-                            path,
-                            "only .yaml/.yml files (and .md) belong in a cluster directory",
-                        )),
-                    );
-                }
-            }
-            [_, _mgmt, w, _file]
-                if *w == WORKLOADS_DIR
-                // Not part of any cluster's spec: a fleet problem that blocks no cluster.
-                && !ignorable =>
-            {
-                fleet_diags.push(unexpected(
-                    path,
-                    "workload-clusters/ holds one directory per workload cluster, not files",
-                ));
-            }
-            [_, mgmt, w, name, ..] if *w == WORKLOADS_DIR && !ignorable => {
-                let dir = mgmt_dir(mgmt).join(WORKLOADS_DIR).join(name);
-                add(
-                    dir,
-                    Role::Workload {
-                        management: mgmt.to_string(),
-                    },
-                    None,
-                    Some(unexpected(
-                        path,
-                        "a workload cluster directory has no subdirectories",
-                    )),
-                );
-            }
-            [_, mgmt, ..] if !ignorable => {
-                add(
-                    mgmt_dir(mgmt),
-                    Role::Management,
-                    None,
-                    Some(unexpected(
-                        path,
-                        "a management cluster directory holds its spec files and workload-clusters/ only",
-                    )),
-                );
-            }
-            _ => {}
-        }
-    }
-    // A workload directory needs its management directory to exist with a spec.
-    let mgmts: BTreeSet<PathBuf> = dirs
-        .iter()
-        .filter(|(_, d)| d.role == Some(Role::Management) && !d.files.is_empty())
-        .map(|(p, _)| p.clone())
-        .collect();
-    for d in dirs.values_mut() {
-        if let (Some(Role::Workload { management }), Some(file)) = (&d.role, d.files.first())
-            && !mgmts.contains(&PathBuf::from(CLUSTERS_DIR).join(management))
-        {
-            let diag = Diagnostic::error(
-                Code::UnexpectedEntry,
-                format!(
-                    "workload cluster under `{management}`, which has no management cluster spec"
-                ),
-            )
-            .in_file(file);
-            d.diags.push(diag);
-        }
-    }
-    for (path, is_dir, all) in case_collisions(tree) {
-        let (owned, _) = components(&path);
-        let parts: Vec<&str> = owned.iter().map(Cow::as_ref).collect();
-        let diag = Diagnostic::error(
-            Code::CaseCollision,
-            format!("{all} differ only in case: a checkout on a case-insensitive filesystem (macOS, Windows) keeps one of them"),
-        )
-        .in_file(&path);
-        blame(&mut dirs, &mut fleet_diags, &parts, is_dir, diag);
-    }
-    let mut out = Vec::new();
-    for (path, d) in dirs {
-        if d.files.is_empty() && !d.unreadable {
-            fleet_diags.extend(d.diags);
-        } else {
-            out.push((
-                path,
-                d.role.expect("set with the first entry"),
-                d.files,
-                d.diags,
-            ));
-        }
-    }
-    (out, fleet_diags)
 }
 
 fn read_cluster(

@@ -1,0 +1,154 @@
+//! The control plane's part of the template context: its machines, taints, kubeadm flags, the
+//! files its machines get (in EKS Anywhere's order, which the kube-vip manifest's index depends
+//! on), the API server's volumes, certificate SANs and pre-kubeadm commands.
+
+use serde_json::{Value, json};
+
+use super::{
+    Shared, default_audit_policy, default_cp_taint, machine_json, taints_json, users_json, with,
+};
+use crate::release::VersionsBundle;
+use crate::render::node::{self, args_json};
+use crate::spec::Cluster;
+
+/// Control-plane taints: as written; none written means the default NoSchedule taint on
+/// vSphere and kubeadm's own on docker, except on a cluster without workers, whose control
+/// plane must take workloads.
+pub(super) fn cp_taints(s: &Shared) -> Value {
+    match (
+        &s.cluster.control_plane.taints,
+        s.cluster.workers.is_empty(),
+    ) {
+        (_, true) => json!([]),
+        (Some(t), false) => taints_json(t),
+        (None, false) if s.is_vsphere() => json!([default_cp_taint()]),
+        (None, false) => Value::Null,
+    }
+}
+
+/// The control plane's part of the context: machines, kubeadm settings and flags, the files
+/// its machines get.
+pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &Value) -> Value {
+    let cluster = s.cluster;
+    let minor = s.minor;
+    let cp = &cluster.control_plane;
+    let cp_machine = s.machine_of(&cp.machine);
+    let d = &cp_bundle.eks_d;
+    let (cp_kubelet_args, cp_kubelet_patch) = node::kubelet(
+        cluster,
+        minor,
+        cp.kubelet_configuration.as_ref(),
+        &cp.labels,
+    );
+    let encryption = node::encryption_config(cluster);
+    let (cp_files, kube_vip_index) =
+        cp_files(cluster, cp_kubelet_patch.as_deref(), encryption.as_deref());
+    let feature_gates =
+        (s.is_vsphere() && (29..33).contains(&minor)).then(|| json!({"EtcdLearnerMode": false}));
+    with(
+        json!({
+            "count": cp.count,
+            "version": d.tag,
+            "endpoint_host": cp.endpoint_host,
+            "node_image": d.kind_node.uri,
+            "ntp": cp_machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+            "max_surge": cp.max_surge.unwrap_or(1),
+            "patches": cp_kubelet_patch.is_some(),
+            "cert_sans": cp_cert_sans(s),
+            "kube_vip_file_index": kube_vip_index,
+            "pre_commands": cp_pre_commands(s),
+        }),
+        [
+            ("machine", machine_json(cp_machine, 0, false)),
+            ("users", users_json(cp_machine)),
+            ("taints", cp_taints.clone()),
+            ("kubelet_args", args_json(&cp_kubelet_args)),
+            (
+                "apiserver_args",
+                args_json(&node::apiserver_args(cluster, minor)),
+            ),
+            (
+                "controller_manager_args",
+                args_json(&node::controller_manager_args(cluster)),
+            ),
+            ("scheduler_args", args_json(&node::scheduler_args())),
+            ("etcd_args", args_json(&node::etcd_args())),
+            (
+                "extra_volumes",
+                Value::Array(cp_extra_volumes(encryption.is_some())),
+            ),
+            ("files", Value::Array(cp_files)),
+            ("feature_gates", feature_gates.unwrap_or(Value::Null)),
+        ],
+    )
+}
+
+/// Files of control-plane machines, in EKS-A's order, and the index the template puts the
+/// kube-vip manifest at (vSphere; rendered by the template itself).
+fn cp_files(
+    cluster: &Cluster,
+    kubelet_patch: Option<&str>,
+    encryption: Option<&str>,
+) -> (Vec<Value>, usize) {
+    let audit_policy = match &cluster.control_plane.audit_policy {
+        Some(p) => p.clone(),
+        None => default_audit_policy().to_string(),
+    };
+    let mut cp_files = Vec::new();
+    if let Some(p) = kubelet_patch {
+        cp_files.push(node::kubelet_patch_file(p));
+    }
+    if let Some(e) = encryption {
+        cp_files.push(
+            json!({"path": node::ENCRYPTION_CONFIG_PATH, "owner": "root:root", "content": e}),
+        );
+    }
+    // The kube-vip manifest goes here (vSphere), rendered by the template itself.
+    let kube_vip_index = cp_files.len();
+    cp_files.push(
+        json!({"path": node::AUDIT_POLICY_PATH, "owner": "root:root", "content": audit_policy}),
+    );
+    if let Some(f) = node::proxy_file(cluster) {
+        cp_files.push(f);
+    }
+    if let Some(m) = &cluster.registry_mirror {
+        cp_files.extend(node::mirror_files(m));
+    }
+    (cp_files, kube_vip_index)
+}
+
+/// The API server's extra volumes: the audit policy and log, and with etcd encryption its
+/// config and the KMS plugin's socket directory.
+fn cp_extra_volumes(encrypted: bool) -> Vec<Value> {
+    let mut extra_volumes = vec![
+        json!({"name": "audit-policy", "hostPath": node::AUDIT_POLICY_PATH, "mountPath": node::AUDIT_POLICY_PATH, "pathType": "File", "readOnly": true}),
+        json!({"name": "audit-log-dir", "hostPath": "/var/log/kubernetes", "mountPath": "/var/log/kubernetes", "pathType": "DirectoryOrCreate", "readOnly": false}),
+    ];
+    if encrypted {
+        extra_volumes.push(json!({"name": "encryption-config", "hostPath": node::ENCRYPTION_CONFIG_PATH, "mountPath": "/etc/kubernetes/enc/encryption-config.yaml", "pathType": "File", "readOnly": true}));
+        extra_volumes.push(json!({"name": "kms-plugin", "hostPath": "/var/run/kmsplugin/", "mountPath": "/var/run/kmsplugin/", "readOnly": false}));
+    }
+    extra_volumes
+}
+
+/// The API server certificate's SANs: localhost on docker, then the written ones.
+fn cp_cert_sans(s: &Shared) -> Vec<String> {
+    let mut cert_sans: Vec<String> = Vec::new();
+    if !s.is_vsphere() {
+        cert_sans.extend(["localhost", "127.0.0.1"].map(String::from));
+    }
+    cert_sans.extend(s.cluster.control_plane.cert_sans.iter().cloned());
+    cert_sans
+}
+
+/// Commands a control-plane node runs before kubeadm: the provider's, and on vSphere from 1.29
+/// kube-vip's switch to super-admin.conf on the first node.
+fn cp_pre_commands(s: &Shared) -> Vec<String> {
+    let mut cp_pre = s.pre_commands();
+    if s.is_vsphere() && s.minor >= 29 {
+        // kubeadm init (only the first control-plane node has /run/kubeadm/kubeadm.yaml) hands
+        // admin.conf its RBAC only after the API server is up, which kube-vip must front first.
+        cp_pre.push("if [ -f /run/kubeadm/kubeadm.yaml ]; then sed -i 's#path: /etc/kubernetes/admin.conf#path: /etc/kubernetes/super-admin.conf#' /etc/kubernetes/manifests/kube-vip.yaml; fi".into());
+    }
+    cp_pre
+}
