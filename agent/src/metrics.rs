@@ -236,7 +236,7 @@ struct OutcomeLabels {
 }
 
 label_enum! {
-    /// Why an upgrade was held fleet-wide ([`crate::plan::waves::Reason`]).
+    /// Why an upgrade was held fleet-wide (the [`crate::plan::waves::Hold`]'s reason).
     HoldReason {
         /// A cluster of its wave or an earlier one failed.
         WaveStopped => "wave_stopped",
@@ -249,14 +249,18 @@ label_enum! {
     }
 }
 
-impl From<crate::plan::waves::Reason> for HoldReason {
-    fn from(r: crate::plan::waves::Reason) -> Self {
-        use crate::plan::waves::Reason;
+impl TryFrom<crate::status::Reason> for HoldReason {
+    type Error = crate::status::Reason;
+
+    /// The reasons the fleet's pacing holds an upgrade for; any other is not one.
+    fn try_from(r: crate::status::Reason) -> Result<Self, Self::Error> {
+        use crate::status::Reason;
         match r {
-            Reason::WaveStopped => HoldReason::WaveStopped,
-            Reason::WaitingForWave => HoldReason::WaitingForWave,
-            Reason::OutsideMaintenanceWindow => HoldReason::OutsideMaintenanceWindow,
-            Reason::MaxUnavailable => HoldReason::MaxUnavailable,
+            Reason::WaveStopped => Ok(HoldReason::WaveStopped),
+            Reason::WaitingForWave => Ok(HoldReason::WaitingForWave),
+            Reason::OutsideMaintenanceWindow => Ok(HoldReason::OutsideMaintenanceWindow),
+            Reason::MaxUnavailable => Ok(HoldReason::MaxUnavailable),
+            other => Err(other),
         }
     }
 }
@@ -685,7 +689,7 @@ mod tests {
         m.inc_webhook(WebhookOutcome::Accepted);
         m.set_cluster_phases([("Provisioned", 3), ("Provisioning", 1)]);
         m.set_cluster_phases([("Provisioned", 4)]);
-        m.inc_upgrade_held(crate::plan::waves::Reason::WaitingForWave.into());
+        m.inc_upgrade_held(crate::status::Reason::WaitingForWave.try_into().unwrap());
         m.set_waves([("canary", "upgrading", 1), ("rest", "pending", 2)]);
         m.set_waves([("canary", "done", 1), ("rest", "pending", 2)]);
         assert_eq!(m.upgrades_held(HoldReason::WaitingForWave), 1);

@@ -28,6 +28,8 @@
 
 use serde_json::Value;
 
+use crate::status::Reason;
+
 /// The conditions health reads (Cluster API v1beta2 condition types).
 pub const CONDITIONS: &[&str] = &[
     "Available",
@@ -275,14 +277,14 @@ pub struct Observed<'a> {
 pub struct Assessment {
     /// Converged at this revision.
     pub ready: bool,
-    /// A CamelCase reason for the Ready condition.
-    pub reason: &'static str,
+    /// The Ready condition's reason.
+    pub reason: Reason,
     /// One line for humans.
     pub message: String,
 }
 
 impl Assessment {
-    fn waiting(reason: &'static str, message: String) -> Assessment {
+    fn waiting(reason: Reason, message: String) -> Assessment {
         Assessment {
             ready: false,
             reason,
@@ -296,19 +298,19 @@ impl Assessment {
 pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
     let Some(r) = o.rollout else {
         return Some(Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!("{}: no status yet", o.what),
         ));
     };
     if r.deleting {
         return Some(Assessment::waiting(
-            "Deleting",
+            Reason::Deleting,
             format!("{} is being deleted", o.what),
         ));
     }
     if r.observed_generation < o.generation {
         return Some(Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!(
                 "{}: generation {} not observed yet (observed {})",
                 o.what, o.generation, r.observed_generation
@@ -321,33 +323,33 @@ pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
         // surges above the desired count.
         if n.current < desired {
             return Some(Assessment::waiting(
-                "ScalingUp",
+                Reason::ScalingUp,
                 format!("{}: {}/{desired} machines", o.what, n.current),
             ));
         }
         if n.up_to_date < desired {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!("{}: {}/{desired} machines up to date", o.what, n.up_to_date),
             ));
         }
         if n.current > desired {
             return Some(Assessment::waiting(
-                "ScalingDown",
+                Reason::ScalingDown,
                 format!("{}: {} machines for {desired} desired", o.what, n.current),
             ));
         }
         if n.available < desired {
             return Some(Assessment::waiting(
-                "Progressing",
+                Reason::Progressing,
                 format!("{}: {}/{desired} machines available", o.what, n.available),
             ));
         }
     }
     for (c, reason) in [
-        ("RollingOut", "RollingOut"),
-        ("ScalingUp", "ScalingUp"),
-        ("ScalingDown", "ScalingDown"),
+        ("RollingOut", Reason::RollingOut),
+        ("ScalingUp", Reason::ScalingUp),
+        ("ScalingDown", Reason::ScalingDown),
     ] {
         if r.is_true(c) {
             return Some(Assessment::waiting(reason, format!("{}: {c}", o.what)));
@@ -363,14 +365,14 @@ pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
         let old: i64 = of(false).map(|s| s.replicas).sum();
         if old > 0 {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!("{}: {old} machines of an older template remain", o.what),
             ));
         }
         let available: i64 = of(true).map(|s| s.available).sum();
         if available < desired {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!(
                     "{}: {available}/{desired} machines of the current template available",
                     o.what
@@ -389,16 +391,19 @@ pub fn assess(
 ) -> Assessment {
     let Some(c) = cluster.rollout else {
         return Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             "Cluster API has not reported on the Cluster yet".into(),
         );
     };
     if c.deleting {
-        return Assessment::waiting("Deleting", format!("{} is being deleted", cluster.what));
+        return Assessment::waiting(
+            Reason::Deleting,
+            format!("{} is being deleted", cluster.what),
+        );
     }
     if c.observed_generation < cluster.generation {
         return Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!(
                 "{}: generation {} not observed yet (observed {})",
                 cluster.what, cluster.generation, c.observed_generation
@@ -412,7 +417,7 @@ pub fn assess(
         && &*probe.status == "False"
     {
         return Assessment::waiting(
-            "Unreachable",
+            Reason::Unreachable,
             format!(
                 "{}: the workload API server does not answer ({})",
                 cluster.what, probe.reason
@@ -426,7 +431,7 @@ pub fn assess(
         {
             Assessment {
                 ready: true,
-                reason: "Available",
+                reason: Reason::Available,
                 message: "Cluster API reports the cluster Available, rolled out at this revision"
                     .into(),
             }
@@ -440,14 +445,14 @@ pub fn assess(
                 format!("{}: {flat}", a.reason)
             };
             Assessment::waiting(
-                "Progressing",
+                Reason::Progressing,
                 format!("{}: Available={} {detail}", cluster.what, a.status)
                     .trim()
                     .to_string(),
             )
         }
         None => Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!("{}: Available not reported yet", cluster.what),
         ),
     }
@@ -534,7 +539,7 @@ mod tests {
             &[],
         );
         assert_eq!(
-            (a.reason, a.message.as_str()),
+            (a.reason.as_str(), a.message.as_str()),
             (
                 "RollingOut",
                 "KubeadmControlPlane/c: 1/3 machines up to date"
@@ -548,7 +553,8 @@ mod tests {
                 Some(obs("KubeadmControlPlane/c", &cp)),
                 &[]
             )
-            .reason,
+            .reason
+            .as_str(),
             "ScalingDown"
         );
         // Workers next.
@@ -591,7 +597,7 @@ mod tests {
             {"type": "Available", "status": "True"}, {"type": "RemoteConnectionProbe", "status": "False", "reason": "ProbeFailed"}]}});
         let r = (1, Rollout::from_object(&obj));
         assert_eq!(
-            assess(obs("Cluster/c", &r), None, &[]).reason,
+            assess(obs("Cluster/c", &r), None, &[]).reason.as_str(),
             "Unreachable"
         );
     }

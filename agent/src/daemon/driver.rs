@@ -244,7 +244,10 @@ impl Driver {
         }
         match &run.outcome.paced {
             Some(hold) => {
-                self.metrics.inc_upgrade_held(hold.reason.into());
+                // A hold's reason is always one of the pacing's.
+                if let Ok(reason) = hold.reason.try_into() {
+                    self.metrics.inc_upgrade_held(reason);
+                }
                 self.paced.insert(name.to_string());
             }
             None => {
