@@ -22,8 +22,8 @@
 //! 3. the Cluster's `Available` condition is True at its current generation, and its
 //!    `RemoteConnectionProbe` (the workload API server answers) is not False.
 //!
-//! [`Rollout`] is what the live cache keeps of those objects' status (a few dozen bytes), and
-//! [`assess`] is a pure function of it: the first unmet rule, in the order above, is the
+//! [`RolloutStatus`] is what the live cache keeps of those objects' status (a few dozen bytes),
+//! and [`assess`] is a pure function of it: the first unmet rule, in the order above, is the
 //! message.
 
 use serde_json::Value;
@@ -78,9 +78,10 @@ pub struct Replicas {
     pub available: i64,
 }
 
-/// The rollout status of a Cluster, control plane or MachineDeployment.
+/// The rollout status of a Cluster, control plane or MachineDeployment: what Cluster API reports
+/// of its machines rolling (the fleet's `rollout` section is `capstan_layout::config::Rollout`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rollout {
+pub struct RolloutStatus {
     /// `status.observedGeneration` (0: never observed).
     pub observed_generation: i64,
     /// MachineDeployments: the machine template it asks for ([`machine_template`]).
@@ -116,9 +117,9 @@ pub struct Etcd {
     pub endpoints: Box<str>,
 }
 
-impl Rollout {
+impl RolloutStatus {
     /// From a whole object.
-    pub fn from_object(obj: &Value) -> Rollout {
+    pub fn from_object(obj: &Value) -> RolloutStatus {
         let int = |p: &str| obj.pointer(p).and_then(Value::as_i64);
         let s = |c: &Value, k: &str| -> Box<str> {
             c.get(k).and_then(Value::as_str).unwrap_or("").into()
@@ -175,7 +176,7 @@ impl Rollout {
                 up_to_date: int("/status/upToDateReplicas").unwrap_or(0),
                 available: int("/status/availableReplicas").unwrap_or(0),
             });
-        Rollout {
+        RolloutStatus {
             observed_generation: int("/status/observedGeneration").unwrap_or(0),
             template: obj
                 .pointer("/spec/template/spec")
@@ -267,7 +268,7 @@ pub struct Observed<'a> {
     /// `metadata.generation`.
     pub generation: i64,
     /// Its status (None: not seen yet).
-    pub rollout: Option<&'a Rollout>,
+    pub rollout: Option<&'a RolloutStatus>,
     /// MachineDeployments: their MachineSets.
     pub machine_sets: &'a [MachineSet],
 }
@@ -468,12 +469,12 @@ mod tests {
         observed: i64,
         available: &str,
         available_gen: i64,
-    ) -> (i64, Rollout) {
+    ) -> (i64, RolloutStatus) {
         let obj = json!({"metadata": {"generation": generation}, "status": {"observedGeneration": observed, "conditions": [
             {"type": "Available", "status": available, "reason": "R", "message": "m", "observedGeneration": available_gen},
             {"type": "RemoteConnectionProbe", "status": "True", "reason": "ProbeSucceeded"},
             {"type": "Ready", "status": "True", "reason": "ignored"}]}});
-        (generation, Rollout::from_object(&obj))
+        (generation, RolloutStatus::from_object(&obj))
     }
 
     fn scalable(
@@ -484,14 +485,14 @@ mod tests {
         up: i64,
         avail: i64,
         rolling: &str,
-    ) -> (i64, Rollout) {
+    ) -> (i64, RolloutStatus) {
         let obj = json!({"metadata": {"generation": generation}, "spec": {"replicas": desired},
             "status": {"observedGeneration": observed, "replicas": current, "upToDateReplicas": up, "availableReplicas": avail,
                 "conditions": [{"type": "RollingOut", "status": rolling, "reason": "x"}]}});
-        (generation, Rollout::from_object(&obj))
+        (generation, RolloutStatus::from_object(&obj))
     }
 
-    fn obs<'a>(what: &'a str, g: &'a (i64, Rollout)) -> Observed<'a> {
+    fn obs<'a>(what: &'a str, g: &'a (i64, RolloutStatus)) -> Observed<'a> {
         Observed {
             what,
             generation: g.0,
@@ -595,7 +596,7 @@ mod tests {
         assert!(!assess(obs("Cluster/c", &c), None, &[]).ready);
         let obj = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": [
             {"type": "Available", "status": "True"}, {"type": "RemoteConnectionProbe", "status": "False", "reason": "ProbeFailed"}]}});
-        let r = (1, Rollout::from_object(&obj));
+        let r = (1, RolloutStatus::from_object(&obj));
         assert_eq!(
             assess(obs("Cluster/c", &r), None, &[]).reason.as_str(),
             "Unreachable"
@@ -609,7 +610,7 @@ mod tests {
         let md = json!({"metadata": {"generation": 2}, "spec": {"replicas": 1, "template": {"spec": {
                 "version": "v1.33.5", "bootstrap": {"configRef": {"name": "b-new"}}, "infrastructureRef": {"name": "i"}}}},
             "status": {"observedGeneration": 2, "replicas": 1, "upToDateReplicas": 1, "availableReplicas": 1}});
-        let md = (2, Rollout::from_object(&md));
+        let md = (2, RolloutStatus::from_object(&md));
         let set = |bootstrap: &str, spec: i64, status: i64, available: i64| {
             MachineSet::from_object(&json!({"spec": {"replicas": spec, "template": {"spec": {
                 "version": "v1.33.5", "bootstrap": {"configRef": {"name": bootstrap}}, "infrastructureRef": {"name": "i"}}}},
@@ -645,7 +646,7 @@ mod tests {
     fn autoscaled_groups_compare_with_what_exists() {
         // No spec.replicas (left to the autoscaler): desired is what exists.
         let obj = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "replicas": 2, "upToDateReplicas": 2, "availableReplicas": 2}});
-        let md = (1, Rollout::from_object(&obj));
+        let md = (1, RolloutStatus::from_object(&obj));
         let c = cluster(1, 1, "True", 1);
         assert!(
             assess(
