@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
 use support::{
-    Agent, RunArgs, StageClock, free_port, http, md_api, push, queued, reconciled, replicas_become,
+    Agent, RunArgs, StepClock, free_port, http, md_api, push, queued, reconciled, replicas_become,
     vm, wait_drained, wait_reconciled, write_fleet, writes_of_successful,
 };
 
@@ -118,7 +118,7 @@ async fn main() {
         async move { replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(120)).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let clock = StageClock::start(&log, metrics);
+    let clock = StepClock::start(&log, metrics);
     let sent = Instant::now();
     push(hook, &c2);
     let applied = seen.await.unwrap();

@@ -58,7 +58,7 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
-    Agent, Fleet, RunArgs, StageClock, cpu_seconds, free_port, git, md_api, push, queued,
+    Agent, Fleet, RunArgs, StepClock, cpu_seconds, free_port, git, md_api, push, queued,
     reconciled, replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
     writes_of_successful,
 };
@@ -245,7 +245,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(600)).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let clock = StageClock::start(&log, metrics);
+    let clock = StepClock::start(&log, metrics);
     let sent = Instant::now();
     push(hook, c2);
     let applied = seen.await.unwrap();

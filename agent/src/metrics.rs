@@ -1,7 +1,7 @@
 //! The agent's Prometheus metrics, in one registry owned by [`Metrics`].
 //!
 //! No global registry: the agent builds one `Metrics`, shares it (`Arc<Metrics>`) with the
-//! pipeline stages and the HTTP server, and tests build their own. Label values are closed enums,
+//! pipeline's steps and the HTTP server, and tests build their own. Label values are closed enums,
 //! never free text from Git or the API server, so a hostile repository cannot blow up cardinality;
 //! the only open label is the cluster phase, which is replaced wholesale on each status pass.
 //!
@@ -10,10 +10,10 @@
 //! has an open label (the phase), so it is exposed from the first [`Metrics::set_clusters`] on.
 //!
 //! Names (prometheus-client appends `_total` to counters itself):
-//! `capstan_reconcile_duration_seconds{stage}`, `capstan_api_requests_total{verb}`,
-//! `capstan_objects_total{action}`, `capstan_reconciles_total{result}` (one per cluster run),
-//! `capstan_revisions_total{trigger}`, `capstan_triggers_total{trigger}`,
-//! `capstan_queue_clusters{state}`, `capstan_retries_total`,
+//! `capstan_reconcile_duration_seconds{stage}` (by [`PipelineStep`], under its old label name),
+//! `capstan_api_requests_total{verb}`, `capstan_objects_total{action}`,
+//! `capstan_reconciles_total{result}` (one per cluster run), `capstan_revisions_total{trigger}`,
+//! `capstan_triggers_total{trigger}`, `capstan_queue_clusters{state}`, `capstan_retries_total`,
 //! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`,
 //! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`,
 //! `capstan_upgrades_held_total{reason}` (a cluster's upgrade held by the fleet's waves,
@@ -72,8 +72,9 @@ macro_rules! label_enum {
 }
 
 label_enum! {
-    /// A stage of the reconcile pipeline.
-    Stage {
+    /// A step of the reconcile pipeline (source → layout → render → plan → apply → prune →
+    /// status), timed; not an upgrade stage.
+    PipelineStep {
         /// Fetching the Git source.
         Source => "source",
         /// Reading and validating the repository layout.
@@ -200,9 +201,10 @@ struct GitHubLabels {
     result: GitHubResult,
 }
 
+/// The label is still called `stage`: dashboards and alerts query it by that name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct StageLabels {
-    stage: Stage,
+struct StepLabels {
+    stage: PipelineStep,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -236,7 +238,7 @@ struct OutcomeLabels {
 }
 
 label_enum! {
-    /// Why an upgrade was held fleet-wide ([`crate::plan::waves::Reason`]).
+    /// Why an upgrade was held fleet-wide (the [`crate::plan::waves::Hold`]'s reason).
     HoldReason {
         /// A cluster of its wave or an earlier one failed.
         WaveStopped => "wave_stopped",
@@ -249,14 +251,18 @@ label_enum! {
     }
 }
 
-impl From<crate::plan::waves::Reason> for HoldReason {
-    fn from(r: crate::plan::waves::Reason) -> Self {
-        use crate::plan::waves::Reason;
+impl TryFrom<crate::status::Reason> for HoldReason {
+    type Error = crate::status::Reason;
+
+    /// The reasons the fleet's pacing holds an upgrade for; any other is not one.
+    fn try_from(r: crate::status::Reason) -> Result<Self, Self::Error> {
+        use crate::status::Reason;
         match r {
-            Reason::WaveStopped => HoldReason::WaveStopped,
-            Reason::WaitingForWave => HoldReason::WaitingForWave,
-            Reason::OutsideMaintenanceWindow => HoldReason::OutsideMaintenanceWindow,
-            Reason::MaxUnavailable => HoldReason::MaxUnavailable,
+            Reason::WaveStopped => Ok(HoldReason::WaveStopped),
+            Reason::WaitingForWave => Ok(HoldReason::WaitingForWave),
+            Reason::OutsideMaintenanceWindow => Ok(HoldReason::OutsideMaintenanceWindow),
+            Reason::MaxUnavailable => Ok(HoldReason::MaxUnavailable),
+            other => Err(other),
         }
     }
 }
@@ -277,9 +283,9 @@ struct PhaseLabels {
     phase: String,
 }
 
-type HistogramFamily = Family<StageLabels, Histogram, fn() -> Histogram>;
+type HistogramFamily = Family<StepLabels, Histogram, fn() -> Histogram>;
 
-fn stage_histogram() -> Histogram {
+fn step_histogram() -> Histogram {
     // 5 ms to about 82 minutes: rendering takes milliseconds, waiting for a rollout takes minutes.
     Histogram::new(exponential_buckets(0.005, 2.0, 20))
 }
@@ -287,7 +293,7 @@ fn stage_histogram() -> Histogram {
 /// The agent's metrics and the registry that exposes them.
 pub struct Metrics {
     registry: Registry,
-    stage_duration: HistogramFamily,
+    step_duration: HistogramFamily,
     api_requests: Family<VerbLabels, Counter>,
     objects: Family<ActionLabels, Counter>,
     reconciles: Family<ResultLabels, Counter>,
@@ -315,8 +321,8 @@ impl Metrics {
     /// Registers every metric, with all closed-label series at zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let stage_duration =
-            HistogramFamily::new_with_constructor(stage_histogram as fn() -> Histogram);
+        let step_duration =
+            HistogramFamily::new_with_constructor(step_histogram as fn() -> Histogram);
         let api_requests = Family::<VerbLabels, Counter>::default();
         let objects = Family::<ActionLabels, Counter>::default();
         let reconciles = Family::<ResultLabels, Counter>::default();
@@ -363,7 +369,7 @@ impl Metrics {
         registry.register(
             "capstan_reconcile_duration_seconds",
             "Time spent in each reconcile stage, in seconds",
-            stage_duration.clone(),
+            step_duration.clone(),
         );
         registry.register(
             "capstan_api_requests",
@@ -421,8 +427,8 @@ impl Metrics {
             leader.clone(),
         );
 
-        for &stage in Stage::ALL {
-            let _ = stage_duration.get_or_create(&StageLabels { stage });
+        for &stage in PipelineStep::ALL {
+            let _ = step_duration.get_or_create(&StepLabels { stage });
         }
         for &verb in Verb::ALL {
             let _ = api_requests.get_or_create(&VerbLabels {
@@ -448,7 +454,7 @@ impl Metrics {
 
         Metrics {
             registry,
-            stage_duration,
+            step_duration,
             api_requests,
             objects,
             reconciles,
@@ -511,10 +517,10 @@ impl Metrics {
             .inc();
     }
 
-    /// Records how long a stage took.
-    pub fn observe_stage(&self, stage: Stage, elapsed: Duration) {
-        self.stage_duration
-            .get_or_create(&StageLabels { stage })
+    /// Records how long a step of the pipeline took.
+    pub fn observe_step(&self, stage: PipelineStep, elapsed: Duration) {
+        self.step_duration
+            .get_or_create(&StepLabels { stage })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -677,7 +683,7 @@ mod tests {
     #[test]
     fn observations_show_up() {
         let m = Metrics::new();
-        m.observe_stage(Stage::Render, Duration::from_millis(20));
+        m.observe_step(PipelineStep::Render, Duration::from_millis(20));
         m.inc_api_request(Verb::Patch);
         m.add_objects(ObjectAction::Create, 3);
         m.inc_reconcile(ReconcileResult::Success);
@@ -685,7 +691,7 @@ mod tests {
         m.inc_webhook(WebhookOutcome::Accepted);
         m.set_cluster_phases([("Provisioned", 3), ("Provisioning", 1)]);
         m.set_cluster_phases([("Provisioned", 4)]);
-        m.inc_upgrade_held(crate::plan::waves::Reason::WaitingForWave.into());
+        m.inc_upgrade_held(crate::status::Reason::WaitingForWave.try_into().unwrap());
         m.set_waves([("canary", "upgrading", 1), ("rest", "pending", 2)]);
         m.set_waves([("canary", "done", 1), ("rest", "pending", 2)]);
         assert_eq!(m.upgrades_held(HoldReason::WaitingForWave), 1);

@@ -457,28 +457,28 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
             "Deployment/capstan",
         ]
     );
-    let rules = |scope| -> Vec<serde_json::Value> {
+    let rules = |holder| -> Vec<serde_json::Value> {
         capstan::install::rbac::rules()
             .iter()
-            .filter(|r| r.scope == scope)
+            .filter(|r| r.holder == holder)
             .map(capstan::install::rbac::Rule::to_value)
             .collect()
     };
     assert_eq!(
         docs[4]["rules"],
-        serde_json::Value::from(rules(capstan::install::rbac::Scope::Workload))
+        serde_json::Value::from(rules(capstan::install::rbac::Holder::Workload))
     );
     assert_eq!(
         docs[6]["rules"],
-        serde_json::Value::from(rules(capstan::install::rbac::Scope::Management))
+        serde_json::Value::from(rules(capstan::install::rbac::Holder::Management))
     );
     assert_eq!(
         docs[9]["rules"],
-        serde_json::Value::from(rules(capstan::install::rbac::Scope::Cluster))
+        serde_json::Value::from(rules(capstan::install::rbac::Holder::Cluster))
     );
     assert_eq!(
         docs[11]["rules"],
-        serde_json::Value::from(rules(capstan::install::rbac::Scope::System))
+        serde_json::Value::from(rules(capstan::install::rbac::Holder::System))
     );
     assert_eq!(docs[14]["spec"]["replicas"], 2);
     // The API server admits every object as it is (kubectl's server-side apply validates

@@ -19,9 +19,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::health::Assessment;
 use crate::stages::Staged;
-use crate::status::{ManagedClusterStatus, NAMESPACE, Phase, Recorded, condition};
+use crate::status::ConditionStatus::{False, True, Unknown};
+use crate::status::ConditionType::{Applied, Conflict, Ready};
+use crate::status::{
+    ConditionType, ManagedClusterStatus, NAMESPACE, Phase, Reason, Recorded, condition,
+};
 use crate::waves::Hold;
-use crate::{Action, ObjectRef, Plan, planner};
+use crate::{Action, ObjectRef, Plan};
 
 /// What a cluster's pass does before it plans anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +34,7 @@ pub enum Gate {
     /// nothing applied, nothing deleted.
     Hold {
         /// The Ready condition's reason.
-        reason: &'static str,
+        reason: Reason,
         /// Why.
         message: String,
     },
@@ -52,7 +56,7 @@ pub enum Gate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The Ready condition's reason.
-    pub reason: &'static str,
+    pub reason: Reason,
     /// Why, for the condition.
     pub why: String,
     /// The phase message.
@@ -90,12 +94,7 @@ pub fn refused_message(revision: &str, prev: Option<&Recorded>, why: &str) -> St
 }
 
 /// A refusal with the usual message.
-pub fn refusal(
-    revision: &str,
-    prev: Option<&Recorded>,
-    reason: &'static str,
-    why: String,
-) -> Refusal {
+pub fn refusal(revision: &str, prev: Option<&Recorded>, reason: Reason, why: String) -> Refusal {
     Refusal {
         reason,
         message: refused_message(revision, prev, &why),
@@ -119,13 +118,13 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
         return Gate::Hold {
-            reason: "Suspended",
+            reason: Reason::Suspended,
             message: format!("suspended in the repository{why}"),
         };
     }
     if let Some(m) = &f.management_upgrading {
         return Gate::Hold {
-            reason: "ManagementUpgrading",
+            reason: Reason::ManagementUpgrading,
             message: m.clone(),
         };
     }
@@ -169,7 +168,7 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
             )
         };
         return Gate::Refuse(Refusal {
-            reason: "ValidationFailed",
+            reason: Reason::ValidationFailed,
             why: first,
             message,
         });
@@ -181,7 +180,7 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
             return Gate::Refuse(refusal(
                 f.revision,
                 f.prev,
-                "DeletionRefused",
+                Reason::DeletionRefused,
                 format!(
                     "capstan does not delete the management cluster it runs on ({}); remove the tombstone, or delete the cluster from outside it",
                     entry.name
@@ -196,7 +195,7 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
         return Gate::Refuse(refusal(
             f.revision,
             f.prev,
-            "Forbidden",
+            Reason::Forbidden,
             format!(
                 "the agent may not read {kind} ({api_version}): {why}; grant it with `capstan install --allow` or take it out of the repository"
             ),
@@ -207,7 +206,7 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
 
 /// The status of a cluster the pass holds (suspended, or its management cluster upgrading
 /// itself): its record as it was, with the hold's phase and message.
-pub fn held(prev: Option<&Recorded>, reason: &str, message: &str) -> ManagedClusterStatus {
+pub fn held(prev: Option<&Recorded>, reason: Reason, message: &str) -> ManagedClusterStatus {
     let last_applied = prev
         .map(|p| p.status.last_applied_revision.clone())
         .unwrap_or_default();
@@ -219,7 +218,7 @@ pub fn held(prev: Option<&Recorded>, reason: &str, message: &str) -> ManagedClus
         desired_hash: prev
             .map(|p| p.status.desired_hash.clone())
             .unwrap_or_default(),
-        conditions: vec![condition("Ready", "Unknown", reason, message)],
+        conditions: vec![condition(Ready, Unknown, reason, message)],
         inventory: prev.map(Recorded::inventory).unwrap_or_default(),
         ..Default::default()
     }
@@ -238,7 +237,7 @@ pub fn not_applied(prev: Option<&Recorded>, revision: &str, r: &Refusal) -> Mana
         desired_hash: prev
             .map(|p| p.status.desired_hash.clone())
             .unwrap_or_default(),
-        conditions: vec![condition("Ready", "False", r.reason, &r.why)],
+        conditions: vec![condition(Ready, False, r.reason, &r.why)],
         inventory: prev.map(Recorded::inventory).unwrap_or_default(),
         ..Default::default()
     }
@@ -252,7 +251,7 @@ pub fn orphaned(rec: &Recorded, revision: &str, message: &str) -> ManagedCluster
         last_applied_revision: rec.status.last_applied_revision.clone(),
         last_attempted_revision: revision.to_string(),
         desired_hash: rec.status.desired_hash.clone(),
-        conditions: vec![condition("Ready", "Unknown", "Orphaned", message)],
+        conditions: vec![condition(Ready, Unknown, Reason::Orphaned, message)],
         inventory: rec.inventory(),
         ..Default::default()
     }
@@ -262,15 +261,15 @@ pub fn orphaned(rec: &Recorded, revision: &str, message: &str) -> ManagedCluster
 /// report ([`crate::health::assess`]).
 pub fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
     let applied = condition(
-        "Applied",
-        "True",
-        "Applied",
+        Applied,
+        True,
+        Reason::Applied,
         "every object of the cluster is applied",
     );
     let (phase, status) = if a.ready {
-        (Phase::Ready, "True")
+        (Phase::Ready, True)
     } else {
-        (Phase::Progressing, "False")
+        (Phase::Progressing, False)
     };
     let message = if a.ready {
         a.message.clone()
@@ -280,7 +279,7 @@ pub fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
     (
         phase,
         message.clone(),
-        vec![applied, condition("Ready", status, a.reason, &message)],
+        vec![applied, condition(Ready, status, a.reason, &message)],
     )
 }
 
@@ -346,7 +345,7 @@ pub struct Settled<'a> {
     pub now: k8s_openapi::jiff::Timestamp,
     /// Its wave.
     pub wave: Option<String>,
-    /// The inventory to record ([`planner::next_inventory`]).
+    /// The inventory to record ([`crate::planner::next_inventory`]).
     pub inventory: Vec<ObjectRef>,
 }
 
@@ -363,9 +362,9 @@ pub fn humanize(d: Duration) -> String {
 }
 
 /// Replaces the Ready condition.
-fn ready(mut conditions: Vec<Condition>, reason: &str, message: &str) -> Vec<Condition> {
-    conditions.retain(|c| c.type_ != "Ready");
-    conditions.insert(0, condition("Ready", "False", reason, message));
+fn ready(mut conditions: Vec<Condition>, reason: Reason, message: &str) -> Vec<Condition> {
+    conditions.retain(|c| c.type_ != ConditionType::Ready.as_str());
+    conditions.insert(0, condition(Ready, False, reason, message));
     conditions
 }
 
@@ -423,15 +422,15 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
                 Phase::Failed,
                 format!("applying revision {}: {why}", s.revision),
                 vec![
-                    condition("Ready", "False", planner::ALREADY_EXISTS, &why),
-                    condition("Conflict", "True", planner::ALREADY_EXISTS, &why),
+                    condition(Ready, False, Reason::AlreadyExists, &why),
+                    condition(Conflict, True, Reason::AlreadyExists, &why),
                 ],
             )
         }
         Some(f) => (
             Phase::Failed,
             format!("applying revision {}: {f}", s.revision),
-            vec![condition("Ready", "False", "ApplyFailed", f)],
+            vec![condition(Ready, False, Reason::ApplyFailed, f)],
         ),
         None => converged(s),
     };
@@ -442,7 +441,7 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         (Some(f), _) => (
             Phase::Failed,
             format!("upgrade not started: {f}"),
-            vec![condition("Ready", "False", "UpgradeFailed", f)],
+            vec![condition(Ready, False, Reason::UpgradeFailed, f)],
         ),
         (None, Some(t)) if s.failure.is_none() => {
             let t = if s.upgrade.backup.is_empty() {
@@ -456,7 +455,7 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
             (
                 Phase::Failed,
                 t.clone(),
-                vec![condition("Ready", "False", "StageTimedOut", &t)],
+                vec![condition(Ready, False, Reason::StageTimedOut, &t)],
             )
         }
         // Held before it started, by the fleet's pacing or by the health gate (no earlier
@@ -465,8 +464,8 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         // what it waits for.
         (None, None) if s.failure.is_none() && phase != Phase::Failed && not_started => {
             let (reason, why) = match s.not_started.expect("not started") {
-                NotStarted::Paced(hold) => (hold.reason.as_str(), hold.message.as_str()),
-                NotStarted::Unhealthy(why) => ("WaitingForHealth", why.as_str()),
+                NotStarted::Paced(hold) => (hold.reason, hold.message.as_str()),
+                NotStarted::Unhealthy(why) => (Reason::WaitingForHealth, why.as_str()),
             };
             let message = format!("upgrade to revision {} not started: {why}", s.revision);
             let conditions = ready(conditions, reason, &message);
@@ -537,11 +536,11 @@ fn converged(s: &Settled<'_>) -> (Phase, String, Vec<Condition>) {
         // Not converged, and not something waiting will fix: someone has to settle which side
         // owns the field.
         let message = conflicts.join("; ");
-        let mut conditions = ready(conditions, "Conflict", &message);
+        let mut conditions = ready(conditions, Reason::Conflict, &message);
         conditions.push(condition(
-            "Conflict",
-            "True",
-            "FieldManagerConflict",
+            Conflict,
+            True,
+            Reason::FieldManagerConflict,
             &message,
         ));
         return (Phase::Failed, message, conditions);
@@ -558,9 +557,13 @@ fn converged(s: &Settled<'_>) -> (Phase, String, Vec<Condition>) {
                     || p.status.phase == Some(Phase::Upgrading)
             });
             let (phase, reason, verb) = if upgrading {
-                (Phase::Upgrading, "Upgrading", "upgrading")
+                (Phase::Upgrading, Reason::Upgrading, "upgrading")
             } else {
-                (Phase::Progressing, "Progressing", "applied, rolling out")
+                (
+                    Phase::Progressing,
+                    Reason::Progressing,
+                    "applied, rolling out",
+                )
             };
             let message = match s.note {
                 Some(n) => format!("{verb} ({n}): {summary}"),
@@ -575,7 +578,7 @@ fn converged(s: &Settled<'_>) -> (Phase, String, Vec<Condition>) {
                 "upgrading ({}): this step has rolled out",
                 s.note.unwrap_or_default()
             );
-            let conditions = ready(conditions, "Upgrading", &message);
+            let conditions = ready(conditions, Reason::Upgrading, &message);
             (Phase::Upgrading, message, conditions)
         }
         // Rolled out, but prunes wait for a pass that sees it so (the deletion that held them
@@ -594,7 +597,7 @@ fn converged(s: &Settled<'_>) -> (Phase, String, Vec<Condition>) {
                 "rolled out at this revision; pruned by the next pass: {}",
                 held.join(", ")
             );
-            let conditions = ready(conditions, "Pruning", &message);
+            let conditions = ready(conditions, Reason::Pruning, &message);
             (Phase::Progressing, message, conditions)
         }
         None => (phase, message, conditions),

@@ -22,11 +22,13 @@
 //! 3. the Cluster's `Available` condition is True at its current generation, and its
 //!    `RemoteConnectionProbe` (the workload API server answers) is not False.
 //!
-//! [`Rollout`] is what the live cache keeps of those objects' status (a few dozen bytes), and
-//! [`assess`] is a pure function of it: the first unmet rule, in the order above, is the
+//! [`RolloutStatus`] is what the live cache keeps of those objects' status (a few dozen bytes),
+//! and [`assess`] is a pure function of it: the first unmet rule, in the order above, is the
 //! message.
 
 use serde_json::Value;
+
+use crate::status::Reason;
 
 /// The conditions health reads (Cluster API v1beta2 condition types).
 pub const CONDITIONS: &[&str] = &[
@@ -76,9 +78,10 @@ pub struct Replicas {
     pub available: i64,
 }
 
-/// The rollout status of a Cluster, control plane or MachineDeployment.
+/// The rollout status of a Cluster, control plane or MachineDeployment: what Cluster API reports
+/// of its machines rolling (the fleet's `rollout` section is `capstan_layout::config::Rollout`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rollout {
+pub struct RolloutStatus {
     /// `status.observedGeneration` (0: never observed).
     pub observed_generation: i64,
     /// MachineDeployments: the machine template it asks for ([`machine_template`]).
@@ -114,9 +117,9 @@ pub struct Etcd {
     pub endpoints: Box<str>,
 }
 
-impl Rollout {
+impl RolloutStatus {
     /// From a whole object.
-    pub fn from_object(obj: &Value) -> Rollout {
+    pub fn from_object(obj: &Value) -> RolloutStatus {
         let int = |p: &str| obj.pointer(p).and_then(Value::as_i64);
         let s = |c: &Value, k: &str| -> Box<str> {
             c.get(k).and_then(Value::as_str).unwrap_or("").into()
@@ -173,7 +176,7 @@ impl Rollout {
                 up_to_date: int("/status/upToDateReplicas").unwrap_or(0),
                 available: int("/status/availableReplicas").unwrap_or(0),
             });
-        Rollout {
+        RolloutStatus {
             observed_generation: int("/status/observedGeneration").unwrap_or(0),
             template: obj
                 .pointer("/spec/template/spec")
@@ -265,7 +268,7 @@ pub struct Observed<'a> {
     /// `metadata.generation`.
     pub generation: i64,
     /// Its status (None: not seen yet).
-    pub rollout: Option<&'a Rollout>,
+    pub rollout: Option<&'a RolloutStatus>,
     /// MachineDeployments: their MachineSets.
     pub machine_sets: &'a [MachineSet],
 }
@@ -275,14 +278,14 @@ pub struct Observed<'a> {
 pub struct Assessment {
     /// Converged at this revision.
     pub ready: bool,
-    /// A CamelCase reason for the Ready condition.
-    pub reason: &'static str,
+    /// The Ready condition's reason.
+    pub reason: Reason,
     /// One line for humans.
     pub message: String,
 }
 
 impl Assessment {
-    fn waiting(reason: &'static str, message: String) -> Assessment {
+    fn waiting(reason: Reason, message: String) -> Assessment {
         Assessment {
             ready: false,
             reason,
@@ -296,19 +299,19 @@ impl Assessment {
 pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
     let Some(r) = o.rollout else {
         return Some(Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!("{}: no status yet", o.what),
         ));
     };
     if r.deleting {
         return Some(Assessment::waiting(
-            "Deleting",
+            Reason::Deleting,
             format!("{} is being deleted", o.what),
         ));
     }
     if r.observed_generation < o.generation {
         return Some(Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!(
                 "{}: generation {} not observed yet (observed {})",
                 o.what, o.generation, r.observed_generation
@@ -321,33 +324,33 @@ pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
         // surges above the desired count.
         if n.current < desired {
             return Some(Assessment::waiting(
-                "ScalingUp",
+                Reason::ScalingUp,
                 format!("{}: {}/{desired} machines", o.what, n.current),
             ));
         }
         if n.up_to_date < desired {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!("{}: {}/{desired} machines up to date", o.what, n.up_to_date),
             ));
         }
         if n.current > desired {
             return Some(Assessment::waiting(
-                "ScalingDown",
+                Reason::ScalingDown,
                 format!("{}: {} machines for {desired} desired", o.what, n.current),
             ));
         }
         if n.available < desired {
             return Some(Assessment::waiting(
-                "Progressing",
+                Reason::Progressing,
                 format!("{}: {}/{desired} machines available", o.what, n.available),
             ));
         }
     }
     for (c, reason) in [
-        ("RollingOut", "RollingOut"),
-        ("ScalingUp", "ScalingUp"),
-        ("ScalingDown", "ScalingDown"),
+        ("RollingOut", Reason::RollingOut),
+        ("ScalingUp", Reason::ScalingUp),
+        ("ScalingDown", Reason::ScalingDown),
     ] {
         if r.is_true(c) {
             return Some(Assessment::waiting(reason, format!("{}: {c}", o.what)));
@@ -363,14 +366,14 @@ pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
         let old: i64 = of(false).map(|s| s.replicas).sum();
         if old > 0 {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!("{}: {old} machines of an older template remain", o.what),
             ));
         }
         let available: i64 = of(true).map(|s| s.available).sum();
         if available < desired {
             return Some(Assessment::waiting(
-                "RollingOut",
+                Reason::RollingOut,
                 format!(
                     "{}: {available}/{desired} machines of the current template available",
                     o.what
@@ -389,16 +392,19 @@ pub fn assess(
 ) -> Assessment {
     let Some(c) = cluster.rollout else {
         return Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             "Cluster API has not reported on the Cluster yet".into(),
         );
     };
     if c.deleting {
-        return Assessment::waiting("Deleting", format!("{} is being deleted", cluster.what));
+        return Assessment::waiting(
+            Reason::Deleting,
+            format!("{} is being deleted", cluster.what),
+        );
     }
     if c.observed_generation < cluster.generation {
         return Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!(
                 "{}: generation {} not observed yet (observed {})",
                 cluster.what, cluster.generation, c.observed_generation
@@ -412,7 +418,7 @@ pub fn assess(
         && &*probe.status == "False"
     {
         return Assessment::waiting(
-            "Unreachable",
+            Reason::Unreachable,
             format!(
                 "{}: the workload API server does not answer ({})",
                 cluster.what, probe.reason
@@ -426,7 +432,7 @@ pub fn assess(
         {
             Assessment {
                 ready: true,
-                reason: "Available",
+                reason: Reason::Available,
                 message: "Cluster API reports the cluster Available, rolled out at this revision"
                     .into(),
             }
@@ -440,14 +446,14 @@ pub fn assess(
                 format!("{}: {flat}", a.reason)
             };
             Assessment::waiting(
-                "Progressing",
+                Reason::Progressing,
                 format!("{}: Available={} {detail}", cluster.what, a.status)
                     .trim()
                     .to_string(),
             )
         }
         None => Assessment::waiting(
-            "Progressing",
+            Reason::Progressing,
             format!("{}: Available not reported yet", cluster.what),
         ),
     }
@@ -463,12 +469,12 @@ mod tests {
         observed: i64,
         available: &str,
         available_gen: i64,
-    ) -> (i64, Rollout) {
+    ) -> (i64, RolloutStatus) {
         let obj = json!({"metadata": {"generation": generation}, "status": {"observedGeneration": observed, "conditions": [
             {"type": "Available", "status": available, "reason": "R", "message": "m", "observedGeneration": available_gen},
             {"type": "RemoteConnectionProbe", "status": "True", "reason": "ProbeSucceeded"},
             {"type": "Ready", "status": "True", "reason": "ignored"}]}});
-        (generation, Rollout::from_object(&obj))
+        (generation, RolloutStatus::from_object(&obj))
     }
 
     fn scalable(
@@ -479,14 +485,14 @@ mod tests {
         up: i64,
         avail: i64,
         rolling: &str,
-    ) -> (i64, Rollout) {
+    ) -> (i64, RolloutStatus) {
         let obj = json!({"metadata": {"generation": generation}, "spec": {"replicas": desired},
             "status": {"observedGeneration": observed, "replicas": current, "upToDateReplicas": up, "availableReplicas": avail,
                 "conditions": [{"type": "RollingOut", "status": rolling, "reason": "x"}]}});
-        (generation, Rollout::from_object(&obj))
+        (generation, RolloutStatus::from_object(&obj))
     }
 
-    fn obs<'a>(what: &'a str, g: &'a (i64, Rollout)) -> Observed<'a> {
+    fn obs<'a>(what: &'a str, g: &'a (i64, RolloutStatus)) -> Observed<'a> {
         Observed {
             what,
             generation: g.0,
@@ -534,7 +540,7 @@ mod tests {
             &[],
         );
         assert_eq!(
-            (a.reason, a.message.as_str()),
+            (a.reason.as_str(), a.message.as_str()),
             (
                 "RollingOut",
                 "KubeadmControlPlane/c: 1/3 machines up to date"
@@ -548,7 +554,8 @@ mod tests {
                 Some(obs("KubeadmControlPlane/c", &cp)),
                 &[]
             )
-            .reason,
+            .reason
+            .as_str(),
             "ScalingDown"
         );
         // Workers next.
@@ -589,9 +596,9 @@ mod tests {
         assert!(!assess(obs("Cluster/c", &c), None, &[]).ready);
         let obj = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": [
             {"type": "Available", "status": "True"}, {"type": "RemoteConnectionProbe", "status": "False", "reason": "ProbeFailed"}]}});
-        let r = (1, Rollout::from_object(&obj));
+        let r = (1, RolloutStatus::from_object(&obj));
         assert_eq!(
-            assess(obs("Cluster/c", &r), None, &[]).reason,
+            assess(obs("Cluster/c", &r), None, &[]).reason.as_str(),
             "Unreachable"
         );
     }
@@ -603,7 +610,7 @@ mod tests {
         let md = json!({"metadata": {"generation": 2}, "spec": {"replicas": 1, "template": {"spec": {
                 "version": "v1.33.5", "bootstrap": {"configRef": {"name": "b-new"}}, "infrastructureRef": {"name": "i"}}}},
             "status": {"observedGeneration": 2, "replicas": 1, "upToDateReplicas": 1, "availableReplicas": 1}});
-        let md = (2, Rollout::from_object(&md));
+        let md = (2, RolloutStatus::from_object(&md));
         let set = |bootstrap: &str, spec: i64, status: i64, available: i64| {
             MachineSet::from_object(&json!({"spec": {"replicas": spec, "template": {"spec": {
                 "version": "v1.33.5", "bootstrap": {"configRef": {"name": bootstrap}}, "infrastructureRef": {"name": "i"}}}},
@@ -639,7 +646,7 @@ mod tests {
     fn autoscaled_groups_compare_with_what_exists() {
         // No spec.replicas (left to the autoscaler): desired is what exists.
         let obj = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "replicas": 2, "upToDateReplicas": 2, "availableReplicas": 2}});
-        let md = (1, Rollout::from_object(&obj));
+        let md = (1, RolloutStatus::from_object(&obj));
         let c = cluster(1, 1, "True", 1);
         assert!(
             assess(

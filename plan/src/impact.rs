@@ -68,10 +68,10 @@ pub enum Lifecycle {
     Change,
 }
 
-/// Why machines are replaced.
+/// Why machines are replaced (not a condition reason: those are [`crate::status::Reason`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Reason {
+pub struct RollCause {
     /// What changed: `version`, `machineTemplate`, `kubeadmConfig`, `bootstrapTemplate`,
     /// `machineSpec`, `etcdConfig`.
     pub what: &'static str,
@@ -83,8 +83,8 @@ pub struct Reason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Roll {
-    /// Why (at least one reason).
-    pub reasons: Vec<Reason>,
+    /// Why (at least one cause; `reasons` in the JSON).
+    pub reasons: Vec<RollCause>,
 }
 
 /// A replica count that moves without replacing machines.
@@ -475,7 +475,7 @@ fn control_plane(old: &[Value], new: &[Value], basis: Basis) -> Machines {
     let mut reasons = Vec::new();
     let version = |v: &Value| v.pointer("/spec/version").cloned();
     if version(o) != version(n) {
-        reasons.push(Reason {
+        reasons.push(RollCause {
             what: "version",
             detail: format!(
                 "{} → {}",
@@ -486,7 +486,7 @@ fn control_plane(old: &[Value], new: &[Value], basis: Basis) -> Machines {
     }
     let tpl = "/spec/machineTemplate/spec/infrastructureRef/name";
     if s(o, tpl) != s(n, tpl) {
-        reasons.push(template_reason(old, new, s(o, tpl), s(n, tpl), basis));
+        reasons.push(template_cause(old, new, s(o, tpl), s(n, tpl), basis));
     }
     let cfg = changed_fields(
         o.pointer("/spec/kubeadmConfigSpec"),
@@ -494,7 +494,7 @@ fn control_plane(old: &[Value], new: &[Value], basis: Basis) -> Machines {
         basis,
     );
     if !cfg.is_empty() {
-        reasons.push(Reason {
+        reasons.push(RollCause {
             what: "kubeadmConfig",
             detail: fields_text(&cfg),
         });
@@ -506,7 +506,7 @@ fn control_plane(old: &[Value], new: &[Value], basis: Basis) -> Machines {
 }
 
 /// The reason of a template whose (content-hashed) name changed: which of its fields differ.
-fn template_reason(old: &[Value], new: &[Value], from: &str, to: &str, basis: Basis) -> Reason {
+fn template_cause(old: &[Value], new: &[Value], from: &str, to: &str, basis: Basis) -> RollCause {
     let find = |objs: &'_ [Value], name: &str| -> Option<Value> {
         objs.iter()
             .find(|o| s(o, "/metadata/name") == name && o.pointer("/spec/template").is_some())
@@ -516,7 +516,7 @@ fn template_reason(old: &[Value], new: &[Value], from: &str, to: &str, basis: Ba
         (Some(a), Some(b)) => changed_fields(Some(&a), Some(&b), basis),
         _ => Vec::new(),
     };
-    Reason {
+    RollCause {
         what: "machineTemplate",
         detail: if fields.is_empty() {
             format!("{from} → {to}")
@@ -541,11 +541,11 @@ fn etcd(old: &[Value], new: &[Value], basis: Basis) -> Machines {
     let mut reasons = Vec::new();
     let tpl = "/spec/infrastructureTemplate/name";
     if s(o, tpl) != s(n, tpl) {
-        reasons.push(template_reason(old, new, s(o, tpl), s(n, tpl), basis));
+        reasons.push(template_cause(old, new, s(o, tpl), s(n, tpl), basis));
     }
     let ver = "/spec/etcdadmConfigSpec/cloudInitConfig/version";
     if o.pointer(ver) != n.pointer(ver) {
-        reasons.push(Reason {
+        reasons.push(RollCause {
             what: "version",
             detail: format!("etcd {} → {}", show(o.pointer(ver)), show(n.pointer(ver))),
         });
@@ -559,7 +559,7 @@ fn etcd(old: &[Value], new: &[Value], basis: Basis) -> Machines {
     .filter(|f| !f.starts_with("cloudInitConfig."))
     .collect();
     if !cfg.is_empty() {
-        reasons.push(Reason {
+        reasons.push(RollCause {
             what: "etcdConfig",
             detail: fields_text(&cfg),
         });
@@ -623,7 +623,7 @@ fn workers(old: &[Value], new: &[Value], basis: Basis) -> Vec<WorkerGroup> {
                 let spec =
                     |v: &'_ Value, p: &str| v.pointer(&format!("/spec/template/spec{p}")).cloned();
                 if spec(o, "/version") != spec(n, "/version") {
-                    reasons.push(Reason {
+                    reasons.push(RollCause {
                         what: "version",
                         detail: format!(
                             "{} → {}",
@@ -634,12 +634,12 @@ fn workers(old: &[Value], new: &[Value], basis: Basis) -> Vec<WorkerGroup> {
                 }
                 let infra = "/spec/template/spec/infrastructureRef/name";
                 if s(o, infra) != s(n, infra) {
-                    reasons.push(template_reason(old, new, s(o, infra), s(n, infra), basis));
+                    reasons.push(template_cause(old, new, s(o, infra), s(n, infra), basis));
                 }
                 let boot = "/spec/template/spec/bootstrap/configRef/name";
                 if s(o, boot) != s(n, boot) {
-                    let fields = template_reason(old, new, s(o, boot), s(n, boot), basis);
-                    reasons.push(Reason {
+                    let fields = template_cause(old, new, s(o, boot), s(n, boot), basis);
+                    reasons.push(RollCause {
                         what: "bootstrapTemplate",
                         detail: fields.detail,
                     });
@@ -657,7 +657,7 @@ fn workers(old: &[Value], new: &[Value], basis: Basis) -> Vec<WorkerGroup> {
                 })
                 .collect();
                 if !rest.is_empty() {
-                    reasons.push(Reason {
+                    reasons.push(RollCause {
                         what: "machineSpec",
                         detail: fields_text(&rest),
                     });

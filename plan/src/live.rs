@@ -3,8 +3,8 @@
 //! A plan decides "unchanged" from four facts per object: does it exist, which content hash did
 //! capstan apply (an annotation), which generation is it at (drift bumps it), and which fleet
 //! cluster its label says it belongs to (prune deletes only its own); health needs the rollout
-//! status of Cluster API Clusters, control planes and MachineDeployments ([`Rollout`]). [`Live`]
-//! keeps exactly those facts ([`LiveObject`], about a hundred bytes) per object, plus the
+//! status of Cluster API Clusters, control planes and MachineDeployments ([`RolloutStatus`]).
+//! [`Live`] keeps exactly those facts ([`LiveObject`], about a hundred bytes) per object, plus the
 //! recorded status of every managed cluster, never whole objects: 12,000 objects cost about
 //! 3 MiB.
 //!
@@ -23,7 +23,7 @@ use capstan_templates::identity::{
 };
 
 use crate::ObjectRef;
-use crate::health::{MachineSet, Rollout};
+use crate::health::{MachineSet, RolloutStatus};
 use crate::status::Recorded;
 
 /// The facts a plan needs about one live object.
@@ -36,7 +36,7 @@ pub struct LiveObject {
     /// The fleet cluster its `capstan.dev/cluster` label names.
     pub cluster: Option<Box<str>>,
     /// The rollout status of the kinds health reads ([`read_whole`]).
-    pub rollout: Option<Arc<Rollout>>,
+    pub rollout: Option<Arc<RolloutStatus>>,
     /// Has a deletion timestamp (finalizers pending).
     pub deleting: bool,
     /// The hash of the fields capstan owns ([`capstan_templates::identity::owned_fields`]).
@@ -144,7 +144,7 @@ impl LiveObject {
                 .and_then(|l| l.get(CLUSTER_LABEL))
                 .and_then(Value::as_str)
                 .map(Into::into),
-            rollout: Some(Arc::new(Rollout::from_object(obj))),
+            rollout: Some(Arc::new(RolloutStatus::from_object(obj))),
             deleting: meta("deletionTimestamp").is_some(),
             fields: meta("managedFields").and_then(owned_fields).map(Into::into),
             resource_version: resource_version(meta("resourceVersion").and_then(Value::as_str)),

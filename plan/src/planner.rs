@@ -36,6 +36,7 @@ use serde_json::Value;
 use super::stages::Progress;
 use super::{Action, Entry, ObjectRef, Plan, diff, same};
 use crate::live::LiveObject;
+use crate::status::Reason;
 
 /// What to do about drift (a managed field changed by hand on the cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,12 +113,9 @@ pub fn decide(
     }
 }
 
-/// The reason word of an object that exists on the server and is not the cluster's (also the
-/// first word of the tenancy policy's denial for it, the agent's `install::tenancy`).
-pub const ALREADY_EXISTS: &str = "AlreadyExists";
-
 /// The conflict entry of an object of `cluster` that exists and is not its own (`why`: whose it
-/// is), with how an admin hands it over on purpose.
+/// is), with how an admin hands it over on purpose. Its reason starts with
+/// [`Reason::AlreadyExists`], as the tenancy policy's denial of it does.
 pub fn claimed(object: &ObjectRef, cluster: &str, why: &str) -> Entry {
     let how = format!(
         "kubectl annotate {} {}{} {}={cluster}",
@@ -134,7 +132,8 @@ pub fn claimed(object: &ObjectRef, cluster: &str, why: &str) -> Entry {
         object.clone(),
         Action::Conflict,
         Some(format!(
-            "{ALREADY_EXISTS}: {} exists and is not cluster {cluster}'s ({why}); capstan takes over no object by accident: an admin who means {cluster} to adopt it runs `{how}`",
+            "{}: {} exists and is not cluster {cluster}'s ({why}); capstan takes over no object by accident: an admin who means {cluster} to adopt it runs `{how}`",
+            Reason::AlreadyExists,
             object.subject()
         )),
     )
@@ -146,7 +145,7 @@ pub fn is_claimed(e: &Entry) -> bool {
     e.action == Action::Conflict
         && e.reason
             .as_deref()
-            .is_some_and(|r| r.starts_with(ALREADY_EXISTS))
+            .is_some_and(|r| r.starts_with(Reason::AlreadyExists.as_str()))
 }
 
 /// The entry of an object whose live copy (`live`, whole; None when absent) was compared with

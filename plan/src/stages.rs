@@ -455,7 +455,7 @@ pub fn schedule<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::Rollout;
+    use crate::health::RolloutStatus;
     use serde_json::json;
 
     fn r(kind: &str, name: &str) -> ObjectRef {
@@ -488,16 +488,16 @@ mod tests {
     }
 
     /// (generation, status) of a rolled-out or rolling object.
-    fn facts(kind: &str, generation: i64, observed: i64, up_to_date: i64) -> (i64, Rollout) {
+    fn facts(kind: &str, generation: i64, observed: i64, up_to_date: i64) -> (i64, RolloutStatus) {
         let obj = json!({"kind": kind, "metadata": {"generation": generation}, "spec": {"replicas": 3},
             "status": {"observedGeneration": observed, "replicas": 3, "upToDateReplicas": up_to_date,
                 "availableReplicas": 3, "ready": true, "endpoints": "https://10.0.0.1:2379",
                 "conditions": [{"type": "Ready", "status": "True"}]}});
-        (generation, Rollout::from_object(&obj))
+        (generation, RolloutStatus::from_object(&obj))
     }
 
     fn observer<'a>(
-        all: &'a BTreeMap<String, (i64, Rollout)>,
+        all: &'a BTreeMap<String, (i64, RolloutStatus)>,
     ) -> impl Fn(&ObjectRef) -> Option<Observed<'a>> {
         move |r: &ObjectRef| {
             all.get(&r.name).map(|(g, ro)| Observed {
@@ -670,7 +670,7 @@ mod tests {
         let obj = json!({"kind": "EtcdadmCluster", "metadata": {"generation": 1}, "spec": {"replicas": 3},
             "status": {"observedGeneration": 1, "replicas": 3, "ready": true}});
         let mut live = BTreeMap::new();
-        live.insert("etcd".to_string(), (1, Rollout::from_object(&obj)));
+        live.insert("etcd".to_string(), (1, RolloutStatus::from_object(&obj)));
         let plan = vec![
             e("EtcdadmCluster", "etcd", Action::Unchanged),
             e("KubeadmControlPlane", "cp", Action::Update),
@@ -691,9 +691,9 @@ mod tests {
         let obj = |up: i64, avail: i64, current: i64| {
             let o = json!({"kind": "KubeadmControlPlane", "metadata": {"generation": 2}, "spec": {"replicas": 3},
                 "status": {"observedGeneration": 2, "replicas": current, "upToDateReplicas": up, "availableReplicas": avail}});
-            (2, Rollout::from_object(&o))
+            (2, RolloutStatus::from_object(&o))
         };
-        let o = |f: &(i64, Rollout)| {
+        let o = |f: &(i64, RolloutStatus)| {
             progress(
                 &Stage::ControlPlane,
                 &Observed {
@@ -713,7 +713,7 @@ mod tests {
     #[test]
     fn an_addon_nobody_reports_on_is_not_waited_for() {
         let o = json!({"kind": "HelmChartProxy", "metadata": {"generation": 3}, "spec": {}});
-        let f = (3, Rollout::from_object(&o));
+        let f = (3, RolloutStatus::from_object(&o));
         let obs = Observed {
             what: "HelmChartProxy/c",
             generation: f.0,
@@ -736,7 +736,7 @@ mod tests {
         assert!(s.held.is_empty(), "{s:?}");
         let o = json!({"kind": "HelmChartProxy", "metadata": {"generation": 3}, "spec": {},
             "status": {"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "False", "reason": "HelmReleaseProxiesNotReady"}]}});
-        let f = (3, Rollout::from_object(&o));
+        let f = (3, RolloutStatus::from_object(&o));
         let obs = Observed {
             rollout: Some(&f.1),
             ..obs

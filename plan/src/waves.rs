@@ -32,10 +32,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use capstan_layout::config::{Rollout, Window};
-use serde::Serialize;
 
 use super::{Entry, ObjectRef};
-use crate::status::Phase;
+use crate::status::{Phase, Reason};
 
 /// The `rollout` section of a management cluster's fleet config.
 pub fn rollout_of<'f>(fleet: &'f capstan_layout::Fleet, management: &str) -> Option<&'f Rollout> {
@@ -98,43 +97,11 @@ impl Member {
     }
 }
 
-/// Why an upgrade does not start now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Reason {
-    /// A cluster of this wave or an earlier one failed.
-    WaveStopped,
-    /// The waves before are not Ready at the revision (or not started).
-    WaitingForWave,
-    /// Outside every maintenance window.
-    OutsideMaintenanceWindow,
-    /// `maxUnavailable` clusters are upgrading.
-    MaxUnavailable,
-}
-
-impl Reason {
-    /// Every reason, for pre-created metric series.
-    pub const ALL: [Reason; 4] = [
-        Reason::WaveStopped,
-        Reason::WaitingForWave,
-        Reason::OutsideMaintenanceWindow,
-        Reason::MaxUnavailable,
-    ];
-
-    /// The condition reason (and metric label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::WaveStopped => "WaveStopped",
-            Reason::WaitingForWave => "WaitingForWave",
-            Reason::OutsideMaintenanceWindow => "OutsideMaintenanceWindow",
-            Reason::MaxUnavailable => "MaxUnavailable",
-        }
-    }
-}
-
 /// An upgrade held back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hold {
-    /// Why, as a condition reason.
+    /// Why, as a condition reason: [`Reason::WaveStopped`], [`Reason::WaitingForWave`],
+    /// [`Reason::OutsideMaintenanceWindow`] or [`Reason::MaxUnavailable`].
     pub reason: Reason,
     /// Why, for humans.
     pub message: String,

@@ -467,35 +467,36 @@ pub fn scale_w0000(repo: &Path, from: u32, to: u32) -> String {
     git(repo, &["rev-parse", "HEAD"])
 }
 
-/// The agent's stage times (`capstan_reconcile_duration_seconds_sum` by stage, from its
-/// /metrics) and log position when a change is pushed, to say afterwards where its time went.
-pub struct StageClock {
+/// The agent's pipeline step times (`capstan_reconcile_duration_seconds_sum` by its `stage`
+/// label, from its /metrics) and log position when a change is pushed, to say afterwards where
+/// its time went.
+pub struct StepClock {
     before: std::collections::BTreeMap<String, f64>,
     queued: usize,
     reconciled: usize,
 }
 
-impl StageClock {
-    pub fn start(log: &Path, metrics: u16) -> StageClock {
-        StageClock {
-            before: stage_seconds(metrics),
+impl StepClock {
+    pub fn start(log: &Path, metrics: u16) -> StepClock {
+        StepClock {
+            before: step_seconds(metrics),
             queued: queued(log).len(),
             reconciled: reconciled(log).len(),
         }
     }
 
     /// Waits until the change's pass has drained the queue; then the time the agent spent in
-    /// each stage for it, how long after the revision was queued `cluster`'s run finished, and
+    /// each pipeline step for it, how long after the revision was queued `cluster`'s run finished, and
     /// how many runs finished before it (runs that change nothing finish in well under a
     /// millisecond, so others finish first even when `cluster` started first).
     pub fn report(&self, log: &Path, metrics: u16, cluster: &str) -> String {
         let order = wait_drained(log, self.queued, self.reconciled, Duration::from_secs(1800));
         let position = order.iter().position(|r| r["cluster"] == cluster);
-        let spent: Vec<String> = stage_seconds(metrics)
+        let spent: Vec<String> = step_seconds(metrics)
             .iter()
-            .map(|(stage, s)| {
-                let d = s - self.before.get(stage).copied().unwrap_or(0.0);
-                format!("{stage} {:.0} ms", d * 1000.0)
+            .map(|(step, s)| {
+                let d = s - self.before.get(step).copied().unwrap_or(0.0);
+                format!("{step} {:.0} ms", d * 1000.0)
             })
             .collect();
         // The changed cluster's run, and its management cluster's (a workload waits for it when
@@ -570,7 +571,7 @@ fn timestamps(
     Some((seconds_of_day(&queued)?, seconds_of_day(&run)?, took))
 }
 
-fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
+fn step_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
     let (_, body) = http(
         metrics,
         "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
@@ -578,8 +579,8 @@ fn stage_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
     body.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("capstan_reconcile_duration_seconds_sum{stage=\"")?;
-            let (stage, value) = rest.split_once("\"} ")?;
-            Some((stage.to_string(), value.trim().parse().ok()?))
+            let (step, value) = rest.split_once("\"} ")?;
+            Some((step.to_string(), value.trim().parse().ok()?))
         })
         .collect()
 }

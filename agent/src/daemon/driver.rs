@@ -21,7 +21,7 @@ use super::{RunConfig, cause, is_commit, memory_kib, object_action, received};
 use crate::leader::Election;
 use crate::reconcile::{Agent, Kind, Options, ReconcileError, Run, Scope, unix_now};
 use crate::schedule::{Finished, Queue};
-use crate::serve::{Cause, Metrics, ReadyFlag, ReconcileResult, Stage, Trigger};
+use crate::serve::{Cause, Metrics, PipelineStep, ReadyFlag, ReconcileResult, Trigger};
 use crate::source::GitSource;
 use crate::source::release::ReleaseFetcher;
 use crate::status::Phase;
@@ -244,7 +244,10 @@ impl Driver {
         }
         match &run.outcome.paced {
             Some(hold) => {
-                self.metrics.inc_upgrade_held(hold.reason.into());
+                // A hold's reason is always one of the pacing's.
+                if let Ok(reason) = hold.reason.try_into() {
+                    self.metrics.inc_upgrade_held(reason);
+                }
                 self.paced.insert(name.to_string());
             }
             None => {
@@ -414,7 +417,7 @@ impl Driver {
         let t = Instant::now();
         match self.agent.prepare(&cur.fleet, &cur.opts).await {
             Ok(s) => {
-                self.metrics.observe_stage(Stage::Plan, t.elapsed());
+                self.metrics.observe_step(PipelineStep::Plan, t.elapsed());
                 Some(Arc::new(s))
             }
             Err(e) => {

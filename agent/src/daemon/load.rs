@@ -7,7 +7,7 @@ use capstan_layout::{Fleet, RenderCache, Tree, load_fetched};
 use tracing::{error, warn};
 
 use super::Repo;
-use crate::serve::{Metrics, Stage};
+use crate::serve::{Metrics, PipelineStep};
 use crate::source::GitSource;
 use crate::source::release::ReleaseFetcher;
 
@@ -66,7 +66,7 @@ pub(super) async fn load(
                 // Keep serving the last good revision while the remote is unreachable.
                 warn!(error = %e, "source unavailable; reconciling the last good revision");
             }
-            metrics.observe_stage(Stage::Source, t.elapsed());
+            metrics.observe_step(PipelineStep::Source, t.elapsed());
             // Loaded from the source's own copy of the tree: no second copy.
             let t = Instant::now();
             let out = match src_back.last_good() {
@@ -76,16 +76,16 @@ pub(super) async fn load(
                 )),
                 None => None,
             };
-            metrics.observe_stage(Stage::Render, t.elapsed());
+            metrics.observe_step(PipelineStep::Render, t.elapsed());
             *source = Some(src_back);
             out
         }
         (Repo::WorkingCopy(path), _) => match Tree::from_dir(path) {
             Ok(tree) => {
-                metrics.observe_stage(Stage::Source, t.elapsed());
+                metrics.observe_step(PipelineStep::Source, t.elapsed());
                 let t = Instant::now();
                 let fleet = load_release(&tree, fetcher, renders).await?;
-                metrics.observe_stage(Stage::Render, t.elapsed());
+                metrics.observe_step(PipelineStep::Render, t.elapsed());
                 Some((fleet, "local".to_string()))
             }
             Err(e) => {

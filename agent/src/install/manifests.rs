@@ -18,7 +18,7 @@
 
 use serde_json::{Value, json};
 
-use super::rbac::{self, Rule, Scope};
+use super::rbac::{self, Holder, Rule};
 use crate::status::NAMESPACE;
 
 /// Name of the ServiceAccount, (Cluster)Role(Binding)s, Deployment and Service.
@@ -123,37 +123,37 @@ pub fn rbac(rules: &[Rule]) -> Vec<Value> {
 /// [`rbac`] for a ServiceAccount `name` in the same namespace, its roles and bindings named
 /// alike: a second account beside the agent's (tests that need more than it has).
 pub fn rbac_named(name: &str, rules: &[Rule]) -> Vec<Value> {
-    let of = |scope| -> Vec<Value> {
+    let of = |holder| -> Vec<Value> {
         rules
             .iter()
-            .filter(|r| r.scope == scope)
+            .filter(|r| r.holder == holder)
             .map(Rule::to_value)
             .collect()
     };
     let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]);
     vec![
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, true)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of(Scope::Cluster)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of(Holder::Cluster)}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(name, false),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(name, true), "rules": of(Scope::System)}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(name, true), "rules": of(Holder::System)}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name, true),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
     ]
 }
 
 /// The ClusterRoles of the two fleet identities ([`crate::k8s::identity`]) with the
-/// [`Scope::Workload`] and [`Scope::Management`] rules of `rules`, bound to their users.
+/// [`Holder::Workload`] and [`Holder::Management`] rules of `rules`, bound to their users.
 pub fn identities(rules: &[Rule]) -> Vec<Value> {
     use crate::k8s::identity::{MANAGEMENT_USER, WORKLOAD_USER};
     let mut out = Vec::new();
-    for (scope, user, name) in [
-        (Scope::Workload, WORKLOAD_USER, IDENTITY_ROLES[0]),
-        (Scope::Management, MANAGEMENT_USER, IDENTITY_ROLES[1]),
+    for (holder, user, name) in [
+        (Holder::Workload, WORKLOAD_USER, IDENTITY_ROLES[0]),
+        (Holder::Management, MANAGEMENT_USER, IDENTITY_ROLES[1]),
     ] {
         let of: Vec<Value> = rules
             .iter()
-            .filter(|r| r.scope == scope)
+            .filter(|r| r.holder == holder)
             .map(Rule::to_value)
             .collect();
         out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(name, false), "rules": of}));

@@ -140,8 +140,8 @@ pub async fn install_crd(client: &Client) -> Result<Report, InstallError> {
     .await
 }
 
-/// The tenancy policy and the fleet identities' roles (with `rules`' [`rbac::Scope::Workload`]
-/// and [`rbac::Scope::Management`] rules): what an agent needs to write anything, whoever runs
+/// The tenancy policy and the fleet identities' roles (with `rules`' [`rbac::Holder::Workload`]
+/// and [`rbac::Holder::Management`] rules): what an agent needs to write anything, whoever runs
 /// it. Returns once the API server enforces the policy ([`tenancy::enforced`]).
 pub async fn install_tenancy(
     client: &Client,
@@ -319,15 +319,15 @@ mod tests {
         let kinds: std::collections::BTreeSet<_> = rendered_kinds().into_iter().flatten().collect();
         assert!(kinds.len() >= 15, "{kinds:?}");
         for (group, resource) in &kinds {
-            for (scope, verbs) in [
-                (rbac::Scope::Cluster, rbac::READ),
-                (rbac::Scope::Management, rbac::WRITE),
+            for (holder, verbs) in [
+                (rbac::Holder::Cluster, rbac::READ),
+                (rbac::Holder::Management, rbac::WRITE),
             ] {
                 let rule = rules.iter().find(|r| {
-                    r.scope == scope && &r.group == group && r.resources.contains(resource)
+                    r.holder == holder && &r.group == group && r.resources.contains(resource)
                 });
                 let rule = rule.unwrap_or_else(|| {
-                    panic!("no {scope:?} rule for {resource}.{group} (rendered: {kinds:?})")
+                    panic!("no {holder:?} rule for {resource}.{group} (rendered: {kinds:?})")
                 });
                 assert_eq!(rule.verbs, verbs, "{resource}.{group}");
             }

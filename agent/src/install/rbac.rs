@@ -35,9 +35,10 @@ pub const READ: &[&str] = &["get", "list", "watch"];
 /// `create`), updating, pruning and deleting on a tombstone.
 pub const WRITE: &[&str] = &["create", "patch", "delete"];
 
-/// Which object a rule lives in, and so who holds it.
+/// Which role a rule lives in, and so who holds it: the agent (its ClusterRole, its Role) or a
+/// fleet identity. Not a Kubernetes scope (cluster-scoped or namespaced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum Holder {
     /// The agent's ClusterRole.
     Cluster,
     /// The agent's Role in `capstan-system`.
@@ -53,8 +54,8 @@ pub enum Scope {
 /// One RBAC rule and why it is there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
-    /// Which role.
-    pub scope: Scope,
+    /// Which role holds it.
+    pub holder: Holder,
     /// API group ("" for the core group).
     pub group: String,
     /// Resources (plural, `resource/subresource` for subresources).
@@ -72,9 +73,9 @@ pub struct Rule {
 }
 
 impl Rule {
-    fn new(scope: Scope, group: &str, resources: &[&str], verbs: &[&str], why: &str) -> Rule {
+    fn new(holder: Holder, group: &str, resources: &[&str], verbs: &[&str], why: &str) -> Rule {
         Rule {
-            scope,
+            holder,
             group: group.into(),
             resources: resources.iter().map(|r| r.to_string()).collect(),
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
@@ -203,7 +204,7 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
 /// The rules, in the order they are written.
 pub fn rules() -> Vec<Rule> {
     use crate::k8s::identity::{MANAGEMENT_USER, WORKLOAD_USER};
-    use Scope::{Cluster, Management, System, Workload};
+    use Holder::{Cluster, Management, System, Workload};
     let rendered = rendered();
     let mut rules = Vec::new();
     for (group, resources, _, why) in &rendered {
@@ -311,7 +312,7 @@ pub fn rules() -> Vec<Rule> {
 /// Read-only but for that mark. The backup skips (and names) a kind it may not list: a provider
 /// installed besides those EKS Anywhere ships has kinds these rules do not name.
 fn self_upgrade_rules() -> Vec<Rule> {
-    use Scope::Cluster;
+    use Holder::Cluster;
     let backup =
         "the backup a management cluster writes before upgrading its own etcd or control plane";
     let list = |group: &str, resources: &[&str]| {
@@ -421,8 +422,8 @@ pub fn allow(resource: &str) -> Result<Vec<Rule>, String> {
     }
     let why = "named with `capstan install --allow`: a kind the management directories carry";
     Ok(vec![
-        Rule::new(Scope::Cluster, group, &[resource], READ, why),
-        Rule::new(Scope::Management, group, &[resource], WRITE, why),
+        Rule::new(Holder::Cluster, group, &[resource], READ, why),
+        Rule::new(Holder::Management, group, &[resource], WRITE, why),
     ])
 }
 
@@ -438,13 +439,13 @@ mod tests {
                 assert!(!s.contains('*'), "{r:?}");
             }
         }
-        // No verb on a resource granted twice (in the same scope).
+        // No verb on a resource granted twice (to the same holder).
         let mut seen = std::collections::BTreeSet::new();
         for r in rules() {
             for res in &r.resources {
                 for v in &r.verbs {
                     let key = (
-                        format!("{:?}", r.scope),
+                        format!("{:?}", r.holder),
                         r.group.clone(),
                         res.clone(),
                         v.clone(),
@@ -457,24 +458,24 @@ mod tests {
         assert!(allow("configmaps").unwrap()[0].group.is_empty());
         let w = allow("widgets.crd.example.com").unwrap();
         assert_eq!(
-            (w[1].scope, w[1].group.as_str(), w[1].resources[0].as_str()),
-            (Scope::Management, "crd.example.com", "widgets")
+            (w[1].holder, w[1].group.as_str(), w[1].resources[0].as_str()),
+            (Holder::Management, "crd.example.com", "widgets")
         );
         // Every rendered kind: read by the agent, written by the management identity, and by
         // the workload identity unless only management clusters render it.
         for (group, resources, workloads, _) in rendered() {
             for res in resources {
-                let holds = |scope: Scope, verbs: &[&str]| {
+                let holds = |holder: Holder, verbs: &[&str]| {
                     rules().iter().any(|r| {
-                        r.scope == scope
+                        r.holder == holder
                             && r.group == group
                             && r.resources.iter().any(|x| x == res)
                             && r.verbs == verbs
                     })
                 };
-                assert!(holds(Scope::Cluster, READ), "{res}");
-                assert!(holds(Scope::Management, WRITE), "{res}");
-                assert_eq!(holds(Scope::Workload, WRITE), workloads, "{res}");
+                assert!(holds(Holder::Cluster, READ), "{res}");
+                assert!(holds(Holder::Management, WRITE), "{res}");
+                assert_eq!(holds(Holder::Workload, WRITE), workloads, "{res}");
             }
         }
     }

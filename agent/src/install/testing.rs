@@ -91,7 +91,7 @@ pub fn identity_rules() -> Vec<rbac::Rule> {
                 .iter()
                 .flat_map(|r| rbac::allow(r).expect("a resource")),
         )
-        .filter(|r| matches!(r.scope, rbac::Scope::Workload | rbac::Scope::Management))
+        .filter(|r| matches!(r.holder, rbac::Holder::Workload | rbac::Holder::Management))
         .collect()
 }
 
@@ -120,7 +120,7 @@ pub async fn allowing_agent_client(cp: &ControlPlane) -> Client {
         TEST_ALLOW
             .iter()
             .flat_map(|r| rbac::allow(r).expect("a resource"))
-            .filter(|r| r.scope == rbac::Scope::Cluster),
+            .filter(|r| r.holder == rbac::Holder::Cluster),
     );
     client_of(&installed(cp, ALLOWING_ACCOUNT, Vec::new(), &rules).await).await
 }
@@ -138,19 +138,19 @@ pub async fn granted(admin: &Client, account: &str, rules: &[rbac::Rule]) {
             Some((a, b)) => (a.to_string(), Some(b.to_string())),
             None => (r.resources[0].clone(), None),
         };
-        let (user, groups) = match r.scope {
-            rbac::Scope::Cluster | rbac::Scope::System => (
+        let (user, groups) = match r.holder {
+            rbac::Holder::Cluster | rbac::Holder::System => (
                 format!("system:serviceaccount:{NAMESPACE}:{account}"),
                 vec![
                     "system:serviceaccounts".to_string(),
                     "system:authenticated".into(),
                 ],
             ),
-            rbac::Scope::Workload => (
+            rbac::Holder::Workload => (
                 crate::k8s::identity::WORKLOAD_USER.to_string(),
                 vec!["system:authenticated".to_string()],
             ),
-            rbac::Scope::Management => (
+            rbac::Holder::Management => (
                 crate::k8s::identity::MANAGEMENT_USER.to_string(),
                 vec!["system:authenticated".to_string()],
             ),
@@ -164,7 +164,7 @@ pub async fn granted(admin: &Client, account: &str, rules: &[rbac::Rule]) {
                     resource: Some(resource),
                     subresource,
                     verb: Some(r.verbs[0].clone()),
-                    namespace: (r.scope == rbac::Scope::System).then(|| NAMESPACE.to_string()),
+                    namespace: (r.holder == rbac::Holder::System).then(|| NAMESPACE.to_string()),
                     name: r.resource_names.first().cloned(),
                     ..Default::default()
                 }),

@@ -875,7 +875,8 @@ impl Agent {
 mod tests {
     use super::*;
     use crate::plan::stages::{RECHECK, Stage};
-    use crate::plan::waves::{Hold, Reason};
+    use crate::plan::waves::Hold;
+    use crate::status::Reason;
     use std::time::Duration;
 
     fn outcome(waiting: bool, paced: Option<Hold>) -> ClusterOutcome {

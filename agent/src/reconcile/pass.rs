@@ -22,7 +22,9 @@ use crate::plan::order;
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
-use crate::status::{self, ManagedClusterStatus, Phase, Recorded, condition};
+use crate::status::{
+    self, ConditionStatus, ConditionType, ManagedClusterStatus, Phase, Reason, Recorded, condition,
+};
 use capstan_plan::decide::{self, Gate, NotStarted};
 
 /// The holds a cluster's pass found before applying ([`Pass::holds`]).
@@ -237,12 +239,12 @@ impl Pass<'_> {
         };
         let conflict = c.plan.entries.iter().any(|e| e.action == Action::Conflict);
         let (type_, reason) = match c.phase {
-            Phase::Failed if conflict => (EventType::Warning, "Conflict"),
-            Phase::Failed => (EventType::Warning, "ReconcileFailed"),
-            Phase::Orphaned => (EventType::Warning, "Orphaned"),
-            Phase::Deleting => (EventType::Normal, "Deleting"),
-            Phase::Suspended => (EventType::Normal, "Suspended"),
-            _ => (EventType::Normal, "Applied"),
+            Phase::Failed if conflict => (EventType::Warning, Reason::Conflict),
+            Phase::Failed => (EventType::Warning, Reason::ReconcileFailed),
+            Phase::Orphaned => (EventType::Warning, Reason::Orphaned),
+            Phase::Deleting => (EventType::Normal, Reason::Deleting),
+            Phase::Suspended => (EventType::Normal, Reason::Suspended),
+            _ => (EventType::Normal, Reason::Applied),
         };
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(status::API_VERSION.into()),
@@ -260,7 +262,7 @@ impl Pass<'_> {
         );
         let ev = Event {
             type_,
-            reason: reason.into(),
+            reason: reason.as_str().into(),
             note: Some(note.chars().take(1000).collect()),
             action: "Reconcile".into(),
             secondary: None,
@@ -327,8 +329,9 @@ impl Pass<'_> {
                             }
                             // An object that exists and is not the cluster's: the tenancy
                             // policy refused to overwrite it.
-                            if let Some((planner::ALREADY_EXISTS, why)) =
+                            if let Some((reason, why)) =
                                 crate::k8s::tenancy::denial(&apply_message(&err))
+                                && reason == Reason::AlreadyExists.as_str()
                             {
                                 claimed.insert(r.key(), why.to_string());
                             }
@@ -406,7 +409,7 @@ impl Pass<'_> {
                     format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
                 });
                 let why = format!("{}{why}", at.unwrap_or_default());
-                let r = decide::refusal(&self.opts.revision, prev, "UpgradeRefused", why);
+                let r = decide::refusal(&self.opts.revision, prev, Reason::UpgradeRefused, why);
                 return self.refused(entry, prev, r, None).await;
             }
         };
@@ -427,7 +430,7 @@ impl Pass<'_> {
             .await
         {
             // The plan shows why (an object that is not the cluster's is a conflict in it).
-            let shown = (r.reason == planner::ALREADY_EXISTS).then(|| plan.clone());
+            let shown = (r.reason == Reason::AlreadyExists).then(|| plan.clone());
             return self.refused(entry, prev, r, shown).await;
         }
         let holds = self.holds(fleet, entry, &mut plan, &objects, prev, &fp);
@@ -590,20 +593,15 @@ impl Pass<'_> {
             .collect();
         if !claimed.is_empty() {
             let why = claimed.join("; ");
-            return Some(decide::refusal(
-                revision,
-                prev,
-                planner::ALREADY_EXISTS,
-                why,
-            ));
+            return Some(decide::refusal(revision, prev, Reason::AlreadyExists, why));
         }
         match self.immutable_gate(entry, plan, objects, previous).await {
             Ok(None) => None,
-            Ok(Some(why)) => Some(decide::refusal(revision, prev, "ImmutableField", why)),
+            Ok(Some(why)) => Some(decide::refusal(revision, prev, Reason::ImmutableField, why)),
             Err(e) => Some(decide::refusal(
                 revision,
                 prev,
-                "ReadFailed",
+                Reason::ReadFailed,
                 format!("reading its live EKS-A objects: {e}"),
             )),
         }
@@ -861,7 +859,7 @@ impl Pass<'_> {
                         let message = apply_message(&e);
                         match crate::k8s::tenancy::denial(&message) {
                             // Exists and is not the cluster's: a conflict, not a create.
-                            Some((planner::ALREADY_EXISTS, why)) => {
+                            Some((reason, why)) if reason == Reason::AlreadyExists.as_str() => {
                                 Entry::new(r.clone(), Action::Conflict, Some(why.to_string()))
                             }
                             _ => entry(
@@ -948,12 +946,12 @@ impl Pass<'_> {
         match of_kind("Cluster").first() {
             None => health::Assessment {
                 ready: false,
-                reason: "Progressing",
+                reason: Reason::Progressing,
                 message: "no Cluster API Cluster rendered".into(),
             },
             Some(_) if !deleting.is_empty() => health::Assessment {
                 ready: false,
-                reason: "Deleting",
+                reason: Reason::Deleting,
                 message: format!(
                     "waiting for {} pruned object(s) to be deleted: {}",
                     deleting.len(),
@@ -1228,7 +1226,12 @@ impl Pass<'_> {
                 .unwrap_or_default(),
             last_attempted_revision: self.opts.revision.clone(),
             desired_hash: String::new(),
-            conditions: vec![condition("Ready", "False", "Deleting", &message)],
+            conditions: vec![condition(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                Reason::Deleting,
+                &message,
+            )],
             inventory,
             ..Default::default()
         };

@@ -23,7 +23,7 @@ use capstan_layout::{ClusterEntry, Fleet, Objects, Rendered};
 use serde_json::{Value, json};
 
 use super::pass::Pass;
-use crate::health::{MachineSet, Observed, Rollout};
+use crate::health::{MachineSet, Observed, RolloutStatus};
 use crate::plan::chain::{self, Chain, minor_of};
 use crate::plan::impact::{Basis, Impact};
 use crate::plan::stages::{self, Progress, Settings, Staged};
@@ -39,10 +39,10 @@ pub(super) struct Snapshot(BTreeMap<String, Fact>);
 
 /// One object of a [`Snapshot`]: `Kind/name`, its generation, its rollout status and, for a
 /// MachineDeployment, its MachineSets.
-type Fact = (String, i64, Option<Arc<Rollout>>, Vec<MachineSet>);
+type Fact = (String, i64, Option<Arc<RolloutStatus>>, Vec<MachineSet>);
 
 impl Snapshot {
-    fn rollout(&self, o: &Rendered) -> Option<Arc<Rollout>> {
+    fn rollout(&self, o: &Rendered) -> Option<Arc<RolloutStatus>> {
         self.0
             .get(&crate::plan::reference(o).key())
             .and_then(|f| f.2.clone())

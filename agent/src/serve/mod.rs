@@ -14,7 +14,7 @@ pub mod webhook;
 
 pub use logging::{LoggingError, init_tracing};
 pub use metrics::{
-    Cause, GitHubResult, Metrics, MetricsError, ObjectAction, ReconcileResult, Stage, Verb,
+    Cause, GitHubResult, Metrics, MetricsError, ObjectAction, PipelineStep, ReconcileResult, Verb,
     WebhookOutcome,
 };
 pub use server::{

@@ -26,11 +26,13 @@
 //!   and infrastructure reference the cluster's own.
 //!
 //! Which kinds each identity may write is RBAC's part (the agent's `install::rbac`). Every denial's message
-//! starts with a reason word (`AlreadyExists`, `OutsideCluster`, ...) the agent reads back.
+//! starts with a reason word ([`Reason`]: `AlreadyExists`, `OutsideCluster`, ...) the agent reads
+//! back.
 
 use serde_json::{Value, json};
 
 use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, OWNS_EXTRA, POLICY, WORKLOAD_USER};
+use crate::status::Reason;
 use capstan_layout::tenancy::{
     CLUSTER_NAME_LABEL, RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
 };
@@ -38,15 +40,14 @@ use capstan_templates::identity::{
     ADOPT_ANNOTATION, CLUSTER_LABEL, CREATED_BY_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
 };
 
-pub use crate::plan::planner::ALREADY_EXISTS;
-
 /// CEL: whether a name is the cluster's (`<cluster>` or `<cluster>-…`).
 fn named(expr: &str) -> String {
     format!("({expr} == variables.cluster || {expr}.startsWith(variables.cluster + '-'))")
 }
 
-/// One validation: `expr` must hold; else `reason: message` (a CEL string expression).
-fn rule(expr: &str, reason: &str, message: &str) -> Value {
+/// One validation: `expr` must hold; else `reason: message` (a CEL string expression), refused
+/// as Forbidden (the API server's status reason, not capstan's).
+fn rule(expr: &str, reason: Reason, message: &str) -> Value {
     json!({
         "expression": expr,
         "messageExpression": format!("'{reason}: ' + variables.subject + ' ' + {message}"),
@@ -113,28 +114,28 @@ pub fn policy() -> Value {
     let validations = vec![
         rule(
             "variables.cluster != ''",
-            "NoCluster",
+            Reason::NoCluster,
             "'is written without the capstan.dev/cluster extra naming one cluster'",
         ),
         rule(
             &format!(
                 "request.operation == 'DELETE' || variables.labels[?'{cluster_label}'].orValue('') == variables.cluster || (!variables.tenant && !('{cluster_label}' in variables.labels) && !('{cluster_label}' in variables.oldLabels))"
             ),
-            "Unlabelled",
+            Reason::Unlabelled,
             &format!("'must carry the label {cluster_label}: ' + variables.cluster"),
         ),
         rule(
             &format!(
                 "request.operation == 'CREATE' || variables.oldLabels[?'{cluster_label}'].orValue('') == variables.cluster || (request.operation == 'UPDATE' && (variables.oldAnnotations[?'{adopt}'].orValue('') == variables.cluster || (has(request.userInfo.extra) && '{OWNS_EXTRA}' in request.userInfo.extra && oldObject.metadata.uid in request.userInfo.extra['{OWNS_EXTRA}']) || (!variables.tenant && variables.oldLabels[?'{managed_by_label}'].orValue('') == '{managed_by}' && !('{cluster_label}' in variables.oldLabels) && !('{cluster_label}' in variables.labels)) || (!variables.tenant && variables.oldLabels[?'{created_by_label}'].orValue('') == '{managed_by}')))"
             ),
-            ALREADY_EXISTS,
+            Reason::AlreadyExists,
             &format!(
                 "'exists and is not cluster ' + variables.cluster + \"'s\" + (variables.oldLabels[?'{cluster_label}'].orValue('') != '' ? ' (it is labelled for cluster ' + variables.oldLabels['{cluster_label}'] + ')' : ' (capstan did not create it)') + ': capstan takes over no object by accident; an admin who means it to be adopted annotates it {adopt}=' + variables.cluster"
             ),
         ),
         rule(
             &format!("!variables.tenant || {}", named("request.name")),
-            "OutsideCluster",
+            Reason::OutsideCluster,
             "'is not named for cluster ' + variables.cluster + ' (a workload directory writes only objects named ' + variables.cluster + ' or ' + variables.cluster + '-...)'",
         ),
         rule(
@@ -143,14 +144,14 @@ pub fn policy() -> Value {
                 json!(RESERVED_NAMESPACES),
                 cluster_scoped_kinds()
             ),
-            "ReservedNamespace",
+            Reason::ReservedNamespace,
             "'is in a namespace no workload cluster may write to'",
         ),
         rule(
             &format!(
                 "!variables.tenant || request.operation == 'DELETE' || variables.labels[?'{owner_label}'].orValue(variables.cluster) == variables.cluster"
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             &format!("'is labelled {owner_label} for another cluster'"),
         ),
         rule(
@@ -158,7 +159,7 @@ pub fn policy() -> Value {
                 "!variables.tenant || request.operation == 'DELETE' || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, {} || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.uid == r.uid)))",
                 named("r.name")
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             "'names an owner that is not its cluster\\'s'",
         ),
         rule(
@@ -169,7 +170,7 @@ pub fn policy() -> Value {
                 ],
                 &selector,
             ),
-            "ForeignSelector",
+            Reason::ForeignSelector,
             &format!(
                 "'may select another cluster: its clusterSelector must include matchLabels {owner_label}: ' + variables.cluster"
             ),
@@ -182,7 +183,7 @@ pub fn policy() -> Value {
                     named("r.name")
                 ),
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             "'applies a resource that is not its cluster\\'s'",
         ),
         rule(
@@ -194,7 +195,7 @@ pub fn policy() -> Value {
                     secret_ref("tlsConfig", "caSecret")
                 ),
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             "'reads a Secret that is not its cluster\\'s'",
         ),
         rule(
@@ -208,7 +209,7 @@ pub fn policy() -> Value {
                 ],
                 "object.spec.clusterName == variables.cluster",
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             "'belongs to another cluster (spec.clusterName)'",
         ),
         rule(
@@ -220,7 +221,7 @@ pub fn policy() -> Value {
                     reference("infrastructureRef")
                 ),
             ),
-            "ForeignReference",
+            Reason::ForeignReference,
             "'refers to a control plane or infrastructure that is not its own'",
         ),
     ];
@@ -289,7 +290,7 @@ pub async fn enforced(client: &kube::Client) -> Result<(), String> {
         .dry_run();
     match api.patch(PROBE, &pp, &Patch::Apply(&probe)).await {
         Err(kube::Error::Api(s))
-            if denial(&s.message).is_some_and(|(r, _)| r == "ReservedNamespace") =>
+            if denial(&s.message).is_some_and(|(r, _)| r == Reason::ReservedNamespace.as_str()) =>
         {
             Ok(())
         }

@@ -46,7 +46,8 @@ use crate::status::{self, Recorded};
 /// of them may have changed).
 pub type OnChange = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
 
-/// The clusters whose objects' changes matter (`None`: every cluster, before the first pass).
+/// The clusters whose objects' changes matter: the prepared revision's scope (`None`: every
+/// cluster, before the first pass).
 type Scope = Arc<std::sync::RwLock<Option<std::collections::HashSet<String>>>>;
 
 /// An object reduced to its key, what the cache keeps of it, and the fleet cluster it belongs to

@@ -12,7 +12,6 @@ use super::*;
 use crate::Entry;
 use crate::stages::Stage;
 use crate::status::ManagedClusterStatus;
-use crate::waves::Reason;
 
 /// A scaffolded fleet: management `m` and workload `w`, both valid.
 fn fleet() -> capstan_layout::Fleet {
@@ -121,7 +120,7 @@ fn the_gate_in_order() {
                 ..facts(&w, None)
             },
             Gate::Hold {
-                reason: "Suspended",
+                reason: Reason::Suspended,
                 message: "suspended in the repository".into(),
             },
         ),
@@ -129,7 +128,7 @@ fn the_gate_in_order() {
             "suspended, with a reason",
             facts(&suspended, None),
             Gate::Hold {
-                reason: "Suspended",
+                reason: Reason::Suspended,
                 message: "suspended in the repository: maintenance".into(),
             },
         ),
@@ -140,7 +139,7 @@ fn the_gate_in_order() {
                 ..facts(&w, None)
             },
             Gate::Hold {
-                reason: "ManagementUpgrading",
+                reason: Reason::ManagementUpgrading,
                 message: "m upgrades".into(),
             },
         ),
@@ -151,7 +150,7 @@ fn the_gate_in_order() {
                 ..facts(&suspended, None)
             },
             Gate::Hold {
-                reason: "Suspended",
+                reason: Reason::Suspended,
                 message: "suspended in the repository: maintenance".into(),
             },
         ),
@@ -190,7 +189,7 @@ fn the_gate_in_order() {
 
     let r = refused(gate(&facts(&broken, None)));
     assert_eq!(
-        (r.reason, r.message.as_str()),
+        (r.reason.as_str(), r.message.as_str()),
         (
             "ValidationFailed",
             "not applied: error[invalid-value]: bad (cluster w)"
@@ -205,11 +204,12 @@ fn the_gate_in_order() {
     );
     let r = refused(gate(&facts(&broken_tombstone, Some(&applied))));
     assert_eq!(
-        r.reason, "ValidationFailed",
+        r.reason.as_str(),
+        "ValidationFailed",
         "an invalid tombstone deletes nothing"
     );
     let r = refused(gate(&facts(&management_tombstone, Some(&applied))));
-    assert_eq!(r.reason, "DeletionRefused");
+    assert_eq!(r.reason.as_str(), "DeletionRefused");
     assert_eq!(
         r.message,
         "revision r2 not applied (r1 stays live): capstan does not delete the management cluster it runs on (m); remove the tombstone, or delete the cluster from outside it"
@@ -218,14 +218,14 @@ fn the_gate_in_order() {
         denied: Some(("Widget".into(), "example.com/v1".into(), "forbidden".into())),
         ..facts(&w, None)
     }));
-    assert_eq!(r.reason, "Forbidden");
+    assert_eq!(r.reason.as_str(), "Forbidden");
     assert!(r.message.starts_with("revision r2 not applied (nothing applied yet): the agent may not read Widget (example.com/v1): forbidden"), "{}", r.message);
 }
 
 #[test]
 fn held_not_applied_and_orphaned_records_keep_what_was_applied() {
     let prev = record(Phase::Ready);
-    let h = held(Some(&prev), "Suspended", "suspended");
+    let h = held(Some(&prev), Reason::Suspended, "suspended");
     assert_eq!(
         (
             h.phase,
@@ -235,7 +235,7 @@ fn held_not_applied_and_orphaned_records_keep_what_was_applied() {
         ),
         (Some(Phase::Suspended), "r1", "r1", "h1")
     );
-    let r = refusal("r2", Some(&prev), "ImmutableField", "endpoint".into());
+    let r = refusal("r2", Some(&prev), Reason::ImmutableField, "endpoint".into());
     let n = not_applied(Some(&prev), "r2", &r);
     assert_eq!(
         (
@@ -289,7 +289,7 @@ fn plan_of(entries: Vec<(Action, &str)>) -> Plan {
 fn ready_health() -> Assessment {
     Assessment {
         ready: true,
-        reason: "Ready",
+        reason: Reason::Available,
         message: "Cluster API reports the cluster Available".into(),
     }
 }
@@ -379,7 +379,7 @@ fn the_status_after_a_pass_in_order() {
             Case::new(),
             (
                 Phase::Ready,
-                "Ready",
+                "Available",
                 "Cluster API reports the cluster Available",
             ),
         ),
@@ -388,7 +388,7 @@ fn the_status_after_a_pass_in_order() {
             Case {
                 health: Assessment {
                     ready: false,
-                    reason: "Progressing",
+                    reason: Reason::Progressing,
                     message: "no machine yet".into(),
                 },
                 ..Case::new()

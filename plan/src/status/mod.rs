@@ -8,9 +8,11 @@
 //! changes, so a reconcile that changes nothing writes nothing.
 //!
 //! This module holds the record as data (the CRD's types in [`api`], what a pass reads back as
-//! [`Recorded`], what it writes: [`to_record`]); reading and writing it is the agent's.
+//! [`Recorded`], what it writes: [`to_record`], the conditions' types, statuses and reasons in
+//! [`conditions`]); reading and writing it is the agent's.
 
 pub mod api;
+pub mod conditions;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
 pub use api::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
+pub use conditions::{ConditionStatus, ConditionType, Reason, condition};
 
 use crate::ObjectRef;
 
@@ -31,19 +34,6 @@ pub const CRD_NAME: &str = "managedclusters.capstan.dev";
 /// What to do when the CRD is missing or too old.
 pub const RUN_INSTALL: &str =
     "run `capstan install` (it installs the CRD, the ServiceAccount and its RBAC, and the agent)";
-
-/// A condition as the pass computes it; the writer keeps its transition time when its status
-/// did not change.
-pub fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: message.into(),
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-        observed_generation: None,
-    }
-}
 
 /// A status object as read back (or as just written): spec, generation and status.
 ///
@@ -258,6 +248,8 @@ pub fn spec_written(previous: Option<&Recorded>, management: &str, directory: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ConditionStatus::{False, True};
+    use ConditionType::{Applied, Ready};
     use serde_json::json;
 
     #[test]
@@ -300,7 +292,7 @@ mod tests {
         let status = ManagedClusterStatus {
             message: "applied".into(),
             inventory: vec![cm("a"), cm("bb"), cm("ccc")],
-            conditions: vec![condition("Ready", "True", "Available", "")],
+            conditions: vec![condition(Ready, True, Reason::Available, "")],
             ..Default::default()
         };
         let rec = Recorded::new(
@@ -381,7 +373,7 @@ mod tests {
     #[test]
     fn transition_times_are_kept_while_a_condition_holds() {
         let t0 = Time("2026-11-01T00:00:00Z".parse().unwrap());
-        let mut ready = condition("Ready", "True", "Available", "");
+        let mut ready = condition(Ready, True, Reason::Available, "");
         ready.last_transition_time = t0.clone();
         let previous = Recorded::new(
             String::new(),
@@ -394,8 +386,8 @@ mod tests {
         );
         let st = ManagedClusterStatus {
             conditions: vec![
-                condition("Ready", "True", "Available", "still"),
-                condition("Applied", "True", "Applied", ""),
+                condition(Ready, True, Reason::Available, "still"),
+                condition(Applied, True, Reason::Applied, ""),
             ],
             ..Default::default()
         };
@@ -404,7 +396,7 @@ mod tests {
         assert_ne!(out.conditions[1].last_transition_time, t0);
         assert_eq!(out.observed_generation, Some(1));
         let flipped = ManagedClusterStatus {
-            conditions: vec![condition("Ready", "False", "Progressing", "")],
+            conditions: vec![condition(Ready, False, Reason::Progressing, "")],
             ..Default::default()
         };
         assert_ne!(

@@ -27,9 +27,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capstan::k8s::identity::{Tenant, impersonating};
-use capstan::plan::{Action, planner};
+use capstan::plan::Action;
 use capstan::reconcile::{Options, Outcome, reconcile};
-use capstan::status::Phase;
+use capstan::status::{Phase, Reason};
 use capstan_e2e::FleetDir;
 use capstan_harness::{AuditEvent, ControlPlane};
 use capstan_layout::scaffold::ClusterRequest;
@@ -599,7 +599,7 @@ async fn refused_as_conflict(arena: &Arena, out: &Outcome, object: &str) {
     let t = outcome(out, &arena.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(
-        t.message.contains(planner::ALREADY_EXISTS) && t.message.contains(object),
+        t.message.contains(Reason::AlreadyExists.as_str()) && t.message.contains(object),
         "{}",
         t.message
     );
@@ -1187,7 +1187,7 @@ async fn writes_past_validation_are_refused_by_the_api_server() {
     };
     assert_eq!(
         capstan::install::tenancy::denial(&s.message).map(|(r, _)| r),
-        Some(planner::ALREADY_EXISTS),
+        Some(Reason::AlreadyExists.as_str()),
         "{}",
         s.message
     );

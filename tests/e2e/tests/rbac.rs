@@ -498,12 +498,12 @@ async fn run(
     (sa, result, refused)
 }
 
-/// The fleet identity a rule of that scope belongs to.
-fn identity_of(scope: rbac::Scope) -> Option<&'static str> {
-    match scope {
-        rbac::Scope::Workload => Some(capstan::k8s::identity::WORKLOAD_USER),
-        rbac::Scope::Management => Some(capstan::k8s::identity::MANAGEMENT_USER),
-        rbac::Scope::Cluster | rbac::Scope::System => None,
+/// The fleet identity a holder is (None: the agent itself, through its ClusterRole or Role).
+fn identity_of(holder: rbac::Holder) -> Option<&'static str> {
+    match holder {
+        rbac::Holder::Workload => Some(capstan::k8s::identity::WORKLOAD_USER),
+        rbac::Holder::Management => Some(capstan::k8s::identity::MANAGEMENT_USER),
+        rbac::Holder::Cluster | rbac::Holder::System => None,
     }
 }
 
@@ -520,12 +520,12 @@ async fn identities(cp: &ControlPlane, rules: &[Rule], denied: &[(&Rule, &str)])
     .unwrap();
     let wanted: Vec<Rule> = rules
         .iter()
-        .filter(|r| identity_of(r.scope).is_some())
+        .filter(|r| identity_of(r.holder).is_some())
         .cloned()
         .collect();
     capstan::install::testing::granted(&admin, "unused", &wanted).await;
     for (r, verb) in denied {
-        let user = identity_of(r.scope).unwrap();
+        let user = identity_of(r.holder).unwrap();
         let start = std::time::Instant::now();
         while allowed(&admin, user, r, verb).await {
             assert!(
@@ -648,7 +648,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
     for (i, rule) in all
         .iter()
         .enumerate()
-        .filter(|(_, r)| !r.self_upgrade && identity_of(r.scope).is_none())
+        .filter(|(_, r)| !r.self_upgrade && identity_of(r.holder).is_none())
     {
         let mut rules = all.clone();
         rules.remove(i);
@@ -725,13 +725,13 @@ async fn every_rule_is_needed_and_together_they_suffice() {
     let identity_rules: Vec<(usize, &Rule)> = all
         .iter()
         .enumerate()
-        .filter(|(_, r)| identity_of(r.scope).is_some())
+        .filter(|(_, r)| identity_of(r.holder).is_some())
         .collect();
     assert!(identity_rules.len() >= 18, "{identity_rules:?}");
     for (i, rule) in identity_rules {
-        let user = identity_of(rule.scope).unwrap();
-        let tenant = match rule.scope {
-            rbac::Scope::Workload => capstan::k8s::identity::Tenant::Workload,
+        let user = identity_of(rule.holder).unwrap();
+        let tenant = match rule.holder {
+            rbac::Holder::Workload => capstan::k8s::identity::Tenant::Workload,
             _ => capstan::k8s::identity::Tenant::Management,
         };
         for resource in &rule.resources {
@@ -751,7 +751,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
             without,
             rule.verbs.iter().map(String::as_str).collect(),
         ));
-        if rule.scope == rbac::Scope::Workload && rule.group == "cluster.x-k8s.io" {
+        if rule.holder == rbac::Holder::Workload && rule.group == "cluster.x-k8s.io" {
             for verb in rbac::WRITE {
                 let mut rules = all.clone();
                 rules[i].verbs.retain(|v| v != verb);
