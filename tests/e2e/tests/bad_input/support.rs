@@ -939,6 +939,11 @@ const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn run_isolated(name: &str) {
     let exe = std::env::current_exe().expect("test binary path");
+    // The child runs this very test: by the name the test harness runs it under (its thread's
+    // name, the module path included: `bad_input::<case>` in a binary that holds several test
+    // files), not the case's.
+    let current = std::thread::current();
+    let test = current.name().filter(|t| t.ends_with(name)).unwrap_or(name);
     let tmp = tempfile::tempdir().unwrap();
     let out_path = tmp.path().join("out");
     let out = fs::File::create(&out_path).unwrap();
@@ -946,7 +951,7 @@ fn run_isolated(name: &str) {
         .arg("-c")
         .arg(format!("ulimit -v {CHILD_MEMORY_KIB}; exec \"$0\" \"$@\""))
         .arg(&exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::from(out.try_clone().unwrap()))

@@ -3,12 +3,11 @@
 //! ([`SourceConfig::ca_file`]) as a self-hosted Git server needs. A server signed by any other CA
 //! is refused before a single Git request reaches it.
 
-mod source_support;
-
 use capstan::source::{GitRef, GitSource, SourceConfig, SyncOutcome};
 use capstan_harness::certs::Pki;
-use source_support::Upstream;
-use source_support::http::HttpGitServer;
+
+use crate::source_support::Upstream;
+use crate::source_support::http::HttpGitServer;
 
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();

@@ -3,12 +3,10 @@
 //! 2 (changes), 1 (errors: a file that does not validate, a blocked field, an unknown revision),
 //! and the three output formats.
 
-mod source_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use source_support::git;
+use crate::source_support::git;
 
 const DEV: &str = "clusters/mgmt/workload-clusters/dev/cluster.yaml";
 const PROD: &str = "clusters/mgmt/workload-clusters/prod/cluster.yaml";

@@ -3,8 +3,6 @@
 //! ones, applying nothing), turns a burst of pushes into one or two passes, keeps the last good
 //! revision while the remote is down and recovers when it is back.
 
-mod source_support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -12,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{
+
+use crate::source_support::agent::{
     applied_revision, fleet_with, machine_deployments, post, push_body, scrape, value_in,
     wait_for_revision, wait_metrics, write_files,
 };
-use source_support::daemon::GitDaemon;
-use source_support::{Upstream, free_port};
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::{Upstream, free_port};
 
 const SECRET: &str = "s3cret-for-tests";
 

@@ -10,19 +10,19 @@
 //! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
 //! reconciling.
 
-mod source_support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
-use source_support::agent::{
+
+use crate::source_support;
+use crate::source_support::agent::{
     fleet_with, machine_deployments, post, post_event, push_body, value_in, wait_for_revision,
     wait_metrics,
 };
-use source_support::daemon::GitDaemon;
-use source_support::github::{Fault, GitHubStandIn};
-use source_support::{Upstream, free_port, git};
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::github::{Fault, GitHubStandIn};
+use crate::source_support::{Upstream, free_port, git};
 
 const SECRET: &str = "pr-plans-secret";
 const TOKEN: &str = "ghp_prplans";

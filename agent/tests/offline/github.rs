@@ -5,12 +5,11 @@
 //! installation tokens, retries of rate limits and 5xx, and a clear error for a token without
 //! the needed scope.
 
-mod source_support;
-
 use std::time::Duration;
 
 use capstan::github::{Auth, GitHub, GitHubConfig, GitHubError, Retry, StatusState, Upserted};
-use source_support::github::{Fault, GitHubStandIn};
+
+use crate::source_support::github::{Fault, GitHubStandIn};
 
 const TOKEN: &str = "ghp_capstantesttoken";
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";

@@ -8,8 +8,6 @@
 //! nothing; a missing Secret shows in `capstan status`; `capstan uninstall` removes the agent
 //! and leaves the managed cluster.
 
-mod source_support;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,9 +15,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::discovery::ApiResource;
-use source_support::agent::{scrape, value_in};
-use source_support::kubelet;
-use source_support::sshd::Sshd;
+
+use crate::source_support;
+use crate::source_support::agent::{scrape, value_in};
+use crate::source_support::kubelet;
+use crate::source_support::sshd::Sshd;
 
 const NS: &str = "capstan-system";
 
@@ -43,7 +43,11 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() {
-    let cp = capstan_harness::shared().await;
+    // A control plane of its own: `capstan uninstall` at the end removes the agent's
+    // ServiceAccount and roles, which the agents of the tests sharing one run as, and every
+    // write with capstan's field manager is checked to be the installed agent's.
+    let own = capstan_harness::ControlPlane::start().await.unwrap();
+    let cp = &own;
     let client = cp.client();
     let admin = cp.kubeconfig_path();
     let tmp = tempfile::tempdir().unwrap();

@@ -5,8 +5,6 @@
 //! the Lease's own timestamps and printed); SIGTERM releases it; a leader whose Lease another
 //! holder takes exits.
 
-mod source_support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,9 +12,12 @@ use capstan_harness::ControlPlane;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
-use source_support::agent::{fleet_with, get, post, push_body, scrape, value_in, wait_metrics};
-use source_support::daemon::GitDaemon;
-use source_support::{Upstream, free_port};
+
+use crate::source_support::agent::{
+    fleet_with, get, post, push_body, scrape, value_in, wait_metrics,
+};
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::{Upstream, free_port};
 
 const SECRET: &str = "s3cret-for-tests";
 const LEASE: &str = "capstan-leader-test";

@@ -3,8 +3,6 @@
 //! (ssh://) and a local path. Every server is started by the test on a free port and killed when
 //! the test ends.
 
-mod source_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -12,10 +10,12 @@ use capstan::source::{
     GitRef, GitSource, RemoteError, Revision, SourceConfig, SourceError, SyncOutcome, read_local,
 };
 use capstan_layout::tree::{Entry, MAX_FILE_SIZE};
-use source_support::daemon::GitDaemon;
-use source_support::http::HttpGitServer;
-use source_support::sshd::Sshd;
-use source_support::{Upstream, git, has_object, packs};
+
+use crate::source_support;
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::http::HttpGitServer;
+use crate::source_support::sshd::Sshd;
+use crate::source_support::{Upstream, git, has_object, packs};
 
 const README: &str = "# fleet\n";
 const MGMT: &str = "kind: Cluster\nmetadata:\n  name: mgmt\n";

@@ -4,16 +4,16 @@
 //! GitHub stand-in with the `capstan diff` markdown as its body. Re-running moves the same
 //! branch and edits the same pull request; a change that does not validate pushes nothing.
 
-mod source_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
 use capstan_harness::certs::Pki;
-use source_support::github::GitHubStandIn;
-use source_support::http::HttpGitServer;
-use source_support::sshd::Sshd;
-use source_support::{Upstream, git};
+
+use crate::source_support;
+use crate::source_support::github::GitHubStandIn;
+use crate::source_support::http::HttpGitServer;
+use crate::source_support::sshd::Sshd;
+use crate::source_support::{Upstream, git};
 
 const TOKEN: &str = "ghp_openpr";
 

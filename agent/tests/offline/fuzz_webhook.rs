@@ -15,7 +15,7 @@
 //! - `capstan_webhook_requests_total{outcome}` counts every request under the oracle's outcome.
 //!
 //! CI runs 2,000 cases. The documented run (figures in docs/reliability.md):
-//! `CAPSTAN_FUZZ_CASES=100000 cargo test -p capstan --test fuzz_webhook -- --nocapture`
+//! `CAPSTAN_FUZZ_CASES=100000 cargo test -p capstan --test offline -- fuzz_webhook:: --nocapture`
 //! (`PROPTEST_RNG_SEED` fixes the seed; a failure prints its minimal request).
 
 use std::sync::Arc;

@@ -33,6 +33,19 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
+/// The control plane of this file's tests, shared by them and started on first use. Not the
+/// binary's shared one: the tests change what an API server has one of (the fleet identities'
+/// roles, the tenancy policy), which the other tests' agents rely on while they run.
+async fn control_plane() -> &'static ControlPlane {
+    static CP: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
+    CP.get_or_init(|| async {
+        ControlPlane::start()
+            .await
+            .unwrap_or_else(|e| panic!("starting the RBAC tests' control plane failed: {e}"))
+    })
+    .await
+}
+
 /// A fleet of its own whose clusters render every kind capstan renders, so that the scenario
 /// writes each kind as each identity that may: management `m-<tag>` (docker, external etcd) with
 /// workloads `w-<tag>` (docker on CAPD's in-memory backend, external etcd), `v-<tag>` (vSphere:
@@ -354,7 +367,7 @@ fn refused_for<'a>(denied: &'a Refused, missing: &Rule) -> Option<&'a (String, S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_self_upgrade_rule_is_needed_and_together_they_suffice() {
-    let cp = capstan_harness::shared().await;
+    let cp = control_plane().await;
     capstan::install::install_crd(&cp.client()).await.unwrap();
     kube_vip_lease(cp).await;
     let all = rbac::rules();
@@ -630,7 +643,7 @@ async fn attempt(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rule_is_needed_and_together_they_suffice() {
-    let cp = capstan_harness::shared().await;
+    let cp = control_plane().await;
     capstan::install::install_crd(&cp.client()).await.unwrap();
     let all = rbac::rules();
     capstan::install::install_tenancy(&cp.client(), &all, Duration::from_secs(60))

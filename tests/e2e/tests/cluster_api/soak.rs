@@ -8,7 +8,7 @@
 //! CI runs the short form (one round: 1.32 → 1.33 with a scale-up between). The long run:
 //!
 //! ```sh
-//! CAPSTAN_SOAK_ROUNDS=5 CAPSTAN_SOAK_FROM=1.31 cargo test -p capstan-e2e --test soak -- --nocapture
+//! CAPSTAN_SOAK_ROUNDS=5 CAPSTAN_SOAK_FROM=1.31 cargo test -p capstan-e2e --test cluster_api -- soak:: --nocapture
 //! ```
 //!
 //! Each round creates its clusters at `CAPSTAN_SOAK_FROM`, upgrades them one minor at a time to

@@ -20,7 +20,7 @@
 //!
 //! `corpus_size_by_class` prints how many attacks each class holds.
 
-#[path = "bad_input/support.rs"]
+#[path = "../bad_input/support.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! Golden (snapshot) tests: the rendered output of every example cluster is compared byte for
 //! byte with `tests/e2e/golden/<cluster>.yaml`. A template or model change that alters output
-//! shows up as a diff to review; regenerate with `CAPSTAN_UPDATE_GOLDEN=1 cargo test -p capstan-e2e --test golden`.
+//! shows up as a diff to review; regenerate with
+//! `CAPSTAN_UPDATE_GOLDEN=1 cargo test -p capstan-e2e --test corpus -- golden::`.
 //! The same objects, as canonical JSON one per line, are the dictionary the agent compresses the
 //! objects it holds against (`templates/src/json_text.dict`); it is checked and rewritten here too.
 

@@ -15,7 +15,7 @@
 //! Each case is its own `#[test]` (so one failure names its case); `corpus_*` tests check the
 //! corpus as a whole (size, coverage of every diagnostic code).
 
-#[path = "bad_input/support.rs"]
+#[path = "../bad_input/support.rs"]
 mod support;
 
 use std::collections::BTreeSet;

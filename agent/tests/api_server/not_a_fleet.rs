@@ -4,9 +4,18 @@
 //! real API server nothing is written. (The daemon's case is in `daemon.rs`:
 //! `a_wiped_branch_changes_nothing_on_the_management_cluster`.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use capstan_harness::ControlPlane;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
 
 fn capstan(args: &[&str], dir: &Path, kubeconfig: Option<&Path>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
@@ -85,19 +94,77 @@ fn validate_and_render_refuse_what_is_not_a_fleet() {
     }
 }
 
+/// A kubeconfig with every right the admin has (a ServiceAccount of `ns` bound to
+/// `cluster-admin`, once the authorizer grants it) and a token of its own, and that token's
+/// credential id as the audit log records it: capstan's requests told apart from those of the
+/// other tests sharing the API server, which write as its admin. The binding is named `ns`.
+async fn admin_credential(cp: &ControlPlane, ns: &str) -> (PathBuf, String) {
+    let client = cp.client();
+    let sa = "not-a-fleet";
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": sa, "namespace": ns}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    // The authorizer learns of the binding from its informer.
+    let reviews: Api<SubjectAccessReview> = Api::all(client);
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{ns}:{sa}")),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("create".into()),
+                resource: Some("namespaces".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let start = Instant::now();
+    while !reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.allowed)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "cluster-admin not granted"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    cp.service_account_credential(ns, sa, "not-a-fleet")
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn plan_and_reconcile_refuse_what_is_not_a_fleet_and_write_nothing() {
     let cp = capstan_harness::shared().await;
     let tmp = tempfile::tempdir().unwrap();
+    let ns = cp.test_namespace("not-a-fleet").await.unwrap();
+    let (kubeconfig, credential) = admin_credential(cp, ns.name()).await;
     let mark = cp.audit().mark();
     for (what, dir) in not_fleets(tmp.path()) {
         for cmd in [&["plan"][..], &["reconcile", "--once"]] {
             let mut args = cmd.to_vec();
             args.push("--repo");
             let out = if cmd[0] == "plan" {
-                capstan(cmd, &dir, Some(cp.kubeconfig_path()))
+                capstan(cmd, &dir, Some(&kubeconfig))
             } else {
-                capstan(&args, &dir, Some(cp.kubeconfig_path()))
+                capstan(&args, &dir, Some(&kubeconfig))
             };
             let t = text(&out);
             assert_eq!(out.status.code(), Some(1), "{cmd:?} on {what}:\n{t}");
@@ -114,11 +181,15 @@ async fn plan_and_reconcile_refuse_what_is_not_a_fleet_and_write_nothing() {
         .events_since(mark)
         .unwrap()
         .into_iter()
-        // Not the API server's own bookkeeping (CRD status, leases): the admin capstan runs as.
-        .filter(|e| e.is_write() && !e.user.username.starts_with("system:"))
+        // capstan's, by its token.
+        .filter(|e| e.is_write() && e.credential_id() == Some(credential.as_str()))
         .map(|e| format!("{} {} {}", e.user.username, e.verb, e.request_uri))
         .collect();
     assert!(writes.is_empty(), "writes: {writes:#?}");
+    Api::<ClusterRoleBinding>::all(cp.client())
+        .delete(ns.name(), &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// A user's first mistake with a real fleet: a kubeconfig path that does not exist. The error

@@ -4,15 +4,14 @@
 //! documents in EKS-A's published shape: absolute URLs, fields capstan does not read), checks
 //! the pinned checksum, caches them, and renders with the fetched Bundles.
 
-mod source_support;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use capstan_harness::certs::Pki;
 use capstan_templates::release::sha256_hex;
-use source_support::http::HttpGitServer;
+
+use crate::source_support::http::HttpGitServer;
 
 fn capstan(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
