@@ -1148,5 +1148,10 @@ async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
     );
     let mut confirmed: Vec<&str> = order[2..5].iter().map(String::as_str).collect();
     confirmed.sort();
-    assert_eq!(confirmed, ["a-alone", "b-alone", "c-alone"], "{order:?}");
+    assert_eq!(
+        confirmed,
+        ["a-alone", "b-alone", "c-alone"],
+        "{order:?}\n{}",
+        log_text()
+    );
 }
