@@ -12,7 +12,7 @@
 //!   named with `--allow`, never taking over an object another created.
 //!
 //! No wildcards, and every rule is there for something a test shows failing with `Forbidden`
-//! without it (`tests/e2e/tests/rbac.rs`); the rules only a management cluster's upgrade of itself
+//! without it (`tests/e2e/tests/reconcile/rbac.rs`); the rules only a management cluster's upgrade of itself
 //! needs (reading what its backup holds, the kube-vip ordering) have a scenario of their own
 //! there (the backup and the ordering, as the ServiceAccount), and are proven sufficient by
 //! `tests/e2e/tests/self_upgrade.rs`, whose agent runs as the agent's ServiceAccount and whose
@@ -67,7 +67,7 @@ pub struct Rule {
     /// Why capstan needs it.
     pub why: String,
     /// Needed only when a management cluster upgrades itself (backup, kube-vip's holder last):
-    /// `tests/e2e/tests/rbac.rs` proves it needed with the backup and the ordering rather than
+    /// `tests/e2e/tests/reconcile/rbac.rs` proves it needed with the backup and the ordering rather than
     /// the agent's main scenario.
     pub self_upgrade: bool,
 }
