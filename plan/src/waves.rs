@@ -57,6 +57,35 @@ pub struct Member {
     pub record: Option<(Phase, String, String)>,
     /// Started by this agent at `target`, its status maybe not written yet.
     pub admitted: bool,
+    /// Why it is not available, whether or not it is upgrading ([`unavailable`]); `None`:
+    /// Cluster API reports it Available.
+    pub unavailable: Option<String>,
+}
+
+/// Why a workload cluster is not available, from its Cluster API Cluster as the live state
+/// holds it (`None`: not in it yet). What `maxUnavailable` counts besides upgrades: a cluster
+/// whose control plane lost a machine or whose API server does not answer is as unavailable to
+/// its users as one being upgraded, and starting another upgrade beside it risks more.
+pub fn unavailable(cluster: Option<&crate::live::LiveObject>) -> Option<String> {
+    let Some(cluster) = cluster else {
+        return Some("its Cluster does not exist yet".into());
+    };
+    if cluster.deleting {
+        return Some("its Cluster is being deleted".into());
+    }
+    match cluster
+        .rollout
+        .as_ref()
+        .and_then(|r| r.condition("Available"))
+    {
+        Some(a) if &*a.status == "True" => None,
+        Some(a) if a.reason.is_empty() => Some("Cluster API reports it not Available".into()),
+        Some(a) => Some(format!(
+            "Cluster API reports it not Available ({})",
+            a.reason
+        )),
+        None => Some("Cluster API reports no Available condition yet".into()),
+    }
 }
 
 /// Where a member stands with respect to the revision.
@@ -266,20 +295,34 @@ pub fn decide(
         });
     }
     if let Some(max) = rollout.max_unavailable {
-        let upgrading: Vec<&Member> = others
+        // Every other cluster that is not available counts: those upgrading, and those down
+        // for any other reason.
+        let (upgrading, down): (Vec<&Member>, Vec<&Member>) = others
             .iter()
             .copied()
-            .filter(|m| m.standing() == Standing::Upgrading)
-            .collect();
+            .filter(|m| m.standing() == Standing::Upgrading || m.unavailable.is_some())
+            .partition(|m| m.standing() == Standing::Upgrading);
         let limit = max.of(members.len());
-        if upgrading.len() >= limit {
-            return Err(hold(
-                Reason::MaxUnavailable,
-                format!(
-                    "maxUnavailable {max}: {} cluster(s) upgrading ({})",
+        if upgrading.len() + down.len() >= limit {
+            let mut counted = Vec::new();
+            if !upgrading.is_empty() {
+                counted.push(format!(
+                    "{} cluster(s) upgrading ({})",
                     upgrading.len(),
                     names(&upgrading)
-                ),
+                ));
+            }
+            if !down.is_empty() {
+                let why = down[0].unavailable.as_deref().unwrap_or_default();
+                counted.push(format!(
+                    "{} cluster(s) not available ({}: {why})",
+                    down.len(),
+                    names(&down)
+                ));
+            }
+            return Err(hold(
+                Reason::MaxUnavailable,
+                format!("maxUnavailable {max}: {}", counted.join(", ")),
             ));
         }
     }
@@ -321,6 +364,7 @@ mod tests {
             target: "new".into(),
             record: record.map(|(p, h)| (p, h.to_string(), format!("{p:?} message"))),
             admitted: false,
+            unavailable: None,
         }
     }
 
@@ -474,6 +518,86 @@ mod tests {
             .map(|i| m(&format!("c{i}"), "x", READY_OLD))
             .collect();
         assert_eq!(decide(&r, &fleet, "c0", 0), Ok(()));
+    }
+
+    #[test]
+    fn max_unavailable_counts_clusters_down_for_any_reason() {
+        let r = Rollout {
+            max_unavailable: Some(MaxUnavailable::Count(1)),
+            ..Rollout::default()
+        };
+        let mut fleet: Vec<Member> = (0..3)
+            .map(|i| m(&format!("c{i}"), "x", READY_OLD))
+            .collect();
+        // c2 is not upgrading, but its control plane lost a machine: it takes the one slot.
+        fleet[2].unavailable = Some("Cluster API reports it not Available (NotAvailable)".into());
+        let held = decide(&r, &fleet, "c0", 0).unwrap_err();
+        assert_eq!(held.reason, Reason::MaxUnavailable);
+        assert_eq!(
+            held.message,
+            "maxUnavailable 1: 1 cluster(s) not available (c2: Cluster API reports it not Available (NotAvailable))"
+        );
+        // The cluster that is down may itself upgrade (only the others count).
+        assert_eq!(decide(&r, &fleet, "c2", 0), Ok(()));
+        // With two slots, one down and one upgrading fill them; both are named.
+        let r2 = Rollout {
+            max_unavailable: Some(MaxUnavailable::Count(2)),
+            ..Rollout::default()
+        };
+        fleet.push(m("c3", "x", Some((Phase::Upgrading, "new"))));
+        let held = decide(&r2, &fleet, "c0", 0).unwrap_err();
+        assert_eq!(
+            held.message,
+            "maxUnavailable 2: 1 cluster(s) upgrading (c3), 1 cluster(s) not available (c2: Cluster API reports it not Available (NotAvailable))"
+        );
+        // Available again: the slot is free.
+        fleet[2].unavailable = None;
+        assert_eq!(decide(&r2, &fleet, "c0", 0), Ok(()));
+        // An upgrading cluster that is also not available counts once.
+        fleet[3].unavailable = Some("x".into());
+        assert_eq!(decide(&r2, &fleet, "c0", 0), Ok(()));
+    }
+
+    #[test]
+    fn a_cluster_is_available_only_when_cluster_api_says_so() {
+        use crate::live::LiveObject;
+        let cluster = |conditions: serde_json::Value, deleting: bool| {
+            let mut obj = serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "metadata": {"name": "c", "namespace": "n", "generation": 1},
+                "status": {"observedGeneration": 1, "conditions": conditions},
+            });
+            if deleting {
+                obj["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z".into();
+            }
+            LiveObject::from_value(&obj)
+        };
+        let up = cluster(
+            serde_json::json!([{"type": "Available", "status": "True", "reason": "Available"}]),
+            false,
+        );
+        assert_eq!(unavailable(Some(&up)), None);
+        let down = cluster(
+            serde_json::json!([{"type": "Available", "status": "False", "reason": "NotAvailable"}]),
+            false,
+        );
+        assert_eq!(
+            unavailable(Some(&down)).as_deref(),
+            Some("Cluster API reports it not Available (NotAvailable)")
+        );
+        assert!(unavailable(Some(&cluster(serde_json::json!([]), false))).is_some());
+        let going = cluster(
+            serde_json::json!([{"type": "Available", "status": "True", "reason": "Available"}]),
+            true,
+        );
+        assert_eq!(
+            unavailable(Some(&going)).as_deref(),
+            Some("its Cluster is being deleted")
+        );
+        assert_eq!(
+            unavailable(None).as_deref(),
+            Some("its Cluster does not exist yet")
+        );
     }
 
     /// Unix seconds of a UTC day of January 2024 (the 1st was a Monday) and time.

@@ -787,7 +787,7 @@ impl Agent {
             Some(cache) => cache.live().records(),
             None => scope.live.records(),
         };
-        let all = pacing::members(fleet, &scope.management, &records, &BTreeMap::new());
+        let all = pacing::members(fleet, &scope.management, &records, &BTreeMap::new(), None);
         let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         for m in &all {
             let (_, wave) = crate::plan::waves::wave_of(rollout, &m.name, &m.labels);

@@ -13,7 +13,11 @@ use std::sync::Mutex;
 use capstan_layout::{ClusterEntry, Fleet, Role};
 use capstan_templates::spec::EKSA_GROUP;
 
+/// Cluster API's group.
+const CAPI_GROUP: &str = "cluster.x-k8s.io";
+
 use super::pass::Pass;
+use crate::plan::live::{Live, LiveObject};
 use crate::plan::waves::{self, Hold, Member, rollout_of};
 use crate::plan::{Action, Plan, stages};
 use crate::status::{Phase, Recorded};
@@ -44,13 +48,24 @@ fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The Cluster API Cluster a cluster's directory renders, as the live state holds it (`None`:
+/// not live, or no Cluster rendered).
+fn live_cluster(live: &Live, entry: &ClusterEntry) -> Option<LiveObject> {
+    let capi = entry.objects.iter().flatten().find(|o| {
+        o.kind() == "Cluster" && capstan_templates::identity::group(o.api_version()) == CAPI_GROUP
+    })?;
+    live.get(&crate::plan::reference(capi))
+}
+
 /// The workload clusters of a management cluster's fleet that waves pace (deleted and suspended
-/// ones are not: they upgrade nothing), with their recorded statuses.
+/// ones are not: they upgrade nothing), with their recorded statuses and, when `live` is given,
+/// whether Cluster API reports each Available.
 pub(super) fn members(
     fleet: &Fleet,
     management: &str,
     records: &BTreeMap<String, std::sync::Arc<Recorded>>,
     admitted: &BTreeMap<String, String>,
+    live: Option<&Live>,
 ) -> Vec<Member> {
     fleet
         .clusters
@@ -74,6 +89,7 @@ pub(super) fn members(
                         r.status.message.clone(),
                     )
                 }),
+                unavailable: live.and_then(|l| waves::unavailable(live_cluster(l, c).as_ref())),
                 target,
             }
         })
@@ -92,6 +108,7 @@ impl Pass<'_> {
             entry.management(),
             &BTreeMap::new(),
             &BTreeMap::new(),
+            None,
         );
         let me = all.iter().find(|m| m.name == entry.name)?;
         Some(waves::label(rollout, &all, me))
@@ -127,7 +144,13 @@ impl Pass<'_> {
                 .0
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            let all = members(fleet, entry.management(), &self.live.records(), &admitted);
+            let all = members(
+                fleet,
+                entry.management(),
+                &self.live.records(),
+                &admitted,
+                Some(&self.live),
+            );
             let d = waves::decide(rollout, &all, &entry.name, super::unix_now());
             if d.is_ok() && !self.opts.plan_only {
                 admitted.insert(entry.name.clone(), target.to_string());
