@@ -1127,7 +1127,12 @@ async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
     let spec = repo.join("clusters/m-alone/workload-clusters/d-alone/cluster.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     assert_eq!(text.matches("count: 2").count(), 1, "{text}");
-    std::fs::write(&spec, text.replacen("count: 2", "count: 3", 1)).unwrap();
+    // Written whole and renamed into place, as editors save: the agent watching the working copy
+    // must not read a half-written file (a load of the truncated spec would change d-alone
+    // twice and mix its runs in with the confirmations).
+    let staged = tmp.path().join("cluster.yaml.new");
+    std::fs::write(&staged, text.replacen("count: 2", "count: 3", 1)).unwrap();
+    std::fs::rename(&staged, &spec).unwrap();
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         idle(t) && value_in(t, local_loads) > loads
     })
