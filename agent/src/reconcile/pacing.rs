@@ -48,13 +48,15 @@ fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The Cluster API Cluster a cluster's directory renders, as the live state holds it (`None`:
-/// not live, or no Cluster rendered).
-fn live_cluster(live: &Live, entry: &ClusterEntry) -> Option<LiveObject> {
+/// The Cluster API Cluster a cluster's directory renders, as the live state holds it: `None`
+/// when nothing is rendered (an invalid directory: its availability is unknown, not counted, so
+/// a broken directory does not take a slot of `maxUnavailable` from a cluster that is up);
+/// `Some(None)` when rendered but not live.
+fn live_cluster(live: &Live, entry: &ClusterEntry) -> Option<Option<LiveObject>> {
     let capi = entry.objects.iter().flatten().find(|o| {
         o.kind() == "Cluster" && capstan_templates::identity::group(o.api_version()) == CAPI_GROUP
     })?;
-    live.get(&crate::plan::reference(capi))
+    Some(live.get(&crate::plan::reference(capi)))
 }
 
 /// The workload clusters of a management cluster's fleet that waves pace (deleted and suspended
@@ -89,7 +91,9 @@ pub(super) fn members(
                         r.status.message.clone(),
                     )
                 }),
-                unavailable: live.and_then(|l| waves::unavailable(live_cluster(l, c).as_ref())),
+                unavailable: live
+                    .and_then(|l| live_cluster(l, c))
+                    .and_then(|capi| waves::unavailable(capi.as_ref())),
                 target,
             }
         })
