@@ -33,8 +33,8 @@ fn local_revision(repo: &Path) -> String {
     }
 }
 
-fn print_outcome(out: &Outcome, plan_only: bool) {
-    let diffs = plan_only;
+fn print_outcome(out: &Outcome, planned: bool) {
+    let diffs = planned;
     for c in &out.clusters {
         let counts: Vec<String> = c
             .plan
@@ -43,7 +43,7 @@ fn print_outcome(out: &Outcome, plan_only: bool) {
             .filter(|(_, n)| *n > 0)
             .map(|(a, n)| format!("{n} {a}"))
             .collect();
-        let phase = if plan_only {
+        let phase = if planned {
             String::new()
         } else {
             format!(" ({})", c.phase.as_str())
@@ -123,7 +123,6 @@ pub fn plan(
 ) -> anyhow::Result<ExitCode> {
     let fleet = super::load_fleet(repo)?;
     let mut opts = Options {
-        plan_only: true,
         only: cluster,
         management,
         revision: local_revision(repo),
@@ -132,7 +131,7 @@ pub fn plan(
     upgrade.apply(&mut opts);
     let out = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        anyhow::Ok(reconcile::reconcile(&conn.client, &fleet, &opts).await?)
+        anyhow::Ok(reconcile::plan(&conn.client, &fleet, &opts).await?)
     })?;
     match output {
         Output::Json => {
@@ -221,7 +220,6 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     }
     let fleet = super::load_fleet(&repo)?;
     let mut opts = Options {
-        plan_only: false,
         only: cluster,
         drift: drift.into(),
         management,

@@ -4,7 +4,7 @@
 //! pull_request webhook (opened, synchronize, reopened; HMAC-verified) ─▶ PrQueue (newest push per PR)
 //!     └─▶ planner task: fetch refs/pull/N/head and the base branch from the followed remote
 //!             ─▶ validate + render both (capstan diff's comparison: impact, notes, errors)
-//!             ─▶ plan the head against live state (plan_only: dry runs, nothing written)
+//!             ─▶ plan the head against live state (Agent::plan_cluster: dry runs, nothing written)
 //!             ─▶ one comment per PR, edited in place (found again by its marker), and
 //!                the commit status capstan/plan on the head commit
 //! ```
@@ -225,7 +225,6 @@ impl Planner {
             *agent = Agent::connect(self.client.clone()).await.ok();
         }
         let opts = Options {
-            plan_only: true,
             management: self.management.clone(),
             revision: head.commit.clone(),
             concurrency: 2,
@@ -281,11 +280,11 @@ async fn live_plan(
     fleet: &capstan_layout::Fleet,
     opts: &Options,
 ) -> Result<crate::reconcile::Outcome, crate::reconcile::ReconcileError> {
-    let scope = agent.prepare(fleet, opts).await?;
+    let scope = agent.prepare_plan(fleet, opts).await?;
     let names: Vec<String> = scope.clusters().map(|(n, _)| n.to_string()).collect();
     let mut out = crate::reconcile::Outcome::default();
     for name in names {
-        let run = agent.reconcile_cluster(fleet, opts, &scope, &name).await?;
+        let run = agent.plan_cluster(fleet, opts, &scope, &name).await?;
         out.clusters.push(run.outcome);
     }
     Ok(out)

@@ -46,11 +46,13 @@ use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
+mod decision;
 mod pacing;
 mod pass;
 pub mod self_upgrade;
 mod staging;
 
+use decision::{Decided, Purpose};
 use pass::Pass;
 
 pub use crate::plan::planner::Drift;
@@ -58,8 +60,6 @@ pub use crate::plan::planner::Drift;
 /// Options of a pass.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Plan only: nothing is written.
-    pub plan_only: bool,
     /// Drift policy.
     pub drift: Drift,
     /// Only this cluster.
@@ -257,6 +257,19 @@ pub async fn reconcile(
     Agent::connect(client.clone())
         .await?
         .reconcile(fleet, opts)
+        .await
+}
+
+/// Plans a fleet revision against live state without writing anything ([`Agent::plan`]):
+/// `capstan plan`.
+pub async fn plan(
+    client: &Client,
+    fleet: &Fleet,
+    opts: &Options,
+) -> Result<Outcome, ReconcileError> {
+    Agent::connect(client.clone())
+        .await?
+        .plan(fleet, opts)
         .await
 }
 
@@ -466,7 +479,24 @@ impl Agent {
         fleet: &Fleet,
         opts: &Options,
     ) -> Result<Outcome, ReconcileError> {
-        let scope = self.prepare(fleet, opts).await?;
+        self.over(fleet, opts, Purpose::Perform).await
+    }
+
+    /// The same pass decided and shown, nothing written: what [`Agent::reconcile`] would do
+    /// now ([`Agent::prepare_plan`], then [`Agent::plan_cluster`] for every cluster in the same
+    /// order).
+    pub async fn plan(&self, fleet: &Fleet, opts: &Options) -> Result<Outcome, ReconcileError> {
+        self.over(fleet, opts, Purpose::Show).await
+    }
+
+    /// Every selected cluster of a revision, decided and, for a reconcile, carried out.
+    async fn over(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+        purpose: Purpose,
+    ) -> Result<Outcome, ReconcileError> {
+        let scope = self.scope(fleet, opts, purpose).await?;
         let mut out = Outcome {
             clusters: Vec::new(),
             writes: scope.writes,
@@ -481,7 +511,7 @@ impl Agent {
                 Ok(())
             };
         for name in scope.managements() {
-            let r = self.reconcile_cluster(fleet, opts, &scope, name).await;
+            let r = self.cluster(fleet, opts, &scope, name, purpose).await;
             add(&mut out, r)?;
         }
         // Owned names: a closure over `&str` would make this future not `Send` for every
@@ -490,7 +520,7 @@ impl Agent {
         let scope_ref = &scope;
         let results: Vec<Result<Run, ReconcileError>> = futures::stream::iter(workloads)
             .map(|name: String| async move {
-                self.reconcile_cluster(fleet, opts, scope_ref, &name).await
+                self.cluster(fleet, opts, scope_ref, &name, purpose).await
             })
             .buffered(opts.concurrency.max(1))
             .collect()
@@ -499,7 +529,7 @@ impl Agent {
             add(&mut out, r)?;
         }
         for name in scope.orphans() {
-            let r = self.reconcile_cluster(fleet, opts, &scope, name).await;
+            let r = self.cluster(fleet, opts, &scope, name, purpose).await;
             add(&mut out, r)?;
         }
         Ok(out)
@@ -538,11 +568,31 @@ impl Agent {
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.
     pub async fn prepare(&self, fleet: &Fleet, opts: &Options) -> Result<Scope, ReconcileError> {
+        self.scope(fleet, opts, Purpose::Perform).await
+    }
+
+    /// [`Agent::prepare`] for a plan: nothing is written (no namespace created), and a
+    /// management cluster capstan was never installed on has no records rather than an error.
+    pub async fn prepare_plan(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+    ) -> Result<Scope, ReconcileError> {
+        self.scope(fleet, opts, Purpose::Show).await
+    }
+
+    async fn scope(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+        purpose: Purpose,
+    ) -> Result<Scope, ReconcileError> {
+        let writing = purpose == Purpose::Perform;
         if let Some(d) = fleet.unreadable() {
             return Err(ReconcileError::NotAFleet(d.clone()));
         }
         let reads = AtomicUsize::new(0);
-        if !opts.plan_only && !self.crd_checked.load(Ordering::Relaxed) {
+        if writing && !self.crd_checked.load(Ordering::Relaxed) {
             let (crd, tenancy) = futures::join!(
                 status::check_crd(&self.client),
                 crate::k8s::tenancy::enforced(&self.client)
@@ -567,7 +617,7 @@ impl Agent {
                     Err(StatusError::Api {
                         source: kube::Error::Api(s),
                         ..
-                    }) if opts.plan_only && s.code == 404 => BTreeMap::new(),
+                    }) if !writing && s.code == 404 => BTreeMap::new(),
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -660,7 +710,7 @@ impl Agent {
         };
         // The namespaces beside the watches' first lists: neither needs the other.
         let namespaces = async {
-            if opts.plan_only {
+            if !writing {
                 return Ok(());
             }
             self.ensure_namespaces(
@@ -724,6 +774,31 @@ impl Agent {
         scope: &Scope,
         name: &str,
     ) -> Result<Run, ReconcileError> {
+        self.cluster(fleet, opts, scope, name, Purpose::Perform)
+            .await
+    }
+
+    /// One cluster of a revision prepared with [`Agent::prepare_plan`], decided as
+    /// [`Agent::reconcile_cluster`] would and shown, nothing written.
+    pub async fn plan_cluster(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+        scope: &Scope,
+        name: &str,
+    ) -> Result<Run, ReconcileError> {
+        self.cluster(fleet, opts, scope, name, Purpose::Show).await
+    }
+
+    /// One cluster decided, then carried out or shown.
+    async fn cluster(
+        &self,
+        fleet: &Fleet,
+        opts: &Options,
+        scope: &Scope,
+        name: &str,
+        purpose: Purpose,
+    ) -> Result<Run, ReconcileError> {
         // The freshest record: in the daemon a cluster runs long after its revision was prepared.
         let prev: Option<Arc<Recorded>> = match &self.cache {
             Some(cache) => cache
@@ -747,24 +822,24 @@ impl Agent {
             .and_then(|&i| fleet.clusters.get(i))
             .filter(|c| c.name == name)
             .or_else(|| fleet.clusters.iter().find(|c| c.name == name));
-        let outcome = match entry {
-            Some(entry) => {
-                pass.cluster_and_event(fleet, entry, prev.as_deref())
-                    .await?
-            }
-            None => match prev {
-                Some(rec) => pass.orphan(name, &rec).await?,
-                None => ClusterOutcome {
-                    name: name.to_string(),
-                    plan: Plan {
-                        cluster: name.to_string(),
-                        entries: vec![],
-                    },
-                    phase: Phase::Orphaned,
-                    message: GONE.to_string(),
-                    staged: Default::default(),
-                    paced: None,
+        let decided = match (entry, prev.as_deref()) {
+            (Some(entry), prev) => Some(pass.decide(fleet, entry, prev, purpose).await),
+            (None, Some(rec)) => Some(Decided::orphan(name, rec)),
+            (None, None) => None,
+        };
+        let outcome = match decided {
+            Some(d) if purpose == Purpose::Show => pass.show(d),
+            Some(d) => pass.perform(fleet, d).await?,
+            None => ClusterOutcome {
+                name: name.to_string(),
+                plan: Plan {
+                    cluster: name.to_string(),
+                    entries: vec![],
                 },
+                phase: Phase::Orphaned,
+                message: GONE.to_string(),
+                staged: Default::default(),
+                paced: None,
             },
         };
         Ok(Run {

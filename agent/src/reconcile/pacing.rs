@@ -16,6 +16,7 @@ use capstan_templates::spec::EKSA_GROUP;
 /// Cluster API's group.
 const CAPI_GROUP: &str = "cluster.x-k8s.io";
 
+use super::decision::Purpose;
 use super::pass::Pass;
 use crate::plan::live::{Live, LiveObject};
 use crate::plan::waves::{self, Hold, Member, rollout_of};
@@ -120,7 +121,8 @@ impl Pass<'_> {
 
     /// The fleet-wide gate before an upgrade starts ([`waves::decide`]): when the cluster may
     /// not start now, its machine-rolling changes are held with why, and the hold returned.
-    /// A cluster that may start is admitted (it counts as upgrading from now on).
+    /// A cluster that may start is admitted (it counts as upgrading from now on) when the
+    /// decision is to be carried out; a plan only shown admits nothing.
     pub(super) fn wave_gate(
         &self,
         fleet: &Fleet,
@@ -128,6 +130,7 @@ impl Pass<'_> {
         plan: &mut Plan,
         prev: Option<&Recorded>,
         target: &str,
+        purpose: Purpose,
     ) -> Option<Hold> {
         let rollout = rollout_of(fleet, entry.management()).filter(|r| r.paces())?;
         let recorded = prev.map(|p| {
@@ -156,7 +159,7 @@ impl Pass<'_> {
                 Some(&self.live),
             );
             let d = waves::decide(rollout, &all, &entry.name, super::unix_now());
-            if d.is_ok() && !self.opts.plan_only {
+            if d.is_ok() && purpose == Purpose::Perform {
                 admitted.insert(entry.name.clone(), target.to_string());
             }
             d

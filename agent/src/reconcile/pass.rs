@@ -11,8 +11,8 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 
-use super::staging::Versioned;
-use super::{Agent, ClusterOutcome, Options, ReconcileError, desired, fingerprint};
+use super::decision::{Course, Decided, Deletion, Home, Planned, Purpose, refused};
+use super::{Agent, ClusterOutcome, Options, ReconcileError};
 use crate::health;
 use crate::k8s::apply::apply_one;
 use crate::k8s::{ApplyError, Resolver};
@@ -20,22 +20,11 @@ use crate::live::{Live, LiveObject};
 use crate::plan::fights::{self, Verdict};
 use crate::plan::order;
 use crate::plan::planner::{self, Applied, Decision, Stamp};
-use crate::plan::stages::Staged;
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
 use crate::status::{
     self, ConditionStatus, ConditionType, ManagedClusterStatus, Phase, Reason, Recorded, condition,
 };
-use capstan_plan::decide::{self, Gate, NotStarted};
-
-/// The holds a cluster's pass found before applying ([`Pass::holds`]).
-struct Holds {
-    /// The health gate held its rollout changes.
-    gated: bool,
-    /// The fleet's pacing held them.
-    paced: Option<crate::plan::waves::Hold>,
-    /// Held before its upgrade started: by what.
-    not_started: Option<NotStarted>,
-}
+use capstan_plan::decide;
 
 /// What applying a plan did ([`Pass::apply`]), and its prunes after it.
 #[derive(Default)]
@@ -51,7 +40,7 @@ struct Applying {
 }
 
 /// An outcome with an empty plan.
-fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome {
+pub(super) fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome {
     ClusterOutcome {
         name: name.to_string(),
         plan: Plan {
@@ -131,28 +120,13 @@ impl Pass<'_> {
         self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A cluster, and an Event when anything changed: something written (the Event then goes
-    /// beside the status), or its status. A cluster looked at again while its changes stay held
-    /// (a stage or a wave it waits for) records nothing new, so it adds no Event either.
-    pub(super) async fn cluster_and_event(
-        &self,
-        fleet: &Fleet,
-        entry: &ClusterEntry,
-        prev: Option<&Recorded>,
-    ) -> Result<ClusterOutcome, ReconcileError> {
-        let (outcome, status_changed, evented) = self.cluster(fleet, entry, prev).await?;
-        if !self.opts.plan_only && !evented && (outcome.plan.writes_now() || status_changed) {
-            self.event(&outcome).await;
-        }
-        Ok(outcome)
-    }
-
     /// A drift correction about to be made, unless capstan has been fighting another field
     /// manager over this object ([`fights`]): then a [`Action::Conflict`] that names it.
-    fn fought(&self, mut e: Entry, live: Option<&serde_json::Value>) -> Entry {
+    /// Only a correction to be made counts towards a fight; a plan shown does not.
+    fn fought(&self, mut e: Entry, live: Option<&serde_json::Value>, purpose: Purpose) -> Entry {
         let correcting = e.action == Action::Update
             && e.reason.as_deref().is_some_and(|r| r.starts_with("drift"));
-        if !correcting || self.opts.plan_only {
+        if !correcting || purpose == Purpose::Show {
             return e;
         }
         let manager = live.and_then(fights::other_manager);
@@ -181,28 +155,17 @@ impl Pass<'_> {
         e
     }
 
-    /// A recorded cluster whose directory is gone without a tombstone: reported Orphaned,
-    /// nothing deleted.
-    pub(super) async fn orphan(
-        &self,
-        name: &str,
-        rec: &Recorded,
-    ) -> Result<ClusterOutcome, ReconcileError> {
-        let message = "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string();
-        self.stay_orphaned(name, rec, message).await
-    }
-
     /// An orphaned cluster stays so, with `message`: nothing applied, nothing deleted, its
     /// record (revision, inventory) kept.
     async fn stay_orphaned(
         &self,
-        name: &str,
+        home: &Home,
         rec: &Recorded,
         message: String,
     ) -> Result<ClusterOutcome, ReconcileError> {
+        let name = &home.name;
         let st = decide::orphaned(rec, &self.opts.revision, &message);
-        self.write_status(name, &rec.management, &rec.directory, &st, Some(rec))
-            .await?;
+        self.write_status(home, &st, Some(rec)).await?;
         Ok(ClusterOutcome {
             name: name.to_string(),
             plan: Plan {
@@ -348,17 +311,17 @@ impl Pass<'_> {
     }
 
     /// Writes a status when it changed; returns whether it wrote.
-    pub(super) async fn write_status(
+    async fn write_status(
         &self,
-        name: &str,
-        management: &str,
-        dir: &str,
+        home: &Home,
         st: &ManagedClusterStatus,
         prev: Option<&Recorded>,
     ) -> Result<bool, ReconcileError> {
-        if self.opts.plan_only {
-            return Ok(false);
-        }
+        let Home {
+            name,
+            management,
+            dir,
+        } = home;
         match status::write(self.client(), name, management, dir, st, prev).await? {
             Some(record) => {
                 self.live.set_record(name, Some(record));
@@ -379,138 +342,127 @@ impl Pass<'_> {
             .await
     }
 
-    /// One cluster; returns its outcome, whether its status was written, and whether its Event
-    /// was (beside the status, when something was applied). Gate → plan → refusals → holds →
-    /// (a plan ends here) → apply → prune → settled status, written with its Event.
-    async fn cluster(
+    /// Carries out a cluster's decision ([`Pass::decide`]): the hold, orphan or refusal
+    /// recorded, the deletion's step taken, or the plan applied, pruned and settled. An Event
+    /// goes with anything that changed: something written (the Event then goes beside the
+    /// status), or its status. A cluster looked at again while its changes stay held (a stage
+    /// or a wave it waits for) records nothing new, so it adds no Event either.
+    pub(super) async fn perform(
         &self,
         fleet: &Fleet,
-        entry: &ClusterEntry,
-        prev: Option<&Recorded>,
-    ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
-        let name = entry.name.clone();
-        let (dir, mgmt) = (entry.dir.display().to_string(), entry.management());
-        let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
-        let writer = self.writer(&entry.role, &name);
-        if let Some(done) = self.gate(fleet, entry, prev, &writer).await? {
-            return Ok(done);
+        d: Decided<'_>,
+    ) -> Result<ClusterOutcome, ReconcileError> {
+        let Decided {
+            home,
+            prev,
+            reclaim,
+            course,
+        } = d;
+        if reclaim {
+            status::clear_adoption(self.client(), &home.name).await?;
+            self.wrote();
         }
-        // The revision's identity: what the repository asks for, before the chain steps and
-        // live-dependent wiring.
-        let fp = fingerprint(&desired(entry));
-        let settings = self.settings(fleet, entry);
-        let snap = self.snapshot(entry);
-        let (step, note) = match self.versioned(entry, &snap) {
-            Versioned::Spec => (None, None),
-            Versioned::Step(objects, note) => (Some(objects), Some(note)),
-            Versioned::Refused(why) => {
-                let at = entry.cluster.as_ref().map(|c| {
-                    let pos = c.source.pos("spec.kubernetesVersion");
-                    format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
-                });
-                let why = format!("{}{why}", at.unwrap_or_default());
-                let r = decide::refusal(&self.opts.revision, prev, Reason::UpgradeRefused, why);
-                return self.refused(entry, prev, r, None).await;
+        let (outcome, changed, evented) = match course {
+            Course::Held { status, message } => {
+                let changed = self.write_status(&home, &status, prev).await?;
+                (empty(&home.name, Phase::Suspended, message), changed, false)
             }
+            Course::Orphaned { message } => {
+                let rec = prev.expect("only a recorded cluster is orphaned");
+                (self.stay_orphaned(&home, rec, message).await?, false, false)
+            }
+            Course::Refused { refusal, plan } => {
+                let st = decide::not_applied(prev, &self.opts.revision, &refusal);
+                let changed = self.write_status(&home, &st, prev).await?;
+                (refused(&home.name, refusal, plan), changed, false)
+            }
+            Course::Delete(deletion) => {
+                let (outcome, changed) = self.delete_cluster(&home, deletion, prev).await?;
+                (outcome, changed, false)
+            }
+            Course::Apply(planned) => self.carry_out(fleet, &home, prev, *planned).await?,
         };
-        let wired = match &step {
-            Some(objects) => self.wire(objects.iter(), &snap),
-            None => self.wire(entry.objects.iter().flatten(), &snap),
-        };
-        let objects: Vec<(&Rendered, ObjectRef)> = match (&wired.objects, &step) {
-            (Some(objs), _) => objs.iter().map(|o| (o, plan::reference(o))).collect(),
-            (None, Some(objs)) => objs.iter().map(|o| (o, plan::reference(o))).collect(),
-            (None, None) => desired(entry),
-        };
-        let mut plan = self
-            .plan(&name, &writer, &objects, &previous_inventory)
-            .await;
-        if let Some(r) = self
-            .refusal(entry, prev, &plan, &objects, &previous_inventory)
-            .await
-        {
-            // The plan shows why (an object that is not the cluster's is a conflict in it).
-            let shown = (r.reason == Reason::AlreadyExists).then(|| plan.clone());
-            return self.refused(entry, prev, r, shown).await;
+        if !evented && (outcome.plan.writes_now() || changed) {
+            self.event(&outcome).await;
         }
-        let holds = self.holds(fleet, entry, &mut plan, &objects, prev, &fp);
-        let wave = self.wave_label(fleet, entry);
-        let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
-        staged.outline = crate::plan::stages::outline(&plan.entries, settings);
-        let done = |plan: Plan, phase: Phase, message: String, waiting| ClusterOutcome {
-            name: name.clone(),
-            plan,
-            phase,
-            message,
-            staged: Staged {
-                waiting,
-                ..staged.clone()
-            },
-            paced: holds.paced.clone(),
-        };
-        if self.opts.plan_only {
-            // Where the rollout would stand: this plan's rolling changes hold the old templates.
-            let rollout = self.rollout(&plan, &objects, &staged);
-            planner::hold_prunes(&mut plan.entries, &rollout);
-            let phase = if plan.has_changes() {
-                Phase::Pending
-            } else {
-                Phase::Ready
-            };
-            let waiting = staged.waiting.clone();
-            return Ok((done(plan, phase, String::new(), waiting), false, false));
-        }
+        Ok(outcome)
+    }
+
+    /// A plan applied: a management cluster's self-upgrade steps first when it changes its own
+    /// etcd or control plane, then apply → prune → settled status, written with its Event.
+    /// Returns the outcome, whether the status was written and whether the Event was.
+    async fn carry_out(
+        &self,
+        fleet: &Fleet,
+        home: &Home,
+        prev: Option<&Recorded>,
+        planned: Planned<'_>,
+    ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
+        let entry = planned.entry;
+        let objects = planned.objects();
+        let mut plan = planned.plan.clone();
         // A management cluster changing its own etcd or control plane backs up and pauses its
         // workload clusters first.
         let upgrade = self
-            .self_upgrade(fleet, entry, &mut plan, &staged, prev)
+            .self_upgrade(fleet, entry, &mut plan, &planned.staged, prev)
             .await;
         let mut out = self
-            .apply(&writer, entry, prev, &mut plan, &objects, settings)
+            .apply(
+                &planned.writer,
+                entry,
+                prev,
+                &mut plan,
+                &objects,
+                planned.settings,
+            )
             .await?;
         // Where the stages stand now that this pass's changes are out: what decides which
         // prunes wait, what the status says, what the stage timeout measures, when to look
         // again.
-        let after = self.progress(entry, &plan, settings);
+        let after = self.progress(entry, &plan, planned.settings);
         if out.failure.is_none() {
             let rollout = self.rollout(&plan, &objects, &after);
             planner::hold_prunes(&mut plan.entries, &rollout);
-            out.failure = self.prune(&writer, &plan, &mut out.applied).await;
+            out.failure = self.prune(&planned.writer, &plan, &mut out.applied).await;
         }
         out.applied.complete = out.failure.is_none();
         let refs: Vec<ObjectRef> = objects.iter().map(|(_, r)| r.clone()).collect();
-        let inventory =
-            planner::next_inventory(&previous_inventory, &refs, &plan, &out.applied, |r| {
-                self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default()
-            });
+        let inventory = planner::next_inventory(
+            &planned.previous_inventory,
+            &refs,
+            &plan,
+            &out.applied,
+            |r| self.live.get(r).map(|l| Stamp::of(&l)).unwrap_or_default(),
+        );
         let deleting = decide::deleting(&plan, &out.applied.terminating);
         let health = self.assessment(&objects, &deleting);
+        let holds = &planned.holds;
         let st = decide::settle(&decide::Settled {
             revision: &self.opts.revision,
-            fingerprint: &fp,
+            fingerprint: &planned.fingerprint,
             prev,
             plan: &plan,
             failure: out.failure.as_deref(),
             claimed: &out.claimed,
             health: &health,
             after: &after,
-            note: note.as_deref(),
+            note: planned.note.as_deref(),
             upgrade: &upgrade,
             not_started: holds.not_started.as_ref(),
             gated: holds.gated,
             paced: holds.paced.is_some(),
             stage_timeout: self.opts.stage_timeout,
             now: status::now().0,
-            wave,
+            wave: planned.wave.clone(),
             inventory,
         });
         let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
         // The failure itself is in the phase and message. The spec written with the apply is
         // what the record is now. Something written: its Event goes beside the status.
-        let outcome = done(plan, phase, message, after.waiting.clone());
+        let outcome = planned.outcome(plan, phase, message, after.waiting.clone());
         let evented = outcome.plan.writes_now();
         let (changed, ()) = futures::join!(
-            self.write_status(&name, mgmt, &dir, &st, out.spec.as_ref().or(prev)),
+            self.write_status(home, &st, out.spec.as_ref().or(prev)),
             async {
                 if evented {
                     self.event(&outcome).await;
@@ -520,63 +472,10 @@ impl Pass<'_> {
         Ok((outcome, changed?, evented))
     }
 
-    /// Whether the pass goes ahead ([`decide::gate`]); when it does not, what it did instead
-    /// (the hold's status written, the orphan kept, the refusal recorded, the deletion's step).
-    async fn gate(
-        &self,
-        fleet: &Fleet,
-        entry: &ClusterEntry,
-        prev: Option<&Recorded>,
-        writer: &Writer,
-    ) -> Result<Option<(ClusterOutcome, bool, bool)>, ReconcileError> {
-        let name = &entry.name;
-        let (dir, mgmt) = (entry.dir.display().to_string(), entry.management());
-        let denied = entry.objects.iter().flatten().find_map(|o| {
-            self.live
-                .denied(o.api_version(), o.kind())
-                .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
-        });
-        let gate = decide::gate(&decide::GateFacts {
-            entry,
-            prev,
-            revision: &self.opts.revision,
-            fleet_suspended: fleet.suspended,
-            management_upgrading: self.management_upgrading(entry),
-            denied,
-        });
-        Ok(Some(match gate {
-            Gate::Hold { reason, message } => {
-                let st = decide::held(prev, reason, &message);
-                let changed = self.write_status(name, mgmt, &dir, &st, prev).await?;
-                (empty(name, Phase::Suspended, message), changed, false)
-            }
-            Gate::StayOrphaned(message) => {
-                let rec = prev.expect("only a recorded cluster is orphaned");
-                (self.stay_orphaned(name, rec, message).await?, false, false)
-            }
-            Gate::Refuse(r) => return self.refused(entry, prev, r, None).await.map(Some),
-            Gate::Delete => {
-                let inventory = prev.map(Recorded::inventory).unwrap_or_default();
-                let (outcome, changed) = self
-                    .delete_cluster(writer, name, mgmt, &dir, inventory, prev)
-                    .await?;
-                (outcome, changed, false)
-            }
-            Gate::Proceed { reclaim } => {
-                // An orphan taken back on an admin's mark: the mark lets it back once.
-                if reclaim && !self.opts.plan_only {
-                    status::clear_adoption(self.client(), name).await?;
-                    self.wrote();
-                }
-                return Ok(None);
-            }
-        }))
-    }
-
     /// Why this revision is refused for the cluster after planning, when it is: objects that
     /// exist and are not the cluster's (nothing of it is applied until an admin hands them
     /// over or the repository renames them), or fields EKS Anywhere holds immutable.
-    async fn refusal(
+    pub(super) async fn refusal(
         &self,
         entry: &ClusterEntry,
         prev: Option<&Recorded>,
@@ -604,53 +503,6 @@ impl Pass<'_> {
                 Reason::ReadFailed,
                 format!("reading its live EKS-A objects: {e}"),
             )),
-        }
-    }
-
-    /// Records a refusal ([`Pass::refuse`]) and its outcome, with `plan` when it shows why.
-    async fn refused(
-        &self,
-        entry: &ClusterEntry,
-        prev: Option<&Recorded>,
-        r: decide::Refusal,
-        plan: Option<Plan>,
-    ) -> Result<(ClusterOutcome, bool, bool), ReconcileError> {
-        let changed = self.refuse(entry, prev, &r).await?;
-        let mut outcome = empty(&entry.name, Phase::Failed, r.message);
-        if let Some(plan) = plan {
-            outcome.plan = plan;
-        }
-        Ok((outcome, changed, false))
-    }
-
-    /// The holds before anything is applied: the health gate, then (once the cluster itself
-    /// is fit to start) the fleet's pacing.
-    fn holds(
-        &self,
-        fleet: &Fleet,
-        entry: &ClusterEntry,
-        plan: &mut Plan,
-        objects: &[(&Rendered, ObjectRef)],
-        prev: Option<&Recorded>,
-        fp: &str,
-    ) -> Holds {
-        let gated = self.health_gate(entry, plan, objects, prev, fp);
-        let paced = match gated {
-            None => self.wave_gate(fleet, entry, plan, prev, fp),
-            Some(_) => None,
-        };
-        // Held before its upgrade started (by the waves, or by the health gate with no earlier
-        // upgrade still rolling): not upgrading, waiting for no stage of its own.
-        let upgrading = prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
-        let not_started = match (&paced, &gated) {
-            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
-            (None, Some(why)) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
-            _ => None,
-        };
-        Holds {
-            gated: gated.is_some(),
-            paced,
-            not_started,
         }
     }
 
@@ -750,28 +602,15 @@ impl Pass<'_> {
         None
     }
 
-    /// Records that this revision was not applied to a cluster ([`decide::not_applied`]);
-    /// returns whether the status was written.
-    async fn refuse(
-        &self,
-        entry: &ClusterEntry,
-        prev: Option<&Recorded>,
-        r: &decide::Refusal,
-    ) -> Result<bool, ReconcileError> {
-        let st = decide::not_applied(prev, &self.opts.revision, r);
-        let dir = entry.dir.display().to_string();
-        self.write_status(&entry.name, entry.management(), &dir, &st, prev)
-            .await
-    }
-
     /// The plan of one cluster: the planner's decisions, with the server's dry run where only a
-    /// comparison can tell (and for every object when only planning).
-    async fn plan(
+    /// comparison can tell (and for every object when the plan is only shown: [`Purpose`]).
+    pub(super) async fn plan(
         &self,
         name: &str,
         writer: &Writer,
         objects: &[(&Rendered, ObjectRef)],
         previous: &[ObjectRef],
+        purpose: Purpose,
     ) -> Plan {
         let recorded: BTreeMap<String, &ObjectRef> =
             previous.iter().map(|r| (r.key(), r)).collect();
@@ -811,7 +650,7 @@ impl Pass<'_> {
                     }),
                 ))),
                 // Creating for real: the apply itself is validated strictly, no need to ask first.
-                Decision::Create if !self.opts.plan_only => {
+                Decision::Create if purpose == Purpose::Perform => {
                     let obj = plan::annotated(rendered);
                     let diff = plan::diff(None, &obj, &r.subject());
                     entries.push(Some(entry(r, Action::Create, Some(diff), None)));
@@ -872,7 +711,7 @@ impl Pass<'_> {
                     }
                     Ok(dry) => {
                         let e = planner::compared(r, drift, self.opts.drift, full.as_ref(), &dry);
-                        self.fought(e, full.as_ref())
+                        self.fought(e, full.as_ref(), purpose)
                     }
                 };
                 (i, e)
@@ -1032,71 +871,26 @@ impl Pass<'_> {
     /// and the status. A run never waits for a finalizer.
     async fn delete_cluster(
         &self,
-        writer: &Writer,
-        name: &str,
-        mgmt: &str,
-        dir: &str,
-        inventory: Vec<ObjectRef>,
+        home: &Home,
+        deletion: Deletion,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
-        // Only what is still labelled for this cluster is deleted (the inventory is capstan's
-        // record; the label is what the object says now): an object relabelled for another
-        // cluster, or whose capstan labels were taken off, is left alone. Gone is gone.
-        let ours = |r: &ObjectRef| -> Result<bool, String> {
-            match self.live.get(r) {
-                None => Ok(false),
-                Some(o) if o.cluster.as_deref() == Some(name) => Ok(true),
-                Some(o) => Err(format!(
-                    "its capstan.dev/cluster label names {}: not this cluster's to delete",
-                    o.cluster
-                        .as_deref()
-                        .map_or("no fleet cluster".to_string(), |c| format!(
-                            "fleet cluster {c}"
-                        ))
-                )),
-            }
-        };
-        let mut entries: Vec<Entry> = Vec::new();
-        let (clusters, rest): (Vec<_>, Vec<_>) =
-            inventory.iter().cloned().partition(|r| r.is_cluster());
-        // CAPI Cluster before the EKS-A Cluster.
-        let mut clusters = clusters;
-        clusters.sort_by_key(|r| {
-            if r.group() == "cluster.x-k8s.io" {
-                0
-            } else {
-                1
-            }
-        });
-        for r in clusters.iter().chain(rest.iter().rev()) {
-            entries.push(match ours(r) {
-                Err(why) => Entry::new(r.clone(), Action::Skip, Some(why)),
-                Ok(_) => Entry::new(
-                    r.clone(),
-                    Action::Prune,
-                    Some("tombstone: deletion requested in the repository".into()),
-                ),
-            });
-        }
-        let plan = Plan {
-            cluster: name.to_string(),
-            entries,
-        };
-        if self.opts.plan_only || prev.is_none() {
+        let Deletion {
+            writer,
+            inventory,
+            clusters,
+            rest,
+            plan,
+        } = deletion;
+        let writer = &writer;
+        let name = home.name.as_str();
+        let ours = |r: &ObjectRef| self.ours(name, r);
+        if prev.is_none() {
             // Nothing recorded: deleted already (its record goes last), or never applied.
-            let message = if prev.is_none() && !self.opts.plan_only {
-                super::DELETED
-            } else {
-                "deletion requested"
-            };
             return Ok((
                 ClusterOutcome {
-                    name: name.into(),
                     plan,
-                    phase: Phase::Deleting,
-                    message: message.into(),
-                    staged: Default::default(),
-                    paced: None,
+                    ..empty(name, Phase::Deleting, super::DELETED.into())
                 },
                 false,
             ));
@@ -1150,15 +944,7 @@ impl Pass<'_> {
                 held.subject()
             );
             return self
-                .still_deleting(
-                    name,
-                    (mgmt, dir),
-                    plan,
-                    message.clone(),
-                    message,
-                    inventory,
-                    prev,
-                )
+                .still_deleting(home, plan, message.clone(), message, inventory, prev)
                 .await;
         }
         if failure.is_none() {
@@ -1192,16 +978,8 @@ impl Pass<'_> {
                 ))
             }
             Some(f) => {
-                self.still_deleting(
-                    name,
-                    (mgmt, dir),
-                    plan,
-                    format!("deleting: {f}"),
-                    f,
-                    inventory,
-                    prev,
-                )
-                .await
+                self.still_deleting(home, plan, format!("deleting: {f}"), f, inventory, prev)
+                    .await
             }
         }
     }
@@ -1210,8 +988,7 @@ impl Pass<'_> {
     #[allow(clippy::too_many_arguments)]
     async fn still_deleting(
         &self,
-        name: &str,
-        (mgmt, dir): (&str, &str),
+        home: &Home,
         plan: Plan,
         status_message: String,
         message: String,
@@ -1235,10 +1012,10 @@ impl Pass<'_> {
             inventory,
             ..Default::default()
         };
-        let changed = self.write_status(name, mgmt, dir, &st, prev).await?;
+        let changed = self.write_status(home, &st, prev).await?;
         Ok((
             ClusterOutcome {
-                name: name.into(),
+                name: home.name.clone(),
                 plan,
                 phase: Phase::Deleting,
                 message,

@@ -85,7 +85,7 @@ impl Pass<'_> {
                 .unwrap_or_default(),
             failure: None,
         };
-        if entry.role != Role::Management || self.opts.plan_only {
+        if entry.role != Role::Management {
             return out;
         }
         let core = |s: &Stage| matches!(s, Stage::Etcd | Stage::ControlPlane);

@@ -83,12 +83,17 @@ impl Repo {
         let opts = Options {
             revision: revision.into(),
             drift,
-            plan_only,
             management: Some(self.mgmt.clone()),
             ..Default::default()
         };
         let client = capstan::install::testing::agent_client(cp).await;
-        reconcile(&client, &self.fleet(), &opts).await.unwrap()
+        if plan_only {
+            capstan::reconcile::plan(&client, &self.fleet(), &opts)
+                .await
+                .unwrap()
+        } else {
+            reconcile(&client, &self.fleet(), &opts).await.unwrap()
+        }
     }
 }
 

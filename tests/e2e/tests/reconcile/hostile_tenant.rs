@@ -412,12 +412,17 @@ impl Arena {
         let opts = Options {
             revision: revision.into(),
             management: Some(self.mgmt.clone()),
-            plan_only,
             ..Default::default()
         };
-        reconcile(&client, &self.files.fleet(), &opts)
-            .await
-            .unwrap()
+        if plan_only {
+            capstan::reconcile::plan(&client, &self.files.fleet(), &opts)
+                .await
+                .unwrap()
+        } else {
+            reconcile(&client, &self.files.fleet(), &opts)
+                .await
+                .unwrap()
+        }
     }
 
     /// Writes a file into the tenant's directory.

@@ -1,0 +1,429 @@
+//! What a cluster's pass decides before anything is written: a value, [`Decided`].
+//!
+//! `capstan plan` and a pull request's plan show it ([`Pass::show`]); the reconcile carries it
+//! out ([`Pass::perform`], in `pass.rs`), so a plan is the reconcile's own decision stopped
+//! before the apply, not a mode the executor checks as it goes. Deciding reads — the live
+//! facts the watches hold, the server's dry runs, the live EKS-A objects immutable fields are
+//! checked against — and writes nothing to the management cluster. The rules it applies are
+//! pure and tested apart: `capstan_plan::decide` (the gate, refusals, holds, the settled
+//! status), the planner, the stages, the waves, the chain.
+
+use capstan_layout::{ClusterEntry, Fleet, Objects, Rendered};
+
+use super::pass::{Pass, Writer, empty};
+use super::staging::Versioned;
+use super::{ClusterOutcome, desired, fingerprint};
+use crate::plan::planner;
+use crate::plan::stages::{Settings, Staged};
+use crate::plan::{self, Action, Entry, ObjectRef, Plan};
+use crate::status::{ManagedClusterStatus, Phase, Reason, Recorded};
+use capstan_plan::decide::{self, Gate, NotStarted};
+
+/// What a decision is for. One that will be carried out claims, as it is made, what the
+/// clusters decided beside it must see at once: its slot in the fleet's waves
+/// ([`Pass::wave_gate`]) and the drift corrections counted against another field manager
+/// ([`crate::plan::fights`]). One that is only shown claims nothing, and asks the server to
+/// validate the objects it would create (a reconcile's apply is validated strictly itself, so
+/// it does not ask twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// `capstan plan`, a pull request's plan.
+    Show,
+    /// A reconcile.
+    Perform,
+}
+
+/// A cluster's name and where its record says it lives.
+pub(super) struct Home {
+    pub(super) name: String,
+    pub(super) management: String,
+    pub(super) dir: String,
+}
+
+impl Home {
+    fn of(entry: &ClusterEntry) -> Home {
+        Home {
+            name: entry.name.clone(),
+            management: entry.management().to_string(),
+            dir: entry.dir.display().to_string(),
+        }
+    }
+}
+
+/// One cluster's decision.
+pub(super) struct Decided<'e> {
+    pub(super) home: Home,
+    /// Its record before this pass.
+    pub(super) prev: Option<&'e Recorded>,
+    /// An orphan taken back on an admin's mark: the mark is cleared (it lets it back once).
+    pub(super) reclaim: bool,
+    pub(super) course: Course<'e>,
+}
+
+/// What is to be done with a cluster.
+pub(super) enum Course<'e> {
+    /// Held before planning (suspended, its management cluster upgrading, a kind the agent
+    /// may not write): this status recorded, nothing applied.
+    Held {
+        status: ManagedClusterStatus,
+        message: String,
+    },
+    /// A recorded cluster whose directory is gone without a tombstone: it stays Orphaned,
+    /// nothing applied, nothing deleted.
+    Orphaned { message: String },
+    /// This revision refused for the cluster: the refusal recorded; the plan shown when it
+    /// says why (objects that exist and are not the cluster's).
+    Refused {
+        refusal: decide::Refusal,
+        plan: Option<Plan>,
+    },
+    /// Deletion on intent.
+    Delete(Deletion),
+    /// Changes to apply.
+    Apply(Box<Planned<'e>>),
+}
+
+/// A deletion a tombstone asks for: the Cluster objects first, then the rest in reverse apply
+/// order, only what is still labelled for the cluster.
+pub(super) struct Deletion {
+    pub(super) writer: Writer,
+    /// What the record holds.
+    pub(super) inventory: Vec<ObjectRef>,
+    /// Its Cluster objects, Cluster API's before EKS Anywhere's.
+    pub(super) clusters: Vec<ObjectRef>,
+    /// Everything else, in apply order (deleted in reverse).
+    pub(super) rest: Vec<ObjectRef>,
+    /// Every object: pruned, or skipped with why.
+    pub(super) plan: Plan,
+}
+
+/// The holds a cluster's plan found before applying ([`Pass::holds`]).
+pub(super) struct Holds {
+    /// The health gate held its rollout changes.
+    pub(super) gated: bool,
+    /// The fleet's pacing held them.
+    pub(super) paced: Option<crate::plan::waves::Hold>,
+    /// Held before its upgrade started: by what.
+    pub(super) not_started: Option<NotStarted>,
+}
+
+/// A plan to apply, with what applying it and settling its status need.
+pub(super) struct Planned<'e> {
+    pub(super) entry: &'e ClusterEntry,
+    pub(super) writer: Writer,
+    /// The revision's identity for this cluster: what the repository asks for, before the
+    /// chain step and the live-dependent wiring.
+    pub(super) fingerprint: String,
+    /// The chain step taken, for the status.
+    pub(super) note: Option<String>,
+    pub(super) settings: Settings,
+    /// What is applied: the rendered objects, a chain step's, or either wired to live etcd.
+    pub(super) objects: Objects,
+    pub(super) previous_inventory: Vec<ObjectRef>,
+    pub(super) plan: Plan,
+    pub(super) holds: Holds,
+    /// Its wave, when the fleet paces upgrades.
+    pub(super) wave: Option<String>,
+    pub(super) staged: Staged,
+}
+
+impl Planned<'_> {
+    /// The objects applied, with their references.
+    pub(super) fn objects(&self) -> Vec<(&Rendered, ObjectRef)> {
+        references(&self.objects)
+    }
+
+    /// The outcome of this plan: `plan` as it ended, where the stages wait.
+    pub(super) fn outcome(
+        &self,
+        plan: Plan,
+        phase: Phase,
+        message: String,
+        waiting: Option<(crate::plan::stages::Stage, String)>,
+    ) -> ClusterOutcome {
+        ClusterOutcome {
+            name: self.entry.name.clone(),
+            plan,
+            phase,
+            message,
+            staged: Staged {
+                waiting,
+                ..self.staged.clone()
+            },
+            paced: self.holds.paced.clone(),
+        }
+    }
+}
+
+fn references(objects: &Objects) -> Vec<(&Rendered, ObjectRef)> {
+    objects.iter().map(|o| (o, plan::reference(o))).collect()
+}
+
+impl<'e> Decided<'e> {
+    /// A recorded cluster the repository no longer has.
+    pub(super) fn orphan(name: &str, rec: &'e Recorded) -> Decided<'e> {
+        Decided {
+            home: Home {
+                name: name.to_string(),
+                management: rec.management.clone(),
+                dir: rec.directory.clone(),
+            },
+            prev: Some(rec),
+            reclaim: false,
+            course: Course::Orphaned {
+                message: "its directory is gone from the repository; nothing was deleted (use `capstan delete cluster` to delete it)".to_string(),
+            },
+        }
+    }
+}
+
+impl Pass<'_> {
+    /// Decides a cluster: gate → version step → wiring → plan → refusals → holds → stages.
+    pub(super) async fn decide<'e>(
+        &self,
+        fleet: &Fleet,
+        entry: &'e ClusterEntry,
+        prev: Option<&'e Recorded>,
+        purpose: Purpose,
+    ) -> Decided<'e> {
+        let writer = self.writer(&entry.role, &entry.name);
+        let denied = entry.objects.iter().flatten().find_map(|o| {
+            self.live
+                .denied(o.api_version(), o.kind())
+                .map(|why| (o.kind().to_string(), o.api_version().to_string(), why))
+        });
+        let gate = decide::gate(&decide::GateFacts {
+            entry,
+            prev,
+            revision: &self.opts.revision,
+            fleet_suspended: fleet.suspended,
+            management_upgrading: self.management_upgrading(entry),
+            denied,
+        });
+        let decided = |reclaim, course| Decided {
+            home: Home::of(entry),
+            prev,
+            reclaim,
+            course,
+        };
+        match gate {
+            Gate::Hold { reason, message } => {
+                let status = decide::held(prev, reason, &message);
+                decided(false, Course::Held { status, message })
+            }
+            Gate::StayOrphaned(message) => decided(false, Course::Orphaned { message }),
+            Gate::Refuse(refusal) => decided(
+                false,
+                Course::Refused {
+                    refusal,
+                    plan: None,
+                },
+            ),
+            Gate::Delete => decided(false, Course::Delete(self.deletion(entry, prev, writer))),
+            Gate::Proceed { reclaim } => decided(
+                reclaim,
+                self.planned(fleet, entry, prev, writer, purpose).await,
+            ),
+        }
+    }
+
+    /// The course of a cluster that passed the gate: refused, or a plan to apply.
+    async fn planned<'e>(
+        &self,
+        fleet: &Fleet,
+        entry: &'e ClusterEntry,
+        prev: Option<&'e Recorded>,
+        writer: Writer,
+        purpose: Purpose,
+    ) -> Course<'e> {
+        let name = &entry.name;
+        let fp = fingerprint(&desired(entry));
+        let settings = self.settings(fleet, entry);
+        let snap = self.snapshot(entry);
+        let (step, note) = match self.versioned(entry, &snap) {
+            Versioned::Spec => (None, None),
+            Versioned::Step(objects, note) => (Some(objects), Some(note)),
+            Versioned::Refused(why) => {
+                let at = entry.cluster.as_ref().map(|c| {
+                    let pos = c.source.pos("spec.kubernetesVersion");
+                    format!("{}:{}:{}: ", c.source.file.display(), pos.line, pos.column)
+                });
+                let why = format!("{}{why}", at.unwrap_or_default());
+                let refusal =
+                    decide::refusal(&self.opts.revision, prev, Reason::UpgradeRefused, why);
+                return Course::Refused {
+                    refusal,
+                    plan: None,
+                };
+            }
+        };
+        let wired = match &step {
+            Some(objects) => self.wire(objects.iter(), &snap),
+            None => self.wire(entry.objects.iter().flatten(), &snap),
+        };
+        let objects: Objects = match (wired.objects, step) {
+            (Some(objs), _) => objs.into_iter().collect(),
+            (None, Some(objs)) => objs,
+            (None, None) => entry.objects.clone().unwrap_or_default(),
+        };
+        let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
+        let (plan, holds, staged) = {
+            let refs = references(&objects);
+            let mut plan = self
+                .plan(name, &writer, &refs, &previous_inventory, purpose)
+                .await;
+            if let Some(refusal) = self
+                .refusal(entry, prev, &plan, &refs, &previous_inventory)
+                .await
+            {
+                // The plan shows why (an object that is not the cluster's is a conflict in it).
+                let plan = (refusal.reason == Reason::AlreadyExists).then_some(plan);
+                return Course::Refused { refusal, plan };
+            }
+            let holds = self.holds(fleet, entry, &mut plan, &refs, prev, &fp, purpose);
+            let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
+            staged.outline = crate::plan::stages::outline(&plan.entries, settings);
+            (plan, holds, staged)
+        };
+        Course::Apply(Box::new(Planned {
+            entry,
+            writer,
+            fingerprint: fp,
+            note,
+            settings,
+            objects,
+            previous_inventory,
+            plan,
+            holds,
+            wave: self.wave_label(fleet, entry),
+            staged,
+        }))
+    }
+
+    /// The holds before anything is applied: the health gate, then (once the cluster itself
+    /// is fit to start) the fleet's pacing.
+    #[allow(clippy::too_many_arguments)]
+    fn holds(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        plan: &mut Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        prev: Option<&Recorded>,
+        fp: &str,
+        purpose: Purpose,
+    ) -> Holds {
+        let gated = self.health_gate(entry, plan, objects, prev, fp);
+        let paced = match gated {
+            None => self.wave_gate(fleet, entry, plan, prev, fp, purpose),
+            Some(_) => None,
+        };
+        // Held before its upgrade started (by the waves, or by the health gate with no earlier
+        // upgrade still rolling): not upgrading, waiting for no stage of its own.
+        let upgrading = prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
+        let not_started = match (&paced, &gated) {
+            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
+            (None, Some(why)) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
+            _ => None,
+        };
+        Holds {
+            gated: gated.is_some(),
+            paced,
+            not_started,
+        }
+    }
+
+    /// Whether the object is the cluster's to delete: what the record holds and is still
+    /// labelled for it (the inventory is capstan's record; the label is what the object says
+    /// now). An object relabelled for another cluster, or whose capstan labels were taken off,
+    /// is left alone (`Err`: why). Gone is gone (`Ok(false)`).
+    pub(super) fn ours(&self, cluster: &str, r: &ObjectRef) -> Result<bool, String> {
+        match self.live.get(r) {
+            None => Ok(false),
+            Some(o) if o.cluster.as_deref() == Some(cluster) => Ok(true),
+            Some(o) => Err(format!(
+                "its capstan.dev/cluster label names {}: not this cluster's to delete",
+                o.cluster
+                    .as_deref()
+                    .map_or("no fleet cluster".to_string(), |c| format!(
+                        "fleet cluster {c}"
+                    ))
+            )),
+        }
+    }
+
+    /// The deletion a tombstone asks for, planned: every recorded object pruned in order, or
+    /// skipped with why it is not the cluster's any more.
+    fn deletion(&self, entry: &ClusterEntry, prev: Option<&Recorded>, writer: Writer) -> Deletion {
+        let name = &entry.name;
+        let inventory = prev.map(Recorded::inventory).unwrap_or_default();
+        let (mut clusters, rest): (Vec<_>, Vec<_>) =
+            inventory.iter().cloned().partition(|r| r.is_cluster());
+        // CAPI Cluster before the EKS-A Cluster.
+        clusters.sort_by_key(|r| {
+            if r.group() == "cluster.x-k8s.io" {
+                0
+            } else {
+                1
+            }
+        });
+        let entries = clusters
+            .iter()
+            .chain(rest.iter().rev())
+            .map(|r| match self.ours(name, r) {
+                Err(why) => Entry::new(r.clone(), Action::Skip, Some(why)),
+                Ok(_) => Entry::new(
+                    r.clone(),
+                    Action::Prune,
+                    Some("tombstone: deletion requested in the repository".into()),
+                ),
+            })
+            .collect();
+        Deletion {
+            writer,
+            inventory,
+            clusters,
+            rest,
+            plan: Plan {
+                cluster: name.to_string(),
+                entries,
+            },
+        }
+    }
+
+    /// A decision as `capstan plan` shows it: nothing written; a plan's prunes held where the
+    /// rollout it would start still needs the old templates.
+    pub(super) fn show(&self, d: Decided<'_>) -> ClusterOutcome {
+        let name = &d.home.name;
+        match d.course {
+            Course::Held { message, .. } => empty(name, Phase::Suspended, message),
+            Course::Orphaned { message } => empty(name, Phase::Orphaned, message),
+            Course::Refused { refusal, plan } => refused(name, refusal, plan),
+            Course::Delete(deletion) => ClusterOutcome {
+                plan: deletion.plan,
+                ..empty(name, Phase::Deleting, "deletion requested".into())
+            },
+            Course::Apply(planned) => {
+                let mut plan = planned.plan.clone();
+                let rollout = self.rollout(&plan, &planned.objects(), &planned.staged);
+                planner::hold_prunes(&mut plan.entries, &rollout);
+                let phase = if plan.has_changes() {
+                    Phase::Pending
+                } else {
+                    Phase::Ready
+                };
+                let waiting = planned.staged.waiting.clone();
+                planned.outcome(plan, phase, String::new(), waiting)
+            }
+        }
+    }
+}
+
+/// The outcome of a refused revision, with `plan` when it shows why.
+pub(super) fn refused(name: &str, r: decide::Refusal, plan: Option<Plan>) -> ClusterOutcome {
+    let mut outcome = empty(name, Phase::Failed, r.message);
+    if let Some(plan) = plan {
+        outcome.plan = plan;
+    }
+    outcome
+}
