@@ -388,14 +388,21 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
     let last_applied = prev
         .map(|p| p.status.last_applied_revision.clone())
         .unwrap_or_default();
-    // How long the cluster has waited for its current stage.
-    let waiting_for = s.after.waiting.as_ref().map(|(stage, _)| stage.name());
+    // How long the cluster's current stage has gone without progress: its clock restarts
+    // when the stage changes or reports something else (the next worker group of a sequential
+    // rollout, one more machine up to date), so the timeout bounds a stall, not the length of
+    // the whole rollout.
+    let waiting_for = s.after.waiting.as_ref();
     let stage_since = match (waiting_for, prev) {
-        (Some(stage), Some(p)) if p.status.stage.as_deref() == Some(stage) => p
-            .status
-            .stage_since
-            .clone()
-            .unwrap_or_else(|| s.now.to_string()),
+        (Some((stage, progress)), Some(p))
+            if p.status.stage.as_deref() == Some(stage.name())
+                && p.status.stage_progress.as_deref() == Some(progress.as_str()) =>
+        {
+            p.status
+                .stage_since
+                .clone()
+                .unwrap_or_else(|| s.now.to_string())
+        }
         (Some(_), _) => s.now.to_string(),
         (None, _) => String::new(),
     };
@@ -409,7 +416,7 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
             if !not_started && age(&stage_since).is_some_and(|a| a > limit) =>
         {
             Some(format!(
-                "the {stage} stage has not rolled out within {}: {progress}",
+                "the {stage} stage has made no progress within {}: {progress}",
                 humanize(limit)
             ))
         }
@@ -503,6 +510,10 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         // no stage timeout.
         stage: match (s.failure, &s.after.waiting, not_started) {
             (None, Some((stage, _)), false) => Some(stage.name().to_string()),
+            _ => None,
+        },
+        stage_progress: match (s.failure, &s.after.waiting, not_started) {
+            (None, Some((_, progress)), false) => Some(progress.clone()),
             _ => None,
         },
         stage_since: (s.failure.is_none() && !stage_since.is_empty() && !not_started)

@@ -629,6 +629,7 @@ fn the_stage_clock() {
     let mut prev = record(Phase::Upgrading);
     prev.status.stage = Some("ControlPlane".into());
     prev.status.stage_since = Some("2026-11-27T10:00:00Z".into());
+    prev.status.stage_progress = Some("1/3 machines up to date".into());
     let rolling = |timeout: Option<Duration>, backup: &str| Case {
         prev: Some(prev.clone()),
         after: waiting(Stage::ControlPlane),
@@ -650,7 +651,7 @@ fn the_stage_clock() {
     assert_eq!((phase, reason.as_str()), (Phase::Failed, "StageTimedOut"));
     assert_eq!(
         message,
-        "the control plane stage has not rolled out within 1h: 1/3 machines up to date"
+        "the control plane stage has made no progress within 1h: 1/3 machines up to date"
     );
     let (_, _, message) =
         said(&rolling(Some(Duration::from_secs(3600)), "/backups/m-1").settle(NOW));
@@ -680,6 +681,74 @@ fn the_stage_clock() {
         ),
         (Some(Phase::Progressing), None, None)
     );
+}
+
+#[test]
+fn the_stage_clock_restarts_on_progress() {
+    // Recorded two hours ago on the first of several sequential worker groups, one machine of
+    // six up to date; the timeout is one hour.
+    let mut prev = record(Phase::Upgrading);
+    prev.status.stage = Some("Workers".into());
+    prev.status.stage_since = Some("2026-11-27T10:00:00Z".into());
+    prev.status.stage_progress = Some("MachineDeployment/dev-md-0: 1/6 machines up to date".into());
+    let now_on = |prev: &Recorded, progress: &str| {
+        Case {
+            prev: Some(prev.clone()),
+            after: Staged {
+                waiting: Some((Stage::Workers(None), progress.into())),
+                ..Default::default()
+            },
+            stage_timeout: Some(Duration::from_secs(3600)),
+            ..Case::new()
+        }
+        .settle(NOW)
+    };
+    // | what the stage reports now                          | clock      | phase     |
+    for (progress, since, phase) in [
+        // stuck: the same report for two hours
+        (
+            "MachineDeployment/dev-md-0: 1/6 machines up to date",
+            "2026-11-27T10:00:00Z",
+            Phase::Failed,
+        ),
+        // one more machine up to date: progress
+        (
+            "MachineDeployment/dev-md-0: 2/6 machines up to date",
+            NOW,
+            Phase::Upgrading,
+        ),
+        // the next worker group of a sequential rollout: progress
+        (
+            "MachineDeployment/dev-md-1: 0/2 machines up to date",
+            NOW,
+            Phase::Upgrading,
+        ),
+    ] {
+        let s = now_on(&prev, progress);
+        assert_eq!(
+            (
+                s.stage_since.as_deref(),
+                s.stage_progress.as_deref(),
+                s.phase
+            ),
+            (Some(since), Some(progress), Some(phase)),
+            "{progress}"
+        );
+    }
+    // A record written before the progress was kept: the clock restarts once.
+    prev.status.stage_progress = None;
+    let s = now_on(&prev, "MachineDeployment/dev-md-0: 1/6 machines up to date");
+    assert_eq!(
+        (s.stage_since.as_deref(), s.phase),
+        (Some(NOW), Some(Phase::Upgrading))
+    );
+    // A failed or rolled-out stage keeps no progress.
+    let done = Case {
+        prev: Some(prev.clone()),
+        ..Case::new()
+    }
+    .settle(NOW);
+    assert_eq!((done.stage_progress, done.stage_since), (None, None));
 }
 
 #[test]

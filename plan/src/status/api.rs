@@ -102,10 +102,15 @@ pub struct ManagedClusterStatus {
     /// `crate::stages`. Absent when no upgrade is going out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
-    /// When the cluster started waiting for `stage` (RFC 3339): what the stage timeout is
-    /// measured from.
+    /// When the cluster started waiting for `stage`, or last saw it make progress (RFC 3339):
+    /// what the stage timeout is measured from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_since: Option<String>,
+    /// What the stage reported at `stageSince` (`MachineDeployment/dev-md-0: 2/6 machines up
+    /// to date`): a different report is progress (another worker group, one more machine) and
+    /// restarts the stage's clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_progress: Option<String>,
     /// The cluster's upgrade wave when the fleet config paces upgrades (`2/3 rest`: the second
     /// of three waves, named `rest`): `crate::waves`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -268,6 +273,7 @@ mod tests {
             "observedGeneration",
             "stage",
             "stageSince",
+            "stageProgress",
             "wave",
             "backup",
         ] {

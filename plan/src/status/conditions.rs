@@ -151,7 +151,7 @@ reasons! {
         ApplyFailed => "ApplyFailed",
         /// A management cluster's upgrade of itself could not be prepared (backup, pause).
         UpgradeFailed => "UpgradeFailed",
-        /// A stage has not rolled out within the stage timeout.
+        /// A stage has made no progress within the stage timeout.
         StageTimedOut => "StageTimedOut",
         /// Another field manager keeps changing fields capstan owns (Ready's reason).
         Conflict => "Conflict",

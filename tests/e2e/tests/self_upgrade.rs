@@ -124,7 +124,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         .unwrap();
 
     // 1. The management cluster goes to 1.33, and its workload scales md-0 in the same
-    //    revision. A stage that has not rolled out in time (1 s here) fails the cluster there:
+    //    revision. A stage that makes no progress in time (1 s here) fails the cluster there:
     //    backup written, workload paused and its change held.
     repo.edit(
         &mgmt,
@@ -159,7 +159,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         ready["message"]
             .as_str()
             .unwrap()
-            .contains("control plane stage has not rolled out"),
+            .contains("control plane stage has made no progress"),
         "{st}"
     );
     let backup = st["backup"].as_str().unwrap().to_string();
