@@ -1299,6 +1299,120 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
     daemon.join().unwrap().unwrap();
 }
 
+/// `maxUnavailable` counts every workload cluster that is not available, not only those
+/// upgrading. One cluster is taken down by someone else than capstan — an operator deletes its
+/// Cluster API Cluster, which a finalizer the test holds keeps in the API server while Cluster
+/// API tears its machines down — and the other's upgrade is held with `MaxUnavailable`, naming
+/// it and why, nothing of it reaching the control plane. Once the first is back (the finalizer
+/// released; capstan recreates what the repository still asks for), the upgrade goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("max_unavailable_counts_a_cluster_that_is_down");
+    let group = json!([{"name": "md-0", "count": 1}]);
+    let mut repo = Repo::new("maxun", &[("w-mud", group.clone()), ("w-muu", group)]);
+    let ns = repo.ns.clone();
+    std::fs::write(
+        repo.dir(&repo.mgmt).join("fleet.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  rollout:\n    maxUnavailable: 1\n",
+    )
+    .unwrap();
+    repo.converge(None).await;
+
+    // w-mud goes down, not for an upgrade: its Cluster deleted by an operator.
+    const HOLD: &str = "test.capstan.dev/hold";
+    let clusters = "clusters.cluster.x-k8s.io";
+    let add = json!([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}]);
+    kubectl(&[
+        "patch",
+        clusters,
+        "-n",
+        &ns,
+        "w-mud",
+        "--type=json",
+        "-p",
+        &add.to_string(),
+    ]);
+    kubectl(&["delete", clusters, "-n", &ns, "w-mud", "--wait=false"]);
+
+    // w-muu's version bump is held: one cluster is already unavailable.
+    let generation = |c: &str| kcp(&ns, c).unwrap()["metadata"]["generation"].clone();
+    let before = generation("w-muu");
+    repo.edit(
+        "w-muu",
+        "kubernetesVersion: \"1.33\"",
+        "kubernetesVersion: \"1.34\"",
+    );
+    repo.revision += 1;
+    repo.pass(Some("w-muu")).await;
+    let st = managed_cluster("w-muu").unwrap()["status"].clone();
+    assert_eq!(st["phase"], "Progressing", "{st:#}");
+    assert_eq!(st["conditions"][0]["reason"], "MaxUnavailable", "{st:#}");
+    let message = st["message"].as_str().unwrap();
+    assert!(
+        message.contains("1 cluster(s) not available (w-mud: its Cluster is being deleted)"),
+        "{message}"
+    );
+    assert_eq!(generation("w-muu"), before, "the held upgrade reached KCP");
+    assert!(st["stage"].is_null(), "{st:#}");
+
+    // Back: the finalizer released, the deletion completes, capstan recreates w-mud from the
+    // repository, and w-muu's upgrade goes out.
+    drop_finalizer(cp, &ns, clusters, "w-mud", HOLD);
+    repo.converge(None).await;
+    let new_version = kcp(&ns, "w-muu").unwrap()["spec"]["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(new_version.starts_with("v1.34."), "{new_version}");
+    let machines = repo.machines("w-muu");
+    assert!(
+        machines.iter().all(|m| m.version == new_version) && all_running(&machines),
+        "{machines:?}"
+    );
+    for c in ["w-mud", "w-muu"] {
+        let st = managed_cluster(c).unwrap()["status"].clone();
+        assert_eq!(st["phase"], "Ready", "{c}: {st:#}");
+    }
+}
+
+/// Takes `finalizer` off an object: found in its list and removed at that index, tried again
+/// when a controller changed the list in between (the patch's `test` fails then).
+fn drop_finalizer(cp: &ControlPlane, ns: &str, resource: &str, name: &str, finalizer: &str) {
+    for _ in 0..20 {
+        let list = kubectl(&[
+            "get",
+            resource,
+            "-n",
+            ns,
+            name,
+            "-o",
+            "jsonpath={.metadata.finalizers}",
+        ]);
+        let list: Vec<String> = serde_json::from_str(&list).unwrap_or_default();
+        let Some(i) = list.iter().position(|f| f == finalizer) else {
+            return;
+        };
+        let at = format!("/metadata/finalizers/{i}");
+        let patch = json!([
+            {"op": "test", "path": at, "value": finalizer},
+            {"op": "remove", "path": at},
+        ]);
+        let done = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["patch", resource, "-n", ns, name, "--type=json", "-p"])
+            .arg(patch.to_string())
+            .status()
+            .unwrap()
+            .success();
+        if done {
+            return;
+        }
+    }
+    panic!("could not take {finalizer} off {resource} {ns}/{name}");
+}
+
 /// Waits until `cond` holds, re-checked as things change (at most [`SETTLE`]).
 async fn wait_for(cond: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + SETTLE;
