@@ -220,6 +220,24 @@ pub fn held(prev: Option<&Recorded>, reason: Reason, message: &str) -> ManagedCl
             .unwrap_or_default(),
         conditions: vec![condition(Ready, Unknown, reason, message)],
         inventory: prev.map(Recorded::inventory).unwrap_or_default(),
+        ..carried(prev)
+    }
+}
+
+/// What a status that applies nothing keeps of the record: a management cluster's
+/// self-upgrade in progress (its `backup`, while which its workload clusters are held) and the
+/// stage it waits for, so a hold, a refusal or an orphaned directory met mid-upgrade neither
+/// ends the upgrade's record nor restarts its stage clock; the cluster's wave.
+fn carried(prev: Option<&Recorded>) -> ManagedClusterStatus {
+    let Some(p) = prev else {
+        return ManagedClusterStatus::default();
+    };
+    ManagedClusterStatus {
+        backup: p.status.backup.clone(),
+        stage: p.status.stage.clone(),
+        stage_since: p.status.stage_since.clone(),
+        stage_progress: p.status.stage_progress.clone(),
+        wave: p.status.wave.clone(),
         ..Default::default()
     }
 }
@@ -239,7 +257,7 @@ pub fn not_applied(prev: Option<&Recorded>, revision: &str, r: &Refusal) -> Mana
             .unwrap_or_default(),
         conditions: vec![condition(Ready, False, r.reason, &r.why)],
         inventory: prev.map(Recorded::inventory).unwrap_or_default(),
-        ..Default::default()
+        ..carried(prev)
     }
 }
 
@@ -253,7 +271,7 @@ pub fn orphaned(rec: &Recorded, revision: &str, message: &str) -> ManagedCluster
         desired_hash: rec.status.desired_hash.clone(),
         conditions: vec![condition(Ready, Unknown, Reason::Orphaned, message)],
         inventory: rec.inventory(),
-        ..Default::default()
+        ..carried(Some(rec))
     }
 }
 

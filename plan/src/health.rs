@@ -102,6 +102,11 @@ pub struct RolloutStatus {
     pub uid: Option<Box<str>>,
     /// An EtcdadmCluster's status.
     pub etcd: Option<Etcd>,
+    /// A Cluster API Cluster's `spec.paused`.
+    pub paused: bool,
+    /// The management cluster capstan paused it for
+    /// ([`capstan_templates::identity::PAUSED_FOR_ANNOTATION`]).
+    pub paused_for: Option<Box<str>>,
 }
 
 /// What etcdadm's controller reports of an EtcdadmCluster (`etcdcluster.cluster.x-k8s.io`).
@@ -188,6 +193,15 @@ impl RolloutStatus {
             rolled_out_version: lowest_version(obj),
             uid: text("/metadata/uid"),
             etcd,
+            paused: obj
+                .pointer("/spec/paused")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            paused_for: obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(capstan_templates::identity::PAUSED_FOR_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(Into::into),
         }
     }
 

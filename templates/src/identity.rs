@@ -28,6 +28,12 @@ pub const CLUSTER_LABEL: &str = "capstan.dev/cluster";
 /// Annotation an admin sets on a live object to let a fleet cluster take it over (its value: the
 /// cluster's name): capstan never adopts an object it did not create by accident.
 pub const ADOPT_ANNOTATION: &str = "capstan.dev/adopt";
+/// Annotation on a workload cluster's Cluster API Cluster that capstan paused for its
+/// management cluster's self-upgrade (its value: the management cluster). What capstan paused
+/// is recorded on the paused object itself, so any pass — after a crash, on another replica,
+/// with a status that lost its `backup` — unpauses exactly that and never an operator's own
+/// pause.
+pub const PAUSED_FOR_ANNOTATION: &str = "capstan.dev/paused-for";
 /// Annotation recording the content hash of what capstan applied.
 pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
 

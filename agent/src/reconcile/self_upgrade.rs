@@ -6,15 +6,22 @@
 //!   (i)   back up every Cluster API / EKS-A / capstan object and the clusters' Secrets
 //!         (crate::backup) into --backup-dir; the directory goes into its status (`backup`)
 //!   (ii)  pause every workload cluster it manages (spec.paused on their Cluster API Clusters,
-//!         field manager capstan-pause); their own passes hold while `backup` is set
+//!         field manager capstan-pause), recording the pause on each Cluster (PAUSED_FOR);
+//!         one already paused by someone else is left as it is; their own passes hold while
+//!         `backup` is set
 //!   (iii) etcd, then the control plane, stage by stage (crate::plan::stages); the machine
 //!         holding kube-vip's address is rolled last: the other outdated control-plane machines
 //!         are marked for deletion first (Cluster API deletes marked machines first)
 //!   (iv)  every step is read back from the API server, so its own API server going away and
 //!         coming back loses nothing: watches reconnect, the next pass picks up where it was
-//!   (v)   etcd and control plane rolled out: the workload clusters are unpaused, `backup`
-//!         cleared (the backup itself stays on disk)
+//!   (v)   etcd and control plane rolled out: exactly the Clusters that record capstan's
+//!         pause are unpaused, `backup` cleared (the backup itself stays on disk)
 //! ```
+//!
+//! The pause lives on the paused objects, not in the agent or the status alone: a pass on a
+//! restarted or new leader, or one reading a status that lost `backup`, finds what capstan
+//! paused and unpauses it once its management cluster is not upgrading; every status path that
+//! applies nothing carries `backup` forward (`capstan_plan::decide`).
 //!
 //! A stage that fails (the stage timeout) stops there: the workload clusters stay paused, the
 //! backup stays, the status says which stage and why.
@@ -40,6 +47,41 @@ pub const KUBE_VIP_LEASE: (&str, &str) = ("kube-system", "plndr-cp-lock");
 
 /// Cluster API deletes control-plane machines carrying this annotation first.
 pub const DELETE_MACHINE: &str = "cluster.x-k8s.io/delete-machine";
+
+/// Where capstan records on a Cluster that it paused it ([`capstan_templates::identity`]).
+pub const PAUSED_FOR: &str = capstan_templates::identity::PAUSED_FOR_ANNOTATION;
+
+/// A workload cluster's Cluster API Cluster as pausing reads it from its live facts: whether
+/// it is paused now (by anyone), and whether it records capstan's pause for `management`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pause {
+    /// `spec.paused`.
+    pub paused: bool,
+    /// [`PAUSED_FOR`] names `management`.
+    pub ours: bool,
+}
+
+impl Pause {
+    /// From the Cluster's live facts (absent: neither).
+    pub fn of(live: Option<&crate::live::LiveObject>, management: &str) -> Pause {
+        let r = live.and_then(|l| l.rollout.as_deref());
+        Pause {
+            paused: r.is_some_and(|r| r.paused),
+            ours: r.and_then(|r| r.paused_for.as_deref()) == Some(management),
+        }
+    }
+
+    /// What a pass that pauses (`pause`) or unpauses its management cluster's workload
+    /// clusters does to this one: pause it only when nobody has (an operator's pause is not
+    /// taken over, so never removed later either); unpause exactly what records capstan's pause.
+    pub fn change(self, pause: bool) -> Option<bool> {
+        match (pause, self) {
+            (true, Pause { paused: false, .. }) => Some(true),
+            (false, Pause { ours: true, .. }) => Some(false),
+            _ => None,
+        }
+    }
+}
 
 /// Where a management cluster's self-upgrade is after this pass's preparations.
 pub(super) use capstan_plan::decide::Upgrade as SelfUpgrade;
@@ -112,9 +154,28 @@ impl Pass<'_> {
                 }
             }
         }
-        if out.backup.is_empty() {
+        let core_done = !plan.entries.iter().any(|e| {
+            e.action == Action::Held && core(&stages::stage(&e.object, Default::default()))
+        }) && staged
+            .stages
+            .iter()
+            .filter(|s| core(&s.stage))
+            .all(|s| s.state == State::Done);
+        if core_done {
+            // Rolled out, or no upgrade going out at all: whatever capstan paused for this
+            // cluster is unpaused — also when the record lost its backup, or a pass that paused
+            // some clusters stopped before it recorded one (the pauses are recorded on the
+            // paused Clusters themselves).
+            if !out.backup.is_empty() || self.paused_any(fleet, entry) {
+                match self.pause_workloads(fleet, entry, false).await {
+                    Ok(()) => out.backup.clear(),
+                    Err(e) => out.failure = Some(format!("unpausing the workload clusters: {e}")),
+                }
+            }
             return out;
         }
+        // Rolling its own control plane (with or without a backup on record): kube-vip's
+        // holder goes last.
         let rolling_cp = staged.stages.iter().any(|s| {
             s.stage == Stage::ControlPlane && matches!(s.state, State::Apply | State::RollingOut)
         });
@@ -127,19 +188,6 @@ impl Pass<'_> {
             && let Err(e) = self.kube_vip_last(&kcp).await
         {
             tracing::warn!(cluster = %entry.name, error = %e, "could not order the control-plane rollout around kube-vip's holder");
-        }
-        let core_done = !plan.entries.iter().any(|e| {
-            e.action == Action::Held && core(&stages::stage(&e.object, Default::default()))
-        }) && staged
-            .stages
-            .iter()
-            .filter(|s| core(&s.stage))
-            .all(|s| s.state == State::Done);
-        if core_done {
-            match self.pause_workloads(fleet, entry, false).await {
-                Ok(()) => out.backup.clear(),
-                Err(e) => out.failure = Some(format!("unpausing the workload clusters: {e}")),
-            }
         }
         out
     }
@@ -169,15 +217,9 @@ impl Pass<'_> {
         Ok(backup.dir.display().to_string())
     }
 
-    /// Sets (or removes) `spec.paused` on the Cluster API Cluster of every workload cluster of
-    /// this management cluster: those of the repository and those recorded.
-    async fn pause_workloads(
-        &self,
-        fleet: &Fleet,
-        entry: &ClusterEntry,
-        paused: bool,
-    ) -> Result<(), String> {
-        // (workload cluster, its Cluster API Cluster)
+    /// The Cluster API Cluster of every workload cluster of this management cluster: those of
+    /// the repository and those recorded, with the workload cluster's name.
+    fn workload_clusters(&self, fleet: &Fleet, entry: &ClusterEntry) -> Vec<(String, ObjectRef)> {
         let mut clusters: Vec<(String, ObjectRef)> = fleet
             .clusters
             .iter()
@@ -199,11 +241,50 @@ impl Pass<'_> {
                 clusters.push((name.clone(), r));
             }
         }
+        clusters
+    }
+
+    /// Whether any workload Cluster is paused by capstan for this management cluster (from the
+    /// live facts: no request).
+    fn paused_any(&self, fleet: &Fleet, entry: &ClusterEntry) -> bool {
+        self.workload_clusters(fleet, entry)
+            .iter()
+            .any(|(_, r)| Pause::of(self.live.get(r).as_ref(), &entry.name).ours)
+    }
+
+    /// Pauses (or unpauses) the Cluster API Cluster of every workload cluster of this
+    /// management cluster. Pausing sets `spec.paused` and records the pause on the Cluster
+    /// ([`PAUSED_FOR`]), as field manager [`PAUSE_MANAGER`], with the live resourceVersion as
+    /// a precondition; a Cluster someone else paused is neither taken over nor, later,
+    /// unpaused. Unpausing gives up both fields of exactly the Clusters that record capstan's
+    /// pause for this management cluster.
+    async fn pause_workloads(
+        &self,
+        fleet: &Fleet,
+        entry: &ClusterEntry,
+        paused: bool,
+    ) -> Result<(), String> {
         let pp = PatchParams::apply(PAUSE_MANAGER).force();
-        for (cluster, r) in clusters {
-            if self.live.get(&r).is_none() {
+        for (cluster, r) in self.workload_clusters(fleet, entry) {
+            let Some(live) = self.live.get(&r) else {
                 continue;
-            }
+            };
+            let mut metadata = json!({"name": r.name, "namespace": r.namespace});
+            let body = match Pause::of(Some(&live), &entry.name).change(paused) {
+                Some(true) => {
+                    if live.resource_version > 0 {
+                        metadata["resourceVersion"] = json!(live.resource_version.to_string());
+                    }
+                    metadata["annotations"] = json!({PAUSED_FOR: entry.name});
+                    json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": metadata, "spec": {"paused": true}})
+                }
+                // Applying nothing of it gives up both fields: the server removes them.
+                Some(false) => {
+                    json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": metadata})
+                }
+                // Paused already (by this upgrade, or an operator's pause), or not capstan's to undo.
+                None => continue,
+            };
             // As the workload cluster's own identity: the tenancy policy lets it touch its own
             // Cluster only, whatever the record says.
             let writer = self
@@ -220,16 +301,15 @@ impl Pass<'_> {
                 .await
                 .map_err(|e| e.to_string())?;
             let api: Api<DynamicObject> = Api::namespaced_with(writer, &r.namespace, &ar);
-            let body = if paused {
-                json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": {"name": r.name, "namespace": r.namespace}, "spec": {"paused": true}})
-            } else {
-                // Applying nothing of it gives up the field: the server removes it.
-                json!({"apiVersion": r.api_version, "kind": "Cluster", "metadata": {"name": r.name, "namespace": r.namespace}})
-            };
-            api.patch(&r.name, &pp, &Patch::Apply(&body))
+            let answer = api
+                .patch(&r.name, &pp, &Patch::Apply(&body))
                 .await
                 .map_err(|e| format!("{}: {e}", r.subject()))?;
             self.wrote();
+            // The next pass decides from what the server holds now, not from the watch's pace.
+            if let Ok(v) = serde_json::to_value(&answer) {
+                self.live.put(&r, &v);
+            }
         }
         Ok(())
     }
@@ -353,6 +433,54 @@ mod tests {
                 "conditions": [{"type": "UpToDate", "status": if up_to_date { "True" } else { "False" }}]}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn capstan_pauses_only_what_nobody_paused_and_unpauses_only_its_own() {
+        let cluster = |paused: bool, by: Option<&str>| {
+            let mut annotations = serde_json::Map::new();
+            if let Some(m) = by {
+                annotations.insert(PAUSED_FOR.into(), json!(m));
+            }
+            crate::live::LiveObject::from_value(&json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "metadata": {"name": "w", "namespace": "ns", "annotations": annotations},
+                "spec": {"paused": paused}
+            }))
+        };
+        // | the Cluster now                       | pausing     | unpausing   |
+        for (what, live, pausing, unpausing) in [
+            ("running", cluster(false, None), Some(true), None),
+            (
+                "paused by capstan for m",
+                cluster(true, Some("m")),
+                None,
+                Some(false),
+            ),
+            ("paused by an operator", cluster(true, None), None, None),
+            (
+                "paused by capstan for m2",
+                cluster(true, Some("m2")),
+                None,
+                None,
+            ),
+            // Someone unpaused it by hand; the record left behind is cleared, and a new
+            // upgrade pauses it again.
+            (
+                "record left, unpaused",
+                cluster(false, Some("m")),
+                Some(true),
+                Some(false),
+            ),
+        ] {
+            let p = Pause::of(Some(&live), "m");
+            assert_eq!(
+                (p.change(true), p.change(false)),
+                (pausing, unpausing),
+                "{what}"
+            );
+        }
+        assert_eq!(Pause::of(None, "m").change(true), Some(true));
     }
 
     #[test]

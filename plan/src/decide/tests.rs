@@ -752,6 +752,49 @@ fn the_stage_clock_restarts_on_progress() {
 }
 
 #[test]
+fn a_status_that_applies_nothing_keeps_the_self_upgrade() {
+    // A management cluster mid-way through upgrading itself: its backup recorded (its
+    // workload clusters paused and held), waiting for its control plane.
+    let mut rec = record(Phase::Upgrading);
+    rec.status.backup = Some("/backups/m-1".into());
+    rec.status.stage = Some("ControlPlane".into());
+    rec.status.stage_since = Some("2026-11-27T10:00:00Z".into());
+    rec.status.stage_progress = Some("KubeadmControlPlane/m: 1/3 machines up to date".into());
+    rec.status.wave = Some("1/1 all".into());
+    let refusal = refusal("r2", Some(&rec), Reason::ImmutableField, "no".into());
+    // | the path that writes a status without applying | status                          |
+    for (path, st) in [
+        (
+            "suspended",
+            held(Some(&rec), Reason::Suspended, "suspended"),
+        ),
+        ("refused", not_applied(Some(&rec), "r2", &refusal)),
+        ("orphaned", orphaned(&rec, "r2", "gone")),
+    ] {
+        assert_eq!(
+            (
+                st.backup.as_deref(),
+                st.stage.as_deref(),
+                st.stage_since.as_deref(),
+                st.stage_progress.as_deref(),
+                st.wave.as_deref(),
+            ),
+            (
+                Some("/backups/m-1"),
+                Some("ControlPlane"),
+                Some("2026-11-27T10:00:00Z"),
+                Some("KubeadmControlPlane/m: 1/3 machines up to date"),
+                Some("1/1 all"),
+            ),
+            "{path}"
+        );
+    }
+    // Nothing recorded: nothing to keep.
+    let fresh = held(None, Reason::Suspended, "suspended");
+    assert_eq!((fresh.backup, fresh.stage), (None, None));
+}
+
+#[test]
 fn deleting_and_health() {
     let plan = plan_of(vec![
         (Action::Deleting, "a"),

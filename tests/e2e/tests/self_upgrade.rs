@@ -36,6 +36,19 @@ fn paused(ns: &str, cluster: &str) -> bool {
     ]) == "true"
 }
 
+/// The management cluster capstan's pause of a workload Cluster is recorded for ("" none).
+fn paused_for(ns: &str, cluster: &str) -> String {
+    kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        cluster,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.metadata.annotations.capstan\\.dev/paused-for}",
+    ])
+}
+
 /// A backed-up object as restored: what the server keeps of it, without what it assigns.
 fn comparable(o: &Value) -> Value {
     let mut v = o.clone();
@@ -79,7 +92,10 @@ async fn a_management_cluster_upgrades_itself_from_within() {
             m.control_plane_count = Some(3);
             m.kubernetes_version = Some("1.32".into());
         },
-        &[("w-self", json!([{"name": "md-0", "count": 1}]))],
+        &[
+            ("w-self", json!([{"name": "md-0", "count": 1}])),
+            ("w-op", json!([{"name": "md-0", "count": 1}])),
+        ],
         |w| w.kubernetes_version = Some("1.32".into()),
     );
     // The agent runs as its ServiceAccount with exactly `capstan install`'s rules (no `--allow`):
@@ -95,6 +111,18 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         .cloned()
         .collect();
     assert_eq!(old_cp.len(), 3);
+    // An operator pauses w-op on purpose (their own field manager): capstan's pause for the
+    // upgrade must neither take it over nor, after, remove it.
+    kubectl(&[
+        "patch",
+        "clusters.cluster.x-k8s.io",
+        "w-op",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"paused":true}}"#,
+    ]);
 
     // kube-vip's part: the Lease of the control plane's address, held by the node of the
     // second control-plane machine.
@@ -190,6 +218,17 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         assert!(kinds.contains(k), "{k} not backed up: {kinds:?}");
     }
     assert!(paused(&ns, "w-self"), "the workload cluster was not paused");
+    assert_eq!(
+        paused_for(&ns, "w-self"),
+        mgmt,
+        "the pause is recorded on w-self"
+    );
+    assert!(paused(&ns, "w-op"));
+    assert_eq!(
+        paused_for(&ns, "w-op"),
+        "",
+        "the operator's pause was taken over"
+    );
     assert_eq!(status_of("w-self")["phase"], "Suspended");
     assert_eq!(
         of_role(&repo.machines("w-self"), "w-self-md-0").len(),
@@ -198,7 +237,20 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     );
 
     // 2. The same revision with no stage timeout: the upgrade goes on. Its API server is
-    //    killed and restarted while the control plane rolls; nothing is lost.
+    //    killed and restarted while the control plane rolls; nothing is lost. And the status
+    //    has lost its backup (as a status written without it once did): the pause recorded on
+    //    w-self's Cluster is what gets it unpaused once the control plane has rolled out.
+    kubectl(&[
+        "patch",
+        "managedclusters.capstan.dev",
+        &mgmt,
+        "-n",
+        "capstan-system",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/status/backup"}]"#,
+    ]);
     let audit = cp.audit().mark();
     let client = agent.clone();
     let (fleet, mut opts) = (repo.fleet(), repo.opts(None));
@@ -238,6 +290,12 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     // The workload is unpaused, its held change applied; the status no longer names a backup,
     // which stays on disk.
     assert!(!paused(&ns, "w-self"));
+    assert_eq!(
+        paused_for(&ns, "w-self"),
+        "",
+        "capstan's record of its pause stays"
+    );
+    assert!(paused(&ns, "w-op"), "the operator's own pause was removed");
     assert_eq!(of_role(&repo.machines("w-self"), "w-self-md-0").len(), 2);
     assert_eq!(status_of(&mgmt).get("backup"), None);
     assert!(std::path::Path::new(&backup).join("objects.json").exists());
