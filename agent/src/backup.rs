@@ -7,16 +7,23 @@
 //! Cluster API keeps per cluster (CA, kubeconfig, etcd and service-account keys, bootstrap
 //! data: labelled `cluster.x-k8s.io/cluster-name`), and capstan's own ManagedCluster statuses
 //! (their inventories are what prune works from). Objects are written whole, status included,
-//! one JSON document per object, into a directory of its own:
+//! into a directory of its own:
 //!
 //! ```text
 //! <backup-dir>/<cluster>-<UTC time>/
-//!   manifest.json      when, what for, how many objects of which kinds
-//!   objects.json       every object, in restore order
+//!   objects.json       every object, kind by kind (a JSON list; restore orders it)
+//!   manifest.json      when, what for, how many objects of which kinds: written last, so a
+//!                      directory without it is a backup that did not finish
 //! ```
 //!
-//! The directory lives outside the cluster being upgraded: a backup inside it would be lost
-//! with it. Files are written owner-only (they hold keys).
+//! The backup is streamed: every kind is listed in pages of [`PAGE`] objects, each page written
+//! out before the next is asked for, so the agent's memory holds one page, not the fleet (at
+//! 3,000 clusters the Secrets alone are tens of megabytes). Only the newest [`KEPT`] finished
+//! backups of a cluster are kept. Files are written owner-only (they hold keys).
+//!
+//! Where: `--backup-dir`. `capstan install` mounts a PersistentVolumeClaim there
+//! (`install::manifests`), so a backup outlives the agent's pod — a restart, an eviction, the
+//! other replica taking over — and is read by whichever agent or operator restores it.
 //!
 //! `capstan restore` re-creates them, as `clusterctl move` does: owners before what they own
 //! (owner references rewritten to the new UIDs), every Cluster paused until everything is back
@@ -119,6 +126,61 @@ pub fn backed_up_group(group: &str) -> bool {
 /// The label Cluster API puts on every Secret of a cluster.
 const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+/// Objects asked for per list request.
+pub const PAGE: u32 = 250;
+
+/// Finished backups kept per cluster (label); older ones are removed after a new one is written.
+pub const KEPT: usize = 5;
+
+/// The backup's objects file, written as its pages come.
+struct Stream {
+    file: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+    written: usize,
+}
+
+impl Stream {
+    fn create(path: PathBuf) -> Result<Stream, BackupError> {
+        let file = open_private(&path)?;
+        let mut s = Stream {
+            file: std::io::BufWriter::new(file),
+            path,
+            written: 0,
+        };
+        s.put(b"[")?;
+        Ok(s)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), BackupError> {
+        use std::io::Write;
+        self.file
+            .write_all(bytes)
+            .map_err(|source| BackupError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    fn object(&mut self, o: &Value) -> Result<(), BackupError> {
+        let text = serde_json::to_vec(o).expect("values serialise");
+        self.put(if self.written == 0 { b"\n" } else { b",\n" })?;
+        self.put(&text)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<usize, BackupError> {
+        self.put(b"\n]\n")?;
+        let io = |source| BackupError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let file = self.file.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(self.written)
+    }
+}
+
 /// Writes a backup of every Cluster API, EKS Anywhere and capstan object, and the Secrets of
 /// every cluster, into a new directory under `root`.
 pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, BackupError> {
@@ -126,7 +188,12 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
         .run_aggregated()
         .await
         .map_err(BackupError::Discovery)?;
-    let mut objects: Vec<Value> = Vec::new();
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let dir = root.join(format!("{label}-{stamp}"));
+    create_private_dir(&dir)?;
+    let mut out = Stream::create(dir.join("objects.json"))?;
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     let mut skipped: Vec<String> = Vec::new();
     for group in discovery.groups() {
@@ -144,7 +211,7 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
             // A kind refused is skipped (and named in the manifest) only when the API server
             // confirms it: one just restarted refuses what it allows a moment later.
             let refusal = Refused::new(&ar.group, &ar.plural, refusal::LIST);
-            let listed = match list(client, &ar, &ListParams::default()).await {
+            let listed = match list(client, &ar, &ListParams::default(), &mut out).await {
                 Err(BackupError::List { resource, source })
                     if refusal.confirmed(client, &source).await.is_some() =>
                 {
@@ -155,8 +222,7 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
             };
             *kinds
                 .entry(format!("{}.{}", ar.kind, ar.group))
-                .or_default() += listed.len();
-            objects.extend(listed);
+                .or_default() += listed;
         }
     }
     let secrets = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
@@ -164,58 +230,89 @@ pub async fn write(client: &Client, root: &Path, label: &str) -> Result<Backup, 
         client,
         &secrets,
         &ListParams::default().labels(CLUSTER_NAME_LABEL),
+        &mut out,
     )
     .await?;
-    kinds.insert("Secret".into(), listed.len());
-    objects.extend(listed);
-    let ordered = restore_order(objects);
-
-    let stamp = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
-    let dir = root.join(format!("{label}-{stamp}"));
-    create_private_dir(&dir)?;
+    kinds.insert("Secret".into(), listed);
+    let objects = out.finish()?;
+    // Last: a backup with a manifest is a whole one.
     let manifest = json!({
         "apiVersion": "capstan.dev/v1alpha1",
         "kind": "Backup",
         "created": k8s_openapi::jiff::Timestamp::now().to_string(),
         "for": label,
-        "objects": ordered.len(),
+        "objects": objects,
         "kinds": kinds,
         "skipped": skipped,
     });
     write_private(&dir.join("manifest.json"), &manifest)?;
-    write_private(&dir.join("objects.json"), &Value::Array(ordered.clone()))?;
+    prune_backups(root, label, KEPT);
     Ok(Backup {
         dir,
-        objects: ordered.len(),
+        objects,
         skipped,
     })
 }
 
+/// Lists a kind page by page into `out`; returns how many objects it wrote.
 async fn list(
     client: &Client,
     ar: &ApiResource,
     lp: &ListParams,
-) -> Result<Vec<Value>, BackupError> {
+    out: &mut Stream,
+) -> Result<usize, BackupError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    let items = api.list(lp).await.map_err(|source| BackupError::List {
-        resource: format!("{}.{}", ar.plural, ar.group),
-        source,
-    })?;
-    Ok(items
-        .items
-        .into_iter()
-        .map(|o| {
+    let mut lp = lp.clone().limit(PAGE);
+    let mut written = 0;
+    loop {
+        let page = api.list(&lp).await.map_err(|source| BackupError::List {
+            resource: format!("{}.{}", ar.plural, ar.group),
+            source,
+        })?;
+        for o in page.items {
             let mut v = serde_json::to_value(&o).expect("objects serialise");
             v["apiVersion"] = json!(ar.api_version);
             v["kind"] = json!(ar.kind);
             if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("managedFields");
             }
-            v
+            out.object(&v)?;
+            written += 1;
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(written),
+        }
+    }
+}
+
+/// Removes all but the newest `kept` finished backups of `label` under `root` (finished: with
+/// a manifest). Best effort: a backup that cannot be removed is logged and left.
+fn prune_backups(root: &Path, label: &str, kept: usize) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let prefix = format!("{label}-");
+    let mut done: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&prefix))
+                // `<label>-<UTC time>`: a time, not another label that starts the same.
+                .is_some_and(|t| t.len() == 16 && t.ends_with('Z') && !t.contains('-'))
+                && p.join("manifest.json").is_file()
         })
-        .collect())
+        .collect();
+    // The names sort by their time.
+    done.sort();
+    let old = done.len().saturating_sub(kept);
+    for p in &done[..old] {
+        if let Err(e) = std::fs::remove_dir_all(p) {
+            tracing::warn!(backup = %p.display(), error = %e, "could not remove an old backup");
+        }
+    }
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), BackupError> {
@@ -238,22 +335,26 @@ fn write_private(path: &Path, value: &Value) -> Result<(), BackupError> {
         source,
     };
     let text = serde_json::to_string_pretty(value).expect("values serialise");
+    use std::io::Write;
+    let mut f = open_private(path)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(())
+}
+
+/// A new file only its owner may read.
+fn open_private(path: &Path) -> Result<std::fs::File, BackupError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
+        o.mode(0o600);
     }
-    #[cfg(not(unix))]
-    std::fs::write(path, text).map_err(io)?;
-    Ok(())
+    o.open(path).map_err(|source| BackupError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn uid(o: &Value) -> &str {
@@ -368,6 +469,13 @@ pub struct Restored {
 
 /// Reads a backup directory.
 pub fn read(dir: &Path) -> Result<Vec<Value>, BackupError> {
+    if !dir.join("manifest.json").is_file() {
+        return Err(BackupError::Format {
+            path: dir.to_path_buf(),
+            message: "no manifest.json: the backup did not finish (the manifest is written last)"
+                .into(),
+        });
+    }
     let path = dir.join("objects.json");
     let text = std::fs::read_to_string(&path).map_err(|source| BackupError::Io {
         path: path.clone(),
@@ -529,6 +637,70 @@ pub async fn restore(client: &Client, dir: &Path) -> Result<Restored, BackupErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_backup_reads_back_and_only_a_finished_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects: Vec<Value> = (0..5)
+            .map(|i| obj("Cluster", &format!("c{i}"), &format!("u{i}"), &[]))
+            .collect();
+        let mut out = Stream::create(dir.path().join("objects.json")).unwrap();
+        for o in &objects {
+            out.object(o).unwrap();
+        }
+        assert_eq!(out.finish().unwrap(), 5);
+        // No manifest yet: the backup did not finish, and is not read as if it had.
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("did not finish"), "{e}");
+        write_private(&dir.path().join("manifest.json"), &json!({"objects": 5})).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), objects);
+        // An empty kind list is a list too.
+        let empty = tempfile::tempdir().unwrap();
+        Stream::create(empty.path().join("objects.json"))
+            .unwrap()
+            .finish()
+            .unwrap();
+        write_private(&empty.path().join("manifest.json"), &json!({})).unwrap();
+        assert_eq!(read(empty.path()).unwrap(), Vec::<Value>::new());
+    }
+
+    #[test]
+    fn the_newest_finished_backups_are_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let make = |name: &str, finished: bool| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            if finished {
+                std::fs::write(d.join("manifest.json"), "{}").unwrap();
+            }
+        };
+        for day in 1..=7 {
+            make(&format!("m-202611{day:02}T000000Z"), true);
+        }
+        // Not finished, another cluster's, another label that starts the same: left alone.
+        make("m-20261108T000000Z", false);
+        make("w-20261101T000000Z", true);
+        make("m-2-20261101T000000Z", true);
+        prune_backups(root.path(), "m", 5);
+        let mut left: Vec<String> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "m-2-20261101T000000Z",
+                "m-20261103T000000Z",
+                "m-20261104T000000Z",
+                "m-20261105T000000Z",
+                "m-20261106T000000Z",
+                "m-20261107T000000Z",
+                "m-20261108T000000Z",
+                "w-20261101T000000Z",
+            ]
+        );
+    }
 
     fn obj(kind: &str, name: &str, uid: &str, owners: &[&str]) -> Value {
         let refs: Vec<Value> = owners

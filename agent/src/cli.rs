@@ -266,6 +266,17 @@ pub struct AgentArgs {
     /// `RESOURCE` or `RESOURCE.GROUP` (e.g. configmaps, widgets.example.com). Repeatable.
     #[arg(long, value_name = "RESOURCE[.GROUP]")]
     pub allow: Vec<String>,
+    /// The access mode of the volume backups are written to (a PersistentVolumeClaim):
+    /// ReadWriteOnce (any storage; the replicas share the node it is attached to) or
+    /// ReadWriteMany (the replicas spread over nodes).
+    #[arg(long, default_value = "ReadWriteOnce", value_parser = ["ReadWriteOnce", "ReadWriteMany"])]
+    pub backup_access_mode: String,
+    /// The size of the backup volume.
+    #[arg(long, default_value = "10Gi")]
+    pub backup_size: String,
+    /// The storage class of the backup volume (default: the cluster's default class).
+    #[arg(long)]
+    pub backup_storage_class: Option<String>,
 }
 
 /// `capstan bootstrap`.

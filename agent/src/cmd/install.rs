@@ -21,6 +21,9 @@ pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
     o.image = a.image.clone();
     o.interval = a.interval.clone();
     o.replicas = a.replicas;
+    o.backup_access_mode = a.backup_access_mode.clone();
+    o.backup_size = a.backup_size.clone();
+    o.backup_storage_class = a.backup_storage_class.clone();
     o.allow = a
         .allow
         .iter()

@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::Client;
 use kube::api::{Api, ListParams};
 
@@ -74,6 +74,24 @@ pub async fn health(client: &Client) -> Result<Vec<String>, kube::Error> {
         if secrets.get_opt(&name).await?.is_none() {
             out.push(format!(
                 "  Secret {NAMESPACE}/{name} ({why}) is missing: the agent's pods cannot start"
+            ));
+        }
+    }
+    // Volumes the pods cannot be scheduled without.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NAMESPACE);
+    for v in pod.volumes.iter().flatten() {
+        let Some(name) = v.persistent_volume_claim.as_ref().map(|c| &c.claim_name) else {
+            continue;
+        };
+        let phase = match claims.get_opt(name).await? {
+            None => "missing".to_string(),
+            Some(c) => c.status.and_then(|s| s.phase).unwrap_or_default(),
+        };
+        if phase != "Bound" {
+            out.push(format!(
+                "  PersistentVolumeClaim {NAMESPACE}/{name} (volume {}) is {}: the agent's pods cannot start until it is bound (is there a default storage class, or the one --backup-storage-class names, with the access mode of --backup-access-mode?)",
+                v.name,
+                if phase.is_empty() { "not bound" } else { &phase }
             ));
         }
     }

@@ -33,6 +33,10 @@ pub const WEBHOOK_SECRET: &str = "capstan-webhook";
 pub const GITHUB_SECRET: &str = "capstan-github";
 /// Where the Git Secret is mounted.
 pub const GIT_MOUNT: &str = "/var/run/secrets/capstan.dev/git";
+/// The PersistentVolumeClaim backups are written to ([`crate::backup`]).
+pub const BACKUP_CLAIM: &str = "capstan-backups";
+/// Where it is mounted: the agent's `--backup-dir`.
+pub const BACKUP_MOUNT: &str = "/var/lib/capstan/backups";
 /// The ops port: /metrics, /healthz, /readyz.
 pub const OPS_PORT: u16 = 8080;
 /// The webhook port.
@@ -61,6 +65,14 @@ pub struct Options {
     pub replicas: u32,
     /// Extra rules (`--allow`: the agent's read and the management identity's write of each).
     pub allow: Vec<Vec<Rule>>,
+    /// The backup volume's access mode: `ReadWriteOnce` (every storage class has it; the
+    /// replicas then share a node, the one the volume is attached to) or `ReadWriteMany` (the
+    /// replicas spread over nodes).
+    pub backup_access_mode: String,
+    /// The backup volume's size.
+    pub backup_size: String,
+    /// Its storage class (None: the cluster's default).
+    pub backup_storage_class: Option<String>,
 }
 
 impl Options {
@@ -74,6 +86,9 @@ impl Options {
             interval: "1m".into(),
             replicas: 2,
             allow: Vec::new(),
+            backup_access_mode: "ReadWriteOnce".into(),
+            backup_size: "10Gi".into(),
+            backup_storage_class: None,
         }
     }
 
@@ -193,6 +208,8 @@ pub fn args(o: &Options) -> Vec<String> {
         &format!("0.0.0.0:{WEBHOOK_PORT}"),
         "--cache-dir",
         "/tmp/capstan/source",
+        "--backup-dir",
+        BACKUP_MOUNT,
         "--log-json",
     ]
     .iter()
@@ -229,8 +246,7 @@ pub fn deployment(o: &Options) -> Value {
                     "automountServiceAccountToken": true,
                     "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
                         "seccompProfile": {"type": "RuntimeDefault"}},
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}}]}},
+                    "affinity": affinity(o, &selector),
                     "terminationGracePeriodSeconds": 30,
                     "containers": [{
                         "name": "agent",
@@ -260,15 +276,50 @@ pub fn deployment(o: &Options) -> Value {
                         "volumeMounts": [
                             {"name": "tmp", "mountPath": "/tmp"},
                             {"name": "git", "mountPath": GIT_MOUNT, "readOnly": true},
+                            {"name": "backups", "mountPath": BACKUP_MOUNT},
                         ],
                     }],
                     "volumes": [
                         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
                         {"name": "git", "secret": {"secretName": GIT_SECRET, "defaultMode": 0o440, "optional": !o.ssh()}},
+                        {"name": "backups", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}},
                     ],
                 },
             },
         },
+    })
+}
+
+/// Where the replicas run. The backup volume is mounted by both: a `ReadWriteOnce` volume is
+/// attached to one node at a time, so the replicas share that node (a failed pod's work is
+/// taken over at once; a failed node's once the volume follows the pods to another); with a
+/// `ReadWriteMany` volume they spread over nodes.
+fn affinity(o: &Options, selector: &Value) -> Value {
+    let term = json!({"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}});
+    if o.backup_access_mode == "ReadWriteMany" {
+        json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": term}]}})
+    } else {
+        json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+    }
+}
+
+/// The volume backups are written to before a management cluster upgrades itself: it outlives
+/// the agent's pods (a restart, an eviction, the other replica taking over), and the agent
+/// that restores, or an operator, reads it. Kept on uninstall (`capstan uninstall` leaves it).
+pub fn backup_claim(o: &Options) -> Value {
+    let mut spec = json!({
+        "accessModes": [o.backup_access_mode],
+        "resources": {"requests": {"storage": o.backup_size}},
+    });
+    if let Some(class) = &o.backup_storage_class {
+        spec["storageClassName"] = json!(class);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(BACKUP_CLAIM, true),
+        "spec": spec,
     })
 }
 
@@ -295,6 +346,7 @@ pub fn all(o: &Options) -> Vec<Value> {
     out.extend(tenancy(&o.rules()));
     out.extend(rbac(&o.rules()));
     out.push(service());
+    out.push(backup_claim(o));
     out.push(deployment(o));
     out
 }

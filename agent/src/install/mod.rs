@@ -157,8 +157,8 @@ pub async fn install_tenancy(
 
 /// `capstan uninstall`: the Deployment, Service, RBAC (the fleet identities' and the tenancy
 /// policy too), ServiceAccount and Lease go; managed
-/// clusters are not touched. With `purge`, the status records (the CRD) and the namespace go
-/// too. Returns `Kind/name` of what was deleted.
+/// clusters are not touched, nor the backup volume. With `purge`, the status records (the CRD)
+/// and the namespace (the backup volume with it) go too. Returns `Kind/name` of what was deleted.
 pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, InstallError> {
     let resolver = Resolver::new(client.clone()).await?;
     let mut targets: Vec<(&str, &str, &str, bool)> = vec![
@@ -389,6 +389,40 @@ mod tests {
         );
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
         assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+        // Backups go to the persistent volume, which the replicas share.
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--backup-dir", manifests::BACKUP_MOUNT]),
+            "{args:?}"
+        );
+        let pod = &d["spec"]["template"]["spec"];
+        assert!(
+            pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["persistentVolumeClaim"]["claimName"] == manifests::BACKUP_CLAIM),
+            "{pod:#}"
+        );
+        // ReadWriteOnce (the default): attached to one node, so the replicas share it;
+        // ReadWriteMany: they spread.
+        let term =
+            &pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(term["topologyKey"], "kubernetes.io/hostname", "{pod:#}");
+        let mut many = o.clone();
+        many.backup_access_mode = "ReadWriteMany".into();
+        let spread = manifests::deployment(&many);
+        assert!(
+            spread["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"].is_object(),
+            "{spread:#}"
+        );
+        let all = manifests::all(&o);
+        let at = |kind: &str| all.iter().position(|v| v["kind"] == kind).unwrap();
+        assert!(at("PersistentVolumeClaim") < at("Deployment"));
+        assert_eq!(
+            all[at("PersistentVolumeClaim")]["spec"]["accessModes"],
+            serde_json::json!(["ReadWriteOnce"])
+        );
         // An https repository does not need the Git Secret.
         let https = manifests::deployment(&Options::new(
             "https://example.com/fleet.git",

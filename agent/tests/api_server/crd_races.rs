@@ -126,6 +126,12 @@ async fn a_restore_right_after_the_crd_is_created_restores_its_objects() {
         serde_json::to_string(&json!([record])).unwrap(),
     )
     .unwrap();
+    // A finished backup has its manifest (written last).
+    std::fs::write(
+        dir.path().join("manifest.json"),
+        json!({"kind": "Backup", "objects": 1}).to_string(),
+    )
+    .unwrap();
     let crd: CustomResourceDefinition =
         serde_json::from_value(capstan::install::manifests::crd()).unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(cp.client());

@@ -4,11 +4,13 @@
 //!
 //! What it does as the kubelet does: the container's args and env (plain values, the downward
 //! API's pod name and namespace, Secret keys), Secret volumes at their mount paths (files
-//! `root:<fsGroup>`, the volume's mode), `emptyDir` volumes, the ServiceAccount token (from the
+//! `root:<fsGroup>`, the volume's mode), `emptyDir` volumes and PersistentVolumeClaim volumes
+//! (an empty tmpfs: no storage here; the claim must exist), the ServiceAccount token (from the
 //! TokenRequest API), `ca.crt` and `namespace` at `/var/run/secrets/kubernetes.io/serviceaccount`,
 //! `KUBERNETES_SERVICE_HOST`/`PORT`, and the pod's `runAsUser`/`runAsGroup`. The files are
 //! mounted in a private mount namespace (`unshare -m`, a tmpfs over `/run` and `/tmp`), so the
-//! agent finds them at the real paths and nothing on the machine changes. What it does not:
+//! agent finds them at the real paths and nothing on the machine changes but a missing mount
+//! point, created (`/var/lib/capstan/backups`). What it does not:
 //! pull images, isolate the network (the container's ports are remapped to free loopback ports,
 //! [`Pod::ports`]), enforce limits.
 
@@ -107,6 +109,17 @@ pub async fn run_deployment(
             }
         } else if v.empty_dir.is_some() {
             empty_dirs.push(m.mount_path.clone());
+        } else if let Some(claim) = &v.persistent_volume_claim {
+            // No storage here: the claim must exist (the kubelet would wait for it), and its
+            // volume is an empty directory of the pod's.
+            let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+                Api::namespaced(client.clone(), namespace);
+            assert!(
+                claims.get_opt(&claim.claim_name).await.unwrap().is_some(),
+                "claim {} not found: the kubelet would not start the pod",
+                claim.claim_name
+            );
+            empty_dirs.push(m.mount_path.clone());
         }
     }
     // The ServiceAccount.
@@ -203,7 +216,9 @@ pub async fn run_deployment(
         shell(env!("CARGO_BIN_EXE_capstan"))
     ));
     for d in &empty_dirs {
-        script.push_str(&format!("mount -t tmpfs -o mode=1777 tmpfs {d}\n"));
+        script.push_str(&format!(
+            "mkdir -p {d} && mount -t tmpfs -o mode=1777 tmpfs {d}\n"
+        ));
     }
     let mut exec = String::from("exec env -i");
     for (k, v) in &env {
