@@ -87,6 +87,10 @@ struct Loaded {
     changed: BTreeSet<String>,
     /// How long loading took (0: not done for this batch).
     load_ms: u64,
+    /// What the revision was loaded for, when one was: counted once its clusters are queued
+    /// ([`Driver::triggered`]), so that a revision counted and nothing queued or running means
+    /// its runs are over, not yet to come.
+    cause: Option<Cause>,
 }
 
 impl Driver {
@@ -306,6 +310,7 @@ impl Driver {
             return Ok(());
         };
         let Some(cur) = self.current.as_ref() else {
+            self.count_revision(&loaded);
             received(&self.metrics, &batch);
             return Ok(());
         };
@@ -316,6 +321,7 @@ impl Driver {
                 .any(|t| matches!(t, Trigger::ClusterChange(None)));
         let t = Instant::now();
         let Some(scope) = self.scope(everything).await else {
+            self.count_revision(&loaded);
             received(&self.metrics, &batch);
             return Ok(());
         };
@@ -334,17 +340,25 @@ impl Driver {
             .collect();
         let only = (!everything).then_some(&named);
         let clusters = self.enqueue(&scope, only, &loaded);
-        // Queued first, counted received after: who sees every trigger received and nothing
-        // queued or running knows the daemon is idle.
+        // Queued first, counted loaded and received after: who sees the revision counted, every
+        // trigger received and nothing queued or running knows the daemon is idle.
         let q = &self.queue;
         self.metrics
             .set_queue(q.queued(), q.running(), q.rechecks());
+        self.count_revision(&loaded);
         received(&self.metrics, &batch);
         let kinds: BTreeSet<&str> = batch.iter().map(Trigger::kind).collect();
         let cur = self.current.as_mut().expect("loaded above");
         info!(revision = %cur.revision, triggers = ?kinds, clusters, changed = loaded.changed.len(), queued = q.queued(), running = q.running(), load_ms = loaded.load_ms, prepare_ms, elapsed_ms = started.elapsed().as_millis() as u64, "queued");
         cur.scope = Some(scope);
         Ok(())
+    }
+
+    /// Counts a revision loaded (`capstan_revisions_total`), once what it queues is queued.
+    fn count_revision(&self, loaded: &Loaded) {
+        if let Some(why) = loaded.cause {
+            self.metrics.inc_revision(why);
+        }
     }
 
     /// Loads the newest revision unless the batch only names clusters of the one loaded (no Git
@@ -357,6 +371,7 @@ impl Driver {
             urgent: false,
             changed: BTreeSet::new(),
             load_ms: 0,
+            cause: None,
         };
         if !reload {
             return Ok(Some(loaded));
@@ -375,7 +390,7 @@ impl Driver {
         };
         loaded.load_ms = t.elapsed().as_millis() as u64;
         let why = cause(batch);
-        self.metrics.inc_revision(why);
+        loaded.cause = Some(why);
         loaded.urgent =
             why != Cause::Poll || self.current.as_ref().is_none_or(|c| c.revision != revision);
         if let Some(before) = self.current.as_ref() {
