@@ -199,6 +199,11 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         text.contains("Secret capstan-system/capstan-git (volume git) is missing"),
         "{text}"
     );
+    // No storage here: the backup volume's claim is never bound, and that is said too.
+    assert!(
+        text.contains("PersistentVolumeClaim capstan-system/capstan-backups (volume backups) is"),
+        "{text}"
+    );
 
     // A wrong image: the kubelet reports the pod's container waiting on the pull (played here by
     // writing the status a kubelet writes), and `capstan status` shows it with the reason.
@@ -237,7 +242,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     .await
     .unwrap();
 
-    // Uninstall: the agent goes, the managed cluster and its record stay.
+    // Uninstall: the agent goes, the managed cluster, its record and the backups stay.
     let un = capstan(&["uninstall"], admin).output().unwrap();
     assert!(
         un.status.success(),
@@ -246,6 +251,12 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     );
     assert!(deployments.get_opt("capstan").await.unwrap().is_none());
     assert!(capi.get_opt("m-boot").await.unwrap().is_some());
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), NS);
+    assert!(
+        claims.get_opt("capstan-backups").await.unwrap().is_some(),
+        "uninstall removed the backups"
+    );
     assert!(
         capstan::status::api(&client)
             .get_opt("m-boot")
@@ -458,6 +469,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
             "Role/capstan",
             "RoleBinding/capstan",
             "Service/capstan",
+            "PersistentVolumeClaim/capstan-backups",
             "Deployment/capstan",
         ]
     );
@@ -484,7 +496,8 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
         docs[11]["rules"],
         serde_json::Value::from(rules(capstan::install::rbac::Holder::System))
     );
-    assert_eq!(docs[14]["spec"]["replicas"], 2);
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
     // The API server admits every object as it is (kubectl's server-side apply validates
     // strictly). Applied for real, under install's field manager: a server-side dry run cannot
     // create the namespaced objects in a namespace that does not exist yet.
@@ -504,16 +517,24 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     );
     assert!(ok, "{text}");
     let kubectl_names: Vec<&str> = text.lines().collect();
-    assert_eq!(kubectl_names.len(), 15, "{text}");
+    assert_eq!(kubectl_names.len(), 16, "{text}");
     assert_eq!(kubectl_names[0], "namespace/capstan-system", "{text}");
-    assert_eq!(kubectl_names[14], "deployment.apps/capstan", "{text}");
+    assert_eq!(kubectl_names[15], "deployment.apps/capstan", "{text}");
 
-    // What each object's resourceVersion is, read by kubectl.
+    // What each object's resourceVersion is, read by kubectl. (The claim's content instead: the
+    // API server gives a PersistentVolumeClaim created by kubectl's apply a new resourceVersion
+    // on the first apply of the same content by another client — the stored object is the same,
+    // field for field and in its managed fields, and later applies leave it as it is.)
     let versions = || {
         kubectl_names
             .iter()
             .map(|name| {
-                let mut args = vec!["get", name, "-o", "jsonpath={.metadata.resourceVersion}"];
+                let what = if name.starts_with("persistentvolumeclaim/") {
+                    "jsonpath={.spec}{.metadata.labels}{.metadata.managedFields}"
+                } else {
+                    "jsonpath={.metadata.resourceVersion}"
+                };
+                let mut args = vec!["get", name, "-o", what];
                 if !name.starts_with("namespace/")
                     && !name.starts_with("customresourcedefinition")
                     && !name.starts_with("clusterrole")
