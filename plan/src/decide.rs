@@ -284,15 +284,17 @@ pub fn health(a: &Assessment) -> (Phase, String, Vec<Condition>) {
         Reason::Applied,
         "every object of the cluster is applied",
     );
-    let (phase, status) = if a.ready {
-        (Phase::Ready, True)
-    } else {
-        (Phase::Progressing, False)
+    // Paused outside capstan: nothing to wait for until someone unpauses it (settled, as a
+    // suspended cluster is; its Ready is unknown: Cluster API reports nothing meanwhile).
+    let (phase, status) = match (a.ready, a.reason) {
+        (true, _) => (Phase::Ready, True),
+        (false, Reason::Paused) => (Phase::Suspended, Unknown),
+        (false, _) => (Phase::Progressing, False),
     };
-    let message = if a.ready {
-        a.message.clone()
-    } else {
-        format!("applied; waiting for Cluster API: {}", a.message)
+    let message = match (a.ready, a.reason) {
+        (true, _) => a.message.clone(),
+        (false, Reason::Paused) => format!("applied; {}", a.message),
+        (false, _) => format!("applied; waiting for Cluster API: {}", a.message),
     };
     (
         phase,

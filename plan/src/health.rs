@@ -416,6 +416,18 @@ pub fn assess(
             format!("{} is being deleted", cluster.what),
         );
     }
+    // Paused by someone else (an operator): its controllers act on nothing and report nothing,
+    // so nothing below would ever change. (capstan's own pause, for its management cluster's
+    // upgrade, is transient and reads as the rollout it holds.)
+    if c.paused && c.paused_for.is_none() {
+        return Assessment::waiting(
+            Reason::Paused,
+            format!(
+                "{}: Cluster API is paused on it (spec.paused, set outside capstan); what is applied goes out once it is unpaused",
+                cluster.what
+            ),
+        );
+    }
     if c.observed_generation < cluster.generation {
         return Assessment::waiting(
             Reason::Progressing,
@@ -581,6 +593,38 @@ mod tests {
             &[obs("MachineDeployment/w", &md)],
         );
         assert!(a.message.starts_with("MachineDeployment/w"), "{a:?}");
+    }
+
+    #[test]
+    fn a_cluster_paused_outside_capstan_is_said_paused_not_waited_for() {
+        let paused = |by: Option<&str>| {
+            let mut annotations = serde_json::Map::new();
+            if let Some(m) = by {
+                annotations.insert(
+                    capstan_templates::identity::PAUSED_FOR_ANNOTATION.into(),
+                    json!(m),
+                );
+            }
+            // The pause moved the generation; paused controllers never observe it.
+            let obj = json!({"metadata": {"generation": 3, "annotations": annotations},
+                "spec": {"paused": true},
+                "status": {"observedGeneration": 2, "conditions": [
+                    {"type": "Available", "status": "True", "reason": "R", "observedGeneration": 2}]}});
+            (3, RolloutStatus::from_object(&obj))
+        };
+        let by_operator = paused(None);
+        let a = assess(obs("Cluster/c", &by_operator), None, &[]);
+        assert_eq!(a.reason, Reason::Paused, "{a:?}");
+        assert!(a.message.contains("paused on it"), "{a:?}");
+        let (phase, _, conditions) = crate::decide::health(&a);
+        assert_eq!(
+            (phase, conditions[1].status.as_str()),
+            (crate::status::Phase::Suspended, "Unknown")
+        );
+        // capstan's own pause for its management cluster's upgrade: the rollout it holds.
+        let by_capstan = paused(Some("m"));
+        let a = assess(obs("Cluster/c", &by_capstan), None, &[]);
+        assert_eq!(a.reason, Reason::Progressing, "{a:?}");
     }
 
     #[test]

@@ -280,6 +280,7 @@ impl Pass<'_> {
                 let plan = (refusal.reason == Reason::AlreadyExists).then_some(plan);
                 return Course::Refused { refusal, plan };
             }
+            self.hold_under_deletion(&mut plan, &refs);
             let holds = self.holds(fleet, entry, &mut plan, &refs, prev, &fp, purpose);
             let mut staged = self.stage(&mut plan, settings, &wired.held, &snap);
             staged.outline = crate::plan::stages::outline(&plan.entries, settings);
@@ -298,6 +299,32 @@ impl Pass<'_> {
             wave: self.wave_label(fleet, entry),
             staged,
         }))
+    }
+
+    /// A cluster whose Cluster API Cluster someone deleted outside capstan: Cluster API is
+    /// tearing it down, deleting what belongs to it, and whatever capstan applied meanwhile
+    /// would be deleted again — recreated objects would keep the deletion from ever finishing.
+    /// Nothing of the cluster is written until the Cluster is gone; the repository's cluster is
+    /// then created again.
+    fn hold_under_deletion(&self, plan: &mut Plan, objects: &[(&Rendered, ObjectRef)]) {
+        let Some(cluster) = objects
+            .iter()
+            .map(|(_, r)| r)
+            .find(|r| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io")
+            .filter(|r| self.live.get(r).is_some_and(|l| l.deleting))
+        else {
+            return;
+        };
+        let why = format!(
+            "waits until {} is deleted (it was deleted outside capstan; what is applied under it now would be deleted with it): created again from the repository then",
+            cluster.subject()
+        );
+        for e in &mut plan.entries {
+            if matches!(e.action, Action::Create | Action::Update) {
+                e.action = Action::Held;
+                e.reason = Some(why.clone());
+            }
+        }
     }
 
     /// The holds before anything is applied: the health gate, then (once the cluster itself

@@ -174,12 +174,14 @@ impl Pass<'_> {
             }
             return out;
         }
-        // Rolling its own control plane (with or without a backup on record): kube-vip's
-        // holder goes last.
+        // Upgrading itself — its record says so, or what it paused does (a record that lost
+        // its backup) — and rolling its control plane: kube-vip's holder goes last.
+        let upgrading = !out.backup.is_empty() || self.paused_any(fleet, entry);
         let rolling_cp = staged.stages.iter().any(|s| {
             s.stage == Stage::ControlPlane && matches!(s.state, State::Apply | State::RollingOut)
         });
-        if rolling_cp
+        if upgrading
+            && rolling_cp
             && let Some(kcp) = plan
                 .entries
                 .iter()

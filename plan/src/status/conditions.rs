@@ -113,6 +113,9 @@ reasons! {
         RollingOut => "RollingOut",
         /// The workload API server does not answer (Cluster API's `RemoteConnectionProbe`).
         Unreachable => "Unreachable",
+        /// Cluster API is paused on the cluster (`spec.paused`, set outside capstan): it acts on
+        /// nothing and reports nothing until unpaused.
+        Paused => "Paused",
         /// Being deleted (the cluster on its tombstone, or objects pruned).
         Deleting => "Deleting",
         // Held: nothing applied (the gate).
