@@ -328,10 +328,12 @@ fn watch_upgrade(
             tl.clone(),
             |v| {
                 format!(
-                    "mc {} phase={} stage={}",
+                    "mc {} phase={} stage={} | since={} progress={}",
                     text(v, "/metadata/name"),
                     text(v, "/status/phase"),
                     text(v, "/status/stage"),
+                    text(v, "/status/stageSince"),
+                    text(v, "/status/stageProgress"),
                 )
             },
         ),
@@ -559,7 +561,7 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
         .iter()
         .filter(|e| e.starts_with("mc w-bump "))
         .collect();
-    let stage_at = |s: &str| mc.iter().position(|e| e.ends_with(s));
+    let stage_at = |s: &str| mc.iter().position(|e| e.contains(&format!("{s} | ")));
     let (cp_stage, workers_stage) = (
         stage_at("phase=Upgrading stage=ControlPlane"),
         stage_at("phase=Upgrading stage=Workers"),
@@ -569,8 +571,24 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
         "{mc:#?}"
     );
     assert!(
-        mc.last().unwrap().ends_with("phase=Ready stage=-"),
+        mc.last().unwrap().contains("phase=Ready stage=- | "),
         "{mc:#?}"
+    );
+    // The workers' stage clock restarted with the next group (the stage timeout bounds a stall,
+    // not the rollout): the status recorded md-1's progress with a later `stageSince` than the
+    // one md-0's rollout started from.
+    let since_of = |group: &str| -> Option<&str> {
+        mc.iter()
+            .find(|e| {
+                e.contains("stage=Workers |") && e.contains(&format!("MachineDeployment/{group}:"))
+            })
+            .and_then(|e| e.split(" since=").nth(1))
+            .map(|rest| rest.split(' ').next().unwrap_or(""))
+    };
+    let (md0, md1) = (since_of("w-bump-md-0"), since_of("w-bump-md-1"));
+    assert!(
+        md0.is_some() && md1.is_some() && md0 < md1,
+        "md-0's clock {md0:?}, md-1's {md1:?}: {mc:#?}"
     );
 
     // The bump renamed every machine template (the node image is part of the in-memory
