@@ -49,6 +49,20 @@ fn random_base64(len: usize) -> String {
         .collect()
 }
 
+/// Applies `objects` as capstan does, 32 at a time; how many the server took.
+async fn apply_all<'a>(
+    client: &kube::Client,
+    resolver: &capstan::k8s::Resolver,
+    objects: impl Iterator<Item = &'a Value>,
+) -> usize {
+    futures::stream::iter(objects)
+        .map(|o| capstan::k8s::apply::apply_one(client, resolver, o, false))
+        .buffer_unordered(32)
+        .filter(|r| futures::future::ready(r.is_ok()))
+        .count()
+        .await
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
@@ -81,12 +95,7 @@ async fn main() {
         .iter()
         .flat_map(|(_, objs)| objs.iter())
         .collect();
-    let applied = futures::stream::iter(&objects)
-        .map(|o| capstan::k8s::apply::apply_one(&client, &resolver, o, false))
-        .buffer_unordered(32)
-        .filter(|r| futures::future::ready(r.is_ok()))
-        .count()
-        .await;
+    let applied = apply_all(&client, &resolver, objects.iter().copied()).await;
     assert_eq!(applied, objects.len(), "every rendered object applied");
 
     // Cluster API's Secrets of every workload cluster.
@@ -109,12 +118,7 @@ async fn main() {
             })
         })
         .collect();
-    let made = futures::stream::iter(&secrets)
-        .map(|o| capstan::k8s::apply::apply_one(&client, &resolver, o, false))
-        .buffer_unordered(32)
-        .filter(|r| futures::future::ready(r.is_ok()))
-        .count()
-        .await;
+    let made = apply_all(&client, &resolver, secrets.iter()).await;
     assert_eq!(made, secrets.len(), "every Secret created");
     let seeded = objects.len() + secrets.len();
     drop(secrets);

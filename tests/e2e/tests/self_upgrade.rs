@@ -24,7 +24,9 @@ fn status_of(cluster: &str) -> Value {
     managed_cluster(cluster).unwrap()["status"].clone()
 }
 
-fn paused(ns: &str, cluster: &str) -> bool {
+/// A field of a workload cluster's Cluster API Cluster, read with kubectl ("" when absent).
+fn cluster_field(ns: &str, cluster: &str, path: &str) -> String {
+    let jsonpath = format!("jsonpath={{{path}}}");
     kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
@@ -32,21 +34,21 @@ fn paused(ns: &str, cluster: &str) -> bool {
         "-n",
         ns,
         "-o",
-        "jsonpath={.spec.paused}",
-    ]) == "true"
+        &jsonpath,
+    ])
+}
+
+fn paused(ns: &str, cluster: &str) -> bool {
+    cluster_field(ns, cluster, ".spec.paused") == "true"
 }
 
 /// The management cluster capstan's pause of a workload Cluster is recorded for ("" none).
 fn paused_for(ns: &str, cluster: &str) -> String {
-    kubectl(&[
-        "get",
-        "clusters.cluster.x-k8s.io",
-        cluster,
-        "-n",
+    cluster_field(
         ns,
-        "-o",
-        "jsonpath={.metadata.annotations.capstan\\.dev/paused-for}",
-    ])
+        cluster,
+        ".metadata.annotations.capstan\\.dev/paused-for",
+    )
 }
 
 /// A backed-up object as restored: what the server keeps of it, without what it assigns.
