@@ -498,6 +498,11 @@ pub struct RunArgs {
     /// How long a leader's Lease lasts without renewal: a killed leader is replaced within it.
     #[arg(long, default_value = "15s", value_parser = parse_interval)]
     pub lease_duration: std::time::Duration,
+    /// How long the leader may go without renewing its Lease before it stops writing and exits;
+    /// shorter than --lease-duration, so it has stopped before another replica can lead
+    /// (default: two thirds of the lease duration).
+    #[arg(long, value_parser = parse_interval)]
+    pub renew_deadline: Option<std::time::Duration>,
     /// GitHub: plans on pull requests and commit statuses.
     #[command(flatten)]
     pub github: GitHubArgs,

@@ -160,15 +160,36 @@ pub async fn write(
     if spec_written && previous.is_some_and(|p| p.records(&record)) {
         return Ok(None);
     }
-    let body = json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
-    let answer = api(client)
-        .patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(api_error("writing the status of", name))?;
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let write = |rv: Option<&str>| {
+        let mut body =
+            json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
+        if let Some(rv) = rv {
+            body["metadata"] = json!({"resourceVersion": rv});
+        }
+        let api = api(client);
+        let pp = pp.clone();
+        async move { api.patch_status(name, &pp, &Patch::Apply(&body)).await }
+    };
+    // The object read when the pass decided is the precondition (none for one written just now).
+    let read = previous
+        .filter(|_| spec_written)
+        .and_then(|p| p.resource_version.as_deref());
+    let answer = match write(read).await {
+        // Changed since it was read: by another writer, or only ahead of the watch that fed the
+        // record. Written once more over what is there now; a replica that no longer leads gets
+        // no further (its fence refuses the write).
+        Err(kube::Error::Api(s)) if s.code == 409 && read.is_some() => {
+            let now = api(client)
+                .get(name)
+                .await
+                .map_err(api_error("reading", name))?;
+            tracing::info!(cluster = name, read, now = ?now.metadata.resource_version, "status changed since it was read; writing over the newer object");
+            write(now.metadata.resource_version.as_deref()).await
+        }
+        other => other,
+    }
+    .map_err(api_error("writing the status of", name))?;
     Ok(Some(Recorded::from_object(&answer)))
 }
 

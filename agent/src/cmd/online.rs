@@ -492,6 +492,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     format!("{}-{}", host.trim(), std::process::id())
                 }),
             duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
         }),
         github: None,
         ca_file: args.ca_file.clone(),

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use tracing::{info, warn};
 
+use crate::k8s::Fence;
 use crate::leader::{Election, LeaderConfig};
 use crate::reconcile::{Agent, Drift};
 use crate::serve::{Cause, Metrics, ReadyFlag, ServerConfig, ServerState, Trigger, channel};
@@ -145,6 +146,13 @@ pub async fn run_with(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let ready = ReadyFlag::new();
+    // With leader election every write goes through the fence the election opens while this
+    // replica leads and renews in time; the election itself talks through the unfenced client.
+    let (lease_client, fence) = (client.clone(), Fence::shut());
+    let client = match &cfg.leader {
+        Some(_) => fence.guard(&client),
+        None => client,
+    };
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -177,7 +185,8 @@ pub async fn run_with(
         None => None,
         Some(lc) => {
             let follower = Follower {
-                client: &client,
+                client: &lease_client,
+                fence: fence.clone(),
                 leader: lc,
                 metrics: &metrics,
                 ready: &ready,
@@ -307,7 +316,10 @@ impl Services {
 /// A replica that has not led yet: it serves probes, metrics and webhooks (pushes forwarded to
 /// the leader) until it acquires the Lease.
 struct Follower<'a> {
+    /// The unfenced client: the Lease's.
     client: &'a Client,
+    /// The fence in front of everything else the replica writes.
+    fence: Fence,
     leader: &'a LeaderConfig,
     metrics: &'a Metrics,
     ready: &'a ReadyFlag,
@@ -323,7 +335,7 @@ impl Follower<'_> {
         leader_tx: &TriggerSender,
     ) -> anyhow::Result<Option<Election>> {
         let lc = self.leader;
-        let mut e = Election::join(self.client.clone(), lc).await?;
+        let mut e = Election::join(self.client.clone(), lc, self.fence.clone()).await?;
         self.ready.set_ready(true);
         info!(identity = %lc.identity, lease = %lc.lease, "joined the leader election");
         let leading = loop {

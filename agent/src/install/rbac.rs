@@ -273,8 +273,8 @@ pub fn rules() -> Vec<Rule> {
             System,
             "capstan.dev",
             &["managedclusters"],
-            &["list", "watch", "create", "patch", "delete"],
-            "status objects: read at start and watched, created for a new cluster, removed after its deletion",
+            &["get", "list", "watch", "create", "patch", "delete"],
+            "status objects: read at start and watched, created for a new cluster, read again when a status write's precondition failed, removed after its deletion",
         ),
         Rule::new(
             System,

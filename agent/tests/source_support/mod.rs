@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod blackhole;
 pub mod daemon;
 pub mod github;
 pub mod http;

@@ -59,6 +59,10 @@ pub struct Recorded {
     /// The directory an admin lets take the cluster back after it was orphaned
     /// ([`capstan_templates::identity::ADOPT_ANNOTATION`] on the ManagedCluster).
     pub adopt: Option<String>,
+    /// `metadata.resourceVersion` of the object this was read from: the precondition of the
+    /// next status write, so a writer that read an older object (a replica that no longer
+    /// leads, a write delayed in the network) fails instead of overwriting a newer record.
+    pub resource_version: Option<String>,
 }
 
 impl Recorded {
@@ -71,6 +75,7 @@ impl Recorded {
                 .as_ref()
                 .and_then(|a| a.get(capstan_templates::identity::ADOPT_ANNOTATION))
                 .cloned(),
+            resource_version: obj.metadata.resource_version.clone(),
             ..Recorded::new(
                 obj.spec.management.clone(),
                 obj.spec.directory.clone(),
@@ -100,6 +105,7 @@ impl Recorded {
             inventory,
             kinds,
             adopt: None,
+            resource_version: None,
         }
     }
 

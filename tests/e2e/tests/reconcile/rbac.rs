@@ -164,12 +164,16 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
         namespace: NAMESPACE.into(),
         identity: tag.into(),
         duration: Duration::from_secs(15),
+        renew_deadline: None,
     };
-    let mut election = capstan::leader::Election::join(client.clone(), &lc)
+    let fence = capstan::k8s::Fence::shut();
+    let mut election = capstan::leader::Election::join(client.clone(), &lc, fence.clone())
         .await
         .map_err(|e| e.to_string())?;
     election.acquired().await;
+    assert!(fence.is_open(), "the leader's fence is open");
     election.release().await;
+    assert!(!fence.is_open(), "released: the fence is shut");
 
     let opts = |rev: &str, mgmt: &str| Options {
         revision: rev.into(),
