@@ -434,6 +434,27 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
         a.logs()
     );
     assert!(proxy.accepted() > 0, "a talks through the proxy");
+    // a leads and renews right now: a renewal seen after the first revision was applied.
+    let renewed = |l: &Lease| {
+        let spec = l.spec.clone().unwrap_or_default();
+        (spec.holder_identity, spec.renew_time)
+    };
+    let first = renewed(&leases.get(FENCE_LEASE).await.unwrap());
+    let limit = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = renewed(&leases.get(FENCE_LEASE).await.unwrap());
+        assert_eq!(
+            now.0.as_deref(),
+            Some("fence-a"),
+            "a lost the Lease before the cut:\n{}",
+            a.logs()
+        );
+        if now.1 != first.1 {
+            break;
+        }
+        assert!(Instant::now() < limit, "a does not renew:\n{}", a.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // The partition, then a push: to b, which forwards it (to nobody reachable yet).
     let mark = cp.audit().mark();
@@ -513,7 +534,16 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
         .filter(|e| e.verb == "patch" && e.resource() == Some("leases"))
         .map(received)
         .max()
-        .expect("a renewed its Lease before the cut");
+        .unwrap_or_else(|| {
+            let seen: Vec<_> = of_a
+                .iter()
+                .map(|e| format!("{} {} {:?}", e.verb, e.request_uri, e.response_status.code))
+                .collect();
+            panic!(
+                "no renewal of a's in the audit log: {seen:#?}\n{}",
+                a.logs()
+            )
+        });
     let deadline = Duration::from_secs(LEASE_SECONDS * 2 / 3);
     let late: Vec<_> = of_a
         .iter()
