@@ -127,6 +127,22 @@ pub enum Command {
     /// from the deploy key, and bootstrap waits until the agent reports its first applied
     /// revision.
     Bootstrap(BootstrapArgs),
+    /// Serve the fleet dashboard on this machine, read with your kubeconfig (Kubernetes RBAC
+    /// decides what it shows), on loopback; prints its URL.
+    Dashboard {
+        /// Where to listen (loopback unless you mean otherwise; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:8480")]
+        addr: std::net::SocketAddr,
+        /// The fleet repository's URL, for links to commits (GitHub, GitLab, Bitbucket).
+        #[arg(long)]
+        repo: Option<String>,
+        /// Do not try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Connection.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
     /// Show the status of every managed cluster.
     Status {
         /// Output format.
@@ -452,6 +468,11 @@ pub struct RunArgs {
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve the read-only fleet dashboard here (off by default). Every request needs a
+    /// Kubernetes bearer token whose user may list ManagedClusters in capstan-system (checked
+    /// with a TokenReview and a SubjectAccessReview).
+    #[arg(long)]
+    pub dashboard_addr: Option<std::net::SocketAddr>,
     /// Workload clusters reconciled at the same time.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub concurrency: usize,

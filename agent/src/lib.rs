@@ -21,6 +21,7 @@ pub mod backup;
 pub mod cli;
 pub mod cmd;
 pub mod daemon;
+pub mod dashboard;
 pub mod errors;
 pub mod github;
 pub mod install;

@@ -50,6 +50,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),
         Command::Bootstrap(args) => bootstrap::bootstrap(args),
         Command::Status { output, kube } => online::status(output, &kube),
+        Command::Dashboard {
+            addr,
+            repo,
+            no_browser,
+            kube,
+        } => online::dashboard(addr, repo, !no_browser, &kube),
         Command::Run(args) => online::run(args),
         Command::Delete { what } => intent::delete(what),
         Command::Suspend { what } => intent::suspend(what, true),

@@ -1,0 +1,265 @@
+//! The fleet dashboard: every cluster, every upgrade and why anything waits, read-only, in a
+//! browser.
+//!
+//! One implementation, served two ways: `capstan dashboard` runs on an operator's machine with
+//! their own kubeconfig (so Kubernetes RBAC decides what they see, as with kubectl) on loopback;
+//! `capstan run --dashboard-addr` serves it from the agent, every request authenticated with a
+//! Kubernetes bearer token (TokenReview) and authorised for reading ManagedClusters
+//! (SubjectAccessReview): [`auth`].
+//!
+//! Pages are rendered from watch caches ([`Watched`]: reflector stores of the ManagedClusters
+//! and of the Cluster API objects a cluster page shows), never by asking the API server per page
+//! view; a change to any of them is announced to open pages over server-sent events, which then
+//! fetch themselves again. Templates are files embedded in the binary (`templates/`), rendered
+//! with minijinja (HTML escaped); the one script is a few lines that follow the events. Nothing
+//! of a Secret is read: the watched kinds are ManagedCluster, the control planes,
+//! MachineDeployments and Machines, and of those the pages keep names, counts, versions, phases
+//! and conditions ([`view`]).
+
+pub mod auth;
+pub mod server;
+pub mod view;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::status::{self, ManagedCluster};
+
+/// The Cluster API kinds a cluster page shows, `(group, kind)`; each watched when its CRD is
+/// served.
+pub const KINDS: &[(&str, &str)] = &[
+    ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
+    ("etcdcluster.cluster.x-k8s.io", "EtcdadmCluster"),
+    ("cluster.x-k8s.io", "MachineDeployment"),
+    ("cluster.x-k8s.io", "Machine"),
+];
+
+/// What the dashboard watches.
+pub struct Watched {
+    /// The ManagedClusters.
+    pub statuses: Store<ManagedCluster>,
+    /// The Cluster API objects, by kind.
+    pub objects: BTreeMap<&'static str, Store<DynamicObject>>,
+    /// Kinds that could not be watched, with why (not served, not allowed).
+    pub missing: Vec<String>,
+    /// Bumped on every change of anything watched.
+    pub changes: watch::Receiver<u64>,
+    /// The fleet repository's URL, for links to commits.
+    pub repo: Option<String>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Drops what a page never shows before an object enters a store.
+fn slim(mut o: DynamicObject) -> DynamicObject {
+    o.metadata.managed_fields = None;
+    o.metadata.annotations = None;
+    if let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "replicas" | "version" | "template" | "clusterName"
+            )
+        });
+        if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
+            t.retain(|k, _| k == "spec");
+            if let Some(s) = t.get_mut("spec").and_then(Value::as_object_mut) {
+                s.retain(|k, _| k == "version");
+            }
+        }
+    }
+    o
+}
+
+impl Watched {
+    /// Starts the watches: the ManagedClusters of `capstan-system` and every [`KINDS`] kind
+    /// served, in every namespace. Returns at once; the stores fill as the lists arrive.
+    pub async fn start(client: &Client, repo: Option<String>) -> Watched {
+        let (tx, changes) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let bump = {
+            let tx = tx.clone();
+            move || tx.send_modify(|n| *n += 1)
+        };
+        let mut tasks = Vec::new();
+        let (statuses, writer) = reflector::store();
+        let api = status::api(client);
+        let b = bump.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|mc: &mut ManagedCluster| mc.metadata.managed_fields = None);
+            let mut s = reflector::reflector(writer, stream).boxed();
+            while let Some(ev) = s.next().await {
+                match ev {
+                    Ok(_) => b(),
+                    Err(e) => tracing::warn!(error = %e, "dashboard: watching ManagedClusters"),
+                }
+            }
+        }));
+        let mut objects = BTreeMap::new();
+        let mut missing = Vec::new();
+        for (group, kind) in KINDS {
+            let ar = match kube::discovery::oneshot::group(client, group).await {
+                Ok(g) => match g.recommended_kind(kind) {
+                    Some((ar, _)) => ar,
+                    None => {
+                        missing.push(format!("{kind}: not served"));
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    missing.push(format!("{kind}: {e}"));
+                    continue;
+                }
+            };
+            let writer = reflector::store::Writer::new(ar.clone());
+            let store = writer.as_reader();
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let b = bump.clone();
+            let name = *kind;
+            tasks.push(tokio::spawn(watch_kind(api, ar, writer, b, name)));
+            objects.insert(*kind, store);
+        }
+        Watched {
+            statuses,
+            objects,
+            missing,
+            changes,
+            repo,
+            tasks,
+        }
+    }
+
+    /// Stores filled with the given objects and nothing watched: the pages' tests and
+    /// benchmarks.
+    pub fn fixed(
+        statuses: Vec<ManagedCluster>,
+        objects: Vec<(&'static str, ApiResource, Vec<DynamicObject>)>,
+    ) -> Watched {
+        let mut w = reflector::store::Writer::<ManagedCluster>::default();
+        w.apply_watcher_event(&watcher::Event::Init);
+        for s in statuses {
+            w.apply_watcher_event(&watcher::Event::InitApply(s));
+        }
+        w.apply_watcher_event(&watcher::Event::InitDone);
+        let mut stores = BTreeMap::new();
+        for (kind, ar, objs) in objects {
+            let mut w = reflector::store::Writer::new(ar);
+            w.apply_watcher_event(&watcher::Event::Init);
+            for o in objs {
+                w.apply_watcher_event(&watcher::Event::InitApply(o));
+            }
+            w.apply_watcher_event(&watcher::Event::InitDone);
+            stores.insert(kind, w.as_reader());
+        }
+        Watched {
+            statuses: w.as_reader(),
+            objects: stores,
+            missing: Vec::new(),
+            changes: watch::channel(0).1,
+            repo: None,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Every status object now.
+    pub fn statuses(&self) -> Vec<ManagedCluster> {
+        self.statuses
+            .state()
+            .into_iter()
+            .map(|m| (*m).clone())
+            .collect()
+    }
+
+    /// The objects of one kind that belong to Cluster API cluster `name`.
+    pub fn of_cluster(&self, kind: &str, name: &str) -> Vec<Value> {
+        let Some(store) = self.objects.get(kind) else {
+            return Vec::new();
+        };
+        store
+            .state()
+            .into_iter()
+            .filter(|o| {
+                o.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
+                    .is_some_and(|c| c == name)
+            })
+            .map(|o| {
+                let mut v = serde_json::to_value(&*o).unwrap_or_default();
+                if let Some(t) = o.types.as_ref() {
+                    v["kind"] = t.kind.clone().into();
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// Each cluster's Kubernetes version, from its control plane.
+    pub fn versions(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        if let Some(store) = self.objects.get("KubeadmControlPlane") {
+            for o in store.state() {
+                let cluster = o
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
+                    .cloned();
+                let version = o.data.pointer("/spec/version").and_then(Value::as_str);
+                if let (Some(c), Some(v)) = (cluster, version) {
+                    out.insert(c, v.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+async fn watch_kind(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    writer: reflector::store::Writer<DynamicObject>,
+    bump: impl Fn(),
+    kind: &'static str,
+) {
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .map(move |ev| {
+            ev.map(|e| {
+                e.modify(|o| {
+                    let mut slimmed = slim(o.clone());
+                    slimmed.types = Some(kube::api::TypeMeta {
+                        api_version: ar.api_version.clone(),
+                        kind: ar.kind.clone(),
+                    });
+                    *o = slimmed;
+                })
+            })
+        });
+    let mut s = reflector::reflector(writer, stream).boxed();
+    while let Some(ev) = s.next().await {
+        match ev {
+            Ok(_) => bump(),
+            Err(e) => tracing::warn!(error = %e, kind, "dashboard: watching"),
+        }
+    }
+}
