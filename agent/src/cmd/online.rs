@@ -500,6 +500,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         webhook_addr,
         metrics_addr: args.metrics_addr,
+        dashboard_addr: args.dashboard_addr,
         webhook_secret: secret,
         branch: args.branch.clone(),
         watch: args.watch,

@@ -67,6 +67,8 @@ pub struct RunConfig {
     pub webhook_addr: Option<SocketAddr>,
     /// Metrics and probes listener.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the read-only fleet dashboard listens (token-checked), if anywhere.
+    pub dashboard_addr: Option<SocketAddr>,
     /// Webhook secret (GitHub's X-Hub-Signature-256).
     pub webhook_secret: Option<Vec<u8>>,
     /// Branch the webhook listens for.
@@ -286,6 +288,9 @@ impl Services {
                 )));
             }
         }
+        if let Some(addr) = cfg.dashboard_addr {
+            servers.push(dashboard(cfg, client, addr, stop).await?);
+        }
         // Poll timer.
         {
             let tx = tx.clone();
@@ -311,6 +316,32 @@ impl Services {
             let _ = s.await;
         }
     }
+}
+
+/// The dashboard on its own listener, on followers too (it reads watch caches of its own and
+/// writes nothing): every request's token reviewed by the API server ([`crate::dashboard::auth`]).
+async fn dashboard(
+    cfg: &RunConfig,
+    client: &Client,
+    addr: SocketAddr,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>> {
+    let repo = match &cfg.repo {
+        Repo::Git(sc) => Some(sc.url.clone()),
+        _ => None,
+    };
+    let watched = crate::dashboard::Watched::start(client, repo).await;
+    let reviewer = crate::dashboard::auth::Reviewer::new(client.clone());
+    let router = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
+        watched,
+        Some(reviewer),
+    ));
+    let listener = crate::serve::bind(&addr.to_string()).await?;
+    info!(addr = %listener.local_addr()?, "serving the dashboard");
+    let mut stop = stop.clone();
+    Ok(tokio::spawn(crate::serve::serve(listener, router, async move {
+        let _ = stop.wait_for(|s| *s).await;
+    })))
 }
 
 /// A replica that has not led yet: it serves probes, metrics and webhooks (pushes forwarded to

@@ -55,7 +55,40 @@ pub struct Watched {
     pub changes: watch::Receiver<u64>,
     /// The fleet repository's URL, for links to commits.
     pub repo: Option<String>,
+    /// How far the watches got: lists completed, errors met.
+    progress: Arc<Progress>,
+    /// How many watches run.
+    watches: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// What the watches report besides their objects.
+#[derive(Default)]
+struct Progress {
+    /// Watches whose first list completed.
+    synced: std::sync::atomic::AtomicUsize,
+    /// The errors they met (a forbidden kind, an API server away), newest last, a few kept.
+    errors: std::sync::Mutex<Vec<String>>,
+}
+
+impl Progress {
+    fn saw<K>(&self, kind: &str, ev: &Result<watcher::Event<K>, watcher::Error>) {
+        match ev {
+            Ok(watcher::Event::InitDone) => {
+                self.synced
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, kind, "dashboard: watching");
+                let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+                if errors.len() >= 16 {
+                    errors.remove(0);
+                }
+                errors.push(format!("{kind}: {e}"));
+            }
+        }
+    }
 }
 
 impl Drop for Watched {
@@ -98,19 +131,18 @@ impl Watched {
             move || tx.send_modify(|n| *n += 1)
         };
         let mut tasks = Vec::new();
+        let progress = Arc::new(Progress::default());
         let (statuses, writer) = reflector::store();
         let api = status::api(client);
-        let b = bump.clone();
+        let (b, p) = (bump.clone(), progress.clone());
         tasks.push(tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .modify(|mc: &mut ManagedCluster| mc.metadata.managed_fields = None);
             let mut s = reflector::reflector(writer, stream).boxed();
             while let Some(ev) = s.next().await {
-                match ev {
-                    Ok(_) => b(),
-                    Err(e) => tracing::warn!(error = %e, "dashboard: watching ManagedClusters"),
-                }
+                p.saw("ManagedCluster", &ev);
+                b();
             }
         }));
         let mut objects = BTreeMap::new();
@@ -132,17 +164,19 @@ impl Watched {
             let writer = reflector::store::Writer::new(ar.clone());
             let store = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let b = bump.clone();
+            let (b, p) = (bump.clone(), progress.clone());
             let name = *kind;
-            tasks.push(tokio::spawn(watch_kind(api, ar, writer, b, name)));
+            tasks.push(tokio::spawn(watch_kind(api, ar, writer, b, p, name)));
             objects.insert(*kind, store);
         }
         Watched {
+            watches: objects.len() + 1,
             statuses,
             objects,
             missing,
             changes,
             repo,
+            progress,
             tasks,
         }
     }
@@ -175,7 +209,31 @@ impl Watched {
             missing: Vec::new(),
             changes: watch::channel(0).1,
             repo: None,
+            progress: Arc::new(Progress::default()),
+            watches: 0,
             tasks: Vec::new(),
+        }
+    }
+
+    /// Waits until every watch has listed what it watches, or one failed (its error: a kind
+    /// the credentials may not watch, the API server away), or `limit` passed.
+    pub async fn synced(&self, limit: std::time::Duration) -> Result<(), String> {
+        let mut rx = self.changes.clone();
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            {
+                let errors = self.progress.errors.lock().unwrap_or_else(|p| p.into_inner());
+                if !errors.is_empty() {
+                    return Err(errors.join("; "));
+                }
+            }
+            if self.progress.synced.load(std::sync::atomic::Ordering::Acquire) >= self.watches {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return Err(format!("the dashboard's watches did not list within {limit:?}")),
+            }
         }
     }
 
@@ -239,6 +297,7 @@ async fn watch_kind(
     ar: ApiResource,
     writer: reflector::store::Writer<DynamicObject>,
     bump: impl Fn(),
+    progress: Arc<Progress>,
     kind: &'static str,
 ) {
     let stream = watcher(api, watcher::Config::default())
@@ -257,9 +316,7 @@ async fn watch_kind(
         });
     let mut s = reflector::reflector(writer, stream).boxed();
     while let Some(ev) = s.next().await {
-        match ev {
-            Ok(_) => bump(),
-            Err(e) => tracing::warn!(error = %e, kind, "dashboard: watching"),
-        }
+        progress.saw(kind, &ev);
+        bump();
     }
 }

@@ -1030,6 +1030,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         interval: std::time::Duration::from_secs(3600),
         webhook_addr: None,
         metrics_addr: Some(([127, 0, 0, 1], port).into()),
+        dashboard_addr: None,
         webhook_secret: None,
         branch: "main".into(),
         watch: true,
