@@ -4,11 +4,13 @@
 //! ```text
 //! its etcd or control plane about to change (a live object, not a scale)
 //!   (i)   back up every Cluster API / EKS-A / capstan object and the clusters' Secrets
-//!         (crate::backup) into --backup-dir; the directory goes into its status (`backup`)
+//!         (crate::backup) into --backup-dir
 //!   (ii)  pause every workload cluster it manages (spec.paused on their Cluster API Clusters,
 //!         field manager capstan-pause), recording the pause on each Cluster (PAUSED_FOR);
-//!         one already paused by someone else is left as it is; their own passes hold while
-//!         `backup` is set
+//!         one already paused by someone else is left as it is; then the backup's directory
+//!         goes into its status (`backup`), before anything of the upgrade is applied
+//!         (`decide::backed_up`, written by `pass.rs`); their own passes hold while `backup`
+//!         is set
 //!   (iii) etcd, then the control plane, stage by stage (crate::plan::stages); the machine
 //!         holding kube-vip's address is rolled last: the other outdated control-plane machines
 //!         are marked for deletion first (Cluster API deletes marked machines first)
@@ -28,8 +30,9 @@
 //!
 //! Failpoints ([`crate::failpoint`], debug builds) at each step, where the kill test stops a
 //! replica to SIGKILL it: `self-upgrade-backed-up` (i) done, nothing paused;
-//! `self-upgrade-paused-one` the first workload cluster of (ii) paused; `self-upgrade-rolling-out`
-//! a pass while the control plane rolls out; `self-upgrade-rolled-out` (v) about to unpause.
+//! `self-upgrade-paused-one` the first workload cluster of (ii) paused; `self-upgrade-applied`
+//! a pass's changes applied, its status not written yet (`pass.rs`); `self-upgrade-rolling-out` a
+//! pass while the control plane rolls out; `self-upgrade-rolled-out` (v) about to unpause.
 
 use std::collections::BTreeSet;
 
