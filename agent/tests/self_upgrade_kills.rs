@@ -15,11 +15,15 @@
 //!                                      control plane as it was
 //! b       self-upgrade-paused-one      w-a paused for m-kill, w-b not;          a2
 //!                                      no backup in the status
-//! a2      self-upgrade-rolling-out     new control-plane machine beside old     b2
-//!                                      ones; both workloads paused
-//! b2      self-upgrade-rolled-out      every control-plane machine new;         a3
+//! a2      self-upgrade-applied         control plane changed, both workloads    b2
+//!                                      paused, backup 3 in the status (recorded
+//!                                      before the change; the pass's own status
+//!                                      never written)
+//! b2      self-upgrade-rolling-out     new control-plane machine beside old     a3
+//!                                      ones; backup 3 still the record
+//! a3      self-upgrade-rolled-out      every control-plane machine new;         b3
 //!                                      workloads still paused; backup recorded
-//! a3      (none)                       the upgrade ends: everything unpaused but what an
+//! b3      (none)                       the upgrade ends: everything unpaused but what an
 //!                                      operator paused, stage and backup cleared
 //! ```
 //!
@@ -498,16 +502,37 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
     assert_eq!(server.pause(OPERATOR).await, (true, None));
     assert_eq!(server.status(MGMT).await.get("backup"), None);
     assert!(kcp_version().await.starts_with("v1.32."));
-    let a2 = Replica::start(&setup, "a2", Some("self-upgrade-rolling-out"));
+    let a2 = Replica::start(&setup, "a2", Some("self-upgrade-applied"));
     take_over(&server, b.kill(), &a2, "after pausing one cluster").await;
 
-    // 3. a2 takes over: pauses the rest, changes the control plane, and is killed while it
-    //    rolls out.
-    let cp_mid = until(
-        "a2 to stop mid-rollout with a new control-plane machine",
+    // 3. a2 takes over: backs up, pauses the rest, changes the control plane, and is killed
+    //    before its pass writes the status. The backup is recorded already: the record goes
+    //    down before anything of the upgrade is applied.
+    until(
+        "a2 to stop with the control plane changed",
         &[&a2],
+        || async { a2.stopped_at("self-upgrade-applied").then_some(()) },
+    )
+    .await;
+    assert!(kcp_version().await.starts_with("v1.33."));
+    for w in PAUSABLE {
+        assert_eq!(server.pause(w).await, (true, Some(MGMT.into())), "{w}");
+    }
+    assert_eq!(server.pause(OPERATOR).await, (true, None));
+    let third = backups(&setup.backups);
+    assert_eq!(third.len(), 3, "{third:?}");
+    let recorded = json!(third[2].display().to_string());
+    let st = server.status(MGMT).await;
+    assert_eq!(st["backup"], recorded, "the backup is not recorded: {st}");
+    let b2 = Replica::start(&setup, "b2", Some("self-upgrade-rolling-out"));
+    take_over(&server, a2.kill(), &b2, "after changing the control plane").await;
+
+    // 4. b2 takes over and is killed while the control plane rolls out.
+    let cp_mid = until(
+        "b2 to stop mid-rollout with a new control-plane machine",
+        &[&b2],
         || async {
-            if !a2.stopped_at("self-upgrade-rolling-out") {
+            if !b2.stopped_at("self-upgrade-rolling-out") {
                 return None;
             }
             let machines = server.control_plane().await;
@@ -515,33 +540,31 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
         },
     )
     .await;
-    let b2 = Replica::start(&setup, "b2", Some("self-upgrade-rolled-out"));
-    let killed = a2.kill();
+    let a3 = Replica::start(&setup, "a3", Some("self-upgrade-rolled-out"));
+    let killed = b2.kill();
     // Read right after the kill: an old machine still there now was there at the kill.
     let after_kill = server.control_plane().await;
-    take_over(&server, killed, &b2, "mid-rollout").await;
+    take_over(&server, killed, &a3, "mid-rollout").await;
     assert!(
         after_kill.iter().any(|(n, _, _)| old(n)) && after_kill.iter().any(|(n, _, _)| !old(n)),
         "not mid-rollout at the kill: {cp_mid:?} then {after_kill:?}"
     );
-    assert!(kcp_version().await.starts_with("v1.33."));
     for w in PAUSABLE {
         assert_eq!(server.pause(w).await, (true, Some(MGMT.into())), "{w}");
     }
-    assert_eq!(server.pause(OPERATOR).await, (true, None));
     let st = server.status(MGMT).await;
-    assert_eq!(st["stage"], "ControlPlane", "{st}");
-    let recorded = st["backup"].clone();
-    let third = backups(&setup.backups);
-    assert_eq!(third.len(), 3, "{third:?}");
-    assert_eq!(recorded, json!(third[2].display().to_string()));
+    assert_eq!(st["backup"], recorded, "{st}");
+    assert_eq!(
+        backups(&setup.backups).len(),
+        3,
+        "a backup again mid-rollout"
+    );
 
-    // 4. b2 takes over, the rollout ends, and b2 is killed before it unpauses.
-    until("b2 to stop before unpausing", &[&b2], || async {
-        b2.stopped_at("self-upgrade-rolled-out").then_some(())
+    // 5. a3 takes over, the rollout ends, and a3 is killed before it unpauses.
+    until("a3 to stop before unpausing", &[&a3], || async {
+        a3.stopped_at("self-upgrade-rolled-out").then_some(())
     })
     .await;
-    assert_eq!(server.leader().await.as_deref(), Some("b2"));
     let rolled = server.control_plane().await;
     assert!(
         rolled.len() == 3
@@ -554,12 +577,12 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
         assert_eq!(server.pause(w).await, (true, Some(MGMT.into())), "{w}");
     }
     assert_eq!(server.status(MGMT).await["backup"], recorded);
-    let a3 = Replica::start(&setup, "a3", None);
-    take_over(&server, b2.kill(), &a3, "before unpausing").await;
+    let b3 = Replica::start(&setup, "b3", None);
+    take_over(&server, a3.kill(), &b3, "before unpausing").await;
 
-    // 5. a3 takes over and finishes: every workload cluster capstan paused is unpaused and
+    // 6. b3 takes over and finishes: every workload cluster capstan paused is unpaused and
     //    reconciled again, the operator's pause stays, the record of the upgrade is gone.
-    until("a3 to finish the upgrade", &[&a3], || async {
+    until("b3 to finish the upgrade", &[&b3], || async {
         for w in PAUSABLE {
             if server.pause(w).await != (false, None) || server.status(w).await["phase"] != "Ready"
             {
@@ -571,7 +594,7 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
             .then_some(())
     })
     .await;
-    assert_eq!(server.leader().await.as_deref(), Some("a3"));
+    assert_eq!(server.leader().await.as_deref(), Some("b3"));
     assert_eq!(server.pause(OPERATOR).await, (true, None));
     assert_eq!(server.status(OPERATOR).await["phase"], "Suspended");
     let done = server.control_plane().await;
@@ -583,13 +606,13 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
         "{done:?}"
     );
     println!(
-        "self-upgrade through four leader kills: {:.0}s from the edit to done ({:.0}s in all)",
+        "self-upgrade through five leader kills: {:.0}s from the edit to done ({:.0}s in all)",
         upgrade.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
-    drop(a3);
+    drop(b3);
 
-    // 6. `capstan restore`, a process of its own, re-creates on a fresh API server what a,
+    // 7. `capstan restore`, a process of its own, re-creates on a fresh API server what a,
     //    killed right after, had backed up. (Its upstream CRDs are installed; capstan's status
     //    CRD is installed as an operator would, before restoring.)
     let target = ControlPlane::start().await.unwrap();
