@@ -46,7 +46,7 @@ const MGMT: &str = "m-kill";
 const NS: &str = "l-kill";
 const LEASE: &str = "capstan-kill-test";
 const LEASE_NS: &str = "capstan-system";
-/// Short, so that each of the four take-overs costs seconds.
+/// Short, so that each of the five take-overs costs seconds.
 const LEASE_SECONDS: u64 = 4;
 /// How long any one step may take (a cold in-memory fleet comes up in about a minute).
 const STEP: Duration = Duration::from_secs(300);
