@@ -9,7 +9,7 @@
 //!              │         │      │
 //!              │         │      ├─ install ─ reconcile ─ backup, schedule
 //!              │         │      └─ source
-//!              └─ leader ─ trigger          metrics, errors (used from anywhere above)
+//!              └─ leader ─ trigger          metrics, errors, failpoint (used from anywhere above)
 //!                   ▼
 //!        capstan-client (k8s, live, status) ─ capstan-plan ─ capstan-layout ─ capstan-templates
 //! ```
@@ -23,6 +23,7 @@ pub mod cmd;
 pub mod daemon;
 pub mod dashboard;
 pub mod errors;
+pub mod failpoint;
 pub mod github;
 pub mod install;
 pub mod leader;

@@ -322,6 +322,27 @@ pub struct Upgrade {
     pub failure: Option<String>,
 }
 
+/// The record a management cluster's pass writes once it has backed up and paused its
+/// workload clusters, before it applies anything of the upgrade: the record as it was, with
+/// the backup (`None`: no backup this pass, or the record names it already, or there is no
+/// record, which the pass's own status then writes).
+///
+/// Written first so that a leader killed while its etcd or control-plane change goes out
+/// leaves its successor the upgrade's record: the successor finds that change applied and
+/// takes no backup of its own, so without this the status would never name the backup, and
+/// the workload clusters' own passes, which hold while it is named, would go on.
+pub fn backed_up(prev: Option<&Recorded>, upgrade: &Upgrade) -> Option<ManagedClusterStatus> {
+    let p = prev?;
+    if upgrade.backup.is_empty() || p.status.backup.as_deref() == Some(upgrade.backup.as_str()) {
+        return None;
+    }
+    Some(ManagedClusterStatus {
+        backup: Some(upgrade.backup.clone()),
+        inventory: p.inventory(),
+        ..p.status.clone()
+    })
+}
+
 /// Why a cluster held before its upgrade started is held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotStarted {

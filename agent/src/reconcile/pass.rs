@@ -406,6 +406,11 @@ impl Pass<'_> {
         let upgrade = self
             .self_upgrade(fleet, entry, &mut plan, &planned.staged, prev)
             .await;
+        // Its backup recorded before any of it is applied (a leader killed from here on
+        // leaves the record to its successor).
+        if let Some(st) = decide::backed_up(prev, &upgrade) {
+            self.write_status(home, &st, prev).await?;
+        }
         let mut out = self
             .apply(
                 &planned.writer,
@@ -416,6 +421,9 @@ impl Pass<'_> {
                 planned.settings,
             )
             .await?;
+        if !upgrade.backup.is_empty() {
+            crate::failpoint::stop_here("self-upgrade-applied").await;
+        }
         // Where the stages stand now that this pass's changes are out: what decides which
         // prunes wait, what the status says, what the stage timeout measures, when to look
         // again.

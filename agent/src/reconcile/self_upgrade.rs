@@ -4,11 +4,13 @@
 //! ```text
 //! its etcd or control plane about to change (a live object, not a scale)
 //!   (i)   back up every Cluster API / EKS-A / capstan object and the clusters' Secrets
-//!         (crate::backup) into --backup-dir; the directory goes into its status (`backup`)
+//!         (crate::backup) into --backup-dir
 //!   (ii)  pause every workload cluster it manages (spec.paused on their Cluster API Clusters,
 //!         field manager capstan-pause), recording the pause on each Cluster (PAUSED_FOR);
-//!         one already paused by someone else is left as it is; their own passes hold while
-//!         `backup` is set
+//!         one already paused by someone else is left as it is; then the backup's directory
+//!         goes into its status (`backup`), before anything of the upgrade is applied
+//!         (`decide::backed_up`, written by `pass.rs`); their own passes hold while `backup`
+//!         is set
 //!   (iii) etcd, then the control plane, stage by stage (crate::plan::stages); the machine
 //!         holding kube-vip's address is rolled last: the other outdated control-plane machines
 //!         are marked for deletion first (Cluster API deletes marked machines first)
@@ -25,6 +27,12 @@
 //!
 //! A stage that fails (the stage timeout) stops there: the workload clusters stay paused, the
 //! backup stays, the status says which stage and why.
+//!
+//! Failpoints ([`crate::failpoint`], debug builds) at each step, where the kill test stops a
+//! replica to SIGKILL it: `self-upgrade-backed-up` (i) done, nothing paused;
+//! `self-upgrade-paused-one` the first workload cluster of (ii) paused; `self-upgrade-applied`
+//! a pass's changes applied, its status not written yet (`pass.rs`); `self-upgrade-rolling-out` a
+//! pass while the control plane rolls out; `self-upgrade-rolled-out` (v) about to unpause.
 
 use std::collections::BTreeSet;
 
@@ -167,6 +175,7 @@ impl Pass<'_> {
             // some clusters stopped before it recorded one (the pauses are recorded on the
             // paused Clusters themselves).
             if !out.backup.is_empty() || self.paused_any(fleet, entry) {
+                crate::failpoint::stop_here("self-upgrade-rolled-out").await;
                 match self.pause_workloads(fleet, entry, false).await {
                     Ok(()) => out.backup.clear(),
                     Err(e) => out.failure = Some(format!("unpausing the workload clusters: {e}")),
@@ -191,6 +200,14 @@ impl Pass<'_> {
         {
             tracing::warn!(cluster = %entry.name, error = %e, "could not order the control-plane rollout around kube-vip's holder");
         }
+        if upgrading
+            && staged
+                .stages
+                .iter()
+                .any(|s| s.stage == Stage::ControlPlane && s.state == State::RollingOut)
+        {
+            crate::failpoint::stop_here("self-upgrade-rolling-out").await;
+        }
         out
     }
 
@@ -213,6 +230,7 @@ impl Pass<'_> {
         if !backup.skipped.is_empty() {
             tracing::warn!(cluster = %entry.name, skipped = ?backup.skipped, "kinds the agent may not list are not in the backup");
         }
+        crate::failpoint::stop_here("self-upgrade-backed-up").await;
         self.pause_workloads(fleet, entry, true)
             .await
             .map_err(|e| format!("pausing the workload clusters: {e}"))?;
@@ -311,6 +329,9 @@ impl Pass<'_> {
             // The next pass decides from what the server holds now, not from the watch's pace.
             if let Ok(v) = serde_json::to_value(&answer) {
                 self.live.put(&r, &v);
+            }
+            if paused {
+                crate::failpoint::stop_here("self-upgrade-paused-one").await;
             }
         }
         Ok(())

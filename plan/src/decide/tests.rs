@@ -795,6 +795,52 @@ fn a_status_that_applies_nothing_keeps_the_self_upgrade() {
 }
 
 #[test]
+fn a_new_backup_is_recorded_before_the_upgrade_is_applied() {
+    let base = record(Phase::Ready);
+    let rec = Recorded::new(
+        base.management,
+        base.directory,
+        base.generation,
+        ManagedClusterStatus {
+            inventory: vec![object("KubeadmControlPlane", "m")],
+            ..base.status
+        },
+    );
+    let taken = |backup: &str| Upgrade {
+        backup: backup.into(),
+        failure: None,
+    };
+    // The record as it was, with the backup: nothing else of it changes, its inventory kept.
+    let st = backed_up(Some(&rec), &taken("/backups/m-2")).expect("a new backup is recorded");
+    assert_eq!(st.backup.as_deref(), Some("/backups/m-2"));
+    assert_eq!(
+        ManagedClusterStatus {
+            backup: None,
+            inventory: Vec::new(),
+            ..st.clone()
+        },
+        rec.status
+    );
+    assert_eq!(st.inventory, rec.inventory());
+    // | the pass                                | writes first |
+    let mut recorded = rec.clone();
+    recorded.status.backup = Some("/backups/m-2".into());
+    for (what, prev, upgrade, early) in [
+        ("took no backup", Some(&rec), taken(""), false),
+        (
+            "recorded already",
+            Some(&recorded),
+            taken("/backups/m-2"),
+            false,
+        ),
+        ("a newer one", Some(&recorded), taken("/backups/m-3"), true),
+        ("no record", None, taken("/backups/m-2"), false),
+    ] {
+        assert_eq!(backed_up(prev, &upgrade).is_some(), early, "{what}");
+    }
+}
+
+#[test]
 fn deleting_and_health() {
     let plan = plan_of(vec![
         (Action::Deleting, "a"),
