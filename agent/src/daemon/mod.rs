@@ -339,9 +339,13 @@ async fn dashboard(
     let listener = crate::serve::bind(&addr.to_string()).await?;
     info!(addr = %listener.local_addr()?, "serving the dashboard");
     let mut stop = stop.clone();
-    Ok(tokio::spawn(crate::serve::serve(listener, router, async move {
-        let _ = stop.wait_for(|s| *s).await;
-    })))
+    Ok(tokio::spawn(crate::serve::serve(
+        listener,
+        router,
+        async move {
+            let _ = stop.wait_for(|s| *s).await;
+        },
+    )))
 }
 
 /// A replica that has not led yet: it serves probes, metrics and webhooks (pushes forwarded to

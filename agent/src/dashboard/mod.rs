@@ -222,17 +222,30 @@ impl Watched {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             {
-                let errors = self.progress.errors.lock().unwrap_or_else(|p| p.into_inner());
+                let errors = self
+                    .progress
+                    .errors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 if !errors.is_empty() {
                     return Err(errors.join("; "));
                 }
             }
-            if self.progress.synced.load(std::sync::atomic::Ordering::Acquire) >= self.watches {
+            if self
+                .progress
+                .synced
+                .load(std::sync::atomic::Ordering::Acquire)
+                >= self.watches
+            {
                 return Ok(());
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => {}
-                _ => return Err(format!("the dashboard's watches did not list within {limit:?}")),
+                _ => {
+                    return Err(format!(
+                        "the dashboard's watches did not list within {limit:?}"
+                    ));
+                }
             }
         }
     }
@@ -246,7 +259,9 @@ impl Watched {
             .collect()
     }
 
-    /// The objects of one kind that belong to Cluster API cluster `name`.
+    /// The objects of one kind that belong to Cluster API cluster `name`: labelled so (what
+    /// Cluster API puts on Machines), naming it (`spec.clusterName`), or named after it as
+    /// capstan renders control planes (`<cluster>`, `<cluster>-etcd`).
     pub fn of_cluster(&self, kind: &str, name: &str) -> Vec<Value> {
         let Some(store) = self.objects.get(kind) else {
             return Vec::new();
@@ -254,13 +269,7 @@ impl Watched {
         store
             .state()
             .into_iter()
-            .filter(|o| {
-                o.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
-                    .is_some_and(|c| c == name)
-            })
+            .filter(|o| cluster_of(o).as_deref() == Some(name))
             .map(|o| {
                 let mut v = serde_json::to_value(&*o).unwrap_or_default();
                 if let Some(t) = o.types.as_ref() {
@@ -276,19 +285,34 @@ impl Watched {
         let mut out = BTreeMap::new();
         if let Some(store) = self.objects.get("KubeadmControlPlane") {
             for o in store.state() {
-                let cluster = o
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
-                    .cloned();
                 let version = o.data.pointer("/spec/version").and_then(Value::as_str);
-                if let (Some(c), Some(v)) = (cluster, version) {
+                if let (Some(c), Some(v)) = (cluster_of(&o), version) {
                     out.insert(c, v.to_string());
                 }
             }
         }
         out
+    }
+}
+
+/// The Cluster API cluster an object belongs to (see [`Watched::of_cluster`]).
+pub fn cluster_of(o: &DynamicObject) -> Option<String> {
+    if let Some(c) = o
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
+    {
+        return Some(c.clone());
+    }
+    if let Some(c) = o.data.pointer("/spec/clusterName").and_then(Value::as_str) {
+        return Some(c.to_string());
+    }
+    let name = o.metadata.name.clone()?;
+    match o.types.as_ref().map(|t| t.kind.as_str()) {
+        Some("KubeadmControlPlane") => Some(name),
+        Some("EtcdadmCluster") => name.strip_suffix("-etcd").map(str::to_string),
+        _ => None,
     }
 }
 

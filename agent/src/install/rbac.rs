@@ -256,6 +256,27 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             Cluster,
+            "cluster.x-k8s.io",
+            &["machines"],
+            &["list", "watch"],
+            "the dashboard (--dashboard-addr): a cluster page's machines and their versions",
+        ),
+        Rule::new(
+            Cluster,
+            "authentication.k8s.io",
+            &["tokenreviews"],
+            &["create"],
+            "the dashboard (--dashboard-addr): whose bearer token a request carries",
+        ),
+        Rule::new(
+            Cluster,
+            "authorization.k8s.io",
+            &["subjectaccessreviews"],
+            &["create"],
+            "the dashboard (--dashboard-addr): whether a request's user may list ManagedClusters",
+        ),
+        Rule::new(
+            Cluster,
             "",
             &["namespaces"],
             &["list", "create", "patch"],

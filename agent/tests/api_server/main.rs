@@ -14,6 +14,7 @@ mod source_support;
 mod bootstrap;
 mod crd_races;
 mod daemon;
+mod dashboard;
 mod fence;
 mod leader;
 mod not_a_fleet;

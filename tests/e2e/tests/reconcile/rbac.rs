@@ -241,6 +241,20 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
     if !gone {
         return Err(format!("{w} not deleted: {:?}", out.clusters));
     }
+
+    // The dashboard the agent serves: its watches list, and a request's token is reviewed
+    // (the ServiceAccount's own: authenticated, then its access to ManagedClusters asked).
+    let watched = capstan::dashboard::Watched::start(&client, None).await;
+    watched.synced(Duration::from_secs(60)).await?;
+    let token = cp
+        .service_account_token(NAMESPACE, tag)
+        .await
+        .map_err(|e| e.to_string())?;
+    let reviewer = capstan::dashboard::auth::Reviewer::new(client.clone());
+    let verdict = reviewer.review(&token).await.map_err(|e| e.to_string())?;
+    if verdict == capstan::dashboard::auth::Verdict::Unauthenticated {
+        return Err("the dashboard's token review: a valid token unauthenticated".into());
+    }
     Ok(())
 }
 

@@ -1,0 +1,238 @@
+//! The dashboard the agent serves (`capstan run --dashboard-addr`), in a real browser: headless
+//! Chromium from Debian's packages against the real API server, the agent running as its
+//! installed ServiceAccount. Who may see it is the API server's answer (TokenReview, then a
+//! SubjectAccessReview for listing ManagedClusters): no token is sent to sign in, a token whose
+//! user may not list ManagedClusters is refused, a viewer's token pasted into the sign-in form
+//! shows the fleet. Then the pages: the fleet grouped by management cluster, a cluster page with
+//! its worker groups, a push that changes a worker count showing on the open page without a
+//! reload (server-sent events), the waves page, a phone's viewport without sideways scrolling,
+//! and the keyboard's first stop the skip link. Screenshots are kept under
+//! `$CARGO_TARGET_DIR/dashboard-screenshots/`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::source_support::agent::{fleet_with, post, push_body};
+use crate::source_support::browser::Browser;
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::{Upstream, free_port};
+
+const SECRET: &str = "dashboard-secret";
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET path` with an optional bearer token: the status code and the `Location` header.
+fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let location = out
+        .lines()
+        .find_map(|l| l.strip_prefix("location: "))
+        .unwrap_or_default()
+        .to_string();
+    (code, location)
+}
+
+/// A ServiceAccount in `capstan-system`, bound to a Role listing ManagedClusters when `viewer`;
+/// its token.
+async fn account(cp: &capstan_harness::ControlPlane, name: &str, viewer: bool) -> String {
+    let client = cp.client();
+    let ns = capstan::status::NAMESPACE;
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}),
+    ];
+    if viewer {
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": ns},
+            "rules": [{"apiGroups": ["capstan.dev"], "resources": ["managedclusters"], "verbs": ["list"]}]}));
+        objects.push(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
+        );
+    }
+    let resolver = capstan::k8s::Resolver::new(client.clone()).await.unwrap();
+    for o in &objects {
+        capstan::k8s::apply::apply_as(&client, &resolver, o, "capstan-test", false)
+            .await
+            .unwrap();
+    }
+    cp.service_account_token(ns, name).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
+    let cp = capstan_harness::shared().await;
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let files = fleet_with("dash", &["w-dash1", "w-dash2"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let git = GitDaemon::start(&up.root);
+    let tmp = tempfile::tempdir().unwrap();
+    let (hook, port) = (free_port(), free_port());
+    let log = tmp.path().join("agent.log");
+    let _agent = Agent(
+        Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(["run", "--repo", &git.url("repo.git"), "--interval", "1h"])
+            .args(["--management", "m-dash"])
+            .args(["--webhook-addr", &format!("127.0.0.1:{hook}")])
+            .args(["--dashboard-addr", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--cache-dir")
+            .arg(tmp.path().join("mirror"))
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let up_ = (0..800).any(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up_, "{}", logs());
+    let viewer = account(cp, "dash-viewer", true).await;
+    let nobody = account(cp, "dash-nobody", false).await;
+
+    // Who may see it.
+    assert_eq!(get(port, "/", None), (303, "/login".into()), "{}", logs());
+    assert_eq!(get(port, "/", Some("not-a-token")).0, 303);
+    assert_eq!(get(port, "/", Some(&nobody)).0, 403, "{}", logs());
+    assert_eq!(get(port, "/clusters/w-dash1", Some(&nobody)).0, 403);
+    assert_eq!(get(port, "/events", Some(&nobody)).0, 403);
+    assert_eq!(get(port, "/assets/dashboard.css", None).0, 200);
+
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let mut b = Browser::start(&target.join("dashboard-screenshots")).await;
+    let base = format!("http://127.0.0.1:{port}");
+
+    // Signing in: the token pasted into the form.
+    b.goto(&format!("{base}/")).await;
+    assert!(
+        b.until("document.querySelector('#token')", 30).await,
+        "{}",
+        b.text().await
+    );
+    b.screenshot("sign-in").await;
+    b.eval(&format!(
+        "document.querySelector('#token').value = {}; document.querySelector('form').submit(); true",
+        json!(viewer)
+    ))
+    .await;
+    // The fleet: both workload clusters under their management cluster, applied.
+    let applied = "['w-dash1', 'w-dash2', 'm-dash'].every(n => { const r = document.querySelector(`tr[data-cluster=\"${n}\"]`); return r && r.dataset.phase && r.dataset.phase !== 'Pending'; })";
+    assert!(
+        b.until(applied, 120).await,
+        "{}\n{}",
+        b.text().await,
+        logs()
+    );
+    let text = b.text().await;
+    assert!(
+        text.contains("Signed in as system:serviceaccount:capstan-system:dash-viewer"),
+        "{text}"
+    );
+    assert!(text.contains("m-dash"), "{text}");
+    b.screenshot("fleet").await;
+    // Filtered by name.
+    b.goto(&format!("{base}/?name=dash2")).await;
+    assert!(b.until("document.querySelector('tr[data-cluster=\"w-dash2\"]') && !document.querySelector('tr[data-cluster=\"w-dash1\"]')", 10).await, "{}", b.text().await);
+
+    // A cluster page, then a push that changes its workers, seen without a reload.
+    b.goto(&format!("{base}/clusters/w-dash1")).await;
+    assert!(
+        b.until("document.body.innerText.includes('MachineDeployment w-dash1-md-0') && document.body.innerText.includes('2 desired')", 60).await,
+        "{}",
+        b.text().await
+    );
+    b.eval("window.__same_page = true").await;
+    b.screenshot("cluster").await;
+    let path = files
+        .iter()
+        .find(|(p, _)| p.contains("w-dash1/cluster"))
+        .unwrap()
+        .0
+        .clone();
+    let text = files.iter().find(|(p, _)| *p == path).unwrap().1.clone();
+    let c2 = up.commit_and_push(
+        &[(&path, &text.replacen("count: 2", "count: 3", 1))],
+        &[],
+        "three workers",
+    );
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), push_body(&c2).as_bytes());
+    assert_eq!(post(hook, &push_body(&c2), Some(&sig)), 202, "{}", logs());
+    assert!(
+        b.until(&format!("document.body.innerText.includes('3 desired') && document.body.innerText.includes('{c2}')"), 120).await,
+        "the open page did not follow the change:\n{}\n{}",
+        b.text().await,
+        logs()
+    );
+    assert_eq!(
+        b.eval("window.__same_page === true").await,
+        json!(true),
+        "updated in place, not reloaded"
+    );
+    b.screenshot("cluster-updated").await;
+
+    // The waves page.
+    b.goto(&format!("{base}/waves")).await;
+    assert!(
+        b.until(
+            "document.querySelector('h1') && document.querySelector('h1').textContent === 'Waves'",
+            10
+        )
+        .await
+    );
+    assert!(b.text().await.contains("w-dash1"));
+    b.screenshot("waves").await;
+
+    // The keyboard's first stop is the skip link; a phone needs no sideways scrolling.
+    b.goto(&format!("{base}/")).await;
+    assert_eq!(b.tab(1).await, "Skip to content");
+    b.phone().await;
+    b.goto(&format!("{base}/")).await;
+    assert_eq!(
+        b.eval("document.documentElement.scrollWidth <= window.innerWidth")
+            .await,
+        json!(true),
+        "the page scrolls sideways on a phone"
+    );
+    let shot = b.screenshot("fleet-phone").await;
+    println!(
+        "dashboard screenshots in {}",
+        shot.parent().unwrap().display()
+    );
+    drop(git);
+}
