@@ -148,7 +148,7 @@ pub async fn run_with(
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let services = Services::start(&cfg, &client, &metrics, &tx, &ready, &stop_rx).await?;
+    let mut services = Services::start(&cfg, &metrics, &tx, &ready, &stop_rx).await?;
     let agent = {
         let tx = tx.clone();
         Agent::connect(client.clone()).await?.with_watches(Arc::new(
@@ -158,6 +158,7 @@ pub async fn run_with(
         ))
     };
     let agent = Arc::new(agent);
+    services.plan_pull_requests(&agent);
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
         _ => None,
@@ -217,13 +218,14 @@ pub async fn run_with(
 struct Services {
     servers: Vec<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>>,
     statuses: Option<crate::github::notify::Statuses>,
+    /// The planner, until it starts with the daemon's agent, and the queue the webhook fills.
+    pulls: Option<(crate::github::pr::Planner, crate::github::pr::PrQueue)>,
 }
 
 impl Services {
     /// Starts them; each stops when `stop` turns true.
     async fn start(
         cfg: &RunConfig,
-        client: &Client,
         metrics: &Arc<Metrics>,
         tx: &TriggerSender,
         ready: &ReadyFlag,
@@ -242,6 +244,7 @@ impl Services {
             .github
             .as_ref()
             .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
+        let mut pulls = None;
         if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
             let queue = crate::github::pr::PrQueue::default();
             server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
@@ -249,10 +252,9 @@ impl Services {
                 source: sc.clone(),
                 management: cfg.management.clone(),
                 github: g.github.clone(),
-                client: client.clone(),
                 metrics: metrics.clone(),
             };
-            tokio::spawn(planner.run(queue));
+            pulls = Some((planner, queue));
             info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
         }
         let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
@@ -292,7 +294,19 @@ impl Services {
                 }
             });
         }
-        Ok(Self { servers, statuses })
+        Ok(Self {
+            servers,
+            statuses,
+            pulls,
+        })
+    }
+
+    /// Starts planning pull requests with `agent`, the daemon's own, so a plan reads its watch
+    /// cache.
+    fn plan_pull_requests(&mut self, agent: &Arc<Agent>) {
+        if let Some((planner, queue)) = self.pulls.take() {
+            tokio::spawn(planner.run(queue, agent.clone()));
+        }
     }
 
     /// Stops them and waits for the listeners to close.

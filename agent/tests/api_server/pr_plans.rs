@@ -8,7 +8,8 @@
 //! that breaks validation (failure with file:line, the same comment edited); a restart (the
 //! comment found again by its marker); a fork (not planned); a PR touching files outside
 //! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
-//! reconciling.
+//! reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
+//! Cluster API kind under the agent's credential while it plans.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -23,6 +24,8 @@ use crate::source_support::agent::{
 use crate::source_support::daemon::GitDaemon;
 use crate::source_support::github::{Fault, GitHubStandIn};
 use crate::source_support::{Upstream, free_port, git};
+use capstan_harness::ControlPlane;
+use capstan_harness::audit::AuditMark;
 
 const SECRET: &str = "pr-plans-secret";
 const TOKEN: &str = "ghp_prplans";
@@ -37,22 +40,46 @@ impl Drop for Agent {
     }
 }
 
+/// One agent (`capstan run` with GitHub) and what it needs: its ports, its directory (token,
+/// mirror, logs), and a token of its own for the installed ServiceAccount (`capstan install`'s
+/// CRD and rules), whose credential id tells its requests apart in the audit log.
 struct Setup {
     url: String,
+    management: String,
     hook: u16,
     metrics: u16,
     dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+    credential: String,
+    tag: String,
+    /// More arguments of `capstan run` (leader election).
+    extra: Vec<String>,
 }
 
 impl Setup {
-    /// The agent, as the installed ServiceAccount (`capstan install`'s CRD and rules).
-    async fn start(
-        &self,
+    async fn new(
         cp: &capstan_harness::ControlPlane,
-        gh: &GitHubStandIn,
-        log: &str,
-    ) -> Agent {
-        let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+        url: String,
+        management: &str,
+        tag: &str,
+        extra: &[&str],
+    ) -> Setup {
+        let (kubeconfig, credential) = capstan::install::testing::agent_credential(cp, tag).await;
+        Setup {
+            url,
+            management: management.into(),
+            hook: free_port(),
+            metrics: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            kubeconfig,
+            credential,
+            tag: tag.into(),
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// Starts the agent; returns once its webhook listens.
+    async fn start(&self, gh: &GitHubStandIn, log: &str) -> Agent {
         let token = self.dir.path().join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -63,18 +90,21 @@ impl Setup {
                 "--interval",
                 "1h",
                 "--management",
-                "m-prp",
+                &self.management,
             ])
+            .args(&self.extra)
             .args(["--webhook-addr", &format!("127.0.0.1:{}", self.hook)])
             .args(["--metrics-addr", &format!("127.0.0.1:{}", self.metrics)])
             .args(["--github-api-url", &gh.url(), "--github-repo", "acme/fleet"])
             .arg("--github-token-file")
             .arg(&token)
             .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg(&self.kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir.path().join("mirror"))
             .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            // Its identity in a leader election.
+            .env("POD_NAME", &self.tag)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.path().join(log)).unwrap())
@@ -92,6 +122,48 @@ impl Setup {
     fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
     }
+
+    /// This agent's requests since `mark` (its credential's), but the watches it keeps open and
+    /// its requests of `except` (a plural resource).
+    fn requests(&self, cp: &ControlPlane, mark: AuditMark, except: &str) -> Vec<String> {
+        cp.audit()
+            .events_since(mark)
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                e.credential_id() == Some(self.credential.as_str())
+                    && e.verb != "watch"
+                    && e.resource() != Some(except)
+            })
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    }
+}
+
+/// The Cluster API kinds (and capstan's statuses) a plan reads live state from.
+const LIVE_KINDS: &[&str] = &[
+    "clusters",
+    "kubeadmcontrolplanes",
+    "machinedeployments",
+    "machinesets",
+    "helmchartproxies",
+    "managedclusters",
+];
+
+/// Lists of [`LIVE_KINDS`] among `requests`.
+fn lists_of_live_kinds(requests: &[String]) -> Vec<&String> {
+    requests
+        .iter()
+        .filter(|r| {
+            r.starts_with("list ")
+                && LIVE_KINDS.iter().any(|k| {
+                    r.split('?')
+                        .next()
+                        .unwrap_or("")
+                        .ends_with(&format!("/{k}"))
+                })
+        })
+        .collect()
 }
 
 fn pr_body(action: &str, number: u64, sha: &str, head_repo: &str) -> String {
@@ -165,13 +237,8 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let up = Upstream::new(&refs);
     let daemon = GitDaemon::start(&up.root);
     let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
-    let setup = Setup {
-        url: daemon.url("repo.git"),
-        hook: free_port(),
-        metrics: free_port(),
-        dir: tempfile::tempdir().unwrap(),
-    };
-    let agent = setup.start(cp, &gh, "agent.log").await;
+    let setup = Setup::new(cp, daemon.url("repo.git"), "m-prp", "pr-plans", &[]).await;
+    let agent = setup.start(&gh, "agent.log").await;
     let c1 = up.head();
     assert!(
         wait_for_revision(&client, "w-prp", &c1, Duration::from_secs(90))
@@ -201,6 +268,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let scaled = wtext.replacen("count: 2", "count: 3", 1);
     let h1 = push_pr(&up, 1, &[(wpath, &scaled)], "scale w-prp");
     let body = pr_body("opened", 1, &h1, "acme/fleet");
+    let mark = cp.audit().mark();
     assert_eq!(
         post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
         202
@@ -208,6 +276,24 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     // Unsigned: refused like a push.
     assert_eq!(post_event(setup.hook, "pull_request", &body, None), 401);
     wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    // Planned from the daemon's watch cache (warm: the revision is applied): no list of a
+    // Cluster API kind, only the dry run and read of what the PR changes.
+    cp.audit()
+        .sync(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let requests = setup.requests(cp, mark, "leases");
+    assert!(
+        lists_of_live_kinds(&requests).is_empty(),
+        "the PR plan listed live state: {requests:#?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("dryRun=All") && r.contains("/machinedeployments/w-prp-md-0")),
+        "no dry run of the changed MachineDeployment under this agent's credential: {requests:#?}"
+    );
+    println!("the PR plan's API requests: {requests:#?}");
     let comments = gh.comments(1);
     assert_eq!(comments.len(), 1);
     let text = &comments[0].body;
@@ -249,7 +335,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
-    let agent = setup.start(cp, &gh, "agent2.log").await;
+    let agent = setup.start(&gh, "agent2.log").await;
     let rescaled = wtext.replacen("count: 2", "count: 4", 1);
     let h3 = push_pr(&up, 1, &[(wpath, &rescaled)], "scale to 4");
     let body = pr_body("synchronize", 1, &h3, "acme/fleet");
