@@ -158,7 +158,6 @@ pub async fn run_with(
         ))
     };
     let agent = Arc::new(agent);
-    services.plan_pull_requests(&agent);
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
         _ => None,
@@ -182,6 +181,7 @@ pub async fn run_with(
                 leader: lc,
                 metrics: &metrics,
                 ready: &ready,
+                pulls: services.pulls.as_ref().map(|(_, q)| q),
             };
             match follower.wait(&mut rx, stop_rx.clone(), &leader_tx).await? {
                 Some(e) => Some(e),
@@ -194,6 +194,7 @@ pub async fn run_with(
     };
     metrics.set_leader(true);
     drop(leader_tx);
+    services.plan_pull_requests(&agent);
     tokio::spawn({
         let agent = agent.clone();
         async move { agent.warm_up().await }
@@ -214,11 +215,11 @@ pub async fn run_with(
 }
 
 /// What serves beside the leader's loop, on followers too: the webhook and ops listeners, the
-/// poll timer, and GitHub's commit statuses and pull-request planner.
+/// poll timer, and GitHub's commit statuses; and the pull-request planner, on the leader only.
 struct Services {
     servers: Vec<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>>,
     statuses: Option<crate::github::notify::Statuses>,
-    /// The planner, until it starts with the daemon's agent, and the queue the webhook fills.
+    /// The planner, until the leader starts it, and the queue the webhook fills.
     pulls: Option<(crate::github::pr::Planner, crate::github::pr::PrQueue)>,
 }
 
@@ -301,8 +302,8 @@ impl Services {
         })
     }
 
-    /// Starts planning pull requests with `agent`, the daemon's own, so a plan reads its watch
-    /// cache.
+    /// Starts planning pull requests (the leader's): with `agent`, the daemon's own, so a plan
+    /// reads its watch cache.
     fn plan_pull_requests(&mut self, agent: &Arc<Agent>) {
         if let Some((planner, queue)) = self.pulls.take() {
             tokio::spawn(planner.run(queue, agent.clone()));
@@ -318,13 +319,15 @@ impl Services {
     }
 }
 
-/// A replica that has not led yet: it serves probes, metrics and webhooks (pushes forwarded to
-/// the leader) until it acquires the Lease.
+/// A replica that has not led yet: it serves probes, metrics and webhooks (pushes and pull
+/// requests handed to the leader) until it acquires the Lease.
 struct Follower<'a> {
     client: &'a Client,
     leader: &'a LeaderConfig,
     metrics: &'a Metrics,
     ready: &'a ReadyFlag,
+    /// The pull requests its webhook queues (with GitHub).
+    pulls: Option<&'a crate::github::pr::PrQueue>,
 }
 
 impl Follower<'_> {
@@ -355,6 +358,12 @@ impl Follower<'_> {
                     }
                     None => break false,
                 },
+                pr = crate::github::handover::next(self.pulls) => {
+                    match crate::github::handover::hand_over(self.client, lc, &pr).await {
+                        Ok(()) => info!(pr = pr.number, head = %pr.head_sha, "pull request handed over to the leader"),
+                        Err(e) => warn!(error = %e, "handing a pull request to the leader failed"),
+                    }
+                }
                 _ = stop.wait_for(|s| *s) => break false,
             }
         };
@@ -364,6 +373,9 @@ impl Follower<'_> {
         }
         info!(identity = %lc.identity, "became the leader");
         crate::leader::watch_forwarded(self.client.clone(), lc, leader_tx.clone());
+        if let Some(queue) = self.pulls {
+            crate::github::handover::take_over(self.client.clone(), lc, queue.clone());
+        }
         // The poll timer's first tick went to the follower: load the revision now.
         leader_tx.fire(Trigger::Manual);
         Ok(Some(e))

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! The planner is its own task with its own mirror (`<cache>-pulls`), so a PR neither waits for
-//! nor delays a reconcile, and never applies anything. It reads live state from the daemon's own
+//! nor delays a reconcile, and never applies anything. It runs on the leader only (a follower
+//! hands the PRs it receives over: [`super::handover`]) and reads live state from the leader's
 //! agent and its watch cache ([`crate::reconcile::Agent`]): a push to a PR lists nothing, however
 //! large the fleet (before, the planner had an agent of its own without watches, which listed
 //! every Cluster API kind whole on every push, beside the daemon's watches). It leaves the

@@ -10,6 +10,10 @@
 //! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
 //! reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
 //! Cluster API kind under the agent's credential while it plans.
+//!
+//! With two replicas under leader election, a PR announced to the follower is handed over
+//! through the Lease and planned by the leader alone: the follower makes no request but its
+//! Lease's, and the hand-over is removed from the Lease once taken.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -18,8 +22,8 @@ use serde_json::json;
 
 use crate::source_support;
 use crate::source_support::agent::{
-    fleet_with, machine_deployments, post, post_event, push_body, value_in, wait_for_revision,
-    wait_metrics,
+    fleet_with, get, machine_deployments, post, post_event, push_body, scrape, value_in,
+    wait_for_revision, wait_metrics,
 };
 use crate::source_support::daemon::GitDaemon;
 use crate::source_support::github::{Fault, GitHubStandIn};
@@ -412,4 +416,128 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     );
     assert!(log.contains("repo:status"), "{log}");
     drop(agent);
+}
+
+/// Whether `log` (an agent's) has a line containing `text`.
+fn logged(setup: &Setup, log: &str, text: &str) -> bool {
+    setup.log(log).contains(text)
+}
+
+#[tokio::test]
+async fn a_pull_request_sent_to_a_follower_is_planned_by_the_leader_alone() {
+    const LEASE: &str = "capstan-leader-pr-handover";
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("prh", &["w-prh"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let daemon = GitDaemon::start(&up.root);
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    let election = [
+        "--leader-elect",
+        "--lease-name",
+        LEASE,
+        "--lease-namespace",
+        "capstan-system",
+        "--lease-duration",
+        "6s",
+    ];
+    let url = daemon.url("repo.git");
+    let a = Setup::new(cp, url.clone(), "m-prh", "pr-handover-a", &election).await;
+    let b = Setup::new(cp, url, "m-prh", "pr-handover-b", &election).await;
+
+    // a leads (its first revision applied: its watch cache is warm); b follows.
+    let _a = a.start(&gh, "a.log").await;
+    wait_metrics(a.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 1.0
+    })
+    .await;
+    assert!(
+        wait_for_revision(&client, "w-prh", &up.head(), Duration::from_secs(90))
+            .await
+            .is_some(),
+        "{}",
+        a.log("a.log")
+    );
+    let _b = b.start(&gh, "b.log").await;
+    // Ready once it has joined the election.
+    let mut joined = false;
+    for _ in 0..1200 {
+        joined = get(b.metrics, "/readyz") == 200;
+        if joined {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(joined, "{}", b.log("b.log"));
+    assert_eq!(value_in(&scrape(b.metrics), "capstan_leader"), 0.0);
+
+    // A PR announced to the follower: handed over, planned by the leader.
+    let (wpath, wtext) = files.iter().find(|(p, _)| p.contains("w-prh")).unwrap();
+    let scaled = wtext.replacen("count: 2", "count: 3", 1);
+    let head = push_pr(&up, 11, &[(wpath, &scaled)], "scale w-prh");
+    let body = pr_body("opened", 11, &head, "acme/fleet");
+    let mark = cp.audit().mark();
+    assert_eq!(
+        post_event(b.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(a.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    let st = gh.status(&head, "capstan/plan").unwrap();
+    assert_eq!(st.state, "success", "{st:?}");
+    let comments = gh.comments(11);
+    assert_eq!(comments.len(), 1);
+    assert!(
+        comments[0].body.contains("worker group md-0 scales 2 → 3"),
+        "{}",
+        comments[0].body
+    );
+    assert!(logged(
+        &b,
+        "b.log",
+        "pull request handed over to the leader"
+    ));
+    assert!(logged(
+        &a,
+        "a.log",
+        "pull request handed over by a follower"
+    ));
+    assert!(logged(&a, "a.log", "plan comment posted"));
+    assert!(!logged(&b, "b.log", "plan comment posted"));
+    assert_eq!(posted(&scrape(b.metrics)), 0.0);
+
+    // The follower only wrote the Lease; the leader planned from its cache, listing nothing.
+    cp.audit()
+        .sync(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let by_b = b.requests(cp, mark, "leases");
+    assert!(by_b.is_empty(), "the follower's requests: {by_b:#?}");
+    let by_a = a.requests(cp, mark, "leases");
+    assert!(
+        lists_of_live_kinds(&by_a).is_empty(),
+        "the leader listed live state for the plan: {by_a:#?}"
+    );
+    // The hand-over is gone from the Lease once taken.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "capstan-system");
+    let mut left = true;
+    for _ in 0..600 {
+        let lease = leases.get(LEASE).await.unwrap();
+        left = lease
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .keys()
+            .any(|k| k.starts_with(capstan::github::handover::ANNOTATION_PREFIX));
+        if !left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!left, "the hand-over annotation stays on the Lease");
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
 }
