@@ -69,7 +69,7 @@ fn main() {
             },
         );
         mc.status = Some(ManagedClusterStatus {
-            phase: Some(phases[i % phases.len()].clone()),
+            phase: Some(phases[i % phases.len()]),
             message: format!(
                 "clusters/mgmt/workload-clusters/{name}/cluster.yaml:12: something to say about {name}"
             ),

@@ -4,7 +4,9 @@
 //! deletes and writes status; the others keep serving /healthz, /readyz and /metrics, and accept
 //! webhooks: a follower forwards an accepted push by writing the pushed commit into an
 //! annotation of the Lease ([`forward`]), which the leader watches ([`watch_forwarded`]), so a
-//! push that the Service sent to a follower is applied as fast as one sent to the leader.
+//! push that the Service sent to a follower is applied as fast as one sent to the leader. A
+//! `pull_request` delivery is handed over the same way (`crate::github::handover`): only the
+//! leader plans pull requests, from its watch cache.
 //!
 //! The election follows client-go's rules, because what matters is not who holds the Lease but
 //! that two replicas never write at once:

@@ -79,25 +79,28 @@ pub async fn check_crd(client: &Client) -> Result<(), StatusError> {
     Ok(())
 }
 
-/// Every recorded status, by cluster name. An error is an error, never an empty map.
+/// Every recorded status, by cluster name, read page by page ([`crate::live::paged`]). An error
+/// is an error, never an empty map.
 pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
-    let list = api(client)
-        .list(&ListParams::default())
-        .await
+    let api = api(client);
+    let fetch = |lp: ListParams| {
+        let api = api.clone();
+        async move { api.list(&lp).await }
+    };
+    let (listed, _) = crate::live::paged(&ListParams::default(), fetch, |o: &ManagedCluster| {
+        (
+            o.metadata.name.clone().unwrap_or_default(),
+            Recorded::from_object(o),
+        )
+    })
+    .await;
+    Ok(listed
         .map_err(|source| StatusError::Api {
             action: "listing",
             name: "*".into(),
             source,
-        })?;
-    Ok(list
-        .items
-        .iter()
-        .map(|o| {
-            (
-                o.metadata.name.clone().unwrap_or_default(),
-                Recorded::from_object(o),
-            )
-        })
+        })?
+        .into_iter()
         .collect())
 }
 

@@ -42,6 +42,11 @@ impl Agent {
     /// The peak RSS and CPU figures are then the wrapper's, so read the profiler's instead. The
     /// agent runs in a process group of its own, so that a wrapper's child stops with it.
     pub fn run(a: &RunArgs) -> Agent {
+        Agent::run_with(a, &[])
+    }
+
+    /// [`Agent::run`] with more arguments of `capstan run` (GitHub's, for pull-request plans).
+    pub fn run_with(a: &RunArgs, extra: &[String]) -> Agent {
         let wrap = std::env::var("CAPSTAN_BENCH_AGENT_WRAP").unwrap_or_default();
         let mut words = wrap.split_whitespace();
         let mut cmd = match words.next() {
@@ -64,6 +69,7 @@ impl Agent {
             .arg(a.kubeconfig)
             .arg("--cache-dir")
             .arg(a.cache)
+            .args(extra)
             .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())

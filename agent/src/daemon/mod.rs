@@ -158,7 +158,7 @@ pub async fn run_with(
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let services = Services::start(&cfg, &client, &metrics, &tx, &ready, &stop_rx).await?;
+    let mut services = Services::start(&cfg, &client, &metrics, &tx, &ready, &stop_rx).await?;
     let agent = {
         let tx = tx.clone();
         Agent::connect(client.clone()).await?.with_watches(Arc::new(
@@ -192,6 +192,7 @@ pub async fn run_with(
                 leader: lc,
                 metrics: &metrics,
                 ready: &ready,
+                pulls: services.pulls.as_ref().map(|(_, q)| q),
             };
             match follower.wait(&mut rx, stop_rx.clone(), &leader_tx).await? {
                 Some(e) => Some(e),
@@ -204,6 +205,7 @@ pub async fn run_with(
     };
     metrics.set_leader(true);
     drop(leader_tx);
+    services.plan_pull_requests(&agent);
     tokio::spawn({
         let agent = agent.clone();
         async move { agent.warm_up().await }
@@ -224,10 +226,12 @@ pub async fn run_with(
 }
 
 /// What serves beside the leader's loop, on followers too: the webhook and ops listeners, the
-/// poll timer, and GitHub's commit statuses and pull-request planner.
+/// poll timer, and GitHub's commit statuses; and the pull-request planner, on the leader only.
 struct Services {
     servers: Vec<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>>,
     statuses: Option<crate::github::notify::Statuses>,
+    /// The planner, until the leader starts it, and the queue the webhook fills.
+    pulls: Option<(crate::github::pr::Planner, crate::github::pr::PrQueue)>,
 }
 
 impl Services {
@@ -253,6 +257,7 @@ impl Services {
             .github
             .as_ref()
             .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
+        let mut pulls = None;
         if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
             let queue = crate::github::pr::PrQueue::default();
             server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
@@ -260,10 +265,9 @@ impl Services {
                 source: sc.clone(),
                 management: cfg.management.clone(),
                 github: g.github.clone(),
-                client: client.clone(),
                 metrics: metrics.clone(),
             };
-            tokio::spawn(planner.run(queue));
+            pulls = Some((planner, queue));
             info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
         }
         let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
@@ -306,7 +310,19 @@ impl Services {
                 }
             });
         }
-        Ok(Self { servers, statuses })
+        Ok(Self {
+            servers,
+            statuses,
+            pulls,
+        })
+    }
+
+    /// Starts planning pull requests (the leader's): with `agent`, the daemon's own, so a plan
+    /// reads its watch cache.
+    fn plan_pull_requests(&mut self, agent: &Arc<Agent>) {
+        if let Some((planner, queue)) = self.pulls.take() {
+            tokio::spawn(planner.run(queue, agent.clone()));
+        }
     }
 
     /// Stops them and waits for the listeners to close.
@@ -348,8 +364,8 @@ async fn dashboard(
     )))
 }
 
-/// A replica that has not led yet: it serves probes, metrics and webhooks (pushes forwarded to
-/// the leader) until it acquires the Lease.
+/// A replica that has not led yet: it serves probes, metrics and webhooks (pushes and pull
+/// requests handed to the leader) until it acquires the Lease.
 struct Follower<'a> {
     /// The unfenced client: the Lease's.
     client: &'a Client,
@@ -358,6 +374,8 @@ struct Follower<'a> {
     leader: &'a LeaderConfig,
     metrics: &'a Metrics,
     ready: &'a ReadyFlag,
+    /// The pull requests its webhook queues (with GitHub).
+    pulls: Option<&'a crate::github::pr::PrQueue>,
 }
 
 impl Follower<'_> {
@@ -388,6 +406,12 @@ impl Follower<'_> {
                     }
                     None => break false,
                 },
+                pr = crate::github::handover::next(self.pulls) => {
+                    match crate::github::handover::hand_over(self.client, lc, &pr).await {
+                        Ok(()) => info!(pr = pr.number, head = %pr.head_sha, "pull request handed over to the leader"),
+                        Err(e) => warn!(error = %e, "handing a pull request to the leader failed"),
+                    }
+                }
                 _ = stop.wait_for(|s| *s) => break false,
             }
         };
@@ -397,6 +421,9 @@ impl Follower<'_> {
         }
         info!(identity = %lc.identity, "became the leader");
         crate::leader::watch_forwarded(self.client.clone(), lc, leader_tx.clone());
+        if let Some(queue) = self.pulls {
+            crate::github::handover::take_over(self.client.clone(), lc, queue.clone());
+        }
         // The poll timer's first tick went to the follower: load the revision now.
         leader_tx.fire(Trigger::Manual);
         Ok(Some(e))

@@ -9,11 +9,18 @@
 //!                the commit status capstan/plan on the head commit
 //! ```
 //!
-//! The planner is its own task with its own mirror (`<cache>-pulls`) and its own API agent
-//! without watches, so a PR neither waits for nor delays a reconcile, never changes what the
-//! daemon watches, and never applies anything. A pull request whose head lives in a fork is
-//! planned only with `--pr-plans-from-forks`: planning runs the fork author's specs through the
-//! renderer and a server-side dry run with the agent's credentials.
+//! The planner is its own task with its own mirror (`<cache>-pulls`), so a PR neither waits for
+//! nor delays a reconcile, and never applies anything. It runs on the leader only (a follower
+//! hands the PRs it receives over: [`super::handover`]) and reads live state from the leader's
+//! agent and its watch cache ([`crate::reconcile::Agent`]): a push to a PR lists nothing, however
+//! large the fleet (before, the planner had an agent of its own without watches, which listed
+//! every Cluster API kind whole on every push, beside the daemon's watches). It leaves the
+//! daemon's scope alone; a kind only the PR renders gets its watch (metadata only, capstan's
+//! objects only), which the revision that merges it needs anyway.
+//!
+//! A pull request whose head lives in a fork is planned only with `--pr-plans-from-forks`:
+//! planning runs the fork author's specs through the renderer and a server-side dry run with the
+//! agent's credentials.
 //!
 //! The PR fails `capstan/plan` when a cluster does not validate (the first error, with its
 //! file:line), a field is blocked, or a file outside `clusters/` changed (capstan applies nothing
@@ -131,7 +138,9 @@ impl PrQueue {
         self.wake.notify_one();
     }
 
-    async fn next(&self) -> PrEvent {
+    /// Waits for the next PR to plan (or, on a follower, to hand over), lowest number first.
+    /// Cancel-safe: a PR is taken only when this returns.
+    pub async fn next(&self) -> PrEvent {
         loop {
             let next = {
                 let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -154,19 +163,17 @@ pub struct Planner {
     pub management: Option<String>,
     /// GitHub.
     pub github: GitHub,
-    /// The management cluster's API.
-    pub client: kube::Client,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }
 
 impl Planner {
-    /// Plans queued pull requests, one at a time, until the process ends.
-    pub async fn run(self, queue: PrQueue) {
-        let mut agent: Option<Agent> = None;
+    /// Plans queued pull requests, one at a time, until the process ends, against the live
+    /// state of `agent` (the leader's, with its watch cache).
+    pub async fn run(self, queue: PrQueue, agent: Arc<Agent>) {
         loop {
             let e = queue.next().await;
-            let result = self.plan(&e, &mut agent).await;
+            let result = self.plan(&e, &agent).await;
             match result {
                 Ok(()) => self.metrics.inc_pr_plan(GitHubResult::Posted),
                 Err(err) => {
@@ -199,7 +206,7 @@ impl Planner {
         })
     }
 
-    async fn plan(&self, e: &PrEvent, agent: &mut Option<Agent>) -> anyhow::Result<()> {
+    async fn plan(&self, e: &PrEvent, agent: &Agent) -> anyhow::Result<()> {
         let short: String = e.head_sha.chars().take(7).collect();
         tracing::info!(pr = e.number, head = %e.head_sha, "planning pull request");
         self.github
@@ -221,21 +228,15 @@ impl Planner {
             &head_fleet,
             changed_outside(&base.tree, &head.tree),
         );
-        if agent.is_none() {
-            *agent = Agent::connect(self.client.clone()).await.ok();
-        }
         let opts = Options {
             management: self.management.clone(),
             revision: head.commit.clone(),
             concurrency: 2,
             ..Default::default()
         };
-        let live = match agent.as_ref() {
-            Some(a) => live_plan(a, &head_fleet, &opts)
-                .await
-                .map_err(|e| e.to_string()),
-            None => Err("cannot reach the management cluster".into()),
-        };
+        let live = live_plan(agent, &head_fleet, &opts)
+            .await
+            .map_err(|e| e.to_string());
         merge_live(&mut report, live);
         let problem = report.first_problem().or_else(|| {
             (!report.outside.is_empty()).then(|| {

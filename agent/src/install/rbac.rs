@@ -259,7 +259,7 @@ pub fn rules() -> Vec<Rule> {
             "cluster.x-k8s.io",
             &["machines"],
             &["list", "watch"],
-            "the dashboard (--dashboard-addr): a cluster page's machines and their versions",
+            "the dashboard (--dashboard-addr) watches Machines for its cluster pages (and the backup before a management cluster's upgrade of itself lists them)",
         ),
         Rule::new(
             Cluster,
@@ -342,7 +342,7 @@ fn self_upgrade_rules() -> Vec<Rule> {
     vec![
         list(
             "cluster.x-k8s.io",
-            &["machines", "machinepools", "clusterclasses", "machinedrainrules"],
+            &["machinepools", "clusterclasses", "machinedrainrules"],
         ),
         list(
             "bootstrap.cluster.x-k8s.io",

@@ -573,6 +573,8 @@ impl Agent {
 
     /// [`Agent::prepare`] for a plan: nothing is written (no namespace created), and a
     /// management cluster capstan was never installed on has no records rather than an error.
+    /// With the daemon's watch cache, the plan reads it (a kind not watched yet gets its watch)
+    /// and leaves the clusters the watches wake the daemon for as they are.
     pub async fn prepare_plan(
         &self,
         fleet: &Fleet,
@@ -682,7 +684,9 @@ impl Agent {
                     .flat_map(|(_, r)| r.inventory()),
             );
         let kinds = live::kinds(wanted);
-        if let Some(cache) = &self.cache {
+        // Which clusters' changes wake the daemon is the reconciled revision's to say, not a
+        // plan's (a pull request's head may add or drop clusters).
+        if let Some(cache) = self.cache.as_ref().filter(|_| writing) {
             cache.set_scope(
                 fleet
                     .clusters

@@ -27,8 +27,9 @@
 //!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
 //!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
 //! 8. A `pull_request` delivery (opened, synchronize, reopened) into the followed branch is
-//!    queued for a plan ([`crate::github::pr`]) when GitHub credentials are configured; one
-//!    from a fork only with `--pr-plans-from-forks`. It never fires a reconcile.
+//!    queued for a plan ([`crate::github::pr`]; a follower hands it to the leader,
+//!    [`crate::github::handover`]) when GitHub credentials are configured; one from a fork only
+//!    with `--pr-plans-from-forks`. It never fires a reconcile.
 //! 9. A push to the followed branch fires one [`Trigger::Webhook`] carrying `after` and the
 //!    delivery id, then answers 202. The trigger channel coalesces bursts, so fifty merges in a
 //!    change window are one reconcile, not fifty (Flux's "reconcile storm").

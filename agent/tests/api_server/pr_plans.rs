@@ -8,7 +8,12 @@
 //! that breaks validation (failure with file:line, the same comment edited); a restart (the
 //! comment found again by its marker); a fork (not planned); a PR touching files outside
 //! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
-//! reconciling.
+//! reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
+//! Cluster API kind under the agent's credential while it plans.
+//!
+//! With two replicas under leader election, a PR announced to the follower is handed over
+//! through the Lease and planned by the leader alone: the follower makes no request but its
+//! Lease's, and the hand-over is removed from the Lease once taken.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -17,12 +22,14 @@ use serde_json::json;
 
 use crate::source_support;
 use crate::source_support::agent::{
-    fleet_with, machine_deployments, post, post_event, push_body, value_in, wait_for_revision,
-    wait_metrics,
+    fleet_with, get, machine_deployments, post, post_event, push_body, scrape, value_in,
+    wait_for_revision, wait_metrics,
 };
 use crate::source_support::daemon::GitDaemon;
 use crate::source_support::github::{Fault, GitHubStandIn};
 use crate::source_support::{Upstream, free_port, git};
+use capstan_harness::ControlPlane;
+use capstan_harness::audit::AuditMark;
 
 const SECRET: &str = "pr-plans-secret";
 const TOKEN: &str = "ghp_prplans";
@@ -37,22 +44,46 @@ impl Drop for Agent {
     }
 }
 
+/// One agent (`capstan run` with GitHub) and what it needs: its ports, its directory (token,
+/// mirror, logs), and a token of its own for the installed ServiceAccount (`capstan install`'s
+/// CRD and rules), whose credential id tells its requests apart in the audit log.
 struct Setup {
     url: String,
+    management: String,
     hook: u16,
     metrics: u16,
     dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+    credential: String,
+    tag: String,
+    /// More arguments of `capstan run` (leader election).
+    extra: Vec<String>,
 }
 
 impl Setup {
-    /// The agent, as the installed ServiceAccount (`capstan install`'s CRD and rules).
-    async fn start(
-        &self,
+    async fn new(
         cp: &capstan_harness::ControlPlane,
-        gh: &GitHubStandIn,
-        log: &str,
-    ) -> Agent {
-        let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+        url: String,
+        management: &str,
+        tag: &str,
+        extra: &[&str],
+    ) -> Setup {
+        let (kubeconfig, credential) = capstan::install::testing::agent_credential(cp, tag).await;
+        Setup {
+            url,
+            management: management.into(),
+            hook: free_port(),
+            metrics: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            kubeconfig,
+            credential,
+            tag: tag.into(),
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// Starts the agent; returns once its webhook listens.
+    async fn start(&self, gh: &GitHubStandIn, log: &str) -> Agent {
         let token = self.dir.path().join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -63,18 +94,21 @@ impl Setup {
                 "--interval",
                 "1h",
                 "--management",
-                "m-prp",
+                &self.management,
             ])
+            .args(&self.extra)
             .args(["--webhook-addr", &format!("127.0.0.1:{}", self.hook)])
             .args(["--metrics-addr", &format!("127.0.0.1:{}", self.metrics)])
             .args(["--github-api-url", &gh.url(), "--github-repo", "acme/fleet"])
             .arg("--github-token-file")
             .arg(&token)
             .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg(&self.kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir.path().join("mirror"))
             .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            // Its identity in a leader election.
+            .env("POD_NAME", &self.tag)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.path().join(log)).unwrap())
@@ -92,6 +126,48 @@ impl Setup {
     fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
     }
+
+    /// This agent's requests since `mark` (its credential's), but the watches it keeps open and
+    /// its requests of `except` (a plural resource).
+    fn requests(&self, cp: &ControlPlane, mark: AuditMark, except: &str) -> Vec<String> {
+        cp.audit()
+            .events_since(mark)
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                e.credential_id() == Some(self.credential.as_str())
+                    && e.verb != "watch"
+                    && e.resource() != Some(except)
+            })
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    }
+}
+
+/// The Cluster API kinds (and capstan's statuses) a plan reads live state from.
+const LIVE_KINDS: &[&str] = &[
+    "clusters",
+    "kubeadmcontrolplanes",
+    "machinedeployments",
+    "machinesets",
+    "helmchartproxies",
+    "managedclusters",
+];
+
+/// Lists of [`LIVE_KINDS`] among `requests`.
+fn lists_of_live_kinds(requests: &[String]) -> Vec<&String> {
+    requests
+        .iter()
+        .filter(|r| {
+            r.starts_with("list ")
+                && LIVE_KINDS.iter().any(|k| {
+                    r.split('?')
+                        .next()
+                        .unwrap_or("")
+                        .ends_with(&format!("/{k}"))
+                })
+        })
+        .collect()
 }
 
 fn pr_body(action: &str, number: u64, sha: &str, head_repo: &str) -> String {
@@ -165,13 +241,8 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let up = Upstream::new(&refs);
     let daemon = GitDaemon::start(&up.root);
     let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
-    let setup = Setup {
-        url: daemon.url("repo.git"),
-        hook: free_port(),
-        metrics: free_port(),
-        dir: tempfile::tempdir().unwrap(),
-    };
-    let agent = setup.start(cp, &gh, "agent.log").await;
+    let setup = Setup::new(cp, daemon.url("repo.git"), "m-prp", "pr-plans", &[]).await;
+    let agent = setup.start(&gh, "agent.log").await;
     let c1 = up.head();
     assert!(
         wait_for_revision(&client, "w-prp", &c1, Duration::from_secs(90))
@@ -201,6 +272,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let scaled = wtext.replacen("count: 2", "count: 3", 1);
     let h1 = push_pr(&up, 1, &[(wpath, &scaled)], "scale w-prp");
     let body = pr_body("opened", 1, &h1, "acme/fleet");
+    let mark = cp.audit().mark();
     assert_eq!(
         post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
         202
@@ -208,6 +280,24 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     // Unsigned: refused like a push.
     assert_eq!(post_event(setup.hook, "pull_request", &body, None), 401);
     wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    // Planned from the daemon's watch cache (warm: the revision is applied): no list of a
+    // Cluster API kind, only the dry run and read of what the PR changes.
+    cp.audit()
+        .sync(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let requests = setup.requests(cp, mark, "leases");
+    assert!(
+        lists_of_live_kinds(&requests).is_empty(),
+        "the PR plan listed live state: {requests:#?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("dryRun=All") && r.contains("/machinedeployments/w-prp-md-0")),
+        "no dry run of the changed MachineDeployment under this agent's credential: {requests:#?}"
+    );
+    println!("the PR plan's API requests: {requests:#?}");
     let comments = gh.comments(1);
     assert_eq!(comments.len(), 1);
     let text = &comments[0].body;
@@ -249,7 +339,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
-    let agent = setup.start(cp, &gh, "agent2.log").await;
+    let agent = setup.start(&gh, "agent2.log").await;
     let rescaled = wtext.replacen("count: 2", "count: 4", 1);
     let h3 = push_pr(&up, 1, &[(wpath, &rescaled)], "scale to 4");
     let body = pr_body("synchronize", 1, &h3, "acme/fleet");
@@ -326,4 +416,128 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     );
     assert!(log.contains("repo:status"), "{log}");
     drop(agent);
+}
+
+/// Whether `log` (an agent's) has a line containing `text`.
+fn logged(setup: &Setup, log: &str, text: &str) -> bool {
+    setup.log(log).contains(text)
+}
+
+#[tokio::test]
+async fn a_pull_request_sent_to_a_follower_is_planned_by_the_leader_alone() {
+    const LEASE: &str = "capstan-leader-pr-handover";
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("prh", &["w-prh"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let daemon = GitDaemon::start(&up.root);
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    let election = [
+        "--leader-elect",
+        "--lease-name",
+        LEASE,
+        "--lease-namespace",
+        "capstan-system",
+        "--lease-duration",
+        "6s",
+    ];
+    let url = daemon.url("repo.git");
+    let a = Setup::new(cp, url.clone(), "m-prh", "pr-handover-a", &election).await;
+    let b = Setup::new(cp, url, "m-prh", "pr-handover-b", &election).await;
+
+    // a leads (its first revision applied: its watch cache is warm); b follows.
+    let _a = a.start(&gh, "a.log").await;
+    wait_metrics(a.metrics, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_leader") == 1.0
+    })
+    .await;
+    assert!(
+        wait_for_revision(&client, "w-prh", &up.head(), Duration::from_secs(90))
+            .await
+            .is_some(),
+        "{}",
+        a.log("a.log")
+    );
+    let _b = b.start(&gh, "b.log").await;
+    // Ready once it has joined the election.
+    let mut joined = false;
+    for _ in 0..1200 {
+        joined = get(b.metrics, "/readyz") == 200;
+        if joined {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(joined, "{}", b.log("b.log"));
+    assert_eq!(value_in(&scrape(b.metrics), "capstan_leader"), 0.0);
+
+    // A PR announced to the follower: handed over, planned by the leader.
+    let (wpath, wtext) = files.iter().find(|(p, _)| p.contains("w-prh")).unwrap();
+    let scaled = wtext.replacen("count: 2", "count: 3", 1);
+    let head = push_pr(&up, 11, &[(wpath, &scaled)], "scale w-prh");
+    let body = pr_body("opened", 11, &head, "acme/fleet");
+    let mark = cp.audit().mark();
+    assert_eq!(
+        post_event(b.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    wait_metrics(a.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
+    let st = gh.status(&head, "capstan/plan").unwrap();
+    assert_eq!(st.state, "success", "{st:?}");
+    let comments = gh.comments(11);
+    assert_eq!(comments.len(), 1);
+    assert!(
+        comments[0].body.contains("worker group md-0 scales 2 → 3"),
+        "{}",
+        comments[0].body
+    );
+    assert!(logged(
+        &b,
+        "b.log",
+        "pull request handed over to the leader"
+    ));
+    assert!(logged(
+        &a,
+        "a.log",
+        "pull request handed over by a follower"
+    ));
+    assert!(logged(&a, "a.log", "plan comment posted"));
+    assert!(!logged(&b, "b.log", "plan comment posted"));
+    assert_eq!(posted(&scrape(b.metrics)), 0.0);
+
+    // The follower only wrote the Lease; the leader planned from its cache, listing nothing.
+    cp.audit()
+        .sync(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let by_b = b.requests(cp, mark, "leases");
+    assert!(by_b.is_empty(), "the follower's requests: {by_b:#?}");
+    let by_a = a.requests(cp, mark, "leases");
+    assert!(
+        lists_of_live_kinds(&by_a).is_empty(),
+        "the leader listed live state for the plan: {by_a:#?}"
+    );
+    // The hand-over is gone from the Lease once taken.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "capstan-system");
+    let mut left = true;
+    for _ in 0..600 {
+        let lease = leases.get(LEASE).await.unwrap();
+        left = lease
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .keys()
+            .any(|k| k.starts_with(capstan::github::handover::ANNOTATION_PREFIX));
+        if !left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!left, "the hand-over annotation stays on the Lease");
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
 }

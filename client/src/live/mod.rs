@@ -4,7 +4,9 @@
 //! The store is filled one of two ways:
 //! - [`list`]: one list per kind, metadata only (full objects for the kinds health reads), for
 //!   one-shot commands (`reconcile --once`, `plan`): the cost is the number of kinds, about
-//!   fifteen requests, whatever the size of the fleet.
+//!   fifteen requests, plus one per further page of [`PAGE`] objects. A list is read page by
+//!   page, each page reduced to its facts before the next is asked for, so a 3,000-cluster
+//!   fleet's Clusters, control planes and MachineDeployments are never held whole at once.
 //! - [`watch::LiveCache`]: one watch per kind kept open by the daemon, so a steady-state pass
 //!   makes no read request at all, and a change on the cluster (drift, a rollout progressing, a
 //!   Cluster becoming Available) is seen as it happens and wakes the agent.
@@ -15,7 +17,7 @@
 pub mod watch;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, ObjectList};
 use serde_json::Value;
 
 pub use capstan_plan::live::*;
@@ -81,8 +83,42 @@ pub(crate) async fn unless_denied<T>(
     }
 }
 
-/// Lists every kind (`apiVersion`, `kind`) once. Returns the state and the number of requests
-/// made. Statuses are read separately ([`status::read_all`], then [`Live::set_records`]).
+/// Objects asked for per list request ([`paged`]).
+pub const PAGE: u32 = 250;
+
+/// Reads a list page by page (`fetch` asks for one), reducing each page's items with `reduce`
+/// before asking for the next; the reduced items and the number of requests made, also when
+/// one failed. A continue token that expired between pages (the API server keeps them about
+/// five minutes) fails the list, as any other error: the caller tries again.
+pub async fn paged<T, V, Fut>(
+    lp: &ListParams,
+    mut fetch: impl FnMut(ListParams) -> Fut,
+    reduce: impl Fn(&T) -> V,
+) -> (Result<Vec<V>, kube::Error>, usize)
+where
+    T: Clone,
+    Fut: std::future::Future<Output = Result<ObjectList<T>, kube::Error>>,
+{
+    let mut lp = lp.clone().limit(PAGE);
+    let mut out = Vec::new();
+    let mut requests = 0;
+    loop {
+        requests += 1;
+        let page = match fetch(lp.clone()).await {
+            Ok(page) => page,
+            Err(e) => return (Err(e), requests),
+        };
+        out.extend(page.items.iter().map(&reduce));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return (Ok(out), requests),
+        }
+    }
+}
+
+/// Lists every kind (`apiVersion`, `kind`) once, page by page ([`paged`]). Returns the state and
+/// the number of requests made. Statuses are read separately ([`status::read_all`], then
+/// [`Live::set_records`]).
 pub async fn list(
     client: &Client,
     resolver: &Resolver,
@@ -104,37 +140,38 @@ pub async fn list(
             kind: kind.clone(),
             source,
         };
-        requests += 1;
         let group = ar.group.as_str();
         let refusal = Refused::new(group, &ar.plural, refusal::LIST);
-        let listed: Result<Vec<(String, LiveObject)>, kube::Error> =
-            if read_whole(api_version, kind) {
-                api.list(&lp).await.map(|l| {
-                    l.items
-                        .iter()
-                        .map(|o| {
-                            (
-                                key_of(group, kind, &o.metadata),
-                                LiveObject::from_value(
-                                    &serde_json::to_value(o).expect("objects serialise"),
-                                ),
-                            )
-                        })
-                        .collect()
-                })
-            } else {
-                api.list_metadata(&lp).await.map(|l| {
-                    l.items
-                        .iter()
-                        .map(|o| {
-                            (
-                                key_of(group, kind, &o.metadata),
-                                LiveObject::from_meta(&o.metadata),
-                            )
-                        })
-                        .collect()
-                })
+        let (listed, asked) = if read_whole(api_version, kind) {
+            let fetch = |lp: ListParams| {
+                let api = api.clone();
+                async move { api.list(&lp).await }
             };
+            paged(&lp, fetch, |o: &DynamicObject| {
+                (
+                    key_of(group, kind, &o.metadata),
+                    LiveObject::from_value(&serde_json::to_value(o).expect("objects serialise")),
+                )
+            })
+            .await
+        } else {
+            let fetch = |lp: ListParams| {
+                let api = api.clone();
+                async move { api.list_metadata(&lp).await }
+            };
+            paged(
+                &lp,
+                fetch,
+                |o: &kube::api::PartialObjectMeta<DynamicObject>| {
+                    (
+                        key_of(group, kind, &o.metadata),
+                        LiveObject::from_meta(&o.metadata),
+                    )
+                },
+            )
+            .await
+        };
+        requests += asked;
         let Some(facts) = unless_denied(&live, client, &refusal, kind, listed)
             .await
             .map_err(err)?
@@ -143,38 +180,40 @@ pub async fn list(
         };
         live.objects_mut().extend(facts);
         if has_machine_sets(api_version, kind) {
-            requests += 1;
-            list_machine_sets(&live, client, resolver).await?;
+            requests += list_machine_sets(&live, client, resolver).await?;
         }
     }
     Ok((live, requests))
 }
 
-/// Lists every MachineSet of a MachineDeployment (one request).
+/// Lists every MachineSet of a MachineDeployment, page by page; the requests made.
 async fn list_machine_sets(
     live: &Live,
     client: &Client,
     resolver: &Resolver,
-) -> Result<(), LiveError> {
+) -> Result<usize, LiveError> {
     let (api_version, kind) = MACHINE_SET;
     let (ar, _) = resolver.resolve(api_version, kind).await?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let list = api
-        .list(&ListParams::default().labels(MACHINE_SET_SELECTOR))
-        .await
-        .map_err(|source| LiveError::List {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            source,
-        })?;
-    let sets = list.items.iter().map(|o| {
+    let fetch = |lp: ListParams| {
+        let api = api.clone();
+        async move { api.list(&lp).await }
+    };
+    let lp = ListParams::default().labels(MACHINE_SET_SELECTOR);
+    let (listed, requests) = paged(&lp, fetch, |o: &DynamicObject| {
         (
             machine_set_key(&o.metadata),
             MachineSet::from_object(&serde_json::to_value(o).expect("objects serialise")),
         )
-    });
+    })
+    .await;
+    let sets = listed.map_err(|source| LiveError::List {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        source,
+    })?;
     live.machine_sets_mut().extend(sets);
-    Ok(())
+    Ok(requests)
 }
 
 /// The whole object (a GET), for a comparison.
@@ -202,4 +241,64 @@ pub async fn fetch(
         v["kind"] = Value::String(r.kind.clone());
         v
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+
+    /// Pages of numbers, as an API server would serve them: `limit` at a time, the offset of
+    /// the next page as its continue token.
+    fn page(lp: &ListParams, all: &[u32]) -> ObjectList<u32> {
+        let from: usize = lp
+            .continue_token
+            .as_deref()
+            .map_or(0, |t| t.parse().unwrap());
+        let to = (from + lp.limit.unwrap() as usize).min(all.len());
+        ObjectList {
+            types: Default::default(),
+            metadata: ListMeta {
+                continue_: (to < all.len()).then(|| to.to_string()),
+                ..Default::default()
+            },
+            items: all[from..to].to_vec(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_list_is_read_page_by_page_to_its_end() {
+        let all: Vec<u32> = (0..PAGE * 2 + 7).collect();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let fetch = |lp: ListParams| {
+            asked.lock().unwrap().push(lp.limit);
+            let p = page(&lp, &all);
+            async move { Ok(p) }
+        };
+        let (listed, requests) = paged(&ListParams::default(), fetch, |n: &u32| n * 10).await;
+        assert_eq!(
+            listed.unwrap(),
+            all.iter().map(|n| n * 10).collect::<Vec<_>>()
+        );
+        assert_eq!(requests, 3);
+        assert!(asked.lock().unwrap().iter().all(|l| *l == Some(PAGE)));
+    }
+
+    #[tokio::test]
+    async fn a_page_that_fails_fails_the_list() {
+        let all: Vec<u32> = (0..PAGE * 3).collect();
+        let fetch = |lp: ListParams| {
+            let result = match lp.continue_token {
+                // The third page: the token expired (410 Gone).
+                Some(t) if t == (PAGE * 2).to_string() => Err(kube::Error::Api(Box::new(
+                    kube::core::Status::failure("expired", "Expired").with_code(410),
+                ))),
+                _ => Ok(page(&lp, &all)),
+            };
+            async move { result }
+        };
+        let (listed, requests) = paged(&ListParams::default(), fetch, |n: &u32| *n).await;
+        assert!(listed.is_err());
+        assert_eq!(requests, 3);
+    }
 }
