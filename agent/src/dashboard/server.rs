@@ -97,6 +97,11 @@ impl Dashboard {
     }
 }
 
+/// A view for a template.
+fn value(v: &impl serde::Serialize) -> minijinja::Value {
+    minijinja::Value::from(minijinja::value::Serde(v))
+}
+
 /// The dashboard's router.
 pub fn router(d: Arc<Dashboard>) -> Router {
     let checked = Router::new()
@@ -179,7 +184,7 @@ async fn fleet(
         "fleet.html",
         &user,
         "fleet",
-        context! { fleet => minijinja::Value::from(minijinja::value::Serde(&fleet)) },
+        context! { fleet => value(&fleet) },
     )
 }
 
@@ -192,7 +197,7 @@ async fn waves(
         "waves.html",
         &user,
         "waves",
-        context! { waves => minijinja::Value::from(minijinja::value::Serde(&waves)) },
+        context! { waves => value(&waves) },
     )
 }
 
@@ -225,7 +230,7 @@ async fn cluster(
         "cluster.html",
         &user,
         "fleet",
-        context! { page => minijinja::Value::from(minijinja::value::Serde(&page)) },
+        context! { page => value(&page) },
     )
 }
 

@@ -16,10 +16,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::source_support::agent::{fleet_with, post, push_body};
+use crate::source_support::agent::{Served, post, push_body};
 use crate::source_support::browser::Browser;
-use crate::source_support::daemon::GitDaemon;
-use crate::source_support::{Upstream, free_port};
+use crate::source_support::free_port;
 
 const SECRET: &str = "dashboard-secret";
 
@@ -88,19 +87,13 @@ async fn account(cp: &capstan_harness::ControlPlane, name: &str, viewer: bool) -
 async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     let cp = capstan_harness::shared().await;
     let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
-    let files = fleet_with("dash", &["w-dash1", "w-dash2"]);
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let up = Upstream::new(&refs);
-    let git = GitDaemon::start(&up.root);
+    let fleet = Served::new("dash", &["w-dash1", "w-dash2"]);
     let tmp = tempfile::tempdir().unwrap();
     let (hook, port) = (free_port(), free_port());
     let log = tmp.path().join("agent.log");
     let _agent = Agent(
         Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["run", "--repo", &git.url("repo.git"), "--interval", "1h"])
+            .args(["run", "--repo", &fleet.url(), "--interval", "1h"])
             .args(["--management", "m-dash"])
             .args(["--webhook-addr", &format!("127.0.0.1:{hook}")])
             .args(["--dashboard-addr", &format!("127.0.0.1:{port}")])
@@ -179,18 +172,7 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     );
     b.eval("window.__same_page = true").await;
     b.screenshot("cluster").await;
-    let path = files
-        .iter()
-        .find(|(p, _)| p.contains("w-dash1/cluster"))
-        .unwrap()
-        .0
-        .clone();
-    let text = files.iter().find(|(p, _)| *p == path).unwrap().1.clone();
-    let c2 = up.commit_and_push(
-        &[(&path, &text.replacen("count: 2", "count: 3", 1))],
-        &[],
-        "three workers",
-    );
+    let c2 = fleet.scale("w-dash1", 3, "three workers");
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), push_body(&c2).as_bytes());
     assert_eq!(post(hook, &push_body(&c2), Some(&sig)), 202, "{}", logs());
     assert!(
@@ -234,5 +216,4 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         "dashboard screenshots in {}",
         shot.parent().unwrap().display()
     );
-    drop(git);
 }

@@ -13,11 +13,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
 
-use crate::source_support::agent::{
-    fleet_with, get, post, push_body, scrape, value_in, wait_metrics,
-};
-use crate::source_support::daemon::GitDaemon;
-use crate::source_support::{Upstream, free_port};
+use crate::source_support::agent::{Served, get, post, push_body, scrape, value_in, wait_metrics};
+use crate::source_support::free_port;
 
 const SECRET: &str = "s3cret-for-tests";
 const LEASE: &str = "capstan-leader-test";
@@ -179,13 +176,8 @@ async fn applied(client: &kube::Client, cluster: &str, rev: &str, limit: Duratio
 async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     let cp = capstan_harness::shared().await;
     let client = cp.client();
-    let files = fleet_with("lead", &["w-lead"]);
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let up = Upstream::new(&refs);
-    let git = GitDaemon::start(&up.root);
+    let fleet = Served::new("lead", &["w-lead"]);
+    let up = &fleet.up;
     let tmp = tempfile::tempdir().unwrap();
     let (ka, kb) = (
         replica_account(cp, "replica-a").await,
@@ -195,12 +187,12 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     let mark = cp.audit().mark();
 
     // a starts first and leads; b joins as a follower and is ready all the same.
-    let a = Replica::start("replica-a", &git.url("repo.git"), &ka, tmp.path());
+    let a = Replica::start("replica-a", &fleet.url(), &ka, tmp.path());
     wait_metrics(a.metrics, Duration::from_secs(60), |t| {
         value_in(t, "capstan_leader") == 1.0
     })
     .await;
-    let b = Replica::start("replica-b", &git.url("repo.git"), &kb, tmp.path());
+    let b = Replica::start("replica-b", &fleet.url(), &kb, tmp.path());
     wait_metrics(b.metrics, Duration::from_secs(60), |t| {
         value_in(t, "capstan_leader") == 0.0
     })
@@ -219,18 +211,7 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     }
 
     // A push announced to the follower: forwarded, and applied by the leader.
-    let path = files
-        .iter()
-        .find(|(p, _)| p.contains("w-lead/cluster"))
-        .unwrap()
-        .0
-        .clone();
-    let text = files.iter().find(|(p, _)| *p == path).unwrap().1.clone();
-    let c2 = up.commit_and_push(
-        &[(&path, &text.replacen("count: 2", "count: 3", 1))],
-        &[],
-        "scale",
-    );
+    let c2 = fleet.scale("w-lead", 3, "scale");
     b.push(&c2);
     assert!(
         applied(&client, "w-lead", &c2, Duration::from_secs(60)).await,
@@ -288,11 +269,7 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     );
     // The new leader reconciles: a push to it is applied, written by b.
     let mark = cp.audit().mark();
-    let c3 = up.commit_and_push(
-        &[(&path, &text.replacen("count: 2", "count: 4", 1))],
-        &[],
-        "scale again",
-    );
+    let c3 = fleet.scale("w-lead", 4, "scale again");
     b.push(&c3);
     assert!(
         applied(&client, "w-lead", &c3, Duration::from_secs(60)).await,
@@ -320,7 +297,7 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
     // replica with a clock ahead) stops at once and exits with an error, instead of
     // reconciling beside the new holder.
     let kc = replica_account(cp, "replica-c").await;
-    let mut c = Replica::start("replica-c", &git.url("repo.git"), &kc, tmp.path());
+    let mut c = Replica::start("replica-c", &fleet.url(), &kc, tmp.path());
     wait_metrics(c.metrics, Duration::from_secs(60), |t| {
         value_in(t, "capstan_leader") == 1.0
     })
@@ -363,7 +340,6 @@ async fn one_replica_leads_a_killed_leader_is_replaced_and_sigterm_releases() {
             .as_deref(),
         Some("intruder")
     );
-    drop(git);
 }
 
 /// The `requestReceivedTimestamp` of an audit event.
@@ -386,13 +362,8 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
     const FENCE_LEASE: &str = "capstan-fence-test";
     let cp = capstan_harness::shared().await;
     let client = cp.client();
-    let files = fleet_with("fence", &["w-fence"]);
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let up = Upstream::new(&refs);
-    let git = GitDaemon::start(&up.root);
+    let fleet = Served::new("fence", &["w-fence"]);
+    let up = &fleet.up;
     let tmp = tempfile::tempdir().unwrap();
     let (ka, kb) = (
         replica_account(cp, "fence-a").await,
@@ -411,7 +382,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
     )
     .unwrap();
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
-    let repo = git.url("repo.git");
+    let repo = fleet.url();
     let start = |name: &str, kc: &std::path::Path| {
         Replica::of(name, &repo, kc, tmp.path(), FENCE_LEASE, "m-fence")
     };
@@ -459,18 +430,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
     // The partition, then a push: to b, which forwards it (to nobody reachable yet).
     let mark = cp.audit().mark();
     proxy.cut();
-    let path = files
-        .iter()
-        .find(|(p, _)| p.contains("w-fence/cluster"))
-        .unwrap()
-        .0
-        .clone();
-    let text = files.iter().find(|(p, _)| *p == path).unwrap().1.clone();
-    let c2 = up.commit_and_push(
-        &[(&path, &text.replacen("count: 2", "count: 3", 1))],
-        &[],
-        "scale during the partition",
-    );
+    let c2 = fleet.scale("w-fence", 3, "scale during the partition");
     b.push(&c2);
 
     // a exits on its own, with the deadline's reason.
@@ -501,11 +461,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
     proxy.heal();
     // After the heal b reconciles once more (a manual trigger through its webhook): nothing of a's
     // arrives meanwhile, its process is gone.
-    let c3 = up.commit_and_push(
-        &[(&path, &text.replacen("count: 2", "count: 4", 1))],
-        &[],
-        "after the heal",
-    );
+    let c3 = fleet.scale("w-fence", 4, "after the heal");
     b.push(&c3);
     assert!(
         applied(&client, "w-fence", &c3, Duration::from_secs(60)).await,
@@ -568,5 +524,4 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
         gap.as_secs_f64(),
         writes_b.len()
     );
-    drop(git);
 }

@@ -125,6 +125,53 @@ pub fn fleet_with(tag: &str, workloads: &[&str]) -> Vec<(String, String)> {
     out
 }
 
+/// A fleet of [`fleet_with`] in an upstream repository served by `git daemon`.
+pub struct Served {
+    /// The files as first pushed.
+    pub files: Vec<(String, String)>,
+    /// The upstream repository.
+    pub up: super::Upstream,
+    /// Its server.
+    pub git: super::daemon::GitDaemon,
+}
+
+impl Served {
+    /// Scaffolds, pushes and serves the fleet.
+    pub fn new(tag: &str, workloads: &[&str]) -> Served {
+        let files = fleet_with(tag, workloads);
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let up = super::Upstream::new(&refs);
+        let git = super::daemon::GitDaemon::start(&up.root);
+        Served { files, up, git }
+    }
+
+    /// The repository's URL.
+    pub fn url(&self) -> String {
+        self.git.url("repo.git")
+    }
+
+    /// Commits and pushes `cluster`'s first worker group at `count` machines (from the 2 it was
+    /// scaffolded with); the commit.
+    pub fn scale(&self, cluster: &str, count: u32, msg: &str) -> String {
+        let (path, text) = self
+            .files
+            .iter()
+            .find(|(p, _)| p.contains(&format!("{cluster}/cluster")))
+            .unwrap_or_else(|| panic!("no cluster file of {cluster}"));
+        self.up.commit_and_push(
+            &[(
+                path,
+                &text.replacen("count: 2", &format!("count: {count}"), 1),
+            )],
+            &[],
+            msg,
+        )
+    }
+}
+
 /// The MachineDeployments of namespace `ns`.
 pub fn machine_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
