@@ -41,10 +41,26 @@ pub enum Verdict {
     Forbidden(String),
 }
 
+/// The most reviews in flight: requests with ever new tokens (someone trying them) must not
+/// become a flood of reviews on the API server; past it a request is answered 503 at once.
+pub const REVIEWS_IN_FLIGHT: usize = 8;
+
 /// Asks the API server about tokens, keeping the answers a little while.
 pub struct Reviewer {
     client: Client,
     cache: Mutex<HashMap<[u8; 32], (Instant, Verdict)>>,
+    in_flight: tokio::sync::Semaphore,
+}
+
+/// Why a token could not be reviewed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The API server's answer was an error.
+    #[error("reviewing a token: {0}")]
+    Api(#[from] kube::Error),
+    /// Too many reviews in flight already.
+    #[error("{REVIEWS_IN_FLIGHT} token reviews are in flight already")]
+    Busy,
 }
 
 impl Reviewer {
@@ -53,12 +69,13 @@ impl Reviewer {
         Reviewer {
             client,
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(REVIEWS_IN_FLIGHT),
         }
     }
 
     /// Whose `token` is, and whether they may see the fleet. `Err`: the API server could not
     /// be asked.
-    pub async fn review(&self, token: &str) -> Result<Verdict, kube::Error> {
+    pub async fn review(&self, token: &str) -> Result<Verdict, ReviewError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = Instant::now();
         if let Some((at, v)) = self.lock().get(&key)
@@ -66,6 +83,10 @@ impl Reviewer {
         {
             return Ok(v.clone());
         }
+        let _permit = self
+            .in_flight
+            .try_acquire()
+            .map_err(|_| ReviewError::Busy)?;
         let verdict = self.ask(token).await?;
         let mut cache = self.lock();
         if cache.len() >= CACHE_MAX {
