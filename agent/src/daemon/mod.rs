@@ -258,6 +258,11 @@ impl Services {
             .as_ref()
             .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
         let mut pulls = None;
+        // The pull requests' plans as the dashboard shows them (the planner fills it).
+        let board = cfg
+            .github
+            .as_ref()
+            .map(|_| crate::github::board::Board::default());
         if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
             let queue = crate::github::pr::PrQueue::default();
             server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
@@ -266,6 +271,7 @@ impl Services {
                 management: cfg.management.clone(),
                 github: g.github.clone(),
                 metrics: metrics.clone(),
+                board: board.clone().unwrap_or_default(),
             };
             pulls = Some((planner, queue));
             info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
@@ -293,7 +299,7 @@ impl Services {
             }
         }
         if let Some(addr) = cfg.dashboard_addr {
-            servers.push(dashboard(cfg, client, addr, stop).await?);
+            servers.push(dashboard(cfg, client, addr, board, stop).await?);
         }
         // Poll timer.
         {
@@ -340,6 +346,7 @@ async fn dashboard(
     cfg: &RunConfig,
     client: &Client,
     addr: SocketAddr,
+    pulls: Option<crate::github::board::Board>,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>> {
     let repo = match &cfg.repo {
@@ -351,6 +358,7 @@ async fn dashboard(
     let router = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
         watched,
         Some(reviewer),
+        pulls,
     ));
     let listener = crate::serve::bind(&addr.to_string()).await?;
     info!(addr = %listener.local_addr()?, "serving the dashboard");

@@ -7,6 +7,7 @@
 //! | `GET /` | the fleet; `?phase=&management=&wave=&name=` filter it |
 //! | `GET /clusters/{name}` | one cluster: control plane, workers, machines, stage, conditions, inventory |
 //! | `GET /waves` | clusters by upgrade wave |
+//! | `GET /pulls` | the latest plan of each pull request (the PR workflow on) |
 //! | `GET /events` | server-sent events: `changed` whenever anything watched changed |
 //! | `GET /assets/{file}` | the stylesheet and the script |
 //! | `GET`/`POST /login`, `POST /logout` | the token form (agent only) |
@@ -34,6 +35,7 @@ pub struct Dashboard {
     watched: Watched,
     env: Environment<'static>,
     reviewer: Option<Reviewer>,
+    pulls: Option<crate::github::board::Board>,
 }
 
 const TEMPLATES: &[(&str, &str)] = &[
@@ -43,6 +45,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("cluster.html", include_str!("templates/cluster.html")),
     ("waves.html", include_str!("templates/waves.html")),
     ("login.html", include_str!("templates/login.html")),
+    ("pulls.html", include_str!("templates/pulls.html")),
 ];
 
 const CSS: &str = include_str!("assets/dashboard.css");
@@ -53,8 +56,13 @@ const SCRIPT: &str = include_str!("assets/live.js");
 struct User(Option<String>);
 
 impl Dashboard {
-    /// A dashboard over `watched`; `reviewer` checks every request when set.
-    pub fn new(watched: Watched, reviewer: Option<Reviewer>) -> Arc<Dashboard> {
+    /// A dashboard over `watched`; `reviewer` checks every request when set; `pulls`: the pull
+    /// requests' plans, when the agent plans them.
+    pub fn new(
+        watched: Watched,
+        reviewer: Option<Reviewer>,
+        pulls: Option<crate::github::board::Board>,
+    ) -> Arc<Dashboard> {
         let mut env = Environment::new();
         for (name, text) in TEMPLATES {
             env.add_template(name, text)
@@ -64,6 +72,7 @@ impl Dashboard {
             watched,
             env,
             reviewer,
+            pulls,
         })
     }
 
@@ -74,6 +83,7 @@ impl Dashboard {
             version => *self.watched.changes.borrow(),
             missing => self.watched.missing.clone(),
             limit => view::PAGE_ROWS,
+            pulls_on => self.pulls.is_some(),
         };
         match self
             .env
@@ -108,6 +118,7 @@ pub fn router(d: Arc<Dashboard>) -> Router {
         .route("/", get(fleet))
         .route("/clusters/{name}", get(cluster))
         .route("/waves", get(waves))
+        .route("/pulls", get(pulls))
         .route("/events", get(events))
         .route_layer(middleware::from_fn_with_state(d.clone(), check));
     Router::new()
@@ -198,6 +209,26 @@ async fn waves(
         &user,
         "waves",
         context! { waves => value(&waves) },
+    )
+}
+
+async fn pulls(
+    State(d): State<Arc<Dashboard>>,
+    axum::Extension(user): axum::Extension<User>,
+) -> Response {
+    let Some(board) = &d.pulls else {
+        return (
+            StatusCode::NOT_FOUND,
+            "pull-request plans are off (--github-repo)",
+        )
+            .into_response();
+    };
+    let pulls = board.all();
+    d.page(
+        "pulls.html",
+        &user,
+        "pulls",
+        context! { pulls => value(&pulls) },
     )
 }
 
@@ -344,9 +375,19 @@ mod tests {
             "spec": {"replicas": 2, "template": {"spec": {"version": "v1.34.1"}}},
             "status": {"upToDateReplicas": 1, "availableReplicas": 2}}))
         .unwrap();
+        let board = crate::github::board::Board::default();
+        board.record(crate::github::board::Posted {
+            number: 12,
+            head: "0123456789abcdef".into(),
+            state: "failure",
+            description: "clusters/m/workload-clusters/w-1/cluster.yaml:3: bad".into(),
+            plan: "### w-1 <b>changes</b>".into(),
+            at: "2026-11-28T09:00:00Z".into(),
+        });
         router(Dashboard::new(
             Watched::fixed(vec![mc], vec![("MachineDeployment", ar, vec![md])]),
             None,
+            Some(board),
         ))
     }
 
@@ -398,6 +439,12 @@ mod tests {
             !html.contains(r#"data-cluster="w-1""#),
             "filtered out: {html}"
         );
+        let (s, html, _) = get(fixture(), "/pulls").await;
+        assert_eq!(s, StatusCode::OK);
+        assert!(html.contains(r#"data-pull="12""#), "{html}");
+        assert!(html.contains("cluster.yaml:3: bad"), "{html}");
+        assert!(html.contains("&lt;b&gt;changes"), "escaped: {html}");
+        assert!(html.contains("✗ refused"), "{html}");
         let (s, css, h) = get(fixture(), "/assets/dashboard.css").await;
         assert_eq!(s, StatusCode::OK);
         assert!(css.contains(".badge"));

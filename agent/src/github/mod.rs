@@ -23,6 +23,7 @@
 //! Callers in the daemon run these on their own tasks ([`notify`]), so a slow or failing GitHub
 //! never holds up reconciliation.
 
+pub mod board;
 pub mod handover;
 pub mod notify;
 pub mod pr;

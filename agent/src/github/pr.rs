@@ -165,6 +165,8 @@ pub struct Planner {
     pub github: GitHub,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Where each plan is kept for the dashboard.
+    pub board: super::board::Board,
 }
 
 impl Planner {
@@ -178,6 +180,14 @@ impl Planner {
                 Ok(()) => self.metrics.inc_pr_plan(GitHubResult::Posted),
                 Err(err) => {
                     self.metrics.inc_pr_plan(GitHubResult::Failed);
+                    self.board.record(super::board::Posted {
+                        number: e.number,
+                        head: e.head_sha.clone(),
+                        state: "error",
+                        description: crate::errors::error_chain(&err),
+                        plan: String::new(),
+                        at: k8s_openapi::jiff::Timestamp::now().to_string(),
+                    });
                     match err.downcast_ref::<GitHubError>() {
                         Some(GitHubError::Forbidden { .. }) => {
                             tracing::error!(pr = e.number, error = %crate::errors::error_chain(&err), "cannot post the plan of a pull request; reconciling goes on")
@@ -263,6 +273,21 @@ impl Planner {
             ),
             None => (StatusState::Success, "no cluster changes".into()),
         };
+        self.board.record(super::board::Posted {
+            number: e.number,
+            head: head.commit.clone(),
+            state: match state {
+                StatusState::Failure => "failure",
+                _ => "success",
+            },
+            description: description.clone(),
+            plan: body
+                .strip_prefix(MARKER)
+                .unwrap_or(&body)
+                .trim_start()
+                .to_string(),
+            at: k8s_openapi::jiff::Timestamp::now().to_string(),
+        });
         // The status goes on the commit that was planned (the PR may have moved since; its
         // newer push is queued and planned next).
         self.github

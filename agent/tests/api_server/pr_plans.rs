@@ -184,6 +184,21 @@ fn pr_body(action: &str, number: u64, sha: &str, head_repo: &str) -> String {
     .to_string()
 }
 
+/// A dashboard page's HTML, fetched with a bearer token.
+fn dashboard_page(port: u16, path: &str, token: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert_eq!(out.split_whitespace().nth(1), Some("200"), "{out}");
+    out
+}
+
 fn signed(body: &str) -> String {
     capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes())
 }
@@ -241,7 +256,17 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let up = Upstream::new(&refs);
     let daemon = GitDaemon::start(&up.root);
     let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
-    let setup = Setup::new(cp, daemon.url("repo.git"), "m-prp", "pr-plans", &[]).await;
+    // With the dashboard: the plans are shown there too.
+    let board = free_port();
+    let dashboard_addr = format!("127.0.0.1:{board}");
+    let setup = Setup::new(
+        cp,
+        daemon.url("repo.git"),
+        "m-prp",
+        "pr-plans",
+        &["--dashboard-addr", &dashboard_addr],
+    )
+    .await;
     let agent = setup.start(&gh, "agent.log").await;
     let c1 = up.head();
     assert!(
@@ -336,6 +361,20 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let st = gh.status(&h2, "capstan/plan").unwrap();
     assert_eq!(st.state, "failure");
     assert!(st.description.starts_with(&format!("{wpath}:")), "{st:?}");
+    // The dashboard's pull requests page says the same, for a user allowed to see the fleet.
+    let viewer = cp
+        .service_account_token(capstan::status::NAMESPACE, "capstan")
+        .await
+        .unwrap();
+    let page = dashboard_page(board, "/pulls", &viewer);
+    assert!(page.contains(r#"data-pull="1""#), "{page}");
+    // (minijinja escapes `/` in HTML as `&#x2f;`)
+    let escaped = wpath.replace('/', "&#x2f;");
+    assert!(
+        page.contains("✗ refused") && page.contains(&format!("{escaped}:")),
+        "{page}"
+    );
+    assert!(page.contains(&h2[..12]), "{page}");
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
