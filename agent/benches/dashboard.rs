@@ -124,7 +124,7 @@ fn main() {
         ],
     );
     let after = rss_kib();
-    let app = router(Dashboard::new(watched, None, None));
+    let app = router(Dashboard::new(watched, None, None, None));
     println!(
         "dashboard over {n} clusters: stores {:.1} MiB (VmRSS {:.1} → {:.1} MiB)",
         (after.saturating_sub(before)) as f64 / 1024.0,

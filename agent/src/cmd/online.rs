@@ -330,7 +330,7 @@ pub fn dashboard(
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         let watched = crate::dashboard::Watched::start(&conn.client, repo).await;
         let app = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
-            watched, None, None,
+            watched, None, None, None,
         ));
         let listener = tokio::net::TcpListener::bind(addr)
             .await

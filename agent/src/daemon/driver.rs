@@ -65,6 +65,8 @@ pub(super) struct Driver {
     fetcher: Option<ReleaseFetcher>,
     renders: RenderCache,
     current: Option<Current>,
+    /// Where the revision followed is published (the dashboard reads it).
+    published: crate::dashboard::Published,
     queue: Queue,
     runs: JoinSet<RunResult>,
     running: HashMap<tokio::task::Id, String>,
@@ -127,12 +129,18 @@ impl Driver {
             fetcher,
             renders: RenderCache::default(),
             current: None,
+            published: Default::default(),
             queue,
             runs: JoinSet::new(),
             running: HashMap::new(),
             phases: Phases::default(),
             paced: BTreeSet::new(),
         })
+    }
+
+    /// Publishes each revision it follows there.
+    pub(super) fn publishing(self, published: crate::dashboard::Published) -> Self {
+        Driver { published, ..self }
     }
 
     /// Runs until shutdown, the last trigger sender gone, or the Lease lost; then stops the runs.
@@ -400,8 +408,10 @@ impl Driver {
                 .map(str::to_string)
                 .collect();
         }
+        let fleet = Arc::new(fleet);
+        self.published.set(fleet.clone());
         self.current = Some(Current {
-            fleet: Arc::new(fleet),
+            fleet,
             revision,
             opts: Arc::new(Options::default()),
             scope: None,

@@ -211,8 +211,9 @@ pub async fn run_with(
         async move { agent.warm_up().await }
     });
 
-    let driver =
-        driver::Driver::open(cfg, agent, metrics, ready, services.statuses.clone()).await?;
+    let driver = driver::Driver::open(cfg, agent, metrics, ready, services.statuses.clone())
+        .await?
+        .publishing(services.followed.clone());
     let ended = driver.run(&mut rx, stop_rx, &mut election).await?;
     let _ = stop_tx.send(true);
     if let Some(e) = election {
@@ -232,6 +233,8 @@ struct Services {
     statuses: Option<crate::github::notify::Statuses>,
     /// The planner, until the leader starts it, and the queue the webhook fills.
     pulls: Option<(crate::github::pr::Planner, crate::github::pr::PrQueue)>,
+    /// The revision the leader follows, for the dashboard.
+    followed: crate::dashboard::Published,
 }
 
 impl Services {
@@ -258,6 +261,7 @@ impl Services {
             .as_ref()
             .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
         let mut pulls = None;
+        let followed = crate::dashboard::Published::default();
         // The pull requests' plans as the dashboard shows them (the planner fills it).
         let board = cfg
             .github
@@ -299,7 +303,7 @@ impl Services {
             }
         }
         if let Some(addr) = cfg.dashboard_addr {
-            servers.push(dashboard(cfg, client, addr, board, stop).await?);
+            servers.push(dashboard(cfg, client, addr, board, followed.clone(), stop).await?);
         }
         // Poll timer.
         {
@@ -320,6 +324,7 @@ impl Services {
             servers,
             statuses,
             pulls,
+            followed,
         })
     }
 
@@ -347,6 +352,7 @@ async fn dashboard(
     client: &Client,
     addr: SocketAddr,
     pulls: Option<crate::github::board::Board>,
+    followed: crate::dashboard::Published,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>> {
     let repo = match &cfg.repo {
@@ -359,6 +365,7 @@ async fn dashboard(
         watched,
         Some(reviewer),
         pulls,
+        Some(followed),
     ));
     let listener = crate::serve::bind(&addr.to_string()).await?;
     info!(addr = %listener.local_addr()?, "serving the dashboard");

@@ -43,6 +43,23 @@ pub const KINDS: &[(&str, &str)] = &[
     ("cluster.x-k8s.io", "Machine"),
 ];
 
+/// The revision the agent follows, as the daemon publishes it for the dashboard (the waves
+/// page's schedules come from its fleet configs).
+#[derive(Debug, Clone, Default)]
+pub struct Published(Arc<std::sync::RwLock<Option<Arc<capstan_layout::Fleet>>>>);
+
+impl Published {
+    /// A new revision is followed.
+    pub fn set(&self, fleet: Arc<capstan_layout::Fleet>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(fleet);
+    }
+
+    /// The revision followed now, once there is one.
+    pub fn get(&self) -> Option<Arc<capstan_layout::Fleet>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// What the dashboard watches.
 pub struct Watched {
     /// The ManagedClusters.

@@ -36,6 +36,7 @@ pub struct Dashboard {
     env: Environment<'static>,
     reviewer: Option<Reviewer>,
     pulls: Option<crate::github::board::Board>,
+    followed: Option<super::Published>,
 }
 
 const TEMPLATES: &[(&str, &str)] = &[
@@ -57,11 +58,13 @@ struct User(Option<String>);
 
 impl Dashboard {
     /// A dashboard over `watched`; `reviewer` checks every request when set; `pulls`: the pull
-    /// requests' plans, when the agent plans them.
+    /// requests' plans, when the agent plans them; `followed`: the revision the agent follows
+    /// (for the waves' schedules), when it is the agent's.
     pub fn new(
         watched: Watched,
         reviewer: Option<Reviewer>,
         pulls: Option<crate::github::board::Board>,
+        followed: Option<super::Published>,
     ) -> Arc<Dashboard> {
         let mut env = Environment::new();
         for (name, text) in TEMPLATES {
@@ -73,6 +76,7 @@ impl Dashboard {
             env,
             reviewer,
             pulls,
+            followed,
         })
     }
 
@@ -204,11 +208,17 @@ async fn waves(
     axum::Extension(user): axum::Extension<User>,
 ) -> Response {
     let waves = view::waves(&d.rows());
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let schedules = d
+        .followed
+        .as_ref()
+        .and_then(|f| f.get())
+        .map(|fleet| view::schedules(&fleet, now));
     d.page(
         "waves.html",
         &user,
         "waves",
-        context! { waves => value(&waves) },
+        context! { waves => value(&waves), schedules => value(&schedules) },
     )
 }
 
@@ -388,6 +398,7 @@ mod tests {
             Watched::fixed(vec![mc], vec![("MachineDeployment", ar, vec![md])]),
             None,
             Some(board),
+            None,
         ))
     }
 

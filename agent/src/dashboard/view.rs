@@ -253,6 +253,100 @@ pub fn waves(all: &[Row]) -> Vec<Wave> {
         .collect()
 }
 
+/// A management cluster's upgrade schedule on the waves page, from the fleet config of the
+/// revision the agent follows.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Schedule {
+    /// The management cluster.
+    pub management: String,
+    /// Each wave and what selects its clusters, in order.
+    pub waves: Vec<(String, String)>,
+    /// Whether a wave waits for the ones before it to be Ready (else: to have started).
+    pub health_gate: bool,
+    /// Workload clusters unavailable at once, at most (empty: no limit).
+    pub max_unavailable: String,
+    /// The maintenance windows, in words (`Sat Sun 02:00 UTC for 4h`); none: any time.
+    pub windows: Vec<String>,
+    /// Whether upgrades may start now.
+    pub open: bool,
+    /// When the next window opens (RFC 3339), when none is open now.
+    pub next_opening: Option<String>,
+}
+
+/// A window in words.
+fn window_text(w: &capstan_layout::config::Window) -> String {
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    let days = if w.days.len() == 7 {
+        "every day".to_string()
+    } else {
+        w.days
+            .iter()
+            .filter_map(|d| DAYS.get(usize::from(*d)))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let (h, m) = (w.minutes / 60, w.minutes % 60);
+    let length = match (h, m) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m}m"),
+    };
+    format!(
+        "{days} {:02}:{:02} UTC for {length}",
+        w.start / 60,
+        w.start % 60
+    )
+}
+
+/// The schedules of every management cluster whose fleet config has a rollout, at `now` (unix
+/// seconds).
+pub fn schedules(fleet: &capstan_layout::Fleet, now: i64) -> Vec<Schedule> {
+    fleet
+        .configs
+        .iter()
+        .filter_map(|(management, c)| Some((management, c.rollout.as_ref()?)))
+        .map(|(management, r)| {
+            let window = crate::plan::waves::window_at(&r.windows, now);
+            Schedule {
+                management: management.clone(),
+                waves: r
+                    .waves
+                    .iter()
+                    .map(|w| {
+                        let mut by: Vec<String> = w.clusters.clone();
+                        by.extend(w.match_labels.iter().map(|(k, v)| format!("{k}={v}")));
+                        let by = if by.is_empty() {
+                            "every other cluster".to_string()
+                        } else {
+                            by.join(", ")
+                        };
+                        (w.name.clone(), by)
+                    })
+                    .chain(
+                        // The clusters no wave selects go last, as a wave of their own.
+                        r.waves
+                            .last()
+                            .filter(|w| !w.clusters.is_empty() || !w.match_labels.is_empty())
+                            .map(|_| ("rest".to_string(), "every other cluster".to_string())),
+                    )
+                    .collect(),
+                health_gate: r.health_gate,
+                max_unavailable: r
+                    .max_unavailable
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+                windows: r.windows.iter().map(window_text).collect(),
+                open: r.windows.is_empty() || window.is_ok(),
+                next_opening: (!r.windows.is_empty())
+                    .then(|| window.err().map(crate::plan::waves::rfc3339))
+                    .flatten(),
+            }
+        })
+        .collect()
+}
+
 /// A condition as the cluster page lists it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Cond {
@@ -492,6 +586,40 @@ mod tests {
         let waves = waves(&rows);
         let names: Vec<&str> = waves.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["1/2 canary", "2/2 rest"]);
+    }
+
+    #[test]
+    fn a_schedule_says_its_windows_and_when_the_next_opens() {
+        let mut tree = capstan_layout::Tree::new();
+        let m = capstan_layout::scaffold::ClusterRequest {
+            name: "m".into(),
+            provider: "docker".into(),
+            pod_cidr: Some("192.168.0.0/16".into()),
+            service_cidr: Some("10.96.0.0/12".into()),
+            ..Default::default()
+        };
+        for (p, t) in capstan_layout::scaffold::plan(&tree, &m).unwrap().files {
+            tree.insert(p, t);
+        }
+        tree.insert(
+            "clusters/m/fleet.yaml",
+            "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  rollout:\n    maxUnavailable: 1\n    waves:\n      - name: canary\n        matchLabels: {tier: canary}\n      - name: rest\n    maintenanceWindows:\n      - {days: [Sat, Sun], start: \"02:00\", duration: 4h}\n",
+        );
+        let fleet = capstan_layout::load(&tree);
+        assert!(fleet.configs.contains_key("m"), "{:?}", fleet.diagnostics);
+        // 2026-11-28 is a Saturday: open at 03:00 UTC, closed at 07:00 (next: Sunday 02:00).
+        let sat = |h: i64| 1_795_824_000 + h * 3600;
+        let open = schedules(&fleet, sat(3));
+        assert_eq!(open.len(), 1);
+        let s = &open[0];
+        assert_eq!(s.windows, ["Sat Sun 02:00 UTC for 4h"]);
+        assert!(s.open && s.next_opening.is_none(), "{s:?}");
+        assert_eq!(s.waves[0], ("canary".into(), "tier=canary".into()));
+        assert_eq!(s.waves[1].1, "every other cluster");
+        assert_eq!(s.max_unavailable, "1");
+        let closed = &schedules(&fleet, sat(7))[0];
+        assert!(!closed.open);
+        assert_eq!(closed.next_opening.as_deref(), Some("2026-11-29T02:00:00Z"));
     }
 
     #[test]

@@ -88,6 +88,16 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     let cp = capstan_harness::shared().await;
     let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
     let fleet = Served::new("dash", &["w-dash1", "w-dash2"]);
+    // A schedule for the waves page: waves and a maintenance window (creations and scales do
+    // not wait for it).
+    fleet.up.commit_and_push(
+        &[(
+            "clusters/m-dash/fleet.yaml",
+            "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  rollout:\n    maxUnavailable: 1\n    waves:\n    - name: canary\n      clusters: [w-dash1]\n    maintenanceWindows:\n    - {days: [Sat, Sun], start: \"02:00\", duration: 4h}\n",
+        )],
+        &[],
+        "waves and a window",
+    );
     let tmp = tempfile::tempdir().unwrap();
     let (hook, port) = (free_port(), free_port());
     let log = tmp.path().join("agent.log");
@@ -197,7 +207,18 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         )
         .await
     );
-    assert!(b.text().await.contains("w-dash1"));
+    let text = b.text().await;
+    assert!(text.contains("w-dash1"), "{text}");
+    assert!(text.contains("Schedule of m-dash"), "{text}");
+    assert!(
+        text.contains("1. canary (w-dash1); 2. rest (every other cluster)"),
+        "{text}"
+    );
+    assert!(text.contains("Sat Sun 02:00 UTC for 4h"), "{text}");
+    assert!(
+        text.contains("open now") || text.contains("next opens"),
+        "{text}"
+    );
     b.screenshot("waves").await;
 
     // The keyboard's first stop is the skip link; a phone needs no sideways scrolling.
