@@ -224,6 +224,49 @@ pub fn held(prev: Option<&Recorded>, reason: Reason, message: &str) -> ManagedCl
     }
 }
 
+/// The stages of the latest upgrade after a pass in which the cluster waits for `current`
+/// (None: for no stage): a new stage starts an entry (and ends the one before); no stage ends
+/// the open one; a stage of a cluster that was Ready starts a new upgrade's history. At most
+/// [`crate::status::STAGES_KEPT`], the oldest dropped.
+pub fn stage_history(
+    prev: Option<&Recorded>,
+    current: Option<&str>,
+    now: &str,
+) -> Vec<crate::status::StageRecord> {
+    let mut stages = prev.map(|p| p.status.stages.clone()).unwrap_or_default();
+    let open = stages
+        .last()
+        .filter(|l| l.finished.is_none())
+        .map(|l| l.name.clone());
+    match (open.as_deref(), current) {
+        (Some(o), Some(c)) if o == c => {}
+        (open, Some(c)) => {
+            if open.is_some() {
+                if let Some(l) = stages.last_mut() {
+                    l.finished = Some(now.to_string());
+                }
+            } else if prev.is_none_or(|p| p.status.phase == Some(Phase::Ready)) {
+                // A stage after the cluster was Ready: another upgrade.
+                stages.clear();
+            }
+            stages.push(crate::status::StageRecord {
+                name: c.to_string(),
+                started: now.to_string(),
+                finished: None,
+            });
+        }
+        (Some(_), None) => {
+            if let Some(l) = stages.last_mut() {
+                l.finished = Some(now.to_string());
+            }
+        }
+        (None, None) => {}
+    }
+    let extra = stages.len().saturating_sub(crate::status::STAGES_KEPT);
+    stages.drain(..extra);
+    stages
+}
+
 /// What a status that applies nothing keeps of the record: a management cluster's
 /// self-upgrade in progress (its `backup`, while which its workload clusters are held) and the
 /// stage it waits for, so a hold, a refusal or an orphaned directory met mid-upgrade neither
@@ -238,6 +281,7 @@ fn carried(prev: Option<&Recorded>) -> ManagedClusterStatus {
         stage_since: p.status.stage_since.clone(),
         stage_progress: p.status.stage_progress.clone(),
         wave: p.status.wave.clone(),
+        stages: p.status.stages.clone(),
         ..Default::default()
     }
 }
@@ -557,6 +601,14 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
             (None, Some((_, progress)), false) => Some(progress.clone()),
             _ => None,
         },
+        stages: stage_history(
+            prev,
+            match (s.failure, &s.after.waiting, not_started) {
+                (None, Some((stage, _)), false) => Some(stage.name()),
+                _ => None,
+            },
+            &s.now.to_string(),
+        ),
         stage_since: (s.failure.is_none() && !stage_since.is_empty() && !not_started)
             .then_some(stage_since),
         wave: s.wave.clone(),

@@ -370,6 +370,18 @@ mod tests {
             message: "clusters/m/workload-clusters/w-1/cluster.yaml:12: <script>alert(1)</script>"
                 .into(),
             stage: Some("Workers".into()),
+            stages: vec![
+                crate::status::StageRecord {
+                    name: "ControlPlane".into(),
+                    started: "2026-11-28T08:00:00Z".into(),
+                    finished: Some("2026-11-28T08:05:00Z".into()),
+                },
+                crate::status::StageRecord {
+                    name: "Workers".into(),
+                    started: "2026-11-28T08:05:00Z".into(),
+                    finished: None,
+                },
+            ],
             ..Default::default()
         });
         let ar = ApiResource {
@@ -439,6 +451,11 @@ mod tests {
         assert!(html.contains("MachineDeployment w-1-md-0"), "{html}");
         assert!(html.contains("2 desired"), "{html}");
         assert!(html.contains("Last error"), "{html}");
+        assert!(
+            html.contains(r#"<li data-stage="ControlPlane">ControlPlane: started"#)
+                && html.contains("going on"),
+            "{html}"
+        );
         let (s, _, _) = get(fixture(), "/clusters/nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
         let (s, html, _) = get(fixture(), "/waves").await;

@@ -405,6 +405,8 @@ pub struct ClusterPage {
     pub inventory: Vec<(String, String)>,
     /// A management cluster upgrading itself: its backup.
     pub backup: String,
+    /// The latest upgrade's stages, each with its start and end.
+    pub stages: Vec<crate::status::StageRecord>,
 }
 
 fn text(v: &Value, p: &str) -> String {
@@ -517,6 +519,7 @@ pub fn cluster(mc: &ManagedCluster, row: Row, owners: &[Value], machines: &[Valu
         held,
         inventory,
         backup: st.backup.clone().unwrap_or_default(),
+        stages: st.stages.clone(),
         row,
     }
 }

@@ -866,3 +866,53 @@ fn deleting_and_health() {
         ["Applied", "Ready"]
     );
 }
+
+#[test]
+fn the_stage_history_records_each_stage_of_an_upgrade_with_its_start_and_end() {
+    use crate::status::StageRecord;
+    let rec = |phase: Phase, stages: Vec<StageRecord>| {
+        let mut r = record(phase);
+        r.status.stages = stages;
+        r
+    };
+    let st = |name: &str, started: &str, finished: Option<&str>| StageRecord {
+        name: name.into(),
+        started: started.into(),
+        finished: finished.map(str::to_string),
+    };
+    // A Ready cluster starts upgrading: a new history, the old one dropped.
+    let old = rec(Phase::Ready, vec![st("Workers", "t0", Some("t1"))]);
+    let h = stage_history(Some(&old), Some("ControlPlane"), "t2");
+    assert_eq!(h, vec![st("ControlPlane", "t2", None)]);
+    // The same stage: unchanged. The next stage: the one before ends.
+    let up = rec(Phase::Upgrading, h.clone());
+    assert_eq!(stage_history(Some(&up), Some("ControlPlane"), "t3"), h);
+    let h = stage_history(Some(&up), Some("Workers"), "t4");
+    assert_eq!(
+        h,
+        vec![
+            st("ControlPlane", "t2", Some("t4")),
+            st("Workers", "t4", None)
+        ]
+    );
+    // No stage any more: the last ends; a pass after that changes nothing.
+    let up = rec(Phase::Upgrading, h);
+    let h = stage_history(Some(&up), None, "t5");
+    assert_eq!(h[1], st("Workers", "t4", Some("t5")));
+    let done = rec(Phase::Ready, h.clone());
+    assert_eq!(stage_history(Some(&done), None, "t6"), h);
+    // A stage again while still upgrading (not Ready between): appended, not a new history.
+    let mid = rec(Phase::Upgrading, h.clone());
+    assert_eq!(stage_history(Some(&mid), Some("CNI"), "t7").len(), 3);
+    // Bounded.
+    let many = rec(
+        Phase::Upgrading,
+        (0..crate::status::STAGES_KEPT)
+            .map(|i| st(&format!("S{i}"), "t", Some("t")))
+            .collect(),
+    );
+    let h = stage_history(Some(&many), Some("Workers"), "t8");
+    assert_eq!(h.len(), crate::status::STAGES_KEPT);
+    assert_eq!(h.last().unwrap().name, "Workers");
+    assert_eq!(h[0].name, "S1");
+}

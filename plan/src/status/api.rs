@@ -119,6 +119,27 @@ pub struct ManagedClusterStatus {
     /// started (its directory). While set, the workload clusters are paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup: Option<String>,
+    /// The stages of the latest upgrade, in the order they went out, each with when it started
+    /// and ended (at most [`STAGES_KEPT`]): what the dashboard's cluster page shows.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRecord>,
+}
+
+/// How many stages of an upgrade a status keeps.
+pub const STAGES_KEPT: usize = 8;
+
+/// One stage of an upgrade in a cluster's status.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StageRecord {
+    /// The stage (`Etcd`, `ControlPlane`, `CNI`, `Workers`).
+    pub name: String,
+    /// When the cluster started waiting for it (RFC 3339).
+    pub started: String,
+    /// When it was done, or the upgrade stopped waiting for it (failed, held); absent while it
+    /// goes on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
 }
 
 /// Where a cluster is in its lifecycle.

@@ -574,6 +574,33 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
         mc.last().unwrap().contains("phase=Ready stage=- | "),
         "{mc:#?}"
     );
+    // The status keeps the upgrade's stages with their start and end, read from the API
+    // server: the control plane's first, the workers' last, each ended, one after the other.
+    let mc_now = managed_cluster("w-bump").unwrap();
+    let stages = mc_now["status"]["stages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = stages.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert!(
+        names.first() == Some(&"ControlPlane") && names.last() == Some(&"Workers"),
+        "{stages:#?}"
+    );
+    for pair in stages.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            a["finished"]
+                .as_str()
+                .is_some_and(|f| Some(f) <= b["started"].as_str()),
+            "{stages:#?}"
+        );
+    }
+    assert!(
+        stages
+            .iter()
+            .all(|s| s["finished"].as_str() >= s["started"].as_str()),
+        "every stage ended: {stages:#?}"
+    );
     // The workers' stage clock restarted with the next group (the stage timeout bounds a stall,
     // not the rollout): the status recorded md-1's progress with a later `stageSince` than the
     // one md-0's rollout started from.
