@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -22,9 +22,10 @@ type Socket =
 /// The browser binary.
 pub const CHROMIUM: &str = "chromium-headless-shell";
 
-/// A browser with one page; killed when dropped.
+/// A browser with one page; killed when dropped, with every process it started (renderers,
+/// zygote: its own process group).
 pub struct Browser {
-    child: Child,
+    child: super::Process,
     ws: Socket,
     session: String,
     next: u64,
@@ -33,33 +34,28 @@ pub struct Browser {
     pub shots: PathBuf,
 }
 
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Browser {
     /// Starts the browser (a phone-sized window when `mobile`) and opens a blank page.
     pub async fn start(shots: &Path) -> Browser {
         let profile = tempfile::tempdir().unwrap();
-        let mut child = Command::new(CHROMIUM)
-            .args([
-                "--remote-debugging-port=0",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--window-size=1280,900",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("about:blank")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{CHROMIUM} (Debian package chromium-headless-shell): {e}"));
+        let mut cmd = Command::new(CHROMIUM);
+        cmd.args([
+            "--remote-debugging-port=0",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--window-size=1280,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("about:blank")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let mut child = super::Process::spawn(
+            cmd,
+            &format!("{CHROMIUM} (Debian package chromium-headless-shell)"),
+        );
         // It says where its DevTools listen on stderr; the rest of stderr is drained.
-        let stderr = child.stderr.take().unwrap();
+        let stderr = child.child().stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
