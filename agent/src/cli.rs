@@ -218,8 +218,8 @@ pub struct UpgradeArgs {
     #[arg(long)]
     pub no_chain: bool,
     /// A stage (etcd, control plane, CNI, a worker group) that has made no progress (no machine
-    /// more up to date, no next group started) for this long fails the cluster: later stages
-    /// stay held, and a management cluster's workload clusters stay paused.
+    /// created, available or removed, no next group started) for this long fails the cluster:
+    /// later stages stay held, and a management cluster's workload clusters stay paused.
     #[arg(long, default_value = "1h", value_parser = parse_interval)]
     pub stage_timeout: std::time::Duration,
     /// Where a management cluster's backup goes before it upgrades its own etcd or control

@@ -342,16 +342,26 @@ pub fn rolled_out(o: &Observed<'_>) -> Option<Assessment> {
                 format!("{}: {}/{desired} machines", o.what, n.current),
             ));
         }
+        // Every count is in the message: a rollout's report changes with each machine created,
+        // become available or removed, and a changed report is progress that restarts the
+        // stage's clock (`crate::decide::settle`), so the stage timeout bounds one machine's
+        // step, as EKS Anywhere's machine timeout does, not the whole group.
         if n.up_to_date < desired {
             return Some(Assessment::waiting(
                 Reason::RollingOut,
-                format!("{}: {}/{desired} machines up to date", o.what, n.up_to_date),
+                format!(
+                    "{}: {}/{desired} machines up to date, {} available, {} in all",
+                    o.what, n.up_to_date, n.available, n.current
+                ),
             ));
         }
         if n.current > desired {
             return Some(Assessment::waiting(
                 Reason::ScalingDown,
-                format!("{}: {} machines for {desired} desired", o.what, n.current),
+                format!(
+                    "{}: {} machines for {desired} desired, {} available",
+                    o.what, n.current, n.available
+                ),
             ));
         }
         if n.available < desired {
@@ -569,7 +579,7 @@ mod tests {
             (a.reason.as_str(), a.message.as_str()),
             (
                 "RollingOut",
-                "KubeadmControlPlane/c: 1/3 machines up to date"
+                "KubeadmControlPlane/c: 1/3 machines up to date, 3 available, 4 in all"
             )
         );
         // All new, the old machine still there.
@@ -714,5 +724,42 @@ mod tests {
             )
             .ready
         );
+    }
+
+    /// A group of three rolled one machine at a time (`maxSurge: 1`, `maxUnavailable: 0`): the
+    /// report changes at every step a machine takes (created, available, the old one removed),
+    /// so the stage's clock restarts per machine, not per group.
+    #[test]
+    fn a_rollout_reports_every_machine_step() {
+        // (current, up to date, available) after each step.
+        let steps = [
+            (3, 0, 3), // the new template is observed
+            (4, 1, 3), // a new machine is created
+            (4, 1, 4), // it is available
+            (3, 1, 3), // an old one is removed
+            (4, 2, 3),
+            (4, 2, 4),
+            (3, 2, 3),
+            (4, 3, 3),
+            (4, 3, 4), // the last new machine is available: only the removal is left
+        ];
+        let reports: Vec<String> = steps
+            .iter()
+            .map(|&(current, up, avail)| {
+                let md = scalable(2, 2, 3, current, up, avail, "True");
+                rolled_out(&obs("MachineDeployment/md", &md))
+                    .expect("not rolled out yet")
+                    .message
+            })
+            .collect();
+        for pair in reports.windows(2) {
+            assert_ne!(pair[0], pair[1], "{reports:#?}");
+        }
+        assert_eq!(
+            reports.last().unwrap(),
+            "MachineDeployment/md: 4 machines for 3 desired, 4 available"
+        );
+        let done = scalable(2, 2, 3, 3, 3, 3, "False");
+        assert!(rolled_out(&obs("MachineDeployment/md", &done)).is_none());
     }
 }

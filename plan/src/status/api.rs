@@ -107,8 +107,8 @@ pub struct ManagedClusterStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_since: Option<String>,
     /// What the stage reported at `stageSince` (`MachineDeployment/dev-md-0: 2/6 machines up
-    /// to date`): a different report is progress (another worker group, one more machine) and
-    /// restarts the stage's clock.
+    /// to date, 6 available, 7 in all`): a different report is progress (another worker group,
+    /// a machine created, available or removed) and restarts the stage's clock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_progress: Option<String>,
     /// The cluster's upgrade wave when the fleet config paces upgrades (`2/3 rest`: the second

@@ -1,5 +1,5 @@
 //! The scenarios on the real Cluster API controllers: the lifecycle, ordered upgrades and the
-//! upgrade soak.
+//! upgrade soak and the stage timeout.
 //!
 //! CAPD's in-memory backend listens on a fixed port, so one process on the machine runs the
 //! controllers at a time: every test here shares the one control plane with controllers
@@ -9,4 +9,5 @@
 
 mod lifecycle;
 mod soak;
+mod timing;
 mod upgrades;
