@@ -612,6 +612,12 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         stage_since: (s.failure.is_none() && !stage_since.is_empty() && !not_started)
             .then_some(stage_since),
         wave: s.wave.clone(),
+        held_until: match s.not_started {
+            Some(NotStarted::Paced(Hold {
+                until: Some(at), ..
+            })) if s.failure.is_none() => Some(crate::waves::rfc3339(*at)),
+            _ => None,
+        },
         backup: (!s.upgrade.backup.is_empty()).then(|| s.upgrade.backup.clone()),
         conditions,
         inventory: s.inventory.clone(),

@@ -40,6 +40,9 @@ pub struct Row {
     pub created: String,
     /// The status message.
     pub message: String,
+    /// What holds its changes before they start (`wave`, `maintenance window`, …: [`Wait::by`]);
+    /// empty when nothing does (a stage rolling is progress, not a hold).
+    pub held_by: String,
 }
 
 /// The fleet page's filters (query parameters; empty: any).
@@ -125,6 +128,10 @@ pub fn rows(
             let name = mc.metadata.name.clone().unwrap_or_default();
             let st = mc.status.clone().unwrap_or_default();
             let revision = st.last_applied_revision.clone();
+            let held_by = wait(&st)
+                .map(|w| w.by)
+                .filter(|by| *by != "stage")
+                .unwrap_or_default();
             Row {
                 commit_url: repo.and_then(|r| commit_url(r, &revision)),
                 short_revision: revision.chars().take(12).collect(),
@@ -132,7 +139,11 @@ pub fn rows(
                 management: mc.spec.management.clone(),
                 directory: mc.spec.directory.clone(),
                 phase: phase_text(st.phase.as_ref()),
-                tone: tone(st.phase.as_ref()),
+                tone: match (st.phase.as_ref(), held_by) {
+                    (Some(Phase::Failed), _) | (_, "") => tone(st.phase.as_ref()),
+                    _ => "held",
+                },
+                held_by: held_by.to_string(),
                 stage: st.stage.clone().unwrap_or_default(),
                 wave: st.wave.clone().unwrap_or_default(),
                 version: versions.get(&name).cloned().unwrap_or_default(),
@@ -398,15 +409,73 @@ pub struct ClusterPage {
     pub attempted: String,
     /// The last error with its `file:line`, when the cluster failed.
     pub error: Option<String>,
-    /// Why changes wait, when they do (a wave, a window, a gate, a stage): the status message of
-    /// a held cluster.
-    pub held: Option<String>,
+    /// Why changes wait, when they do (a wave, a window, maxUnavailable, the health gate, a
+    /// stage, a suspension, the management cluster's own upgrade).
+    pub waits: Option<Wait>,
     /// The inventory: `(kind, namespace/name)`.
     pub inventory: Vec<(String, String)>,
     /// A management cluster upgrading itself: its backup.
     pub backup: String,
     /// The latest upgrade's stages, each with its start and end.
     pub stages: Vec<crate::status::StageRecord>,
+}
+
+/// Why a cluster's changes wait, as data: what holds them, the condition's reason, until when
+/// (a maintenance window's opening, or since when a stage has rolled), and the details.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Wait {
+    /// What holds it: `wave`, `maintenance window`, `maxUnavailable`, `health gate`, `stage`,
+    /// `suspended`, `management upgrade`.
+    pub by: &'static str,
+    /// The wave, or the stage, it waits on (empty when neither).
+    pub on: String,
+    /// The Ready condition's reason (`WaitingForWave`, …), or `Upgrading` for a stage.
+    pub reason: String,
+    /// When it may go on at the earliest (a window's opening; RFC 3339).
+    pub until: Option<String>,
+    /// Since when (a stage's start or last progress; RFC 3339).
+    pub since: Option<String>,
+    /// The status's own words: the hold's message, or what the stage reported.
+    pub detail: String,
+}
+
+/// Why the cluster's changes wait, if they do: read from its status alone (the Ready
+/// condition's reason says which hold; a stage is one while it upgrades).
+pub fn wait(st: &crate::status::ManagedClusterStatus) -> Option<Wait> {
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
+    let reason = ready.map(|c| c.reason.as_str()).unwrap_or_default();
+    let held = |by, on: String| Wait {
+        by,
+        on,
+        reason: reason.to_string(),
+        until: None,
+        since: None,
+        detail: st.message.clone(),
+    };
+    let wave = st.wave.clone().unwrap_or_default();
+    Some(match reason {
+        "WaitingForWave" | "WaveStopped" => held("wave", wave),
+        "OutsideMaintenanceWindow" => Wait {
+            until: st.held_until.clone(),
+            ..held("maintenance window", String::new())
+        },
+        "MaxUnavailable" => held("maxUnavailable", String::new()),
+        "WaitingForHealth" => held("health gate", String::new()),
+        "ManagementUpgrading" => held("management upgrade", String::new()),
+        _ if st.phase == Some(Phase::Suspended) => held("suspended", String::new()),
+        _ if st.phase == Some(Phase::Upgrading) && st.stage.is_some() => Wait {
+            by: "stage",
+            on: st.stage.clone().unwrap_or_default(),
+            reason: "Upgrading".into(),
+            until: None,
+            since: st.stage_since.clone(),
+            detail: st
+                .stage_progress
+                .clone()
+                .unwrap_or_else(|| st.message.clone()),
+        },
+        _ => return None,
+    })
 }
 
 fn text(v: &Value, p: &str) -> String {
@@ -506,9 +575,7 @@ pub fn cluster(mc: &ManagedCluster, row: Row, owners: &[Value], machines: &[Valu
             .collect()
     };
     let failed = st.phase == Some(Phase::Failed);
-    let held = matches!(st.phase, Some(Phase::Suspended) | Some(Phase::Upgrading))
-        .then(|| st.message.clone())
-        .filter(|m| !m.is_empty());
+    let waits = wait(&st);
     ClusterPage {
         conditions,
         groups,
@@ -516,7 +583,7 @@ pub fn cluster(mc: &ManagedCluster, row: Row, owners: &[Value], machines: &[Valu
         stage_progress: st.stage_progress.clone().unwrap_or_default(),
         attempted: st.last_attempted_revision.clone(),
         error: failed.then(|| st.message.clone()),
-        held,
+        waits,
         inventory,
         backup: st.backup.clone().unwrap_or_default(),
         stages: st.stages.clone(),
@@ -659,5 +726,85 @@ mod tests {
             g.machines[1],
             ("b".into(), "v1.33.1".into(), "Running".into())
         );
+    }
+
+    /// Every hold the status can express reads as what holds it, its reason, and (for a
+    /// window) until when; a stage rolling is a wait but not a hold; nothing else waits.
+    #[test]
+    fn why_changes_wait_is_read_from_the_status() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let with = |phase: Phase, reason: &str| {
+            let mut st = mc("w", "m", phase, Some("2/2 rest")).status.unwrap();
+            st.conditions = vec![Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: reason.into(),
+                message: st.message.clone(),
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                observed_generation: None,
+            }];
+            st
+        };
+        let by = |st: &ManagedClusterStatus| wait(st).map(|w| (w.by, w.on, w.reason));
+        let s = |x: &str| x.to_string();
+        assert_eq!(
+            by(&with(Phase::Progressing, "WaitingForWave")),
+            Some(("wave", s("2/2 rest"), s("WaitingForWave")))
+        );
+        let mut windowed = with(Phase::Progressing, "OutsideMaintenanceWindow");
+        windowed.held_until = Some("2026-11-28T02:00:00Z".into());
+        let w = wait(&windowed).unwrap();
+        assert_eq!(
+            (w.by, w.until.as_deref(), w.detail.as_str()),
+            (
+                "maintenance window",
+                Some("2026-11-28T02:00:00Z"),
+                "w says hi"
+            )
+        );
+        assert_eq!(
+            by(&with(Phase::Progressing, "MaxUnavailable")).unwrap().0,
+            "maxUnavailable"
+        );
+        assert_eq!(
+            by(&with(Phase::Progressing, "WaitingForHealth")).unwrap().0,
+            "health gate"
+        );
+        assert_eq!(
+            by(&with(Phase::Suspended, "ManagementUpgrading"))
+                .unwrap()
+                .0,
+            "management upgrade"
+        );
+        assert_eq!(
+            by(&with(Phase::Suspended, "Suspended")).unwrap().0,
+            "suspended"
+        );
+        let mut upgrading = with(Phase::Upgrading, "RollingOut");
+        upgrading.stage = Some("Workers".into());
+        upgrading.stage_since = Some("2026-11-28T01:00:00Z".into());
+        upgrading.stage_progress = Some("MachineDeployment/w-md-0: 1/3 machines up to date".into());
+        let w = wait(&upgrading).unwrap();
+        assert_eq!(
+            (w.by, w.on.as_str(), w.since.as_deref(), w.detail.as_str()),
+            (
+                "stage",
+                "Workers",
+                Some("2026-11-28T01:00:00Z"),
+                "MachineDeployment/w-md-0: 1/3 machines up to date"
+            )
+        );
+        assert_eq!(by(&with(Phase::Ready, "Available")), None);
+        assert_eq!(by(&with(Phase::Failed, "ApplyFailed")), None);
+        // On the fleet page: a hold makes the row's tone `held`, a stage does not.
+        let rows_of = |st: ManagedClusterStatus| {
+            let mut m = mc("w", "m", Phase::Ready, None);
+            m.status = Some(st);
+            rows(&[m], &BTreeMap::new(), None).remove(0)
+        };
+        let r = rows_of(with(Phase::Progressing, "WaitingForWave"));
+        assert_eq!((r.tone, r.held_by.as_str()), ("held", "wave"));
+        let r = rows_of(upgrading);
+        assert_eq!((r.tone, r.held_by.as_str()), ("busy", ""));
     }
 }

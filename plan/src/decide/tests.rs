@@ -681,6 +681,22 @@ fn the_stage_clock() {
         ),
         (Some(Phase::Progressing), None, None)
     );
+    assert_eq!(held.held_until, None, "a wave gives no time");
+    // Held by a maintenance window: the status says when the next one opens.
+    let windowed = Case {
+        paced: true,
+        not_started: Some(NotStarted::Paced(Hold {
+            reason: Reason::OutsideMaintenanceWindow,
+            message: "outside the maintenance windows".into(),
+            until: Some(1_795_831_200),
+        })),
+        ..rolling(None, "")
+    }
+    .settle(NOW);
+    assert_eq!(
+        (windowed.phase, windowed.held_until.as_deref()),
+        (Some(Phase::Progressing), Some("2026-11-28T02:00:00Z"))
+    );
 }
 
 #[test]

@@ -115,6 +115,10 @@ pub struct ManagedClusterStatus {
     /// of three waves, named `rest`): `crate::waves`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
+    /// When an upgrade held outside the maintenance windows may start at the earliest: the next
+    /// window's opening (RFC 3339). Absent unless a window holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
     /// A management cluster upgrading its own etcd or control plane: the backup taken before it
     /// started (its directory). While set, the workload clusters are paused.
     #[serde(skip_serializing_if = "Option::is_none")]
