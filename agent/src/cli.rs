@@ -293,6 +293,11 @@ pub struct AgentArgs {
     /// The storage class of the backup volume (default: the cluster's default class).
     #[arg(long)]
     pub backup_storage_class: Option<String>,
+    /// Serve the read-only dashboard from the agent on port 8480 of its Service
+    /// (`kubectl -n capstan-system port-forward svc/capstan 8480`); every request needs a
+    /// Kubernetes bearer token allowed to list ManagedClusters.
+    #[arg(long)]
+    pub dashboard: bool,
 }
 
 /// `capstan bootstrap`.

@@ -24,6 +24,7 @@ pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
     o.backup_access_mode = a.backup_access_mode.clone();
     o.backup_size = a.backup_size.clone();
     o.backup_storage_class = a.backup_storage_class.clone();
+    o.dashboard = a.dashboard;
     o.allow = a
         .allow
         .iter()

@@ -41,6 +41,8 @@ pub const BACKUP_MOUNT: &str = "/var/lib/capstan/backups";
 pub const OPS_PORT: u16 = 8080;
 /// The webhook port.
 pub const WEBHOOK_PORT: u16 = 9292;
+/// The dashboard's port, when it is on.
+pub const DASHBOARD_PORT: u16 = 8480;
 /// The Deployment's memory request (see the module docs for the sizing).
 pub const MEMORY_REQUEST: &str = "256Mi";
 /// The Deployment's memory limit: fleets of up to 3,000 clusters (161 MiB peak RSS measured).
@@ -73,6 +75,9 @@ pub struct Options {
     pub backup_size: String,
     /// Its storage class (None: the cluster's default).
     pub backup_storage_class: Option<String>,
+    /// Serve the dashboard (`--dashboard-addr` on [`DASHBOARD_PORT`], a port of the Service);
+    /// every request is checked with a TokenReview and a SubjectAccessReview.
+    pub dashboard: bool,
 }
 
 impl Options {
@@ -89,6 +94,7 @@ impl Options {
             backup_access_mode: "ReadWriteOnce".into(),
             backup_size: "10Gi".into(),
             backup_storage_class: None,
+            dashboard: false,
         }
     }
 
@@ -215,6 +221,12 @@ pub fn args(o: &Options) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if o.dashboard {
+        a.extend([
+            "--dashboard-addr".into(),
+            format!("0.0.0.0:{DASHBOARD_PORT}"),
+        ]);
+    }
     if o.ssh() {
         a.extend([
             "--ssh-key".into(),
@@ -230,6 +242,14 @@ pub fn args(o: &Options) -> Vec<String> {
 pub fn deployment(o: &Options) -> Value {
     let selector = json!({"app.kubernetes.io/name": NAME});
     let env_from_secret = |name: &str, secret: &str, key: &str| json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}});
+    let mut ports = vec![
+        json!({"name": "ops", "containerPort": OPS_PORT, "protocol": "TCP"}),
+        json!({"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"}),
+    ];
+    if o.dashboard {
+        ports
+            .push(json!({"name": "dashboard", "containerPort": DASHBOARD_PORT, "protocol": "TCP"}));
+    }
     let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "ops"}, "periodSeconds": period, "timeoutSeconds": 5, "failureThreshold": 3});
     json!({
         "apiVersion": "apps/v1",
@@ -261,10 +281,7 @@ pub fn deployment(o: &Options) -> Value {
                             env_from_secret("CAPSTAN_WEBHOOK_SECRET", WEBHOOK_SECRET, "secret"),
                             env_from_secret("GITHUB_TOKEN", GITHUB_SECRET, "token"),
                         ],
-                        "ports": [
-                            {"name": "ops", "containerPort": OPS_PORT, "protocol": "TCP"},
-                            {"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
-                        ],
+                        "ports": ports,
                         "livenessProbe": probe("/healthz", 20),
                         "readinessProbe": probe("/readyz", 10),
                         "resources": {
@@ -323,18 +340,22 @@ pub fn backup_claim(o: &Options) -> Value {
     })
 }
 
-/// The Service in front of the webhook and metrics.
-pub fn service() -> Value {
+/// The Service in front of the webhook and metrics (and the dashboard, when it is on).
+pub fn service(o: &Options) -> Value {
+    let mut ports = vec![
+        json!({"name": "webhook", "port": 80, "targetPort": "webhook", "protocol": "TCP"}),
+        json!({"name": "metrics", "port": OPS_PORT, "targetPort": "ops", "protocol": "TCP"}),
+    ];
+    if o.dashboard {
+        ports.push(json!({"name": "dashboard", "port": DASHBOARD_PORT, "targetPort": "dashboard", "protocol": "TCP"}));
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta(NAME, true),
         "spec": {
             "selector": {"app.kubernetes.io/name": NAME},
-            "ports": [
-                {"name": "webhook", "port": 80, "targetPort": "webhook", "protocol": "TCP"},
-                {"name": "metrics", "port": OPS_PORT, "targetPort": "ops", "protocol": "TCP"},
-            ],
+            "ports": ports,
         },
     })
 }
@@ -345,7 +366,7 @@ pub fn all(o: &Options) -> Vec<Value> {
     let mut out = vec![namespace(), crd()];
     out.extend(tenancy(&o.rules()));
     out.extend(rbac(&o.rules()));
-    out.push(service());
+    out.push(service(o));
     out.push(backup_claim(o));
     out.push(deployment(o));
     out

@@ -434,4 +434,48 @@ mod tests {
             true
         );
     }
+
+    #[test]
+    fn the_dashboard_is_off_unless_asked_for_and_then_served_on_the_service() {
+        let mut o = Options::new("https://example.com/fleet.git", "main", "mgmt");
+        let served = |o: &Options| {
+            let d = manifests::deployment(o);
+            let c = &d["spec"]["template"]["spec"]["containers"][0];
+            let args: Vec<String> = c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            let ports = |v: &serde_json::Value| -> Vec<String> {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["name"].as_str().unwrap().to_string())
+                    .collect()
+            };
+            (
+                args.windows(2)
+                    .find(|w| w[0] == "--dashboard-addr")
+                    .map(|w| w[1].clone()),
+                ports(&c["ports"]),
+                ports(&manifests::service(o)["spec"]["ports"]),
+            )
+        };
+        let (addr, container, service) = served(&o);
+        assert_eq!(addr, None);
+        assert!(!container.contains(&"dashboard".to_string()));
+        assert!(!service.contains(&"dashboard".to_string()));
+        o.dashboard = true;
+        let (addr, container, service) = served(&o);
+        assert_eq!(addr.as_deref(), Some("0.0.0.0:8480"));
+        assert!(
+            container.contains(&"dashboard".to_string()),
+            "{container:?}"
+        );
+        assert!(service.contains(&"dashboard".to_string()), "{service:?}");
+        // The RBAC the dashboard needs is installed either way (reviews, machines).
+        let rules = serde_json::to_string(&manifests::all(&o)).unwrap();
+        assert!(rules.contains("tokenreviews") && rules.contains("subjectaccessreviews"));
+    }
 }
