@@ -43,6 +43,12 @@ impl Board {
         }
     }
 
+    /// Forgets a pull request (closed or merged).
+    pub fn remove(&self, number: u64) {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.remove(&number);
+    }
+
     /// Every kept plan, the newest pull request first.
     pub fn all(&self) -> Vec<Posted> {
         let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -77,6 +83,10 @@ mod tests {
             (all[0].number, all[1].number, all[1].head.as_str()),
             (7, 3, "c")
         );
+        // A closed pull request leaves.
+        b.remove(7);
+        assert_eq!(b.all().iter().map(|p| p.number).collect::<Vec<_>>(), [3]);
+        b.record(posted(7, "d"));
         for n in 100..100 + KEPT as u64 + 5 {
             b.record(posted(n, "x"));
         }

@@ -59,7 +59,7 @@ pub fn annotation(number: u64) -> String {
 
 /// What the annotation of a PR holds: its head commit and base branch.
 pub fn encode(e: &PrEvent) -> String {
-    json!({"head": e.head_sha, "base": e.base_ref}).to_string()
+    json!({"head": e.head_sha, "base": e.base_ref, "closed": e.closed}).to_string()
 }
 
 /// The PR an annotation hands over (`None`: not one of ours, or not readable).
@@ -70,6 +70,7 @@ pub fn decode(key: &str, value: &str) -> Option<PrEvent> {
         number,
         head_sha: v.get("head")?.as_str()?.to_string(),
         base_ref: v.get("base")?.as_str()?.to_string(),
+        closed: v.get("closed").and_then(|c| c.as_bool()).unwrap_or(false),
     })
 }
 
@@ -212,6 +213,7 @@ mod tests {
             number,
             head_sha: head.into(),
             base_ref: "release/1.x".into(),
+            closed: false,
         }
     }
 

@@ -56,6 +56,8 @@ pub struct PrEvent {
     pub head_sha: String,
     /// The base branch (`main`).
     pub base_ref: String,
+    /// Closed (or merged): its plan leaves the dashboard's board; nothing is planned.
+    pub closed: bool,
 }
 
 /// Why a `pull_request` delivery is not planned.
@@ -95,7 +97,7 @@ pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent
         .ok_or("no pull request number")?;
     let head_sha = s("/pull_request/head/sha").ok_or("no head sha")?;
     let base_ref = s("/pull_request/base/ref").ok_or("no base ref")?;
-    if !matches!(action, "opened" | "synchronize" | "reopened") {
+    if !matches!(action, "opened" | "synchronize" | "reopened" | "closed") {
         return Ok(Err(Skip::Action(action.to_string())));
     }
     let followed = branch.strip_prefix("refs/heads/").unwrap_or(branch);
@@ -112,6 +114,7 @@ pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent
         number,
         head_sha: head_sha.to_string(),
         base_ref: base_ref.to_string(),
+        closed: action == "closed",
     }))
 }
 
@@ -175,6 +178,14 @@ impl Planner {
     pub async fn run(self, queue: PrQueue, agent: Arc<Agent>) {
         loop {
             let e = queue.next().await;
+            if e.closed {
+                self.board.remove(e.number);
+                tracing::info!(
+                    pr = e.number,
+                    "pull request closed: its plan leaves the board"
+                );
+                continue;
+            }
             let result = self.plan(&e, &agent).await;
             match result {
                 Ok(()) => self.metrics.inc_pr_plan(GitHubResult::Posted),
@@ -384,14 +395,23 @@ mod tests {
                 .unwrap();
             assert_eq!((e.number, e.head_sha.as_str()), (7, "abc"));
         }
+        // Closed: not planned, but taken, so that its plan leaves the board.
+        let closed = parse(
+            &payload("closed", "main", Some("acme/fleet")),
+            "main",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(closed.closed);
         assert_eq!(
             parse(
-                &payload("closed", "main", Some("acme/fleet")),
+                &payload("labeled", "main", Some("acme/fleet")),
                 "main",
                 false
             )
             .unwrap(),
-            Err(Skip::Action("closed".into()))
+            Err(Skip::Action("labeled".into()))
         );
         assert_eq!(
             parse(
@@ -427,6 +447,7 @@ mod tests {
             number: n,
             head_sha: sha.into(),
             base_ref: "main".into(),
+            closed: false,
         };
         q.push(e(2, "a"));
         q.push(e(1, "b"));

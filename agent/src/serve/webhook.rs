@@ -26,7 +26,8 @@
 //! 7. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
 //!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
 //!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
-//! 8. A `pull_request` delivery (opened, synchronize, reopened) into the followed branch is
+//! 8. A `pull_request` delivery (opened, synchronize, reopened; closed drops its plan from the
+//!    dashboard) into the followed branch is
 //!    queued for a plan ([`crate::github::pr`]; a follower hands it to the leader,
 //!    [`crate::github::handover`]) when GitHub credentials are configured; one from a fork only
 //!    with `--pr-plans-from-forks`. It never fires a reconcile.
@@ -275,6 +276,7 @@ struct PushPayload {
 enum Verdict {
     Accepted,
     Planned(u64),
+    Closed(u64),
     Pong,
     Ignored(String),
     Duplicate,
@@ -300,6 +302,11 @@ pub(super) async fn github(
                     WebhookOutcome::Accepted,
                     StatusCode::ACCEPTED,
                     format!("plan of pull request #{n} queued"),
+                ),
+                Verdict::Closed(n) => (
+                    WebhookOutcome::Accepted,
+                    StatusCode::ACCEPTED,
+                    format!("pull request #{n} closed: its plan is forgotten"),
                 ),
                 Verdict::Pong => (WebhookOutcome::Ignored, StatusCode::OK, "pong".to_owned()),
                 Verdict::Ignored(why) => (
@@ -418,6 +425,11 @@ fn pull_request(state: &ServerState, raw: &[u8]) -> Result<Verdict, WebhookError
     match crate::github::pr::parse(raw, &config.branch, config.pr_forks)
         .map_err(WebhookError::BadPullRequest)?
     {
+        Ok(event) if event.closed => {
+            let n = event.number;
+            queue.push(event);
+            Ok(Verdict::Closed(n))
+        }
         Ok(event) => {
             let n = event.number;
             queue.push(event);

@@ -375,6 +375,27 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         "{page}"
     );
     assert!(page.contains(&h2[..12]), "{page}");
+    // Closed, it leaves the page (and nothing is planned for it).
+    let body = pr_body("closed", 1, &h2, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    let gone = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if !dashboard_page(board, "/pulls", &viewer).contains(r#"data-pull="1""#) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "{}", dashboard_page(board, "/pulls", &viewer));
+    assert_eq!(
+        gh.comments(1).len(),
+        1,
+        "a closed pull request is not planned"
+    );
 
     // A restarted agent finds its comment again by the marker.
     drop(agent);
