@@ -6,7 +6,8 @@
 //! shows the fleet. Then the pages: the fleet grouped by management cluster, a cluster page with
 //! its worker groups, a push that changes a worker count showing on the open page without a
 //! reload (server-sent events), the waves page, a phone's viewport without sideways scrolling,
-//! and the keyboard's first stop the skip link. Screenshots are kept under
+//! and the keyboard's first stop the skip link; axe-core finds no serious or critical
+//! accessibility violation on any page. Screenshots are kept under
 //! `$CARGO_TARGET_DIR/dashboard-screenshots/`.
 
 use std::io::{Read, Write};
@@ -17,8 +18,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::source_support::agent::{Served, post, push_body};
-use crate::source_support::browser::Browser;
 use crate::source_support::free_port;
+use capstan_harness::browser::Browser;
 
 const SECRET: &str = "dashboard-secret";
 
@@ -149,6 +150,11 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         b.text().await
     );
     b.screenshot("sign-in").await;
+    let serious = b.accessibility().await;
+    assert!(
+        serious.is_empty(),
+        "axe-core on the sign-in page: {serious:#?}"
+    );
     b.eval(&format!(
         "document.querySelector('#token').value = {}; document.querySelector('form').submit(); true",
         json!(viewer)
@@ -169,6 +175,11 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     );
     assert!(text.contains("m-dash"), "{text}");
     b.screenshot("fleet").await;
+    let serious = b.accessibility().await;
+    assert!(
+        serious.is_empty(),
+        "axe-core on the fleet page: {serious:#?}"
+    );
     // Filtered by name.
     b.goto(&format!("{base}/?name=dash2")).await;
     assert!(b.until("document.querySelector('tr[data-cluster=\"w-dash2\"]') && !document.querySelector('tr[data-cluster=\"w-dash1\"]')", 10).await, "{}", b.text().await);
@@ -182,6 +193,11 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     );
     b.eval("window.__same_page = true").await;
     b.screenshot("cluster").await;
+    let serious = b.accessibility().await;
+    assert!(
+        serious.is_empty(),
+        "axe-core on the cluster page: {serious:#?}"
+    );
     let c2 = fleet.scale("w-dash1", 3, "three workers");
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), push_body(&c2).as_bytes());
     assert_eq!(post(hook, &push_body(&c2), Some(&sig)), 202, "{}", logs());
@@ -220,6 +236,11 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         "{text}"
     );
     b.screenshot("waves").await;
+    let serious = b.accessibility().await;
+    assert!(
+        serious.is_empty(),
+        "axe-core on the waves page: {serious:#?}"
+    );
 
     // The keyboard's first stop is the skip link; a phone needs no sideways scrolling.
     b.goto(&format!("{base}/")).await;
@@ -233,6 +254,11 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         "the page scrolls sideways on a phone"
     );
     let shot = b.screenshot("fleet-phone").await;
+    let serious = b.accessibility().await;
+    assert!(
+        serious.is_empty(),
+        "axe-core on the fleet-phone page: {serious:#?}"
+    );
     println!(
         "dashboard screenshots in {}",
         shot.parent().unwrap().display()

@@ -8,7 +8,6 @@
 
 pub mod agent;
 pub mod blackhole;
-pub mod browser;
 pub mod daemon;
 pub mod github;
 pub mod http;

@@ -41,6 +41,7 @@
 
 pub mod audit;
 pub mod binaries;
+pub mod browser;
 pub mod certs;
 pub mod control_plane;
 pub mod controllers;

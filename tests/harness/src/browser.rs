@@ -1,18 +1,23 @@
 //! Headless Chromium (Debian's `chromium-headless-shell`) driven over the Chrome DevTools
 //! Protocol: the dashboard's pages loaded, read and screenshotted the way a user's browser sees
-//! them (scripts run, server-sent events followed).
+//! them (scripts run, server-sent events followed), and checked for accessibility with axe-core
+//! (from npm, [`axe_core`]).
 //!
 //! Only what the tests use: one page (a target attached in flat mode), extra request headers,
 //! navigation, evaluating a script (awaiting its promise, so a test waits in the page for an
-//! element or a change instead of sleeping), and PNG screenshots.
+//! element or a change instead of sleeping), PNG screenshots and an axe-core run. Shared by the
+//! agent's browser tests (against the API server) and the dashboard's test on the real Cluster
+//! API controllers.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -25,7 +30,7 @@ pub const CHROMIUM: &str = "chromium-headless-shell";
 /// A browser with one page; killed when dropped, with every process it started (renderers,
 /// zygote: its own process group).
 pub struct Browser {
-    child: super::Process,
+    _child: Group,
     ws: Socket,
     session: String,
     next: u64,
@@ -50,12 +55,12 @@ impl Browser {
         .arg("about:blank")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-        let mut child = super::Process::spawn(
-            cmd,
-            &format!("{CHROMIUM} (Debian package chromium-headless-shell)"),
-        );
+        cmd.process_group(0).stdin(Stdio::null());
+        let mut child = Group(cmd.spawn().unwrap_or_else(|e| {
+            panic!("cannot start {CHROMIUM} (Debian package chromium-headless-shell): {e}")
+        }));
         // It says where its DevTools listen on stderr; the rest of stderr is drained.
-        let stderr = child.child().stderr.take().unwrap();
+        let stderr = child.0.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
@@ -75,7 +80,7 @@ impl Browser {
             .unwrap();
         std::fs::create_dir_all(shots).unwrap();
         let mut b = Browser {
-            child,
+            _child: child,
             ws,
             session: String::new(),
             next: 0,
@@ -287,4 +292,92 @@ impl Browser {
             .unwrap_or_default()
             .to_string()
     }
+}
+
+/// The browser's process group: every process it started (zygote, renderers) is killed with it.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = i32::try_from(self.0.id()).ok().and_then(Pid::from_raw) {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Browser {
+    /// Runs axe-core in the page as it is now (WCAG 2 A and AA rules); the violations of
+    /// serious or critical impact, each as `rule: impact: the elements' selectors`.
+    pub async fn accessibility(&mut self) -> Vec<String> {
+        let axe = axe_core();
+        self.eval(&axe).await;
+        let found = self
+            .eval(
+                "axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})
+                    .then(r => ({
+                        rules: r.passes.length + r.violations.length + r.incomplete.length,
+                        serious: r.violations
+                            .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                            .map(v => v.id + ': ' + v.impact + ': ' + v.nodes.map(n => n.target.join(' ')).join(', ')),
+                    }))",
+            )
+            .await;
+        // A run that checked nothing proves nothing.
+        assert!(
+            found["rules"].as_u64().unwrap_or(0) > 0,
+            "axe-core checked no rule: {found}"
+        );
+        found["serious"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// axe-core's script, at the version `tests/control-plane/versions.env` pins
+/// (`AXE_CORE_VERSION`), installed from npm into `~/.cache/capstan/axe-core/<version>` on first
+/// use and read from there afterwards.
+pub fn axe_core() -> String {
+    let version = crate::versions::versions_env()
+        .get("AXE_CORE_VERSION")
+        .cloned()
+        .expect("AXE_CORE_VERSION in tests/control-plane/versions.env");
+    let dir = crate::binaries::cache_root()
+        .expect("a cache directory")
+        .join("axe-core")
+        .join(&version);
+    let script = dir.join("node_modules/axe-core/axe.min.js");
+    if !script.is_file() {
+        // Installed beside, then renamed into place: tests running at once never see half of it.
+        let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let out = Command::new("npm")
+            .args([
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+            ])
+            .arg(&tmp)
+            .arg(format!("axe-core@{version}"))
+            .output()
+            .unwrap_or_else(|e| panic!("npm (Debian package npm) is needed for axe-core: {e}"));
+        assert!(
+            out.status.success(),
+            "npm install axe-core@{version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        assert!(script.is_file(), "{} after npm install", script.display());
+    }
+    std::fs::read_to_string(&script).unwrap()
 }
