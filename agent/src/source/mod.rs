@@ -39,6 +39,7 @@ mod mirror;
 mod read;
 pub mod release;
 mod remote;
+pub mod verify;
 
 pub use diff::DiffError;
 pub use mirror::{MirrorError, PACK_LIMIT};
