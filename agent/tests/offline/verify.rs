@@ -244,3 +244,123 @@ fn key_files_that_are_not_keys_are_refused_at_load() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+mod source {
+    //! The Git source with verification, on a local bare repository: what it accepts, what it
+    //! refuses while keeping the last verified revision, across a restart, and `all` mode.
+
+    use std::sync::Arc;
+
+    use capstan::source::verify::{KeysError, Mode, TrustedKeys, Why};
+    use capstan::source::{
+        GitRef, GitSource, SourceConfig, SourceError, SyncOutcome, Verification,
+    };
+
+    use crate::source_support::Upstream;
+    use crate::source_support::signing::{Keyring, Signer};
+
+    fn open(up: &Upstream, cache: &std::path::Path, v: Verification) -> GitSource {
+        let mut s = GitSource::open(SourceConfig {
+            url: up.bare.display().to_string(),
+            reference: GitRef::Branch("main".into()),
+            cache_dir: cache.to_path_buf(),
+            ssh_key: None,
+            known_hosts: None,
+            shallow: false,
+            ca_file: None,
+        })
+        .unwrap();
+        s.set_verification(Some(v));
+        s
+    }
+
+    fn refused(r: Result<SyncOutcome, SourceError>) -> (String, String, Why) {
+        match r {
+            Err(SourceError::Unverified(u)) => {
+                (u.head.clone(), u.refused.commit.clone(), u.refused.why)
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refused_heads_keep_the_last_verified_revision_across_restarts_and_all_checks_each_commit() {
+        let k = Keyring::new();
+        let key = k.ssh_key("team", "ed25519");
+        let keys = Arc::new(
+            TrustedKeys::parse(
+                Some((
+                    "allowed_signers",
+                    &format!("team@example.com {}", k.ssh_public(&key)),
+                )),
+                None,
+            )
+            .unwrap(),
+        );
+        let head_only = Verification {
+            mode: Mode::Head,
+            keys: Ok(keys.clone()),
+        };
+        let all = Verification {
+            mode: Mode::All,
+            keys: Ok(keys.clone()),
+        };
+        let up = Upstream::new(&[("README.md", "# fleet\n")]);
+        let signer = Signer::Ssh(key);
+        up.write(&[("a.yaml", "a: 1\n")]);
+        let s1 = k.commit(&up.work, &signer, "signed 1");
+        up.push();
+        let cache = tempfile::tempdir().unwrap();
+        let mut src = open(&up, cache.path(), head_only.clone());
+        match src.sync().unwrap() {
+            SyncOutcome::Updated { revision, .. } => assert_eq!(revision.commit, s1),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(src.verified().unwrap().signer, "team@example.com");
+
+        // An unsigned head: refused, s1 stays.
+        let u2 = up.commit_and_push(&[("a.yaml", "a: 2\n")], &[], "unsigned 2");
+        assert_eq!(refused(src.sync()), (u2.clone(), u2.clone(), Why::Unsigned));
+        assert_eq!(src.last_good().unwrap().commit, s1);
+
+        // A new process on the same mirror goes on with s1, the last verified commit.
+        drop(src);
+        let mut src = open(&up, cache.path(), head_only.clone());
+        assert_eq!(refused(src.sync()).2, Why::Unsigned);
+        assert_eq!(src.last_good().map(|r| r.commit.clone()), Some(s1.clone()));
+        assert_eq!(src.verified().unwrap().commit, s1);
+
+        // Another unsigned commit, then a signed one on top: the head verifies, but `all`
+        // refuses the first unsigned commit since s1.
+        let _u3 = up.commit_and_push(&[("a.yaml", "a: 3\n")], &[], "unsigned 3");
+        up.write(&[("a.yaml", "a: 4\n")]);
+        let s4 = k.commit(&up.work, &signer, "signed 4");
+        up.push();
+        let mut strict = open(&up, cache.path(), all);
+        assert_eq!(
+            refused(strict.sync()),
+            (s4.clone(), u2.clone(), Why::Unsigned)
+        );
+        assert_eq!(strict.last_good().unwrap().commit, s1);
+        // Head mode accepts s4, and it becomes the last verified commit.
+        src.set_verification(Some(head_only));
+        match src.sync().unwrap() {
+            SyncOutcome::Updated { revision, .. } => assert_eq!(revision.commit, s4),
+            other => panic!("{other:?}"),
+        }
+
+        // Keys that cannot be read refuse every new revision.
+        let s5 = {
+            up.write(&[("a.yaml", "a: 5\n")]);
+            let c = k.commit(&up.work, &signer, "signed 5");
+            up.push();
+            c
+        };
+        src.set_verification(Some(Verification {
+            mode: Mode::Head,
+            keys: Err(KeysError::Empty("allowed_signers".into())),
+        }));
+        assert_eq!(refused(src.sync()), (s5.clone(), s5, Why::NoTrustedKeys));
+        assert_eq!(src.last_good().unwrap().commit, s4);
+    }
+}
