@@ -364,3 +364,143 @@ mod source {
         assert_eq!(src.last_good().unwrap().commit, s4);
     }
 }
+
+mod commands {
+    //! `capstan diff`, `plan` and `run` with `--verify-commits`, as the binary.
+
+    use std::process::Command;
+
+    use crate::source_support::git;
+    use crate::source_support::signing::{Keyring, Signer};
+
+    fn capstan(args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn diff_and_plan_refuse_unverified_commits_and_run_needs_keys() {
+        let k = Keyring::new();
+        let key = k.ssh_key("team", "ed25519");
+        let allowed = k.dir.path().join("allowed_signers");
+        std::fs::write(
+            &allowed,
+            format!("team@example.com {}\n", k.ssh_public(&key)),
+        )
+        .unwrap();
+        let allowed = allowed.to_str().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let r = repo.path();
+        let dir = r.to_str().unwrap();
+        git(r, &["init", "-q", "-b", "main"]);
+        std::fs::write(r.join("README.md"), "# fleet\n").unwrap();
+        let base = k.commit(r, &Signer::Ssh(key.clone()), "signed base");
+        std::fs::write(r.join("README.md"), "# fleet, unsigned\n").unwrap();
+        git(r, &["commit", "-qam", "unsigned"]);
+        std::fs::write(r.join("README.md"), "# fleet, signed again\n").unwrap();
+        let head = k.commit(r, &Signer::Ssh(key), "signed head");
+
+        // The head is signed: diff goes on to compare (this repository is no fleet, which it
+        // reports; verification itself passed).
+        let (_, err) = capstan(&[
+            "diff",
+            dir,
+            "--base",
+            &base,
+            "--head",
+            "HEAD",
+            "--verify-commits",
+            "--allowed-signers",
+            allowed,
+        ]);
+        assert!(!err.contains("refused"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "commit {}: good SSH signature by team@example.com",
+                &head[..12]
+            )),
+            "{err}"
+        );
+        // Every commit from base to head: the unsigned one in between is refused.
+        let (code, err) = capstan(&[
+            "diff",
+            dir,
+            "--base",
+            &base,
+            "--head",
+            "HEAD",
+            "--verify-commits=all",
+            "--allowed-signers",
+            allowed,
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains("refused by --verify-commits") && err.contains("the commit is not signed"),
+            "{err}"
+        );
+        // The working copy's edits are not signed.
+        let (code, err) = capstan(&[
+            "diff",
+            dir,
+            "--base",
+            &base,
+            "--verify-commits",
+            "--allowed-signers",
+            allowed,
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("--head"), "{err}");
+
+        // plan refuses an unsigned HEAD before it talks to any cluster.
+        git(r, &["commit", "-q", "--allow-empty", "-m", "unsigned head"]);
+        let (code, err) = capstan(&[
+            "plan",
+            dir,
+            "--verify-commits",
+            "--allowed-signers",
+            allowed,
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains("refused by --verify-commits") && err.contains("not signed"),
+            "{err}"
+        );
+
+        // run: keys are required, and a working copy has no commits to verify.
+        let (code, err) = capstan(&[
+            "run",
+            "--repo",
+            "https://example.com/fleet.git",
+            "--verify-commits",
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("--verify-commits needs trusted keys"), "{err}");
+        let (code, err) = capstan(&[
+            "run",
+            "--repo",
+            dir,
+            "--verify-commits",
+            "--allowed-signers",
+            allowed,
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("read as a working copy"), "{err}");
+        let (code, err) = capstan(&[
+            "run",
+            "--repo",
+            "https://example.com/fleet.git",
+            "--verify-commits",
+            "--allowed-signers",
+            "/nonexistent/allowed",
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("cannot read /nonexistent/allowed"), "{err}");
+    }
+}
