@@ -436,6 +436,10 @@ impl Driver {
     fn signature(&mut self, read: &super::load::Read) -> Option<capstan_plan::decide::Signature> {
         use capstan_plan::decide::Signature;
         self.cfg.verify.as_ref()?;
+        if read.unsynced {
+            // The remote is down: what was last said of the newest revision still holds.
+            return self.current.as_ref().and_then(|c| c.signature.clone());
+        }
         if let Some(u) = &read.refused {
             if self.refused_head.as_deref() != Some(u.head.as_str()) {
                 self.metrics.inc_commit_refused(u.refused.why);

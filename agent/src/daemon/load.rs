@@ -54,6 +54,9 @@ pub(super) struct Read {
     pub refused: Option<Unverified>,
     /// The verified signature of the revision read (with verification).
     pub verified: Option<Verified>,
+    /// The source could not be synced (the remote unreachable): nothing is known of the
+    /// newest revision.
+    pub unsynced: bool,
 }
 
 /// Reads the newest revision: the Git source synced (the last good revision kept while the
@@ -70,6 +73,7 @@ pub(super) async fn load(
     let t = Instant::now();
     let mut refused = None;
     let mut verified = None;
+    let mut unsynced = false;
     let loaded = match (repo, source.take()) {
         (Repo::Git(_), Some(mut src)) => {
             let (src_back, result) = tokio::task::spawn_blocking(move || {
@@ -82,6 +86,7 @@ pub(super) async fn load(
                 Err(SourceError::Unverified(u)) => refused = Some(*u),
                 // Keep serving the last good revision while the remote is unreachable.
                 Err(e) => {
+                    unsynced = true;
                     warn!(error = %e, "source unavailable; reconciling the last good revision")
                 }
                 Ok(()) => {}
@@ -122,5 +127,6 @@ pub(super) async fn load(
         fleet: loaded,
         refused,
         verified,
+        unsynced,
     })
 }

@@ -43,8 +43,11 @@ pub fn signed(st: &ManagedClusterStatus, s: &Signature, revision: &str) -> Manag
         }
         Signature::Refused { head, why } => {
             let message = refused_message(head, why, revision);
+            // A status carried over from the record (a backup recorded mid-pass) has it already.
             out.message = if st.message.is_empty() {
                 message.clone()
+            } else if st.message.starts_with(&message) {
+                st.message.clone()
             } else {
                 format!("{message}; {}", st.message)
             };
@@ -132,6 +135,11 @@ mod tests {
                 verified[0].message.as_str()
             ),
             ("False", "UnverifiedRevision", want)
+        );
+        let again = signed(&out, &refused(), "aaaa");
+        assert_eq!(
+            again.message, out.message,
+            "a status carried over is not prefixed twice"
         );
         let nothing = signed(&status(""), &refused(), "");
         assert!(
