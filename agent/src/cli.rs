@@ -92,6 +92,10 @@ pub enum Command {
         /// Upgrades (what a run would do).
         #[command(flatten)]
         upgrade: UpgradeArgs,
+        /// Commit signatures: with --verify-commits, the HEAD commit is verified and planned
+        /// (its tree, not the working copy's edits).
+        #[command(flatten)]
+        verify: VerifyArgs,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,
@@ -446,6 +450,57 @@ pub enum DevCommand {
     },
 }
 
+/// `--verify-commits=WHICH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VerifyCommits {
+    /// The head commit, the one applied.
+    Head,
+    /// Every commit since the last verified one (`capstan diff`: every commit from --base to
+    /// --head).
+    All,
+}
+
+/// Commit signature verification, shared by `run`, `plan` and `diff`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VerifyArgs {
+    /// Refuse a revision unless its head commit (`head`, the default) or every commit since the
+    /// last verified one (`all`) carries a good signature by a trusted key (SSH or OpenPGP).
+    /// Unsigned commits, bad signatures, untrusted, expired and revoked keys are refused:
+    /// nothing of the revision is applied and the last verified revision stays live.
+    #[arg(long, value_enum, value_name = "WHICH", num_args = 0..=1, require_equals = true, default_missing_value = "head")]
+    pub verify_commits: Option<VerifyCommits>,
+    /// SSH signers trusted for commits, in ssh-keygen's allowed_signers format
+    /// (`principals [namespaces="git",valid-after=…,valid-before=…] keytype key`).
+    #[arg(long, value_name = "FILE", requires = "verify_commits")]
+    pub allowed_signers: Option<std::path::PathBuf>,
+    /// OpenPGP public keys trusted for commits (`gpg --armor --export KEY…`).
+    #[arg(long, value_name = "FILE", requires = "verify_commits")]
+    pub trusted_keys: Option<std::path::PathBuf>,
+}
+
+impl VerifyArgs {
+    /// The mode, when verifying.
+    pub fn mode(&self) -> Option<crate::source::verify::Mode> {
+        self.verify_commits.map(|v| match v {
+            VerifyCommits::Head => crate::source::verify::Mode::Head,
+            VerifyCommits::All => crate::source::verify::Mode::All,
+        })
+    }
+
+    /// The keys of the files given (for `plan` and `diff`); an error without any.
+    pub fn keys(&self) -> anyhow::Result<crate::source::verify::TrustedKeys> {
+        if self.allowed_signers.is_none() && self.trusted_keys.is_none() {
+            anyhow::bail!(
+                "--verify-commits needs trusted keys: --allowed-signers FILE and/or --trusted-keys FILE"
+            );
+        }
+        Ok(crate::source::verify::TrustedKeys::from_files(
+            self.allowed_signers.as_deref(),
+            self.trusted_keys.as_deref(),
+        )?)
+    }
+}
+
 /// `capstan run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -536,6 +591,13 @@ pub struct RunArgs {
     /// with the agent's credentials).
     #[arg(long)]
     pub pr_plans_from_forks: bool,
+    /// Commit signatures (Git sources only): the keys are read again before every sync.
+    #[command(flatten)]
+    pub verify: VerifyArgs,
+    /// A Secret with trusted keys (besides the files): its keys `allowed_signers` and
+    /// `trusted.asc`, read again before every sync (rotating a key is editing the Secret).
+    #[arg(long, value_name = "NAMESPACE/NAME", requires = "verify_commits")]
+    pub trusted_keys_secret: Option<String>,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -645,6 +707,10 @@ pub struct DiffArgs {
     /// Only this cluster.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Commit signatures: with --verify-commits, --head (required then) is verified; with
+    /// `all`, every commit from --base to --head.
+    #[command(flatten)]
+    pub verify: VerifyArgs,
 }
 
 /// `capstan new ...`.

@@ -19,7 +19,9 @@
 //! `capstan_upgrades_held_total{reason}` (a cluster's upgrade held by the fleet's waves,
 //! `maxUnavailable` or maintenance windows, once per pass that held it),
 //! `capstan_wave_clusters{wave,state}` (workload clusters per wave and standing; the wave names
-//! come from the fleet config, validated and few, and the family is replaced wholesale).
+//! come from the fleet config, validated and few, and the family is replaced wholesale),
+//! `capstan_commits_refused_total{reason}` (head commits `--verify-commits` refused, each once,
+//! by [`crate::source::verify::Why`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -267,6 +269,21 @@ impl TryFrom<crate::status::Reason> for HoldReason {
     }
 }
 
+/// Why a commit was refused, as a label value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RefusalLabel(crate::source::verify::Why);
+
+impl EncodeLabelValue for RefusalLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RefusalLabels {
+    reason: RefusalLabel,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HoldLabels {
     reason: HoldReason,
@@ -309,6 +326,7 @@ pub struct Metrics {
     commit_statuses: Family<GitHubLabels, Counter>,
     upgrades_held: Family<HoldLabels, Counter>,
     wave_clusters: Family<WaveLabels, Gauge>,
+    commits_refused: Family<RefusalLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -338,6 +356,17 @@ impl Metrics {
         let commit_statuses = Family::<GitHubLabels, Counter>::default();
         let upgrades_held = Family::<HoldLabels, Counter>::default();
         let wave_clusters = Family::<WaveLabels, Gauge>::default();
+        let commits_refused = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "capstan_commits_refused",
+            "Head commits refused by --verify-commits (unsigned, bad signature, untrusted, expired or revoked key, ...), each once, by reason",
+            commits_refused.clone(),
+        );
+        for &why in crate::source::verify::Why::ALL {
+            let _ = commits_refused.get_or_create(&RefusalLabels {
+                reason: RefusalLabel(why),
+            });
+        }
         registry.register(
             "capstan_upgrades_held",
             "Cluster passes whose upgrade the fleet's waves, maxUnavailable or maintenance windows held, by reason",
@@ -470,7 +499,26 @@ impl Metrics {
             commit_statuses,
             upgrades_held,
             wave_clusters,
+            commits_refused,
         }
+    }
+
+    /// Counts a head commit refused by commit verification.
+    pub fn inc_commit_refused(&self, why: crate::source::verify::Why) {
+        self.commits_refused
+            .get_or_create(&RefusalLabels {
+                reason: RefusalLabel(why),
+            })
+            .inc();
+    }
+
+    /// The head commits refused so far for this reason.
+    pub fn commits_refused(&self, why: crate::source::verify::Why) -> u64 {
+        self.commits_refused
+            .get_or_create(&RefusalLabels {
+                reason: RefusalLabel(why),
+            })
+            .get()
     }
 
     /// Counts a cluster pass whose upgrade was held fleet-wide.

@@ -11,6 +11,10 @@
 //! stages, holds, upgrade, clock                    reason, stage and its clock, revisions
 //! ```
 
+mod signature;
+
+pub use signature::{Signature, newly_refused, signed};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

@@ -63,6 +63,14 @@ pub fn report(
 
 /// `capstan diff`.
 pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    if args.verify.mode().is_some() {
+        let Some(head) = args.head.as_deref() else {
+            anyhow::bail!(
+                "--verify-commits verifies commits: name the revision with --head (the working copy's edits are not signed)"
+            );
+        };
+        super::verify::verify_local(&args.repo, Some(&args.base), head, &args.verify)?;
+    }
     let r = report(
         &args.repo,
         &args.base,

@@ -9,6 +9,7 @@ mod intent;
 mod offline;
 mod online;
 mod open_pr;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -41,8 +42,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             management,
             output,
             upgrade,
+            verify,
             kube,
-        } => online::plan(&repo, cluster, management, output, &upgrade, &kube),
+        } => online::plan(&repo, cluster, management, output, &upgrade, &verify, &kube),
         Command::Backup { dir, kube } => online::backup(&dir, &kube),
         Command::Restore { from, kube } => online::restore(&from, &kube),
         Command::Reconcile(args) => online::reconcile(args),
@@ -78,11 +80,16 @@ pub fn load_fleet(repo: &std::path::Path) -> anyhow::Result<capstan_layout::Flee
     use anyhow::Context;
     let tree = capstan_layout::Tree::from_dir(repo)
         .with_context(|| format!("reading {}", repo.display()))?;
+    load_tree(&tree)
+}
+
+/// Loads a tree's fleet, as [`load_fleet`] does.
+fn load_tree(tree: &capstan_layout::Tree) -> anyhow::Result<capstan_layout::Fleet> {
     let mut fetcher = crate::source::release::ReleaseFetcher::new(
         &crate::source::release::ReleaseFetcher::default_cache_dir(),
         None,
     )?;
-    Ok(fetcher.load(&tree, &mut capstan_layout::RenderCache::default()))
+    Ok(fetcher.load(tree, &mut capstan_layout::RenderCache::default()))
 }
 
 pub use crate::errors::error_chain;

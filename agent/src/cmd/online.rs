@@ -7,7 +7,7 @@ use anyhow::Context;
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
-use crate::cli::{DriftArg, KubeArgs, Output, ReconcileArgs, RunArgs, UpgradeArgs};
+use crate::cli::{DriftArg, KubeArgs, Output, ReconcileArgs, RunArgs, UpgradeArgs, VerifyArgs};
 use crate::plan::Action;
 use crate::reconcile::{self, Drift, Options, Outcome};
 use crate::status;
@@ -119,13 +119,22 @@ pub fn plan(
     management: Option<String>,
     output: Output,
     upgrade: &UpgradeArgs,
+    verify: &VerifyArgs,
     kube: &KubeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let fleet = super::load_fleet(repo)?;
+    // Verifying: the HEAD commit's tree is planned, not the working copy's edits.
+    let (fleet, revision) = match verify.mode() {
+        Some(_) => {
+            let v = super::verify::verify_local(repo, None, "HEAD", verify)?;
+            let rev = crate::source::read_local(repo, &v.commit)?;
+            (super::load_tree(&rev.tree)?, v.commit)
+        }
+        None => (super::load_fleet(repo)?, local_revision(repo)),
+    };
     let mut opts = Options {
         only: cluster,
         management,
-        revision: local_revision(repo),
+        revision,
         ..Default::default()
     };
     upgrade.apply(&mut opts);
@@ -468,7 +477,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (addr, _) => addr,
     };
     let local = Path::new(&args.repo);
+    let verify = verify_config(&args)?;
     let repo = if !args.git && local.is_dir() && !args.repo.contains("://") {
+        if verify.is_some() {
+            anyhow::bail!(
+                "--verify-commits verifies commits, and {} is read as a working copy: follow it as a Git repository with --git",
+                args.repo
+            );
+        }
         crate::daemon::Repo::WorkingCopy(local.to_path_buf())
     } else {
         let cache = match args.cache_dir.clone() {
@@ -494,6 +510,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.known_hosts.clone(),
             args.ca_file.clone(),
         ))
+    };
+    // Every commit since the last verified one must be in the mirror: no shallow fetches.
+    let repo = match repo {
+        crate::daemon::Repo::Git(mut sc)
+            if verify.as_ref().map(|v| v.mode) == Some(crate::source::verify::Mode::All) =>
+        {
+            sc.shallow = false;
+            crate::daemon::Repo::Git(sc)
+        }
+        other => other,
     };
     let mut cfg = crate::daemon::RunConfig {
         repo,
@@ -532,6 +558,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }),
         github: None,
         ca_file: args.ca_file.clone(),
+        verify,
     };
     super::runtime()?.block_on(async {
         // The GitHub client lives on the runtime (its HTTP stack spawns tasks).
@@ -559,6 +586,39 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         crate::daemon::run_with(conn.client, cfg, metrics, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--verify-commits` and its keys, checked: at least one source of keys; the files readable
+/// now (the Secret is read by the agent).
+fn verify_config(args: &RunArgs) -> anyhow::Result<Option<crate::daemon::verify::VerifyConfig>> {
+    let Some(mode) = args.verify.mode() else {
+        return Ok(None);
+    };
+    let secret = match &args.trusted_keys_secret {
+        None => None,
+        Some(s) => match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Some((ns.to_string(), name.to_string()))
+            }
+            _ => anyhow::bail!("--trusted-keys-secret {s}: expected NAMESPACE/NAME"),
+        },
+    };
+    let files = args.verify.allowed_signers.is_some() || args.verify.trusted_keys.is_some();
+    if !files && secret.is_none() {
+        anyhow::bail!(
+            "--verify-commits needs trusted keys: --allowed-signers FILE, --trusted-keys FILE or --trusted-keys-secret NAMESPACE/NAME"
+        );
+    }
+    if files {
+        // A typo is better found now than as every revision refused.
+        args.verify.keys()?;
+    }
+    Ok(Some(crate::daemon::verify::VerifyConfig {
+        mode,
+        allowed_signers: args.verify.allowed_signers.clone(),
+        trusted_keys: args.verify.trusted_keys.clone(),
+        secret,
+    }))
 }
 
 impl From<DriftArg> for Drift {

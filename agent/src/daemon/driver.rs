@@ -34,6 +34,8 @@ struct Current {
     opts: Arc<Options>,
     /// `None` until prepared (or after preparing failed).
     scope: Option<Arc<Scope>>,
+    /// With `--verify-commits`: the revision's signature, or the newest revision's refusal.
+    signature: Option<capstan_plan::decide::Signature>,
 }
 
 /// A cluster's run as its task returns it: the cluster, how long the run took, its outcome.
@@ -74,6 +76,8 @@ pub(super) struct Driver {
     /// Clusters whose upgrade the fleet's waves hold: when another cluster's phase moves (the
     /// canary Ready, a slot of maxUnavailable free), they look again at once.
     paced: BTreeSet<String>,
+    /// The last head commit verification refused, counted once however often it is seen.
+    refused_head: Option<String>,
 }
 
 /// What a batch of triggers loaded.
@@ -135,6 +139,7 @@ impl Driver {
             running: HashMap::new(),
             phases: Phases::default(),
             paced: BTreeSet::new(),
+            refused_head: None,
         })
     }
 
@@ -385,15 +390,21 @@ impl Driver {
             return Ok(Some(loaded));
         }
         let t = Instant::now();
-        let Some((fleet, revision)) = load(
+        let verification = match &self.cfg.verify {
+            Some(v) => Some(v.verification(self.agent.client()).await),
+            None => None,
+        };
+        let read = load(
             &self.cfg.repo,
             &mut self.source,
             &mut self.fetcher,
             &mut self.renders,
             &self.metrics,
+            verification,
         )
-        .await?
-        else {
+        .await?;
+        let signature = self.signature(&read);
+        let Some((fleet, revision)) = read.fleet else {
             return Ok(None);
         };
         loaded.load_ms = t.elapsed().as_millis() as u64;
@@ -415,8 +426,34 @@ impl Driver {
             revision,
             opts: Arc::new(Options::default()),
             scope: None,
+            signature,
         });
         Ok(Some(loaded))
+    }
+
+    /// What verification said of a load, for the statuses; a refused head is counted
+    /// (`capstan_commits_refused_total`) the first time it is seen.
+    fn signature(&mut self, read: &super::load::Read) -> Option<capstan_plan::decide::Signature> {
+        use capstan_plan::decide::Signature;
+        self.cfg.verify.as_ref()?;
+        if read.unsynced {
+            // The remote is down: what was last said of the newest revision still holds.
+            return self.current.as_ref().and_then(|c| c.signature.clone());
+        }
+        if let Some(u) = &read.refused {
+            if self.refused_head.as_deref() != Some(u.head.as_str()) {
+                self.metrics.inc_commit_refused(u.refused.why);
+                self.refused_head = Some(u.head.clone());
+                error!(commit = %u.head, reason = u.refused.why.as_str(), error = %u, "revision refused: not applied, the last verified revision stays live");
+            }
+            return Some(Signature::Refused {
+                head: u.head.clone(),
+                why: u.to_string(),
+            });
+        }
+        read.verified
+            .as_ref()
+            .map(|v| Signature::Verified(v.to_string()))
     }
 
     /// The scope to queue from. Watch events naming clusters of the revision already prepared:
@@ -435,6 +472,7 @@ impl Driver {
             management: self.cfg.management.clone(),
             drift: self.cfg.drift,
             concurrency: self.cfg.concurrency,
+            signature: cur.signature.clone(),
             ..Default::default()
         };
         self.cfg.upgrade.apply(&mut opts);

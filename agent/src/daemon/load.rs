@@ -8,8 +8,9 @@ use tracing::{error, warn};
 
 use super::Repo;
 use crate::serve::{Metrics, PipelineStep};
-use crate::source::GitSource;
 use crate::source::release::ReleaseFetcher;
+use crate::source::verify::{Unverified, Verified};
+use crate::source::{GitSource, SourceError, Verification};
 
 /// Loads a tree's fleet, fetching the release documents its fleet configs name (off the
 /// runtime threads: the fetcher blocks).
@@ -44,28 +45,53 @@ async fn load_release(
     Ok(fleet)
 }
 
+/// What [`load`] read.
+pub(super) struct Read {
+    /// The fleet and its revision; `None` when there is nothing to reconcile (logged).
+    pub fleet: Option<(Fleet, String)>,
+    /// The newest revision, refused by commit verification (the fleet is then the last
+    /// verified revision's).
+    pub refused: Option<Unverified>,
+    /// The verified signature of the revision read (with verification).
+    pub verified: Option<Verified>,
+    /// The source could not be synced (the remote unreachable): nothing is known of the
+    /// newest revision.
+    pub unsynced: bool,
+}
+
 /// Reads the newest revision: the Git source synced (the last good revision kept while the
-/// remote is unreachable), or the working copy read; then validated and rendered. `None` when
-/// there is nothing to reconcile (logged).
+/// remote is unreachable or the newest revision is refused by `verification`), or the working
+/// copy read; then validated and rendered.
 pub(super) async fn load(
     repo: &Repo,
     source: &mut Option<GitSource>,
     fetcher: &mut Option<ReleaseFetcher>,
     renders: &mut RenderCache,
     metrics: &Metrics,
-) -> anyhow::Result<Option<(Fleet, String)>> {
+    verification: Option<Verification>,
+) -> anyhow::Result<Read> {
     let t = Instant::now();
+    let mut refused = None;
+    let mut verified = None;
+    let mut unsynced = false;
     let loaded = match (repo, source.take()) {
         (Repo::Git(_), Some(mut src)) => {
             let (src_back, result) = tokio::task::spawn_blocking(move || {
+                src.set_verification(verification);
                 let r = src.sync().map(|_| ());
                 (src, r)
             })
             .await?;
-            if let Err(e) = result {
+            match result {
+                Err(SourceError::Unverified(u)) => refused = Some(*u),
                 // Keep serving the last good revision while the remote is unreachable.
-                warn!(error = %e, "source unavailable; reconciling the last good revision");
+                Err(e) => {
+                    unsynced = true;
+                    warn!(error = %e, "source unavailable; reconciling the last good revision")
+                }
+                Ok(()) => {}
             }
+            verified = src_back.verified().cloned();
             metrics.observe_step(PipelineStep::Source, t.elapsed());
             // Loaded from the source's own copy of the tree: no second copy.
             let t = Instant::now();
@@ -97,5 +123,10 @@ pub(super) async fn load(
     };
     // The validated specs stay: a chained upgrade renders its steps from them
     // (`capstan_layout::step`).
-    Ok(loaded)
+    Ok(Read {
+        fleet: loaded,
+        refused,
+        verified,
+        unsynced,
+    })
 }

@@ -21,7 +21,9 @@
 //! Triggers that arrive while the daemon is busy are merged, so a burst of pushes loads one
 //! revision, never a storm. A revision that cannot be loaded (remote down, API server
 //! unreachable) is logged and counted; the agent keeps serving probes and retries on the next
-//! trigger.
+//! trigger. With `--verify-commits`, a revision whose signature does not verify is refused the
+//! same way ([`verify`]): the last verified revision is what is reconciled, and every cluster's
+//! status, an Event and `capstan_commits_refused_total` say why.
 //!
 //! Live state comes from watches opened once ([`crate::live::watch`]), so a run reads memory, not
 //! the API server; when a watched object changes under the agent (drift, health), the watches fire
@@ -31,6 +33,7 @@
 mod driver;
 mod load;
 mod phases;
+pub mod verify;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -89,6 +92,8 @@ pub struct RunConfig {
     pub ca_file: Option<PathBuf>,
     /// GitHub: commit statuses for applied revisions and plans on pull requests.
     pub github: Option<GitHubRun>,
+    /// Commit signature verification (`--verify-commits`; Git sources only).
+    pub verify: Option<verify::VerifyConfig>,
 }
 
 /// What the daemon does with GitHub.

@@ -81,6 +81,9 @@ pub struct Options {
     /// Where a management cluster's backup goes before it upgrades itself (None: the
     /// default, [`crate::backup::default_backup_dir`]).
     pub backup_dir: Option<std::path::PathBuf>,
+    /// With `--verify-commits`: whether the revision verified, or the newest was refused
+    /// (every status written says so, [`capstan_plan::decide::signed`]).
+    pub signature: Option<capstan_plan::decide::Signature>,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).
@@ -448,6 +451,11 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The client the agent reads and writes with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Runs discovery against the management cluster.
     pub async fn connect(client: Client) -> Result<Agent, ReconcileError> {
         let resolver = Resolver::new(client.clone()).await?;

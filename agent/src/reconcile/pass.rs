@@ -10,6 +10,7 @@ use capstan_layout::{ClusterEntry, Fleet, Rendered};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::decision::{Course, Decided, Deletion, Home, Planned, Purpose, refused};
 use super::{Agent, ClusterOutcome, Options, ReconcileError};
@@ -182,7 +183,6 @@ impl Pass<'_> {
     /// A Kubernetes Event on the cluster's ManagedCluster: what this pass did. Best effort: an
     /// event that cannot be written is logged, never a failure of the pass.
     async fn event(&self, c: &ClusterOutcome) {
-        use kube::runtime::events::{Event, EventType, Recorder, Reporter};
         let counts: Vec<String> = c
             .plan
             .counts()
@@ -209,11 +209,16 @@ impl Pass<'_> {
             Phase::Suspended => (EventType::Normal, Reason::Suspended),
             _ => (EventType::Normal, Reason::Applied),
         };
+        self.publish(&c.name, type_, reason, note).await;
+    }
+
+    /// Publishes an Event on cluster `name`'s ManagedCluster. Best effort: logged on failure.
+    async fn publish(&self, name: &str, type_: EventType, reason: Reason, note: String) {
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(status::API_VERSION.into()),
             kind: Some("ManagedCluster".into()),
             namespace: Some(status::NAMESPACE.into()),
-            name: Some(c.name.clone()),
+            name: Some(name.to_string()),
             ..Default::default()
         };
         let recorder = Recorder::new(
@@ -232,7 +237,7 @@ impl Pass<'_> {
         };
         match recorder.publish(&ev, &reference).await {
             Ok(()) => self.wrote(),
-            Err(e) => tracing::warn!(cluster = %c.name, error = %e, "could not record an event"),
+            Err(e) => tracing::warn!(cluster = %name, error = %e, "could not record an event"),
         }
     }
 
@@ -322,6 +327,14 @@ impl Pass<'_> {
             management,
             dir,
         } = home;
+        let signed;
+        let st = match &self.opts.signature {
+            Some(s) => {
+                signed = decide::signed(st, s, &self.opts.revision);
+                &signed
+            }
+            None => st,
+        };
         match status::write(self.client(), name, management, dir, st, prev).await? {
             Some(record) => {
                 self.live.set_record(name, Some(record));
@@ -384,6 +397,19 @@ impl Pass<'_> {
         };
         if !evented && (outcome.plan.writes_now() || changed) {
             self.event(&outcome).await;
+        }
+        if let Some(s @ decide::Signature::Refused { .. }) = &self.opts.signature
+            && changed
+            && decide::newly_refused(prev, s, &self.opts.revision)
+        {
+            let note = decide::signed(&Default::default(), s, &self.opts.revision).message;
+            self.publish(
+                &home.name,
+                EventType::Warning,
+                Reason::UnverifiedRevision,
+                note,
+            )
+            .await;
         }
         Ok(outcome)
     }

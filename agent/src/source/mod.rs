@@ -23,6 +23,12 @@
 //! - **Force-pushes** are ordinary updates (force refspec); the old commit stays in the mirror,
 //!   so [`GitSource::changed_paths`] stays exact (`diff.rs`).
 //!
+//! - **Verified commits only, when asked** ([`GitSource::set_verification`], `verify/`): a head
+//!   whose signature (or, in [`verify::Mode::All`], one of whose commits since the last verified
+//!   one) does not verify is refused like an unreachable remote: [`SourceError::Unverified`],
+//!   and the last good revision stays. The last verified commit is kept in the mirror
+//!   (`refs/capstan/verified/…`), so a restarted agent facing a refused head goes on with it.
+//!
 //! Transports: `https://`, `http://`, `ssh://` (with [`SourceConfig::ssh_key`] and
 //! [`SourceConfig::known_hosts`]: `ssh -i KEY -o IdentitiesOnly=yes -o UserKnownHostsFile=FILE
 //! -o StrictHostKeyChecking=yes`), `git://` and local paths (`file://` or a plain path; these run
@@ -39,6 +45,8 @@ mod mirror;
 mod read;
 pub mod release;
 mod remote;
+mod verified;
+pub mod verify;
 
 pub use diff::DiffError;
 pub use mirror::{MirrorError, PACK_LIMIT};
@@ -139,6 +147,9 @@ pub enum SourceError {
     /// Diffing two commits.
     #[error(transparent)]
     Diff(#[from] DiffError),
+    /// The head (or a commit since the last verified one) did not verify: nothing of it is read.
+    #[error("revision {} refused: {}", .0.head, .0)]
+    Unverified(Box<verify::Unverified>),
 }
 
 impl SourceError {
@@ -158,6 +169,19 @@ pub struct GitSource {
     /// The files of `last_good` by path with their blob ids: the next revision's unchanged
     /// files are taken from its tree ([`read::read_tree_after`]).
     last_files: BTreeMap<PathBuf, ObjectId>,
+    /// Which commits must verify, with which keys (`None`: none).
+    verification: Option<Verification>,
+    /// The signature of `last_good`'s head, when verified.
+    verified: Option<verify::Verified>,
+}
+
+/// What a [`GitSource`] verifies before it accepts a revision.
+#[derive(Debug, Clone)]
+pub struct Verification {
+    /// The head alone, or every commit since the last verified one.
+    pub mode: verify::Mode,
+    /// The trusted keys, or why they could not be loaded (then every new revision is refused).
+    pub keys: Result<std::sync::Arc<verify::TrustedKeys>, verify::KeysError>,
 }
 
 impl fmt::Debug for GitSource {
@@ -266,7 +290,26 @@ impl GitSource {
             mirror,
             last_good: None,
             last_files: BTreeMap::new(),
+            verification: None,
+            verified: None,
         })
+    }
+
+    /// The signature of the last good revision, when it was verified.
+    pub fn verified(&self) -> Option<&verify::Verified> {
+        self.verified.as_ref()
+    }
+
+    /// Verify commits from the next sync on (`None`: stop verifying). The keys can change
+    /// between syncs (a rotated Secret).
+    pub fn set_verification(&mut self, verification: Option<Verification>) {
+        self.verification = verification;
+    }
+
+    /// The ref that remembers the last verified commit of the followed reference.
+    fn verified_ref(&self) -> String {
+        self.tracking
+            .replacen("refs/capstan/", "refs/capstan/verified/", 1)
     }
 
     /// The configuration this source was opened with.
@@ -351,6 +394,19 @@ impl GitSource {
         {
             return Ok(SyncOutcome::Unchanged(hex));
         }
+        let verified = match self.verification.clone() {
+            None => None,
+            Some(v) => match self.verify(&v, commit) {
+                Ok(verified) => Some(verified),
+                Err(refused) => {
+                    if self.last_good.is_none() {
+                        self.restore_verified(&v);
+                    }
+                    tracing::warn!(url = %self.display_url, reference = %self.cfg.reference, commit = %hex, reason = refused.refused.why.as_str(), error = %refused, "revision refused: its signature does not verify");
+                    return Err(SourceError::Unverified(Box::new(refused)));
+                }
+            },
+        };
         let previous = self
             .last_good
             .as_ref()
@@ -369,6 +425,10 @@ impl GitSource {
                 .map(|c| c.to_string()),
         };
         tracing::info!(url = %self.display_url, reference = %self.cfg.reference, commit = %revision.commit, ?previous, "source updated");
+        if verified.is_some() {
+            self.mirror.set_tracking(&self.verified_ref(), commit)?;
+        }
+        self.verified = verified;
         self.last_good = Some(revision.clone());
         Ok(SyncOutcome::Updated { previous, revision })
     }

@@ -19,3 +19,4 @@ mod fence;
 mod leader;
 mod not_a_fleet;
 mod pr_plans;
+mod signed;

@@ -18,4 +18,5 @@ mod scaffold;
 mod serve;
 mod source;
 mod source_https;
+mod verify;
 mod webhook_limits;

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod github;
 pub mod http;
 pub mod kubelet;
+pub mod signing;
 pub mod sshd;
 
 use std::net::TcpStream;

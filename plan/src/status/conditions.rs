@@ -22,6 +22,9 @@ pub enum ConditionType {
     /// capstan does not own something it must write (another field manager, an object that is
     /// not the cluster's).
     Conflict,
+    /// With `--verify-commits`: the revision followed verified (False: the newest was refused,
+    /// and an older verified revision is what is applied).
+    Verified,
 }
 
 impl ConditionType {
@@ -31,6 +34,7 @@ impl ConditionType {
             ConditionType::Ready => "Ready",
             ConditionType::Applied => "Applied",
             ConditionType::Conflict => "Conflict",
+            ConditionType::Verified => "Verified",
         }
     }
 }
@@ -167,6 +171,11 @@ reasons! {
         Applied => "Applied",
         /// A pass failed (its Event).
         ReconcileFailed => "ReconcileFailed",
+        // Commit signatures (`--verify-commits`).
+        /// The revision applied is signed by a trusted key.
+        SignatureVerified => "SignatureVerified",
+        /// The newest revision is refused: unsigned, a bad signature or an untrusted key.
+        UnverifiedRevision => "UnverifiedRevision",
         // The tenancy policy's denials (the first word of its message).
         /// Written without the identity's cluster.
         NoCluster => "NoCluster",
@@ -244,6 +253,7 @@ mod tests {
             ConditionType::Ready,
             ConditionType::Applied,
             ConditionType::Conflict,
+            ConditionType::Verified,
         ] {
             assert!(valid(t.as_str()), "{t}");
         }

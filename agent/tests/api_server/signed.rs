@@ -1,0 +1,259 @@
+//! `capstan run --verify-commits` end to end: the real binary follows a repository served by
+//! `git daemon` whose commits are signed by real `ssh-keygen` keys through `git` itself. A
+//! signed head is applied; an unsigned push is refused — nothing of it reaches the API server,
+//! the last verified revision stays live, the ManagedCluster's status and an Event name the
+//! commit and why, and `capstan_commits_refused_total` counts it once; a commit signed by an
+//! untrusted key is refused alike; a signed push afterwards is applied.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::ApiResource;
+
+use crate::source_support::agent::{
+    applied_revision, fleet_with, machine_deployments, post, push_body, value_in,
+    wait_for_revision, wait_metrics,
+};
+use crate::source_support::daemon::GitDaemon;
+use crate::source_support::signing::{Keyring, Signer};
+use crate::source_support::{Upstream, free_port};
+
+const SECRET: &str = "s3cret-for-signed-tests";
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The ManagedCluster's `Verified` condition: (status, reason, message).
+async fn verified(client: &kube::Client, cluster: &str) -> Option<(String, String, String)> {
+    let ar = ApiResource {
+        group: "capstan.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "capstan.dev/v1alpha1".into(),
+        kind: "ManagedCluster".into(),
+        plural: "managedclusters".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
+    let mc = api.get_opt(cluster).await.ok()??;
+    let conds = mc.data["status"]["conditions"].as_array()?.clone();
+    let c = conds.iter().find(|c| c["type"] == "Verified")?;
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+/// Waits (bounded) until the `Verified` condition satisfies `until`.
+async fn wait_verified(
+    client: &kube::Client,
+    cluster: &str,
+    log: &std::path::Path,
+    until: impl Fn(&(String, String, String)) -> bool,
+) -> (String, String, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(c) = verified(client, cluster).await
+            && until(&c)
+        {
+            return c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the Verified condition of {cluster} never got there: {:?}\n{}",
+            verified(client, cluster).await,
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn signed_push(hook: u16, commit: &str) {
+    let body = push_body(commit);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    assert_eq!(post(hook, &body, Some(&sig)), 202);
+}
+
+#[tokio::test]
+async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("sig", &["w-sig"]);
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&file_refs);
+    let (path, original) = files
+        .iter()
+        .find(|(p, _)| p.contains("w-sig"))
+        .cloned()
+        .unwrap();
+    assert_eq!(original.matches("count: 2").count(), 1);
+    let scale = |n: u32| original.replacen("count: 2", &format!("count: {n}"), 1);
+
+    // The platform team's key is trusted; mallory's is not.
+    let keys = Keyring::new();
+    let team = keys.ssh_key("team", "ed25519");
+    let mallory = keys.ssh_key("mallory", "ed25519");
+    let allowed = keys.dir.path().join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!("platform@example.com {}\n", keys.ssh_public(&team)),
+    )
+    .unwrap();
+    let c1 = keys.commit(&up.work, &Signer::Ssh(team.clone()), "signed by the team");
+    up.push();
+
+    let daemon = GitDaemon::start(&up.root);
+    let hook = free_port();
+    let metrics_port = free_port();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main"])
+        .args([
+            "--interval",
+            "1h",
+            "--management",
+            "m-sig",
+            "--verify-commits",
+        ])
+        .arg("--allowed-signers")
+        .arg(&allowed)
+        .arg("--webhook-addr")
+        .arg(format!("127.0.0.1:{hook}"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .arg("--kubeconfig")
+        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
+        .arg("--cache-dir")
+        .arg(tmp.path().join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+
+    // The signed head is applied, and its status says who signed it.
+    assert!(
+        wait_for_revision(&client, "w-sig", &c1, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "the signed revision was not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let (status, reason, message) = wait_verified(&client, "w-sig", &log, |c| c.0 == "True").await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "SignatureVerified")
+    );
+    assert!(message.contains("platform@example.com"), "{message}");
+    let md = machine_deployments(&client, "t-sig");
+    assert_eq!(
+        md.get("w-sig-md-0").await.unwrap().data["spec"]["replicas"],
+        2
+    );
+    let ready = (0..100).find(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", hook)).is_ok()
+    });
+    assert!(ready.is_some());
+
+    // An unsigned push that scales the cluster: refused.
+    let c2 = up.commit_and_push(&[(&path, &scale(3))], &[], "unsigned scale");
+    signed_push(hook, &c2);
+    let unsigned = "capstan_commits_refused_total{reason=\"unsigned\"}";
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, unsigned) == 1.0
+    })
+    .await;
+    let (_, reason, message) = wait_verified(&client, "w-sig", &log, |c| c.0 == "False").await;
+    assert_eq!(reason, "UnverifiedRevision");
+    assert!(
+        message.contains(&format!("revision {c2} not applied ({c1} stays live)"))
+            && message.contains("the commit is not signed"),
+        "{message}"
+    );
+    // Nothing of it applied: the live revision and the MachineDeployment are c1's.
+    assert_eq!(
+        applied_revision(&client, "w-sig").await.as_deref(),
+        Some(c1.as_str())
+    );
+    assert_eq!(
+        md.get("w-sig-md-0").await.unwrap().data["spec"]["replicas"],
+        2
+    );
+    // The Event on the ManagedCluster says why.
+    let events: Api<Event> = Api::namespaced(client.clone(), "capstan-system");
+    let listed = events
+        .list(&ListParams::default().fields("involvedObject.name=w-sig"))
+        .await
+        .unwrap();
+    let ev = listed
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("UnverifiedRevision"))
+        .unwrap_or_else(|| panic!("no UnverifiedRevision event: {:?}", listed.items));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(
+        ev.message.as_deref().unwrap_or_default().contains(&c2),
+        "{ev:?}"
+    );
+
+    // The same refused head seen again (another push of it) is not counted twice.
+    let loads = "capstan_revisions_total{trigger=\"webhook\"}";
+    let before = value_in(&crate::source_support::agent::scrape(metrics_port), loads);
+    signed_push(hook, &c2);
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, loads) > before
+    })
+    .await;
+    assert_eq!(value_in(&text, unsigned), 1.0);
+
+    // Signed by a key that is not trusted: refused too, and counted as such.
+    up.write(&[(&path, &scale(5))]);
+    let c3 = keys.commit(&up.work, &Signer::Ssh(mallory), "signed by mallory");
+    up.push();
+    signed_push(hook, &c3);
+    let untrusted = "capstan_commits_refused_total{reason=\"untrusted_key\"}";
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, untrusted) == 1.0
+    })
+    .await;
+    let (_, _, message) = wait_verified(&client, "w-sig", &log, |c| c.2.contains(&c3)).await;
+    assert!(message.contains("not an allowed signer"), "{message}");
+    assert_eq!(
+        applied_revision(&client, "w-sig").await.as_deref(),
+        Some(c1.as_str())
+    );
+    assert_eq!(
+        md.get("w-sig-md-0").await.unwrap().data["spec"]["replicas"],
+        2
+    );
+
+    // The team signs a fix: applied, and verified again.
+    up.write(&[(&path, &scale(4))]);
+    let c4 = keys.commit(&up.work, &Signer::Ssh(team), "signed by the team again");
+    up.push();
+    signed_push(hook, &c4);
+    assert!(
+        wait_for_revision(&client, "w-sig", &c4, Duration::from_secs(60))
+            .await
+            .is_some(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(
+        md.get("w-sig-md-0").await.unwrap().data["spec"]["replicas"],
+        4
+    );
+    let (status, _, _) = wait_verified(&client, "w-sig", &log, |c| c.0 == "True").await;
+    assert_eq!(status, "True");
+}
