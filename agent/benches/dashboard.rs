@@ -1,5 +1,6 @@
 //! Benchmark (prints figures; not a test): the dashboard's pages over a fleet of N workload
-//! clusters (default 3,000; `CAPSTAN_BENCH_CLUSTERS` overrides), each with a status object, a
+//! clusters (100, 1,000 and 3,000, each in a process of its own so that its memory is its own;
+//! `CAPSTAN_BENCH_CLUSTERS` runs one size), each with a status object, a
 //! control plane, two MachineDeployments and five Machines in the stores, in five waves.
 //!
 //! Prints the memory the stores take (VmRSS before and after filling them) and, for each page,
@@ -44,10 +45,20 @@ fn object(v: serde_json::Value) -> DynamicObject {
 }
 
 fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
+    let Some(n) = std::env::var("CAPSTAN_BENCH_CLUSTERS")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000);
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        for n in [100, 1000, 3000] {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(std::env::args_os().skip(1))
+                .env("CAPSTAN_BENCH_CLUSTERS", n.to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "the run over {n} clusters failed");
+        }
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let before = rss_kib();
     let phases = [

@@ -337,10 +337,6 @@ pub fn dashboard(
 ) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        let watched = crate::dashboard::Watched::start(&conn.client, repo).await;
-        let app = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
-            watched, None, None, None,
-        ));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
@@ -353,12 +349,11 @@ pub fn dashboard(
                 .stderr(std::process::Stdio::null())
                 .spawn();
         }
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("serving the dashboard")?;
+        crate::dashboard::server::serve_local(&conn.client, repo, listener, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("serving the dashboard")?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

@@ -276,6 +276,13 @@ impl Watched {
             .collect()
     }
 
+    /// The status object of one cluster (no copy of the others).
+    pub fn status_of(&self, name: &str) -> Option<ManagedCluster> {
+        self.statuses
+            .get(&reflector::ObjectRef::new(name).within(status::NAMESPACE))
+            .map(|m| (*m).clone())
+    }
+
     /// The objects of one kind that belong to Cluster API cluster `name`: labelled so (what
     /// Cluster API puts on Machines), naming it (`spec.clusterName`), or named after it as
     /// capstan renders control planes (`<cluster>`, `<cluster>-etcd`).
@@ -286,7 +293,7 @@ impl Watched {
         store
             .state()
             .into_iter()
-            .filter(|o| cluster_of(o).as_deref() == Some(name))
+            .filter(|o| belongs_to(o, name))
             .map(|o| {
                 let mut v = serde_json::to_value(&*o).unwrap_or_default();
                 if let Some(t) = o.types.as_ref() {
@@ -330,6 +337,28 @@ pub fn cluster_of(o: &DynamicObject) -> Option<String> {
         Some("KubeadmControlPlane") => Some(name),
         Some("EtcdadmCluster") => name.strip_suffix("-etcd").map(str::to_string),
         _ => None,
+    }
+}
+
+/// Whether `o` belongs to cluster `name`, by [`cluster_of`]'s rules, without allocating: the
+/// cluster page asks it of every watched object.
+fn belongs_to(o: &DynamicObject, name: &str) -> bool {
+    if let Some(c) = o
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
+    {
+        return c == name;
+    }
+    if let Some(c) = o.data.pointer("/spec/clusterName").and_then(Value::as_str) {
+        return c == name;
+    }
+    let own = o.metadata.name.as_deref().unwrap_or_default();
+    match o.types.as_ref().map(|t| t.kind.as_str()) {
+        Some("KubeadmControlPlane") => own == name,
+        Some("EtcdadmCluster") => own.strip_suffix("-etcd") == Some(name),
+        _ => false,
     }
 }
 

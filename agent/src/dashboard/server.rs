@@ -116,6 +116,21 @@ fn value(v: &impl serde::Serialize) -> minijinja::Value {
     minijinja::Value::from(minijinja::value::Serde(v))
 }
 
+/// `capstan dashboard`'s server: the pages over what `client` may read (no token checks: the
+/// client's own credentials already decided what is watched), on `listener`, until `shutdown`.
+pub async fn serve_local(
+    client: &kube::Client,
+    repo: Option<String>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let watched = Watched::start(client, repo).await;
+    let app = router(Dashboard::new(watched, None, None, None));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// The dashboard's router.
 pub fn router(d: Arc<Dashboard>) -> Router {
     let checked = Router::new()
@@ -247,26 +262,29 @@ async fn cluster(
     axum::Extension(user): axum::Extension<User>,
     Path(name): Path<String>,
 ) -> Response {
-    let statuses = d.watched.statuses();
-    let Some(mc) = statuses
-        .iter()
-        .find(|m| m.metadata.name.as_deref() == Some(name.as_str()))
-    else {
+    let Some(mc) = d.watched.status_of(&name) else {
         return (StatusCode::NOT_FOUND, format!("no cluster {name}")).into_response();
     };
-    let row = view::rows(
-        std::slice::from_ref(mc),
-        &d.watched.versions(),
-        d.watched.repo.as_deref(),
-    )
-    .remove(0);
     let owners: Vec<serde_json::Value> =
         ["KubeadmControlPlane", "EtcdadmCluster", "MachineDeployment"]
             .iter()
             .flat_map(|k| d.watched.of_cluster(k, &name))
             .collect();
+    // Its version, from its own control plane: the others are not read.
+    let versions = owners
+        .iter()
+        .find(|o| o["kind"] == "KubeadmControlPlane")
+        .and_then(|o| o.pointer("/spec/version").and_then(|v| v.as_str()))
+        .map(|v| [(name.clone(), v.to_string())].into_iter().collect())
+        .unwrap_or_default();
+    let row = view::rows(
+        std::slice::from_ref(&mc),
+        &versions,
+        d.watched.repo.as_deref(),
+    )
+    .remove(0);
     let machines = d.watched.of_cluster("Machine", &name);
-    let page = view::cluster(mc, row, &owners, &machines);
+    let page = view::cluster(&mc, row, &owners, &machines);
     d.page(
         "cluster.html",
         &user,

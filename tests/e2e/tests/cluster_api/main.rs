@@ -1,5 +1,5 @@
 //! The scenarios on the real Cluster API controllers: the lifecycle, ordered upgrades and the
-//! upgrade soak and the stage timeout.
+//! upgrade soak, the stage timeout, and the dashboard following all of it in a browser.
 //!
 //! CAPD's in-memory backend listens on a fixed port, so one process on the machine runs the
 //! controllers at a time: every test here shares the one control plane with controllers
@@ -7,6 +7,7 @@
 //! its own. Each former test file is a module and its tests keep their names under it
 //! (`upgrades::...`).
 
+mod dashboard;
 mod lifecycle;
 mod soak;
 mod timing;
