@@ -7,7 +7,9 @@
 //! the time to answer it (the median of 20 requests through the router, as a browser's would
 //! arrive) and its size: the fleet (all rows, the first 500 listed), the fleet filtered to one
 //! phase, the waves page and one cluster's page. The stores are filled directly (what the
-//! watches would hold after their first lists); rendering is the part measured.
+//! watches would hold after their first lists: objects shaped like the API server's — a control
+//! plane's kubeadm configuration, conditions, addresses — slimmed as the watches slim them);
+//! rendering is the part measured.
 //!
 //! Run: `cargo bench -p capstan --bench dashboard`.
 
@@ -40,8 +42,32 @@ fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
     }
 }
 
+/// Metadata as the API server returns it (labels, owner, finalizer, annotations).
+fn meta(name: &str, ns: &str, cluster: &str, deployment: Option<&str>) -> serde_json::Value {
+    let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster, "capstan.dev/cluster": cluster, "capstan.dev/management": "mgmt"});
+    if let Some(d) = deployment {
+        labels["cluster.x-k8s.io/deployment-name"] = d.into();
+        labels["cluster.x-k8s.io/set-name"] = format!("{d}-5f6d7c8b9").into();
+    }
+    json!({"name": name, "namespace": ns, "uid": "6f1c2b7e-3d4a-4e5f-9a8b-7c6d5e4f3a2b", "resourceVersion": "123456",
+        "generation": 2, "creationTimestamp": "2026-11-01T10:00:00Z", "labels": labels,
+        "annotations": {"capstan.dev/hash": "sha256-0123456789abcdef0123456789abcdef"},
+        "finalizers": ["cluster.cluster.x-k8s.io"],
+        "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": cluster, "uid": "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "controller": true}]})
+}
+
+/// `n` conditions as Cluster API writes them.
+fn conditions(n: usize) -> Vec<serde_json::Value> {
+    (0..n)
+        .map(|c| json!({"type": format!("Condition{c}"), "status": "True", "reason": "Ready",
+            "message": "all good: the machine's node is healthy and every check passed", "lastTransitionTime": "2026-11-01T10:05:00Z", "observedGeneration": 2}))
+        .collect()
+}
+
+/// An object as the API server sends it, slimmed at once as the watches do (so that what the
+/// process holds is what the stores would).
 fn object(v: serde_json::Value) -> DynamicObject {
-    serde_json::from_value(v).unwrap()
+    capstan::dashboard::slim(serde_json::from_value(v).unwrap())
 }
 
 fn main() {
@@ -90,20 +116,44 @@ fn main() {
         });
         statuses.push(mc);
         let ns = format!("t-{i}");
+        // As the API server has them (managed fields aside): the watches slim them to what the
+        // pages read, as `Watched::fixed` does here.
         kcps.push(object(json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"replicas": 3, "version": "v1.34.1"},
-            "status": {"upToDateReplicas": 3, "availableReplicas": 3}})));
+            "metadata": meta(&name, &ns, &name, None),
+            "spec": {"replicas": 3, "version": "v1.34.1",
+                "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": format!("{name}-control-plane-1a2b3c")}}},
+                "kubeadmConfigSpec": {"clusterConfiguration": {"apiServer": {"extraArgs": [{"name": "audit-log-maxage", "value": "30"}, {"name": "profiling", "value": "false"}]},
+                    "controllerManager": {"extraArgs": [{"name": "profiling", "value": "false"}]}, "imageRepository": "public.ecr.aws/eks-distro/kubernetes"},
+                    "files": (0..6).map(|f| json!({"path": format!("/etc/kubernetes/file-{f}.yaml"), "owner": "root:root", "content": "x".repeat(600)})).collect::<Vec<_>>(),
+                    "preKubeadmCommands": ["hostnamectl set-hostname '{{ ds.meta_data.hostname }}'", "echo '127.0.0.1 localhost' >> /etc/hosts"],
+                    "users": [{"name": "capv", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKZs2mOeKJsYFq0dG8dM0aN7cXgk7yVqTq9E0yM2yZ5D admin"], "sudo": "ALL=(ALL) NOPASSWD:ALL"}]}},
+            "status": {"replicas": 3, "readyReplicas": 3, "upToDateReplicas": 3, "availableReplicas": 3, "observedGeneration": 2, "version": "v1.34.1",
+                "initialization": {"controlPlaneInitialized": true}, "conditions": conditions(9)}})));
         for g in 0..2 {
+            let md = format!("{name}-md-{g}");
             mds.push(object(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
-                "metadata": {"name": format!("{name}-md-{g}"), "namespace": ns},
-                "spec": {"clusterName": name, "replicas": 1, "template": {"spec": {"version": "v1.34.1"}}},
-                "status": {"upToDateReplicas": 1, "availableReplicas": 1}})));
+                "metadata": meta(&md, &ns, &name, None),
+                "spec": {"clusterName": name, "replicas": 1, "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
+                    "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
+                    "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
+                        "spec": {"clusterName": name, "version": "v1.34.1",
+                            "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": format!("{md}-4d5e6f")}},
+                            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": format!("{md}-7a8b9c")}}}},
+                "status": {"replicas": 1, "readyReplicas": 1, "upToDateReplicas": 1, "availableReplicas": 1, "observedGeneration": 1,
+                    "selector": format!("cluster.x-k8s.io/cluster-name={name},cluster.x-k8s.io/deployment-name={md}"), "conditions": conditions(8)}})));
         }
         for m in 0..5 {
+            let machine = format!("{name}-m-{m}");
+            let md = format!("{name}-md-{}", m % 2);
             machines.push(object(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                "metadata": {"name": format!("{name}-m-{m}"), "namespace": ns,
-                    "labels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": format!("{name}-md-{}", m % 2)}},
-                "spec": {"version": "v1.34.1"}, "status": {"phase": "Running"}})));
+                "metadata": meta(&machine, &ns, &name, Some(&md)),
+                "spec": {"clusterName": name, "version": "v1.34.1", "providerID": format!("vsphere://4237{i:05}-{m}"),
+                    "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": machine}, "dataSecretName": machine},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": machine}},
+                "status": {"phase": "Running", "observedGeneration": 2, "nodeRef": {"name": machine},
+                    "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{m}", i / 250, i % 250)}, {"type": "Hostname", "address": machine}],
+                    "nodeInfo": {"kubeletVersion": "v1.34.1", "kernelVersion": "6.8.0-1015", "osImage": "Bottlerocket OS 1.30.0", "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64"},
+                    "conditions": conditions(10)}})));
         }
     }
     let watched = Watched::fixed(

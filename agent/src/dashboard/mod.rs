@@ -116,25 +116,49 @@ impl Drop for Watched {
     }
 }
 
-/// Drops what a page never shows before an object enters a store.
-fn slim(mut o: DynamicObject) -> DynamicObject {
-    o.metadata.managed_fields = None;
-    o.metadata.annotations = None;
-    if let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.retain(|k, _| {
-            matches!(
-                k.as_str(),
-                "replicas" | "version" | "template" | "clusterName"
-            )
-        });
-        if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
-            t.retain(|k, _| k == "spec");
-            if let Some(s) = t.get_mut("spec").and_then(Value::as_object_mut) {
-                s.retain(|k, _| k == "version");
+/// Drops what a page never shows before an object enters a store: of the metadata, the name,
+/// namespace, the two Cluster API labels the pages group by; of the spec, the counts and
+/// versions; of the status, the machine counts and a Machine's phase. Real objects carry much
+/// more (a control plane's whole kubeadm configuration, every condition, a Machine's addresses),
+/// and the agent holds these stores for as long as it runs.
+pub fn slim(o: DynamicObject) -> DynamicObject {
+    const LABELS: [&str; 2] = [
+        "cluster.x-k8s.io/cluster-name",
+        "cluster.x-k8s.io/deployment-name",
+    ];
+    let labels = o.metadata.labels.map(|mut l| {
+        l.retain(|k, _| LABELS.contains(&k.as_str()));
+        l
+    });
+    let keep = |v: Option<&Value>, fields: &[&str]| -> Value {
+        let mut out = serde_json::Map::new();
+        if let Some(m) = v.and_then(Value::as_object) {
+            for f in fields {
+                if let Some(x) = m.get(*f) {
+                    out.insert((*f).to_string(), x.clone());
+                }
             }
         }
+        Value::Object(out)
+    };
+    let mut spec = keep(o.data.get("spec"), &["replicas", "version", "clusterName"]);
+    if let Some(version) = o.data.pointer("/spec/template/spec/version") {
+        spec["template"] = serde_json::json!({"spec": {"version": version}});
     }
-    o
+    let status = keep(
+        o.data.get("status"),
+        &["upToDateReplicas", "availableReplicas", "phase"],
+    );
+    DynamicObject {
+        types: o.types,
+        metadata: kube::api::ObjectMeta {
+            name: o.metadata.name,
+            namespace: o.metadata.namespace,
+            labels,
+            ..Default::default()
+        },
+        data: serde_json::json!({"spec": spec, "status": status}),
+    }
 }
 
 impl Watched {
@@ -198,8 +222,8 @@ impl Watched {
         }
     }
 
-    /// Stores filled with the given objects and nothing watched: the pages' tests and
-    /// benchmarks.
+    /// Stores filled with the given objects (slimmed as the watches would) and nothing watched:
+    /// the pages' tests and benchmarks.
     pub fn fixed(
         statuses: Vec<ManagedCluster>,
         objects: Vec<(&'static str, ApiResource, Vec<DynamicObject>)>,
@@ -215,7 +239,7 @@ impl Watched {
             let mut w = reflector::store::Writer::new(ar);
             w.apply_watcher_event(&watcher::Event::Init);
             for o in objs {
-                w.apply_watcher_event(&watcher::Event::InitApply(o));
+                w.apply_watcher_event(&watcher::Event::InitApply(slim(o)));
             }
             w.apply_watcher_event(&watcher::Event::InitDone);
             stores.insert(kind, w.as_reader());
