@@ -28,6 +28,7 @@ pub mod github;
 pub mod install;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub use capstan_client::{k8s, live, status};
 pub use capstan_plan as plan;
 pub use capstan_plan::health;
