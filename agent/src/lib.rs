@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! main ─ cmd ─ daemon ─ cli ─ github ─ serve
+//!              │    └─ notify   │
 //!              │         │      │
 //!              │         │      ├─ install ─ reconcile ─ backup, schedule
 //!              │         │      └─ source

@@ -160,7 +160,8 @@ mod tests {
             conflict: true,
             ..seen(Phase::Ready)
         };
-        let table: Vec<(Option<Seen>, Seen, Vec<(EventKind, Option<&str>)>)> = vec![
+        type Row = (Option<Seen>, Seen, Vec<(EventKind, Option<&'static str>)>);
+        let table: Vec<Row> = vec![
             (None, seen(Phase::Failed), vec![(Failed, None)]),
             (None, seen(Phase::Ready), vec![]),
             (
