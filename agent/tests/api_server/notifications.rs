@@ -4,7 +4,9 @@
 //! refuses makes a cluster Failed, and it stays Failed over several retried passes: each
 //! stand-in receives that one Failed notification in its documented shape (Slack after a 500,
 //! Teams after a 429 whose Retry-After is honoured; the webhook signed with the Secret's key),
-//! while one endpoint never answers and the passes still complete.
+//! while one endpoint never answers and the passes still complete. The revision fixed and
+//! Cluster API's status written as its controllers would, the cluster comes Ready and that is
+//! notified once.
 
 use std::collections::VecDeque;
 use std::process::{Child, Command, Stdio};
@@ -17,9 +19,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::source_support::agent::{fleet_with, value_in, wait_metrics, write_files};
 use crate::source_support::free_port;
@@ -97,6 +99,113 @@ async fn phase(client: &kube::Client, cluster: &str) -> Option<String> {
     o.data["status"]["phase"].as_str().map(str::to_string)
 }
 
+async fn wait_until_phase(
+    client: &kube::Client,
+    cluster: &str,
+    want: &str,
+    log: &dyn Fn() -> String,
+) {
+    let start = Instant::now();
+    while phase(client, cluster).await.as_deref() != Some(want) {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "{cluster} never {want} (is {:?}):\n{}",
+            phase(client, cluster).await,
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1beta2".into(),
+        api_version: format!("{group}/v1beta2"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Writes what Cluster API's controllers report of a converged cluster: the Cluster Available,
+/// its control plane and MachineDeployment observed and rolled out, the MachineSet of the
+/// current template with every machine available.
+async fn converge(client: &kube::Client, ns: &str, cluster: &str) {
+    let pp = PatchParams::apply("capi-controller").force();
+    let write = |r: ApiResource, name: String, status: Value| {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &r);
+        let pp = pp.clone();
+        async move {
+            let generation = api.get(&name).await.unwrap().metadata.generation.unwrap();
+            let mut status = status;
+            status["observedGeneration"] = json!(generation);
+            for c in status["conditions"].as_array_mut().into_iter().flatten() {
+                c["observedGeneration"] = json!(generation);
+                c["lastTransitionTime"] = json!("2026-11-28T00:00:00Z");
+                c["message"] = json!("");
+            }
+            let body = json!({"apiVersion": r.api_version, "kind": r.kind, "status": status});
+            api.patch_status(&name, &pp, &Patch::Apply(body))
+                .await
+                .unwrap();
+        }
+    };
+    let rolled = |n: i64| {
+        json!({"replicas": n, "upToDateReplicas": n, "availableReplicas": n, "readyReplicas": n,
+            "conditions": [{"type": "RollingOut", "status": "False", "reason": "NotRollingOut"}]})
+    };
+    let kcp = ar(
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+        "kubeadmcontrolplanes",
+    );
+    let mds = ar(
+        "cluster.x-k8s.io",
+        "MachineDeployment",
+        "machinedeployments",
+    );
+    let sets = ar("cluster.x-k8s.io", "MachineSet", "machinesets");
+    let n_of = |r: &ApiResource, name: String| {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, r);
+        async move {
+            api.get(&name).await.unwrap().data["spec"]["replicas"]
+                .as_i64()
+                .unwrap_or(1)
+        }
+    };
+    let cp_n = n_of(&kcp, cluster.to_string()).await;
+    write(kcp.clone(), cluster.to_string(), rolled(cp_n)).await;
+    let md = format!("{cluster}-md-0");
+    let md_api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &mds);
+    let md_obj = md_api.get(&md).await.unwrap();
+    let n = md_obj.data["spec"]["replicas"].as_i64().unwrap_or(1);
+    let labels =
+        json!({"cluster.x-k8s.io/cluster-name": cluster, "cluster.x-k8s.io/deployment-name": md});
+    let set_api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &sets);
+    let ms = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+        "metadata": {"name": format!("{md}-x"), "namespace": ns, "labels": labels},
+        "spec": {"clusterName": cluster, "replicas": n, "selector": {"matchLabels": labels},
+                 "template": md_obj.data["spec"]["template"].clone()}});
+    set_api
+        .patch(&format!("{md}-x"), &pp, &Patch::Apply(ms))
+        .await
+        .unwrap();
+    let ms_status = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+        "status": {"replicas": n, "availableReplicas": n, "readyReplicas": n, "upToDateReplicas": n}});
+    set_api
+        .patch_status(&format!("{md}-x"), &pp, &Patch::Apply(ms_status))
+        .await
+        .unwrap();
+    write(mds, md, rolled(n)).await;
+    let capi = ar("cluster.x-k8s.io", "Cluster", "clusters");
+    write(
+        capi,
+        cluster.to_string(),
+        json!({"conditions": [{"type": "Available", "status": "True", "reason": "Available"}]}),
+    )
+    .await;
+}
+
 const FLEET: &str = "apiVersion: capstan.dev/v1alpha1
 kind: FleetConfig
 spec:
@@ -115,7 +224,7 @@ spec:
 ";
 
 #[tokio::test]
-async fn a_failed_cluster_is_notified_once_to_each_provider_and_nothing_waits_for_them() {
+async fn failed_then_ready_is_notified_once_per_change_and_no_endpoint_holds_a_pass() {
     let cp = capstan_harness::shared().await;
     let admin = cp.client();
     let (slack, slack_url) = stand_in(&[Answer::Status(500)]).await;
@@ -266,6 +375,57 @@ async fn a_failed_cluster_is_notified_once_to_each_provider_and_nothing_waits_fo
         &hex::decode(sig.strip_prefix("sha256=").unwrap()).unwrap(),
     )
     .expect("signed with the Secret's key");
+
+    // The revision fixed: a-note applies (Progressing: no Cluster API controller runs here), then
+    // what the controllers would report (everything observed, rolled out, Available) makes it
+    // Ready, and Ready is notified once where alerts want it.
+    std::fs::remove_file(repo.join("clusters/m-note/workload-clusters/a-note/broken.yaml"))
+        .unwrap();
+    wait_until_phase(&admin, "a-note", "Progressing", &the_log).await;
+    converge(&admin, "t-note", "a-note").await;
+    wait_until_phase(&admin, "a-note", "Ready", &the_log).await;
+    let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        ["slack", "teams", "webhook"].iter().all(|p| {
+            value_in(
+                t,
+                &format!("capstan_notifications_total{{provider=\"{p}\",result=\"sent\"}}"),
+            ) >= 2.0
+        })
+    })
+    .await;
+    let events = |s: &Stand| -> Vec<String> {
+        s.bodies()
+            .iter()
+            .map(|v| {
+                v["text"]
+                    .as_str()
+                    .or(v["attachments"][0]["content"]["body"][0]["text"].as_str())
+                    .or(v["summary"].as_str())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let slack_got = events(&slack);
+    assert_eq!(slack_got.len(), 3, "{slack_got:?}");
+    assert!(
+        slack_got[2].contains("a-note is Ready at local"),
+        "{slack_got:?}"
+    );
+    let teams_got = events(&teams);
+    assert_eq!(teams_got.len(), 3, "{teams_got:?}");
+    assert!(teams_got[2].contains("a-note Ready"), "{teams_got:?}");
+    let audit_got = audit.bodies();
+    assert_eq!(audit_got.len(), 2, "{audit_got:?}");
+    assert_eq!(audit_got[1]["event"]["event"], "Ready");
+    assert_eq!(audit_got[1]["event"]["phase"], "Ready");
+    assert_eq!(
+        value_in(
+            &text,
+            "capstan_notifications_total{provider=\"slack\",result=\"failed\"}"
+        ),
+        0.0
+    );
 
     // The URLs are credentials: never in the agent's log.
     let l = the_log();
