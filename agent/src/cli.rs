@@ -519,6 +519,10 @@ pub struct RunArgs {
     /// Poll interval (e.g. 30s, 5m).
     #[arg(long, default_value = "1m", value_parser = parse_interval)]
     pub interval: std::time::Duration,
+    /// The first retry's delay of a notification that failed (429 without Retry-After, 5xx,
+    /// no answer), doubled for each of its five attempts.
+    #[arg(long, default_value = "2s", value_parser = parse_interval)]
+    pub notify_retry_backoff: std::time::Duration,
     /// Listen for GitHub push webhooks here (needs --webhook-secret-file or $CAPSTAN_WEBHOOK_SECRET).
     #[arg(long)]
     pub webhook_addr: Option<std::net::SocketAddr>,

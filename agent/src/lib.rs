@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! main ─ cmd ─ daemon ─ cli ─ github ─ serve
+//!              │    └─ notify   │
 //!              │         │      │
 //!              │         │      ├─ install ─ reconcile ─ backup, schedule
 //!              │         │      └─ source
@@ -28,6 +29,7 @@ pub mod github;
 pub mod install;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub use capstan_client::{k8s, live, status};
 pub use capstan_plan as plan;
 pub use capstan_plan::health;

@@ -21,7 +21,10 @@
 //! `capstan_wave_clusters{wave,state}` (workload clusters per wave and standing; the wave names
 //! come from the fleet config, validated and few, and the family is replaced wholesale),
 //! `capstan_commits_refused_total{reason}` (head commits `--verify-commits` refused, each once,
-//! by [`crate::source::verify::Why`]).
+//! by [`crate::source::verify::Why`]),
+//! `capstan_notifications_total{provider,result}` (phase-change notifications, by provider type
+//! and [`NotifyResult`]: sent, failed, retried, dropped on a full queue, deduplicated or rate
+//! limited; [`crate::notify`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -198,6 +201,53 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// What became of a phase-change notification ([`crate::notify`]).
+    NotifyResult {
+        /// The endpoint accepted it.
+        Sent => "sent",
+        /// Given up on: refused (a 4xx other than 429), out of retries, or no URL in the Secret.
+        Failed => "failed",
+        /// An attempt failed and is retried after a backoff.
+        Retried => "retried",
+        /// Not queued: the sender's queue was full (the reconcile never waits for it).
+        Dropped => "dropped",
+        /// Already sent for this cluster, event, reason and revision.
+        Deduplicated => "deduplicated",
+        /// Over the alert's perMinute.
+        RateLimited => "rate_limited",
+    }
+}
+
+label_enum! {
+    /// A notification provider's type, as a label.
+    NotifyProvider {
+        /// Slack incoming webhook.
+        Slack => "slack",
+        /// Microsoft Teams workflow webhook.
+        Teams => "teams",
+        /// Generic signed webhook.
+        Webhook => "webhook",
+    }
+}
+
+impl From<capstan_layout::config::notifications::ProviderKind> for NotifyProvider {
+    fn from(k: capstan_layout::config::notifications::ProviderKind) -> Self {
+        use capstan_layout::config::notifications::ProviderKind as K;
+        match k {
+            K::Slack => NotifyProvider::Slack,
+            K::Teams => NotifyProvider::Teams,
+            K::Webhook => NotifyProvider::Webhook,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NotifyLabels {
+    provider: NotifyProvider,
+    result: NotifyResult,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct GitHubLabels {
     result: GitHubResult,
@@ -327,6 +377,7 @@ pub struct Metrics {
     upgrades_held: Family<HoldLabels, Counter>,
     wave_clusters: Family<WaveLabels, Gauge>,
     commits_refused: Family<RefusalLabels, Counter>,
+    notifications: Family<NotifyLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -357,6 +408,17 @@ impl Metrics {
         let upgrades_held = Family::<HoldLabels, Counter>::default();
         let wave_clusters = Family::<WaveLabels, Gauge>::default();
         let commits_refused = Family::<RefusalLabels, Counter>::default();
+        let notifications = Family::<NotifyLabels, Counter>::default();
+        registry.register(
+            "capstan_notifications",
+            "Phase-change notifications, by provider type and result (sent, failed, retried, dropped, deduplicated, rate_limited)",
+            notifications.clone(),
+        );
+        for &provider in NotifyProvider::ALL {
+            for &result in NotifyResult::ALL {
+                let _ = notifications.get_or_create(&NotifyLabels { provider, result });
+            }
+        }
         registry.register(
             "capstan_commits_refused",
             "Head commits refused by --verify-commits (unsigned, bad signature, untrusted, expired or revoked key, ...), each once, by reason",
@@ -500,7 +562,22 @@ impl Metrics {
             upgrades_held,
             wave_clusters,
             commits_refused,
+            notifications,
         }
+    }
+
+    /// Counts a notification's fate.
+    pub fn inc_notification(&self, provider: NotifyProvider, result: NotifyResult) {
+        self.notifications
+            .get_or_create(&NotifyLabels { provider, result })
+            .inc();
+    }
+
+    /// The notifications so far with this fate.
+    pub fn notifications(&self, provider: NotifyProvider, result: NotifyResult) -> u64 {
+        self.notifications
+            .get_or_create(&NotifyLabels { provider, result })
+            .get()
     }
 
     /// Counts a head commit refused by commit verification.

@@ -22,6 +22,10 @@
 //!     healthGate: true            # a wave starts once the waves before it are Ready at the revision
 //!     maintenanceWindows:         # upgrades start only inside one (UTC)
 //!     - {days: [Sat, Sun], start: "02:00", duration: 4h}
+//!   notifications:                # phase changes to Slack, Teams, webhooks ([`notifications`])
+//!     secretRef: capstan-system/capstan-notifications
+//!     providers: [{name: chat, type: slack}]
+//!     alerts: [{provider: chat, events: [Failed, Ready]}]
 //! ```
 //!
 //! Why a file of its own: a cluster spec is EKS Anywhere's format, and fleet-wide settings
@@ -35,6 +39,8 @@
 //! a field of [`FleetConfig`] (the validated form), and a `check_<section>` function called from
 //! [`parse`]. Parsing is pure: documents the release section names are fetched by the agent and
 //! checked against the pins in [`crate::fleet`].
+
+pub mod notifications;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +78,9 @@ pub struct RawSpec {
     /// How upgrades go out across the fleet.
     #[serde(default)]
     pub rollout: Option<RawRollout>,
+    /// Where phase changes are sent.
+    #[serde(default)]
+    pub notifications: Option<notifications::RawNotifications>,
 }
 
 /// `spec.rollout`, as written.
@@ -149,6 +158,8 @@ pub struct FleetConfig {
     /// How upgrades go out; None: no `rollout` section (every cluster at once, the agent's
     /// stage settings).
     pub rollout: Option<Rollout>,
+    /// Where phase changes are sent; None: nowhere.
+    pub notifications: Option<notifications::Notifications>,
 }
 
 /// When a control plane's rollout counts as done and the next stage may start.
@@ -386,12 +397,16 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
         file: file.to_path_buf(),
         release: None,
         rollout: None,
+        notifications: None,
     };
     if let Some(r) = &spec.release {
         config.release = check_release(r, &sd, &mut diags);
     }
     if let Some(r) = &spec.rollout {
         config.rollout = Some(check_rollout(r, &sd, &mut diags));
+    }
+    if let Some(n) = &spec.notifications {
+        config.notifications = Some(notifications::check(n, &sd, &mut diags));
     }
     let ok = !capstan_templates::diag::has_errors(&diags);
     (ok.then_some(config), diags)

@@ -554,6 +554,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         github: None,
         ca_file: args.ca_file.clone(),
         verify,
+        notify: crate::notify::SenderConfig {
+            backoff: args.notify_retry_backoff,
+            ..Default::default()
+        },
     };
     super::runtime()?.block_on(async {
         // The GitHub client lives on the runtime (its HTTP stack spawns tasks).

@@ -78,6 +78,8 @@ pub(super) struct Driver {
     paced: BTreeSet<String>,
     /// The last head commit verification refused, counted once however often it is seen.
     refused_head: Option<String>,
+    /// Phase changes to the fleet config's notification providers.
+    notifier: crate::notify::Notifier,
 }
 
 /// What a batch of triggers loaded.
@@ -123,7 +125,13 @@ impl Driver {
             .await??,
         );
         let queue = Queue::new(cfg.concurrency);
+        let notifier = crate::notify::Notifier::start(
+            crate::notify::Secrets::Api(agent.client().clone()),
+            metrics.clone(),
+            cfg.notify.clone(),
+        );
         Ok(Self {
+            notifier,
             cfg,
             agent,
             metrics,
@@ -228,6 +236,12 @@ impl Driver {
             Ok(run) => self.ran(&name, &revision, run, took, retry),
             Err(e) => {
                 self.phases.insert(&name, Phase::Failed);
+                let seen = crate::notify::rules::Seen {
+                    phase: Phase::Failed,
+                    held: None,
+                    conflict: false,
+                };
+                self.notify(&name, &revision, &e.to_string(), seen);
                 if let Some(st) = &self.statuses
                     && is_commit(&revision)
                 {
@@ -278,6 +292,17 @@ impl Driver {
             self.metrics
                 .set_waves(census.iter().map(|(w, s, n)| (w.as_str(), *s, *n)));
         }
+        let seen = crate::notify::rules::Seen {
+            phase: run.outcome.phase,
+            held: run.outcome.paced.as_ref().map(|h| h.reason.as_str()),
+            conflict: run
+                .outcome
+                .plan
+                .counts()
+                .iter()
+                .any(|(a, n)| *a == crate::plan::Action::Conflict && *n > 0),
+        };
+        self.notify(name, revision, &run.outcome.message, seen);
         let was = self.phases.insert(name, run.outcome.phase);
         if was != Some(run.outcome.phase) {
             self.phase_moved(name);
@@ -291,6 +316,36 @@ impl Driver {
         self.metrics.set_resident_memory(rss * 1024);
         let q = &self.queue;
         info!(cluster = %name, revision = %revision, phase = %run.outcome.phase.as_str(), message = %run.outcome.message, writes = run.writes, reads = run.reads, elapsed_ms = took.as_millis() as u64, retry_in_ms = retry.map(|d| d.as_millis() as u64), queued = q.queued(), running = q.running(), rss_mib = rss / 1024, peak_rss_mib = peak / 1024, "reconciled");
+    }
+
+    /// Tells the notifier what a run left `name` in (it decides, off this path, what to send).
+    fn notify(
+        &mut self,
+        name: &str,
+        revision: &str,
+        message: &str,
+        seen: crate::notify::rules::Seen,
+    ) {
+        let fleet = self.current.as_ref().map(|c| c.fleet.clone());
+        let (management, labels) = fleet
+            .as_deref()
+            .and_then(|f| crate::reconcile::cluster_labels(f, name))
+            .unwrap_or_default();
+        let config = fleet
+            .as_deref()
+            .and_then(|f| f.configs.get(&management))
+            .and_then(|c| c.notifications.as_ref());
+        self.notifier.observe(
+            config,
+            crate::notify::Observation {
+                cluster: name,
+                management: &management,
+                labels: &labels,
+                revision,
+                message,
+                seen,
+            },
+        );
     }
 
     /// `name`'s phase moved: the clusters the waves hold look again, and, when `name` is the
@@ -516,6 +571,7 @@ impl Driver {
             }
         }
         let queue = &mut self.queue;
+        self.notifier.retain(|n| names.contains(n));
         self.phases.retain(|n| {
             let keep = names.contains(n);
             if !keep {

@@ -94,6 +94,8 @@ pub struct RunConfig {
     pub github: Option<GitHubRun>,
     /// Commit signature verification (`--verify-commits`; Git sources only).
     pub verify: Option<verify::VerifyConfig>,
+    /// How phase-change notifications are sent (where to: the fleet config's `notifications`).
+    pub notify: crate::notify::SenderConfig,
 }
 
 /// What the daemon does with GitHub.

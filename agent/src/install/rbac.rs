@@ -500,4 +500,16 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn the_agent_may_read_the_secrets_it_is_pointed_at() {
+        // The notifications Secret (the fleet config's spec.notifications.secretRef) and
+        // --trusted-keys-secret are read with `get` by the agent's own ServiceAccount: its
+        // ClusterRole's read of the Secrets capstan renders covers them, so no rule of its own
+        // (and no write) is added for either.
+        assert!(rules().iter().any(|r| r.holder == Holder::Cluster
+            && r.group.is_empty()
+            && r.resources.iter().any(|x| x == "secrets")
+            && r.verbs.iter().any(|v| v == "get")));
+    }
 }

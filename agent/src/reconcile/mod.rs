@@ -276,6 +276,13 @@ pub async fn plan(
         .await
 }
 
+/// A cluster's management cluster and the labels of its EKS-A Cluster (as waves and
+/// notification alerts select them); None: not in the fleet.
+pub fn cluster_labels(fleet: &Fleet, name: &str) -> Option<(String, BTreeMap<String, String>)> {
+    let c = fleet.clusters.iter().find(|c| c.name == name)?;
+    Some((c.management().to_string(), pacing::labels(c)))
+}
+
 /// Unix seconds now (the wall clock maintenance windows are written in).
 pub fn unix_now() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_second()

@@ -28,7 +28,7 @@ use crate::status::{Phase, Recorded};
 pub(super) struct Admitted(Mutex<BTreeMap<String, String>>);
 
 /// The labels of a cluster's EKS-A Cluster, as written in the repository.
-fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
+pub(crate) fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
     entry
         .objects
         .iter()

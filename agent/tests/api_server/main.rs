@@ -18,5 +18,6 @@ mod dashboard;
 mod fence;
 mod leader;
 mod not_a_fleet;
+mod notifications;
 mod pr_plans;
 mod signed;

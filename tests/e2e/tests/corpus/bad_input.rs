@@ -824,6 +824,33 @@ corpus! {
         "#)
             .err(InvalidValue, FLEET, "mgmt]");
 
+    invalid_value_fleet_notifications_webhook_without_hmac_key:
+        held_by_fleet_config(r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              notifications:
+                secretRef: capstan-system/hooks
+                providers:
+                - name: audit
+                  type: webhook
+        "#)
+            .err(InvalidValue, FLEET, "name: audit");
+
+    unknown_field_fleet_notifications_url_in_git:
+        held_by_fleet_config(r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              notifications:
+                secretRef: capstan-system/hooks
+                providers:
+                - name: chat
+                  type: slack
+                  url: https://hooks.slack.com/services/T0/B0/x
+        "#)
+            .err(UnknownField, FLEET, "url:");
+
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
         Case::workload()
