@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
@@ -24,7 +24,7 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
     fleet_with(tag, &[format!("w-{tag}").as_str()])
 }
 
-struct Agent(Child);
+use crate::source_support::agent::Running as Agent;
 
 /// `capstan run --watch` on a working copy, polling only once an hour: every run after the
 /// first is caused by an edit or a watch event.
@@ -71,13 +71,6 @@ fn spawn_watching(
         .spawn()
         .unwrap();
     Agent(child)
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Nothing queued or running, and every trigger the webhook accepted received by the daemon.

@@ -12,7 +12,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -23,14 +23,7 @@ use capstan_harness::browser::Browser;
 
 const SECRET: &str = "dashboard-secret";
 
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::source_support::agent::Running as Agent;
 
 /// `GET path` with an optional bearer token: the status code and the `Location` header.
 fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {

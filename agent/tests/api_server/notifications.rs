@@ -9,7 +9,7 @@
 //! notified once.
 
 use std::collections::VecDeque;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,14 +26,7 @@ use serde_json::{Value, json};
 use crate::source_support::agent::{fleet_with, value_in, wait_metrics, write_files};
 use crate::source_support::free_port;
 
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::source_support::agent::Running as Agent;
 
 #[derive(Clone, Copy)]
 enum Answer {
@@ -87,15 +80,7 @@ async fn stand_in(script: &[Answer]) -> (Arc<Stand>, String) {
 }
 
 async fn phase(client: &kube::Client, cluster: &str) -> Option<String> {
-    let ar = ApiResource {
-        group: "capstan.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "capstan.dev/v1alpha1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let o = api.get_opt(cluster).await.ok()??;
+    let o = crate::source_support::agent::managed_cluster(client, cluster).await?;
     o.data["status"]["phase"].as_str().map(str::to_string)
 }
 

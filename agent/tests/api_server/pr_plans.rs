@@ -15,7 +15,7 @@
 //! through the Lease and planned by the leader alone: the follower makes no request but its
 //! Lease's, and the hand-over is removed from the Lease once taken.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -35,14 +35,7 @@ const SECRET: &str = "pr-plans-secret";
 const TOKEN: &str = "ghp_prplans";
 const MARKER: &str = "<!-- capstan:plan -->";
 
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::source_support::agent::Running as Agent;
 
 /// One agent (`capstan run` with GitHub) and what it needs: its ports, its directory (token,
 /// mirror, logs), and a token of its own for the installed ServiceAccount (`capstan install`'s

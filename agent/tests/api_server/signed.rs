@@ -5,12 +5,11 @@
 //! commit and why, and `capstan_commits_refused_total` counts it once; a commit signed by an
 //! untrusted key is refused alike; a signed push afterwards is applied.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::discovery::ApiResource;
+use kube::api::{Api, ListParams};
 
 use crate::source_support::agent::{
     applied_revision, fleet_with, machine_deployments, post, push_body, value_in,
@@ -22,26 +21,11 @@ use crate::source_support::{Upstream, free_port};
 
 const SECRET: &str = "s3cret-for-signed-tests";
 
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::source_support::agent::Running as Agent;
 
 /// The ManagedCluster's `Verified` condition: (status, reason, message).
 async fn verified(client: &kube::Client, cluster: &str) -> Option<(String, String, String)> {
-    let ar = ApiResource {
-        group: "capstan.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "capstan.dev/v1alpha1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let mc = api.get_opt(cluster).await.ok()??;
+    let mc = crate::source_support::agent::managed_cluster(client, cluster).await?;
     let conds = mc.data["status"]["conditions"].as_array()?.clone();
     let c = conds.iter().find(|c| c["type"] == "Verified")?;
     let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();

@@ -196,7 +196,18 @@ pub fn write_files(repo: &std::path::Path, files: Vec<(String, String)>) {
     }
 }
 
-pub async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
+/// A running `capstan` process, killed and reaped when dropped.
+pub struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A cluster's ManagedCluster as the API server has it now.
+pub async fn managed_cluster(client: &kube::Client, cluster: &str) -> Option<DynamicObject> {
     let ar = ApiResource {
         group: "capstan.dev".into(),
         version: "v1alpha1".into(),
@@ -205,7 +216,11 @@ pub async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<St
         plural: "managedclusters".into(),
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capstan-system", &ar);
-    let o = api.get_opt(cluster).await.ok()??;
+    api.get_opt(cluster).await.ok()?
+}
+
+pub async fn applied_revision(client: &kube::Client, cluster: &str) -> Option<String> {
+    let o = managed_cluster(client, cluster).await?;
     o.data
         .pointer("/status/lastAppliedRevision")
         .and_then(|v| v.as_str())
