@@ -559,6 +559,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         github: None,
         ca_file: args.ca_file.clone(),
         verify,
+        cluster_profiles: args.cluster_profiles.clone(),
     };
     super::runtime()?.block_on(async {
         // The GitHub client lives on the runtime (its HTTP stack spawns tasks).

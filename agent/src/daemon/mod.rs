@@ -94,6 +94,8 @@ pub struct RunConfig {
     pub github: Option<GitHubRun>,
     /// Commit signature verification (`--verify-commits`; Git sources only).
     pub verify: Option<verify::VerifyConfig>,
+    /// Where every workload cluster's ClusterProfile is kept (`--cluster-profiles`).
+    pub cluster_profiles: Option<String>,
 }
 
 /// What the daemon does with GitHub.
