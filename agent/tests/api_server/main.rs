@@ -19,4 +19,5 @@ mod fence;
 mod leader;
 mod not_a_fleet;
 mod pr_plans;
+mod profiles;
 mod signed;
