@@ -134,8 +134,8 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     // Both workload clusters have their profile; the management cluster has none.
     let mut got = None;
     wait_until("w-prof-a's and w-prof-b's ClusterProfiles", &log, || {
-        got = kubectl_get(&admin, ns, "w-prof-a");
-        got.is_some() && kubectl_get(&admin, ns, "w-prof-b").is_some()
+        got = kubectl_get(admin, ns, "w-prof-a");
+        got.is_some() && kubectl_get(admin, ns, "w-prof-b").is_some()
     });
     let p = got.unwrap();
     assert_eq!(
@@ -164,8 +164,8 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
         p["status"]["properties"][0],
         serde_json::json!({"name": profile::KUBECONFIG_PROPERTY, "value": "t-prof/w-prof-a-kubeconfig"})
     );
-    assert!(kubectl_get(&admin, ns, "m-prof").is_none());
-    let b_before = kubectl_get(&admin, ns, "w-prof-b").unwrap();
+    assert!(kubectl_get(admin, ns, "m-prof").is_none());
+    let b_before = kubectl_get(admin, ns, "w-prof-b").unwrap();
 
     // A tombstone for w-prof-a: its profile goes, w-prof-b's stays as it was.
     let dir: Vec<&str> = files
@@ -177,9 +177,9 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     let tomb = capstan_layout::intent::document("Tombstone", "test");
     up.commit_and_push(&[(&tomb_path, &tomb)], &dir, "tombstone w-prof-a");
     wait_until("w-prof-a's ClusterProfile removed", &log, || {
-        kubectl_get(&admin, ns, "w-prof-a").is_none()
+        kubectl_get(admin, ns, "w-prof-a").is_none()
     });
-    let b_after = kubectl_get(&admin, ns, "w-prof-b").unwrap();
+    let b_after = kubectl_get(admin, ns, "w-prof-b").unwrap();
     assert_eq!(b_after["metadata"]["uid"], b_before["metadata"]["uid"]);
     assert_eq!(b_after["spec"], b_before["spec"]);
 }
