@@ -302,6 +302,19 @@ pub struct AgentArgs {
     /// Kubernetes bearer token allowed to list ManagedClusters.
     #[arg(long)]
     pub dashboard: bool,
+    /// Install the ClusterProfile CRD (multicluster.x-k8s.io, as SIG Multicluster's cluster
+    /// inventory API v0.1.3 ships it) and have the agent keep one per workload cluster in
+    /// NAMESPACE (`run --cluster-profiles`), with the rights to write them there and no wider.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub cluster_profiles: Option<String>,
+    /// Run the agent with `--verify-commits=WHICH` (`head`, the default, or `all`), reading its
+    /// trusted keys from --trusted-keys-secret; the agent may `get` that Secret and no other.
+    #[arg(long, value_enum, value_name = "WHICH", num_args = 0..=1, require_equals = true, default_missing_value = "head")]
+    pub verify_commits: Option<VerifyCommits>,
+    /// The Secret of trusted keys (keys `allowed_signers` and `trusted.asc`), created by the
+    /// admin (default with --verify-commits: capstan-system/capstan-trusted-keys).
+    #[arg(long, value_name = "NAMESPACE/NAME", requires = "verify_commits")]
+    pub trusted_keys_secret: Option<String>,
 }
 
 /// `capstan bootstrap`.
@@ -602,6 +615,12 @@ pub struct RunArgs {
     /// `trusted.asc`, read again before every sync (rotating a key is editing the Secret).
     #[arg(long, value_name = "NAMESPACE/NAME", requires = "verify_commits")]
     pub trusted_keys_secret: Option<String>,
+    /// Keep a ClusterProfile (multicluster.x-k8s.io/v1alpha1, the cluster inventory API) for
+    /// every workload cluster in this namespace: its health, version and kubeconfig Secret, for
+    /// Argo CD, Open Cluster Management and other inventory consumers. Needs the CRD
+    /// (`capstan install --cluster-profiles NAMESPACE`).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub cluster_profiles: Option<String>,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,

@@ -25,6 +25,23 @@ pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
     o.backup_size = a.backup_size.clone();
     o.backup_storage_class = a.backup_storage_class.clone();
     o.dashboard = a.dashboard;
+    o.cluster_profiles = a.cluster_profiles.clone();
+    o.verify_commits = a.verify_commits.map(|v| match v {
+        crate::cli::VerifyCommits::Head => "head".to_string(),
+        crate::cli::VerifyCommits::All => "all".to_string(),
+    });
+    o.trusted_keys_secret = a
+        .trusted_keys_secret
+        .as_deref()
+        .map(|s| match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok((ns.to_string(), name.to_string()))
+            }
+            _ => Err(anyhow::anyhow!(
+                "--trusted-keys-secret {s}: expected NAMESPACE/NAME"
+            )),
+        })
+        .transpose()?;
     o.allow = a
         .allow
         .iter()

@@ -558,6 +558,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             backoff: args.notify_retry_backoff,
             ..Default::default()
         },
+        cluster_profiles: args.cluster_profiles.clone(),
     };
     super::runtime()?.block_on(async {
         // The GitHub client lives on the runtime (its HTTP stack spawns tasks).

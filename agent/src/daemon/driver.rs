@@ -528,6 +528,7 @@ impl Driver {
             drift: self.cfg.drift,
             concurrency: self.cfg.concurrency,
             signature: cur.signature.clone(),
+            cluster_profiles: self.cfg.cluster_profiles.clone(),
             ..Default::default()
         };
         self.cfg.upgrade.apply(&mut opts);

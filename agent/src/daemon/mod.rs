@@ -96,6 +96,8 @@ pub struct RunConfig {
     pub verify: Option<verify::VerifyConfig>,
     /// How phase-change notifications are sent (where to: the fleet config's `notifications`).
     pub notify: crate::notify::SenderConfig,
+    /// Where every workload cluster's ClusterProfile is kept (`--cluster-profiles`).
+    pub cluster_profiles: Option<String>,
 }
 
 /// What the daemon does with GitHub.

@@ -78,7 +78,24 @@ pub struct Options {
     /// Serve the dashboard (`--dashboard-addr` on [`DASHBOARD_PORT`], a port of the Service);
     /// every request is checked with a TokenReview and a SubjectAccessReview.
     pub dashboard: bool,
+    /// Keep ClusterProfiles in this namespace (`run --cluster-profiles`): their CRD, the
+    /// namespace and a Role there ([`rbac::profile_rules`]) are installed too.
+    pub cluster_profiles: Option<String>,
+    /// Verify commit signatures (`run --verify-commits=head|all`).
+    pub verify_commits: Option<String>,
+    /// The Secret the trusted keys are read from (`NAMESPACE/NAME`; with `verify_commits`,
+    /// [`TRUSTED_KEYS_SECRET`] in [`NAMESPACE`] unless given). A Role in its namespace lets the
+    /// agent `get` exactly that Secret ([`rbac::trusted_keys_rules`]).
+    pub trusted_keys_secret: Option<(String, String)>,
 }
+
+/// The Secret of trusted keys (`allowed_signers`, `trusted.asc`) when `--verify-commits` names none.
+pub const TRUSTED_KEYS_SECRET: &str = "capstan-trusted-keys";
+/// The Roles (and bindings) outside `capstan-system`: the ClusterProfiles' namespace, the
+/// trusted keys' Secret.
+pub const PROFILE_ROLE: &str = "capstan-cluster-profiles";
+/// See [`PROFILE_ROLE`].
+pub const TRUSTED_KEYS_ROLE: &str = "capstan-trusted-keys";
 
 impl Options {
     /// Defaults for a repository and management cluster.
@@ -95,7 +112,20 @@ impl Options {
             backup_size: "10Gi".into(),
             backup_storage_class: None,
             dashboard: false,
+            cluster_profiles: None,
+            verify_commits: None,
+            trusted_keys_secret: None,
         }
+    }
+
+    /// The trusted keys' Secret when verifying commits: the one given, else the default.
+    pub fn trusted_keys(&self) -> Option<(String, String)> {
+        self.verify_commits.as_ref()?;
+        Some(
+            self.trusted_keys_secret
+                .clone()
+                .unwrap_or_else(|| (NAMESPACE.to_string(), TRUSTED_KEYS_SECRET.to_string())),
+        )
     }
 
     /// Every rule: capstan's and the `--allow`ed ones.
@@ -225,6 +255,16 @@ pub fn args(o: &Options) -> Vec<String> {
         a.extend([
             "--dashboard-addr".into(),
             format!("0.0.0.0:{DASHBOARD_PORT}"),
+        ]);
+    }
+    if let Some(ns) = &o.cluster_profiles {
+        a.extend(["--cluster-profiles".into(), ns.clone()]);
+    }
+    if let (Some(mode), Some((ns, name))) = (&o.verify_commits, o.trusted_keys()) {
+        a.extend([
+            format!("--verify-commits={mode}"),
+            "--trusted-keys-secret".into(),
+            format!("{ns}/{name}"),
         ]);
     }
     if o.ssh() {
@@ -360,12 +400,57 @@ pub fn service(o: &Options) -> Value {
     })
 }
 
+/// The ClusterProfile CRD exactly as upstream ships it
+/// ([`crate::reconcile::profile::CRD_YAML`]), with capstan's labels.
+pub fn profile_crd() -> Value {
+    let mut crd = capstan_templates::yaml::parse_values(crate::reconcile::profile::CRD_YAML)
+        .ok()
+        .and_then(|docs| docs.into_iter().next())
+        .expect("the shipped ClusterProfile CRD parses (a unit test reads it)");
+    crd["metadata"]["labels"] = labels();
+    crd
+}
+
+/// A Role in `namespace` with `rules`, bound to the agent's ServiceAccount.
+fn role_in(namespace: &str, name: &str, rules: &[Rule]) -> Vec<Value> {
+    let mut m = json!({"name": name, "namespace": namespace, "labels": labels()});
+    let rules: Vec<Value> = rules.iter().map(Rule::to_value).collect();
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m.clone(), "rules": rules});
+    m["name"] = json!(name);
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": m,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]});
+    vec![role, binding]
+}
+
+/// What `--cluster-profiles` and `--verify-commits` add: the ClusterProfile CRD, its namespace
+/// and a Role there; a Role that reads exactly the trusted keys' Secret.
+pub fn extras(o: &Options) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(ns) = &o.cluster_profiles {
+        out.push(profile_crd());
+        if ns != NAMESPACE {
+            out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels()}}));
+        }
+        out.extend(role_in(ns, PROFILE_ROLE, &rbac::profile_rules()));
+    }
+    if let Some((ns, name)) = o.trusted_keys() {
+        out.extend(role_in(
+            &ns,
+            TRUSTED_KEYS_ROLE,
+            &rbac::trusted_keys_rules(&name),
+        ));
+    }
+    out
+}
+
 /// Everything, in apply order: the Namespace and CRD, the tenancy policy and the fleet
-/// identities, the ServiceAccount and RBAC, the Service and the Deployment.
+/// identities, the ServiceAccount and RBAC ([`extras`] with it), the Service and the Deployment.
 pub fn all(o: &Options) -> Vec<Value> {
     let mut out = vec![namespace(), crd()];
     out.extend(tenancy(&o.rules()));
     out.extend(rbac(&o.rules()));
+    out.extend(extras(o));
     out.push(service(o));
     out.push(backup_claim(o));
     out.push(deployment(o));
@@ -385,4 +470,93 @@ pub fn to_yaml(o: &Options) -> String {
         o.branch,
         capstan_templates::yaml::to_string_multi(&all(o))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of_kind<'v>(all: &'v [Value], kind: &str, ns: &str) -> Vec<&'v Value> {
+        all.iter()
+            .filter(|o| o["kind"] == kind && o["metadata"]["namespace"] == ns)
+            .collect()
+    }
+
+    #[test]
+    fn verify_commits_passes_through_and_reads_exactly_its_secret() {
+        let mut o = Options::new("https://example.com/fleet.git", "main", "mgmt");
+        assert!(extras(&o).is_empty());
+        assert!(!args(&o).iter().any(|a| a.contains("verify")));
+        o.verify_commits = Some("all".into());
+        o.trusted_keys_secret = Some(("keys".into(), "fleet-signers".into()));
+        let a = args(&o);
+        let at = a.iter().position(|x| x == "--trusted-keys-secret").unwrap();
+        assert_eq!(a[at + 1], "keys/fleet-signers");
+        assert!(a.contains(&"--verify-commits=all".to_string()));
+        let all = all(&o);
+        let roles = of_kind(&all, "Role", "keys");
+        assert_eq!(roles.len(), 1);
+        assert_eq!(
+            roles[0]["rules"],
+            json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["fleet-signers"]}])
+        );
+        let binding = of_kind(&all, "RoleBinding", "keys")[0];
+        assert_eq!(binding["subjects"][0]["name"], NAME);
+        assert_eq!(binding["roleRef"]["name"], TRUSTED_KEYS_ROLE);
+        // What the flag adds names that Secret only. (The ClusterRole reads Secrets already:
+        // the rendered kinds include vSphere's ClusterResourceSet payloads.)
+        let added: Vec<Value> = extras(&o)
+            .iter()
+            .filter(|x| x["kind"] == "Role")
+            .flat_map(|x| x["rules"].as_array().unwrap().clone())
+            .collect();
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0]["resourceNames"], json!(["fleet-signers"]));
+        // The shipped default.
+        o.trusted_keys_secret = None;
+        o.verify_commits = Some("head".into());
+        let a = args(&o);
+        assert!(a.contains(&format!("{NAMESPACE}/{TRUSTED_KEYS_SECRET}")));
+        assert_eq!(
+            of_kind(&extras(&o), "Role", NAMESPACE)[0]["rules"][0]["resourceNames"],
+            json!([TRUSTED_KEYS_SECRET])
+        );
+    }
+
+    #[test]
+    fn cluster_profiles_install_the_crd_a_namespace_and_a_role_there() {
+        let mut o = Options::new("https://example.com/fleet.git", "main", "mgmt");
+        o.cluster_profiles = Some("inventory".into());
+        let a = args(&o);
+        let at = a.iter().position(|x| x == "--cluster-profiles").unwrap();
+        assert_eq!(a[at + 1], "inventory");
+        let all = all(&o);
+        let crd = all
+            .iter()
+            .find(|x| x["metadata"]["name"] == crate::reconcile::profile::CRD_NAME)
+            .unwrap();
+        assert_eq!(crd["spec"]["group"], "multicluster.x-k8s.io");
+        assert!(
+            all.iter()
+                .any(|x| x["kind"] == "Namespace" && x["metadata"]["name"] == "inventory")
+        );
+        let role = of_kind(&all, "Role", "inventory")[0];
+        let resources: Vec<&Value> = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["resources"].as_array().unwrap())
+            .collect();
+        assert_eq!(
+            resources,
+            [&json!("clusterprofiles"), &json!("clusterprofiles/status")]
+        );
+        // The CRD comes before anything that could need it, after capstan's own.
+        let pos = |name: &str| {
+            all.iter()
+                .position(|x| x["metadata"]["name"] == name)
+                .unwrap()
+        };
+        assert!(pos(crate::status::CRD_NAME) < pos(crate::reconcile::profile::CRD_NAME));
+    }
 }

@@ -110,7 +110,8 @@ pub async fn apply(
             .applied
             .push(capstan_templates::identity::subject_of(obj));
         if obj["kind"] == "CustomResourceDefinition" {
-            crate::k8s::wait_served(client, &[CRD_NAME.to_string()], wait).await?;
+            let name = obj["metadata"]["name"].as_str().unwrap_or(CRD_NAME);
+            crate::k8s::wait_served(client, &[name.to_string()], wait).await?;
         }
     }
     Ok(report)

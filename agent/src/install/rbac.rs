@@ -425,6 +425,42 @@ fn self_upgrade_rules() -> Vec<Rule> {
     ]
 }
 
+/// The agent's Role in the ClusterProfiles' namespace (`--cluster-profiles`,
+/// [`crate::reconcile::profile`]): nothing outside that namespace.
+pub fn profile_rules() -> Vec<Rule> {
+    vec![
+        Rule::new(
+            Holder::System,
+            "multicluster.x-k8s.io",
+            &["clusterprofiles"],
+            &["get", "create", "patch", "delete"],
+            "every workload cluster's ClusterProfile: applied (patch, create), read before its deletion to check it is capstan's (get), deleted with the cluster",
+        ),
+        Rule::new(
+            Holder::System,
+            "multicluster.x-k8s.io",
+            &["clusterprofiles/status"],
+            &["patch"],
+            "the ClusterProfile's status: conditions, version, access provider",
+        ),
+    ]
+}
+
+/// The agent's Role in the trusted keys' namespace (`--verify-commits`): `get` on that one
+/// Secret, by name (no list, no watch, no other Secret).
+pub fn trusted_keys_rules(secret: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            Holder::System,
+            "",
+            &["secrets"],
+            &["get"],
+            "the keys commits are verified with, read again before every sync",
+        )
+        .named(&[secret]),
+    ]
+}
+
 /// The rules for a kind management directories carry besides what capstan renders: `RESOURCE`
 /// (core group) or `RESOURCE.GROUP`, e.g. `configmaps` or `widgets.example.com`: the agent
 /// reads it, the management identity writes it. (Workload directories never get more kinds than

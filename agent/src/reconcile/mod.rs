@@ -49,6 +49,7 @@ use crate::status::{self, Phase, Recorded, StatusError};
 mod decision;
 mod pacing;
 mod pass;
+pub mod profile;
 pub mod self_upgrade;
 mod staging;
 
@@ -84,6 +85,9 @@ pub struct Options {
     /// With `--verify-commits`: whether the revision verified, or the newest was refused
     /// (every status written says so, [`capstan_plan::decide::signed`]).
     pub signature: Option<capstan_plan::decide::Signature>,
+    /// With `--cluster-profiles NAMESPACE`: every workload cluster's ClusterProfile is kept
+    /// there ([`profile`]).
+    pub cluster_profiles: Option<String>,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).

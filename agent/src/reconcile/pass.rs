@@ -375,6 +375,7 @@ impl Pass<'_> {
             status::clear_adoption(self.client(), &home.name).await?;
             self.wrote();
         }
+        let deleting = matches!(course, Course::Delete(_));
         let (outcome, changed, evented) = match course {
             Course::Held { status, message } => {
                 let changed = self.write_status(&home, &status, prev).await?;
@@ -395,6 +396,10 @@ impl Pass<'_> {
             }
             Course::Apply(planned) => self.carry_out(fleet, &home, prev, *planned).await?,
         };
+        if let Some(ns) = &self.opts.cluster_profiles {
+            self.keep_profile(fleet, &home, ns, deleting, &outcome)
+                .await;
+        }
         if !evented && (outcome.plan.writes_now() || changed) {
             self.event(&outcome).await;
         }
@@ -412,6 +417,74 @@ impl Pass<'_> {
             .await;
         }
         Ok(outcome)
+    }
+
+    /// The cluster's ClusterProfile ([`super::profile`]) brought up to date from the live
+    /// Cluster and control plane, or removed once its deletion is over. Workload clusters only;
+    /// a failure is logged and tried again on the next pass, never failing the cluster.
+    async fn keep_profile(
+        &self,
+        fleet: &Fleet,
+        home: &Home,
+        namespace: &str,
+        deleting: bool,
+        outcome: &ClusterOutcome,
+    ) {
+        let name = home.name.as_str();
+        if name == home.management {
+            return;
+        }
+        let result = if deleting {
+            if outcome.message != super::DELETED {
+                return; // still deleting: the profile says what Cluster API reports until then
+            }
+            super::profile::remove(self.client(), namespace, name).await
+        } else {
+            let Some(entry) = fleet.clusters.iter().find(|c| c.name == name) else {
+                return;
+            };
+            let objects = super::desired(entry);
+            // The Cluster API Cluster (EKS Anywhere's Cluster has the same kind).
+            let Some(cluster_ref) = objects
+                .iter()
+                .map(|(_, r)| r)
+                .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
+                .cloned()
+            else {
+                return;
+            };
+            let cp_ref = objects
+                .iter()
+                .map(|(_, r)| r)
+                .find(|r| r.kind == "KubeadmControlPlane")
+                .cloned();
+            let cluster = self.get_live(&cluster_ref).await;
+            let control_plane = match &cp_ref {
+                Some(r) => self.get_live(r).await,
+                None => None,
+            };
+            let facts = super::profile::Facts {
+                name,
+                namespace,
+                cluster_namespace: &cluster_ref.namespace,
+                cluster_name: &cluster_ref.name,
+                cluster: cluster.as_ref(),
+                control_plane: control_plane.as_ref(),
+            };
+            let (object, status) = super::profile::desired(&facts);
+            super::profile::apply(self.client(), &object, &status).await
+        };
+        if let Err(e) = result {
+            tracing::warn!(cluster = name, error = %e, "the cluster's ClusterProfile is not up to date");
+        }
+    }
+
+    /// A live object read whole (None: absent or unreadable; the caller's facts say so).
+    async fn get_live(&self, r: &ObjectRef) -> Option<serde_json::Value> {
+        let api = self.api_for(r).await.ok()?;
+        self.read();
+        let obj = api.get_opt(&r.name).await.ok()??;
+        serde_json::to_value(obj).ok()
     }
 
     /// A plan applied: a management cluster's self-upgrade steps first when it changes its own

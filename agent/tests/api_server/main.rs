@@ -20,4 +20,5 @@ mod leader;
 mod not_a_fleet;
 mod notifications;
 mod pr_plans;
+mod profiles;
 mod signed;

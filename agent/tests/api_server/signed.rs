@@ -241,3 +241,116 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
     let (status, _, _) = wait_verified(&client, "w-sig", &log, |c| c.0 == "True").await;
     assert_eq!(status, "True");
 }
+
+/// The keys in a Secret (`--trusted-keys-secret`), read by the agent's ServiceAccount through
+/// the Role `capstan install --verify-commits --trusted-keys-secret` adds: a signed head is
+/// applied, an unsigned push refused.
+#[tokio::test]
+async fn keys_from_a_secret_apply_a_signed_head_and_refuse_an_unsigned_push() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("sigsec", &["w-sigsec"]);
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&file_refs);
+    let (path, original) = files
+        .iter()
+        .find(|(p, _)| p.contains("w-sigsec"))
+        .cloned()
+        .unwrap();
+    let keys = Keyring::new();
+    let team = keys.ssh_key("team", "ed25519");
+    let c1 = keys.commit(&up.work, &Signer::Ssh(team.clone()), "signed by the team");
+    up.push();
+
+    // The Secret, and exactly the Role the install adds for it.
+    let (ns, name) = ("keys-sigsec", "fleet-signers");
+    let mut o = capstan::install::manifests::Options::new("x", "main", "m-sigsec");
+    o.verify_commits = Some("head".into());
+    o.trusted_keys_secret = Some((ns.into(), name.into()));
+    let mut objects = vec![
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
+            "stringData": {"allowed_signers": format!("platform@example.com {}\n", keys.ssh_public(&team))}}),
+    ];
+    objects.extend(capstan::install::manifests::extras(&o));
+    capstan::install::apply(&client, &objects, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let args = capstan::install::manifests::args(&o);
+    let secret_arg = args
+        .iter()
+        .position(|a| a == "--trusted-keys-secret")
+        .map(|i| args[i + 1].clone())
+        .unwrap();
+    assert_eq!(secret_arg, format!("{ns}/{name}"));
+
+    let daemon = GitDaemon::start(&up.root);
+    let hook = free_port();
+    let metrics_port = free_port();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main"])
+        .args([
+            "--interval",
+            "1h",
+            "--management",
+            "m-sigsec",
+            "--verify-commits",
+        ])
+        .args(["--trusted-keys-secret", &secret_arg])
+        .arg("--webhook-addr")
+        .arg(format!("127.0.0.1:{hook}"))
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .arg("--kubeconfig")
+        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
+        .arg("--cache-dir")
+        .arg(tmp.path().join("mirror"))
+        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = Agent(child);
+
+    assert!(
+        wait_for_revision(&client, "w-sigsec", &c1, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "the signed revision was not applied:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let (status, _, message) = wait_verified(&client, "w-sigsec", &log, |c| c.0 == "True").await;
+    assert_eq!(status, "True");
+    assert!(message.contains("platform@example.com"), "{message}");
+    let ready = (0..100).find(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", hook)).is_ok()
+    });
+    assert!(ready.is_some());
+
+    let scaled = original.replacen("count: 2", "count: 3", 1);
+    let c2 = up.commit_and_push(&[(&path, &scaled)], &[], "unsigned scale");
+    signed_push(hook, &c2);
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, "capstan_commits_refused_total{reason=\"unsigned\"}") == 1.0
+    })
+    .await;
+    let (_, reason, message) = wait_verified(&client, "w-sigsec", &log, |c| c.0 == "False").await;
+    assert_eq!(reason, "UnverifiedRevision");
+    assert!(message.contains(&c2), "{message}");
+    assert_eq!(
+        applied_revision(&client, "w-sigsec").await.as_deref(),
+        Some(c1.as_str())
+    );
+    let md = machine_deployments(&client, "t-sigsec");
+    assert_eq!(
+        md.get("w-sigsec-md-0").await.unwrap().data["spec"]["replicas"],
+        2
+    );
+}

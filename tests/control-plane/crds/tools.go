@@ -13,4 +13,5 @@ import (
 	_ "sigs.k8s.io/cluster-api-provider-vsphere/pkg/version"
 	_ "sigs.k8s.io/cluster-api/version"
 	_ "sigs.k8s.io/cluster-api/test/framework/exec"
+	_ "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 )

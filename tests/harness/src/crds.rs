@@ -71,6 +71,7 @@ pub const CRD_SOURCES: &[(&str, &[&str])] = &[
         "github.com/aws/etcdadm-bootstrap-provider",
         &["config/crd/bases"],
     ),
+    ("sigs.k8s.io/cluster-inventory-api", &["config/crd/bases"]),
 ];
 
 /// One CRD YAML file in the Go module cache.

@@ -323,6 +323,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "github.com/aws/etcdadm-bootstrap-provider",
     ),
     (
+        "CLUSTER_INVENTORY_API_VERSION",
+        &CRDS_MODULE,
+        "sigs.k8s.io/cluster-inventory-api",
+    ),
+    (
         "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
         &crate::flux::FLUX_MODULE,
         "github.com/fluxcd/kustomize-controller",

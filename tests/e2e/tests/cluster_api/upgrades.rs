@@ -1047,6 +1047,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         github: None,
         verify: None,
         notify: Default::default(),
+        cluster_profiles: None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // On a runtime of its own, as the binary runs it (the daemon's future stays on its thread).
