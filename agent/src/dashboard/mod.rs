@@ -345,44 +345,34 @@ impl Watched {
 
 /// The Cluster API cluster an object belongs to (see [`Watched::of_cluster`]).
 pub fn cluster_of(o: &DynamicObject) -> Option<String> {
-    if let Some(c) = o
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
-    {
-        return Some(c.clone());
-    }
-    if let Some(c) = o.data.pointer("/spec/clusterName").and_then(Value::as_str) {
-        return Some(c.to_string());
-    }
-    let name = o.metadata.name.clone()?;
-    match o.types.as_ref().map(|t| t.kind.as_str()) {
-        Some("KubeadmControlPlane") => Some(name),
-        Some("EtcdadmCluster") => name.strip_suffix("-etcd").map(str::to_string),
-        _ => None,
-    }
+    cluster_name(o).map(str::to_string)
 }
 
-/// Whether `o` belongs to cluster `name`, by [`cluster_of`]'s rules, without allocating: the
-/// cluster page asks it of every watched object.
+/// Whether `o` belongs to cluster `name`, without allocating: the cluster page asks it of every
+/// watched object.
 fn belongs_to(o: &DynamicObject, name: &str) -> bool {
+    cluster_name(o) == Some(name)
+}
+
+/// The one rule behind both: the Cluster API label, else `spec.clusterName`, else the name as
+/// capstan renders control planes (`<cluster>`, `<cluster>-etcd`).
+fn cluster_name(o: &DynamicObject) -> Option<&str> {
     if let Some(c) = o
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get("cluster.x-k8s.io/cluster-name"))
     {
-        return c == name;
+        return Some(c);
     }
     if let Some(c) = o.data.pointer("/spec/clusterName").and_then(Value::as_str) {
-        return c == name;
+        return Some(c);
     }
-    let own = o.metadata.name.as_deref().unwrap_or_default();
+    let name = o.metadata.name.as_deref()?;
     match o.types.as_ref().map(|t| t.kind.as_str()) {
-        Some("KubeadmControlPlane") => own == name,
-        Some("EtcdadmCluster") => own.strip_suffix("-etcd") == Some(name),
-        _ => false,
+        Some("KubeadmControlPlane") => Some(name),
+        Some("EtcdadmCluster") => name.strip_suffix("-etcd"),
+        _ => None,
     }
 }
 
