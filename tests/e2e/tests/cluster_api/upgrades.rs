@@ -370,6 +370,24 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let created = repo.converge_in_background(only);
     let status = wait_status(cp, "w-etcd", |s| s["stage"] == "Etcd").await;
     assert_eq!(status["phase"], "Progressing", "{status}");
+    // The first pass reports the Etcd stage with the EtcdadmCluster held until its owner
+    // Cluster has a UID; the next pass creates it.
+    let etcd_api: Api<DynamicObject> = Api::namespaced_with(
+        cp.client(),
+        &ns,
+        &ar("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
+    );
+    tokio::time::timeout(
+        SETTLE,
+        kube::runtime::wait::await_condition(
+            etcd_api,
+            "w-etcd-etcd",
+            |o: Option<&DynamicObject>| o.is_some(),
+        ),
+    )
+    .await
+    .expect("the EtcdadmCluster was never created")
+    .unwrap();
     let etcd = kubectl_items(&[
         "get",
         "etcdadmclusters.etcdcluster.cluster.x-k8s.io",
