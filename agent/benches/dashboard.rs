@@ -1,15 +1,17 @@
 //! Benchmark (prints figures; not a test): the dashboard's pages over a fleet of N workload
 //! clusters (100, 1,000 and 3,000, each in a process of its own so that its memory is its own;
-//! `CAPSTAN_BENCH_CLUSTERS` runs one size), each with a status object, a
-//! control plane, two MachineDeployments and five Machines in the stores, in five waves.
+//! `CAPSTAN_BENCH_CLUSTERS` runs one size), each with a status object (its inventory of fifteen
+//! objects), a control plane, two MachineDeployments and five Machines in the stores, in five
+//! waves.
 //!
 //! Prints the memory the stores take (VmRSS before and after filling them) and, for each page,
 //! the time to answer it (the median of 20 requests through the router, as a browser's would
 //! arrive) and its size: the fleet (all rows, the first 500 listed), the fleet filtered to one
-//! phase, the waves page and one cluster's page. The stores are filled directly (what the
-//! watches would hold after their first lists: objects shaped like the API server's — a control
-//! plane's kubeadm configuration, conditions, addresses — slimmed as the watches slim them);
-//! rendering is the part measured.
+//! phase, the waves page and one cluster's page. The stores are filled directly, one object at a
+//! time as a watch's list delivers them (objects shaped like the API server's — a control
+//! plane's kubeadm configuration, conditions, addresses — kept as the watches keep them);
+//! rendering is the part measured. The agent's RSS with the dashboard on, against the real API
+//! server, is `fleet_agent`'s (`CAPSTAN_BENCH_DASHBOARD`).
 //!
 //! Run: `cargo bench -p capstan --bench dashboard`.
 
@@ -19,7 +21,6 @@ use capstan::dashboard::Watched;
 use capstan::dashboard::server::{Dashboard, router};
 use capstan::status::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
 use kube::api::DynamicObject;
-use kube::discovery::ApiResource;
 use serde_json::json;
 use tower::ServiceExt;
 
@@ -30,16 +31,6 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
-}
-
-fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: "v1beta2".into(),
-        api_version: format!("{group}/v1beta2"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
 }
 
 /// Metadata as the API server returns it (labels, owner, finalizer, annotations).
@@ -64,10 +55,70 @@ fn conditions(n: usize) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// An object as the API server sends it, slimmed at once as the watches do (so that what the
-/// process holds is what the stores would).
+/// An object as the API server sends it.
 fn object(v: serde_json::Value) -> DynamicObject {
-    capstan::dashboard::slim(serde_json::from_value(v).unwrap())
+    serde_json::from_value(v).unwrap()
+}
+
+/// A workload cluster's inventory as capstan records it: its fifteen rendered objects.
+fn inventory(name: &str) -> Vec<capstan::plan::ObjectRef> {
+    let kinds = [
+        ("anywhere.eks.amazonaws.com/v1alpha1", "Cluster"),
+        (
+            "anywhere.eks.amazonaws.com/v1alpha1",
+            "VSphereDatacenterConfig",
+        ),
+        (
+            "anywhere.eks.amazonaws.com/v1alpha1",
+            "VSphereMachineConfig",
+        ),
+        (
+            "anywhere.eks.amazonaws.com/v1alpha1",
+            "VSphereMachineConfig",
+        ),
+        ("cluster.x-k8s.io/v1beta2", "Cluster"),
+        ("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereCluster"),
+        (
+            "controlplane.cluster.x-k8s.io/v1beta2",
+            "KubeadmControlPlane",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereMachineTemplate",
+        ),
+        ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+        ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+        (
+            "bootstrap.cluster.x-k8s.io/v1beta2",
+            "KubeadmConfigTemplate",
+        ),
+        (
+            "bootstrap.cluster.x-k8s.io/v1beta2",
+            "KubeadmConfigTemplate",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereMachineTemplate",
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "VSphereMachineTemplate",
+        ),
+        ("addons.cluster.x-k8s.io/v1alpha1", "HelmChartProxy"),
+    ];
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(k, (api_version, kind))| capstan::plan::ObjectRef {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: format!("t-{name}"),
+            name: format!("{name}-{k}"),
+            hash: "sha256-0123456789abcdef0123456789abcdef".into(),
+            generation: 1,
+            fields: "sha256-fedcba9876543210fedcba9876543210".into(),
+        })
+        .collect()
 }
 
 fn main() {
@@ -94,9 +145,7 @@ fn main() {
         Phase::Upgrading,
         Phase::Failed,
     ];
-    let mut statuses = Vec::new();
-    let (mut kcps, mut mds, mut machines) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..n {
+    let status = |i: usize| {
         let name = format!("w-{i:05}");
         let mut mc = ManagedCluster::new(
             &name,
@@ -112,13 +161,18 @@ fn main() {
             ),
             last_applied_revision: "0123456789abcdef0123456789abcdef01234567".into(),
             wave: Some(format!("{}/5 wave-{}", i % 5 + 1, i % 5 + 1)),
+            inventory: inventory(&name),
             ..Default::default()
         });
-        statuses.push(mc);
+        mc
+    };
+    // As the API server has them (managed fields aside), made one at a time as a watch's list
+    // delivers them: the stores keep what the pages read.
+    let kcp = |i: usize| {
+        let name = format!("w-{i:05}");
         let ns = format!("t-{i}");
-        // As the API server has them (managed fields aside): the watches slim them to what the
-        // pages read, as `Watched::fixed` does here.
-        kcps.push(object(json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+        object(
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
             "metadata": meta(&name, &ns, &name, None),
             "spec": {"replicas": 3, "version": "v1.34.1",
                 "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": format!("{name}-control-plane-1a2b3c")}}},
@@ -128,60 +182,51 @@ fn main() {
                     "preKubeadmCommands": ["hostnamectl set-hostname '{{ ds.meta_data.hostname }}'", "echo '127.0.0.1 localhost' >> /etc/hosts"],
                     "users": [{"name": "capv", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKZs2mOeKJsYFq0dG8dM0aN7cXgk7yVqTq9E0yM2yZ5D admin"], "sudo": "ALL=(ALL) NOPASSWD:ALL"}]}},
             "status": {"replicas": 3, "readyReplicas": 3, "upToDateReplicas": 3, "availableReplicas": 3, "observedGeneration": 2, "version": "v1.34.1",
-                "initialization": {"controlPlaneInitialized": true}, "conditions": conditions(9)}})));
-        for g in 0..2 {
-            let md = format!("{name}-md-{g}");
-            mds.push(object(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
-                "metadata": meta(&md, &ns, &name, None),
-                "spec": {"clusterName": name, "replicas": 1, "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
-                    "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
-                    "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
-                        "spec": {"clusterName": name, "version": "v1.34.1",
-                            "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": format!("{md}-4d5e6f")}},
-                            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": format!("{md}-7a8b9c")}}}},
-                "status": {"replicas": 1, "readyReplicas": 1, "upToDateReplicas": 1, "availableReplicas": 1, "observedGeneration": 1,
-                    "selector": format!("cluster.x-k8s.io/cluster-name={name},cluster.x-k8s.io/deployment-name={md}"), "conditions": conditions(8)}})));
-        }
-        for m in 0..5 {
-            let machine = format!("{name}-m-{m}");
-            let md = format!("{name}-md-{}", m % 2);
-            machines.push(object(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                "metadata": meta(&machine, &ns, &name, Some(&md)),
-                "spec": {"clusterName": name, "version": "v1.34.1", "providerID": format!("vsphere://4237{i:05}-{m}"),
-                    "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": machine}, "dataSecretName": machine},
-                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": machine}},
-                "status": {"phase": "Running", "observedGeneration": 2, "nodeRef": {"name": machine},
-                    "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{m}", i / 250, i % 250)}, {"type": "Hostname", "address": machine}],
-                    "nodeInfo": {"kubeletVersion": "v1.34.1", "kernelVersion": "6.8.0-1015", "osImage": "Bottlerocket OS 1.30.0", "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64"},
-                    "conditions": conditions(10)}})));
-        }
-    }
+                "initialization": {"controlPlaneInitialized": true}, "conditions": conditions(9)}}),
+        )
+    };
+    let md = |j: usize| {
+        let (i, g) = (j / 2, j % 2);
+        let name = format!("w-{i:05}");
+        let ns = format!("t-{i}");
+        let md = format!("{name}-md-{g}");
+        object(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": meta(&md, &ns, &name, None),
+            "spec": {"clusterName": name, "replicas": 1, "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
+                "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
+                "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/deployment-name": md}},
+                    "spec": {"clusterName": name, "version": "v1.34.1",
+                        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": format!("{md}-4d5e6f")}},
+                        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": format!("{md}-7a8b9c")}}}},
+            "status": {"replicas": 1, "readyReplicas": 1, "upToDateReplicas": 1, "availableReplicas": 1, "observedGeneration": 1,
+                "selector": format!("cluster.x-k8s.io/cluster-name={name},cluster.x-k8s.io/deployment-name={md}"), "conditions": conditions(8)}}),
+        )
+    };
+    let machine = |j: usize| {
+        let (i, m) = (j / 5, j % 5);
+        let name = format!("w-{i:05}");
+        let ns = format!("t-{i}");
+        let machine = format!("{name}-m-{m}");
+        let md = format!("{name}-md-{}", m % 2);
+        object(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": meta(&machine, &ns, &name, Some(&md)),
+            "spec": {"clusterName": name, "version": "v1.34.1", "providerID": format!("vsphere://4237{i:05}-{m}"),
+                "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": machine}, "dataSecretName": machine},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachine", "name": machine}},
+            "status": {"phase": "Running", "observedGeneration": 2, "nodeRef": {"name": machine},
+                "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{m}", i / 250, i % 250)}, {"type": "Hostname", "address": machine}],
+                "nodeInfo": {"kubeletVersion": "v1.34.1", "kernelVersion": "6.8.0-1015", "osImage": "Bottlerocket OS 1.30.0", "containerRuntimeVersion": "containerd://1.7.27", "architecture": "amd64"},
+                "conditions": conditions(10)}}),
+        )
+    };
     let watched = Watched::fixed(
-        statuses,
+        (0..n).map(status),
         vec![
-            (
-                "KubeadmControlPlane",
-                ar(
-                    "controlplane.cluster.x-k8s.io",
-                    "KubeadmControlPlane",
-                    "kubeadmcontrolplanes",
-                ),
-                kcps,
-            ),
-            (
-                "MachineDeployment",
-                ar(
-                    "cluster.x-k8s.io",
-                    "MachineDeployment",
-                    "machinedeployments",
-                ),
-                mds,
-            ),
-            (
-                "Machine",
-                ar("cluster.x-k8s.io", "Machine", "machines"),
-                machines,
-            ),
+            ("KubeadmControlPlane", Box::new((0..n).map(kcp))),
+            ("MachineDeployment", Box::new((0..2 * n).map(md))),
+            ("Machine", Box::new((0..5 * n).map(machine))),
         ],
     );
     let after = rss_kib();
@@ -195,6 +240,7 @@ fn main() {
     for page in ["/", "/?phase=Failed", "/waves", "/clusters/w-00042"] {
         let mut times = Vec::new();
         let mut bytes = 0;
+        let mut bytes_of_last = axum::body::Bytes::new();
         for _ in 0..20 {
             let started = Instant::now();
             let body = rt.block_on(async {
@@ -213,6 +259,14 @@ fn main() {
             });
             times.push(started.elapsed());
             bytes = body.len();
+            bytes_of_last = body;
+        }
+        if page.starts_with("/clusters/") {
+            // What is timed is the whole page: its groups and their machines.
+            let html = String::from_utf8_lossy(&bytes_of_last);
+            for part in ["w-00042-md-1", "w-00042-m-4", "v1.34.1"] {
+                assert!(html.contains(part), "{page} lacks {part}: {html}");
+            }
         }
         times.sort();
         let median: Duration = times[times.len() / 2];

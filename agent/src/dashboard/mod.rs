@@ -7,9 +7,9 @@
 //! Kubernetes bearer token (TokenReview) and authorised for reading ManagedClusters
 //! (SubjectAccessReview): [`auth`].
 //!
-//! Pages are rendered from watch caches ([`Watched`]: reflector stores of the ManagedClusters
-//! and of the Cluster API objects a cluster page shows), never by asking the API server per page
-//! view; a change to any of them is announced to open pages over server-sent events, which then
+//! Pages are rendered from watch caches ([`Watched`]: the ManagedClusters and the Cluster API
+//! objects a cluster page shows, each kept as the few fields a page reads), never by asking the
+//! API server per page view; a change to any of them is announced to open pages over server-sent events, which then
 //! fetch themselves again. Templates are files embedded in the binary (`templates/`), rendered
 //! with minijinja (HTML escaped); the one script is a few lines that follow the events. Nothing
 //! of a Secret is read: the watched kinds are ManagedCluster, the control planes,
@@ -26,8 +26,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::discovery::ApiResource;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -60,12 +58,13 @@ impl Published {
     }
 }
 
-/// What the dashboard watches.
+/// What the dashboard watches, held compact: the agent keeps it for as long as it runs, beside
+/// its own cache of the same fleet, so a page's needs set what is kept, not the API's objects.
 pub struct Watched {
-    /// The ManagedClusters.
-    pub statuses: Store<ManagedCluster>,
-    /// The Cluster API objects, by kind.
-    pub objects: BTreeMap<&'static str, Store<DynamicObject>>,
+    /// The ManagedClusters, by name.
+    statuses: Arc<Table<Entry>>,
+    /// The Cluster API objects, by kind, then `namespace/name`.
+    objects: BTreeMap<&'static str, Arc<Table<Obj>>>,
     /// Kinds that could not be watched, with why (not served, not allowed).
     pub missing: Vec<String>,
     /// Bumped on every change of anything watched.
@@ -77,6 +76,199 @@ pub struct Watched {
     /// How many watches run.
     watches: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// One ManagedCluster as the pages read it: its record (the status with the inventory as
+/// compressed text, [`crate::status::Recorded`]) and when it was created.
+struct Entry {
+    name: String,
+    created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    record: crate::status::Recorded,
+}
+
+impl Entry {
+    fn of(mc: ManagedCluster) -> (String, Entry) {
+        let name = mc.metadata.name.clone().unwrap_or_default();
+        let entry = Entry {
+            record: crate::status::Recorded::from_object(&mc),
+            created: mc.metadata.creation_timestamp,
+            name: name.clone(),
+        };
+        (name, entry)
+    }
+
+    /// The object again, its inventory included when `inventory`.
+    fn object(&self, inventory: bool) -> ManagedCluster {
+        let r = &self.record;
+        let mut mc = ManagedCluster::new(
+            &self.name,
+            status::ManagedClusterSpec {
+                management: r.management.clone(),
+                directory: r.directory.clone(),
+            },
+        );
+        mc.metadata.namespace = Some(status::NAMESPACE.to_string());
+        mc.metadata.creation_timestamp = self.created.clone();
+        mc.metadata.generation = Some(r.generation);
+        let mut st = r.status.clone();
+        if inventory {
+            st.inventory = r.inventory();
+        }
+        mc.status = Some(st);
+        mc
+    }
+}
+
+/// One Cluster API object as the pages read it: a few dozen bytes of names, counts and versions
+/// where the API's object holds kilobytes (a control plane's whole kubeadm configuration, every
+/// condition, a Machine's addresses).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Obj {
+    kind: &'static str,
+    name: Box<str>,
+    namespace: Box<str>,
+    /// The Cluster API cluster it belongs to ([`cluster_name`]).
+    cluster: Option<Box<str>>,
+    /// The labels a Machine's owner is read from ([`GROUP_LABELS`]), those it has.
+    labels: Vec<(&'static str, Box<str>)>,
+    replicas: Option<i64>,
+    /// A control plane's or Machine's `spec.version`, a MachineDeployment's template's.
+    version: Box<str>,
+    up_to_date: i64,
+    available: i64,
+    /// A Machine's `status.phase`.
+    phase: Box<str>,
+}
+
+/// The labels that say whose a Machine is: its cluster, and its MachineDeployment, control plane
+/// or etcd cluster.
+pub const GROUP_LABELS: [&str; 4] = [
+    "cluster.x-k8s.io/cluster-name",
+    "cluster.x-k8s.io/deployment-name",
+    "cluster.x-k8s.io/control-plane-name",
+    "etcd-cluster.cluster.x-k8s.io/etcd-cluster-name",
+];
+
+impl Obj {
+    /// The parts of `o` (of `kind`, one of [`KINDS`]) a page shows.
+    pub fn of(kind: &'static str, o: &DynamicObject) -> Obj {
+        let text = |p: &str| -> Box<str> {
+            o.data
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .into()
+        };
+        let int = |p: &str| o.data.pointer(p).and_then(Value::as_i64);
+        let labels = o.metadata.labels.as_ref();
+        let mut version = text("/spec/version");
+        if version.is_empty() {
+            version = text("/spec/template/spec/version");
+        }
+        Obj {
+            kind,
+            name: o.metadata.name.as_deref().unwrap_or_default().into(),
+            namespace: o.metadata.namespace.as_deref().unwrap_or_default().into(),
+            cluster: cluster_name(kind, o).map(Into::into),
+            labels: GROUP_LABELS
+                .iter()
+                .filter_map(|l| Some((*l, labels?.get(*l)?.as_str().into())))
+                .collect(),
+            replicas: int("/spec/replicas"),
+            version,
+            up_to_date: int("/status/upToDateReplicas").unwrap_or(0),
+            available: int("/status/availableReplicas").unwrap_or(0),
+            phase: text("/status/phase"),
+        }
+    }
+
+    /// As JSON shaped like the API's object, for [`view`].
+    fn value(&self) -> Value {
+        let labels: serde_json::Map<String, Value> = self
+            .labels
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), Value::from(&**v)))
+            .collect();
+        serde_json::json!({
+            "kind": self.kind,
+            "metadata": {"name": &*self.name, "namespace": &*self.namespace, "labels": labels},
+            "spec": {"replicas": self.replicas, "version": &*self.version},
+            "status": {"upToDateReplicas": self.up_to_date, "availableReplicas": self.available, "phase": &*self.phase},
+        })
+    }
+}
+
+/// A store filled from a watch: its objects by key, a relist built aside and swapped in whole
+/// (so a page never sees half a list).
+struct Table<T> {
+    now: std::sync::RwLock<std::collections::HashMap<String, Arc<T>>>,
+    relist: std::sync::Mutex<Option<std::collections::HashMap<String, Arc<T>>>>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            now: Default::default(),
+            relist: Default::default(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    /// Applies one watch event, each object made a `T` (with its key) by `conv`.
+    fn apply<K>(&self, ev: watcher::Event<K>, conv: impl Fn(K) -> (String, T)) {
+        let mut relist = self.relist.lock().unwrap_or_else(|p| p.into_inner());
+        match ev {
+            watcher::Event::Init => *relist = Some(Default::default()),
+            watcher::Event::InitApply(k) => {
+                let (key, t) = conv(k);
+                relist
+                    .get_or_insert_with(Default::default)
+                    .insert(key, Arc::new(t));
+            }
+            watcher::Event::InitDone => {
+                if let Some(all) = relist.take() {
+                    *self.now.write().unwrap_or_else(|p| p.into_inner()) = all;
+                }
+            }
+            watcher::Event::Apply(k) => {
+                let (key, t) = conv(k);
+                self.now
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, Arc::new(t));
+            }
+            watcher::Event::Delete(k) => {
+                let (key, _) = conv(k);
+                self.now
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<T>> {
+        self.now
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<T>> {
+        self.now
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The key of an object in its [`Table`].
+fn key(o: &Obj) -> String {
+    format!("{}/{}", o.namespace, o.name)
 }
 
 /// What the watches report besides their objects.
@@ -116,50 +308,9 @@ impl Drop for Watched {
     }
 }
 
-/// Drops what a page never shows before an object enters a store: of the metadata, the name,
-/// namespace, the two Cluster API labels the pages group by; of the spec, the counts and
-/// versions; of the status, the machine counts and a Machine's phase. Real objects carry much
-/// more (a control plane's whole kubeadm configuration, every condition, a Machine's addresses),
-/// and the agent holds these stores for as long as it runs.
-pub fn slim(o: DynamicObject) -> DynamicObject {
-    const LABELS: [&str; 2] = [
-        "cluster.x-k8s.io/cluster-name",
-        "cluster.x-k8s.io/deployment-name",
-    ];
-    let labels = o.metadata.labels.map(|mut l| {
-        l.retain(|k, _| LABELS.contains(&k.as_str()));
-        l
-    });
-    let keep = |v: Option<&Value>, fields: &[&str]| -> Value {
-        let mut out = serde_json::Map::new();
-        if let Some(m) = v.and_then(Value::as_object) {
-            for f in fields {
-                if let Some(x) = m.get(*f) {
-                    out.insert((*f).to_string(), x.clone());
-                }
-            }
-        }
-        Value::Object(out)
-    };
-    let mut spec = keep(o.data.get("spec"), &["replicas", "version", "clusterName"]);
-    if let Some(version) = o.data.pointer("/spec/template/spec/version") {
-        spec["template"] = serde_json::json!({"spec": {"version": version}});
-    }
-    let status = keep(
-        o.data.get("status"),
-        &["upToDateReplicas", "availableReplicas", "phase"],
-    );
-    DynamicObject {
-        types: o.types,
-        metadata: kube::api::ObjectMeta {
-            name: o.metadata.name,
-            namespace: o.metadata.namespace,
-            labels,
-            ..Default::default()
-        },
-        data: serde_json::json!({"spec": spec, "status": status}),
-    }
-}
+/// The objects of a list page the watches ask for at once: a list's page is held whole while it
+/// is read, so a smaller page keeps the agent's peak lower at a few more requests per relist.
+const PAGE: u32 = 100;
 
 impl Watched {
     /// Starts the watches: the ManagedClusters of `capstan-system` and every [`KINDS`] kind
@@ -173,16 +324,18 @@ impl Watched {
         };
         let mut tasks = Vec::new();
         let progress = Arc::new(Progress::default());
-        let (statuses, writer) = reflector::store();
+        let statuses = Arc::new(Table::default());
         let api = status::api(client);
-        let (b, p) = (bump.clone(), progress.clone());
+        let (b, p, table) = (bump.clone(), progress.clone(), statuses.clone());
         tasks.push(tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default())
+            let mut s = watcher(api, watcher::Config::default().page_size(PAGE))
                 .default_backoff()
-                .modify(|mc: &mut ManagedCluster| mc.metadata.managed_fields = None);
-            let mut s = reflector::reflector(writer, stream).boxed();
+                .boxed();
             while let Some(ev) = s.next().await {
                 p.saw("ManagedCluster", &ev);
+                if let Ok(ev) = ev {
+                    table.apply(ev, Entry::of);
+                }
                 b();
             }
         }));
@@ -202,13 +355,11 @@ impl Watched {
                     continue;
                 }
             };
-            let writer = reflector::store::Writer::new(ar.clone());
-            let store = writer.as_reader();
+            let table = Arc::new(Table::default());
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let (b, p) = (bump.clone(), progress.clone());
-            let name = *kind;
-            tasks.push(tokio::spawn(watch_kind(api, ar, writer, b, p, name)));
-            objects.insert(*kind, store);
+            let (b, p, t) = (bump.clone(), progress.clone(), table.clone());
+            tasks.push(tokio::spawn(watch_kind(api, t, b, p, kind)));
+            objects.insert(*kind, table);
         }
         Watched {
             watches: objects.len() + 1,
@@ -222,30 +373,40 @@ impl Watched {
         }
     }
 
-    /// Stores filled with the given objects (slimmed as the watches would) and nothing watched:
-    /// the pages' tests and benchmarks.
+    /// Stores filled with the given objects (kept as the watches keep them) and nothing
+    /// watched: the pages' tests and benchmarks. The objects are taken one at a time, so a
+    /// caller may make them as they are taken.
     pub fn fixed(
-        statuses: Vec<ManagedCluster>,
-        objects: Vec<(&'static str, ApiResource, Vec<DynamicObject>)>,
+        statuses: impl IntoIterator<Item = ManagedCluster>,
+        objects: Vec<(&'static str, Box<dyn Iterator<Item = DynamicObject> + '_>)>,
     ) -> Watched {
-        let mut w = reflector::store::Writer::<ManagedCluster>::default();
-        w.apply_watcher_event(&watcher::Event::Init);
+        let table = Table::default();
+        table.apply::<ManagedCluster>(watcher::Event::Init, Entry::of);
         for s in statuses {
-            w.apply_watcher_event(&watcher::Event::InitApply(s));
+            table.apply(watcher::Event::InitApply(s), Entry::of);
         }
-        w.apply_watcher_event(&watcher::Event::InitDone);
+        table.apply::<ManagedCluster>(watcher::Event::InitDone, Entry::of);
         let mut stores = BTreeMap::new();
-        for (kind, ar, objs) in objects {
-            let mut w = reflector::store::Writer::new(ar);
-            w.apply_watcher_event(&watcher::Event::Init);
+        for (kind, objs) in objects {
+            let kind = KINDS
+                .iter()
+                .map(|(_, k)| *k)
+                .find(|k| *k == kind)
+                .unwrap_or_else(|| panic!("the dashboard does not keep {kind}"));
+            let t = Table::default();
+            let conv = |o: DynamicObject| {
+                let o = Obj::of(kind, &o);
+                (key(&o), o)
+            };
+            t.apply(watcher::Event::Init, conv);
             for o in objs {
-                w.apply_watcher_event(&watcher::Event::InitApply(slim(o)));
+                t.apply(watcher::Event::InitApply(o), conv);
             }
-            w.apply_watcher_event(&watcher::Event::InitDone);
-            stores.insert(kind, w.as_reader());
+            t.apply(watcher::Event::InitDone, conv);
+            stores.insert(kind, Arc::new(t));
         }
         Watched {
-            statuses: w.as_reader(),
+            statuses: Arc::new(table),
             objects: stores,
             missing: Vec::new(),
             changes: watch::channel(0).1,
@@ -291,40 +452,32 @@ impl Watched {
         }
     }
 
-    /// Every status object now.
+    /// Every status object now (their inventories left out: the fleet's pages do not show
+    /// them).
     pub fn statuses(&self) -> Vec<ManagedCluster> {
         self.statuses
-            .state()
+            .all()
             .into_iter()
-            .map(|m| (*m).clone())
+            .map(|e| e.object(false))
             .collect()
     }
 
-    /// The status object of one cluster (no copy of the others).
+    /// The status object of one cluster, whole (no copy of the others).
     pub fn status_of(&self, name: &str) -> Option<ManagedCluster> {
-        self.statuses
-            .get(&reflector::ObjectRef::new(name).within(status::NAMESPACE))
-            .map(|m| (*m).clone())
+        self.statuses.get(name).map(|e| e.object(true))
     }
 
-    /// The objects of one kind that belong to Cluster API cluster `name`: labelled so (what
-    /// Cluster API puts on Machines), naming it (`spec.clusterName`), or named after it as
-    /// capstan renders control planes (`<cluster>`, `<cluster>-etcd`).
+    /// The objects of one kind that belong to Cluster API cluster `name` ([`cluster_name`]), as
+    /// JSON shaped like the API's (what [`view`] reads).
     pub fn of_cluster(&self, kind: &str, name: &str) -> Vec<Value> {
         let Some(store) = self.objects.get(kind) else {
             return Vec::new();
         };
         store
-            .state()
+            .all()
             .into_iter()
-            .filter(|o| belongs_to(o, name))
-            .map(|o| {
-                let mut v = serde_json::to_value(&*o).unwrap_or_default();
-                if let Some(t) = o.types.as_ref() {
-                    v["kind"] = t.kind.clone().into();
-                }
-                v
-            })
+            .filter(|o| o.cluster.as_deref() == Some(name))
+            .map(|o| o.value())
             .collect()
     }
 
@@ -332,10 +485,9 @@ impl Watched {
     pub fn versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         if let Some(store) = self.objects.get("KubeadmControlPlane") {
-            for o in store.state() {
-                let version = o.data.pointer("/spec/version").and_then(Value::as_str);
-                if let (Some(c), Some(v)) = (cluster_of(&o), version) {
-                    out.insert(c, v.to_string());
+            for o in store.all() {
+                if let (Some(c), false) = (o.cluster.as_deref(), o.version.is_empty()) {
+                    out.insert(c.to_string(), o.version.to_string());
                 }
             }
         }
@@ -343,20 +495,10 @@ impl Watched {
     }
 }
 
-/// The Cluster API cluster an object belongs to (see [`Watched::of_cluster`]).
-pub fn cluster_of(o: &DynamicObject) -> Option<String> {
-    cluster_name(o).map(str::to_string)
-}
-
-/// Whether `o` belongs to cluster `name`, without allocating: the cluster page asks it of every
-/// watched object.
-fn belongs_to(o: &DynamicObject, name: &str) -> bool {
-    cluster_name(o) == Some(name)
-}
-
-/// The one rule behind both: the Cluster API label, else `spec.clusterName`, else the name as
-/// capstan renders control planes (`<cluster>`, `<cluster>-etcd`).
-fn cluster_name(o: &DynamicObject) -> Option<&str> {
+/// The Cluster API cluster an object of `kind` belongs to: the Cluster API label (what Cluster
+/// API puts on Machines), else `spec.clusterName`, else the name as capstan renders control
+/// planes (`<cluster>`, `<cluster>-etcd`).
+fn cluster_name<'o>(kind: &str, o: &'o DynamicObject) -> Option<&'o str> {
     if let Some(c) = o
         .metadata
         .labels
@@ -369,38 +511,173 @@ fn cluster_name(o: &DynamicObject) -> Option<&str> {
         return Some(c);
     }
     let name = o.metadata.name.as_deref()?;
-    match o.types.as_ref().map(|t| t.kind.as_str()) {
-        Some("KubeadmControlPlane") => Some(name),
-        Some("EtcdadmCluster") => name.strip_suffix("-etcd"),
+    match kind {
+        "KubeadmControlPlane" => Some(name),
+        "EtcdadmCluster" => name.strip_suffix("-etcd"),
         _ => None,
     }
 }
 
 async fn watch_kind(
     api: Api<DynamicObject>,
-    ar: ApiResource,
-    writer: reflector::store::Writer<DynamicObject>,
+    table: Arc<Table<Obj>>,
     bump: impl Fn(),
     progress: Arc<Progress>,
     kind: &'static str,
 ) {
-    let stream = watcher(api, watcher::Config::default())
+    let mut s = watcher(api, watcher::Config::default().page_size(PAGE))
         .default_backoff()
-        .map(move |ev| {
-            ev.map(|e| {
-                e.modify(|o| {
-                    let mut slimmed = slim(o.clone());
-                    slimmed.types = Some(kube::api::TypeMeta {
-                        api_version: ar.api_version.clone(),
-                        kind: ar.kind.clone(),
-                    });
-                    *o = slimmed;
-                })
-            })
-        });
-    let mut s = reflector::reflector(writer, stream).boxed();
+        .boxed();
     while let Some(ev) = s.next().await {
         progress.saw(kind, &ev);
+        if let Ok(ev) = ev {
+            table.apply(ev, |o: DynamicObject| {
+                let o = Obj::of(kind, &o);
+                (key(&o), o)
+            });
+        }
         bump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dynamic(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn an_object_keeps_what_a_page_reads() {
+        let md = Obj::of(
+            "MachineDeployment",
+            &dynamic(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                "metadata": {"name": "w-1-md-0", "namespace": "t", "labels": {"team": "a"}, "annotations": {"big": "x"}},
+                "spec": {"clusterName": "w-1", "replicas": 3, "template": {"spec": {"version": "v1.34.1", "bootstrap": {}}}},
+                "status": {"upToDateReplicas": 1, "availableReplicas": 2, "conditions": [{"type": "Available"}]}}),
+            ),
+        );
+        assert_eq!(md.cluster.as_deref(), Some("w-1"));
+        assert_eq!(
+            md.value(),
+            json!({"kind": "MachineDeployment",
+                "metadata": {"name": "w-1-md-0", "namespace": "t", "labels": {}},
+                "spec": {"replicas": 3, "version": "v1.34.1"},
+                "status": {"upToDateReplicas": 1, "availableReplicas": 2, "phase": ""}})
+        );
+        // A control-plane Machine keeps the label that says whose it is; others go.
+        let m = Obj::of(
+            "Machine",
+            &dynamic(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": "w-1-cp-x", "namespace": "t", "labels": {
+                    "cluster.x-k8s.io/cluster-name": "w-1", "cluster.x-k8s.io/control-plane-name": "w-1",
+                    "cluster.x-k8s.io/control-plane": ""}},
+                "spec": {"clusterName": "w-1", "version": "v1.33.4"}, "status": {"phase": "Running"}}),
+            ),
+        );
+        assert_eq!(
+            m.labels,
+            vec![
+                ("cluster.x-k8s.io/cluster-name", "w-1".into()),
+                ("cluster.x-k8s.io/control-plane-name", "w-1".into())
+            ]
+        );
+        assert_eq!((&*m.version, &*m.phase), ("v1.33.4", "Running"));
+        // Control planes and etcd are named after their cluster.
+        let etcd = Obj::of(
+            "EtcdadmCluster",
+            &dynamic(
+                json!({"apiVersion": "etcdcluster.cluster.x-k8s.io/v1beta1", "kind": "EtcdadmCluster",
+                "metadata": {"name": "w-2-etcd", "namespace": "t"}, "spec": {"replicas": 3}}),
+            ),
+        );
+        assert_eq!(etcd.cluster.as_deref(), Some("w-2"));
+    }
+
+    #[test]
+    fn a_relist_replaces_the_table_whole_and_only_when_done() {
+        let t: Table<Obj> = Table::default();
+        let obj = |name: &str| {
+            dynamic(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "t"}, "spec": {"clusterName": "w"}}),
+            )
+        };
+        let conv = |o: DynamicObject| {
+            let o = Obj::of("Machine", &o);
+            (key(&o), o)
+        };
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(obj("a")),
+            watcher::Event::InitApply(obj("b")),
+            watcher::Event::InitDone,
+        ] {
+            t.apply(ev, conv);
+        }
+        let names = |t: &Table<Obj>| {
+            let mut n: Vec<String> = t.all().iter().map(|o| o.name.to_string()).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&t), ["a", "b"]);
+        t.apply(watcher::Event::Delete(obj("a")), conv);
+        t.apply(watcher::Event::Apply(obj("c")), conv);
+        assert_eq!(names(&t), ["b", "c"]);
+        // A relist after the watch broke: "b" went meanwhile. Until it is done, pages read the
+        // old set; then the new one, whole.
+        t.apply(watcher::Event::Init, conv);
+        t.apply(watcher::Event::InitApply(obj("c")), conv);
+        assert_eq!(names(&t), ["b", "c"]);
+        t.apply(watcher::Event::InitDone, conv);
+        assert_eq!(names(&t), ["c"]);
+    }
+
+    #[test]
+    fn a_status_is_kept_compact_and_given_back_whole() {
+        let mut mc = ManagedCluster::new(
+            "w-1",
+            status::ManagedClusterSpec {
+                management: "m".into(),
+                directory: "clusters/m/workload-clusters/w-1".into(),
+            },
+        );
+        mc.metadata.namespace = Some(status::NAMESPACE.into());
+        mc.metadata.generation = Some(4);
+        mc.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-01T10:00:00Z".parse().unwrap(),
+            ));
+        mc.metadata.managed_fields = Some(vec![Default::default()]);
+        mc.status = Some(status::ManagedClusterStatus {
+            message: "ok".into(),
+            inventory: vec![crate::plan::ObjectRef {
+                api_version: "cluster.x-k8s.io/v1beta2".into(),
+                kind: "Cluster".into(),
+                namespace: "t".into(),
+                name: "w-1".into(),
+                hash: "h".into(),
+                generation: 1,
+                fields: String::new(),
+            }],
+            ..Default::default()
+        });
+        let w = Watched::fixed(vec![mc.clone()], Vec::new());
+        let whole = w.status_of("w-1").unwrap();
+        assert_eq!(whole.status, mc.status);
+        assert_eq!(whole.spec, mc.spec);
+        assert_eq!(
+            whole.metadata.creation_timestamp,
+            mc.metadata.creation_timestamp
+        );
+        assert_eq!(whole.metadata.managed_fields, None);
+        let listed = w.statuses();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].status.as_ref().unwrap().inventory.is_empty());
+        assert_eq!(listed[0].status.as_ref().unwrap().message, "ok");
     }
 }

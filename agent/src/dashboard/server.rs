@@ -372,7 +372,6 @@ mod tests {
     use super::*;
     use crate::status::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
     use kube::api::DynamicObject;
-    use kube::discovery::ApiResource;
     use tower::ServiceExt;
 
     fn fixture() -> Router {
@@ -402,13 +401,6 @@ mod tests {
             ],
             ..Default::default()
         });
-        let ar = ApiResource {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta2".into(),
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "MachineDeployment".into(),
-            plural: "machinedeployments".into(),
-        };
         let md: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
             "metadata": {"name": "w-1-md-0", "namespace": "t", "labels": {"cluster.x-k8s.io/cluster-name": "w-1"}},
@@ -425,7 +417,10 @@ mod tests {
             at: "2026-11-28T09:00:00Z".into(),
         });
         router(Dashboard::new(
-            Watched::fixed(vec![mc], vec![("MachineDeployment", ar, vec![md])]),
+            Watched::fixed(
+                vec![mc],
+                vec![("MachineDeployment", Box::new(std::iter::once(md)))],
+            ),
             None,
             Some(board),
             None,
