@@ -102,6 +102,19 @@ impl Dashboard {
         }
     }
 
+    /// 401 with the sign-in form (saying `problem`, if any) and the scheme it takes.
+    fn sign_in(&self, problem: Option<&str>) -> Response {
+        let mut r = self.page("login.html", &User(None), "", context! { problem });
+        if r.status() == StatusCode::OK {
+            *r.status_mut() = StatusCode::UNAUTHORIZED;
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"capstan\""),
+            );
+        }
+        r
+    }
+
     fn rows(&self) -> Vec<view::Row> {
         view::rows(
             &self.watched.statuses(),
@@ -173,21 +186,23 @@ async fn headers(req: Request, next: Next) -> Response {
 }
 
 /// Lets a request through when no reviewer is set, or when its token's user may list
-/// ManagedClusters; sends a browser to sign in otherwise.
+/// ManagedClusters. Without a token the API server accepts, the answer is 401 (what a client
+/// of the API expects) with the sign-in form as its body (what a browser shows); a user the
+/// API server does not let list ManagedClusters gets 403.
 async fn check(State(d): State<Arc<Dashboard>>, mut req: Request, next: Next) -> Response {
     let Some(reviewer) = &d.reviewer else {
         req.extensions_mut().insert(User(None));
         return next.run(req).await;
     };
     let Some(token) = token_of(req.headers()) else {
-        return Redirect::to("/login").into_response();
+        return d.sign_in(None);
     };
     match reviewer.review(&token).await {
         Ok(Verdict::Allowed(user)) => {
             req.extensions_mut().insert(User(Some(user)));
             next.run(req).await
         }
-        Ok(Verdict::Unauthenticated) => Redirect::to("/login?problem=token").into_response(),
+        Ok(Verdict::Unauthenticated) => d.sign_in(Some(TOKEN_REFUSED)),
         Ok(Verdict::Forbidden(user)) => (
             StatusCode::FORBIDDEN,
             format!("{user} may not list managedclusters.capstan.dev in capstan-system"),
@@ -324,11 +339,11 @@ struct Problem {
     problem: String,
 }
 
+/// What the sign-in form says of a token the API server did not accept.
+const TOKEN_REFUSED: &str = "That token was not accepted by the API server.";
+
 async fn login_form(State(d): State<Arc<Dashboard>>, Query(p): Query<Problem>) -> Response {
-    let problem = match p.problem.as_str() {
-        "token" => Some("That token was not accepted by the API server."),
-        _ => None,
-    };
+    let problem = (p.problem == "token").then_some(TOKEN_REFUSED);
     d.page("login.html", &User(None), "", context! { problem })
 }
 
