@@ -9,12 +9,12 @@
 //!
 //! Pages are rendered from watch caches ([`Watched`]: the ManagedClusters and the Cluster API
 //! objects a cluster page shows, each kept as the few fields a page reads), never by asking the
-//! API server per page view; a change to any of them is announced to open pages over server-sent events, which then
-//! fetch themselves again. Templates are files embedded in the binary (`templates/`), rendered
+//! API server per page view; a change to any of them is announced to open pages over
+//! server-sent events, which then fetch themselves again. Templates are files embedded in the binary (`templates/`), rendered
 //! with minijinja (HTML escaped); the one script is a few lines that follow the events. Nothing
 //! of a Secret is read: the watched kinds are ManagedCluster, the control planes,
-//! MachineDeployments and Machines, and of those the pages keep names, counts, versions, phases
-//! and conditions ([`view`]).
+//! MachineDeployments and Machines, and of those the stores keep what the pages show ([`Obj`],
+//! [`Entry`]): names, counts, versions, phases, and a ManagedCluster's status.
 
 pub mod auth;
 pub mod server;
