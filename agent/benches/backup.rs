@@ -65,10 +65,7 @@ async fn apply_all<'a>(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n = support::env_number("CAPSTAN_BENCH_CLUSTERS", 1000);
     let tmp = tempfile::tempdir().unwrap();
     let fleet = write_fleet(&tmp.path().join("fleet"), n);
     let cp = ControlPlane::start().await.expect("control plane");

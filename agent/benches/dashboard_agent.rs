@@ -33,14 +33,8 @@ const MACHINES: usize = 5;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let rounds: usize = std::env::var("CAPSTAN_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let n = support::env_number("CAPSTAN_BENCH_CLUSTERS", 1000);
+    let rounds = support::env_number("CAPSTAN_BENCH_ROUNDS", 2);
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let fleet = write_fleet(&repo, n);

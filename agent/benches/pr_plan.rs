@@ -138,10 +138,7 @@ async fn live_lists(cp: &ControlPlane, mark: AuditMark) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000);
+    let n = support::env_number("CAPSTAN_BENCH_CLUSTERS", 3000);
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let fleet = write_fleet(&repo, n);

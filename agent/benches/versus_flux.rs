@@ -66,10 +66,7 @@ use support::{
 /// Clusters (capstan) and Kustomizations (Flux) reconciled at once; `CAPSTAN_BENCH_CONCURRENCY`
 /// overrides it for both.
 fn concurrency() -> usize {
-    std::env::var("CAPSTAN_BENCH_CONCURRENCY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+    support::env_number("CAPSTAN_BENCH_CONCURRENCY", 4)
 }
 
 /// What one peer measured.
@@ -905,10 +902,7 @@ fn row(name: &str, capstan: Option<f64>, flux: Option<f64>, fmt: fn(f64) -> Stri
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("CAPSTAN_BENCH_CLUSTERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let n = support::env_number("CAPSTAN_BENCH_CLUSTERS", 100);
     let peers =
         std::env::var("CAPSTAN_BENCH_PEERS").unwrap_or_else(|_| "capstan,limit,flux".into());
     let flux_bin = peers

@@ -307,6 +307,14 @@ pub fn wait_drained(
     }
 }
 
+/// A number a bench takes from the environment (`CAPSTAN_BENCH_CLUSTERS`, …), else `default`.
+pub fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn vm(pid: u32, field: &str) -> f64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
