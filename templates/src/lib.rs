@@ -21,6 +21,7 @@ pub mod diag;
 pub mod identity;
 pub mod json_text;
 pub mod provider;
+pub mod rehearsal;
 pub mod release;
 pub mod render;
 pub mod scaffold;
