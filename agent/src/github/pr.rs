@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pull_request webhook (opened, synchronize, reopened; HMAC-verified) ─▶ PrQueue (newest push per PR)
+//! a new leader lists the open PRs (super::resync): each as its synchronize ──▶ the same PrQueue
 //!     └─▶ planner task: fetch refs/pull/N/head and the base branch from the followed remote
 //!             ─▶ validate + render both (capstan diff's comparison: impact, notes, errors)
 //!             ─▶ plan the head against live state (Agent::plan_cluster: dry runs, nothing written)
@@ -88,15 +89,37 @@ impl std::fmt::Display for Skip {
 /// GitHub's.
 pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent, Skip>, String> {
     let v: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str);
-    let action = s("/action").ok_or("no action")?;
-    let number = v
-        .pointer("/pull_request/number")
+    let action = v.get("action").and_then(Value::as_str).ok_or("no action")?;
+    let pull = v.get("pull_request").unwrap_or(&Value::Null);
+    let number = pull
+        .get("number")
         .or_else(|| v.get("number"))
         .and_then(Value::as_u64)
         .ok_or("no pull request number")?;
-    let head_sha = s("/pull_request/head/sha").ok_or("no head sha")?;
-    let base_ref = s("/pull_request/base/ref").ok_or("no base ref")?;
+    event(action, number, pull, branch, forks)
+}
+
+/// What to plan of a pull request listed open ([`GitHub::open_pull_requests`]), or why not:
+/// what a `synchronize` delivery of it would say. `Err` for an object that is not GitHub's.
+pub fn listed(pull: &Value, branch: &str, forks: bool) -> Result<Result<PrEvent, Skip>, String> {
+    let number = pull
+        .get("number")
+        .and_then(Value::as_u64)
+        .ok_or("no pull request number")?;
+    event("synchronize", number, pull, branch, forks)
+}
+
+/// The one reading of a pull request object (a delivery's `pull_request`, or one of a list).
+fn event(
+    action: &str,
+    number: u64,
+    pull: &Value,
+    branch: &str,
+    forks: bool,
+) -> Result<Result<PrEvent, Skip>, String> {
+    let s = |p: &str| pull.pointer(p).and_then(Value::as_str);
+    let head_sha = s("/head/sha").ok_or("no head sha")?;
+    let base_ref = s("/base/ref").ok_or("no base ref")?;
     if !matches!(action, "opened" | "synchronize" | "reopened" | "closed") {
         return Ok(Err(Skip::Action(action.to_string())));
     }
@@ -104,9 +127,9 @@ pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent
     if base_ref != followed {
         return Ok(Err(Skip::Base(base_ref.to_string())));
     }
-    let base_repo = s("/pull_request/base/repo/full_name").unwrap_or("");
+    let base_repo = s("/base/repo/full_name").unwrap_or("");
     // A deleted fork has no head repository: still a fork.
-    let head_repo = s("/pull_request/head/repo/full_name").unwrap_or("(deleted fork)");
+    let head_repo = s("/head/repo/full_name").unwrap_or("(deleted fork)");
     if head_repo != base_repo && !forks {
         return Ok(Err(Skip::Fork(head_repo.to_string())));
     }
@@ -139,6 +162,25 @@ impl PrQueue {
             .unwrap_or_else(|p| p.into_inner())
             .insert(e.number, e);
         self.wake.notify_one();
+    }
+
+    /// Queues a PR unless a push of it is already waiting (which is as new or newer: what a
+    /// listing found must not replace a webhook's push that arrived meanwhile). Whether queued.
+    pub fn offer(&self, e: PrEvent) -> bool {
+        let queued = {
+            let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            match p.entry(e.number) {
+                std::collections::btree_map::Entry::Occupied(_) => false,
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(e);
+                    true
+                }
+            }
+        };
+        if queued {
+            self.wake.notify_one();
+        }
+        queued
     }
 
     /// Waits for the next PR to plan (or, on a follower, to hand over), lowest number first.
@@ -454,5 +496,39 @@ mod tests {
         q.push(e(2, "c"));
         assert_eq!(q.next().await, e(1, "b"));
         assert_eq!(q.next().await, e(2, "c"));
+        // An offer (a listing's) does not replace a push still waiting.
+        q.push(e(3, "d"));
+        assert!(!q.offer(e(3, "listed")));
+        assert!(q.offer(e(4, "listed")));
+        assert_eq!(q.next().await, e(3, "d"));
+        assert_eq!(q.next().await, e(4, "listed"));
+    }
+
+    #[test]
+    fn a_listed_pull_request_reads_as_its_synchronize_delivery() {
+        let v: Value =
+            serde_json::from_slice(&payload("opened", "main", Some("acme/fleet"))).unwrap();
+        let pull = &v["pull_request"];
+        let e = listed(pull, "main", false).unwrap().unwrap();
+        assert_eq!(
+            e,
+            PrEvent {
+                number: 7,
+                head_sha: "abc".into(),
+                base_ref: "main".into(),
+                closed: false
+            }
+        );
+        assert_eq!(
+            listed(pull, "dev", false).unwrap(),
+            Err(Skip::Base("main".into()))
+        );
+        let fork: Value =
+            serde_json::from_slice(&payload("opened", "main", Some("mallory/fleet"))).unwrap();
+        assert!(matches!(
+            listed(&fork["pull_request"], "main", false).unwrap(),
+            Err(Skip::Fork(_))
+        ));
+        assert!(listed(&json!({"number": 1}), "main", false).is_err());
     }
 }
