@@ -29,6 +29,7 @@ pub mod handover;
 pub mod notify;
 pub mod open_pulls;
 pub mod pr;
+pub mod resync;
 
 use std::path::PathBuf;
 use std::time::Duration;
