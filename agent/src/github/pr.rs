@@ -27,7 +27,7 @@
 //! file:line), a field is blocked, or a file outside `clusters/` changed (capstan applies nothing
 //! from there, and a fleet repository should not hide other changes in a cluster PR).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -144,8 +144,15 @@ fn event(
 /// Pull requests waiting to be planned, the newest push of each. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct PrQueue {
-    pending: Arc<Mutex<BTreeMap<u64, PrEvent>>>,
+    pending: Arc<Mutex<Pending>>,
     wake: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Pending {
+    events: BTreeMap<u64, PrEvent>,
+    /// While the open pull requests are listed ([`PrQueue::listing`]): the PRs pushed since.
+    pushed_while_listing: Option<BTreeSet<u64>>,
 }
 
 impl std::fmt::Debug for PrQueue {
@@ -155,29 +162,45 @@ impl std::fmt::Debug for PrQueue {
 }
 
 impl PrQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Queues a PR (replacing an older push of it still waiting).
     pub fn push(&self, e: PrEvent) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(e.number, e);
+        {
+            let mut p = self.lock();
+            if let Some(pushed) = &mut p.pushed_while_listing {
+                pushed.insert(e.number);
+            }
+            p.events.insert(e.number, e);
+        }
         self.wake.notify_one();
     }
 
-    /// Queues a PR unless a push of it is already waiting (which is as new or newer: what a
-    /// listing found must not replace a webhook's push that arrived meanwhile). Whether queued.
-    pub fn offer(&self, e: PrEvent) -> bool {
+    /// Notes that the open pull requests are being listed: the PRs pushed from now on are left
+    /// out of [`PrQueue::offer_listed`].
+    pub fn listing(&self) {
+        self.lock().pushed_while_listing = Some(BTreeSet::new());
+    }
+
+    /// Queues what a listing begun with [`PrQueue::listing`] found, but the PRs pushed since
+    /// (a webhook's word is as new or newer: one closed meanwhile must not come back) and those
+    /// still waiting; how many were queued.
+    pub fn offer_listed(&self, listed: Vec<PrEvent>) -> usize {
         let queued = {
-            let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            match p.entry(e.number) {
-                std::collections::btree_map::Entry::Occupied(_) => false,
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(e);
-                    true
+            let mut p = self.lock();
+            let pushed = p.pushed_while_listing.take().unwrap_or_default();
+            let mut queued = 0;
+            for e in listed {
+                if !pushed.contains(&e.number) && !p.events.contains_key(&e.number) {
+                    p.events.insert(e.number, e);
+                    queued += 1;
                 }
             }
+            queued
         };
-        if queued {
+        if queued > 0 {
             self.wake.notify_one();
         }
         queued
@@ -188,9 +211,9 @@ impl PrQueue {
     pub async fn next(&self) -> PrEvent {
         loop {
             let next = {
-                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                let k = p.keys().next().copied();
-                k.and_then(|k| p.remove(&k))
+                let mut p = self.lock();
+                let k = p.events.keys().next().copied();
+                k.and_then(|k| p.events.remove(&k))
             };
             match next {
                 Some(e) => return e,
@@ -496,12 +519,24 @@ mod tests {
         q.push(e(2, "c"));
         assert_eq!(q.next().await, e(1, "b"));
         assert_eq!(q.next().await, e(2, "c"));
-        // An offer (a listing's) does not replace a push still waiting.
+        // What a listing found: not a PR waiting already, nor one pushed (closed) since the
+        // listing began; the others are queued.
         q.push(e(3, "d"));
-        assert!(!q.offer(e(3, "listed")));
-        assert!(q.offer(e(4, "listed")));
+        q.listing();
+        let mut closed = e(5, "e");
+        closed.closed = true;
+        q.push(closed.clone());
+        assert_eq!(
+            q.offer_listed(vec![e(3, "listed"), e(4, "listed"), e(5, "listed")]),
+            1
+        );
         assert_eq!(q.next().await, e(3, "d"));
         assert_eq!(q.next().await, e(4, "listed"));
+        assert_eq!(q.next().await, closed);
+        // The listing over, pushes are no longer noted.
+        q.push(e(6, "f"));
+        assert_eq!(q.next().await, e(6, "f"));
+        assert_eq!(q.offer_listed(vec![e(6, "listed")]), 1);
     }
 
     #[test]

@@ -5,10 +5,11 @@
 //! has none, and GitHub does not deliver again, so the page would stay empty until each pull
 //! request's next push. When a replica starts to lead with the PR workflow on, it lists the
 //! repository's open pull requests ([`GitHub::open_pull_requests`]) and queues each one as
-//! its `synchronize` delivery would ([`super::pr::listed`], [`PrQueue::offer`]): the same
-//! filters (followed base branch, forks only with `--pr-plans-from-forks`), the same planner
-//! one at a time, the same comment (edited in place, left alone when it already says the same,
-//! found again by its marker) and the same `capstan/plan` status.
+//! its `synchronize` delivery would ([`super::pr::listed`], [`PrQueue::offer_listed`]): the
+//! same filters (followed base branch, forks only with `--pr-plans-from-forks`), the same
+//! planner one at a time, the same comment (edited in place, left alone when it already says
+//! the same, found again by its marker) and the same `capstan/plan` status. A PR a webhook told
+//! of while the listing was under way is left to that webhook (closed meanwhile, it stays off).
 //!
 //! Only the newest [`KEPT`] are planned: the board shows no more, and planning every open pull
 //! request of a busy repository on each failover would spend GitHub's rate limit on plans the
@@ -110,16 +111,14 @@ impl Resync {
 
     /// One listing: every open pull request worth a plan queued.
     async fn once(&self, queue: &PrQueue) -> Result<(), GitHubError> {
+        queue.listing();
         let open = self.github.open_pull_requests().await?;
         let chosen = choose(&open, &self.branch, self.forks, &self.board.all());
         for (pr, why) in &chosen.skipped {
             tracing::debug!(pr, why, "open pull request not planned again");
         }
-        let mut queued = 0;
-        for e in chosen.plan {
-            // A webhook's push of it waiting already is as new or newer.
-            queued += usize::from(queue.offer(e));
-        }
+        // Those a webhook told of meanwhile are left to it (closed, or pushed again).
+        let queued = queue.offer_listed(chosen.plan);
         tracing::info!(
             open = open.len(),
             queued,
