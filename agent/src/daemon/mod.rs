@@ -201,7 +201,7 @@ pub async fn run_with(
                 leader: lc,
                 metrics: &metrics,
                 ready: &ready,
-                pulls: services.pulls.as_ref().map(|(_, q)| q),
+                pulls: services.pulls.as_ref().map(|(_, q, _)| q),
             };
             match follower.wait(&mut rx, stop_rx.clone(), &leader_tx).await? {
                 Some(e) => Some(e),
@@ -240,8 +240,13 @@ pub async fn run_with(
 struct Services {
     servers: Vec<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>>,
     statuses: Option<crate::github::notify::Statuses>,
-    /// The planner, until the leader starts it, and the queue the webhook fills.
-    pulls: Option<(crate::github::pr::Planner, crate::github::pr::PrQueue)>,
+    /// The planner, until the leader starts it, the queue the webhook fills, and the listing
+    /// of what is open that the leader starts with.
+    pulls: Option<(
+        crate::github::pr::Planner,
+        crate::github::pr::PrQueue,
+        crate::github::resync::Resync,
+    )>,
     /// The revision the leader follows, for the dashboard.
     followed: crate::dashboard::Published,
 }
@@ -286,7 +291,13 @@ impl Services {
                 metrics: metrics.clone(),
                 board: board.clone().unwrap_or_default(),
             };
-            pulls = Some((planner, queue));
+            let resync = crate::github::resync::Resync {
+                github: g.github.clone(),
+                board: planner.board.clone(),
+                branch: cfg.branch.clone(),
+                forks: g.pr_forks,
+            };
+            pulls = Some((planner, queue, resync));
             info!(repo = %g.github.repo(), "planning pull requests and posting commit statuses on GitHub");
         }
         let state = ServerState::new(server_cfg, tx.clone(), metrics.clone(), ready.clone());
@@ -338,9 +349,11 @@ impl Services {
     }
 
     /// Starts planning pull requests (the leader's): with `agent`, the daemon's own, so a plan
-    /// reads its watch cache.
+    /// reads its watch cache; those already open are listed and planned again, as this
+    /// leader's board starts empty.
     fn plan_pull_requests(&mut self, agent: &Arc<Agent>) {
-        if let Some((planner, queue)) = self.pulls.take() {
+        if let Some((planner, queue, resync)) = self.pulls.take() {
+            resync.start(queue.clone());
             tokio::spawn(planner.run(queue, agent.clone()));
         }
     }

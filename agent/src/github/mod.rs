@@ -17,6 +17,7 @@
 //! |---|---|
 //! | [`GitHub::set_status`] | `POST /repos/{owner}/{repo}/statuses/{sha}` |
 //! | [`GitHub::upsert_comment`] | `GET /repos/{owner}/{repo}/issues/{n}/comments`, `POST /repos/{owner}/{repo}/issues/{n}/comments`, `PATCH /repos/{owner}/{repo}/issues/comments/{id}` |
+//! | [`GitHub::open_pull_requests`] | `GET /repos/{owner}/{repo}/pulls?state=open&per_page=100`, then each `Link: <…>; rel="next"` |
 //! | [`GitHub::open_or_update_pr`] | `GET /repos/{owner}/{repo}/pulls?head=…&base=…&state=open`, `POST /repos/{owner}/{repo}/pulls`, `PATCH /repos/{owner}/{repo}/pulls/{n}` |
 //! | GitHub App auth (octocrab) | `POST /app/installations/{id}/access_tokens` |
 //!
@@ -26,7 +27,9 @@
 pub mod board;
 pub mod handover;
 pub mod notify;
+pub mod open_pulls;
 pub mod pr;
+pub mod resync;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -135,6 +138,15 @@ pub enum GitHubError {
         attempts: u32,
         /// The last failure.
         last: String,
+    },
+    /// A successful answer capstan cannot use (not the JSON documented, a page link that
+    /// leaves the API URL).
+    #[error("GitHub's answer to {action} cannot be used: {message}")]
+    Unexpected {
+        /// What was being done.
+        action: String,
+        /// What is wrong with it.
+        message: String,
     },
     /// Any other answer (422 and alike).
     #[error("GitHub refused to {action} ({status}): {message}")]
@@ -356,6 +368,19 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, GitHubError> {
+        self.exchange(action, method, path, body)
+            .await
+            .map(|(v, _)| v)
+    }
+
+    /// [`GitHub::call`], with the answer's headers too (a list's `Link`).
+    pub async fn exchange(
+        &self,
+        action: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(Value, http::HeaderMap), GitHubError> {
         let mut last = String::new();
         let attempts = self.retry.attempts.max(1);
         for attempt in 1..=attempts {
@@ -376,7 +401,7 @@ impl GitHub {
                     let text = self.octo.body_to_string(resp).await.unwrap_or_default();
                     let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     if (200..300).contains(&status) {
-                        return Ok(parsed);
+                        return Ok((parsed, headers));
                     }
                     let message = parsed
                         .get("message")
@@ -599,6 +624,8 @@ impl GitHub {
 fn needs(action: &str) -> &'static str {
     if action.contains("status") {
         "commit statuses: write (classic token scope repo:status)"
+    } else if action == open_pulls::ACTION {
+        "pull requests: read (classic token scope repo)"
     } else if action.contains("comment") {
         "pull requests: write (classic token scope repo or public_repo)"
     } else if action.contains("pull request") {

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pull_request webhook (opened, synchronize, reopened; HMAC-verified) ─▶ PrQueue (newest push per PR)
+//! a new leader lists the open PRs (super::resync): each as its synchronize ──▶ the same PrQueue
 //!     └─▶ planner task: fetch refs/pull/N/head and the base branch from the followed remote
 //!             ─▶ validate + render both (capstan diff's comparison: impact, notes, errors)
 //!             ─▶ plan the head against live state (Agent::plan_cluster: dry runs, nothing written)
@@ -26,7 +27,7 @@
 //! file:line), a field is blocked, or a file outside `clusters/` changed (capstan applies nothing
 //! from there, and a fleet repository should not hide other changes in a cluster PR).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -88,15 +89,37 @@ impl std::fmt::Display for Skip {
 /// GitHub's.
 pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent, Skip>, String> {
     let v: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str);
-    let action = s("/action").ok_or("no action")?;
-    let number = v
-        .pointer("/pull_request/number")
+    let action = v.get("action").and_then(Value::as_str).ok_or("no action")?;
+    let pull = v.get("pull_request").unwrap_or(&Value::Null);
+    let number = pull
+        .get("number")
         .or_else(|| v.get("number"))
         .and_then(Value::as_u64)
         .ok_or("no pull request number")?;
-    let head_sha = s("/pull_request/head/sha").ok_or("no head sha")?;
-    let base_ref = s("/pull_request/base/ref").ok_or("no base ref")?;
+    event(action, number, pull, branch, forks)
+}
+
+/// What to plan of a pull request listed open ([`GitHub::open_pull_requests`]), or why not:
+/// what a `synchronize` delivery of it would say. `Err` for an object that is not GitHub's.
+pub fn listed(pull: &Value, branch: &str, forks: bool) -> Result<Result<PrEvent, Skip>, String> {
+    let number = pull
+        .get("number")
+        .and_then(Value::as_u64)
+        .ok_or("no pull request number")?;
+    event("synchronize", number, pull, branch, forks)
+}
+
+/// The one reading of a pull request object (a delivery's `pull_request`, or one of a list).
+fn event(
+    action: &str,
+    number: u64,
+    pull: &Value,
+    branch: &str,
+    forks: bool,
+) -> Result<Result<PrEvent, Skip>, String> {
+    let s = |p: &str| pull.pointer(p).and_then(Value::as_str);
+    let head_sha = s("/head/sha").ok_or("no head sha")?;
+    let base_ref = s("/base/ref").ok_or("no base ref")?;
     if !matches!(action, "opened" | "synchronize" | "reopened" | "closed") {
         return Ok(Err(Skip::Action(action.to_string())));
     }
@@ -104,9 +127,9 @@ pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent
     if base_ref != followed {
         return Ok(Err(Skip::Base(base_ref.to_string())));
     }
-    let base_repo = s("/pull_request/base/repo/full_name").unwrap_or("");
+    let base_repo = s("/base/repo/full_name").unwrap_or("");
     // A deleted fork has no head repository: still a fork.
-    let head_repo = s("/pull_request/head/repo/full_name").unwrap_or("(deleted fork)");
+    let head_repo = s("/head/repo/full_name").unwrap_or("(deleted fork)");
     if head_repo != base_repo && !forks {
         return Ok(Err(Skip::Fork(head_repo.to_string())));
     }
@@ -121,8 +144,15 @@ pub fn parse(payload: &[u8], branch: &str, forks: bool) -> Result<Result<PrEvent
 /// Pull requests waiting to be planned, the newest push of each. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct PrQueue {
-    pending: Arc<Mutex<BTreeMap<u64, PrEvent>>>,
+    pending: Arc<Mutex<Pending>>,
     wake: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Pending {
+    events: BTreeMap<u64, PrEvent>,
+    /// While the open pull requests are listed ([`PrQueue::listing`]): the PRs pushed since.
+    pushed_while_listing: Option<BTreeSet<u64>>,
 }
 
 impl std::fmt::Debug for PrQueue {
@@ -132,13 +162,48 @@ impl std::fmt::Debug for PrQueue {
 }
 
 impl PrQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Queues a PR (replacing an older push of it still waiting).
     pub fn push(&self, e: PrEvent) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(e.number, e);
+        {
+            let mut p = self.lock();
+            if let Some(pushed) = &mut p.pushed_while_listing {
+                pushed.insert(e.number);
+            }
+            p.events.insert(e.number, e);
+        }
         self.wake.notify_one();
+    }
+
+    /// Notes that the open pull requests are being listed: the PRs pushed from now on are left
+    /// out of [`PrQueue::offer_listed`].
+    pub fn listing(&self) {
+        self.lock().pushed_while_listing = Some(BTreeSet::new());
+    }
+
+    /// Queues what a listing begun with [`PrQueue::listing`] found, but the PRs pushed since
+    /// (a webhook's word is as new or newer: one closed meanwhile must not come back) and those
+    /// still waiting; how many were queued.
+    pub fn offer_listed(&self, listed: Vec<PrEvent>) -> usize {
+        let queued = {
+            let mut p = self.lock();
+            let pushed = p.pushed_while_listing.take().unwrap_or_default();
+            let mut queued = 0;
+            for e in listed {
+                if !pushed.contains(&e.number) && !p.events.contains_key(&e.number) {
+                    p.events.insert(e.number, e);
+                    queued += 1;
+                }
+            }
+            queued
+        };
+        if queued > 0 {
+            self.wake.notify_one();
+        }
+        queued
     }
 
     /// Waits for the next PR to plan (or, on a follower, to hand over), lowest number first.
@@ -146,9 +211,9 @@ impl PrQueue {
     pub async fn next(&self) -> PrEvent {
         loop {
             let next = {
-                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                let k = p.keys().next().copied();
-                k.and_then(|k| p.remove(&k))
+                let mut p = self.lock();
+                let k = p.events.keys().next().copied();
+                k.and_then(|k| p.events.remove(&k))
             };
             match next {
                 Some(e) => return e,
@@ -454,5 +519,51 @@ mod tests {
         q.push(e(2, "c"));
         assert_eq!(q.next().await, e(1, "b"));
         assert_eq!(q.next().await, e(2, "c"));
+        // What a listing found: not a PR waiting already, nor one pushed (closed) since the
+        // listing began; the others are queued.
+        q.push(e(3, "d"));
+        q.listing();
+        let mut closed = e(5, "e");
+        closed.closed = true;
+        q.push(closed.clone());
+        assert_eq!(
+            q.offer_listed(vec![e(3, "listed"), e(4, "listed"), e(5, "listed")]),
+            1
+        );
+        assert_eq!(q.next().await, e(3, "d"));
+        assert_eq!(q.next().await, e(4, "listed"));
+        assert_eq!(q.next().await, closed);
+        // The listing over, pushes are no longer noted.
+        q.push(e(6, "f"));
+        assert_eq!(q.next().await, e(6, "f"));
+        assert_eq!(q.offer_listed(vec![e(6, "listed")]), 1);
+    }
+
+    #[test]
+    fn a_listed_pull_request_reads_as_its_synchronize_delivery() {
+        let v: Value =
+            serde_json::from_slice(&payload("opened", "main", Some("acme/fleet"))).unwrap();
+        let pull = &v["pull_request"];
+        let e = listed(pull, "main", false).unwrap().unwrap();
+        assert_eq!(
+            e,
+            PrEvent {
+                number: 7,
+                head_sha: "abc".into(),
+                base_ref: "main".into(),
+                closed: false
+            }
+        );
+        assert_eq!(
+            listed(pull, "dev", false).unwrap(),
+            Err(Skip::Base("main".into()))
+        );
+        let fork: Value =
+            serde_json::from_slice(&payload("opened", "main", Some("mallory/fleet"))).unwrap();
+        assert!(matches!(
+            listed(&fork["pull_request"], "main", false).unwrap(),
+            Err(Skip::Fork(_))
+        ));
+        assert!(listed(&json!({"number": 1}), "main", false).is_err());
     }
 }

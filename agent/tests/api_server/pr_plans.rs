@@ -11,6 +11,10 @@
 //! reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
 //! Cluster API kind under the agent's credential while it plans.
 //!
+//! A restarted agent starts with an empty dashboard board and no webhook to fill it: it lists
+//! the open pull requests (page after page, by the `Link` header) and plans each again, so the
+//! board shows them at once; one closed while it was down is not planned nor shown.
+//!
 //! With two replicas under leader election, a PR announced to the follower is handed over
 //! through the Lease and planned by the leader alone: the follower makes no request but its
 //! Lease's, and the hand-over is removed from the Lease once taken.
@@ -179,17 +183,22 @@ fn pr_body(action: &str, number: u64, sha: &str, head_repo: &str) -> String {
 
 /// A dashboard page's HTML, fetched with a bearer token.
 fn dashboard_page(port: u16, path: &str, token: &str) -> String {
+    let out = fetch_page(port, path, token).unwrap();
+    assert_eq!(out.split_whitespace().nth(1), Some("200"), "{out}");
+    out
+}
+
+/// The whole answer to a GET of a dashboard page (status line, headers, HTML).
+fn fetch_page(port: u16, path: &str, token: &str) -> std::io::Result<String> {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
     write!(
         s,
         "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .unwrap();
+    )?;
     let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    assert_eq!(out.split_whitespace().nth(1), Some("200"), "{out}");
-    out
+    s.read_to_string(&mut out)?;
+    Ok(out)
 }
 
 fn signed(body: &str) -> String {
@@ -593,4 +602,162 @@ async fn a_pull_request_sent_to_a_follower_is_planned_by_the_leader_alone() {
     }
     assert!(!left, "the hand-over annotation stays on the Lease");
     assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+}
+
+/// Polls the dashboard's pull requests page (bounded) until it answers and `until` holds;
+/// the page. (A dashboard just started may not listen yet.)
+async fn wait_for_page(port: u16, token: &str, what: &str, until: impl Fn(&str) -> bool) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let page = fetch_page(port, "/pulls", token).unwrap_or_else(|e| e.to_string());
+        if page.split_whitespace().nth(1) == Some("200") && until(&page) {
+            return page;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the pull requests page never showed {what}:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_agent_shows_the_open_pull_requests_without_a_new_push() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("prr", &["w-prr"]);
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&refs);
+    let daemon = GitDaemon::start(&up.root);
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    let board = free_port();
+    let dashboard_addr = format!("127.0.0.1:{board}");
+    let setup = Setup::new(
+        cp,
+        daemon.url("repo.git"),
+        "m-prr",
+        "pr-resync",
+        &["--dashboard-addr", &dashboard_addr],
+    )
+    .await;
+    let viewer = cp
+        .service_account_token(capstan::status::NAMESPACE, "capstan")
+        .await
+        .unwrap();
+    let agent = setup.start(&gh, "agent.log").await;
+    assert!(
+        wait_for_revision(&client, "w-prr", &up.head(), Duration::from_secs(90))
+            .await
+            .is_some(),
+        "{}",
+        setup.log("agent.log")
+    );
+
+    // Two PRs into main, opened on GitHub and announced by webhooks, planned and shown.
+    let (wpath, wtext) = files.iter().find(|(p, _)| p.contains("w-prr")).unwrap();
+    let scaled = |n: &str| wtext.replacen("count: 2", &format!("count: {n}"), 1);
+    let h1 = push_pr(&up, 1, &[(wpath, &scaled("3"))], "scale w-prr to 3");
+    let h2 = push_pr(&up, 2, &[(wpath, &scaled("5"))], "scale w-prr to 5");
+    for (n, h) in [(1, &h1), (2, &h2)] {
+        gh.open_pull(n, h, "main", None);
+        let body = pr_body("opened", n, h, "acme/fleet");
+        assert_eq!(
+            post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+            202
+        );
+    }
+    // More open PRs than a page holds, into another branch: never planned, but the listing
+    // must page past them to find #1 (GitHub lists the newest first).
+    for n in 100..210 {
+        gh.open_pull(n, &format!("{n:040x}"), "release/1.x", None);
+    }
+    wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 2.0).await;
+    let page = dashboard_page(board, "/pulls", &viewer);
+    assert!(
+        page.contains(r#"data-pull="1""#) && page.contains(r#"data-pull="2""#),
+        "{page}"
+    );
+    assert_eq!(gh.status(&h2, "capstan/plan").unwrap().state, "success");
+    let plans_of_h2 = |g: &GitHubStandIn| {
+        g.statuses()
+            .iter()
+            .filter(|s| s.sha == h2 && s.context == "capstan/plan")
+            .count()
+    };
+    let h2_before = plans_of_h2(&gh);
+
+    // Down: #1 gets a push and #2 is closed, and the webhooks reach no one.
+    drop(agent);
+    let h1b = push_pr(&up, 1, &[(wpath, &scaled("4"))], "scale w-prr to 4");
+    gh.push_pull(1, &h1b);
+    gh.close_pull(2);
+    // The first listing is refused (a token without the scope): logged, and tried again.
+    gh.fault_once("/pulls", Fault::MissingScope);
+    let listed_before = gh.log().len();
+
+    // Up again, a new process: no webhook, yet the page shows #1 at its new head.
+    let agent = setup.start(&gh, "agent2.log").await;
+    let page = wait_for_page(board, &viewer, "#1 planned again", |p| {
+        p.contains(r#"data-pull="1""#) && p.contains(&h1b[..12])
+    })
+    .await;
+    assert!(page.contains("scales 2 → 4"), "{page}");
+    assert!(
+        !page.contains(r#"data-pull="2""#),
+        "a closed PR is shown: {page}"
+    );
+    assert!(
+        !page.contains(r#"data-pull="100""#),
+        "a PR into another branch is shown: {page}"
+    );
+    let log = setup.log("agent2.log");
+    assert!(
+        log.contains("cannot list the open pull requests to plan them again"),
+        "{log}"
+    );
+    // One PR of the 112 open ones queued: #2 is closed, the others go into release/1.x.
+    assert!(
+        log.contains("open pull requests listed") && log.contains("open=111 queued=1 "),
+        "{log}"
+    );
+    // The listing as GitHub documents it: page 1 asked for, page 2 followed by its Link.
+    let lists: Vec<String> = gh.log()[listed_before..]
+        .iter()
+        .filter(|l| l.method == "GET" && l.path.contains("/pulls?"))
+        .map(|l| format!("{} {}", l.status, l.path))
+        .collect();
+    assert_eq!(
+        lists,
+        [
+            "403 /repos/acme/fleet/pulls?state=open&per_page=100".to_string(),
+            "200 /repos/acme/fleet/pulls?state=open&per_page=100".to_string(),
+            format!(
+                "200 /repositories/{}/pulls?per_page=100&state=open&page=2",
+                crate::source_support::github::REPO_ID
+            ),
+        ]
+    );
+    // The same comment and status a push would have: edited in place, on the new head.
+    let comments = gh.comments(1);
+    assert_eq!(comments.len(), 1, "still one comment: {comments:?}");
+    assert!(
+        comments[0].body.contains("scales 2 → 4"),
+        "{}",
+        comments[0].body
+    );
+    gh.wait("#1's plan status on its new head", |g| {
+        g.status(&h1b, "capstan/plan")
+            .is_some_and(|s| s.state == "success")
+    })
+    .await;
+    assert_eq!(
+        plans_of_h2(&gh),
+        h2_before,
+        "the closed PR was planned again"
+    );
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+    drop(agent);
 }

@@ -2,8 +2,8 @@
 //! every request against GitHub's documented endpoints, headers and payloads: statuses, one
 //! plan comment per pull request edited in place (also by a new client, as after a restart),
 //! pull requests opened once and then updated, GitHub Enterprise base URLs, GitHub App
-//! installation tokens, retries of rate limits and 5xx, and a clear error for a token without
-//! the needed scope.
+//! installation tokens, retries of rate limits and 5xx, a clear error for a token without
+//! the needed scope, and the open pull requests listed page after page by the `Link` header.
 
 use std::time::Duration;
 
@@ -232,4 +232,67 @@ async fn a_github_app_authenticates_with_installation_tokens() {
         ]
     );
     assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+}
+
+#[tokio::test]
+async fn open_pull_requests_are_listed_page_after_page_by_the_link_header() {
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    for n in 1..=205 {
+        gh.open_pull(n, &format!("{n:040x}"), "main", None);
+    }
+    gh.open_pull(206, SHA, "main", Some("mallory/fleet"));
+    gh.close_pull(3);
+    let c = client(&gh, Auth::Token(TOKEN.into()));
+    // A 5xx on the second page is retried like any call.
+    gh.fault_once("/repositories/", Fault::ServerError);
+    let open = c.open_pull_requests().await.unwrap();
+    let numbers: Vec<u64> = open.iter().map(|p| p["number"].as_u64().unwrap()).collect();
+    let want: Vec<u64> = (1..=206).rev().filter(|n| *n != 3).collect();
+    assert_eq!(
+        numbers, want,
+        "every open one, newest first, the closed one left out"
+    );
+    // The fields a plan reads, as GitHub documents them.
+    let fork = &open[0];
+    assert_eq!(
+        (
+            fork["state"].as_str(),
+            fork["head"]["sha"].as_str(),
+            fork["head"]["ref"].as_str(),
+            fork["head"]["repo"]["full_name"].as_str(),
+            fork["base"]["ref"].as_str(),
+        ),
+        (
+            Some("open"),
+            Some(SHA),
+            Some("pr-206"),
+            Some("mallory/fleet"),
+            Some("main")
+        )
+    );
+    let calls: Vec<String> = gh
+        .log()
+        .iter()
+        .map(|l| format!("{} {} {}", l.method, l.path, l.status))
+        .collect();
+    let id = crate::source_support::github::REPO_ID;
+    assert_eq!(
+        calls,
+        [
+            "GET /repos/acme/fleet/pulls?state=open&per_page=100 200".to_string(),
+            format!("GET /repositories/{id}/pulls?per_page=100&state=open&page=2 502"),
+            format!("GET /repositories/{id}/pulls?per_page=100&state=open&page=2 200"),
+            format!("GET /repositories/{id}/pulls?per_page=100&state=open&page=3 200"),
+        ]
+    );
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+
+    // Without the scope: a clear error naming the permission, not retried.
+    gh.fault_once("/pulls", Fault::MissingScope);
+    let e = c.open_pull_requests().await.unwrap_err();
+    assert!(
+        matches!(e, GitHubError::Forbidden { status: 403, .. })
+            && e.to_string().contains("pull requests: read"),
+        "{e}"
+    );
 }

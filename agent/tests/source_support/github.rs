@@ -11,6 +11,11 @@
 //! = app id) with its public key and issues an installation token that the other endpoints
 //! then accept.
 //!
+//! Pull requests are listed as GitHub documents (`GET /repos/{owner}/{repo}/pulls`: `state`,
+//! `head`, `base`, `sort`, `direction`, `per_page` up to 100, `page`), newest first, a page at a
+//! time with a `Link` header whose URLs name the repository by id (`/repositories/{id}/pulls`),
+//! as GitHub's do: a client that builds page URLs itself instead of following them is caught.
+//!
 //! Faults on request: [`Fault::RateLimit`] (403 with `x-ratelimit-remaining: 0` and a reset a
 //! second away), [`Fault::ServerError`] (502), [`Fault::MissingScope`] (403 with
 //! `x-accepted-oauth-scopes`/`x-oauth-scopes`, as GitHub answers a token without the scope).
@@ -62,11 +67,21 @@ pub struct Status {
 #[derive(Debug, Clone)]
 pub struct Pull {
     pub number: u64,
+    /// The head branch.
     pub head: String,
+    /// The head commit.
+    pub head_sha: String,
+    /// `owner/name` of the head's repository (a fork's, or this one).
+    pub head_repo: String,
     pub base: String,
     pub title: String,
     pub body: String,
+    /// Open (else closed).
+    pub open: bool,
 }
+
+/// The repository's id, as `Link` URLs name it.
+pub const REPO_ID: u64 = 1296269;
 
 #[derive(Default)]
 struct State {
@@ -174,6 +189,41 @@ impl GitHubStandIn {
 
     pub fn pulls(&self) -> Vec<Pull> {
         self.lock().pulls.clone()
+    }
+
+    /// A pull request opened on GitHub (by someone else than capstan): `pr-<number>` at
+    /// `head_sha` into `base`, from this repository or from the fork `head_repo`.
+    pub fn open_pull(&self, number: u64, head_sha: &str, base: &str, head_repo: Option<&str>) {
+        let mut s = self.lock();
+        assert!(
+            s.pulls.iter().all(|p| p.number != number),
+            "#{number} exists"
+        );
+        let head_repo = head_repo.map_or_else(|| s.repo.clone(), str::to_string);
+        s.pulls.push(Pull {
+            number,
+            head: format!("pr-{number}"),
+            head_sha: head_sha.into(),
+            head_repo,
+            base: base.into(),
+            title: format!("PR {number}"),
+            body: String::new(),
+            open: true,
+        });
+    }
+
+    /// A pull request pushed to (its head moves).
+    pub fn push_pull(&self, number: u64, head_sha: &str) {
+        let mut s = self.lock();
+        let p = s.pulls.iter_mut().find(|p| p.number == number).unwrap();
+        p.head_sha = head_sha.into();
+    }
+
+    /// A pull request closed (or merged).
+    pub fn close_pull(&self, number: u64) {
+        let mut s = self.lock();
+        let p = s.pulls.iter_mut().find(|p| p.number == number).unwrap();
+        p.open = false;
     }
 
     pub fn log(&self) -> Vec<Logged> {
@@ -373,7 +423,11 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
         None => {}
     }
     let repo_prefix = format!("/repos/{}/", s.repo);
-    let Some(rest) = path.strip_prefix(&repo_prefix) else {
+    let by_id = format!("/repositories/{REPO_ID}/");
+    let Some(rest) = path
+        .strip_prefix(&repo_prefix)
+        .or_else(|| path.strip_prefix(&by_id))
+    else {
         s.violations
             .push(format!("{method} {path}: not a path of /repos/{}", s.repo));
         return plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"}));
@@ -474,19 +528,7 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
                 None => plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"})),
             }
         }
-        (Method::GET, ["pulls"]) => {
-            let head = query.get("head").copied().unwrap_or("");
-            let base = query.get("base").copied();
-            let owner = s.repo.split('/').next().unwrap_or("").to_string();
-            let items: Vec<Value> = s
-                .pulls
-                .iter()
-                .filter(|p| head.is_empty() || format!("{owner}:{}", p.head) == head)
-                .filter(|p| base.is_none_or(|b| b == p.base))
-                .map(|p| pull_json(&s.repo, p))
-                .collect();
-            plain(StatusCode::OK, Value::Array(items))
-        }
+        (Method::GET, ["pulls"]) => list_pulls(s, &query, header(h, "host").unwrap_or("")),
         (Method::POST, ["pulls"]) => {
             let (Some(title), Some(head), Some(base)) = (
                 str_field(body, "title"),
@@ -501,13 +543,16 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
                     json!({"message": "Validation Failed", "errors": [{"message": format!("A pull request already exists for {head}.")}]}),
                 );
             }
-            let number = s.pulls.len() as u64 + 1;
+            let number = s.pulls.iter().map(|p| p.number).max().unwrap_or(0) + 1;
             let p = Pull {
                 number,
+                head_sha: format!("{number:040x}"),
+                head_repo: s.repo.clone(),
                 head,
                 base,
                 title,
                 body: str_field(body, "body").unwrap_or_default(),
+                open: true,
             };
             let j = pull_json(&s.repo, &p);
             s.pulls.push(p);
@@ -539,14 +584,125 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
     }
 }
 
+/// `GET /repos/{owner}/{repo}/pulls`, with the documented query parameters checked; a page of
+/// them, and a `Link` header when there are others.
+fn list_pulls(s: &mut State, query: &BTreeMap<&str, &str>, host: &str) -> Answer {
+    const KNOWN: [&str; 7] = [
+        "state",
+        "head",
+        "base",
+        "sort",
+        "direction",
+        "per_page",
+        "page",
+    ];
+    if let Some(k) = query.keys().find(|k| !KNOWN.contains(k)) {
+        return violation(s, format!("pulls: unknown query parameter {k}"));
+    }
+    let state = query.get("state").copied().unwrap_or("open");
+    if !["open", "closed", "all"].contains(&state) {
+        return violation(s, format!("pulls: state {state:?}"));
+    }
+    let sort = query.get("sort").copied().unwrap_or("created");
+    if !["created", "updated", "popularity", "long-running"].contains(&sort) {
+        return violation(s, format!("pulls: sort {sort:?}"));
+    }
+    let direction = query.get("direction").copied().unwrap_or("desc");
+    if !["asc", "desc"].contains(&direction) {
+        return violation(s, format!("pulls: direction {direction:?}"));
+    }
+    let number = |k: &str, default: usize| match query.get(k) {
+        None => Some(default),
+        Some(v) => v.parse::<usize>().ok().filter(|n| *n >= 1),
+    };
+    let (Some(per_page), Some(page)) = (number("per_page", 30), number("page", 1)) else {
+        return violation(s, "pulls: per_page and page are positive integers".into());
+    };
+    if per_page > 100 {
+        return violation(s, "pulls: per_page over 100".into());
+    }
+    let head = query.get("head").copied().unwrap_or("");
+    let base = query.get("base").copied();
+    let owner = s.repo.split('/').next().unwrap_or("").to_string();
+    let mut all: Vec<&Pull> = s
+        .pulls
+        .iter()
+        .filter(|p| state == "all" || (state == "open") == p.open)
+        .filter(|p| head.is_empty() || format!("{owner}:{}", p.head) == head)
+        .filter(|p| base.is_none_or(|b| b == p.base))
+        .collect();
+    // Numbers grow with creation: "created" order (the stand-in orders every sort so).
+    all.sort_by_key(|p| p.number);
+    if direction == "desc" {
+        all.reverse();
+    }
+    let pages = all.len().div_ceil(per_page).max(1);
+    let items: Vec<Value> = all
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|p| pull_json(&s.repo, p))
+        .collect();
+    // GitHub's links keep the query but the page, and name the repository by id.
+    let link = |n: usize, rel: &str| {
+        let mut q: Vec<String> = query
+            .iter()
+            .filter(|(k, _)| **k != "page")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        q.push(format!("page={n}"));
+        format!(
+            "<http://{host}{}/repositories/{REPO_ID}/pulls?{}>; rel=\"{rel}\"",
+            s.prefix,
+            q.join("&")
+        )
+    };
+    let mut links = Vec::new();
+    if page > 1 {
+        links.push(link(page - 1, "prev"));
+    }
+    if page < pages {
+        links.push(link(page + 1, "next"));
+        links.push(link(pages, "last"));
+    }
+    if page > 1 {
+        links.push(link(1, "first"));
+    }
+    let headers = if links.is_empty() {
+        Vec::new()
+    } else {
+        vec![("link", links.join(", "))]
+    };
+    (StatusCode::OK, Value::Array(items), headers)
+}
+
+/// A pull request as GitHub lists and returns it (the fields a client reads).
 fn pull_json(repo: &str, p: &Pull) -> Value {
+    let owner = |r: &str| r.split('/').next().unwrap_or("").to_string();
     json!({
+        "url": format!("https://api.github.example/repos/{repo}/pulls/{}", p.number),
+        "id": 10_000 + p.number,
         "number": p.number,
         "html_url": format!("https://github.example/{repo}/pull/{}", p.number),
         "title": p.title,
         "body": p.body,
-        "state": "open",
-        "head": {"ref": p.head},
-        "base": {"ref": p.base},
+        "state": if p.open { "open" } else { "closed" },
+        "draft": false,
+        "locked": false,
+        "user": {"login": "octocat"},
+        "head": {
+            "label": format!("{}:{}", owner(&p.head_repo), p.head),
+            "ref": p.head,
+            "sha": p.head_sha,
+            "repo": {"full_name": p.head_repo, "fork": p.head_repo != repo},
+        },
+        "base": {
+            "label": format!("{}:{}", owner(repo), p.base),
+            "ref": p.base,
+            "repo": {"full_name": repo, "id": REPO_ID, "fork": false},
+        },
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "closed_at": if p.open { Value::Null } else { json!("2026-01-02T00:00:00Z") },
     })
 }
