@@ -88,8 +88,10 @@ pub struct RolloutStatus {
     pub template: Option<Box<str>>,
     /// The conditions of [`CONDITIONS`] it reports.
     pub conditions: Vec<Condition>,
-    /// Replica counts (control planes and MachineDeployments).
+    /// Replica counts (control planes and MachineDeployments), once it reports some.
     pub replicas: Option<Replicas>,
+    /// `spec.replicas`, reported or not (what the dashboard shows as desired).
+    pub desired: Option<i64>,
     /// Being deleted.
     pub deleting: bool,
     /// The Kubernetes version it asks for: a control plane's `spec.version`, a
@@ -188,6 +190,7 @@ impl RolloutStatus {
                 .map(|_| machine_template(obj)),
             conditions,
             replicas,
+            desired: int("/spec/replicas"),
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
             version: text("/spec/version").or_else(|| text("/spec/template/spec/version")),
             rolled_out_version: lowest_version(obj),

@@ -193,6 +193,9 @@ pub struct Live {
     /// Kinds the API server refuses to list to the agent (RBAC), by `(group, kind)`, with its
     /// message: only the clusters that carry one fail ([`Live::denied`]); the others go on.
     denied: RwLock<BTreeMap<(String, String), String>>,
+    /// Moves on every change of anything above: a reader that shows the state (the dashboard)
+    /// knows when to look again without being told what changed.
+    revision: std::sync::atomic::AtomicU64,
 }
 
 /// Selects the MachineSets Cluster API creates for MachineDeployments. They are not capstan's
@@ -225,6 +228,26 @@ pub fn machine_set_key(meta: &ObjectMeta) -> String {
 }
 
 impl Live {
+    /// A number that moves whenever anything here may have changed.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.revision
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// What `f` makes of each object's key and facts, where it makes something.
+    pub fn scan<T>(&self, mut f: impl FnMut(&str, &LiveObject) -> Option<T>) -> Vec<T> {
+        self.objects
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(k, o)| f(k, o))
+            .collect()
+    }
+
     /// Why the API server refuses the agent objects of this kind, when it does.
     pub fn denied(&self, api_version: &str, kind: &str) -> Option<String> {
         let group = capstan_templates::identity::group(api_version).to_string();
@@ -237,6 +260,7 @@ impl Live {
 
     /// Records whether a kind is refused (`Some(message)`) or readable (`None`).
     pub fn set_denied(&self, group: &str, kind: &str, refused: Option<String>) {
+        self.changed();
         let mut denied = self.denied.write().unwrap_or_else(|p| p.into_inner());
         let key = (group.to_string(), kind.to_string());
         match refused {
@@ -274,6 +298,7 @@ impl Live {
     pub fn machine_sets_mut(
         &self,
     ) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, MachineSet>> {
+        self.changed();
         self.machine_sets.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -333,18 +358,21 @@ impl Live {
 
     /// Replaces every recorded status.
     pub fn set_records(&self, records: BTreeMap<String, Recorded>) {
+        self.changed();
         *self.records.write().unwrap_or_else(|p| p.into_inner()) =
             records.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
     }
 
     /// Replaces every recorded status with shared ones.
     pub fn replace_records(&self, records: BTreeMap<String, Arc<Recorded>>) {
+        self.changed();
         *self.records.write().unwrap_or_else(|p| p.into_inner()) = records;
     }
 
     /// Records one cluster's status as written (`None`: removed). Returns whether one was
     /// recorded before.
     pub fn set_record(&self, name: &str, record: Option<Recorded>) -> bool {
+        self.changed();
         let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
         match record {
             Some(r) => records.insert(name.to_string(), Arc::new(r)),
@@ -355,6 +383,7 @@ impl Live {
 
     /// The objects' facts, to update (the lists and watches that fill the store).
     pub fn objects_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, LiveObject>> {
+        self.changed();
         self.objects.write().unwrap_or_else(|p| p.into_inner())
     }
 }

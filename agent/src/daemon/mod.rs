@@ -167,7 +167,7 @@ pub async fn run_with(
     let (tx, rx) = channel();
     let mut rx = rx.with_debounce(Duration::from_millis(100));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut services = Services::start(&cfg, &client, &metrics, &tx, &ready, &stop_rx).await?;
+    let mut services = Services::start(&cfg, &metrics, &tx, &ready, &stop_rx).await?;
     let agent = {
         let tx = tx.clone();
         Agent::connect(client.clone()).await?.with_watches(Arc::new(
@@ -177,6 +177,7 @@ pub async fn run_with(
         ))
     };
     let agent = Arc::new(agent);
+    services.serve_dashboard(&cfg, &agent, &stop_rx).await?;
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),
         _ => None,
@@ -249,13 +250,14 @@ struct Services {
     )>,
     /// The revision the leader follows, for the dashboard.
     followed: crate::dashboard::Published,
+    /// The pull requests' plans as the dashboard shows them (the planner fills it).
+    board: Option<crate::github::board::Board>,
 }
 
 impl Services {
     /// Starts them; each stops when `stop` turns true.
     async fn start(
         cfg: &RunConfig,
-        client: &Client,
         metrics: &Arc<Metrics>,
         tx: &TriggerSender,
         ready: &ReadyFlag,
@@ -322,9 +324,6 @@ impl Services {
                 )));
             }
         }
-        if let Some(addr) = cfg.dashboard_addr {
-            servers.push(dashboard(cfg, client, addr, board, followed.clone(), stop).await?);
-        }
         // Poll timer.
         {
             let tx = tx.clone();
@@ -345,6 +344,7 @@ impl Services {
             statuses,
             pulls,
             followed,
+            board,
         })
     }
 
@@ -358,6 +358,28 @@ impl Services {
         }
     }
 
+    /// Serves the dashboard, when asked for, from `agent`'s watch cache.
+    async fn serve_dashboard(
+        &mut self,
+        cfg: &RunConfig,
+        agent: &Arc<Agent>,
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        if let Some(addr) = cfg.dashboard_addr {
+            let server = dashboard(
+                cfg,
+                agent,
+                addr,
+                self.board.clone(),
+                self.followed.clone(),
+                stop,
+            )
+            .await?;
+            self.servers.push(server);
+        }
+        Ok(())
+    }
+
     /// Stops them and waits for the listeners to close.
     async fn stop(self, stop: &tokio::sync::watch::Sender<bool>) {
         let _ = stop.send(true);
@@ -367,11 +389,12 @@ impl Services {
     }
 }
 
-/// The dashboard on its own listener, on followers too (it reads watch caches of its own and
-/// writes nothing): every request's token reviewed by the API server ([`crate::dashboard::auth`]).
+/// The dashboard on its own listener, on followers too (it writes nothing): every request's
+/// token reviewed by the API server ([`crate::dashboard::auth`]). It reads the agent's own watch
+/// cache ([`crate::dashboard::Watched::start_shared`]), which on a follower it opens itself.
 async fn dashboard(
     cfg: &RunConfig,
-    client: &Client,
+    agent: &Arc<Agent>,
     addr: SocketAddr,
     pulls: Option<crate::github::board::Board>,
     followed: crate::dashboard::Published,
@@ -381,7 +404,18 @@ async fn dashboard(
         Repo::Git(sc) => Some(sc.url.clone()),
         _ => None,
     };
-    let watched = crate::dashboard::Watched::start(client, repo).await;
+    let client = agent.client();
+    let watched = match agent.live() {
+        Some(live) => {
+            let agent = agent.clone();
+            crate::dashboard::Watched::start_shared(client, repo, live, move || {
+                let agent = agent.clone();
+                async move { agent.watch_for_dashboard().await }
+            })
+            .await
+        }
+        None => crate::dashboard::Watched::start(client, repo).await,
+    };
     let reviewer = crate::dashboard::auth::Reviewer::new(client.clone());
     let router = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
         watched,

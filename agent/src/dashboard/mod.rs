@@ -30,7 +30,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::status::{self, ManagedCluster};
+use crate::live::{Live, LiveObject};
+use crate::status::{self, ManagedCluster, Recorded};
 
 /// The Cluster API kinds a cluster page shows, `(group, kind)`; each watched when its CRD is
 /// served.
@@ -61,9 +62,10 @@ impl Published {
 /// What the dashboard watches, held compact: the agent keeps it for as long as it runs, beside
 /// its own cache of the same fleet, so a page's needs set what is kept, not the API's objects.
 pub struct Watched {
-    /// The ManagedClusters, by name.
-    statuses: Arc<Table<Entry>>,
-    /// The Cluster API objects, by kind, then `namespace/name`.
+    /// Where the statuses (and, from the agent, the control planes and MachineDeployments)
+    /// are read.
+    source: Source,
+    /// The Cluster API objects watched here, by kind, then `namespace/name`.
     objects: BTreeMap<&'static str, Arc<Table<Obj>>>,
     /// Kinds that could not be watched, with why (not served, not allowed).
     pub missing: Vec<String>,
@@ -78,45 +80,53 @@ pub struct Watched {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// One ManagedCluster as the pages read it: its record (the status with the inventory as
-/// compressed text, [`crate::status::Recorded`]) and when it was created.
-struct Entry {
-    name: String,
-    created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    record: crate::status::Recorded,
+/// Where a dashboard reads the fleet.
+enum Source {
+    /// Watches of its own (`capstan dashboard`): the ManagedClusters by name, as records (the
+    /// status with the inventory as compressed text, [`Recorded`]), and every [`KINDS`] kind.
+    Own(Arc<Table<Recorded>>),
+    /// The agent's own cache (`capstan run --dashboard-addr`): the records and the rollout facts
+    /// of the control planes and MachineDeployments ([`SHARED_KINDS`]) it keeps for its passes
+    /// anyway; only Machines are watched here.
+    Agent(Arc<Live>),
 }
 
-impl Entry {
-    fn of(mc: ManagedCluster) -> (String, Entry) {
-        let name = mc.metadata.name.clone().unwrap_or_default();
-        let entry = Entry {
-            record: crate::status::Recorded::from_object(&mc),
-            created: mc.metadata.creation_timestamp,
-            name: name.clone(),
-        };
-        (name, entry)
-    }
+/// The kinds a dashboard served by the agent reads from the agent's cache, `(apiVersion,
+/// kind)` as capstan renders them.
+pub const SHARED_KINDS: &[(&str, &str)] = &[
+    (
+        "controlplane.cluster.x-k8s.io/v1beta2",
+        "KubeadmControlPlane",
+    ),
+    ("etcdcluster.cluster.x-k8s.io/v1beta1", "EtcdadmCluster"),
+    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+];
 
-    /// The object again, its inventory included when `inventory`.
-    fn object(&self, inventory: bool) -> ManagedCluster {
-        let r = &self.record;
-        let mut mc = ManagedCluster::new(
-            &self.name,
-            status::ManagedClusterSpec {
-                management: r.management.clone(),
-                directory: r.directory.clone(),
-            },
-        );
-        mc.metadata.namespace = Some(status::NAMESPACE.to_string());
-        mc.metadata.creation_timestamp = self.created.clone();
-        mc.metadata.generation = Some(r.generation);
-        let mut st = r.status.clone();
-        if inventory {
-            st.inventory = r.inventory();
-        }
-        mc.status = Some(st);
-        mc
+fn record_of(mc: ManagedCluster) -> (String, Recorded) {
+    (
+        mc.metadata.name.clone().unwrap_or_default(),
+        Recorded::from_object(&mc),
+    )
+}
+
+/// A ManagedCluster again from its record, its inventory included when `inventory`.
+fn managed_cluster(name: &str, r: &Recorded, inventory: bool) -> ManagedCluster {
+    let mut mc = ManagedCluster::new(
+        name,
+        status::ManagedClusterSpec {
+            management: r.management.clone(),
+            directory: r.directory.clone(),
+        },
+    );
+    mc.metadata.namespace = Some(status::NAMESPACE.to_string());
+    mc.metadata.creation_timestamp = r.created.clone();
+    mc.metadata.generation = Some(r.generation);
+    let mut st = r.status.clone();
+    if inventory {
+        st.inventory = r.inventory();
     }
+    mc.status = Some(st);
+    mc
 }
 
 /// One Cluster API object as the pages read it: a few dozen bytes of names, counts and versions
@@ -180,6 +190,31 @@ impl Obj {
             available: int("/status/availableReplicas").unwrap_or(0),
             phase: text("/status/phase"),
         }
+    }
+
+    /// A control plane, etcd cluster or MachineDeployment from the agent's facts of it (`key`:
+    /// [`crate::plan::ObjectRef::key`]), when it is one of `kind`.
+    fn from_live(kind: &'static str, key: &str, o: &LiveObject) -> Option<Obj> {
+        let mut parts = key.splitn(4, '/');
+        let (_group, k, namespace, name) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if k != kind {
+            return None;
+        }
+        let rollout = o.rollout.as_deref();
+        let replicas = rollout.and_then(|r| r.replicas.as_ref());
+        Some(Obj {
+            kind,
+            name: name.into(),
+            namespace: namespace.into(),
+            cluster: o.cluster.clone(),
+            labels: Vec::new(),
+            replicas: rollout.and_then(|r| r.desired),
+            version: rollout.and_then(|r| r.version.clone()).unwrap_or_default(),
+            up_to_date: replicas.map_or(0, |r| r.up_to_date),
+            available: replicas.map_or(0, |r| r.available),
+            phase: "".into(),
+        })
     }
 
     /// As JSON shaped like the API's object, for [`view`].
@@ -254,6 +289,15 @@ impl<T> Table<T> {
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .cloned()
+    }
+
+    fn entries(&self) -> Vec<(String, Arc<T>)> {
+        self.now
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn all(&self) -> Vec<Arc<T>> {
@@ -334,36 +378,85 @@ impl Watched {
             while let Some(ev) = s.next().await {
                 p.saw("ManagedCluster", &ev);
                 if let Ok(ev) = ev {
-                    table.apply(ev, Entry::of);
+                    table.apply(ev, record_of);
                 }
                 b();
             }
         }));
-        let mut objects = BTreeMap::new();
-        let mut missing = Vec::new();
-        for (group, kind) in KINDS {
-            let ar = match kube::discovery::oneshot::group(client, group).await {
-                Ok(g) => match g.recommended_kind(kind) {
-                    Some((ar, _)) => ar,
-                    None => {
-                        missing.push(format!("{kind}: not served"));
-                        continue;
-                    }
-                },
-                Err(e) => {
-                    missing.push(format!("{kind}: {e}"));
-                    continue;
-                }
-            };
-            let table = Arc::new(Table::default());
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let (b, p, t) = (bump.clone(), progress.clone(), table.clone());
-            tasks.push(tokio::spawn(watch_kind(api, t, b, p, kind)));
-            objects.insert(*kind, table);
-        }
+        let (objects, missing) = watch_kinds(client, KINDS, &bump, &progress, &mut tasks).await;
         Watched {
             watches: objects.len() + 1,
-            statuses,
+            source: Source::Own(statuses),
+            objects,
+            missing,
+            changes,
+            repo,
+            progress,
+            tasks,
+        }
+    }
+
+    /// The dashboard served by the agent: the statuses, control planes and MachineDeployments
+    /// read from the agent's own cache (`live`), whose watches `shared` opens and lists (see
+    /// [`crate::reconcile::Agent::watch_for_dashboard`]; tried again until it succeeds), so that
+    /// the dashboard costs the agent no second copy of them; Machines, which the agent does not
+    /// watch, watched here. A change of the cache is seen within a quarter second.
+    pub async fn start_shared<F>(
+        client: &Client,
+        repo: Option<String>,
+        live: Arc<Live>,
+        shared: impl Fn() -> F + Send + 'static,
+    ) -> Watched
+    where
+        F: std::future::Future<Output = Result<(), String>> + Send,
+    {
+        let (tx, changes) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let bump = {
+            let tx = tx.clone();
+            move || tx.send_modify(|n| *n += 1)
+        };
+        let mut tasks = Vec::new();
+        let progress = Arc::new(Progress::default());
+        let p = progress.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut wait = std::time::Duration::from_secs(1);
+            loop {
+                match shared().await {
+                    Ok(()) => {
+                        p.synced.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "dashboard: watching the agent's kinds; trying again");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(std::time::Duration::from_secs(60));
+                    }
+                }
+            }
+        }));
+        let (b, l) = (bump.clone(), live.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seen = l.revision();
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let now = l.revision();
+                if now != seen {
+                    seen = now;
+                    b();
+                }
+            }
+        }));
+        let machines: Vec<(&str, &str)> = KINDS
+            .iter()
+            .filter(|(_, k)| *k == "Machine")
+            .copied()
+            .collect();
+        let (objects, missing) = watch_kinds(client, &machines, &bump, &progress, &mut tasks).await;
+        Watched {
+            watches: objects.len() + 1,
+            source: Source::Agent(live),
             objects,
             missing,
             changes,
@@ -381,11 +474,11 @@ impl Watched {
         objects: Vec<(&'static str, Box<dyn Iterator<Item = DynamicObject> + '_>)>,
     ) -> Watched {
         let table = Table::default();
-        table.apply::<ManagedCluster>(watcher::Event::Init, Entry::of);
+        table.apply::<ManagedCluster>(watcher::Event::Init, record_of);
         for s in statuses {
-            table.apply(watcher::Event::InitApply(s), Entry::of);
+            table.apply(watcher::Event::InitApply(s), record_of);
         }
-        table.apply::<ManagedCluster>(watcher::Event::InitDone, Entry::of);
+        table.apply::<ManagedCluster>(watcher::Event::InitDone, record_of);
         let mut stores = BTreeMap::new();
         for (kind, objs) in objects {
             let kind = KINDS
@@ -406,7 +499,7 @@ impl Watched {
             stores.insert(kind, Arc::new(t));
         }
         Watched {
-            statuses: Arc::new(table),
+            source: Source::Own(Arc::new(table)),
             objects: stores,
             missing: Vec::new(),
             changes: watch::channel(0).1,
@@ -455,26 +548,47 @@ impl Watched {
     /// Every status object now (their inventories left out: the fleet's pages do not show
     /// them).
     pub fn statuses(&self) -> Vec<ManagedCluster> {
-        self.statuses
-            .all()
-            .into_iter()
-            .map(|e| e.object(false))
-            .collect()
+        match &self.source {
+            Source::Own(t) => t
+                .entries()
+                .iter()
+                .map(|(name, r)| managed_cluster(name, r, false))
+                .collect(),
+            Source::Agent(live) => live
+                .records()
+                .iter()
+                .map(|(name, r)| managed_cluster(name, r, false))
+                .collect(),
+        }
     }
 
     /// The status object of one cluster, whole (no copy of the others).
     pub fn status_of(&self, name: &str) -> Option<ManagedCluster> {
-        self.statuses.get(name).map(|e| e.object(true))
+        let r = match &self.source {
+            Source::Own(t) => t.get(name),
+            Source::Agent(live) => live.record(name),
+        };
+        r.map(|r| managed_cluster(name, &r, true))
+    }
+
+    /// The objects of `kind` (one of [`KINDS`]): those watched here, else the agent's facts.
+    fn objects_of(&self, kind: &str) -> Vec<Arc<Obj>> {
+        if let Some(store) = self.objects.get(kind) {
+            return store.all();
+        }
+        let (Source::Agent(live), Some(kind)) = (
+            &self.source,
+            SHARED_KINDS.iter().map(|(_, k)| *k).find(|k| *k == kind),
+        ) else {
+            return Vec::new();
+        };
+        live.scan(|key, o| Obj::from_live(kind, key, o).map(Arc::new))
     }
 
     /// The objects of one kind that belong to Cluster API cluster `name` ([`cluster_name`]), as
     /// JSON shaped like the API's (what [`view`] reads).
     pub fn of_cluster(&self, kind: &str, name: &str) -> Vec<Value> {
-        let Some(store) = self.objects.get(kind) else {
-            return Vec::new();
-        };
-        store
-            .all()
+        self.objects_of(kind)
             .into_iter()
             .filter(|o| o.cluster.as_deref() == Some(name))
             .map(|o| o.value())
@@ -484,15 +598,47 @@ impl Watched {
     /// Each cluster's Kubernetes version, from its control plane.
     pub fn versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        if let Some(store) = self.objects.get("KubeadmControlPlane") {
-            for o in store.all() {
-                if let (Some(c), false) = (o.cluster.as_deref(), o.version.is_empty()) {
-                    out.insert(c.to_string(), o.version.to_string());
-                }
+        for o in self.objects_of("KubeadmControlPlane") {
+            if let (Some(c), false) = (o.cluster.as_deref(), o.version.is_empty()) {
+                out.insert(c.to_string(), o.version.to_string());
             }
         }
         out
     }
+}
+
+/// Starts a watch of each of `kinds` that is served, into a table of its own; returns the
+/// tables and what could not be watched.
+async fn watch_kinds(
+    client: &Client,
+    kinds: &[(&'static str, &'static str)],
+    bump: &(impl Fn() + Clone + Send + Sync + 'static),
+    progress: &Arc<Progress>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> (BTreeMap<&'static str, Arc<Table<Obj>>>, Vec<String>) {
+    let mut objects = BTreeMap::new();
+    let mut missing = Vec::new();
+    for (group, kind) in kinds {
+        let ar = match kube::discovery::oneshot::group(client, group).await {
+            Ok(g) => match g.recommended_kind(kind) {
+                Some((ar, _)) => ar,
+                None => {
+                    missing.push(format!("{kind}: not served"));
+                    continue;
+                }
+            },
+            Err(e) => {
+                missing.push(format!("{kind}: {e}"));
+                continue;
+            }
+        };
+        let table = Arc::new(Table::default());
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let (b, p, t) = (bump.clone(), progress.clone(), table.clone());
+        tasks.push(tokio::spawn(watch_kind(api, t, b, p, kind)));
+        objects.insert(*kind, table);
+    }
+    (objects, missing)
 }
 
 /// The Cluster API cluster an object of `kind` belongs to: the Cluster API label (what Cluster
@@ -679,5 +825,99 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert!(listed[0].status.as_ref().unwrap().inventory.is_empty());
         assert_eq!(listed[0].status.as_ref().unwrap().message, "ok");
+    }
+
+    #[tokio::test]
+    async fn served_by_the_agent_it_reads_the_agents_cache() {
+        use crate::health::{Replicas, RolloutStatus};
+        let live = Arc::new(Live::default());
+        let mut mc = ManagedCluster::new(
+            "w-1",
+            status::ManagedClusterSpec {
+                management: "m".into(),
+                directory: "clusters/m/workload-clusters/w-1".into(),
+            },
+        );
+        mc.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-01T10:00:00Z".parse().unwrap(),
+            ));
+        mc.status = Some(status::ManagedClusterStatus {
+            message: "rolling".into(),
+            ..Default::default()
+        });
+        live.set_record("w-1", Some(Recorded::from_object(&mc)));
+        let facts = |desired, up_to_date, version: &str| LiveObject {
+            cluster: Some("w-1".into()),
+            rollout: Some(Arc::new(RolloutStatus {
+                replicas: Some(Replicas {
+                    desired: Some(desired),
+                    current: desired,
+                    up_to_date,
+                    available: desired,
+                }),
+                version: Some(version.into()),
+                desired: Some(desired),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        {
+            let mut objects = live.objects_mut();
+            objects.insert(
+                "controlplane.cluster.x-k8s.io/KubeadmControlPlane/t/w-1".into(),
+                facts(3, 1, "v1.34.1"),
+            );
+            objects.insert(
+                "cluster.x-k8s.io/MachineDeployment/t/w-1-md-0".into(),
+                facts(2, 2, "v1.33.4"),
+            );
+            // Another cluster's, and a kind the pages do not show.
+            let mut other = facts(1, 1, "v1.34.1");
+            other.cluster = Some("w-2".into());
+            objects.insert(
+                "cluster.x-k8s.io/MachineDeployment/t/w-2-md-0".into(),
+                other,
+            );
+            objects.insert("cluster.x-k8s.io/Cluster/t/w-1".into(), facts(0, 0, ""));
+        }
+        let (tx, changes) = watch::channel(0);
+        drop(tx);
+        let w = Watched {
+            source: Source::Agent(live.clone()),
+            objects: BTreeMap::new(),
+            missing: Vec::new(),
+            changes,
+            repo: None,
+            progress: Arc::new(Progress::default()),
+            watches: 0,
+            tasks: Vec::new(),
+        };
+        let all = w.statuses();
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            all[0].metadata.creation_timestamp,
+            mc.metadata.creation_timestamp
+        );
+        assert_eq!(w.status_of("w-1").unwrap().status, mc.status);
+        assert_eq!(
+            w.versions(),
+            [("w-1".to_string(), "v1.34.1".to_string())].into()
+        );
+        let mds = w.of_cluster("MachineDeployment", "w-1");
+        assert_eq!(
+            mds,
+            vec![json!({"kind": "MachineDeployment",
+                "metadata": {"name": "w-1-md-0", "namespace": "t", "labels": {}},
+                "spec": {"replicas": 2, "version": "v1.33.4"},
+                "status": {"upToDateReplicas": 2, "availableReplicas": 2, "phase": ""}})]
+        );
+        assert_eq!(w.of_cluster("KubeadmControlPlane", "w-1").len(), 1);
+        assert!(w.of_cluster("Cluster", "w-1").is_empty());
+        // Every change of the cache moves its revision (what tells open pages to look again).
+        let before = live.revision();
+        live.set_record("w-1", None);
+        assert!(live.revision() > before);
+        assert!(w.statuses().is_empty());
     }
 }

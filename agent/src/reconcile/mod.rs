@@ -583,6 +583,30 @@ impl Agent {
         futures::join!(crd, records);
     }
 
+    /// The state the daemon's watches keep (`None` without them): what the dashboard served by
+    /// the agent reads, so that it costs the agent no second copy of the fleet.
+    pub fn live(&self) -> Option<Arc<crate::live::Live>> {
+        self.cache.as_ref().map(|c| c.live().clone())
+    }
+
+    /// Opens the watches of what the dashboard reads from [`Agent::live`] — the statuses, the
+    /// control planes, etcd clusters and MachineDeployments — and waits until they have listed:
+    /// on the leader they are open already (its passes need them); a follower, whose passes
+    /// have not run, opens them for the dashboard (and leads with them warm).
+    pub async fn watch_for_dashboard(&self) -> Result<(), String> {
+        let Some(cache) = &self.cache else {
+            return Err("the agent keeps no watches".into());
+        };
+        let kinds: Vec<(String, String)> = crate::dashboard::SHARED_KINDS
+            .iter()
+            .map(|(v, k)| (v.to_string(), k.to_string()))
+            .collect();
+        cache
+            .ensure(&self.resolver, &kinds)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// What every cluster of a revision shares, worked out once: the status CRD checked, the
     /// recorded statuses read, which management cluster this is and which clusters it
     /// reconciles, the live state of every kind they need, their namespaces ensured.

@@ -27,6 +27,17 @@ use crate::source_support::agent::Running as Agent;
 
 /// `GET path` with an optional bearer token: the status code and the `Location` header.
 fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let (code, out) = response(port, path, token);
+    let location = out
+        .lines()
+        .find_map(|l| l.strip_prefix("location: "))
+        .unwrap_or_default()
+        .to_string();
+    (code, location)
+}
+
+/// `GET path` with an optional bearer token: the status code and the whole response.
+fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
@@ -41,12 +52,7 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let location = out
-        .lines()
-        .find_map(|l| l.strip_prefix("location: "))
-        .unwrap_or_default()
-        .to_string();
-    (code, location)
+    (code, out)
 }
 
 /// A ServiceAccount in `capstan-system`, bound to a Role listing ManagedClusters when `viewer`;
@@ -257,5 +263,133 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     println!(
         "dashboard screenshots in {}",
         shot.parent().unwrap().display()
+    );
+}
+
+/// `capstan run` of `fleet` for management cluster `management` as the agent's ServiceAccount,
+/// with `args` more, logging to `log`.
+fn run_agent(
+    fleet: &Served,
+    management: &str,
+    kubeconfig: &std::path::Path,
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    args: &[String],
+) -> Agent {
+    Agent(
+        Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(["run", "--repo", &fleet.url(), "--interval", "1h"])
+            .args(["--management", management])
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(dir.join("mirror"))
+            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The dashboard reads the agent's own watch cache; a follower, whose passes never opened those
+/// watches, opens them for its dashboard: it shows the fleet the leader applies, and follows a
+/// change the leader makes.
+#[tokio::test]
+async fn a_followers_dashboard_opens_the_watches_it_reads() {
+    let cp = capstan_harness::shared().await;
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let fleet = Served::new("dashf", &["w-dashf1"]);
+    let election: Vec<String> = [
+        "--leader-elect",
+        "--lease-name",
+        "capstan-leader-dashf",
+        "--lease-namespace",
+        "capstan-system",
+        "--lease-duration",
+        "6s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let tmp = tempfile::tempdir().unwrap();
+    let (hook, metrics, dash) = (free_port(), free_port(), free_port());
+    let (log_a, log_b) = (tmp.path().join("a.log"), tmp.path().join("b.log"));
+    let leader = [
+        election.clone(),
+        vec!["--webhook-addr".into(), format!("127.0.0.1:{hook}")],
+    ]
+    .concat();
+    let dir_a = tmp.path().join("a");
+    let _a = run_agent(&fleet, "m-dashf", &kubeconfig, &dir_a, &log_a, &leader);
+    let client = cp.client();
+    let first = fleet.up.head();
+    assert!(
+        crate::source_support::agent::wait_for_revision(
+            &client,
+            "w-dashf1",
+            &first,
+            Duration::from_secs(90)
+        )
+        .await
+        .is_some(),
+        "{}",
+        std::fs::read_to_string(&log_a).unwrap_or_default()
+    );
+    let follower = [
+        election,
+        vec![
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{metrics}"),
+            "--dashboard-addr".into(),
+            format!("127.0.0.1:{dash}"),
+        ],
+    ]
+    .concat();
+    let dir_b = tmp.path().join("b");
+    let _b = run_agent(&fleet, "m-dashf", &kubeconfig, &dir_b, &log_b, &follower);
+    let logs = || std::fs::read_to_string(&log_b).unwrap_or_default();
+    let viewer = account(cp, "dashf-viewer", true).await;
+
+    // The follower's cluster page: the control plane and the worker group, as the leader
+    // applied them, read from the watches the follower opened.
+    let shows = |what: &[&str]| {
+        let (code, page) = response(dash, "/clusters/w-dashf1", Some(&viewer));
+        (code == 200 && what.iter().all(|w| page.contains(w)), page)
+    };
+    let mut last = String::new();
+    let seen = (0..1200).any(|_| {
+        let (ok, page) = shows(&["MachineDeployment w-dashf1-md-0", "2 desired", &first]);
+        last = page;
+        ok || {
+            std::thread::sleep(Duration::from_millis(50));
+            false
+        }
+    });
+    assert!(seen, "{last}\n{}", logs());
+    let text = crate::source_support::agent::wait_metrics(metrics, Duration::from_secs(10), |t| {
+        t.contains("capstan_leader 0")
+    })
+    .await;
+    assert!(text.contains("capstan_leader 0"), "it follows");
+
+    // The leader scales the workers; the follower's page follows.
+    let c2 = fleet.scale("w-dashf1", 3, "three workers");
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), push_body(&c2).as_bytes());
+    assert_eq!(post(hook, &push_body(&c2), Some(&sig)), 202);
+    let seen = (0..2400).any(|_| {
+        let (ok, page) = shows(&["3 desired", &c2]);
+        last = page;
+        ok || {
+            std::thread::sleep(Duration::from_millis(50));
+            false
+        }
+    });
+    assert!(seen, "{last}\n{}", logs());
+    assert!(
+        !logs().contains("dashboard: watching the agent's kinds"),
+        "the follower's watches opened at the first try: {}",
+        logs()
     );
 }

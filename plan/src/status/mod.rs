@@ -65,6 +65,8 @@ pub struct Recorded {
     /// next status write, so a writer that read an older object (a replica that no longer
     /// leads, a write delayed in the network) fails instead of overwriting a newer record.
     pub resource_version: Option<String>,
+    /// `metadata.creationTimestamp` of the object this was read from (the dashboard's age).
+    pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 impl Recorded {
@@ -78,6 +80,7 @@ impl Recorded {
                 .and_then(|a| a.get(capstan_templates::identity::ADOPT_ANNOTATION))
                 .cloned(),
             resource_version: obj.metadata.resource_version.clone(),
+            created: obj.metadata.creation_timestamp.clone(),
             ..Recorded::new(
                 obj.spec.management.clone(),
                 obj.spec.directory.clone(),
@@ -108,6 +111,7 @@ impl Recorded {
             kinds,
             adopt: None,
             resource_version: None,
+            created: None,
         }
     }
 
