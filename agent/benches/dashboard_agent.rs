@@ -103,21 +103,27 @@ async fn main() {
             );
         }
     }
-    let spread = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
-        let xs: Vec<f64> = v.iter().map(f).collect();
-        let (lo, hi) = xs
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-        (lo, hi)
+    // Spread and median of each mode, and the difference within each round (the agents of a
+    // round run one after the other on the same fleet).
+    let stats = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
+        let mut xs: Vec<f64> = v.iter().map(f).collect();
+        xs.sort_by(f64::total_cmp);
+        (xs[0], xs[xs.len() - 1], xs[xs.len() / 2])
     };
     for (what, f) in [
         ("RSS", (|p: &(f64, f64)| p.0) as fn(&(f64, f64)) -> f64),
         ("peak", |p: &(f64, f64)| p.1),
     ] {
-        let (off_lo, off_hi) = spread(&rss[0], f);
-        let (on_lo, on_hi) = spread(&rss[1], f);
+        let (off_lo, off_hi, off_mid) = stats(&rss[0], f);
+        let (on_lo, on_hi, on_mid) = stats(&rss[1], f);
+        let diffs: Vec<String> = rss[0]
+            .iter()
+            .zip(&rss[1])
+            .map(|(off, on)| format!("{:+.1}", f(on) - f(off)))
+            .collect();
         println!(
-            "{what} at {n} clusters: dashboard off {off_lo:.1}–{off_hi:.1} MiB, on {on_lo:.1}–{on_hi:.1} MiB"
+            "{what} at {n} clusters: dashboard off {off_lo:.1}–{off_hi:.1} MiB (median {off_mid:.1}), on {on_lo:.1}–{on_hi:.1} MiB (median {on_mid:.1}); on − off per round: {} MiB",
+            diffs.join(", ")
         );
     }
 }

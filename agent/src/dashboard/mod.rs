@@ -195,13 +195,14 @@ impl Obj {
     /// A control plane, etcd cluster or MachineDeployment from the agent's facts of it (`key`:
     /// [`crate::plan::ObjectRef::key`]), when it is one of `kind`.
     fn from_live(kind: &'static str, key: &str, o: &LiveObject) -> Option<Obj> {
+        // Only the kinds health reads carry rollout facts: the others are passed over first.
+        let rollout = Some(o.rollout.as_deref()?);
         let mut parts = key.splitn(4, '/');
         let (_group, k, namespace, name) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         if k != kind {
             return None;
         }
-        let rollout = o.rollout.as_deref();
         let replicas = rollout.and_then(|r| r.replicas.as_ref());
         Some(Obj {
             kind,
@@ -510,6 +511,25 @@ impl Watched {
         }
     }
 
+    /// As [`Watched::fixed`] for the dashboard served by the agent: the statuses and rollout
+    /// facts read from `live`, the Machines given.
+    pub fn fixed_shared(
+        live: Arc<Live>,
+        machines: Box<dyn Iterator<Item = DynamicObject> + '_>,
+    ) -> Watched {
+        let own = Watched::fixed(Vec::new(), vec![("Machine", machines)]);
+        Watched {
+            source: Source::Agent(live),
+            objects: own.objects.clone(),
+            missing: Vec::new(),
+            changes: watch::channel(0).1,
+            repo: None,
+            progress: Arc::new(Progress::default()),
+            watches: 0,
+            tasks: Vec::new(),
+        }
+    }
+
     /// Waits until every watch has listed what it watches, or one failed (its error: a kind
     /// the credentials may not watch, the API server away), or `limit` passed.
     pub async fn synced(&self, limit: std::time::Duration) -> Result<(), String> {
@@ -571,10 +591,16 @@ impl Watched {
         r.map(|r| managed_cluster(name, &r, true))
     }
 
-    /// The objects of `kind` (one of [`KINDS`]): those watched here, else the agent's facts.
-    fn objects_of(&self, kind: &str) -> Vec<Arc<Obj>> {
+    /// The objects of `kind` (one of [`KINDS`]) of cluster `cluster` (`None`: of every
+    /// cluster): those watched here, else the agent's facts.
+    fn objects_of(&self, kind: &str, cluster: Option<&str>) -> Vec<Arc<Obj>> {
+        let of = |c: Option<&str>| cluster.is_none() || c == cluster;
         if let Some(store) = self.objects.get(kind) {
-            return store.all();
+            return store
+                .all()
+                .into_iter()
+                .filter(|o| of(o.cluster.as_deref()))
+                .collect();
         }
         let (Source::Agent(live), Some(kind)) = (
             &self.source,
@@ -582,15 +608,18 @@ impl Watched {
         ) else {
             return Vec::new();
         };
-        live.scan(|key, o| Obj::from_live(kind, key, o).map(Arc::new))
+        live.scan(|key, o| {
+            of(o.cluster.as_deref())
+                .then(|| Obj::from_live(kind, key, o).map(Arc::new))
+                .flatten()
+        })
     }
 
     /// The objects of one kind that belong to Cluster API cluster `name` ([`cluster_name`]), as
     /// JSON shaped like the API's (what [`view`] reads).
     pub fn of_cluster(&self, kind: &str, name: &str) -> Vec<Value> {
-        self.objects_of(kind)
+        self.objects_of(kind, Some(name))
             .into_iter()
-            .filter(|o| o.cluster.as_deref() == Some(name))
             .map(|o| o.value())
             .collect()
     }
@@ -598,7 +627,7 @@ impl Watched {
     /// Each cluster's Kubernetes version, from its control plane.
     pub fn versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for o in self.objects_of("KubeadmControlPlane") {
+        for o in self.objects_of("KubeadmControlPlane", None) {
             if let (Some(c), false) = (o.cluster.as_deref(), o.version.is_empty()) {
                 out.insert(c.to_string(), o.version.to_string());
             }
