@@ -353,6 +353,17 @@ impl Drop for Watched {
     }
 }
 
+/// What tells open pages that something changed: a counter bumped (by the returned function)
+/// on every change, and its receiver.
+fn signal() -> (
+    impl Fn() + Clone + Send + Sync + 'static,
+    watch::Receiver<u64>,
+) {
+    let (tx, changes) = watch::channel(0u64);
+    let tx = Arc::new(tx);
+    (move || tx.send_modify(|n| *n += 1), changes)
+}
+
 /// The objects of a list page the watches ask for at once: a list's page is held whole while it
 /// is read, so a smaller page keeps the agent's peak lower at a few more requests per relist.
 const PAGE: u32 = 100;
@@ -361,12 +372,7 @@ impl Watched {
     /// Starts the watches: the ManagedClusters of `capstan-system` and every [`KINDS`] kind
     /// served, in every namespace. Returns at once; the stores fill as the lists arrive.
     pub async fn start(client: &Client, repo: Option<String>) -> Watched {
-        let (tx, changes) = watch::channel(0u64);
-        let tx = Arc::new(tx);
-        let bump = {
-            let tx = tx.clone();
-            move || tx.send_modify(|n| *n += 1)
-        };
+        let (bump, changes) = signal();
         let mut tasks = Vec::new();
         let progress = Arc::new(Progress::default());
         let statuses = Arc::new(Table::default());
@@ -411,12 +417,7 @@ impl Watched {
     where
         F: std::future::Future<Output = Result<(), String>> + Send,
     {
-        let (tx, changes) = watch::channel(0u64);
-        let tx = Arc::new(tx);
-        let bump = {
-            let tx = tx.clone();
-            move || tx.send_modify(|n| *n += 1)
-        };
+        let (bump, changes) = signal();
         let mut tasks = Vec::new();
         let progress = Arc::new(Progress::default());
         let p = progress.clone();

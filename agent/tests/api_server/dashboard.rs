@@ -36,9 +36,13 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     (code, location)
 }
 
-/// `GET path` with an optional bearer token: the status code and the whole response.
+/// `GET path` with an optional bearer token: the status code and the whole response (0 and
+/// why, when nothing listens there yet).
 fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut s = match TcpStream::connect(("127.0.0.1", port)) {
+        Ok(s) => s,
+        Err(e) => return (0, format!("connecting to port {port}: {e}")),
+    };
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,

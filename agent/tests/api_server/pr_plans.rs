@@ -44,6 +44,48 @@ use crate::source_support::agent::Running as Agent;
 /// One agent (`capstan run` with GitHub) and what it needs: its ports, its directory (token,
 /// mirror, logs), and a token of its own for the installed ServiceAccount (`capstan install`'s
 /// CRD and rules), whose credential id tells its requests apart in the audit log.
+/// One workload cluster `w-<tag>` under `m-<tag>` served over Git, the GitHub stand-in, and the
+/// setup of an agent (`name`) with its dashboard on `board`.
+struct Bed {
+    files: Vec<(String, String)>,
+    up: Upstream,
+    _daemon: GitDaemon,
+    gh: GitHubStandIn,
+    board: u16,
+    setup: Setup,
+}
+
+impl Bed {
+    async fn new(cp: &capstan_harness::ControlPlane, tag: &str, name: &str) -> Bed {
+        let files = fleet_with(tag, &[&format!("w-{tag}")]);
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let up = Upstream::new(&refs);
+        let daemon = GitDaemon::start(&up.root);
+        let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+        let board = free_port();
+        let dashboard_addr = format!("127.0.0.1:{board}");
+        let setup = Setup::new(
+            cp,
+            daemon.url("repo.git"),
+            &format!("m-{tag}"),
+            name,
+            &["--dashboard-addr", &dashboard_addr],
+        )
+        .await;
+        Bed {
+            files,
+            up,
+            _daemon: daemon,
+            gh,
+            board,
+            setup,
+        }
+    }
+}
+
 struct Setup {
     url: String,
     management: String,
@@ -250,25 +292,15 @@ fn posted(text: &str) -> f64 {
 async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuses() {
     let cp = capstan_harness::shared().await;
     let client = cp.client();
-    let files = fleet_with("prp", &["w-prp"]);
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let up = Upstream::new(&refs);
-    let daemon = GitDaemon::start(&up.root);
-    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
     // With the dashboard: the plans are shown there too.
-    let board = free_port();
-    let dashboard_addr = format!("127.0.0.1:{board}");
-    let setup = Setup::new(
-        cp,
-        daemon.url("repo.git"),
-        "m-prp",
-        "pr-plans",
-        &["--dashboard-addr", &dashboard_addr],
-    )
-    .await;
+    let Bed {
+        files,
+        up,
+        _daemon,
+        gh,
+        board,
+        setup,
+    } = Bed::new(cp, "prp", "pr-plans").await;
     let agent = setup.start(&gh, "agent.log").await;
     let c1 = up.head();
     assert!(
@@ -625,24 +657,14 @@ async fn wait_for_page(port: u16, token: &str, what: &str, until: impl Fn(&str) 
 async fn a_restarted_agent_shows_the_open_pull_requests_without_a_new_push() {
     let cp = capstan_harness::shared().await;
     let client = cp.client();
-    let files = fleet_with("prr", &["w-prr"]);
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let up = Upstream::new(&refs);
-    let daemon = GitDaemon::start(&up.root);
-    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
-    let board = free_port();
-    let dashboard_addr = format!("127.0.0.1:{board}");
-    let setup = Setup::new(
-        cp,
-        daemon.url("repo.git"),
-        "m-prr",
-        "pr-resync",
-        &["--dashboard-addr", &dashboard_addr],
-    )
-    .await;
+    let Bed {
+        files,
+        up,
+        _daemon,
+        gh,
+        board,
+        setup,
+    } = Bed::new(cp, "prr", "pr-resync").await;
     let viewer = cp
         .service_account_token(capstan::status::NAMESPACE, "capstan")
         .await

@@ -171,6 +171,21 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         "- name: \"md-0\"\n      count: 2",
     );
     repo.revision += 1;
+    // The control plane's controller is paused (Cluster API's annotation), so its stage makes
+    // no progress and times out there, however fast the in-memory machines would have rolled
+    // (the stage clock restarts at every machine step).
+    let kcp_pause = |value: &str| {
+        kubectl(&[
+            "annotate",
+            "--overwrite",
+            "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+            &mgmt,
+            "-n",
+            &ns,
+            value,
+        ]);
+    };
+    kcp_pause("cluster.x-k8s.io/paused=");
     let mut opts = repo.opts(None);
     opts.stage_timeout = Some(Duration::from_secs(1));
     let failed = converge(&agent, &repo.fleet(), &opts, SETTLE)
@@ -257,6 +272,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
         "-p",
         r#"[{"op":"remove","path":"/status/backup"}]"#,
     ]);
+    kcp_pause("cluster.x-k8s.io/paused-");
     let client = agent.clone();
     let (fleet, mut opts) = (repo.fleet(), repo.opts(None));
     opts.stage_timeout = None;
