@@ -12,8 +12,8 @@ use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 
 use crate::source_support::agent::{
-    applied_revision, fleet_with, machine_deployments, post, push_body, scrape, value_in,
-    wait_for_revision, wait_metrics, write_files,
+    applied_revision, capstan_run, fleet_with, machine_deployments, post, push_body, scrape,
+    value_in, wait_for_revision, wait_metrics, write_files,
 };
 use crate::source_support::daemon::GitDaemon;
 use crate::source_support::{Upstream, free_port};
@@ -96,9 +96,9 @@ async fn the_agent_follows_git_and_webhooks() {
     let metrics_port = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let _agent = capstan_run(
+        &[
             "--repo",
             &daemon.url("repo.git"),
             "--branch",
@@ -111,18 +111,12 @@ async fn the_agent_follows_git_and_webhooks() {
             &format!("127.0.0.1:{metrics_port}"),
             "--management",
             "m-run",
-        ])
-        .arg("--kubeconfig")
-        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+        ],
+        &kubeconfig,
+        tmp.path(),
+        Some(SECRET),
+        &log,
+    );
 
     // The first pass applies the initial commit.
     let c1 = up.head();
@@ -836,24 +830,26 @@ async fn a_wiped_branch_changes_nothing_on_the_management_cluster() {
     let (hook, metrics_port) = (free_port(), free_port());
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &_git.url("repo.git"), "--branch", "main"])
-        .args(["--interval", "1h", "--management", "m-wipe"])
-        .arg("--webhook-addr")
-        .arg(format!("127.0.0.1:{hook}"))
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{metrics_port}"))
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+    let _agent = capstan_run(
+        &[
+            "--repo",
+            &_git.url("repo.git"),
+            "--branch",
+            "main",
+            "--interval",
+            "1h",
+            "--management",
+            "m-wipe",
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ],
+        cp.kubeconfig_path(),
+        tmp.path(),
+        Some(SECRET),
+        &log,
+    );
     let c1 = up.head();
     for n in names {
         assert!(

@@ -12,18 +12,15 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::source_support::agent::{Served, post, push_body};
+use crate::source_support::agent::{Served, capstan_run, post, push_body};
 use crate::source_support::free_port;
 use capstan_harness::browser::Browser;
 
 const SECRET: &str = "dashboard-secret";
-
-use crate::source_support::agent::Running as Agent;
 
 /// `GET path` with an optional bearer token: the status code and the `Location` header.
 fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
@@ -105,22 +102,23 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     let tmp = tempfile::tempdir().unwrap();
     let (hook, port) = (free_port(), free_port());
     let log = tmp.path().join("agent.log");
-    let _agent = Agent(
-        Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["run", "--repo", &fleet.url(), "--interval", "1h"])
-            .args(["--management", "m-dash"])
-            .args(["--webhook-addr", &format!("127.0.0.1:{hook}")])
-            .args(["--dashboard-addr", &format!("127.0.0.1:{port}")])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(tmp.path().join("mirror"))
-            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
+    let _agent = capstan_run(
+        &[
+            "--repo",
+            &fleet.url(),
+            "--interval",
+            "1h",
+            "--management",
+            "m-dash",
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--dashboard-addr",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &kubeconfig,
+        tmp.path(),
+        Some(SECRET),
+        &log,
     );
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
     let up_ = (0..800).any(|_| {
@@ -270,34 +268,6 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
     );
 }
 
-/// `capstan run` of `fleet` for management cluster `management` as the agent's ServiceAccount,
-/// with `args` more, logging to `log`.
-fn run_agent(
-    fleet: &Served,
-    management: &str,
-    kubeconfig: &std::path::Path,
-    dir: &std::path::Path,
-    log: &std::path::Path,
-    args: &[String],
-) -> Agent {
-    Agent(
-        Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["run", "--repo", &fleet.url(), "--interval", "1h"])
-            .args(["--management", management])
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cache-dir")
-            .arg(dir.join("mirror"))
-            .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap(),
-    )
-}
-
 /// The dashboard reads the agent's own watch cache; a follower, whose passes never opened those
 /// watches, opens them for its dashboard: it shows the fleet the leader applies, and follows a
 /// change the leader makes.
@@ -319,6 +289,22 @@ async fn a_followers_dashboard_opens_the_watches_it_reads() {
     .to_vec();
     let tmp = tempfile::tempdir().unwrap();
     let (hook, metrics, dash) = (free_port(), free_port(), free_port());
+    let url = fleet.url();
+    // Both agents follow the same fleet as the agent's ServiceAccount; `args`: their own.
+    let run_agent = |dir: &std::path::Path, log: &std::path::Path, args: &[String]| {
+        let args: Vec<&str> = [
+            "--repo",
+            url.as_str(),
+            "--interval",
+            "1h",
+            "--management",
+            "m-dashf",
+        ]
+        .into_iter()
+        .chain(args.iter().map(String::as_str))
+        .collect();
+        capstan_run(&args, &kubeconfig, dir, Some(SECRET), log)
+    };
     let (log_a, log_b) = (tmp.path().join("a.log"), tmp.path().join("b.log"));
     let leader = [
         election.clone(),
@@ -326,7 +312,7 @@ async fn a_followers_dashboard_opens_the_watches_it_reads() {
     ]
     .concat();
     let dir_a = tmp.path().join("a");
-    let _a = run_agent(&fleet, "m-dashf", &kubeconfig, &dir_a, &log_a, &leader);
+    let _a = run_agent(&dir_a, &log_a, &leader);
     let client = cp.client();
     let first = fleet.up.head();
     assert!(
@@ -352,7 +338,7 @@ async fn a_followers_dashboard_opens_the_watches_it_reads() {
     ]
     .concat();
     let dir_b = tmp.path().join("b");
-    let _b = run_agent(&fleet, "m-dashf", &kubeconfig, &dir_b, &log_b, &follower);
+    let _b = run_agent(&dir_b, &log_b, &follower);
     let logs = || std::fs::read_to_string(&log_b).unwrap_or_default();
     let viewer = account(cp, "dashf-viewer", true).await;
 

@@ -3,24 +3,15 @@
 //! it manages; a tombstone removes that cluster's profile and leaves the other's. Also: the
 //! CRD capstan ships is the upstream module's file, byte for byte.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use capstan::install::manifests;
 use capstan::reconcile::profile;
 
 use crate::source_support::Upstream;
-use crate::source_support::agent::{fleet_with, wait_for_revision};
+use crate::source_support::agent::{capstan_run, fleet_with, wait_for_revision};
 use crate::source_support::daemon::GitDaemon;
-
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn the_shipped_crd_is_the_upstream_modules() {
@@ -103,26 +94,25 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
     let admin = cp.kubeconfig_path();
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main"])
-        .args([
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let _agent = capstan_run(
+        &[
+            "--repo",
+            &daemon.url("repo.git"),
+            "--branch",
+            "main",
             "--interval",
             "2s",
             "--management",
             "m-prof",
             "--cluster-profiles",
             ns,
-        ])
-        .arg("--kubeconfig")
-        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+        ],
+        &kubeconfig,
+        tmp.path(),
+        None,
+        &log,
+    );
     assert!(
         wait_for_revision(&client, "w-prof-a", &c1, Duration::from_secs(90))
             .await

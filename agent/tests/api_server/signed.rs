@@ -5,14 +5,13 @@
 //! commit and why, and `capstan_commits_refused_total` counts it once; a commit signed by an
 //! untrusted key is refused alike; a signed push afterwards is applied.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 
 use crate::source_support::agent::{
-    applied_revision, fleet_with, machine_deployments, post, push_body, value_in,
+    applied_revision, capstan_run, fleet_with, machine_deployments, post, push_body, value_in,
     wait_for_revision, wait_metrics,
 };
 use crate::source_support::daemon::GitDaemon;
@@ -20,8 +19,6 @@ use crate::source_support::signing::{Keyring, Signer};
 use crate::source_support::{Upstream, free_port};
 
 const SECRET: &str = "s3cret-for-signed-tests";
-
-use crate::source_support::agent::Running as Agent;
 
 /// The ManagedCluster's `Verified` condition: (status, reason, message).
 async fn verified(client: &kube::Client, cluster: &str) -> Option<(String, String, String)> {
@@ -98,32 +95,30 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
     let metrics_port = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main"])
-        .args([
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let _agent = capstan_run(
+        &[
+            "--repo",
+            &daemon.url("repo.git"),
+            "--branch",
+            "main",
             "--interval",
             "1h",
             "--management",
             "m-sig",
             "--verify-commits",
-        ])
-        .arg("--allowed-signers")
-        .arg(&allowed)
-        .arg("--webhook-addr")
-        .arg(format!("127.0.0.1:{hook}"))
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{metrics_port}"))
-        .arg("--kubeconfig")
-        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+            "--allowed-signers",
+            allowed.to_str().unwrap(),
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ],
+        &kubeconfig,
+        tmp.path(),
+        Some(SECRET),
+        &log,
+    );
 
     // The signed head is applied, and its status says who signed it.
     assert!(
@@ -292,31 +287,30 @@ async fn keys_from_a_secret_apply_a_signed_head_and_refuse_an_unsigned_push() {
     let metrics_port = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("agent.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &daemon.url("repo.git"), "--branch", "main"])
-        .args([
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let _agent = capstan_run(
+        &[
+            "--repo",
+            &daemon.url("repo.git"),
+            "--branch",
+            "main",
             "--interval",
             "1h",
             "--management",
             "m-sigsec",
             "--verify-commits",
-        ])
-        .args(["--trusted-keys-secret", &secret_arg])
-        .arg("--webhook-addr")
-        .arg(format!("127.0.0.1:{hook}"))
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{metrics_port}"))
-        .arg("--kubeconfig")
-        .arg(capstan::install::testing::agent_kubeconfig(cp).await)
-        .arg("--cache-dir")
-        .arg(tmp.path().join("mirror"))
-        .env("CAPSTAN_WEBHOOK_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = Agent(child);
+            "--trusted-keys-secret",
+            &secret_arg,
+            "--webhook-addr",
+            &format!("127.0.0.1:{hook}"),
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ],
+        &kubeconfig,
+        tmp.path(),
+        Some(SECRET),
+        &log,
+    );
 
     assert!(
         wait_for_revision(&client, "w-sigsec", &c1, Duration::from_secs(90))

@@ -196,6 +196,32 @@ pub fn write_files(repo: &std::path::Path, files: Vec<(String, String)>) {
     }
 }
 
+/// `capstan run` as the tests start it: `args` after `run` (the repository, the management
+/// cluster, the listeners, …), `kubeconfig`'s credentials, its Git mirror under `dir`, the
+/// webhook secret `secret` when there is one, `RUST_LOG=info` and its log in `log`.
+pub fn capstan_run(
+    args: &[&str],
+    kubeconfig: &std::path::Path,
+    dir: &std::path::Path,
+    secret: Option<&str>,
+    log: &std::path::Path,
+) -> Running {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"));
+    cmd.arg("run")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(dir.join("mirror"))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+    if let Some(secret) = secret {
+        cmd.env("CAPSTAN_WEBHOOK_SECRET", secret);
+    }
+    Running(cmd.spawn().unwrap())
+}
+
 /// A running `capstan` process, killed and reaped when dropped.
 pub struct Running(pub std::process::Child);
 
