@@ -16,6 +16,7 @@ pub mod config;
 pub mod fleet;
 pub mod intent;
 pub mod objects;
+pub mod rehearsal;
 pub mod releases;
 pub mod scaffold;
 pub mod step;
