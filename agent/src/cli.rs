@@ -105,6 +105,15 @@ pub enum Command {
     /// diffs and what happens to its machines (rollouts, scaling, add-on upgrades, blocked
     /// fields). Exits 0 when nothing changes, 2 when something does, 1 on errors.
     Diff(DiffArgs),
+    /// Rehearse a change on the real Cluster API controllers before it merges: the clusters it
+    /// touches are brought up at the base revision on a local control plane where CAPD's
+    /// in-memory backend simulates machines (`capstan dev up`'s, started when not running),
+    /// then changed to the head revision through the agent's own pass and followed stage by
+    /// stage. Prints a timeline per cluster. Exits 0 when every cluster reached Ready at the
+    /// new revision with its stages in order (a tombstone: deleted), 1 when one did not, 2 on
+    /// bad input (what `validate` and `diff` refuse).
+    #[cfg(feature = "dev")]
+    Rehearse(RehearseArgs),
     /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
     Run(RunArgs),
@@ -734,6 +743,45 @@ pub struct DiffArgs {
     /// `all`, every commit from --base to --head.
     #[command(flatten)]
     pub verify: VerifyArgs,
+}
+
+/// `capstan rehearse`.
+#[cfg(feature = "dev")]
+#[derive(Debug, Args)]
+pub struct RehearseArgs {
+    /// The repository (a working copy or a bare repository).
+    #[arg(default_value = ".")]
+    pub repo: PathBuf,
+    /// The revision the clusters are brought up at first (e.g. origin/main).
+    #[arg(long)]
+    pub base: String,
+    /// The revision with the change (default: the working copy as it is).
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Only this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t)]
+    pub output: ReportOutput,
+    /// Clusters rehearsed at once (each runs its own passes and watches; two fit a 2-core CI
+    /// runner).
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16))]
+    pub concurrency: usize,
+    /// How long each revision of a cluster may take to come up or roll out.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub timeout: std::time::Duration,
+    /// The kubeconfig of a running control plane with the Cluster API controllers and CAPD's
+    /// in-memory backend (default: the one `capstan dev up` keeps, started when not running
+    /// and stopped afterwards). Never $KUBECONFIG: a rehearsal creates clusters.
+    #[arg(long)]
+    pub control_plane: Option<PathBuf>,
+    /// Where `capstan dev up` keeps its control plane (default: ~/.cache/capstan/dev).
+    #[arg(long)]
+    pub dev_dir: Option<PathBuf>,
+    /// Leave the rehearsed clusters (and a control plane the rehearsal started) running.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// `capstan new ...`.

@@ -34,6 +34,7 @@ pub use capstan_client::{k8s, live, status};
 pub use capstan_plan as plan;
 pub use capstan_plan::health;
 pub mod reconcile;
+pub mod rehearse;
 pub mod schedule;
 pub mod serve;
 pub mod source;

@@ -3,22 +3,61 @@
 //! running with CAPD's in-memory backend standing in for machines, capstan's ManagedCluster CRD
 //! installed) for the quick start.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use capstan_harness::{ControlPlane, StartOptions};
+use capstan_harness::{ControlPlane, PersistentState, StartOptions};
 
 use crate::cli::DevCommand;
 
-fn default_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn default_dir() -> anyhow::Result<PathBuf> {
     let base = match std::env::var_os("CAPSTAN_CACHE_DIR") {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
             .join(".cache/capstan"),
     };
     Ok(base.join("dev"))
+}
+
+/// The local management cluster of `dir`: the running one (false), or one started now (true),
+/// with capstan's CRD and tenancy installed so the agent's pass runs on it with its admin
+/// kubeconfig (a production install is `capstan install`). Idempotent, so the quick start can
+/// be run again.
+pub(super) fn up(dir: &Path, controllers: bool) -> anyhow::Result<(PersistentState, bool)> {
+    if let Some(state) = ControlPlane::persistent_state(dir)?
+        && state.is_running()
+    {
+        return Ok((state, false));
+    }
+    eprintln!(
+        "starting a local management cluster in {} (the first run builds kube-apiserver, etcd and the controllers: several minutes)",
+        dir.display()
+    );
+    let opts = StartOptions {
+        controllers,
+        timeout: Duration::from_secs(300),
+        ..Default::default()
+    };
+    let state = super::runtime()?.block_on(async {
+        let state = ControlPlane::start_persistent_with(dir, opts).await?;
+        let conn = crate::k8s::connect(Some(&state.endpoints.kubeconfig), None).await?;
+        crate::install::install_crd(&conn.client).await?;
+        crate::install::install_tenancy(
+            &conn.client,
+            &crate::install::rbac::rules(),
+            Duration::from_secs(60),
+        )
+        .await?;
+        anyhow::Ok(state)
+    })?;
+    Ok((state, true))
+}
+
+/// Stops the local management cluster of `dir`; whether one ran.
+pub(super) fn down(dir: &Path) -> anyhow::Result<bool> {
+    Ok(ControlPlane::stop_persistent(dir)?)
 }
 
 /// Runs `dev up` or `dev down`.
@@ -29,10 +68,9 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
             no_controllers,
         } => {
             let dir = dir.map(Ok).unwrap_or_else(default_dir)?;
-            // Idempotent, so the quick start can be run again: a running one is reused.
-            if let Some(state) = ControlPlane::persistent_state(&dir)?
-                && state.is_running()
-            {
+            let started = Instant::now();
+            let (state, new) = up(&dir, !no_controllers)?;
+            if !new {
                 eprintln!(
                     "a local management cluster is already running from {} (Kubernetes {})",
                     dir.display(),
@@ -41,30 +79,6 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
                 println!("{}", state.endpoints.kubeconfig.display());
                 return Ok(ExitCode::SUCCESS);
             }
-            let started = Instant::now();
-            eprintln!(
-                "starting a local management cluster in {} (the first run builds kube-apiserver, etcd and the controllers: several minutes)",
-                dir.display()
-            );
-            let opts = StartOptions {
-                controllers: !no_controllers,
-                timeout: Duration::from_secs(300),
-                ..Default::default()
-            };
-            let state = super::runtime()?.block_on(async {
-                let state = ControlPlane::start_persistent_with(&dir, opts).await?;
-                // capstan's own CRD, so the agent can run with this admin kubeconfig (a
-                // production install is `capstan install`).
-                let conn = crate::k8s::connect(Some(&state.endpoints.kubeconfig), None).await?;
-                crate::install::install_crd(&conn.client).await?;
-                crate::install::install_tenancy(
-                    &conn.client,
-                    &crate::install::rbac::rules(),
-                    Duration::from_secs(60),
-                )
-                .await?;
-                anyhow::Ok(state)
-            })?;
             let controllers = if state.controllers.is_empty() {
                 "no controllers".to_string()
             } else {
@@ -92,7 +106,7 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
         }
         DevCommand::Down { dir } => {
             let dir = dir.map(Ok).unwrap_or_else(default_dir)?;
-            if ControlPlane::stop_persistent(&dir)? {
+            if down(&dir)? {
                 eprintln!(
                     "stopped the local management cluster and removed {}",
                     dir.display()

@@ -9,6 +9,8 @@ mod intent;
 mod offline;
 mod online;
 mod open_pr;
+#[cfg(feature = "dev")]
+mod rehearse;
 mod verify;
 
 use std::process::ExitCode;
@@ -36,6 +38,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "dev")]
         Command::Dev { what } => dev::run(what),
         Command::Diff(args) => diff::run(args),
+        #[cfg(feature = "dev")]
+        Command::Rehearse(args) => rehearse::run(args),
         Command::Plan {
             repo,
             cluster,

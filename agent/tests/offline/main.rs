@@ -13,6 +13,7 @@ mod fuzz_webhook;
 mod github;
 mod github_actions;
 mod open_pr;
+mod rehearse;
 mod release_https;
 mod scaffold;
 mod serve;
