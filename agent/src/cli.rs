@@ -782,6 +782,10 @@ pub struct RehearseArgs {
     /// Leave the rehearsed clusters (and a control plane the rehearsal started) running.
     #[arg(long)]
     pub keep: bool,
+    /// Also write the JSON report here (a CI job posts the markdown and sets a commit status
+    /// per cluster from the JSON, from one rehearsal).
+    #[arg(long)]
+    pub json_file: Option<PathBuf>,
 }
 
 /// `capstan new ...`.

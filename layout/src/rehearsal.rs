@@ -288,3 +288,62 @@ mod tests {
         assert!(r.not_carried.is_empty());
     }
 }
+
+#[cfg(test)]
+mod health_check {
+    use super::*;
+    use crate::scaffold::{ClusterRequest, plan};
+    use serde_json::Value;
+
+    #[test]
+    fn a_health_check_setting_is_carried_into_the_rendered_objects() {
+        let mut tree = Tree::new();
+        for req in [
+            ClusterRequest {
+                name: "m".into(),
+                provider: "docker".into(),
+                docker_backend: Some("in-memory".into()),
+                pod_cidr: Some("192.168.0.0/16".into()),
+                service_cidr: Some("10.96.0.0/12".into()),
+                ..Default::default()
+            },
+            ClusterRequest {
+                name: "w".into(),
+                management: Some("m".into()),
+                provider: "docker".into(),
+                pod_cidr: Some("172.16.0.0/16".into()),
+                service_cidr: Some("10.112.0.0/16".into()),
+                ..Default::default()
+            },
+        ] {
+            for (p, t) in plan(&tree, &req).unwrap().files {
+                tree.insert(p, t);
+            }
+        }
+        let path = PathBuf::from("clusters/m/workload-clusters/w/cluster.yaml");
+        let Some(Entry::File(b)) = tree.entries.get(&path) else {
+            panic!()
+        };
+        let text = String::from_utf8(b.clone()).unwrap().replacen(
+            "  clusterNetwork:",
+            "  machineHealthCheck:\n    nodeStartupTimeout: 10s\n  clusterNetwork:",
+            1,
+        );
+        tree.insert(path, text);
+        let fleet = crate::load(&tree);
+        let r = stand_in(&tree, &fleet, &BTreeSet::from(["w".to_string()]));
+        let rehearsed = crate::load(&r.tree);
+        for f in [&fleet, &rehearsed] {
+            let objects = f.cluster("w").unwrap().objects.clone().unwrap().values();
+            let timeouts: Vec<&Value> = objects
+                .iter()
+                .filter(|o| o["kind"] == "MachineHealthCheck")
+                .map(|o| &o["spec"]["checks"]["nodeStartupTimeoutSeconds"])
+                .collect();
+            assert!(
+                !timeouts.is_empty() && timeouts.iter().all(|t| **t == 10),
+                "{timeouts:?}"
+            );
+        }
+    }
+}

@@ -139,6 +139,29 @@ pub fn claimed(object: &ObjectRef, cluster: &str, why: &str) -> Entry {
     )
 }
 
+/// The reason of an object the API server refuses as it is (its dry run answered 422 or 400:
+/// schema, strict field validation, an admission webhook's denial): nothing of the cluster is
+/// applied until the repository changes it, since applying the rest would leave the cluster
+/// half at the new revision while reporting it converged.
+pub const REFUSED_BY_THE_SERVER: &str = "refused by the API server";
+
+/// The entry of an object the API server refuses ([`REFUSED_BY_THE_SERVER`]), with its words.
+pub fn refused_by_the_server(object: &ObjectRef, message: &str) -> Entry {
+    Entry::new(
+        object.clone(),
+        Action::Skip,
+        Some(format!("{REFUSED_BY_THE_SERVER}: {message}")),
+    )
+}
+
+/// Whether an entry is an object the API server refuses ([`refused_by_the_server`]).
+pub fn is_refused_by_the_server(e: &Entry) -> bool {
+    e.action == Action::Skip
+        && e.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(REFUSED_BY_THE_SERVER))
+}
+
 /// Whether an entry is an object that exists and is not the cluster's ([`claimed`], or the
 /// tenancy policy's denial of it).
 pub fn is_claimed(e: &Entry) -> bool {

@@ -57,6 +57,13 @@ pub fn run(args: RehearseArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let print = |clusters: &[timeline::ClusterRehearsal]| -> anyhow::Result<()> {
+        if let Some(f) = &args.json_file {
+            std::fs::write(
+                f,
+                serde_json::to_string_pretty(&timeline::json(&title, clusters))?,
+            )
+            .with_context(|| format!("writing {}", f.display()))?;
+        }
         match args.output {
             ReportOutput::Json => println!(
                 "{}",
@@ -93,6 +100,7 @@ pub fn run(args: RehearseArgs) -> anyhow::Result<ExitCode> {
     let opts = rehearse::Options {
         concurrency: args.concurrency,
         timeout: args.timeout,
+        base_timeout: args.timeout,
         keep: args.keep,
         backup_dir: backup.path().to_path_buf(),
     };

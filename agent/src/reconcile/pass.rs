@@ -581,7 +581,9 @@ impl Pass<'_> {
 
     /// Why this revision is refused for the cluster after planning, when it is: objects that
     /// exist and are not the cluster's (nothing of it is applied until an admin hands them
-    /// over or the repository renames them), or fields EKS Anywhere holds immutable.
+    /// over or the repository renames them), objects the API server refuses as they are (a
+    /// webhook's denial: nothing of the revision is applied to the cluster, the last applied
+    /// one stays live), or fields EKS Anywhere holds immutable.
     pub(super) async fn refusal(
         &self,
         entry: &ClusterEntry,
@@ -600,6 +602,22 @@ impl Pass<'_> {
         if !claimed.is_empty() {
             let why = claimed.join("; ");
             return Some(decide::refusal(revision, prev, Reason::AlreadyExists, why));
+        }
+        let refused: Vec<String> = plan
+            .entries
+            .iter()
+            .filter(|e| planner::is_refused_by_the_server(e))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.object.subject(),
+                    e.reason.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if !refused.is_empty() {
+            let why = refused.join("; ");
+            return Some(decide::refusal(revision, prev, Reason::ApplyFailed, why));
         }
         match self.immutable_gate(entry, plan, objects, previous).await {
             Ok(None) => None,
@@ -807,6 +825,11 @@ impl Pass<'_> {
                             // Exists and is not the cluster's: a conflict, not a create.
                             Some((reason, why)) if reason == Reason::AlreadyExists.as_str() => {
                                 Entry::new(r.clone(), Action::Conflict, Some(why.to_string()))
+                            }
+                            // The object itself is refused (a webhook, the schema): the
+                            // revision cannot apply to this cluster ([`Self::refusal`]).
+                            _ if matches!(e, ApplyError::Rejected { invalid: true, .. }) => {
+                                planner::refused_by_the_server(r, &message)
                             }
                             _ => entry(
                                 r,

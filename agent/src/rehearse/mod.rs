@@ -47,8 +47,10 @@ pub use timeline::Change;
 pub struct Options {
     /// Clusters rehearsed at once.
     pub concurrency: usize,
-    /// How long each revision of a cluster may take to settle.
+    /// How long the head revision of a cluster may take to settle.
     pub timeout: Duration,
+    /// How long the base revision may take to come up.
+    pub base_timeout: Duration,
     /// Leave the rehearsed clusters on the control plane.
     pub keep: bool,
     /// Where a management cluster's backup goes when it upgrades itself.
@@ -86,6 +88,10 @@ pub struct Prepared {
     pub head_tree: Tree,
 }
 
+/// The field whose change the agent applies as a chain (`crate::plan::chain`) rather than
+/// refusing.
+const CHAINED: &str = "spec.kubernetesVersion";
+
 /// Bad input: what `validate` and `diff` would refuse, each `file:line: …`.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .0.join("\n"))]
@@ -118,8 +124,22 @@ pub fn prepare(
         if only.is_some_and(|o| o != c.name) {
             continue;
         }
-        if c.has_errors() {
-            problems.extend(c.problems().into_iter().map(|p| format!("{}: {p}", c.name)));
+        // What the agent refuses too. A Kubernetes version jump is not: the agent applies it
+        // as a chain of one-minor steps (and refuses a downgrade itself, which the rehearsal
+        // then shows), as its own pass filters it.
+        let blocked = c
+            .impact
+            .iter()
+            .flat_map(|i| &i.blocked)
+            .filter(|b| b.field != CHAINED);
+        let own: Vec<String> = c
+            .errors
+            .iter()
+            .cloned()
+            .chain(blocked.map(|b| format!("blocked: {b}")))
+            .collect();
+        if !own.is_empty() {
+            problems.extend(own.into_iter().map(|p| format!("{}: {p}", c.name)));
         } else if c.has_changes() {
             names.insert(c.name.clone());
         }
@@ -391,16 +411,34 @@ pub async fn rehearse(
         .targets
         .iter()
         .partition(|t| t.name == t.management);
+    let mut applied = Vec::new();
     for t in first {
-        out.push(one(client, prepared, t, opts, say).await);
+        let (r, a) = one(client, prepared, t, opts, say).await;
+        out.push(r);
+        applied.extend(a.then_some(t));
     }
-    let mut rest: Vec<ClusterRehearsal> = futures::stream::iter(rest)
-        .map(|t| one(client, prepared, t, opts, say))
+    let mut rest: Vec<(ClusterRehearsal, bool, &Target)> = futures::stream::iter(rest)
+        .map(|t| async move {
+            let (r, a) = one(client, prepared, t, opts, say).await;
+            (r, a, t)
+        })
         .buffer_unordered(opts.concurrency.max(1))
         .collect()
         .await;
-    rest.sort_by(|a, b| a.name.cmp(&b.name));
-    out.extend(rest);
+    rest.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    for (r, a, t) in rest {
+        out.push(r);
+        applied.extend(a.then_some(t));
+    }
+    // Only once every cluster is done: a cluster of a later wave waits for the earlier waves'
+    // clusters to be Ready at the new revision, and a deleted one would hold it.
+    if !opts.keep {
+        futures::stream::iter(applied.into_iter().filter(|t| t.change != Change::Delete))
+            .for_each_concurrent(opts.concurrency.max(1), |t| {
+                clean_up(client, prepared, t, opts, say)
+            })
+            .await;
+    }
     out
 }
 
@@ -412,13 +450,15 @@ fn outcome_of<'a>(
     out.clusters.iter().find(|c| c.name == name)
 }
 
+/// One cluster's rehearsal, and whether anything of it was applied (what the clean-up deletes:
+/// never a cluster that was there before).
 async fn one(
     client: &Client,
     prepared: &Prepared,
     t: &Target,
     opts: &Options,
     say: &(dyn Fn(String) + Sync),
-) -> ClusterRehearsal {
+) -> (ClusterRehearsal, bool) {
     let mut r = ClusterRehearsal {
         name: t.name.clone(),
         change: t.change,
@@ -431,6 +471,7 @@ async fn one(
         machines_deleted: 0,
         max_unavailable: 0,
         versions: Default::default(),
+        steps: Default::default(),
         verdict: Verdict::Passed,
     };
     let fail = |r: &mut ClusterRehearsal, stage: Option<String>, message: String, conditions| {
@@ -454,7 +495,7 @@ async fn one(
                 ),
                 Vec::new(),
             );
-            return r;
+            return (r, false);
         }
         Err(e) => {
             fail(
@@ -463,7 +504,7 @@ async fn one(
                 format!("reading the control plane: {e}"),
                 Vec::new(),
             );
-            return r;
+            return (r, false);
         }
     }
 
@@ -475,7 +516,7 @@ async fn one(
             client,
             &prepared.base,
             &pass_options(t, "base", opts),
-            opts.timeout,
+            opts.base_timeout,
         )
         .await;
         r.base_seconds = Some(started.elapsed().as_secs_f64());
@@ -497,8 +538,7 @@ async fn one(
                 ),
                 conditions,
             );
-            clean_up(client, prepared, t, opts, say).await;
-            return r;
+            return (r, true);
         }
     }
 
@@ -550,7 +590,7 @@ async fn one(
                 };
                 if let Some(h) = &c.paced {
                     let mut holds = holds.lock().expect("holds");
-                    let reason = format!("{:?}", h.reason);
+                    let reason = h.reason.as_str().to_string();
                     if holds
                         .last()
                         .is_none_or(|l| l.reason != reason || l.message != h.message)
@@ -573,6 +613,7 @@ async fn one(
         let tally = tally.lock().expect("tally");
         (r.machines_created, r.machines_deleted, r.max_unavailable) = tally.totals();
         r.versions = tally.versions();
+        r.steps = tally.steps();
     }
     let mc = managed_cluster(client, &t.name).await;
     let status = mc.as_ref().map(|m| &m["status"]);
@@ -652,13 +693,11 @@ async fn one(
             Verdict::Failed { message, .. } => format!("failed: {message}"),
         }
     ));
-    if t.change != Change::Delete {
-        clean_up(client, prepared, t, opts, say).await;
-    }
-    r
+    (r, true)
 }
 
-/// The rehearsed cluster deleted as the agent deletes one: a tombstone in its directory.
+/// The rehearsed cluster deleted as the agent deletes one: a tombstone in its directory. A
+/// cluster that already existed is never cleaned up: it was refused before anything applied.
 async fn clean_up(
     client: &Client,
     prepared: &Prepared,
@@ -666,9 +705,6 @@ async fn clean_up(
     opts: &Options,
     say: &(dyn Fn(String) + Sync),
 ) {
-    if opts.keep {
-        return;
-    }
     let Some(dir) = prepared
         .head
         .cluster(&t.name)
@@ -690,7 +726,7 @@ async fn clean_up(
         client,
         &fleet,
         &pass_options(t, "clean-up", opts),
-        opts.timeout,
+        opts.base_timeout,
     )
     .await
     {

@@ -96,6 +96,9 @@ pub struct ClusterRehearsal {
     pub max_unavailable: usize,
     /// Kubernetes versions of the machines at the end, by role or group.
     pub versions: BTreeMap<String, BTreeSet<String>>,
+    /// Every version each group's machines ran, in the order they first appeared: a chained
+    /// upgrade's steps (`control-plane`: v1.31 → v1.32 → v1.33).
+    pub steps: BTreeMap<String, Vec<String>>,
     /// The end.
     #[serde(flatten)]
     pub verdict: Verdict,
@@ -124,6 +127,7 @@ pub struct MachineTally {
     /// Machines wanted at the end (the head revision's counts).
     wanted: usize,
     max_unavailable: usize,
+    steps: BTreeMap<String, Vec<String>>,
 }
 
 impl MachineTally {
@@ -136,6 +140,7 @@ impl MachineTally {
             ..Default::default()
         };
         for m in live {
+            t.step(&m);
             t.before.insert(m.name.clone());
             t.seen.insert(m.name.clone(), m);
         }
@@ -143,8 +148,16 @@ impl MachineTally {
         t
     }
 
+    fn step(&mut self, m: &MachineSeen) {
+        let steps = self.steps.entry(m.group.clone()).or_default();
+        if !m.version.is_empty() && !steps.contains(&m.version) {
+            steps.push(m.version.clone());
+        }
+    }
+
     /// A Machine added or modified.
     pub fn applied(&mut self, m: MachineSeen) {
+        self.step(&m);
         if !self.before.contains(&m.name) {
             self.created.insert(m.name.clone());
         }
@@ -175,6 +188,11 @@ impl MachineTally {
     /// observation (the baseline a new cluster starts from is not counted as unavailable).
     pub fn totals(&self) -> (usize, usize, usize) {
         (self.created.len(), self.deleted.len(), self.max_unavailable)
+    }
+
+    /// Every version each group ran, in the order first seen.
+    pub fn steps(&self) -> BTreeMap<String, Vec<String>> {
+        self.steps.clone()
     }
 
     /// The versions of the machines there now, by group.
@@ -361,6 +379,9 @@ impl ClusterRehearsal {
             "versions at the end: {}",
             versions_line(&self.versions)
         ));
+        for (group, steps) in self.steps.iter().filter(|(_, s)| s.len() > 1) {
+            out.push(format!("{group} went {}", steps.join(" → ")));
+        }
         if let Verdict::Failed {
             message,
             conditions,
@@ -462,6 +483,7 @@ mod tests {
         t.applied(m("d", "md-0", "v1.33", true));
         t.deleted("b");
         assert_eq!(t.totals(), (2, 2, 0));
+        assert_eq!(t.steps()["md-0"], ["v1.32", "v1.33"]);
         assert_eq!(
             t.versions(),
             BTreeMap::from([("md-0".into(), BTreeSet::from(["v1.33".into()]))])
@@ -650,6 +672,10 @@ mod tests {
                 "control-plane".into(),
                 BTreeSet::from(["v1.33.1".into()]),
             )]),
+            steps: BTreeMap::from([(
+                "control-plane".into(),
+                vec!["v1.31.9".into(), "v1.32.8".into(), "v1.33.1".into()],
+            )]),
             verdict,
         }
     }
@@ -679,6 +705,10 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("controllers: Machine/x"), "{t}");
+        assert!(
+            t.contains("control-plane went v1.31.9 → v1.32.8 → v1.33.1"),
+            "{t}"
+        );
         assert!(
             t.contains("not rehearsed: clusters/m/workload-clusters/prod-1/cluster.yaml:12"),
             "{t}"

@@ -32,6 +32,11 @@ pub enum ApplyError {
         subject: String,
         /// What the server said.
         message: String,
+        /// The server judged the object itself and refused it (422 Invalid, 400 Bad Request:
+        /// schema, strict field validation, an admission webhook's denial), as opposed to
+        /// being unable to answer (a timeout, a 5xx, a webhook not reachable): trying again
+        /// will not change the answer.
+        invalid: bool,
     },
 }
 
@@ -92,6 +97,7 @@ pub async fn apply_as(
         .await
         .map_err(|e| ApplyError::Rejected {
             subject: subject.clone(),
+            invalid: matches!(&e, kube::Error::Api(s) if s.code == 422 || s.code == 400),
             message: match e {
                 kube::Error::Api(status) => status.message.clone(),
                 other => other.to_string(),

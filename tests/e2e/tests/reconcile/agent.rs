@@ -788,6 +788,81 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
     );
 }
 
+/// An object the API server refuses as it is (here its own validation: a ConfigMap key it does
+/// not allow; on the Cluster API controllers, a webhook's denial: the rehearsal test) fails its
+/// cluster with the server's words, and nothing of that revision reaches the cluster. Before,
+/// the refused object was skipped, the rest applied, and the cluster reported Ready.
+#[tokio::test]
+async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_revision_applies() {
+    let repo = Repo::new("srvref");
+    let cp = capstan_harness::shared().await;
+    let settings = |key: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-srvref-settings\n  namespace: {}\ndata:\n  {key}: strict\n",
+            repo.ns
+        )
+    };
+    let file = repo.dir("a-srvref").join("settings.yaml");
+    fs::write(&file, settings("mode")).unwrap();
+    repo.reconcile("r1").await;
+    // r2: the ConfigMap gets a key the API server refuses, and a scales in the same revision.
+    fs::write(&file, settings("bad key!")).unwrap();
+    repo.edit("a-srvref", "count: 2", "count: 3");
+    repo.edit(
+        "b-srvref",
+        "count: 1\n  clusterNetwork",
+        "count: 3\n  clusterNetwork",
+    );
+    let out = repo.reconcile("r2").await;
+    let a = outcome(&out, "a-srvref");
+    assert_eq!(a.phase, Phase::Failed, "{}", a.message);
+    assert!(
+        a.message.contains("ConfigMap")
+            && a.message.contains("a-srvref-settings")
+            && a.message.contains("refused by the API server")
+            && a.message.contains("r1 stays live"),
+        "{}",
+        a.message
+    );
+    // From the API server: why, and nothing of r2 on a's objects; b applied.
+    let st = status_of(cp, "a-srvref").await.unwrap();
+    assert_eq!(st["status"]["lastAppliedRevision"], "r1");
+    let ready = st["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(ready["reason"], "ApplyFailed", "{ready}");
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cp.client(), &repo.ns);
+    let cm = cms.get("a-srvref-settings").await.unwrap();
+    assert_eq!(
+        cm.data.unwrap().keys().cloned().collect::<Vec<_>>(),
+        ["mode"]
+    );
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+    assert_eq!(
+        md.get("a-srvref-md-0").await.unwrap().data["spec"]["replicas"],
+        2,
+        "the refused revision's scale is not applied either"
+    );
+    assert_eq!(
+        md.get("b-srvref-md-0").await.unwrap().data["spec"]["replicas"],
+        3,
+        "the other cluster applies"
+    );
+    // Fixed in the repository: the revision goes out.
+    fs::write(&file, settings("level")).unwrap();
+    let out = repo.reconcile("r3").await;
+    assert_ne!(outcome(&out, "a-srvref").phase, Phase::Failed);
+    assert_eq!(
+        md.get("a-srvref-md-0").await.unwrap().data["spec"]["replicas"],
+        3
+    );
+}
+
 #[tokio::test]
 async fn drift_is_corrected_or_only_reported() {
     let repo = Repo::new("drift");
