@@ -44,11 +44,106 @@ fn pids(dir: &Path) -> Vec<u32> {
     out
 }
 
+/// The quick-start fleet committed on `main`, and a branch `pr` that adds a workload cluster:
+/// what `capstan rehearse` is given.
+fn pull_request(root: &Path) -> PathBuf {
+    let repo = root.join("pr-repo");
+    assert!(
+        Command::new("cp")
+            .arg("-r")
+            .arg(quickstart())
+            .arg(&repo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "fleet"]);
+    git(&["checkout", "-q", "-b", "pr"]);
+    let dir = repo.join("clusters/mgmt/workload-clusters/pr-new");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: Cluster\nmetadata:\n  name: pr-new\n  namespace: team-pr\nspec:\n  kubernetesVersion: \"1.33\"\n  managementCluster:\n    name: mgmt\n  datacenterRef:\n    kind: DockerDatacenterConfig\n    name: pr-new\n  controlPlaneConfiguration:\n    count: 1\n  workerNodeGroupConfigurations:\n    - name: md-0\n      count: 1\n  clusterNetwork:\n    pods:\n      cidrBlocks: [172.40.0.0/16]\n    services:\n      cidrBlocks: [10.140.0.0/16]\n---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: pr-new\n  namespace: team-pr\n  annotations:\n    capstan.dev/docker-backend: in-memory\nspec: {}\n",
+    )
+    .unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "a new cluster"]);
+    repo
+}
+
+/// `capstan rehearse` of the pull request on the local control plane of `dev_dir`: exit 0, the
+/// new cluster created and passed; its stderr.
+fn rehearse_passes(repo: &Path, dev_dir: &str) -> String {
+    let out = capstan(
+        &[
+            "rehearse",
+            repo.to_str().unwrap(),
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--dev-dir",
+            dev_dir,
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    let c = &report["clusters"][0];
+    assert_eq!(
+        (
+            c["name"].as_str(),
+            c["change"].as_str(),
+            c["result"].as_str()
+        ),
+        (Some("pr-new"), Some("create"), Some("passed")),
+        "{report}"
+    );
+    assert_eq!(c["machinesCreated"], 2, "{report}");
+    stderr
+}
+
 #[test]
 fn dev_up_validate_against_it_and_down() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let d = dir.to_str().unwrap();
+
+    // `capstan rehearse` with no local control plane running starts one for the rehearsal and
+    // stops it after (nothing left running, its directory gone).
+    let pr = pull_request(tmp.path());
+    let stderr = rehearse_passes(&pr, d);
+    assert!(
+        stderr.contains("starting a local management cluster"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.exists(),
+        "the rehearsal's own control plane is stopped: {stderr}"
+    );
     let up = capstan(&["dev", "up", "--dir", d], &[]);
     assert!(
         up.status.success(),
@@ -229,6 +324,28 @@ fn dev_up_validate_against_it_and_down() {
         "{phases}"
     );
     assert!(phases.lines().all(|p| p == "Running"), "{phases}");
+
+    // `capstan rehearse` reuses the running one, beside the quick start's clusters, which it
+    // leaves alone; the control plane runs on after.
+    let stderr = rehearse_passes(&pr, d);
+    assert!(
+        stderr.contains("reusing the local control plane"),
+        "{stderr}"
+    );
+    assert_eq!(pids(&dir), running, "the same processes");
+    let out = capstan(&["status", "--output", "json"], &env);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["dev", "legacy", "mgmt"],
+        "the rehearsed cluster is gone"
+    );
 
     // A second `dev up` reuses the running one (the quick start can be re-run).
     let again = capstan(&["dev", "up", "--dir", d], &[]);

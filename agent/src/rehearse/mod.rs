@@ -705,6 +705,21 @@ async fn clean_up(
     opts: &Options,
     say: &(dyn Fn(String) + Sync),
 ) {
+    if t.name == t.management {
+        // The agent never deletes the management cluster it runs on, tombstone or not; this
+        // one is a rehearsal's stand-in, deleted here from outside, as an operator would.
+        say(format!(
+            "{}: deleting the rehearsed management cluster",
+            t.name
+        ));
+        if let Err(e) = delete_from_outside(client, t, opts.base_timeout).await {
+            say(format!(
+                "{}: the rehearsed cluster was not deleted: {e}",
+                t.name
+            ));
+        }
+        return;
+    }
     let Some(dir) = prepared
         .head
         .cluster(&t.name)
@@ -734,5 +749,60 @@ async fn clean_up(
             "{}: the rehearsed cluster was not deleted: {e}",
             t.name
         ));
+    }
+}
+
+/// A rehearsed management cluster deleted: its Cluster API Cluster first (Cluster API removes
+/// its machines and what it owns), then every other object of its inventory, then its status.
+async fn delete_from_outside(client: &Client, t: &Target, bound: Duration) -> anyhow::Result<()> {
+    use kube::api::DeleteParams;
+    let inventory = crate::status::api(client)
+        .get_opt(&t.name)
+        .await?
+        .and_then(|m| m.status)
+        .map(|s| s.inventory)
+        .unwrap_or_default();
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &t.namespace,
+        &resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    );
+    if let Some(live) = clusters.get_opt(&t.name).await? {
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        clusters.delete(&t.name, &DeleteParams::default()).await?;
+        let gone = kube::runtime::wait::await_condition(
+            clusters.clone(),
+            &t.name,
+            kube::runtime::wait::conditions::is_deleted(&uid),
+        );
+        tokio::time::timeout(bound, gone).await.map_err(|_| {
+            anyhow::anyhow!(
+                "Cluster {}/{} still there after {bound:?}",
+                t.namespace,
+                t.name
+            )
+        })??;
+    }
+    let resolver = crate::k8s::Resolver::new(client.clone()).await?;
+    for r in inventory.iter().rev() {
+        let (ar, namespaced) = resolver.resolve(&r.api_version, &r.kind).await?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client.clone(), &r.namespace, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        match api.delete(&r.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match crate::status::api(client)
+        .delete(&t.name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }

@@ -54,7 +54,7 @@ fn a_broken_workflow_is_refused() {
             "steps.diff.outputs.code == '1'",
             "steps.dif.outputs.code == '1'",
         )
-        .replace("timeout-minutes: 30", "timeout-minute: 30"),
+        .replace("timeout-minutes: 60", "timeout-minute: 60"),
     )
     .unwrap();
     let (ok, out) = actionlint(&broken);

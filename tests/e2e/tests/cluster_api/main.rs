@@ -9,7 +9,6 @@
 
 mod dashboard;
 mod lifecycle;
-mod rehearse;
 mod soak;
 mod timing;
 mod upgrades;

@@ -6,6 +6,10 @@
 //! the rehearsal's control plane is already running); `agent/tests/dev.rs` has the one where it
 //! is not. The clusters are scaffolded on CAPD's in-memory backend already, so the stand-in
 //! mapping changes their files little; its vSphere cases are `templates/tests/rehearsal.rs`.
+//!
+//! A test binary of its own, not a module of `cluster_api`: its three tests bring up eleven
+//! clusters, and the `cluster_api` scenarios, which all run at once, are sensitive to load on a
+//! 2-core runner. This binary runs in the second pass of `.ci/test`, after them.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -447,4 +451,80 @@ async fn a_cluster_of_a_later_wave_shows_its_hold_until_the_canary_is_done() {
     assert_eq!(mc["status"]["wave"], "2/2 rest");
     assert_eq!(mc["status"]["lastAppliedRevision"], "head");
     delete(&mut repo, &["w-can", "w-rest"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_management_cluster_that_changes_is_rehearsed_upgrading_itself() {
+    let cp = capstan_harness::shared_with_controllers().await;
+    let _logs = cp.logs_on_failure("a_management_cluster_that_changes_is_rehearsed");
+    let repo = Repo::new_full(
+        "rhm",
+        |m| m.kubernetes_version = Some("1.32".into()),
+        &[("w-rhm", json!([{"name": "md-0", "count": 1}]))],
+        |_| {},
+    );
+    let mgmt = repo.mgmt.clone();
+    let base = Tree::from_dir(&repo.files.root).unwrap();
+    repo.edit(
+        &mgmt,
+        "kubernetesVersion: \"1.32\"",
+        "kubernetesVersion: \"1.33\"",
+    );
+    let head = Tree::from_dir(&repo.files.root).unwrap();
+    let prepared =
+        rehearse::prepare("rehearsal", &base, &head, None, &capstan_layout::load).unwrap();
+    let targets: Vec<&str> = prepared.targets.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        targets,
+        [mgmt.as_str()],
+        "only the management cluster changed"
+    );
+    let (mut opts, backup) = options(SETTLE);
+    // Cleaned up by the rehearsal itself: the agent never deletes a management cluster through
+    // a tombstone, so the rehearsal deletes its stand-in from outside.
+    opts.keep = false;
+    // As `capstan rehearse` runs: with the control plane's admin credentials (the agent's
+    // ServiceAccount may not delete a management cluster's Cluster, and should not); the
+    // agent's install and tenancy are in place.
+    capstan::install::testing::agent_client(cp).await;
+    let client = cp.client();
+    let out = rehearse::rehearse(&client, &prepared, &opts, &|l| eprintln!("{l}")).await;
+    let report = capstan::rehearse::timeline::text("rehearsal", &out);
+    eprintln!("{report}");
+    assert_eq!(capstan::rehearse::timeline::exit_code(&out), 0, "{report}");
+    let m = of(&out, &mgmt);
+    let names: Vec<&str> = m.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["ControlPlane", "Workers"], "{report}");
+    // It upgraded itself as the agent does: a backup first, into the rehearsal's directory.
+    assert!(
+        std::fs::read_dir(backup.path()).unwrap().count() > 0,
+        "no backup was taken"
+    );
+    assert!(
+        !m.versions.is_empty()
+            && m.versions
+                .values()
+                .flatten()
+                .all(|v| v.starts_with("v1.33")),
+        "{report}"
+    );
+    // Then deleted, with everything capstan rendered for it, read from the API server.
+    assert!(managed_cluster(&mgmt).is_none());
+    assert!(!repo.names("clusters.cluster.x-k8s.io").contains(&mgmt));
+    assert!(repo.machines(&mgmt).is_empty());
+    for resource in [
+        "clusters.anywhere.eks.amazonaws.com",
+        "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "machinedeployments.cluster.x-k8s.io",
+    ] {
+        let left = kubectl_items(&[
+            "get",
+            resource,
+            "-n",
+            &repo.ns,
+            "-l",
+            &format!("capstan.dev/cluster={mgmt}"),
+        ]);
+        assert!(left.is_empty(), "{resource}: {left:?}");
+    }
 }
