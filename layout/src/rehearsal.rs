@@ -134,7 +134,7 @@ mod tests {
     /// writes them (vSphere workloads, docker management cluster).
     fn fleet(workloads: &[&str]) -> Tree {
         let mut tree = Tree::new();
-        let mut add = |req: ClusterRequest, tree: &mut Tree| {
+        let add = |req: ClusterRequest, tree: &mut Tree| {
             for (p, t) in plan(tree, &req).unwrap().files {
                 tree.insert(p, t);
             }
@@ -333,6 +333,28 @@ mod health_check {
         let fleet = crate::load(&tree);
         let r = stand_in(&tree, &fleet, &BTreeSet::from(["w".to_string()]));
         let rehearsed = crate::load(&r.tree);
+        // The rehearsal's machines start at once; the real in-memory cluster's after a boot.
+        let startups = |f: &Fleet| -> BTreeSet<String> {
+            f.cluster("w")
+                .unwrap()
+                .objects
+                .clone()
+                .unwrap()
+                .values()
+                .iter()
+                .filter(|o| o["kind"] == "DevMachineTemplate")
+                .flat_map(|o| {
+                    let m = &o["spec"]["template"]["spec"]["backend"]["inMemory"];
+                    ["vm", "node", "apiServer", "etcd"]
+                        .map(|k| m[k]["provisioning"]["startupDuration"].to_string())
+                })
+                .collect()
+        };
+        assert_eq!(startups(&rehearsed), BTreeSet::from(["\"0s\"".to_string()]));
+        assert_eq!(
+            startups(&fleet),
+            BTreeSet::from(["\"3s\"".to_string(), "\"1s\"".to_string()])
+        );
         for f in [&fleet, &rehearsed] {
             let objects = f.cluster("w").unwrap().objects.clone().unwrap().values();
             let timeouts: Vec<&Value> = objects

@@ -263,9 +263,17 @@ fn take_out(
 
 /// A DockerDatacenterConfig of the same name and namespace for CAPD's in-memory backend.
 fn datacenter(dc: &Value) -> Value {
+    // A rehearsal proves order and acceptance, not boot times: machines start at once, unless
+    // the datacenter asks for simulated boots itself.
+    let startup = dc["metadata"]["annotations"][crate::spec::IN_MEMORY_STARTUP_ANNOTATION]
+        .as_str()
+        .unwrap_or("instant");
     let mut metadata = json!({
         "name": dc["metadata"]["name"],
-        "annotations": {DOCKER_BACKEND_ANNOTATION: "in-memory"},
+        "annotations": {
+            DOCKER_BACKEND_ANNOTATION: "in-memory",
+            crate::spec::IN_MEMORY_STARTUP_ANNOTATION: startup,
+        },
     });
     if let Some(ns) = dc["metadata"].get("namespace") {
         metadata["namespace"] = ns.clone();

@@ -101,7 +101,9 @@ pub fn run(args: RehearseArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         timeout: args.timeout,
         base_timeout: args.timeout,
-        keep: args.keep,
+        // A control plane started for this rehearsal goes whole afterwards (a CI runner's):
+        // deleting its clusters one by one first would only cost time.
+        keep: args.keep || started,
         backup_dir: backup.path().to_path_buf(),
     };
     let verbose = std::io::stderr().is_terminal() || std::env::var_os("CI").is_some();

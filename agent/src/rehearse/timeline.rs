@@ -688,7 +688,7 @@ mod tests {
             message: "did not reach Ready".into(),
             conditions: vec!["Machine/x: Ready=False: waiting | for infra".into()],
         });
-        assert_eq!(exit_code(&[passed.clone()]), 0);
+        assert_eq!(exit_code(std::slice::from_ref(&passed)), 0);
         assert_eq!(exit_code(&[passed.clone(), failed.clone()]), 1);
         let t = text(
             "capstan rehearse main → pr",
@@ -713,7 +713,7 @@ mod tests {
             t.contains("not rehearsed: clusters/m/workload-clusters/prod-1/cluster.yaml:12"),
             "{t}"
         );
-        let md = markdown("r", &[failed.clone()]);
+        let md = markdown("r", std::slice::from_ref(&failed));
         assert!(md.contains("| Workers | 52s | 1m35s | 43s |"), "{md}");
         assert!(md.contains("waiting \\| for infra"), "{md}");
         let j = json("r", &[passed, failed]);

@@ -6,27 +6,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::source_support::git;
+use crate::source_support::{example_fleet_repo as repo, git};
 
 const DEV: &str = "clusters/mgmt/workload-clusters/dev/cluster.yaml";
 const PROD: &str = "clusters/mgmt/workload-clusters/prod/cluster.yaml";
-
-/// A working copy of the example fleet with one commit on `main`.
-fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet");
-    let out = Command::new("cp")
-        .arg("-r")
-        .arg(src.join("clusters"))
-        .arg(dir.path())
-        .status()
-        .unwrap();
-    assert!(out.success());
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "fleet"]);
-    dir
-}
 
 fn edit(dir: &Path, file: &str, from: &str, to: &str) {
     let p = dir.join(file);

@@ -7,27 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::source_support::git;
+use crate::source_support::example_fleet_repo as repo;
 
 const PROD: &str = "clusters/mgmt/workload-clusters/prod/cluster.yaml";
-
-fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet");
-    assert!(
-        Command::new("cp")
-            .arg("-r")
-            .arg(src.join("clusters"))
-            .arg(dir.path())
-            .status()
-            .unwrap()
-            .success()
-    );
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "fleet"]);
-    dir
-}
 
 fn rehearse(dir: &Path, dev_dir: &Path, args: &[&str]) -> (i32, String, String) {
     let Output {

@@ -102,6 +102,24 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A working copy of `examples/fleet` with one commit on `main` (what the diff and rehearse
+/// command tests change on top).
+pub fn example_fleet_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(src.join("clusters"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "fleet"]);
+    dir
+}
+
 /// A git command with isolated configuration and a fixed identity.
 pub fn git_command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");

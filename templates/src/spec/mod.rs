@@ -282,6 +282,12 @@ impl Provider {
 /// Annotation of a `DockerDatacenterConfig` choosing what CAPD runs machines on.
 pub const DOCKER_BACKEND_ANNOTATION: &str = "capstan.dev/docker-backend";
 
+/// How an in-memory datacenter's machines start: `instant` (they come up as soon as Cluster API
+/// asks; what a rehearsal uses unless the datacenter says otherwise, where a boot time proves
+/// nothing) or anything else, or absent, after a simulated boot (the VM 3 s, then its node, API
+/// server and etcd 1 s each: what the quick start and the timing tests see).
+pub const IN_MEMORY_STARTUP_ANNOTATION: &str = "capstan.dev/in-memory-startup";
+
 /// What CAPD runs a docker cluster's machines on. EKS Anywhere's docker provider runs
 /// containers; CAPD's in-memory backend simulates machines and API servers inside the CAPD
 /// process, which is how capstan's test bed and quick start bring clusters up with the real

@@ -269,6 +269,21 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
         ],
         |w| w.kubernetes_version = Some("1.32".into()),
     );
+    // Simulated boots for w-stall (a rehearsal's machines otherwise start at once): the test
+    // needs the moment between a machine's creation and its start to pause it.
+    let dc = repo.dir("w-stall").join("cluster.yaml");
+    let text = std::fs::read_to_string(&dc).unwrap();
+    let at = "capstan.dev/docker-backend: \"in-memory\"";
+    assert!(text.contains(at), "{text}");
+    std::fs::write(
+        &dc,
+        text.replacen(
+            at,
+            &format!("{at}\n    capstan.dev/in-memory-startup: \"boot\""),
+            1,
+        ),
+    )
+    .unwrap();
     let base = Tree::from_dir(&repo.files.root).unwrap();
     repo.edit(
         "w-stall",

@@ -271,7 +271,18 @@ pub(super) fn context(
     ctx.insert("etcd".into(), etcd);
     ctx.insert("workers".into(), Value::Array(workers));
     ctx.insert("vsphere".into(), vsphere);
-    ctx.insert("docker".into(), json!({"in_memory": in_memory}));
+    // Read from the datacenter as written (an annotation, no field of the spec).
+    let instant = in_memory
+        && cluster.eksa_objects.iter().any(|o| {
+            let o = o.value();
+            o["kind"] == "DockerDatacenterConfig"
+                && o["metadata"]["annotations"][crate::spec::IN_MEMORY_STARTUP_ANNOTATION]
+                    == "instant"
+        });
+    ctx.insert(
+        "docker".into(),
+        json!({"in_memory": in_memory, "startup": if instant { "0s" } else { "" }}),
+    );
     ctx.insert(
         "infra".into(),
         json!({"api_version": infra.api_version, "cluster_kind": infra.cluster_kind, "machine_template_kind": infra.machine_template_kind}),

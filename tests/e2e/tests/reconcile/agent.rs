@@ -191,6 +191,15 @@ async fn replicas(cp: &ControlPlane, ns: &str, name: &str) -> Value {
     md.get(name).await.unwrap().data["spec"]["replicas"].clone()
 }
 
+/// The Ready condition of a ManagedCluster read from the API server.
+fn ready_condition(st: &Value) -> Value {
+    st["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no Ready condition: {st}"))
+}
+
 async fn status_of(cp: &ControlPlane, cluster: &str) -> Option<Value> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
@@ -753,12 +762,7 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
     // From the API server: the status says why, and nothing of r2 reached a's objects.
     let st = status_of(cp, "a-immut").await.unwrap();
     assert_eq!(st["status"]["lastAppliedRevision"], "r1");
-    let ready = st["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let ready = ready_condition(&st);
     assert_eq!(ready["reason"], "ImmutableField", "{ready}");
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(cp.client(), &repo.ns, &capi_clusters());
@@ -827,13 +831,7 @@ async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_r
     // From the API server: why, and nothing of r2 on a's objects; b applied.
     let st = status_of(cp, "a-srvref").await.unwrap();
     assert_eq!(st["status"]["lastAppliedRevision"], "r1");
-    let ready = st["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap()
-        .clone();
+    let ready = ready_condition(&st);
     assert_eq!(ready["reason"], "ApplyFailed", "{ready}");
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cp.client(), &repo.ns);
     let cm = cms.get("a-srvref-settings").await.unwrap();
