@@ -726,7 +726,8 @@ pub struct DiffArgs {
     /// The repository (a working copy or a bare repository).
     #[arg(default_value = ".")]
     pub repo: PathBuf,
-    /// The revision to compare against (e.g. origin/main).
+    /// The base branch (e.g. origin/main): the change is compared with the commit it branched
+    /// from, the merge base of this and --head, as a pull request's diff is.
     #[arg(long)]
     pub base: String,
     /// The revision with the change (default: the working copy as it is, uncommitted edits
@@ -752,7 +753,8 @@ pub struct RehearseArgs {
     /// The repository (a working copy or a bare repository).
     #[arg(default_value = ".")]
     pub repo: PathBuf,
-    /// The revision the clusters are brought up at first (e.g. origin/main).
+    /// The base branch (e.g. origin/main): the clusters are brought up first at the commit the
+    /// change branched from (the merge base of this and --head, as `capstan diff` takes it).
     #[arg(long)]
     pub base: String,
     /// The revision with the change (default: the working copy as it is).

@@ -40,7 +40,11 @@ pub fn report(
     head: Option<&str>,
     only: Option<&str>,
 ) -> anyhow::Result<Report> {
-    let (base_tree, base_name) = tree(repo, Some(base))?;
+    // What the base gained since the change branched off is not part of the change: the
+    // merge base, as a pull request's diff is taken.
+    let fork = crate::source::merge_base(repo, base, head)?;
+    let (base_tree, _) = tree(repo, Some(&fork))?;
+    let base_name = format!("{base} ({})", &fork[..12]);
     let (head_tree, head_name) = tree(repo, head)?;
     let (base_fleet, head_fleet) = (load(&base_tree), load(&head_tree));
     if let Some(name) = only

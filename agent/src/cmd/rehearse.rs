@@ -32,7 +32,10 @@ pub fn run(args: RehearseArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let (base_tree, base_name) = read(Some(&args.base))?;
+    // The commit the change branched from, as `capstan diff` takes it.
+    let fork = crate::source::merge_base(&args.repo, &args.base, args.head.as_deref())?;
+    let (base_tree, _) = read(Some(&fork))?;
+    let base_name = format!("{} ({})", args.base, &fork[..12]);
     let (head_tree, head_name) = read(args.head.as_deref())?;
     let title = format!("capstan rehearse {base_name} → {head_name}");
     let load = |t: &capstan_layout::Tree| {

@@ -497,6 +497,39 @@ pub fn read_local(path: &std::path::Path, rev: &str) -> Result<Revision, SourceE
     })
 }
 
+/// The commit a change was made from: the merge base of `base` and `head` (`HEAD` when None)
+/// in the local repository at `path`, as a pull request's diff is taken (GitHub's three dots):
+/// what the base branch gained since the change branched off is not part of the change.
+pub fn merge_base(
+    path: &std::path::Path,
+    base: &str,
+    head: Option<&str>,
+) -> Result<String, SourceError> {
+    let head = head.unwrap_or("HEAD");
+    let url = path.display().to_string();
+    let invalid = |reason: String| SourceError::InvalidConfig {
+        url: url.clone(),
+        reference: format!("merge base of {base} and {head}"),
+        reason,
+    };
+    let repo = gix::discover(path)
+        .map_err(|e| invalid(format!("not a Git repository: {}", describe(&e))))?;
+    let commit = |rev: &str| {
+        repo.rev_parse_single(rev)
+            .map_err(|e| invalid(format!("unknown revision {rev}: {}", describe(&e))))?
+            .object()
+            .and_then(|o| o.peel_to_commit())
+            .map(|c| c.id)
+            .map_err(|e| invalid(format!("{rev} is not a commit: {}", describe(&e))))
+    };
+    let (a, b) = (commit(base)?, commit(head)?);
+    match repo.merge_base(a, b) {
+        Ok(Some(id)) => Ok(id.to_string()),
+        Ok(None) => Err(invalid("the two have no common history".into())),
+        Err(e) => Err(invalid(describe(&e))),
+    }
+}
+
 /// An error and its causes on one line (`a: b: c`), for messages that must stand on their own
 /// (callers often log only `Display`). gix errors are walked with their own traversal, which
 /// also reaches causes that are not exposed through `source()`.

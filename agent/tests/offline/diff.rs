@@ -53,6 +53,33 @@ fn no_change_exits_0() {
     assert_eq!(v["valid"], true);
 }
 
+/// The base branch moving on after the change branched off (another pull request merged) is
+/// not part of the change: the diff is taken from the merge base, as a pull request's is.
+#[test]
+fn what_the_base_gained_since_the_branch_is_not_part_of_the_change() {
+    let r = repo();
+    git(r.path(), &["checkout", "-q", "-b", "scale"]);
+    edit(r.path(), DEV, "count: 2", "count: 4");
+    git(r.path(), &["commit", "-qam", "scale dev"]);
+    git(r.path(), &["checkout", "-q", "main"]);
+    edit(
+        r.path(),
+        PROD,
+        "count: 3\n    endpoint",
+        "count: 5\n    endpoint",
+    );
+    git(r.path(), &["commit", "-qam", "prod merged meanwhile"]);
+    let (code, out, err) = diff(r.path(), &["--base", "main", "--head", "scale"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("worker group md-0 scales 2 → 4"), "{out}");
+    assert!(
+        !out.contains("cluster prod"),
+        "main's own later change is not shown as reverted: {out}"
+    );
+    let fork = git(r.path(), &["merge-base", "main", "scale"]);
+    assert!(out.contains(&fork[..12]), "the merge base is named: {out}");
+}
+
 #[test]
 fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
     let r = repo();
