@@ -81,6 +81,30 @@ pub struct RawSpec {
     /// Where phase changes are sent.
     #[serde(default)]
     pub notifications: Option<notifications::RawNotifications>,
+    /// Which workload clusters take each shared add-on set (`addons/<set>/`).
+    #[serde(default)]
+    pub addons: Vec<RawAddonSet>,
+}
+
+/// `spec.addons[]`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawAddonSet {
+    /// The set's directory name under `addons/`.
+    pub name: String,
+    /// Workload clusters by the labels of their EKS-A Cluster (all must match).
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// A shared add-on set's selection ([`crate::addons::selects`]): a set not named goes to
+/// every workload cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddonSet {
+    /// The set's directory name under the management cluster's `addons/`.
+    pub name: String,
+    /// The labels a workload cluster's EKS-A Cluster must all carry.
+    pub match_labels: BTreeMap<String, String>,
 }
 
 /// `spec.rollout`, as written.
@@ -160,6 +184,8 @@ pub struct FleetConfig {
     pub rollout: Option<Rollout>,
     /// Where phase changes are sent; None: nowhere.
     pub notifications: Option<notifications::Notifications>,
+    /// Which workload clusters take which shared add-on set; a set not named: all of them.
+    pub addons: Vec<AddonSet>,
 }
 
 /// When a control plane's rollout counts as done and the next stage may start.
@@ -398,6 +424,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
         release: None,
         rollout: None,
         notifications: None,
+        addons: Vec::new(),
     };
     if let Some(r) = &spec.release {
         config.release = check_release(r, &sd, &mut diags);
@@ -408,8 +435,48 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
     if let Some(n) = &spec.notifications {
         config.notifications = Some(notifications::check(n, &sd, &mut diags));
     }
+    config.addons = check_addons(&spec.addons, &sd, &mut diags);
     let ok = !capstan_templates::diag::has_errors(&diags);
     (ok.then_some(config), diags)
+}
+
+/// `spec.addons`: each set named once, by a directory name.
+fn check_addons(raw: &[RawAddonSet], sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Vec<AddonSet> {
+    let mut out: Vec<AddonSet> = Vec::new();
+    for (i, s) in raw.iter().enumerate() {
+        let at = |code, msg: String, path: &str| {
+            Diagnostic::error(code, msg)
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&format!("spec.addons[{i}]{path}")))
+        };
+        let valid = !s.name.is_empty()
+            && s.name.len() <= 63
+            && s.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !valid {
+            diags.push(at(
+                Code::InvalidName,
+                format!(
+                    "`{}` is not an add-on set's directory name (lowercase letters, digits, `-`)",
+                    s.name
+                ),
+                ".name",
+            ));
+        } else if out.iter().any(|o| o.name == s.name) {
+            diags.push(at(
+                Code::DuplicateName,
+                format!("the add-on set `{}` is named twice", s.name),
+                ".name",
+            ));
+        } else {
+            out.push(AddonSet {
+                name: s.name.clone(),
+                match_labels: s.match_labels.clone(),
+            });
+        }
+    }
+    out
 }
 
 fn is_sha256(s: &str) -> bool {

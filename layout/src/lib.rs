@@ -12,6 +12,7 @@
 //! write of the scaffolder; validation itself works on an in-memory tree, so the agent can validate
 //! a Git revision without checking it out.
 
+pub mod addons;
 pub mod config;
 pub mod fleet;
 pub mod intent;

@@ -286,6 +286,7 @@ fn carried(prev: Option<&Recorded>) -> ManagedClusterStatus {
         stage_progress: p.status.stage_progress.clone(),
         wave: p.status.wave.clone(),
         stages: p.status.stages.clone(),
+        addons: p.status.addons.clone(),
         ..Default::default()
     }
 }
@@ -436,6 +437,9 @@ pub struct Settled<'a> {
     pub wave: Option<String>,
     /// The inventory to record ([`crate::planner::next_inventory`]).
     pub inventory: Vec<ObjectRef>,
+    /// What the pass did with the cluster's add-ons, when it has or had some
+    /// ([`crate::addons`]); None: the record's are kept.
+    pub addons: Option<&'a crate::addons::Outcome>,
 }
 
 /// A duration as the flags take it (`90s`, `30m`, `1h`).
@@ -569,6 +573,11 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         }
         _ => (phase, message, conditions),
     };
+    // The add-ons, over all that: a cluster is Ready only when its add-ons are too.
+    let (phase, message, conditions) = match s.addons {
+        Some(a) => with_addons(phase, message, conditions, &a.verdict),
+        None => (phase, message, conditions),
+    };
     // A cluster the new revision does not touch keeps the revision its objects came from: its
     // status is then unchanged and costs no write.
     let untouched = s.failure.is_none()
@@ -625,8 +634,41 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
         backup: (!s.upgrade.backup.is_empty()).then(|| s.upgrade.backup.clone()),
         conditions,
         inventory: s.inventory.clone(),
+        addons: match s.addons {
+            Some(a) => a.status.clone(),
+            None => prev.and_then(|p| p.status.addons.clone()),
+        },
         ..Default::default()
     }
+}
+
+/// The `AddonsReady` condition added, and a cluster Cluster API reports Ready held at
+/// Progressing (its add-ons on their way or waiting for it) or Failed (an add-on failed) until
+/// its add-ons are Ready too. A cluster not Ready for its own reasons keeps them.
+fn with_addons(
+    phase: Phase,
+    message: String,
+    mut conditions: Vec<Condition>,
+    v: &crate::addons::Verdict,
+) -> (Phase, String, Vec<Condition>) {
+    conditions.retain(|c| c.type_ != ConditionType::AddonsReady.as_str());
+    conditions.push(condition(
+        ConditionType::AddonsReady,
+        v.status,
+        v.reason,
+        &v.message,
+    ));
+    if phase != Phase::Ready || v.status == True {
+        return (phase, message, conditions);
+    }
+    let message = format!("add-ons: {}", v.message);
+    let conditions = ready(conditions, v.reason, &message);
+    let phase = if v.reason == Reason::AddonsFailed {
+        Phase::Failed
+    } else {
+        Phase::Progressing
+    };
+    (phase, message, conditions)
 }
 
 /// The phase, message and conditions of a pass whose writes all went out (step 2 and 3 of

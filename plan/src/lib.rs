@@ -17,6 +17,7 @@
 //! inventory), tested without an API server; `reconcile` gathers their inputs, asks the server
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
+pub mod addons;
 pub mod chain;
 pub mod compare;
 pub mod decide;

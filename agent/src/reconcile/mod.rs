@@ -46,6 +46,7 @@ use crate::plan::fights::Fights;
 use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{self, Phase, Recorded, StatusError};
 
+pub mod addons;
 mod decision;
 mod pacing;
 mod pass;
@@ -459,6 +460,8 @@ pub struct Agent {
     namespaces: Mutex<BTreeSet<String>>,
     fights: Mutex<Fights>,
     admitted: pacing::Admitted,
+    /// Connections to workload clusters, for their add-ons.
+    connections: addons::Connections,
 }
 
 impl Agent {
@@ -479,6 +482,7 @@ impl Agent {
             namespaces: Mutex::new(BTreeSet::new()),
             fights: Mutex::new(Fights::default()),
             admitted: Default::default(),
+            connections: Default::default(),
         })
     }
 

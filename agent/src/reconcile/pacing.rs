@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use capstan_layout::{ClusterEntry, Fleet, Role};
-use capstan_templates::spec::EKSA_GROUP;
 
 /// Cluster API's group.
 const CAPI_GROUP: &str = "cluster.x-k8s.io";
@@ -29,24 +28,7 @@ pub(super) struct Admitted(Mutex<BTreeMap<String, String>>);
 
 /// The labels of a cluster's EKS-A Cluster, as written in the repository.
 pub(crate) fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
-    entry
-        .objects
-        .iter()
-        .flatten()
-        .find(|o| {
-            o.kind() == "Cluster"
-                && capstan_templates::identity::group(o.api_version()) == EKSA_GROUP
-        })
-        .and_then(|o| {
-            let labels = o.value().pointer("/metadata/labels")?.as_object()?.clone();
-            Some(
-                labels
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
-                    .collect(),
-            )
-        })
-        .unwrap_or_default()
+    entry.labels()
 }
 
 /// The Cluster API Cluster a cluster's directory renders, as the live state holds it: `None`

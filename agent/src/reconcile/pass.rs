@@ -544,6 +544,20 @@ impl Pass<'_> {
         let deleting = decide::deleting(&plan, &out.applied.terminating);
         let health = self.assessment(&objects, &deleting);
         let holds = &planned.holds;
+        // Inside the workload cluster: its add-ons, reached through Cluster API's kubeconfig.
+        let addons = match entry.role {
+            capstan_layout::Role::Workload { .. } if out.failure.is_none() => {
+                super::addons::step(
+                    self.client(),
+                    &self.agent.connections,
+                    entry,
+                    prev,
+                    &self.opts.revision,
+                )
+                .await
+            }
+            _ => None,
+        };
         let st = decide::settle(&decide::Settled {
             revision: &self.opts.revision,
             fingerprint: &planned.fingerprint,
@@ -562,6 +576,7 @@ impl Pass<'_> {
             now: status::now().0,
             wave: planned.wave.clone(),
             inventory,
+            addons: addons.as_ref(),
         });
         let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
         // The failure itself is in the phase and message. The spec written with the apply is

@@ -232,8 +232,24 @@ impl Found {
             .last()
             .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
         let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
+        // Add-ons are read by `crate::addons` (after the clusters, since shared sets select
+        // workload clusters by their labels).
+        if crate::addons::is_addon_path(parts) {
+            return;
+        }
         match parts {
             [_, file] if *file == crate::intent::SUSPEND_FILE => {}
+            [_, mgmt, a, _file] if *a == crate::addons::DIR && !ignorable => {
+                self.add(
+                    mgmt_dir(mgmt),
+                    Role::Management,
+                    None,
+                    Some(unexpected(
+                        path,
+                        "shared add-ons go in a set directory, clusters/<management>/addons/<set>/",
+                    )),
+                );
+            }
             [_, _file] if !ignorable => {
                 self.fleet_diags.push(unexpected(
                     path,
@@ -271,7 +287,7 @@ impl Found {
                     None,
                     Some(unexpected(
                         path,
-                        "a workload cluster directory has no subdirectories",
+                        "a workload cluster directory has no subdirectories but addons/",
                     )),
                 );
             }
@@ -282,7 +298,7 @@ impl Found {
                     None,
                     Some(unexpected(
                         path,
-                        "a management cluster directory holds its spec files and workload-clusters/ only",
+                        "a management cluster directory holds its spec files, workload-clusters/ and addons/ only",
                     )),
                 );
             }

@@ -79,12 +79,38 @@ pub struct ClusterEntry {
     pub diagnostics: Vec<Diagnostic>,
     /// Deletion or suspension written in the repository.
     pub intent: crate::intent::Intent,
+    /// What is applied inside the workload cluster ([`crate::addons`]), in apply order; None:
+    /// nothing (a management cluster always).
+    pub addons: Option<crate::addons::Addons>,
 }
 
 impl ClusterEntry {
     /// Whether the cluster has no errors (warnings allowed).
     pub fn is_valid(&self) -> bool {
         !has_errors(&self.diagnostics) && self.objects.is_some()
+    }
+
+    /// The labels of its EKS-A Cluster as written (what waves, alerts and shared add-on sets
+    /// select on); empty when nothing is rendered.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.objects
+            .iter()
+            .flatten()
+            .find(|o| {
+                o.kind() == "Cluster"
+                    && capstan_templates::identity::group(o.api_version())
+                        == capstan_templates::spec::EKSA_GROUP
+            })
+            .and_then(|o| {
+                let labels = o.value().pointer("/metadata/labels")?.as_object()?.clone();
+                Some(
+                    labels
+                        .into_iter()
+                        .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
+                        .collect(),
+                )
+            })
+            .unwrap_or_default()
     }
 
     /// The management cluster's name.
@@ -146,6 +172,7 @@ impl Fleet {
             .filter(|c| {
                 old.get(c.name.as_str()).is_none_or(|o| {
                     o.objects != c.objects
+                        || o.addons != c.addons
                         || o.intent != c.intent
                         || o.diagnostics != c.diagnostics
                         || o.role != c.role
@@ -278,6 +305,11 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     // Names a longer cluster name claims first: such a cluster's objects collide with nothing.
     check_claims(&mut clusters);
     check_collisions(&mut clusters);
+    let valid_configs: BTreeMap<String, FleetConfig> = configs
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect();
+    crate::addons::attach(tree, &mut clusters, &valid_configs, ClusterEntry::labels);
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
             entry.objects = None;
@@ -293,10 +325,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         diagnostics: fleet_diags,
         suspended,
         missing_documents,
-        configs: configs
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect(),
+        configs: valid_configs,
     }
 }
 
@@ -632,71 +661,13 @@ fn read_cluster(
     // A directory kept for a read error with no file read: "no Cluster" would only repeat it.
     let mut file_errors = files.is_empty();
     for file in files {
-        let err = |code, msg: String| {
-            Diagnostic::error(code, msg)
-                .in_file(file)
-                .for_cluster(&name)
-        };
         let before = diags.len();
-        match &tree.entries[file] {
-            Entry::TooLarge(n) => diags.push(err(
-                Code::FileTooLarge,
-                format!(
-                    "file is {n} bytes; the limit is {} bytes",
-                    crate::tree::MAX_FILE_SIZE
-                ),
-            )),
-            Entry::EscapingSymlink(t) => diags.push(err(
-                Code::SymlinkEscapes,
-                format!(
-                    "symlink to `{}` leaves the repository (or is dangling)",
-                    t.display()
-                ),
-            )),
-            Entry::GitSymlink(t) => diags.push(err(
-                Code::SymlinkIntoGit,
-                format!(
-                    "symlink to `{}` points into .git, which is not part of the fleet",
-                    t.display()
-                ),
-            )),
-            Entry::TooManyEntries(_) | Entry::TooDeep => {
-                unreachable!("discover reports unreadable directories, never as files")
-            }
-            Entry::File(bytes) if bytes.contains(&0) => {
-                let at = bytes.iter().position(|b| *b == 0).unwrap_or(0);
-                let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
-                diags.push(
-                    err(
-                        Code::BinaryFile,
-                        format!("file is binary (a NUL byte at byte {at}), not a YAML spec"),
-                    )
-                    .at(yaml::Pos { line, column: 1 }),
-                );
-            }
-            Entry::File(bytes) => match std::str::from_utf8(bytes) {
-                Err(e) => {
-                    let line = bytes[..e.valid_up_to()]
-                        .iter()
-                        .filter(|b| **b == b'\n')
-                        .count()
-                        + 1;
-                    diags.push(
-                        err(
-                            Code::NotUtf8,
-                            format!("file is not valid UTF-8 (byte {})", e.valid_up_to()),
-                        )
-                        .at(yaml::Pos { line, column: 1 }),
-                    );
-                }
-                Ok(text) => match yaml::parse(text) {
-                    Err(e) => diags.push(err(Code::YamlSyntax, e.message).at(e.pos)),
-                    Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc {
-                        file: file.clone(),
-                        doc,
-                    })),
-                },
-            },
+        match file_documents(tree, file) {
+            Err(d) => diags.push(d.for_cluster(&name)),
+            Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc {
+                file: file.clone(),
+                doc,
+            })),
         }
         file_errors |= diags.len() > before;
     }
@@ -712,6 +683,7 @@ fn read_cluster(
             objects: None,
             diagnostics: diags,
             intent,
+            addons: None,
         };
     }
     let (cluster, cluster_diags) = parse_cluster(&docs);
@@ -738,12 +710,71 @@ fn read_cluster(
         objects: None,
         diagnostics: diags,
         intent,
+        addons: None,
     };
     check_layout(&mut entry, &docs);
     if !file_errors {
         entry.cluster = cluster.map(Arc::new);
     }
     entry
+}
+
+/// A file of the tree as YAML documents, or why it cannot be read (too large, a symlink out
+/// of the repository or into `.git`, binary, not UTF-8, not YAML) at its file and line. The one
+/// set of file rules for spec files and add-ons alike.
+pub(crate) fn file_documents(tree: &Tree, file: &Path) -> Result<Vec<yaml::Document>, Diagnostic> {
+    let err = |code, msg: String| Diagnostic::error(code, msg).in_file(file);
+    match tree.entries.get(file) {
+        None => Err(err(Code::UnexpectedEntry, "file is not in the tree".into())),
+        Some(Entry::TooLarge(n)) => Err(err(
+            Code::FileTooLarge,
+            format!(
+                "file is {n} bytes; the limit is {} bytes",
+                crate::tree::MAX_FILE_SIZE
+            ),
+        )),
+        Some(Entry::EscapingSymlink(t)) => Err(err(
+            Code::SymlinkEscapes,
+            format!(
+                "symlink to `{}` leaves the repository (or is dangling)",
+                t.display()
+            ),
+        )),
+        Some(Entry::GitSymlink(t)) => Err(err(
+            Code::SymlinkIntoGit,
+            format!(
+                "symlink to `{}` points into .git, which is not part of the fleet",
+                t.display()
+            ),
+        )),
+        Some(Entry::TooManyEntries(_) | Entry::TooDeep) => {
+            unreachable!("discover reports unreadable directories, never as files")
+        }
+        Some(Entry::File(bytes)) if bytes.contains(&0) => {
+            let at = bytes.iter().position(|b| *b == 0).unwrap_or(0);
+            let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+            Err(err(
+                Code::BinaryFile,
+                format!("file is binary (a NUL byte at byte {at}), not a YAML spec"),
+            )
+            .at(yaml::Pos { line, column: 1 }))
+        }
+        Some(Entry::File(bytes)) => match std::str::from_utf8(bytes) {
+            Err(e) => {
+                let line = bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count()
+                    + 1;
+                Err(err(
+                    Code::NotUtf8,
+                    format!("file is not valid UTF-8 (byte {})", e.valid_up_to()),
+                )
+                .at(yaml::Pos { line, column: 1 }))
+            }
+            Ok(text) => yaml::parse(text).map_err(|e| err(Code::YamlSyntax, e.message).at(e.pos)),
+        },
+    }
 }
 
 /// Directory name and management relation, read from the Cluster document as written (so they

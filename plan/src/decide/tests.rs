@@ -315,6 +315,7 @@ struct Case {
     gated: bool,
     paced: bool,
     stage_timeout: Option<Duration>,
+    addons: Option<crate::addons::Outcome>,
 }
 
 impl Case {
@@ -332,6 +333,7 @@ impl Case {
             gated: false,
             paced: false,
             stage_timeout: None,
+            addons: None,
         }
     }
 
@@ -354,6 +356,7 @@ impl Case {
             now: now.parse().unwrap(),
             wave: None,
             inventory: vec![object("MachineDeployment", "w-md-0")],
+            addons: self.addons.as_ref(),
         })
     }
 }
@@ -931,4 +934,94 @@ fn the_stage_history_records_each_stage_of_an_upgrade_with_its_start_and_end() {
     assert_eq!(h.len(), crate::status::STAGES_KEPT);
     assert_eq!(h.last().unwrap().name, "Workers");
     assert_eq!(h[0].name, "S1");
+}
+
+#[test]
+fn a_cluster_is_ready_only_when_its_add_ons_are() {
+    use crate::addons::{Health, Outcome, Reach, verdict};
+    use crate::status::AddonsStatus;
+    let record = AddonsStatus {
+        hash: "a1".into(),
+        revision: "r2".into(),
+        inventory: vec![object("ConfigMap", "c")],
+    };
+    let outcome = |reach: Reach, failure: Option<&str>, health: Vec<(String, Health)>| Outcome {
+        verdict: verdict(&reach, failure, &health),
+        status: Some(record.clone()),
+    };
+    let addons_ready = |s: &ManagedClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "AddonsReady")
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let current = vec![("ConfigMap/w/c".to_string(), Health::Current)];
+    let cases = [
+        (
+            outcome(Reach::Ready, None, current.clone()),
+            Phase::Ready,
+            "Available",
+            "True",
+        ),
+        (
+            outcome(Reach::NoKubeconfig, None, vec![]),
+            Phase::Progressing,
+            "WaitingForCluster",
+            "False",
+        ),
+        (
+            outcome(
+                Reach::Ready,
+                None,
+                vec![("Deployment/w/d".into(), Health::InProgress("0/1".into()))],
+            ),
+            Phase::Progressing,
+            "AddonsProgressing",
+            "False",
+        ),
+        (
+            outcome(Reach::Ready, Some("ConfigMap/w/c: denied"), current.clone()),
+            Phase::Failed,
+            "AddonsFailed",
+            "False",
+        ),
+    ];
+    for (o, phase, reason, status) in cases {
+        let mut c = Case::new();
+        c.addons = Some(o);
+        let st = c.settle(NOW);
+        let (p, ready_reason, message) = said(&st);
+        assert_eq!(p, phase, "{message}");
+        if phase != Phase::Ready {
+            assert_eq!(ready_reason, reason);
+            assert!(message.starts_with("add-ons: "), "{message}");
+        }
+        assert_eq!(
+            addons_ready(&st),
+            Some((status.to_string(), reason.to_string()))
+        );
+        assert_eq!(
+            st.addons.as_ref(),
+            Some(&record),
+            "the add-on record is kept"
+        );
+    }
+    // A cluster not Ready for its own reasons says so; the add-ons' condition is beside it.
+    let mut c = Case::new();
+    c.after = waiting(Stage::ControlPlane);
+    c.addons = Some(outcome(Reach::NoKubeconfig, None, vec![]));
+    let st = c.settle(NOW);
+    assert_eq!(said(&st).1, "Upgrading");
+    assert_eq!(addons_ready(&st).unwrap().1, "WaitingForCluster");
+    // No add-on step this pass: the record's add-ons are kept.
+    let mut c = Case::new();
+    let mut prev = c.prev.take().unwrap().status.clone();
+    prev.addons = Some(record.clone());
+    c.prev = Some(Recorded::new(
+        "m".into(),
+        "clusters/m/workload-clusters/w".into(),
+        1,
+        prev,
+    ));
+    assert_eq!(c.settle(NOW).addons, Some(record.clone()));
 }

@@ -127,6 +127,22 @@ pub struct ManagedClusterStatus {
     /// and ended (at most [`STAGES_KEPT`]): what the dashboard's cluster page shows.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
+    /// What capstan applied inside the workload cluster (its add-ons): what their prune works
+    /// from. Absent for a cluster that never had add-ons.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addons: Option<AddonsStatus>,
+}
+
+/// A workload cluster's add-ons as last applied inside it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AddonsStatus {
+    /// The hash of the add-on set last applied in full (empty: never applied in full).
+    pub hash: String,
+    /// The revision it came from.
+    pub revision: String,
+    /// What is applied inside the workload cluster (the objects' own identities there).
+    pub inventory: Vec<ObjectRef>,
 }
 
 /// How many stages of an upgrade a status keeps.

@@ -25,6 +25,9 @@ pub enum ConditionType {
     /// With `--verify-commits`: the revision followed verified (False: the newest was refused,
     /// and an older verified revision is what is applied).
     Verified,
+    /// A workload cluster's add-ons are applied inside it and healthy (False: waiting for the
+    /// cluster, rolling out, or failed; absent when it has none).
+    AddonsReady,
 }
 
 impl ConditionType {
@@ -35,6 +38,7 @@ impl ConditionType {
             ConditionType::Applied => "Applied",
             ConditionType::Conflict => "Conflict",
             ConditionType::Verified => "Verified",
+            ConditionType::AddonsReady => "AddonsReady",
         }
     }
 }
@@ -171,6 +175,15 @@ reasons! {
         Applied => "Applied",
         /// A pass failed (its Event).
         ReconcileFailed => "ReconcileFailed",
+        // Add-ons (inside a workload cluster).
+        /// The add-ons wait for the workload cluster: no kubeconfig from Cluster API yet, its
+        /// API server does not answer, or no node is Ready (its CNI is not up).
+        WaitingForCluster => "WaitingForCluster",
+        /// The add-ons are applied; some are not rolled out yet.
+        AddonsProgressing => "AddonsProgressing",
+        /// An add-on could not be applied or pruned, or failed (a Job, a rollout past its
+        /// deadline); or the cluster's kubeconfig is one capstan refuses to use.
+        AddonsFailed => "AddonsFailed",
         // Commit signatures (`--verify-commits`).
         /// The revision applied is signed by a trusted key.
         SignatureVerified => "SignatureVerified",
@@ -254,6 +267,7 @@ mod tests {
             ConditionType::Applied,
             ConditionType::Conflict,
             ConditionType::Verified,
+            ConditionType::AddonsReady,
         ] {
             assert!(valid(t.as_str()), "{t}");
         }

@@ -21,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
 pub use api::{
-    ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase, STAGES_KEPT, StageRecord,
+    AddonsStatus, ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase, STAGES_KEPT,
+    StageRecord,
 };
 pub use conditions::{ConditionStatus, ConditionType, Reason, condition};
 

@@ -8,6 +8,7 @@
 //! fleet identities' roles, the tenancy policy) and use a control plane of their own. Each
 //! former test file is a module and its tests keep their names under it (`agent::...`).
 
+mod addons;
 mod agent;
 mod hostile_tenant;
 mod rbac;

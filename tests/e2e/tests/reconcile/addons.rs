@@ -1,0 +1,520 @@
+//! Add-ons applied inside workload clusters: the management cluster is the shared test bed, and
+//! each workload cluster's API server is a second real kube-apiserver + etcd the test starts.
+//! The test plays Cluster API's part of writing `<cluster>-kubeconfig` (what CAPI's cluster
+//! controller does once the control plane is up: a Secret of type `cluster.x-k8s.io/secret`,
+//! labelled for the cluster, key `value`), the kubelet's part of reporting a Node Ready, and the
+//! Deployment controller's part of reporting a rollout — there is no kubelet or scheduler
+//! here, and CAPD's in-memory backend serves only what Cluster API itself asks of a workload
+//! API server (no Deployments, no CRDs), so it cannot stand in for a workload cluster's inside.
+//! Everything is asserted from the API servers with kubectl.
+
+use std::path::Path;
+use std::process::Command;
+
+use capstan::reconcile::{Options, Outcome, reconcile};
+use capstan_e2e::FleetDir;
+use capstan_harness::{ControlPlane, StartOptions};
+use capstan_layout::scaffold::ClusterRequest;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    let text = if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).to_string()
+    } else {
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    (out.status.success(), text)
+}
+
+fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let (ok, text) = kubectl(kubeconfig, &all);
+    assert!(ok, "kubectl {args:?}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn exists(kubeconfig: &Path, args: &[&str]) -> bool {
+    let (ok, text) = kubectl(kubeconfig, args);
+    assert!(
+        ok || text.contains("NotFound") || text.contains("doesn't have a resource type"),
+        "kubectl {args:?}: {text}"
+    );
+    ok
+}
+
+struct Bed {
+    files: FleetDir,
+    mgmt: String,
+    ns: String,
+}
+
+impl Bed {
+    fn new(tag: &str, workloads: &[&str]) -> Bed {
+        let mgmt = format!("m-{tag}");
+        let ns = format!("t-{tag}");
+        let req = |name: &str, mgmt: Option<&str>, i: u8| ClusterRequest {
+            name: name.into(),
+            management: mgmt.map(str::to_string),
+            provider: "docker".into(),
+            namespace: Some(ns.clone()),
+            kubernetes_version: Some("1.33".into()),
+            pod_cidr: Some(format!("172.{}.0.0/16", 16 + i)),
+            service_cidr: Some(format!("10.{}.0.0/16", 112 + i)),
+            ..Default::default()
+        };
+        let mut files = FleetDir::new(ClusterRequest {
+            pod_cidr: Some("192.168.0.0/16".into()),
+            service_cidr: Some("10.96.0.0/12".into()),
+            ..req(&mgmt, None, 0)
+        });
+        for (i, w) in workloads.iter().enumerate() {
+            files.add(req(w, Some(&mgmt), i as u8 + 1));
+        }
+        Bed { files, mgmt, ns }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.files.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.files.root.join(rel)).unwrap();
+    }
+
+    fn addon(&self, cluster: &str, file: &str, text: &str) {
+        self.write(
+            &format!(
+                "clusters/{}/workload-clusters/{cluster}/addons/{file}",
+                self.mgmt
+            ),
+            text,
+        );
+    }
+
+    async fn reconcile(&self, revision: &str) -> Outcome {
+        let cp = capstan_harness::shared().await;
+        let fleet = self.files.fleet();
+        assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
+        let opts = Options {
+            revision: revision.into(),
+            management: Some(self.mgmt.clone()),
+            ..Default::default()
+        };
+        let client = capstan::install::testing::agent_client(cp).await;
+        reconcile(&client, &fleet, &opts).await.unwrap()
+    }
+
+    /// The ManagedCluster's AddonsReady condition as kubectl reads it: (status, reason, message).
+    fn addons_ready(&self, cluster: &str) -> (String, String, String) {
+        let cp = capstan_harness::shared_if_started().expect("started");
+        let mc = kubectl_json(
+            cp.kubeconfig_path(),
+            &[
+                "-n",
+                "capstan-system",
+                "get",
+                "managedclusters.capstan.dev",
+                cluster,
+            ],
+        );
+        let c = mc["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "AddonsReady"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no AddonsReady condition: {}", mc["status"]));
+        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+        (s("status"), s("reason"), s("message"))
+    }
+
+    /// Plays Cluster API's part: the workload cluster's kubeconfig Secret, as its cluster
+    /// controller writes it.
+    async fn kubeconfig_secret(&self, cluster: &str, kubeconfig: &str) {
+        let cp = capstan_harness::shared().await;
+        let secrets: Api<Secret> = Api::namespaced(cp.client(), &self.ns);
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": self.ns,
+                         "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": kubeconfig},
+        });
+        secrets
+            .patch(
+                &format!("{cluster}-kubeconfig"),
+                &PatchParams::apply("cluster-api-stand-in").force(),
+                &Patch::Apply(secret),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+async fn workload_server() -> ControlPlane {
+    ControlPlane::start_with(StartOptions {
+        install_crds: false,
+        ..Default::default()
+    })
+    .await
+    .expect("a workload cluster's API server")
+}
+
+/// Plays the kubelet's part: a Node that reports Ready (the kubelet does once the CNI is up).
+async fn ready_node(w: &ControlPlane) {
+    let nodes: Api<Node> = Api::all(w.client());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-1"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    nodes
+        .patch_status(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}})),
+        )
+        .await
+        .unwrap();
+}
+
+const ADDONS: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: platform
+data:
+  level: info
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w1
+  namespace: platform
+spec:
+  size: 3
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ingress
+  namespace: platform
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ingress}}
+  template:
+    metadata: {labels: {app: ingress}}
+    spec:
+      containers: [{name: ingress, image: registry.k8s.io/pause:3.10}]
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: platform
+";
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_and_never_touch_the_management_cluster()
+ {
+    let cp = capstan_harness::shared().await;
+    let w = workload_server().await;
+    let bed = Bed::new("addons", &["w-addons"]);
+    let c = "w-addons";
+    bed.addon(c, "platform.yaml", ADDONS);
+    bed.addon(c, "crds/widgets.yaml", CRD);
+    let wk = w.kubeconfig_path();
+
+    // No kubeconfig from Cluster API yet: the add-ons wait, and say for what.
+    bed.reconcile("r1").await;
+    let (status, reason, message) = bed.addons_ready(c);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "WaitingForCluster"),
+        "{message}"
+    );
+    assert!(message.contains("kubeconfig"), "{message}");
+
+    // The kubeconfig, but no Ready node (the CNI is not up): still waiting, nothing applied.
+    bed.kubeconfig_secret(c, w.kubeconfig_yaml()).await;
+    bed.reconcile("r1").await;
+    let (_, reason, message) = bed.addons_ready(c);
+    assert_eq!(reason, "WaitingForCluster", "{message}");
+    assert!(message.contains("0 nodes, none Ready"), "{message}");
+    assert!(!exists(wk, &["get", "namespace", "platform"]));
+
+    // A Ready node: everything goes in, CRD and Namespace before what needs them.
+    ready_node(&w).await;
+    let mark = w.audit().mark();
+    bed.reconcile("r1").await;
+    let (_, reason, message) = bed.addons_ready(c);
+    assert_ne!(reason, "AddonsFailed", "{message}");
+    for (kind, name) in [("namespace", "platform"), ("crd", "widgets.example.com")] {
+        assert!(exists(wk, &["get", kind, name]), "{kind}/{name}");
+    }
+    let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
+    assert_eq!(cm["data"]["level"], "info");
+    assert_eq!(cm["metadata"]["labels"]["capstan.dev/addon-of"], c);
+    let widget = kubectl_json(wk, &["-n", "platform", "get", "widgets.example.com", "w1"]);
+    assert_eq!(widget["spec"]["size"], 3);
+    w.audit()
+        .sync(&w.client(), std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let writes: Vec<String> = w
+        .audit()
+        .events_since(mark)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.is_write()
+                && e.field_manager() == Some("capstan")
+                && !e.request_uri.contains("dryRun")
+        })
+        .filter_map(|e| e.resource().map(str::to_string))
+        .collect();
+    let first = |r: &str| {
+        writes
+            .iter()
+            .position(|w| w == r)
+            .unwrap_or_else(|| panic!("{r} not written: {writes:?}"))
+    };
+    assert!(
+        first("customresourcedefinitions") < first("widgets"),
+        "{writes:?}"
+    );
+    assert!(first("namespaces") < first("configmaps"), "{writes:?}");
+    assert!(first("namespaces") < first("deployments"), "{writes:?}");
+
+    // Nothing of it on the management cluster.
+    let mk = cp.kubeconfig_path();
+    assert!(!exists(mk, &["get", "namespace", "platform"]));
+    assert!(!exists(mk, &["get", "crd", "widgets.example.com"]));
+
+    // The Deployment has not rolled out (no controller here): the add-ons say which waits.
+    let (status, reason, message) = bed.addons_ready(c);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AddonsProgressing"),
+        "{message}"
+    );
+    assert!(message.contains("Deployment/platform/ingress"), "{message}");
+    // Playing the Deployment controller's part: the rollout reported done.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(w.client(), "platform");
+    let generation = deployments
+        .get("ingress")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    deployments
+        .patch_status(
+            "ingress",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    bed.reconcile("r1").await;
+    let (status, reason, message) = bed.addons_ready(c);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Available"),
+        "{message}"
+    );
+
+    // A change in the repository goes in.
+    bed.addon(
+        c,
+        "platform.yaml",
+        &ADDONS.replace("level: info", "level: debug"),
+    );
+    bed.reconcile("r2").await;
+    let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
+    assert_eq!(cm["data"]["level"], "debug");
+
+    // Drift inside the cluster is put back on the next pass.
+    let (ok, text) = kubectl(
+        wk,
+        &[
+            "-n",
+            "platform",
+            "patch",
+            "configmap",
+            "settings",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"level":"trace"}}"#,
+        ],
+    );
+    assert!(ok, "{text}");
+    bed.reconcile("r2").await;
+    let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
+    assert_eq!(cm["data"]["level"], "debug");
+
+    // What leaves the repository is pruned from the cluster; what stays, stays.
+    bed.remove(&format!(
+        "clusters/{}/workload-clusters/{c}/addons/crds/widgets.yaml",
+        bed.mgmt
+    ));
+    bed.addon(c, "platform.yaml", &ADDONS.replace("---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  namespace: platform\nspec:\n  size: 3\n", ""));
+    bed.reconcile("r3").await;
+    assert!(!exists(wk, &["get", "crd", "widgets.example.com"]));
+    assert!(exists(
+        wk,
+        &["-n", "platform", "get", "configmap", "settings"]
+    ));
+    let cp_mc = kubectl_json(
+        mk,
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "managedclusters.capstan.dev",
+            c,
+        ],
+    );
+    let inventory: Vec<String> = cp_mc["status"]["addons"]["inventory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap(),
+                r["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        inventory,
+        [
+            "Namespace/platform",
+            "ConfigMap/settings",
+            "Deployment/ingress"
+        ]
+    );
+
+    // Unreachable (Cluster API's kubeconfig now names a server that does not answer): the
+    // add-ons wait with the reason; then it answers again and they are Ready.
+    let dead = w
+        .kubeconfig_yaml()
+        .replace(w.server_url(), "https://127.0.0.1:1");
+    bed.kubeconfig_secret(c, &dead).await;
+    bed.reconcile("r3").await;
+    let (_, reason, message) = bed.addons_ready(c);
+    assert_eq!(reason, "WaitingForCluster", "{message}");
+    assert!(message.contains("API server"), "{message}");
+    bed.kubeconfig_secret(c, w.kubeconfig_yaml()).await;
+    bed.reconcile("r3").await;
+    let (status, _, message) = bed.addons_ready(c);
+    assert_eq!(status, "True", "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_sets_follow_their_selector_a_broken_add_on_fails_only_its_cluster_and_a_kubeconfig_that_runs_a_command_is_refused()
+ {
+    let a = workload_server().await;
+    let b = workload_server().await;
+    let bed = Bed::new("shared", &["wa-shared", "wb-shared", "wc-shared"]);
+    // wa is labelled tier: prod; the "prod" set goes only there, the "base" set everywhere.
+    bed.files.edit(
+        "wa-shared",
+        "  name: \"wa-shared\"\n",
+        "  name: \"wa-shared\"\n  labels:\n    tier: prod\n",
+    );
+    let root = format!("clusters/{}", bed.mgmt);
+    bed.write(
+        &format!("{root}/addons/base/ns.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: base\n",
+    );
+    bed.write(
+        &format!("{root}/addons/prod/quota.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: prod-only\n  namespace: base\n",
+    );
+    bed.write(
+        &format!("{root}/fleet.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  addons:\n  - name: prod\n    matchLabels: {tier: prod}\n",
+    );
+    // wb's own add-on is one its API server refuses (a negative replica count).
+    bed.addon("wb-shared", "bad.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\n  namespace: base\nspec:\n  replicas: -1\n  selector: {matchLabels: {app: bad}}\n  template:\n    metadata: {labels: {app: bad}}\n    spec:\n      containers: [{name: bad, image: registry.k8s.io/pause:3.10}]\n");
+    ready_node(&a).await;
+    ready_node(&b).await;
+    // The first pass creates the clusters' namespace (where Cluster API writes kubeconfigs).
+    bed.reconcile("r1").await;
+    bed.kubeconfig_secret("wa-shared", a.kubeconfig_yaml())
+        .await;
+    bed.kubeconfig_secret("wb-shared", b.kubeconfig_yaml())
+        .await;
+    // wc's kubeconfig would run a command in the agent (an exec plugin) if it were used.
+    let marker = std::env::temp_dir().join(format!("capstan-exec-ran-{}", std::process::id()));
+    let exec = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n      args: [-c, 'touch {}']\n",
+        a.server_url(),
+        marker.display()
+    );
+    bed.kubeconfig_secret("wc-shared", &exec).await;
+
+    bed.reconcile("r1").await;
+    let (ak, bk) = (a.kubeconfig_path(), b.kubeconfig_path());
+    // wa: both sets.
+    assert!(exists(ak, &["get", "namespace", "base"]));
+    assert!(exists(ak, &["-n", "base", "get", "configmap", "prod-only"]));
+    assert_eq!(bed.addons_ready("wa-shared").0, "True");
+    // wb: the base set, not prod's; its own broken add-on fails its add-ons, named, and is not
+    // applied.
+    assert!(exists(bk, &["get", "namespace", "base"]));
+    assert!(!exists(
+        bk,
+        &["-n", "base", "get", "configmap", "prod-only"]
+    ));
+    assert!(!exists(bk, &["-n", "base", "get", "deployment", "bad"]));
+    let (status, reason, message) = bed.addons_ready("wb-shared");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AddonsFailed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Deployment/base/bad") && message.contains("bad.yaml:1"),
+        "{message}"
+    );
+    // wc: refused before anything ran.
+    let (status, reason, message) = bed.addons_ready("wc-shared");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AddonsFailed"),
+        "{message}"
+    );
+    assert!(message.contains("exec plugin"), "{message}");
+    assert!(!marker.exists(), "the exec plugin ran");
+}
