@@ -156,6 +156,10 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// Print a workload cluster's kubeconfig, read with your kubeconfig from the Secret Cluster
+    /// API writes for it (`<CLUSTER>-kubeconfig`), as `clusterctl get kubeconfig` does; with
+    /// --merge, add it to your kubeconfig file as a context instead.
+    Kubeconfig(KubeconfigArgs),
     /// Show the status of every managed cluster.
     Status {
         /// Output format.
@@ -744,6 +748,33 @@ pub struct DiffArgs {
     /// `all`, every commit from --base to --head.
     #[command(flatten)]
     pub verify: VerifyArgs,
+}
+
+/// `capstan kubeconfig`.
+#[derive(Debug, Args)]
+pub struct KubeconfigArgs {
+    /// The workload cluster: its Cluster API Cluster's name.
+    pub cluster: String,
+    /// The Cluster's namespace (default: found by looking for a Cluster API Cluster of that name
+    /// in every namespace).
+    #[arg(long, short)]
+    pub namespace: Option<String>,
+    /// Add it to your kubeconfig (--kubeconfig, else the first file of $KUBECONFIG, else
+    /// ~/.kube/config) as a context with a cluster and a user of its own, replacing those of the
+    /// same names, instead of printing it.
+    #[arg(long)]
+    pub merge: bool,
+    /// With --merge: the context's name (default: the cluster's); its cluster entry has the same
+    /// name, its user entry the name and `-admin`.
+    #[arg(long, value_name = "NAME", requires = "merge")]
+    pub context_name: Option<String>,
+    /// With --merge: also make it the current context.
+    #[arg(long = "use", requires = "merge")]
+    pub use_context: bool,
+    /// Connection (to the management cluster; with --merge, --kubeconfig is also the file
+    /// written).
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// `capstan rehearse`.

@@ -6,6 +6,7 @@ mod dev;
 mod diff;
 mod install;
 mod intent;
+mod kubeconfig;
 mod offline;
 mod online;
 mod open_pr;
@@ -55,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Install(args) => install::install(args),
         Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),
         Command::Bootstrap(args) => bootstrap::bootstrap(args),
+        Command::Kubeconfig(args) => kubeconfig::run(args),
         Command::Status { output, kube } => online::status(output, &kube),
         Command::Dashboard {
             addr,
