@@ -325,6 +325,59 @@ fn dev_up_validate_against_it_and_down() {
     );
     assert!(phases.lines().all(|p| p == "Running"), "{phases}");
 
+    let dev = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metadata"]["name"] == "dev")
+        .unwrap();
+    let addons_ready = dev["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "AddonsReady")
+        .unwrap_or_else(|| panic!("no AddonsReady condition: {dev}"));
+    assert_eq!(addons_ready["status"], "True", "{addons_ready}");
+    // Inside `dev`: its add-ons (examples/quickstart/.../dev/addons/), read by kubectl from the
+    // workload API server (CAPD's in-memory one) through the kubeconfig `capstan kubeconfig`
+    // prints from the Secret Cluster API wrote.
+    let out = capstan(&["kubeconfig", "dev"], &env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dev_kubeconfig = tmp.path().join("dev.kubeconfig");
+    std::fs::write(&dev_kubeconfig, &out.stdout).unwrap();
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&dev_kubeconfig)
+        .args([
+            "-n",
+            "team-apps",
+            "get",
+            "configmap",
+            "team-settings",
+            "-o",
+            "jsonpath={.data.owner} {.metadata.labels.capstan\\.dev/addon-of}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "team-dev dev",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new("kubectl")
+        .args(["--kubeconfig", &kubeconfig, "get", "namespace", "team-apps"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "an add-on reached the management cluster"
+    );
+
     // `capstan rehearse` reuses the running one, beside the quick start's clusters, which it
     // leaves alone; the control plane runs on after.
     let stderr = rehearse_passes(&pr, d);

@@ -14,8 +14,114 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::ObjectRef;
+use capstan_layout::addons::Addon;
+
 use crate::status::{ConditionStatus, Reason};
+use crate::{Action, Entry, ObjectRef};
+
+/// The reason every add-on entry of a plan or diff carries: where it is applied.
+pub const INSIDE: &str = "add-on, inside the workload cluster";
+
+/// An add-on's identity across the layout (as written: no namespace for `default` or a
+/// cluster-scoped kind) and the inventory (as the server answered): group, kind, namespace
+/// (`default` written as none) and name.
+fn loose_key(group: &str, kind: &str, namespace: &str, name: &str) -> String {
+    let ns = if namespace == "default" {
+        ""
+    } else {
+        namespace
+    };
+    capstan_templates::identity::key(group, kind, ns, name)
+}
+
+fn addon_key(a: &Addon) -> String {
+    loose_key(
+        capstan_templates::identity::group(a.api_version()),
+        a.kind(),
+        a.namespace(),
+        a.name(),
+    )
+}
+
+fn ref_key(r: &ObjectRef) -> String {
+    loose_key(r.group(), &r.kind, &r.namespace, &r.name)
+}
+
+/// The content hash an inventory records for an add-on: of the object as written.
+pub fn content_hash(a: &Addon) -> String {
+    capstan_templates::identity::content_hash(&a.value)
+}
+
+/// What two revisions' add-ons differ in (`capstan diff`): created, updated (with the diff) and
+/// deleted add-ons, in apply order; unchanged ones left out.
+pub fn compare(base: &[Addon], head: &[Addon]) -> Vec<Entry> {
+    let before: std::collections::BTreeMap<String, &Addon> =
+        base.iter().map(|a| (addon_key(a), a)).collect();
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for a in head {
+        let key = addon_key(a);
+        seen.insert(key.clone());
+        let old = before.get(&key).map(|o| &o.value);
+        if old == Some(&a.value) {
+            continue;
+        }
+        let action = if old.is_some() {
+            Action::Update
+        } else {
+            Action::Create
+        };
+        out.push(Entry {
+            diff: Some(crate::diff_between(
+                old,
+                Some(&a.value),
+                &a.subject(),
+                ("base", "head"),
+            )),
+            ..Entry::new(ObjectRef::of(&a.value), action, Some(INSIDE.into()))
+        });
+    }
+    for a in base.iter().rev().filter(|a| !seen.contains(&addon_key(a))) {
+        out.push(Entry::new(
+            ObjectRef::of(&a.value),
+            Action::Prune,
+            Some(INSIDE.into()),
+        ));
+    }
+    out
+}
+
+/// What applying the add-ons would change against what the cluster's record says was applied
+/// (`capstan plan`, PR plans; the workload cluster itself is not asked): those not applied yet,
+/// those whose content changed since, and those to prune.
+pub fn against_record(head: &[Addon], recorded: &[ObjectRef]) -> Vec<Entry> {
+    let applied: std::collections::BTreeMap<String, &ObjectRef> =
+        recorded.iter().map(|r| (ref_key(r), r)).collect();
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for a in head {
+        let key = addon_key(a);
+        seen.insert(key.clone());
+        let action = match applied.get(&key) {
+            None => Action::Create,
+            Some(r) if r.hash == content_hash(a) => continue,
+            Some(_) => Action::Update,
+        };
+        out.push(Entry::new(
+            ObjectRef::of(&a.value),
+            action,
+            Some(INSIDE.into()),
+        ));
+    }
+    for r in recorded
+        .iter()
+        .rev()
+        .filter(|r| !seen.contains(&ref_key(r)))
+    {
+        out.push(Entry::new(r.clone(), Action::Prune, Some(INSIDE.into())));
+    }
+    out
+}
 
 /// How far a workload cluster is from taking its add-ons.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -463,6 +569,67 @@ mod tests {
             let h = health(&v);
             assert!(ok(&h), "{name}: {h:?}");
         }
+    }
+
+    fn addon(text: &str) -> Addon {
+        Addon {
+            value: serde_json::from_str(text).unwrap(),
+            file: "a.yaml".into(),
+            line: 1,
+            set: None,
+        }
+    }
+
+    #[test]
+    fn a_diff_and_a_plan_show_the_add_on_changes() {
+        let ns = addon(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"p"}}"#);
+        let cm1 = addon(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"p"},"data":{"a":"1"}}"#,
+        );
+        let cm2 = addon(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"p"},"data":{"a":"2"}}"#,
+        );
+        let dflt = addon(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"}}"#);
+        let said = |es: Vec<Entry>| -> Vec<(Action, String)> {
+            es.into_iter()
+                .map(|e| (e.action, e.object.subject()))
+                .collect()
+        };
+        let d = compare(&[ns.clone(), cm1.clone()], &[cm2.clone(), dflt.clone()]);
+        assert!(
+            d[0].diff.as_deref().unwrap().contains("+  a: \"2\""),
+            "{:?}",
+            d[0].diff
+        );
+        assert_eq!(
+            said(d),
+            [
+                (Action::Update, "ConfigMap/p/c".into()),
+                (Action::Create, "ConfigMap/d".into()),
+                (Action::Prune, "Namespace/p".into()),
+            ]
+        );
+        assert!(compare(&[cm1.clone()], &[cm1.clone()]).is_empty());
+        // Against the record: the inventory's namespace is the server's (`default`).
+        let mut applied_cm = ObjectRef::of(&cm1.value);
+        applied_cm.hash = content_hash(&cm1);
+        let mut applied_d = ObjectRef::of(&dflt.value);
+        applied_d.namespace = "default".into();
+        applied_d.hash = content_hash(&dflt);
+        let gone = r("v1", "Secret", "p", "old");
+        let recorded = vec![applied_cm, applied_d, gone];
+        assert_eq!(
+            said(against_record(
+                &[ns.clone(), cm2.clone(), dflt.clone()],
+                &recorded
+            )),
+            [
+                (Action::Create, "Namespace/p".into()),
+                (Action::Update, "ConfigMap/p/c".into()),
+                (Action::Prune, "Secret/p/old".into()),
+            ]
+        );
+        assert!(against_record(&[cm1.clone(), dflt.clone()], &recorded[..2]).is_empty());
     }
 
     fn r(api: &str, kind: &str, ns: &str, name: &str) -> ObjectRef {

@@ -176,6 +176,10 @@ fn cluster(
         }
     }
     r.stages = super::stages::outline(&r.entries, settings);
+    // Inside the workload cluster, after its own objects: its add-ons.
+    let addons = |e: Option<&ClusterEntry>| e.and_then(|e| e.addons.clone()).unwrap_or_default();
+    r.entries
+        .extend(super::addons::compare(&addons(base), &addons(Some(h))));
     let new = objects.values();
     let impact = Impact::between(&old, &new, Basis::Rendered);
     r.impact = (!impact.is_empty() || impact.is_blocked()).then_some(impact);

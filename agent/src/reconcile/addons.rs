@@ -203,7 +203,8 @@ async fn reach(mgmt: &Client, conns: &Connections, entry: &ClusterEntry) -> Resu
             client
         }
     };
-    if let Err(e) = client.apiserver_version().await {
+    // `/api`, not `/version`: CAPD's in-memory backend serves discovery but no version.
+    if let Err(e) = client.list_core_api_versions().await {
         conns.forget(&entry.name);
         return Err(Reach::Unreachable(e.to_string()));
     }
@@ -295,9 +296,60 @@ fn desired(a: &Addon, cluster: &str, namespace: &str) -> Value {
     v
 }
 
-/// The reference an inventory keeps of an applied add-on.
-fn reference(v: &Value) -> ObjectRef {
-    ObjectRef::of(v)
+/// The reference an inventory keeps of an applied add-on (`v`, the server's answer): its
+/// identity there, and the hash of `a` as written (what `capstan plan` compares).
+fn reference(v: &Value, a: &Addon) -> ObjectRef {
+    ObjectRef {
+        hash: addons::content_hash(a),
+        ..ObjectRef::of(v)
+    }
+}
+
+/// How add-ons are written: server-side apply, or — on an API server that refuses apply's
+/// content type (415: CAPD's in-memory backend, which serves only what Cluster API needs) —
+/// created when absent and merge-patched when present. That fallback puts back drift in the
+/// fields capstan writes, but has no field ownership: a field removed from the repository stays
+/// in the cluster until the object is replaced.
+#[derive(Default)]
+struct Writer {
+    merge_only: bool,
+}
+
+impl Writer {
+    async fn write(
+        &mut self,
+        api: &Api<DynamicObject>,
+        a: &Addon,
+        obj: &Value,
+    ) -> Result<DynamicObject, kube::Error> {
+        if !self.merge_only {
+            let pp = PatchParams::apply(identity::FIELD_MANAGER).force();
+            match api.patch(a.name(), &pp, &Patch::Apply(obj)).await {
+                // 415, or a body that is no Kubernetes Status (go-restful's own 415 answer,
+                // which kube reads as code 0).
+                Err(kube::Error::Api(s)) if s.code == 415 || s.code == 0 => self.merge_only = true,
+                other => return other,
+            }
+        }
+        let pp = PatchParams {
+            field_manager: Some(identity::FIELD_MANAGER.to_string()),
+            ..Default::default()
+        };
+        // Merge-patched when it exists, else created (such a server's answers to a read of a
+        // missing object are not always a Status kube can read, so no read decides it).
+        match api.patch(a.name(), &pp, &Patch::Merge(obj)).await {
+            Ok(o) => Ok(o),
+            Err(_) => {
+                let o: DynamicObject =
+                    serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)?;
+                let post = kube::api::PostParams {
+                    field_manager: Some(identity::FIELD_MANAGER.to_string()),
+                    ..Default::default()
+                };
+                api.create(&post, &o).await
+            }
+        }
+    }
 }
 
 /// Applies `addons` (in order) with the server's dry run first for all but the foundation; the
@@ -311,7 +363,7 @@ async fn apply_all(
         client: client.clone(),
         found: BTreeMap::new(),
     };
-    let pp = PatchParams::apply(identity::FIELD_MANAGER).force();
+    let mut w = Writer::default();
     let mut done = Vec::new();
     let (foundation, rest): (Vec<&Addon>, Vec<&Addon>) = addons.iter().partition(|a| {
         capstan_layout::addons::is_foundation(identity::group(a.api_version()), a.kind())
@@ -327,17 +379,14 @@ async fn apply_all(
             Ok(x) => x,
             Err(e) => return fail(a, e, done),
         };
-        match api
-            .patch(a.name(), &pp, &Patch::Apply(desired(a, cluster, &ns)))
-            .await
-        {
+        match w.write(&api, a, &desired(a, cluster, &ns)).await {
             Ok(o) => {
                 let v = serde_json::to_value(&o).unwrap_or_default();
                 let h = addons::health(&v);
                 if h != Health::Current {
                     again.push((done.len(), api.clone(), a.name().to_string()));
                 }
-                done.push((reference(&v), h));
+                done.push((reference(&v, a), h));
             }
             Err(e) => return fail(a, e.to_string(), done),
         }
@@ -376,7 +425,8 @@ async fn apply_all(
     let dry = PatchParams::apply(identity::FIELD_MANAGER)
         .force()
         .dry_run();
-    for (a, (api, ns)) in rest.iter().zip(&apis) {
+    // A server that takes no apply cannot dry-run one either.
+    for (a, (api, ns)) in rest.iter().zip(&apis).filter(|_| !w.merge_only) {
         if let Err(e) = api
             .patch(a.name(), &dry, &Patch::Apply(desired(a, cluster, ns)))
             .await
@@ -385,17 +435,14 @@ async fn apply_all(
         }
     }
     for (a, (api, ns)) in rest.iter().zip(&apis) {
-        match api
-            .patch(a.name(), &pp, &Patch::Apply(desired(a, cluster, ns)))
-            .await
-        {
+        match w.write(api, a, &desired(a, cluster, ns)).await {
             Ok(o) => {
                 let v = serde_json::to_value(&o).unwrap_or_default();
                 let h = addons::health(&v);
                 if h != Health::Current {
                     again.push((done.len(), api.clone(), a.name().to_string()));
                 }
-                done.push((reference(&v), h));
+                done.push((reference(&v, a), h));
             }
             Err(e) => return fail(a, e.to_string(), done),
         }

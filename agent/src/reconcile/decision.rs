@@ -434,6 +434,17 @@ impl Pass<'_> {
                 let mut plan = planned.plan.clone();
                 let rollout = self.rollout(&plan, &planned.objects(), &planned.staged);
                 planner::hold_prunes(&mut plan.entries, &rollout);
+                // Its add-ons, against what its record says was applied inside it.
+                let recorded = d
+                    .prev
+                    .and_then(|p| p.status.addons.as_ref())
+                    .map(|a| a.inventory.as_slice())
+                    .unwrap_or_default();
+                let wanted = planned.entry.addons.as_deref().map(Vec::as_slice);
+                plan.entries.extend(crate::plan::addons::against_record(
+                    wanted.unwrap_or_default(),
+                    recorded,
+                ));
                 let phase = if plan.has_changes() {
                     Phase::Pending
                 } else {

@@ -115,6 +115,19 @@ impl Bed {
         reconcile(&client, &fleet, &opts).await.unwrap()
     }
 
+    async fn plan(&self, revision: &str) -> Outcome {
+        let cp = capstan_harness::shared().await;
+        let opts = Options {
+            revision: revision.into(),
+            management: Some(self.mgmt.clone()),
+            ..Default::default()
+        };
+        let client = capstan::install::testing::agent_client(cp).await;
+        capstan::reconcile::plan(&client, &self.files.fleet(), &opts)
+            .await
+            .unwrap()
+    }
+
     /// The ManagedCluster's AddonsReady condition as kubectl reads it: (status, reason, message).
     fn addons_ready(&self, cluster: &str) -> (String, String, String) {
         let cp = capstan_harness::shared_if_started().expect("started");
@@ -358,6 +371,20 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
         "platform.yaml",
         &ADDONS.replace("level: info", "level: debug"),
     );
+    // `capstan plan` shows it first, against the record of what went in.
+    let planned = bed.plan("r2").await;
+    let entries: Vec<String> = planned
+        .clusters
+        .iter()
+        .find(|o| o.name == c)
+        .unwrap()
+        .plan
+        .entries
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(capstan::plan::addons::INSIDE))
+        .map(|e| format!("{:?} {}", e.action, e.object.subject()))
+        .collect();
+    assert_eq!(entries, ["Update ConfigMap/platform/settings"]);
     bed.reconcile("r2").await;
     let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
     assert_eq!(cm["data"]["level"], "debug");
