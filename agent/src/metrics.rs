@@ -24,7 +24,10 @@
 //! by [`crate::source::verify::Why`]),
 //! `capstan_notifications_total{provider,result}` (phase-change notifications, by provider type
 //! and [`NotifyResult`]: sent, failed, retried, dropped on a full queue, deduplicated or rate
-//! limited; [`crate::notify`]).
+//! limited; [`crate::notify`]),
+//! `capstan_addon_steps_total{result}` (add-on steps inside workload clusters, by
+//! [`AddonResult`]) and `capstan_addon_objects_total{action}` (add-ons applied or pruned inside
+//! them; [`crate::reconcile::addons`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -242,6 +245,52 @@ impl From<capstan_layout::config::notifications::ProviderKind> for NotifyProvide
     }
 }
 
+label_enum! {
+    /// How a workload cluster's add-on step ended (its `AddonsReady` condition).
+    AddonResult {
+        /// Applied and current.
+        Ready => "ready",
+        /// Applied; some not rolled out yet.
+        Progressing => "progressing",
+        /// Waiting for the cluster: no kubeconfig, its API server not answering, no Ready node.
+        Waiting => "waiting",
+        /// An add-on refused or failed, or the kubeconfig refused.
+        Failed => "failed",
+    }
+}
+
+impl From<crate::status::Reason> for AddonResult {
+    fn from(r: crate::status::Reason) -> Self {
+        use crate::status::Reason as R;
+        match r {
+            R::Available => AddonResult::Ready,
+            R::AddonsProgressing => AddonResult::Progressing,
+            R::WaitingForCluster => AddonResult::Waiting,
+            _ => AddonResult::Failed,
+        }
+    }
+}
+
+label_enum! {
+    /// What an add-on step did to one add-on.
+    AddonAction {
+        /// Applied (created, changed, or confirmed as it is).
+        Applied => "applied",
+        /// Deleted from the cluster: it left the repository.
+        Pruned => "pruned",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AddonResultLabels {
+    result: AddonResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AddonActionLabels {
+    action: AddonAction,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct NotifyLabels {
     provider: NotifyProvider,
@@ -378,6 +427,8 @@ pub struct Metrics {
     wave_clusters: Family<WaveLabels, Gauge>,
     commits_refused: Family<RefusalLabels, Counter>,
     notifications: Family<NotifyLabels, Counter>,
+    addon_steps: Family<AddonResultLabels, Counter>,
+    addon_objects: Family<AddonActionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -409,6 +460,24 @@ impl Metrics {
         let wave_clusters = Family::<WaveLabels, Gauge>::default();
         let commits_refused = Family::<RefusalLabels, Counter>::default();
         let notifications = Family::<NotifyLabels, Counter>::default();
+        let addon_steps = Family::<AddonResultLabels, Counter>::default();
+        let addon_objects = Family::<AddonActionLabels, Counter>::default();
+        registry.register(
+            "capstan_addon_steps",
+            "Add-on steps inside workload clusters, by result (ready, progressing, waiting, failed)",
+            addon_steps.clone(),
+        );
+        for &result in AddonResult::ALL {
+            let _ = addon_steps.get_or_create(&AddonResultLabels { result });
+        }
+        registry.register(
+            "capstan_addon_objects",
+            "Add-ons applied or pruned inside workload clusters",
+            addon_objects.clone(),
+        );
+        for &action in AddonAction::ALL {
+            let _ = addon_objects.get_or_create(&AddonActionLabels { action });
+        }
         registry.register(
             "capstan_notifications",
             "Phase-change notifications, by provider type and result (sent, failed, retried, dropped, deduplicated, rate_limited)",
@@ -563,7 +632,33 @@ impl Metrics {
             wave_clusters,
             commits_refused,
             notifications,
+            addon_steps,
+            addon_objects,
         }
+    }
+
+    /// Counts one add-on step: its result and the add-ons it applied and pruned.
+    pub fn add_addon_step(&self, t: &crate::reconcile::AddonsTally) {
+        self.addon_steps
+            .get_or_create(&AddonResultLabels {
+                result: t.reason.into(),
+            })
+            .inc();
+        for (action, n) in [
+            (AddonAction::Applied, t.applied),
+            (AddonAction::Pruned, t.pruned),
+        ] {
+            self.addon_objects
+                .get_or_create(&AddonActionLabels { action })
+                .inc_by(n as u64);
+        }
+    }
+
+    /// The add-on steps so far with this result.
+    pub fn addon_steps(&self, result: AddonResult) -> u64 {
+        self.addon_steps
+            .get_or_create(&AddonResultLabels { result })
+            .get()
     }
 
     /// Counts a notification's fate.
@@ -788,6 +883,8 @@ mod tests {
             "capstan_reconciles_total{result=\"failure\"} 0",
             "capstan_webhook_requests_total{outcome=\"too_large\"} 0",
             "capstan_upgrades_held_total{reason=\"max_unavailable\"} 0",
+            "capstan_addon_steps_total{result=\"waiting\"} 0",
+            "capstan_addon_objects_total{action=\"pruned\"} 0",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -848,6 +945,39 @@ mod tests {
         assert!(!text.contains("Provisioning"), "stale phase kept:\n{text}");
         assert_eq!(m.webhook_requests(WebhookOutcome::Accepted), 2);
         assert_eq!(m.reconciles(ReconcileResult::Success), 1);
+    }
+
+    #[test]
+    fn add_on_steps_are_counted_by_result_and_objects_by_action() {
+        use crate::reconcile::AddonsTally;
+        use crate::status::Reason;
+        let m = Metrics::new();
+        for (reason, applied, pruned) in [
+            (Reason::WaitingForCluster, 0, 0),
+            (Reason::AddonsProgressing, 5, 1),
+            (Reason::Available, 5, 0),
+            (Reason::AddonsFailed, 2, 0),
+        ] {
+            m.add_addon_step(&AddonsTally {
+                reason,
+                applied,
+                pruned,
+            });
+        }
+        assert_eq!(m.addon_steps(AddonResult::Waiting), 1);
+        assert_eq!(m.addon_steps(AddonResult::Failed), 1);
+        let text = m.encode();
+        for line in [
+            "capstan_addon_steps_total{result=\"ready\"} 1",
+            "capstan_addon_steps_total{result=\"progressing\"} 1",
+            "capstan_addon_objects_total{action=\"applied\"} 12",
+            "capstan_addon_objects_total{action=\"pruned\"} 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
     }
 
     #[test]

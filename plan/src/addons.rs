@@ -340,6 +340,10 @@ pub struct Outcome {
     pub verdict: Verdict,
     /// The record (None: nothing was ever applied and nothing is to be).
     pub status: Option<crate::status::AddonsStatus>,
+    /// How many add-ons this step applied and pruned.
+    pub applied: usize,
+    /// See `applied`.
+    pub pruned: usize,
 }
 
 /// The `AddonsReady` condition a pass records.

@@ -266,6 +266,9 @@ impl Driver {
         for (a, n) in run.outcome.plan.counts() {
             self.metrics.add_objects(object_action(a), n as u64);
         }
+        if let Some(t) = &run.outcome.addons {
+            self.metrics.add_addon_step(t);
+        }
         // A cluster waiting for a stage or its wave, or with held prunes, is looked at again after
         // a while, one held for a maintenance window when the window opens.
         if retry.is_none()

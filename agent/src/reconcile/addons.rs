@@ -507,6 +507,8 @@ pub(super) async fn step(
             return Some(Outcome {
                 verdict: addons::verdict(&reach, None, &[]),
                 status: recorded,
+                applied: 0,
+                pruned: 0,
             });
         }
     };
@@ -520,9 +522,10 @@ pub(super) async fn step(
     };
     let refs: Vec<ObjectRef> = applied.iter().map(|(r, _)| r.clone()).collect();
     // Prune only after the whole set applied: a failure leaves the previous set's objects.
-    let failure = match failure {
-        Some(f) => Some(f),
-        None => prune(&client, &entry.name, &addons::prunes(&previous, &refs)).await,
+    let gone = addons::prunes(&previous, &refs);
+    let (failure, pruned) = match failure {
+        Some(f) => (Some(f), 0),
+        None => (prune(&client, &entry.name, &gone).await, gone.len()),
     };
     let inventory = match &failure {
         // What was applied joins what was recorded: nothing applied is ever forgotten.
@@ -537,6 +540,7 @@ pub(super) async fn step(
         }
         None => refs,
     };
+    let count = applied.len();
     let health: Vec<(String, Health)> =
         applied.into_iter().map(|(r, h)| (r.subject(), h)).collect();
     let verdict = addons::verdict(&Reach::Ready, failure.as_deref(), &health);
@@ -550,6 +554,8 @@ pub(super) async fn step(
     };
     Some(Outcome {
         verdict,
+        applied: count,
+        pruned,
         status: (!inventory.is_empty() || !hash.is_empty()).then(|| AddonsStatus {
             hash,
             revision: revision.to_string(),

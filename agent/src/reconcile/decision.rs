@@ -151,6 +151,7 @@ impl Planned<'_> {
                 ..self.staged.clone()
             },
             paced: self.holds.paced.clone(),
+            addons: None,
         }
     }
 }

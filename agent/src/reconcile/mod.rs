@@ -134,6 +134,20 @@ pub struct ClusterOutcome {
     /// Its upgrade held back by the fleet's waves, `maxUnavailable` or maintenance windows
     /// ([`crate::plan::waves`]).
     pub paced: Option<crate::plan::waves::Hold>,
+    /// What its add-on step did, when it ran: the `AddonsReady` reason, add-ons applied and
+    /// pruned inside the workload cluster.
+    pub addons: Option<AddonsTally>,
+}
+
+/// What one add-on step did ([`ClusterOutcome::addons`]; the `capstan_addon_*` metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddonsTally {
+    /// The `AddonsReady` condition's reason.
+    pub reason: crate::status::Reason,
+    /// Add-ons applied.
+    pub applied: usize,
+    /// Add-ons pruned.
+    pub pruned: usize,
 }
 
 /// The result of a pass.
@@ -891,6 +905,7 @@ impl Agent {
                 message: GONE.to_string(),
                 staged: Default::default(),
                 paced: None,
+                addons: None,
             },
         };
         Ok(Run {
@@ -1016,6 +1031,7 @@ mod tests {
                 ..Default::default()
             },
             paced,
+            addons: None,
         }
     }
 

@@ -52,6 +52,7 @@ pub(super) fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome
         message,
         staged: Default::default(),
         paced: None,
+        addons: None,
     }
 }
 
@@ -177,6 +178,7 @@ impl Pass<'_> {
             message,
             staged: Default::default(),
             paced: None,
+            addons: None,
         })
     }
 
@@ -581,7 +583,12 @@ impl Pass<'_> {
         let (phase, message) = (st.phase.unwrap_or(Phase::Pending), st.message.clone());
         // The failure itself is in the phase and message. The spec written with the apply is
         // what the record is now. Something written: its Event goes beside the status.
-        let outcome = planned.outcome(plan, phase, message, after.waiting.clone());
+        let mut outcome = planned.outcome(plan, phase, message, after.waiting.clone());
+        outcome.addons = addons.as_ref().map(|a| super::AddonsTally {
+            reason: a.verdict.reason,
+            applied: a.applied,
+            pruned: a.pruned,
+        });
         let evented = outcome.plan.writes_now();
         let (changed, ()) = futures::join!(
             self.write_status(home, &st, out.spec.as_ref().or(prev)),
@@ -1118,6 +1125,7 @@ impl Pass<'_> {
                         message: super::DELETED.into(),
                         staged: Default::default(),
                         paced: None,
+                        addons: None,
                     },
                     true,
                 ))
@@ -1166,6 +1174,7 @@ impl Pass<'_> {
                 message,
                 staged: Default::default(),
                 paced: None,
+                addons: None,
             },
             changed,
         ))

@@ -948,6 +948,8 @@ fn a_cluster_is_ready_only_when_its_add_ons_are() {
     let outcome = |reach: Reach, failure: Option<&str>, health: Vec<(String, Health)>| Outcome {
         verdict: verdict(&reach, failure, &health),
         status: Some(record.clone()),
+        applied: 0,
+        pruned: 0,
     };
     let addons_ready = |s: &ManagedClusterStatus| {
         s.conditions
