@@ -613,7 +613,7 @@ mod tests {
                 (Action::Prune, "Namespace/p".into()),
             ]
         );
-        assert!(compare(&[cm1.clone()], &[cm1.clone()]).is_empty());
+        assert!(compare(std::slice::from_ref(&cm1), std::slice::from_ref(&cm1)).is_empty());
         // Against the record: the inventory's namespace is the server's (`default`).
         let mut applied_cm = ObjectRef::of(&cm1.value);
         applied_cm.hash = content_hash(&cm1);

@@ -36,6 +36,7 @@ use kube::discovery::{ApiResource, Scope};
 use kube::{Client, Config, ResourceExt};
 use serde_json::Value;
 
+use crate::live::watch::OnChange;
 use crate::plan::ObjectRef;
 use crate::plan::addons::{self, Health, Outcome, Reach};
 use crate::status::{AddonsStatus, Recorded};
@@ -51,11 +52,31 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub const ADDON_LABEL: &str = "capstan.dev/addon-of";
 
 /// Connections to workload clusters, by cluster: the kubeconfig Secret's resourceVersion it was
-/// made from, the client, and when it was last used.
+/// made from, the client, when it was last used, and the watch on its add-ons (dropped, and so
+/// stopped, with the connection).
 #[derive(Default)]
 pub struct Connections {
-    open: Mutex<HashMap<String, (String, Client, u64)>>,
+    open: Mutex<HashMap<String, Connection>>,
     uses: std::sync::atomic::AtomicU64,
+}
+
+struct Connection {
+    version: String,
+    client: Client,
+    used: u64,
+    watch: Option<Watching>,
+}
+
+/// A watch on one cluster's add-ons: the kinds it covers, and its task (aborted when dropped).
+struct Watching {
+    kinds: Vec<(String, String)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Connections {
@@ -69,24 +90,42 @@ impl Connections {
         self.len() == 0
     }
 
+    /// How many clusters' add-ons are watched.
+    pub fn watched(&self) -> usize {
+        self.open
+            .lock()
+            .expect("connections")
+            .values()
+            .filter(|c| c.watch.is_some())
+            .count()
+    }
+
     fn get(&self, cluster: &str, version: &str) -> Option<Client> {
         let tick = self.tick();
         let mut open = self.open.lock().expect("connections");
-        let (v, client, used) = open.get_mut(cluster)?;
-        (v == version).then(|| {
-            *used = tick;
-            client.clone()
+        let c = open.get_mut(cluster)?;
+        (c.version == version).then(|| {
+            c.used = tick;
+            c.client.clone()
         })
     }
 
     fn put(&self, cluster: &str, version: &str, client: Client) {
         let tick = self.tick();
         let mut open = self.open.lock().expect("connections");
-        open.insert(cluster.to_string(), (version.to_string(), client, tick));
+        open.insert(
+            cluster.to_string(),
+            Connection {
+                version: version.to_string(),
+                client,
+                used: tick,
+                watch: None,
+            },
+        );
         while open.len() > MAX_CONNECTIONS {
             let oldest = open
                 .iter()
-                .min_by_key(|(_, (_, _, used))| *used)
+                .min_by_key(|(_, c)| c.used)
                 .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => open.remove(&k),
@@ -99,8 +138,74 @@ impl Connections {
         self.open.lock().expect("connections").remove(cluster);
     }
 
+    /// Watches the cluster's add-ons of `kinds` (apiVersion, kind) for changes made inside it,
+    /// calling `on_change` for each (the daemon then reconciles the cluster: drift put back
+    /// without waiting for the next resync). Started only for a cluster with add-ons; a watch
+    /// already running over the same kinds is kept.
+    fn watch(&self, cluster: &str, mut kinds: Vec<(String, String)>, on_change: &OnChange) {
+        kinds.sort();
+        kinds.dedup();
+        let mut open = self.open.lock().expect("connections");
+        let Some(c) = open.get_mut(cluster) else {
+            return;
+        };
+        if c.watch.as_ref().is_some_and(|w| w.kinds == kinds) {
+            return;
+        }
+        let task = tokio::spawn(watch_addons(
+            c.client.clone(),
+            cluster.to_string(),
+            kinds.clone(),
+            on_change.clone(),
+        ));
+        c.watch = Some(Watching { kinds, task });
+    }
+
     fn tick(&self) -> u64 {
         self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The watch of [`Connections::watch`]: one watcher per kind, on the objects labelled as the
+/// cluster's add-ons; every change after the initial listing is reported.
+async fn watch_addons(
+    client: Client,
+    cluster: String,
+    kinds: Vec<(String, String)>,
+    on_change: OnChange,
+) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let selector = format!("{ADDON_LABEL}={cluster}");
+    let mut streams = Vec::new();
+    for (api_version, kind) in &kinds {
+        let mut k = Kinds {
+            client: client.clone(),
+            found: BTreeMap::new(),
+        };
+        let Ok((ar, _)) = k.of(api_version, kind).await else {
+            continue;
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let kind = kind.clone();
+        let stream = watcher::watcher(api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .map(move |e| (kind.clone(), e));
+        streams.push(stream.boxed());
+    }
+    let mut all = futures::stream::select_all(streams);
+    let mut listed: std::collections::BTreeSet<String> = Default::default();
+    while let Some((kind, event)) = all.next().await {
+        match event {
+            Ok(Event::InitDone) => {
+                listed.insert(kind);
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) if listed.contains(&kind) => {
+                on_change(&kind, Some(&cluster));
+            }
+            _ => {}
+        }
     }
 }
 
@@ -227,6 +332,7 @@ async fn reach(mgmt: &Client, conns: &Connections, entry: &ClusterEntry) -> Resu
 
 /// A client from kubeconfig bytes, refused unless it is what Cluster API writes.
 async fn connect(bytes: &[u8]) -> Result<Client, String> {
+    capstan_client::install_crypto_provider();
     let text = std::str::from_utf8(bytes).map_err(|_| "the kubeconfig is not UTF-8".to_string())?;
     let kc = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
     if let Some(why) = refused(&kc) {
@@ -492,6 +598,7 @@ async fn prune(client: &Client, cluster: &str, gone: &[ObjectRef]) -> Option<Str
 pub(super) async fn step(
     mgmt: &Client,
     conns: &Connections,
+    on_change: Option<&OnChange>,
     entry: &ClusterEntry,
     prev: Option<&Recorded>,
     revision: &str,
@@ -512,6 +619,15 @@ pub(super) async fn step(
             });
         }
     };
+    if let Some(on_change) = on_change
+        && !wanted.is_empty()
+    {
+        let kinds = wanted
+            .iter()
+            .map(|a| (a.api_version().to_string(), a.kind().to_string()))
+            .collect();
+        conns.watch(&entry.name, kinds, on_change);
+    }
     let previous = recorded
         .as_ref()
         .map(|r| r.inventory.clone())
@@ -634,9 +750,10 @@ mod tests {
 
     #[test]
     fn the_connection_cache_is_bounded_and_keyed_by_the_secret_version() {
+        capstan_client::install_crypto_provider();
         let conns = Connections::default();
         let client = || {
-            let config = Config::new("https://127.0.0.1:1".parse().unwrap());
+            let config = Config::new("http://127.0.0.1:1".parse().unwrap());
             Client::try_from(config).unwrap()
         };
         let rt = tokio::runtime::Builder::new_current_thread()

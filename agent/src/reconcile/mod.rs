@@ -476,6 +476,8 @@ pub struct Agent {
     admitted: pacing::Admitted,
     /// Connections to workload clusters, for their add-ons.
     connections: addons::Connections,
+    /// What the watches call when something changed under the agent ([`Agent::with_watches`]).
+    on_change: Option<OnChange>,
 }
 
 impl Agent {
@@ -497,12 +499,14 @@ impl Agent {
             fights: Mutex::new(Fights::default()),
             admitted: Default::default(),
             connections: Default::default(),
+            on_change: None,
         })
     }
 
     /// Reads live state from watches kept open across passes instead of listing on every pass;
     /// `on_change` is called when the cluster changes under the agent (drift, health).
     pub fn with_watches(mut self, on_change: OnChange) -> Agent {
+        self.on_change = Some(on_change.clone());
         self.cache = Some(LiveCache::start(self.client.clone(), on_change));
         self
     }

@@ -552,6 +552,7 @@ impl Pass<'_> {
                 super::addons::step(
                     self.client(),
                     &self.agent.connections,
+                    self.agent.on_change.as_ref(),
                     entry,
                     prev,
                     &self.opts.revision,

@@ -9,7 +9,10 @@
 //! Everything is asserted from the API servers with kubectl.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+
 use std::process::Command;
+use tokio::sync::Notify;
 
 use capstan::reconcile::{Options, Outcome, reconcile};
 use capstan_e2e::FleetDir;
@@ -50,6 +53,9 @@ fn exists(kubeconfig: &Path, args: &[&str]) -> bool {
     );
     ok
 }
+
+/// What an agent's watches reported: (kind, cluster) pairs, and a wake-up for each.
+type Heard = (Mutex<Vec<(String, String)>>, Notify);
 
 struct Bed {
     files: FleetDir,
@@ -102,15 +108,19 @@ impl Bed {
         );
     }
 
+    fn opts(&self, revision: &str) -> Options {
+        Options {
+            revision: revision.into(),
+            management: Some(self.mgmt.clone()),
+            ..Default::default()
+        }
+    }
+
     async fn reconcile(&self, revision: &str) -> Outcome {
         let cp = capstan_harness::shared().await;
         let fleet = self.files.fleet();
         assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
-        let opts = Options {
-            revision: revision.into(),
-            management: Some(self.mgmt.clone()),
-            ..Default::default()
-        };
+        let opts = self.opts(revision);
         let client = capstan::install::testing::agent_client(cp).await;
         reconcile(&client, &fleet, &opts).await.unwrap()
     }
@@ -389,7 +399,26 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
     let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
     assert_eq!(cm["data"]["level"], "debug");
 
-    // Drift inside the cluster is put back on the next pass.
+    // Drift inside the cluster: an agent with watches (as the daemon runs it) watches the
+    // cluster's add-ons, hears of the change made inside it, and its next pass puts it back.
+    let heard: Arc<Heard> = Default::default();
+    let ear = heard.clone();
+    let agent =
+        capstan::reconcile::Agent::connect(capstan::install::testing::agent_client(cp).await)
+            .await
+            .unwrap()
+            .with_watches(Arc::new(move |kind: &str, cluster: Option<&str>| {
+                if let Some(cluster) = cluster {
+                    ear.0
+                        .lock()
+                        .unwrap()
+                        .push((kind.to_string(), cluster.to_string()));
+                    ear.1.notify_one();
+                }
+            }));
+    let opts = bed.opts("r2");
+    agent.reconcile(&bed.files.fleet(), &opts).await.unwrap();
+    heard.0.lock().unwrap().clear();
     let (ok, text) = kubectl(
         wk,
         &[
@@ -404,9 +433,23 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
         ],
     );
     assert!(ok, "{text}");
-    bed.reconcile("r2").await;
+    let wanted = ("ConfigMap".to_string(), c.to_string());
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while !heard.0.lock().unwrap().contains(&wanted) {
+            heard.1.notified().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "no change heard from inside the cluster: {:?}",
+            heard.0.lock().unwrap()
+        )
+    });
+    agent.reconcile(&bed.files.fleet(), &opts).await.unwrap();
     let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
     assert_eq!(cm["data"]["level"], "debug");
+    drop(agent);
 
     // What leaves the repository is pruned from the cluster; what stays, stays.
     bed.remove(&format!(
