@@ -57,7 +57,7 @@ pub struct Addon {
     pub value: Value,
     /// Where it was written.
     pub file: PathBuf,
-    /// The line of its document.
+    /// The line of its `metadata.name`.
     pub line: usize,
     /// The shared set it comes from; None: the cluster's own `addons/`.
     pub set: Option<String>,
@@ -189,7 +189,7 @@ pub fn read(tree: &Tree, files: &[PathBuf], set: Option<&str>) -> (Vec<Addon>, V
                 for doc in docs {
                     match check(&doc, file) {
                         Ok(()) => out.push(Addon {
-                            line: doc.start.line,
+                            line: doc.pos("metadata.name").line,
                             value: doc.value,
                             file: file.clone(),
                             set: set.map(str::to_string),
@@ -488,7 +488,7 @@ mod tests {
                 "ValidatingWebhookConfiguration"
             ]
         );
-        assert_eq!(objects[2].line, 5);
+        assert_eq!(objects[2].line, 7);
     }
 
     #[test]
@@ -529,7 +529,7 @@ mod tests {
         assert_eq!(objects.len(), 1);
         assert_eq!(dups.len(), 1);
         assert_eq!(dups[0].file.as_deref(), Some(Path::new("b.yaml")));
-        assert!(dups[0].message.contains("a.yaml:1"), "{}", dups[0].message);
+        assert!(dups[0].message.contains("a.yaml:3"), "{}", dups[0].message);
     }
 
     #[test]

@@ -30,6 +30,7 @@ const W2: &str = "clusters/mgmt/workload-clusters/w2/cluster.yaml";
 const W_EXTRA: &str = "clusters/mgmt/workload-clusters/w/extra.yaml";
 const MGMT2: &str = "clusters/mgmt2/cluster.yaml";
 const FLEET: &str = "clusters/mgmt/fleet.yaml";
+const W_ADDON: &str = "clusters/mgmt/workload-clusters/w/addons/team.yaml";
 
 /// A second management cluster (eksaVersion v0.25.2) for cases that need two.
 const MGMT2_CLUSTER: &str = r#"
@@ -1803,6 +1804,85 @@ corpus! {
         Case::workload()
             .symlink(W_EXTRA, "does-not-exist.yaml")
             .err_file(SymlinkEscapes, W_EXTRA);
+
+    // ─────────── add-ons: the same file rules, and add-ons' own ────────────
+    addon_secret_with_data:
+        Case::workload()
+            .file(W_ADDON, r#"
+            apiVersion: v1
+            kind: Secret
+            metadata: {name: registry, namespace: apps}
+            data:
+              password: aHVudGVyMg==
+        "#)
+            .err_col(SecretWithData, W_ADDON, "data:", 1);
+
+    addon_alias_expansion_bomb:
+        Case::workload()
+            .file(W_ADDON, &alias_bomb(20_000, 50_000))
+            .isolated()
+            .err_line(YamlSyntax, W_ADDON, "b: [");
+
+    addon_symlink_escapes_the_repository:
+        Case::workload()
+            .outside("shared/cm.yaml", r#"
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: notes}
+        "#)
+            .symlink(W_ADDON, "../../../../../../shared/cm.yaml")
+            .err_file(SymlinkEscapes, W_ADDON);
+
+    addon_file_too_large:
+        Case::workload()
+            .big_file(W_ADDON, 1024 * 1024 + 1)
+            .err_file(FileTooLarge, W_ADDON);
+
+    addon_without_a_name:
+        Case::workload()
+            .file(W_ADDON, r#"
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {namespace: apps}
+        "#)
+            .err_line(MissingTypeInfo, W_ADDON, "apiVersion");
+
+    addon_list_kind:
+        Case::workload()
+            .file(W_ADDON, r#"
+            apiVersion: v1
+            kind: List
+            metadata: {name: all}
+            items: []
+        "#)
+            .err(UnsupportedKind, W_ADDON, "kind");
+
+    addon_written_twice:
+        Case::workload()
+            .file(W_ADDON, r#"
+            apiVersion: v1
+            kind: Namespace
+            metadata: {name: apps}
+            ---
+            apiVersion: v1
+            kind: Namespace
+            metadata: {name: apps, labels: {team: x}}
+        "#)
+            .err_line(DuplicateName, W_ADDON, "metadata: {name: apps, labels");
+
+    addon_not_yaml:
+        Case::workload()
+            .bytes("clusters/mgmt/workload-clusters/w/addons/install.sh", b"#!/bin/sh\nkubectl apply -f .\n".to_vec())
+            .err_file(UnexpectedEntry, "clusters/mgmt/workload-clusters/w/addons/install.sh");
+
+    shared_addon_outside_a_set:
+        Case::management()
+            .file("clusters/mgmt/addons/base.yaml", r#"
+            apiVersion: v1
+            kind: Namespace
+            metadata: {name: base}
+        "#)
+            .err_file(UnexpectedEntry, "clusters/mgmt/addons/base.yaml");
 
     // ──────────────── warnings: reported, the cluster still renders ─────────
     warning_deprecated_bundles_ref:

@@ -575,7 +575,7 @@ async fn shared_sets_follow_their_selector_a_broken_add_on_fails_only_its_cluste
         "{message}"
     );
     assert!(
-        message.contains("Deployment/base/bad") && message.contains("bad.yaml:1"),
+        message.contains("Deployment/base/bad") && message.contains("bad.yaml:4"),
         "{message}"
     );
     // wc: refused before anything ran.
