@@ -44,8 +44,12 @@ use crate::status::{AddonsStatus, Recorded};
 /// How long a CRD add-on may take to be established before what uses it is applied.
 const CRD_ESTABLISHED: Duration = Duration::from_secs(30);
 
-/// How many workload clusters' connections are kept at once.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Nodes read a page at a time when looking for a Ready one.
+const NODES_PAGE: u32 = 50;
+
+/// How many workload clusters' connections are kept at once (past it, the least recently used
+/// is dropped and made again when its cluster's next step comes).
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// The label every add-on carries inside its cluster: the cluster it is an add-on of. Prune
 /// deletes only what carries it.
@@ -65,7 +69,12 @@ struct Connection {
     client: Client,
     used: u64,
     watch: Option<Watching>,
+    /// The API resources found for its add-ons' kinds (kept while every step succeeds).
+    kinds: Found,
 }
+
+/// API resources by (apiVersion, kind): the resource, and whether it is namespaced.
+type Found = BTreeMap<(String, String), (ApiResource, bool)>;
 
 /// A watch on one cluster's add-ons: the kinds it covers, and its task (aborted when dropped).
 struct Watching {
@@ -120,6 +129,7 @@ impl Connections {
                 client,
                 used: tick,
                 watch: None,
+                kinds: Found::new(),
             },
         );
         while open.len() > MAX_CONNECTIONS {
@@ -131,6 +141,21 @@ impl Connections {
                 Some(k) => open.remove(&k),
                 None => break,
             };
+        }
+    }
+
+    /// The kinds found by the cluster's last successful step.
+    fn kinds(&self, cluster: &str) -> Found {
+        let open = self.open.lock().expect("connections");
+        open.get(cluster)
+            .map(|c| c.kinds.clone())
+            .unwrap_or_default()
+    }
+
+    /// Keeps the kinds a successful step found (a failed step keeps none: a kind may be gone).
+    fn keep_kinds(&self, cluster: &str, kinds: Found) {
+        if let Some(c) = self.open.lock().expect("connections").get_mut(cluster) {
+            c.kinds = kinds;
         }
     }
 
@@ -308,26 +333,34 @@ async fn reach(mgmt: &Client, conns: &Connections, entry: &ClusterEntry) -> Resu
             client
         }
     };
-    // `/api`, not `/version`: CAPD's in-memory backend serves discovery but no version.
-    if let Err(e) = client.list_core_api_versions().await {
-        conns.forget(&entry.name);
-        return Err(Reach::Unreachable(e.to_string()));
-    }
+    // The nodes, a page at a time until a Ready one: the API server answering and a node Ready
+    // in one request on a cluster that is up.
     let nodes: Api<Node> = Api::all(client.clone());
-    let listed = nodes
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Reach::Unreachable(format!("listing nodes: {e}")))?;
-    let ready = listed.items.iter().any(|n| {
-        n.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    });
-    if !ready {
-        return Err(Reach::NoReadyNode(listed.items.len()));
+    let mut seen = 0;
+    let mut page = ListParams::default().limit(NODES_PAGE);
+    loop {
+        let listed = match nodes.list(&page).await {
+            Ok(l) => l,
+            Err(e) => {
+                conns.forget(&entry.name);
+                return Err(Reach::Unreachable(e.to_string()));
+            }
+        };
+        seen += listed.items.len();
+        let ready = listed.items.iter().any(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        if ready {
+            return Ok(client);
+        }
+        match listed.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => page = page.continue_token(&next),
+            None => return Err(Reach::NoReadyNode(seen)),
+        }
     }
-    Ok(client)
 }
 
 /// A client from kubeconfig bytes, refused unless it is what Cluster API writes.
@@ -346,10 +379,10 @@ async fn connect(bytes: &[u8]) -> Result<Client, String> {
     Client::try_from(config).map_err(|e| e.to_string())
 }
 
-/// The API resources of the kinds written, found once per step.
+/// The API resources of the kinds written: found once per connection while its steps succeed.
 struct Kinds {
     client: Client,
-    found: BTreeMap<(String, String), (ApiResource, bool)>,
+    found: Found,
 }
 
 impl Kinds {
@@ -461,14 +494,12 @@ impl Writer {
 /// Applies `addons` (in order) with the server's dry run first for all but the foundation; the
 /// references applied, each with its health, or the first refusal.
 async fn apply_all(
-    client: &Client,
+    kinds: &mut Kinds,
     cluster: &str,
     addons: &[Addon],
+    dry_run: bool,
 ) -> Result<Vec<(ObjectRef, Health)>, (String, Vec<(ObjectRef, Health)>)> {
-    let mut kinds = Kinds {
-        client: client.clone(),
-        found: BTreeMap::new(),
-    };
+    let client = kinds.client.clone();
     let mut w = Writer::default();
     let mut done = Vec::new();
     let (foundation, rest): (Vec<&Addon>, Vec<&Addon>) = addons.iter().partition(|a| {
@@ -532,7 +563,7 @@ async fn apply_all(
         .force()
         .dry_run();
     // A server that takes no apply cannot dry-run one either.
-    for (a, (api, ns)) in rest.iter().zip(&apis).filter(|_| !w.merge_only) {
+    for (a, (api, ns)) in rest.iter().zip(&apis).filter(|_| dry_run && !w.merge_only) {
         if let Err(e) = api
             .patch(a.name(), &dry, &Patch::Apply(desired(a, cluster, ns)))
             .await
@@ -562,11 +593,8 @@ async fn apply_all(
 }
 
 /// Deletes what left the set, if it is still this cluster's add-on; the first failure.
-async fn prune(client: &Client, cluster: &str, gone: &[ObjectRef]) -> Option<String> {
-    let mut kinds = Kinds {
-        client: client.clone(),
-        found: BTreeMap::new(),
-    };
+async fn prune(kinds: &mut Kinds, cluster: &str, gone: &[ObjectRef]) -> Option<String> {
+    let client = kinds.client.clone();
     for r in gone {
         let (ar, namespaced) = match kinds.of(&r.api_version, &r.kind).await {
             Ok(x) => x,
@@ -632,7 +660,15 @@ pub(super) async fn step(
         .as_ref()
         .map(|r| r.inventory.clone())
         .unwrap_or_default();
-    let (failure, applied) = match apply_all(&client, &entry.name, wanted).await {
+    // The set applied in full before, unchanged since: no dry run (it is what the server took).
+    let unchanged = recorded
+        .as_ref()
+        .is_some_and(|r| !r.hash.is_empty() && r.hash == set_hash(wanted));
+    let mut kinds = Kinds {
+        client: client.clone(),
+        found: conns.kinds(&entry.name),
+    };
+    let (failure, applied) = match apply_all(&mut kinds, &entry.name, wanted, !unchanged).await {
         Ok(done) => (None, done),
         Err((f, done)) => (Some(f), done),
     };
@@ -641,8 +677,16 @@ pub(super) async fn step(
     let gone = addons::prunes(&previous, &refs);
     let (failure, pruned) = match failure {
         Some(f) => (Some(f), 0),
-        None => (prune(&client, &entry.name, &gone).await, gone.len()),
+        None => (prune(&mut kinds, &entry.name, &gone).await, gone.len()),
     };
+    conns.keep_kinds(
+        &entry.name,
+        if failure.is_none() {
+            kinds.found
+        } else {
+            Found::new()
+        },
+    );
     let inventory = match &failure {
         // What was applied joins what was recorded: nothing applied is ever forgotten.
         Some(_) => {

@@ -561,6 +561,10 @@ impl Pass<'_> {
             }
             _ => None,
         };
+        if addons.is_some() {
+            // The kubeconfig Secret's read (the workload cluster's requests are its own).
+            self.read();
+        }
         let st = decide::settle(&decide::Settled {
             revision: &self.opts.revision,
             fingerprint: &planned.fingerprint,
