@@ -174,3 +174,50 @@ fn errors_exit_1_with_file_and_line() {
     assert_eq!(code, 1);
     assert!(err.contains("no-such-branch"), "{err}");
 }
+
+/// Add-ons are part of the change: a new one, a changed one with its diff, in the text and the
+/// markdown of a pull request's comment, marked as applied inside the workload cluster.
+#[test]
+fn add_on_changes_are_shown_per_cluster_as_inside_the_workload_cluster() {
+    let r = repo();
+    let addon = |level: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team\ndata:\n  level: {level}\n"
+        )
+    };
+    let file = r
+        .path()
+        .join("clusters/mgmt/workload-clusters/dev/addons/team.yaml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, addon("info")).unwrap();
+    git(r.path(), &["checkout", "-qb", "addons"]);
+    git(r.path(), &["add", "-A"]);
+    git(r.path(), &["commit", "-qm", "dev add-ons"]);
+    let (code, out, _) = diff(r.path(), &["--base", "main", "--head", "HEAD"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("cluster dev: 2 create"), "{out}");
+    for line in [
+        "create    Namespace/team (add-on, inside the workload cluster)",
+        "create    ConfigMap/team/settings (add-on, inside the workload cluster)",
+    ] {
+        assert!(out.contains(line), "{line:?} not in\n{out}");
+    }
+    assert!(!out.contains("cluster prod"), "{out}");
+    // Changed since: an update with its diff, against the commit before.
+    std::fs::write(&file, addon("debug")).unwrap();
+    let (code, out, _) = diff(r.path(), &["--base", "HEAD"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("update    ConfigMap/team/settings (add-on, inside the workload cluster)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("+  level: debug") && out.contains("-  level: info"),
+        "{out}"
+    );
+    let (_, md, _) = diff(r.path(), &["--base", "HEAD", "-o", "markdown"]);
+    assert!(
+        md.contains("| update | `ConfigMap/team/settings` (add-on, inside the workload cluster) |"),
+        "{md}"
+    );
+}
