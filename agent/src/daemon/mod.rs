@@ -170,11 +170,15 @@ pub async fn run_with(
     let mut services = Services::start(&cfg, &metrics, &tx, &ready, &stop_rx).await?;
     let agent = {
         let tx = tx.clone();
-        Agent::connect(client.clone()).await?.with_watches(Arc::new(
+        let agent = Agent::connect(client.clone()).await?.with_watches(Arc::new(
             move |_kind: &str, cluster: Option<&str>| {
                 tx.fire(Trigger::ClusterChange(cluster.map(str::to_string)))
             },
-        ))
+        ));
+        match &cfg.leader {
+            Some(_) => agent.with_fence(fence.clone()),
+            None => agent,
+        }
     };
     let agent = Arc::new(agent);
     services.serve_dashboard(&cfg, &agent, &stop_rx).await?;

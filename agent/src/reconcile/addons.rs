@@ -36,6 +36,7 @@ use kube::discovery::{ApiResource, Scope};
 use kube::{Client, Config, ResourceExt};
 use serde_json::Value;
 
+use crate::k8s::fence::Fence;
 use crate::live::watch::OnChange;
 use crate::plan::ObjectRef;
 use crate::plan::addons::{self, Health, Outcome, Reach};
@@ -290,7 +291,12 @@ fn capi_namespace(entry: &ClusterEntry) -> Option<String> {
 }
 
 /// Reaches the cluster: a client, or how far it is from one.
-async fn reach(mgmt: &Client, conns: &Connections, entry: &ClusterEntry) -> Result<Client, Reach> {
+async fn reach(
+    mgmt: &Client,
+    conns: &Connections,
+    fence: Option<&Fence>,
+    entry: &ClusterEntry,
+) -> Result<Client, Reach> {
     let ns = capi_namespace(entry).unwrap_or_else(|| "default".into());
     let secrets: Api<Secret> = Api::namespaced(mgmt.clone(), &ns);
     let name = format!("{}-kubeconfig", entry.name);
@@ -329,6 +335,11 @@ async fn reach(mgmt: &Client, conns: &Connections, entry: &ClusterEntry) -> Resu
             let client = connect(&bytes)
                 .await
                 .map_err(|e| Reach::Refused(format!("Secret/{ns}/{name}: {e}")))?;
+            // The leader's fence: a replica that may no longer lead writes into no cluster.
+            let client = match fence {
+                Some(f) => f.guard(&client),
+                None => client,
+            };
             conns.put(&entry.name, &version, client.clone());
             client
         }
@@ -627,6 +638,7 @@ pub(super) async fn step(
     mgmt: &Client,
     conns: &Connections,
     on_change: Option<&OnChange>,
+    fence: Option<&Fence>,
     entry: &ClusterEntry,
     prev: Option<&Recorded>,
     revision: &str,
@@ -636,7 +648,7 @@ pub(super) async fn step(
     if wanted.is_empty() && recorded.as_ref().is_none_or(|r| r.inventory.is_empty()) {
         return None;
     }
-    let client = match reach(mgmt, conns, entry).await {
+    let client = match reach(mgmt, conns, fence, entry).await {
         Ok(c) => c,
         Err(reach) => {
             return Some(Outcome {

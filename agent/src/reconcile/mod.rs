@@ -478,6 +478,9 @@ pub struct Agent {
     connections: addons::Connections,
     /// What the watches call when something changed under the agent ([`Agent::with_watches`]).
     on_change: Option<OnChange>,
+    /// The leader's write fence, also in front of every workload cluster's client
+    /// ([`Agent::with_fence`]).
+    fence: Option<crate::k8s::fence::Fence>,
 }
 
 impl Agent {
@@ -500,7 +503,16 @@ impl Agent {
             admitted: Default::default(),
             connections: Default::default(),
             on_change: None,
+            fence: None,
         })
+    }
+
+    /// Puts the leader's write fence in front of the clients of workload clusters (their
+    /// add-ons), as it is in front of the management cluster's: a replica that may no longer
+    /// lead writes into no cluster.
+    pub fn with_fence(mut self, fence: crate::k8s::fence::Fence) -> Agent {
+        self.fence = Some(fence);
+        self
     }
 
     /// Reads live state from watches kept open across passes instead of listing on every pass;

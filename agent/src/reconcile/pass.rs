@@ -553,6 +553,7 @@ impl Pass<'_> {
                     self.client(),
                     &self.agent.connections,
                     self.agent.on_change.as_ref(),
+                    self.agent.fence.as_ref(),
                     entry,
                     prev,
                     &self.opts.revision,

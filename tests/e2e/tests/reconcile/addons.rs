@@ -588,3 +588,44 @@ async fn shared_sets_follow_their_selector_a_broken_add_on_fails_only_its_cluste
     assert!(message.contains("exec plugin"), "{message}");
     assert!(!marker.exists(), "the exec plugin ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_leader_fence_is_shut_writes_nothing_into_a_workload_cluster() {
+    let cp = capstan_harness::shared().await;
+    let w = workload_server().await;
+    let bed = Bed::new("fenced", &["w-fenced"]);
+    let c = "w-fenced";
+    bed.addon(
+        c,
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: fenced\n",
+    );
+    bed.reconcile("r1").await;
+    ready_node(&w).await;
+    bed.kubeconfig_secret(c, w.kubeconfig_yaml()).await;
+    // A replica past its renew deadline (its fence shut, as the election leaves it): the
+    // workload cluster's client is behind the same fence as the management cluster's.
+    let agent =
+        capstan::reconcile::Agent::connect(capstan::install::testing::agent_client(cp).await)
+            .await
+            .unwrap()
+            .with_fence(capstan::k8s::fence::Fence::shut());
+    agent
+        .reconcile(&bed.files.fleet(), &bed.opts("r1"))
+        .await
+        .unwrap();
+    let (status, reason, message) = bed.addons_ready(c);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AddonsFailed"),
+        "{message}"
+    );
+    assert!(message.contains("leader Lease"), "{message}");
+    assert!(!exists(
+        w.kubeconfig_path(),
+        &["get", "namespace", "fenced"]
+    ));
+    // The leader (no fence shut) applies it.
+    bed.reconcile("r1").await;
+    assert!(exists(w.kubeconfig_path(), &["get", "namespace", "fenced"]));
+}
