@@ -52,9 +52,9 @@ use capstan_layout::Tree;
 use capstan_layout::scaffold::{self, ClusterRequest};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -179,41 +179,6 @@ fn load(tree: &Tree) -> capstan_layout::Fleet {
     let fleet = capstan_layout::load(tree);
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
     fleet
-}
-
-/// Plays the kubelet's part: a Node that reports Ready.
-async fn ready_node(w: &ControlPlane) {
-    let nodes: Api<Node> = Api::all(w.client());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-1"}})).unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
-        .patch_status(
-            "node-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}})),
-        )
-        .await
-        .unwrap();
-}
-
-/// Plays Cluster API's part: the cluster's kubeconfig Secret, as its cluster controller writes it.
-async fn kubeconfig_secret(mgmt: &Client, cluster: &str, ns: &str, kubeconfig: &str) {
-    let secrets: Api<Secret> = Api::namespaced(mgmt.clone(), ns);
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": ns,
-                     "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-        "type": "cluster.x-k8s.io/secret",
-        "stringData": {"value": kubeconfig},
-    });
-    secrets
-        .patch(
-            &format!("{cluster}-kubeconfig"),
-            &PatchParams::apply("cluster-api-stand-in").force(),
-            &Patch::Apply(secret),
-        )
-        .await
-        .unwrap();
 }
 
 /// Plays the Deployment controller's part: the cluster's add-on Deployment reported rolled out.
@@ -539,7 +504,9 @@ async fn main() {
     .map(|r| r.expect("a workload API server"))
     .collect();
     for w in &servers {
-        ready_node(w).await;
+        capstan_harness::workload::ready_node(&w.client(), "node-1")
+            .await
+            .unwrap();
     }
     let admin = cp.client();
     let client = capstan::install::testing::agent_client(&cp).await;
@@ -587,7 +554,14 @@ async fn main() {
             let kubeconfig = bed.servers[i % s].kubeconfig_yaml().to_string();
             let admin = bed.admin.clone();
             async move {
-                kubeconfig_secret(&admin, &name, &format!("team-{}", i % 20), &kubeconfig).await
+                capstan_harness::workload::kubeconfig_secret(
+                    &admin,
+                    &format!("team-{}", i % 20),
+                    &name,
+                    &kubeconfig,
+                )
+                .await
+                .unwrap()
             }
         })
         .buffer_unordered(16)

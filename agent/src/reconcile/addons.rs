@@ -502,6 +502,29 @@ impl Writer {
     }
 }
 
+/// What the applies so far did: each add-on's reference and health.
+type Done = Vec<(ObjectRef, Health)>;
+
+/// Add-ons to read again once all is applied: their place in [`Done`], their API and name.
+type Again = Vec<(usize, Api<DynamicObject>, String)>;
+
+/// Records an applied add-on from the server's answer `o`; one not current yet is read again
+/// once all is applied (a CRD is established, a Namespace active, a moment after its apply).
+fn record(
+    done: &mut Done,
+    again: &mut Again,
+    api: &Api<DynamicObject>,
+    a: &Addon,
+    o: &DynamicObject,
+) {
+    let v = serde_json::to_value(o).unwrap_or_default();
+    let h = addons::health(&v);
+    if h != Health::Current {
+        again.push((done.len(), api.clone(), a.name().to_string()));
+    }
+    done.push((reference(&v, a), h));
+}
+
 /// Applies `addons` (in order) with the server's dry run first for all but the foundation; the
 /// references applied, each with its health, or the first refusal.
 async fn apply_all(
@@ -509,33 +532,24 @@ async fn apply_all(
     cluster: &str,
     addons: &[Addon],
     dry_run: bool,
-) -> Result<Vec<(ObjectRef, Health)>, (String, Vec<(ObjectRef, Health)>)> {
+) -> Result<Done, (String, Done)> {
     let client = kinds.client.clone();
     let mut w = Writer::default();
     let mut done = Vec::new();
     let (foundation, rest): (Vec<&Addon>, Vec<&Addon>) = addons.iter().partition(|a| {
         capstan_layout::addons::is_foundation(identity::group(a.api_version()), a.kind())
     });
-    let fail = |a: &Addon, e: String, done: Vec<(ObjectRef, Health)>| {
+    let fail = |a: &Addon, e: String, done: Done| {
         Err((format!("{} ({}): {e}", a.subject(), a.place()), done))
     };
-    // Objects whose apply answer was not current yet, read again once all is applied (a CRD
-    // is established, a Namespace active, a moment after its apply).
-    let mut again: Vec<(usize, Api<DynamicObject>, String)> = Vec::new();
+    let mut again = Again::new();
     for a in foundation {
         let (api, ns) = match kinds.api(a).await {
             Ok(x) => x,
             Err(e) => return fail(a, e, done),
         };
         match w.write(&api, a, &desired(a, cluster, &ns)).await {
-            Ok(o) => {
-                let v = serde_json::to_value(&o).unwrap_or_default();
-                let h = addons::health(&v);
-                if h != Health::Current {
-                    again.push((done.len(), api.clone(), a.name().to_string()));
-                }
-                done.push((reference(&v, a), h));
-            }
+            Ok(o) => record(&mut done, &mut again, &api, a, &o),
             Err(e) => return fail(a, e.to_string(), done),
         }
     }
@@ -584,14 +598,7 @@ async fn apply_all(
     }
     for (a, (api, ns)) in rest.iter().zip(&apis) {
         match w.write(api, a, &desired(a, cluster, ns)).await {
-            Ok(o) => {
-                let v = serde_json::to_value(&o).unwrap_or_default();
-                let h = addons::health(&v);
-                if h != Health::Current {
-                    again.push((done.len(), api.clone(), a.name().to_string()));
-                }
-                done.push((reference(&v, a), h));
-            }
+            Ok(o) => record(&mut done, &mut again, api, a, &o),
             Err(e) => return fail(a, e.to_string(), done),
         }
     }

@@ -54,6 +54,7 @@ pub mod process;
 pub mod service_account;
 pub mod shared;
 pub mod versions;
+pub mod workload;
 
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{

@@ -18,8 +18,7 @@ use capstan::reconcile::{Options, Outcome, reconcile};
 use capstan_e2e::FleetDir;
 use capstan_harness::{ControlPlane, StartOptions};
 use capstan_layout::scaffold::ClusterRequest;
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
@@ -160,24 +159,11 @@ impl Bed {
         (s("status"), s("reason"), s("message"))
     }
 
-    /// Plays Cluster API's part: the workload cluster's kubeconfig Secret, as its cluster
-    /// controller writes it.
+    /// Plays Cluster API's part: the workload cluster's kubeconfig Secret
+    /// ([`capstan_harness::workload::kubeconfig_secret`]).
     async fn kubeconfig_secret(&self, cluster: &str, kubeconfig: &str) {
         let cp = capstan_harness::shared().await;
-        let secrets: Api<Secret> = Api::namespaced(cp.client(), &self.ns);
-        let secret = json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": self.ns,
-                         "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-            "type": "cluster.x-k8s.io/secret",
-            "stringData": {"value": kubeconfig},
-        });
-        secrets
-            .patch(
-                &format!("{cluster}-kubeconfig"),
-                &PatchParams::apply("cluster-api-stand-in").force(),
-                &Patch::Apply(secret),
-            )
+        capstan_harness::workload::kubeconfig_secret(&cp.client(), &self.ns, cluster, kubeconfig)
             .await
             .unwrap();
     }
@@ -192,17 +178,9 @@ async fn workload_server() -> ControlPlane {
     .expect("a workload cluster's API server")
 }
 
-/// Plays the kubelet's part: a Node that reports Ready (the kubelet does once the CNI is up).
+/// Plays the kubelet's part ([`capstan_harness::workload::ready_node`]).
 async fn ready_node(w: &ControlPlane) {
-    let nodes: Api<Node> = Api::all(w.client());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-1"}})).unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
-        .patch_status(
-            "node-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}})),
-        )
+    capstan_harness::workload::ready_node(&w.client(), "node-1")
         .await
         .unwrap();
 }
