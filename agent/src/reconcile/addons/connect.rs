@@ -1,24 +1,16 @@
-//! A workload cluster's add-ons applied inside it ([`capstan_layout::addons`]): reached through
-//! the kubeconfig Secret Cluster API writes for it (`<cluster>-kubeconfig`, key `value`), never
-//! through the management cluster's client, so nothing of an add-on can land on the management
-//! cluster.
-//!
-//! One step of a workload cluster's pass, after its own objects are out: reach the cluster
-//! (its kubeconfig, its API server answering, a Ready node), apply the CRDs and Namespaces,
-//! server-side dry-run the rest (a refusal applies nothing more and fails the add-ons only), apply
-//! it in order, prune what left the repository, and read each add-on's health from the apply's
-//! answer. Every pass applies the whole set again: server-side apply of unchanged content writes
-//! nothing, and a field someone changed inside the cluster is put back (drift).
+//! Reaching a workload cluster: its kubeconfig from the Secret Cluster API writes for it, used
+//! only as Cluster API writes it; the connections kept per cluster, bounded; the watch on a
+//! cluster's add-ons; the API resources of their kinds.
 //!
 //! The kubeconfig is input the agent does not control (a Secret in the cluster's namespace), so
-//! it is used only as Cluster API writes it: inline certificates and keys or a token. An exec
-//! plugin, an auth provider, or any file path (a token file, a client key, a CA) is refused
-//! before anything is tried: otherwise a Secret could make the agent run a command or send its
-//! own service-account token.
+//! it is used only as Cluster API writes it: inline certificates and keys or a token, an
+//! `https://` server. An exec plugin, an auth provider, any file path (a token file, a client
+//! key, a CA), a proxy or impersonation is refused before anything is tried: otherwise a Secret
+//! could make the agent run a command or send its own service-account token.
 //!
 //! Connections are cached per cluster, keyed by the Secret's resourceVersion (a rotated
 //! kubeconfig is a new connection), at most [`MAX_CONNECTIONS`] at once (the least recently
-//! used one is dropped).
+//! used one is dropped, with its watch).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -28,22 +20,17 @@ use capstan_layout::ClusterEntry;
 use capstan_layout::addons::Addon;
 use capstan_templates::identity;
 use k8s_openapi::api::core::v1::{Node, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, Config};
 use serde_json::Value;
 
+use super::ADDON_LABEL;
 use crate::k8s::fence::Fence;
 use crate::live::watch::OnChange;
-use crate::plan::ObjectRef;
-use crate::plan::addons::{self, Health, Outcome, Reach};
-use crate::status::{AddonsStatus, Recorded};
-
-/// How long a CRD add-on may take to be established before what uses it is applied.
-const CRD_ESTABLISHED: Duration = Duration::from_secs(30);
+use crate::plan::addons::Reach;
 
 /// Nodes read a page at a time when looking for a Ready one.
 const NODES_PAGE: u32 = 50;
@@ -51,10 +38,6 @@ const NODES_PAGE: u32 = 50;
 /// How many workload clusters' connections are kept at once (past it, the least recently used
 /// is dropped and made again when its cluster's next step comes).
 pub const MAX_CONNECTIONS: usize = 256;
-
-/// The label every add-on carries inside its cluster: the cluster it is an add-on of. Prune
-/// deletes only what carries it.
-pub const ADDON_LABEL: &str = "capstan.dev/addon-of";
 
 /// Connections to workload clusters, by cluster: the kubeconfig Secret's resourceVersion it was
 /// made from, the client, when it was last used, and the watch on its add-ons (dropped, and so
@@ -75,7 +58,7 @@ struct Connection {
 }
 
 /// API resources by (apiVersion, kind): the resource, and whether it is namespaced.
-type Found = BTreeMap<(String, String), (ApiResource, bool)>;
+pub(super) type Found = BTreeMap<(String, String), (ApiResource, bool)>;
 
 /// A watch on one cluster's add-ons: the kinds it covers, and its task (aborted when dropped).
 struct Watching {
@@ -146,7 +129,7 @@ impl Connections {
     }
 
     /// The kinds found by the cluster's last successful step.
-    fn kinds(&self, cluster: &str) -> Found {
+    pub(super) fn kinds(&self, cluster: &str) -> Found {
         let open = self.open.lock().expect("connections");
         open.get(cluster)
             .map(|c| c.kinds.clone())
@@ -154,7 +137,7 @@ impl Connections {
     }
 
     /// Keeps the kinds a successful step found (a failed step keeps none: a kind may be gone).
-    fn keep_kinds(&self, cluster: &str, kinds: Found) {
+    pub(super) fn keep_kinds(&self, cluster: &str, kinds: Found) {
         if let Some(c) = self.open.lock().expect("connections").get_mut(cluster) {
             c.kinds = kinds;
         }
@@ -168,7 +151,12 @@ impl Connections {
     /// calling `on_change` for each (the daemon then reconciles the cluster: drift put back
     /// without waiting for the next resync). Started only for a cluster with add-ons; a watch
     /// already running over the same kinds is kept.
-    fn watch(&self, cluster: &str, mut kinds: Vec<(String, String)>, on_change: &OnChange) {
+    pub(super) fn watch(
+        &self,
+        cluster: &str,
+        mut kinds: Vec<(String, String)>,
+        on_change: &OnChange,
+    ) {
         kinds.sort();
         kinds.dedup();
         let mut open = self.open.lock().expect("connections");
@@ -291,7 +279,7 @@ fn capi_namespace(entry: &ClusterEntry) -> Option<String> {
 }
 
 /// Reaches the cluster: a client, or how far it is from one.
-async fn reach(
+pub(super) async fn reach(
     mgmt: &Client,
     conns: &Connections,
     fence: Option<&Fence>,
@@ -391,13 +379,17 @@ async fn connect(bytes: &[u8]) -> Result<Client, String> {
 }
 
 /// The API resources of the kinds written: found once per connection while its steps succeed.
-struct Kinds {
-    client: Client,
-    found: Found,
+pub(super) struct Kinds {
+    pub(super) client: Client,
+    pub(super) found: Found,
 }
 
 impl Kinds {
-    async fn of(&mut self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
+    pub(super) async fn of(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, bool), String> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(f) = self.found.get(&key) {
             return Ok(f.clone());
@@ -415,7 +407,7 @@ impl Kinds {
         Ok(f)
     }
 
-    async fn api(&mut self, a: &Addon) -> Result<(Api<DynamicObject>, String), String> {
+    pub(super) async fn api(&mut self, a: &Addon) -> Result<(Api<DynamicObject>, String), String> {
         let (ar, namespaced) = self.of(a.api_version(), a.kind()).await?;
         if namespaced {
             let ns = match a.namespace() {
@@ -430,323 +422,6 @@ impl Kinds {
             Ok((Api::all_with(self.client.clone(), &ar), String::new()))
         }
     }
-}
-
-/// The object as applied: the add-on label set, the namespace `kinds` resolved.
-fn desired(a: &Addon, cluster: &str, namespace: &str) -> Value {
-    let mut v = a.value.clone();
-    if !namespace.is_empty() {
-        v["metadata"]["namespace"] = Value::String(namespace.to_string());
-    }
-    let labels = &mut v["metadata"]["labels"];
-    if !labels.is_object() {
-        *labels = Value::Object(Default::default());
-    }
-    labels[ADDON_LABEL] = Value::String(cluster.to_string());
-    v
-}
-
-/// The reference an inventory keeps of an applied add-on (`v`, the server's answer): its
-/// identity there, and the hash of `a` as written (what `capstan plan` compares).
-fn reference(v: &Value, a: &Addon) -> ObjectRef {
-    ObjectRef {
-        hash: addons::content_hash(a),
-        ..ObjectRef::of(v)
-    }
-}
-
-/// How add-ons are written: server-side apply, or — on an API server that refuses apply's
-/// content type (415: CAPD's in-memory backend, which serves only what Cluster API needs) —
-/// created when absent and merge-patched when present. That fallback puts back drift in the
-/// fields capstan writes, but has no field ownership: a field removed from the repository stays
-/// in the cluster until the object is replaced.
-#[derive(Default)]
-struct Writer {
-    merge_only: bool,
-}
-
-impl Writer {
-    async fn write(
-        &mut self,
-        api: &Api<DynamicObject>,
-        a: &Addon,
-        obj: &Value,
-    ) -> Result<DynamicObject, kube::Error> {
-        if !self.merge_only {
-            let pp = PatchParams::apply(identity::FIELD_MANAGER).force();
-            match api.patch(a.name(), &pp, &Patch::Apply(obj)).await {
-                // 415, or a body that is no Kubernetes Status (go-restful's own 415 answer,
-                // which kube reads as code 0).
-                Err(kube::Error::Api(s)) if s.code == 415 || s.code == 0 => self.merge_only = true,
-                other => return other,
-            }
-        }
-        let pp = PatchParams {
-            field_manager: Some(identity::FIELD_MANAGER.to_string()),
-            ..Default::default()
-        };
-        // Merge-patched when it exists, else created (such a server's answers to a read of a
-        // missing object are not always a Status kube can read, so no read decides it).
-        match api.patch(a.name(), &pp, &Patch::Merge(obj)).await {
-            Ok(o) => Ok(o),
-            Err(_) => {
-                let o: DynamicObject =
-                    serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)?;
-                let post = kube::api::PostParams {
-                    field_manager: Some(identity::FIELD_MANAGER.to_string()),
-                    ..Default::default()
-                };
-                api.create(&post, &o).await
-            }
-        }
-    }
-}
-
-/// What the applies so far did: each add-on's reference and health.
-type Done = Vec<(ObjectRef, Health)>;
-
-/// Add-ons to read again once all is applied: their place in [`Done`], their API and name.
-type Again = Vec<(usize, Api<DynamicObject>, String)>;
-
-/// Records an applied add-on from the server's answer `o`; one not current yet is read again
-/// once all is applied (a CRD is established, a Namespace active, a moment after its apply).
-fn record(
-    done: &mut Done,
-    again: &mut Again,
-    api: &Api<DynamicObject>,
-    a: &Addon,
-    o: &DynamicObject,
-) {
-    let v = serde_json::to_value(o).unwrap_or_default();
-    let h = addons::health(&v);
-    if h != Health::Current {
-        again.push((done.len(), api.clone(), a.name().to_string()));
-    }
-    done.push((reference(&v, a), h));
-}
-
-/// Applies `addons` (in order) with the server's dry run first for all but the foundation; the
-/// references applied, each with its health, or the first refusal.
-async fn apply_all(
-    kinds: &mut Kinds,
-    cluster: &str,
-    addons: &[Addon],
-    dry_run: bool,
-) -> Result<Done, (String, Done)> {
-    let client = kinds.client.clone();
-    let mut w = Writer::default();
-    let mut done = Vec::new();
-    let (foundation, rest): (Vec<&Addon>, Vec<&Addon>) = addons.iter().partition(|a| {
-        capstan_layout::addons::is_foundation(identity::group(a.api_version()), a.kind())
-    });
-    let fail = |a: &Addon, e: String, done: Done| {
-        Err((format!("{} ({}): {e}", a.subject(), a.place()), done))
-    };
-    let mut again = Again::new();
-    for a in foundation {
-        let (api, ns) = match kinds.api(a).await {
-            Ok(x) => x,
-            Err(e) => return fail(a, e, done),
-        };
-        match w.write(&api, a, &desired(a, cluster, &ns)).await {
-            Ok(o) => record(&mut done, &mut again, &api, a, &o),
-            Err(e) => return fail(a, e.to_string(), done),
-        }
-    }
-    // The kinds the CRDs add are served once they are established: waited for (bounded),
-    // then discovered with the rest.
-    for a in addons
-        .iter()
-        .filter(|a| a.kind() == "CustomResourceDefinition")
-    {
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let established = kube::runtime::wait::await_condition(
-            crds,
-            a.name(),
-            kube::runtime::wait::conditions::is_crd_established(),
-        );
-        match tokio::time::timeout(CRD_ESTABLISHED, established).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return fail(a, e.to_string(), done),
-            Err(_) => {
-                return fail(
-                    a,
-                    format!("not established within {}s", CRD_ESTABLISHED.as_secs()),
-                    done,
-                );
-            }
-        }
-    }
-    let mut apis = Vec::new();
-    for a in &rest {
-        match kinds.api(a).await {
-            Ok((api, ns)) => apis.push((api, ns)),
-            Err(e) => return fail(a, e, done),
-        }
-    }
-    let dry = PatchParams::apply(identity::FIELD_MANAGER)
-        .force()
-        .dry_run();
-    // A server that takes no apply cannot dry-run one either.
-    for (a, (api, ns)) in rest.iter().zip(&apis).filter(|_| dry_run && !w.merge_only) {
-        if let Err(e) = api
-            .patch(a.name(), &dry, &Patch::Apply(desired(a, cluster, ns)))
-            .await
-        {
-            return fail(a, format!("refused by the cluster's API server: {e}"), done);
-        }
-    }
-    for (a, (api, ns)) in rest.iter().zip(&apis) {
-        match w.write(api, a, &desired(a, cluster, ns)).await {
-            Ok(o) => record(&mut done, &mut again, api, a, &o),
-            Err(e) => return fail(a, e.to_string(), done),
-        }
-    }
-    for (i, api, name) in again {
-        if let Ok(o) = api.get(&name).await {
-            done[i].1 = addons::health(&serde_json::to_value(&o).unwrap_or_default());
-        }
-    }
-    Ok(done)
-}
-
-/// Deletes what left the set, if it is still this cluster's add-on; the first failure.
-async fn prune(kinds: &mut Kinds, cluster: &str, gone: &[ObjectRef]) -> Option<String> {
-    let client = kinds.client.clone();
-    for r in gone {
-        let (ar, namespaced) = match kinds.of(&r.api_version, &r.kind).await {
-            Ok(x) => x,
-            // Its kind is gone (a CRD pruned before): so is the object.
-            Err(_) => continue,
-        };
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(client.clone(), &r.namespace, &ar)
-        } else {
-            Api::all_with(client.clone(), &ar)
-        };
-        match api.get_opt(&r.name).await {
-            Ok(Some(o)) if o.labels().get(ADDON_LABEL).map(String::as_str) == Some(cluster) => {
-                let dp = DeleteParams::background();
-                if let Err(e) = api.delete(&r.name, &dp).await
-                    && !matches!(&e, kube::Error::Api(s) if s.code == 404)
-                {
-                    return Some(format!("pruning {}: {e}", r.subject()));
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return Some(format!("pruning {}: {e}", r.subject())),
-        }
-    }
-    None
-}
-
-/// The add-on step of a workload cluster's pass; None when it has no add-ons and never had.
-pub(super) async fn step(
-    mgmt: &Client,
-    conns: &Connections,
-    on_change: Option<&OnChange>,
-    fence: Option<&Fence>,
-    entry: &ClusterEntry,
-    prev: Option<&Recorded>,
-    revision: &str,
-) -> Option<Outcome> {
-    let recorded = prev.and_then(|p| p.status.addons.clone());
-    let wanted = entry.addons.as_deref().map(Vec::as_slice).unwrap_or(&[]);
-    if wanted.is_empty() && recorded.as_ref().is_none_or(|r| r.inventory.is_empty()) {
-        return None;
-    }
-    let client = match reach(mgmt, conns, fence, entry).await {
-        Ok(c) => c,
-        Err(reach) => {
-            return Some(Outcome {
-                verdict: addons::verdict(&reach, None, &[]),
-                status: recorded,
-                applied: 0,
-                pruned: 0,
-            });
-        }
-    };
-    if let Some(on_change) = on_change
-        && !wanted.is_empty()
-    {
-        let kinds = wanted
-            .iter()
-            .map(|a| (a.api_version().to_string(), a.kind().to_string()))
-            .collect();
-        conns.watch(&entry.name, kinds, on_change);
-    }
-    let previous = recorded
-        .as_ref()
-        .map(|r| r.inventory.clone())
-        .unwrap_or_default();
-    // The set applied in full before, unchanged since: no dry run (it is what the server took).
-    let unchanged = recorded
-        .as_ref()
-        .is_some_and(|r| !r.hash.is_empty() && r.hash == set_hash(wanted));
-    let mut kinds = Kinds {
-        client: client.clone(),
-        found: conns.kinds(&entry.name),
-    };
-    let (failure, applied) = match apply_all(&mut kinds, &entry.name, wanted, !unchanged).await {
-        Ok(done) => (None, done),
-        Err((f, done)) => (Some(f), done),
-    };
-    let refs: Vec<ObjectRef> = applied.iter().map(|(r, _)| r.clone()).collect();
-    // Prune only after the whole set applied: a failure leaves the previous set's objects.
-    let gone = addons::prunes(&previous, &refs);
-    let (failure, pruned) = match failure {
-        Some(f) => (Some(f), 0),
-        None => (prune(&mut kinds, &entry.name, &gone).await, gone.len()),
-    };
-    conns.keep_kinds(
-        &entry.name,
-        if failure.is_none() {
-            kinds.found
-        } else {
-            Found::new()
-        },
-    );
-    let inventory = match &failure {
-        // What was applied joins what was recorded: nothing applied is ever forgotten.
-        Some(_) => {
-            let mut inv = previous.clone();
-            for r in &refs {
-                if !inv.iter().any(|p| p.key() == r.key()) {
-                    inv.push(r.clone());
-                }
-            }
-            inv
-        }
-        None => refs,
-    };
-    let count = applied.len();
-    let health: Vec<(String, Health)> =
-        applied.into_iter().map(|(r, h)| (r.subject(), h)).collect();
-    let verdict = addons::verdict(&Reach::Ready, failure.as_deref(), &health);
-    let hash = if failure.is_none() {
-        set_hash(wanted)
-    } else {
-        recorded
-            .as_ref()
-            .map(|r| r.hash.clone())
-            .unwrap_or_default()
-    };
-    Some(Outcome {
-        verdict,
-        applied: count,
-        pruned,
-        status: (!inventory.is_empty() || !hash.is_empty()).then(|| AddonsStatus {
-            hash,
-            revision: revision.to_string(),
-            inventory,
-        }),
-    })
-}
-
-/// The hash of a set of add-ons as written.
-fn set_hash(addons: &[Addon]) -> String {
-    let text: Vec<String> = addons.iter().map(|a| a.value.to_string()).collect();
-    identity::hash_json(&text.join("\n"))
 }
 
 #[cfg(test)]
