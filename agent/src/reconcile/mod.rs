@@ -299,7 +299,7 @@ pub async fn plan(
 /// notification alerts select them); None: not in the fleet.
 pub fn cluster_labels(fleet: &Fleet, name: &str) -> Option<(String, BTreeMap<String, String>)> {
     let c = fleet.clusters.iter().find(|c| c.name == name)?;
-    Some((c.management().to_string(), pacing::labels(c)))
+    Some((c.management().to_string(), c.labels()))
 }
 
 /// Unix seconds now (the wall clock maintenance windows are written in).

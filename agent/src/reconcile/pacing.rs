@@ -26,11 +26,6 @@ use crate::status::{Phase, Recorded};
 #[derive(Default)]
 pub(super) struct Admitted(Mutex<BTreeMap<String, String>>);
 
-/// The labels of a cluster's EKS-A Cluster, as written in the repository.
-pub(crate) fn labels(entry: &ClusterEntry) -> BTreeMap<String, String> {
-    entry.labels()
-}
-
 /// The Cluster API Cluster a cluster's directory renders, as the live state holds it: `None`
 /// when nothing is rendered (an invalid directory: its availability is unknown, not counted, so
 /// a broken directory does not take a slot of `maxUnavailable` from a cluster that is up);
@@ -65,7 +60,7 @@ pub(super) fn members(
             let target = super::desired_hash(c);
             Member {
                 name: c.name.clone(),
-                labels: labels(c),
+                labels: c.labels(),
                 admitted: admitted.get(&c.name) == Some(&target),
                 record: records.get(&c.name).map(|r| {
                     (

@@ -83,16 +83,6 @@ impl Connections {
         self.len() == 0
     }
 
-    /// How many clusters' add-ons are watched.
-    pub fn watched(&self) -> usize {
-        self.open
-            .lock()
-            .expect("connections")
-            .values()
-            .filter(|c| c.watch.is_some())
-            .count()
-    }
-
     fn get(&self, cluster: &str, version: &str) -> Option<Client> {
         let tick = self.tick();
         let mut open = self.open.lock().expect("connections");
