@@ -628,6 +628,12 @@ pub struct RunArgs {
     /// `trusted.asc`, read again before every sync (rotating a key is editing the Secret).
     #[arg(long, value_name = "NAMESPACE/NAME", requires = "verify_commits")]
     pub trusted_keys_secret: Option<String>,
+    /// With --verify-commits: also accept a head that does not descend from the last verified
+    /// commit (a branch moved back to an older signed commit, or to another history). Off, such
+    /// a head is refused as a rollback; to allow one rollback only, set the kept position
+    /// (ConfigMap capstan-system/capstan-source) to the wanted commit instead.
+    #[arg(long, requires = "verify_commits")]
+    pub allow_rollback: bool,
     /// Keep a ClusterProfile (multicluster.x-k8s.io/v1alpha1, the cluster inventory API) for
     /// every workload cluster in this namespace: its health, version and kubeconfig Secret, for
     /// Argo CD, Open Cluster Management and other inventory consumers. Needs the CRD

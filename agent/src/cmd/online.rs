@@ -506,11 +506,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.ca_file.clone(),
         ))
     };
-    // Every commit since the last verified one must be in the mirror: no shallow fetches.
+    // Verifying needs the history: whether the head descends from the last verified commit
+    // (both modes), and every commit since it (`all`). No shallow fetches.
     let repo = match repo {
-        crate::daemon::Repo::Git(mut sc)
-            if verify.as_ref().map(|v| v.mode) == Some(crate::source::verify::Mode::All) =>
-        {
+        crate::daemon::Repo::Git(mut sc) if verify.is_some() => {
             sc.shallow = false;
             crate::daemon::Repo::Git(sc)
         }
@@ -618,6 +617,7 @@ fn verify_config(args: &RunArgs) -> anyhow::Result<Option<crate::daemon::verify:
         allowed_signers: args.verify.allowed_signers.clone(),
         trusted_keys: args.verify.trusted_keys.clone(),
         secret,
+        allow_rollback: args.allow_rollback,
     }))
 }
 

@@ -80,6 +80,9 @@ pub(super) struct Driver {
     refused_head: Option<String>,
     /// Phase changes to the fleet config's notification providers.
     notifier: crate::notify::Notifier,
+    /// With `--verify-commits` on a Git source: where the last verified commit is kept, and the
+    /// commit this process last kept there.
+    position: Option<(super::position::Position, Option<String>)>,
 }
 
 /// What a batch of triggers loaded.
@@ -125,6 +128,18 @@ impl Driver {
             .await??,
         );
         let queue = Queue::new(cfg.concurrency);
+        let position = match (&cfg.repo, &cfg.verify) {
+            (super::Repo::Git(sc), Some(_)) => Some((
+                super::position::Position::new(
+                    agent.client().clone(),
+                    crate::status::NAMESPACE,
+                    cfg.management.as_deref().unwrap_or_default(),
+                    sc,
+                ),
+                None,
+            )),
+            _ => None,
+        };
         let notifier = crate::notify::Notifier::start(
             crate::notify::Secrets::Api(agent.client().clone()),
             metrics.clone(),
@@ -148,6 +163,7 @@ impl Driver {
             phases: Phases::default(),
             paced: BTreeSet::new(),
             refused_head: None,
+            position,
         })
     }
 
@@ -449,7 +465,13 @@ impl Driver {
         }
         let t = Instant::now();
         let verification = match &self.cfg.verify {
-            Some(v) => Some(v.verification(self.agent.client()).await),
+            Some(v) => {
+                let mut v = v.verification(self.agent.client()).await;
+                if let Some((p, _)) = &self.position {
+                    v.floor = p.read().await;
+                }
+                Some(v)
+            }
             None => None,
         };
         let read = load(
@@ -462,6 +484,7 @@ impl Driver {
         )
         .await?;
         let signature = self.signature(&read);
+        self.keep_position(&read).await;
         let Some((fleet, revision)) = read.fleet else {
             return Ok(None);
         };
@@ -489,6 +512,27 @@ impl Driver {
         Ok(Some(loaded))
     }
 
+    /// Keeps the verified revision as the position the next head must descend from, when it
+    /// moved. A failed write is logged and tried again on the next load; meanwhile this
+    /// process's own last good revision is its floor.
+    async fn keep_position(&mut self, read: &super::load::Read) {
+        let (Some((position, kept)), Some(v)) = (&mut self.position, &read.verified) else {
+            return;
+        };
+        if kept.as_deref() == Some(v.commit.as_str()) {
+            return;
+        }
+        match position.write(&v.commit, &v.signer).await {
+            Ok(()) => {
+                info!(commit = %v.commit, kept_in = %position.describe(), "verified position kept");
+                *kept = Some(v.commit.clone());
+            }
+            Err(e) => {
+                error!(commit = %v.commit, kept_in = %position.describe(), error = %e, "cannot keep the verified position: a replaced pod checks the next head against an older commit")
+            }
+        }
+    }
+
     /// What verification said of a load, for the statuses; a refused head is counted
     /// (`capstan_commits_refused_total`) the first time it is seen.
     fn signature(&mut self, read: &super::load::Read) -> Option<capstan_plan::decide::Signature> {
@@ -504,9 +548,15 @@ impl Driver {
                 self.refused_head = Some(u.head.clone());
                 error!(commit = %u.head, reason = u.refused.why.as_str(), error = %u, "revision refused: not applied, the last verified revision stays live");
             }
+            let rollback = u.refused.why == crate::source::verify::Why::Rollback;
+            let mut why = u.to_string();
+            if rollback && let Some((p, _)) = &self.position {
+                why.push_str(&format!(" (the position is kept in {})", p.describe()));
+            }
             return Some(Signature::Refused {
                 head: u.head.clone(),
-                why: u.to_string(),
+                why,
+                rollback,
             });
         }
         read.verified

@@ -33,6 +33,7 @@
 mod driver;
 mod load;
 mod phases;
+pub mod position;
 pub mod verify;
 
 use std::net::SocketAddr;

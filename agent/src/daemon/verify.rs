@@ -29,14 +29,18 @@ pub struct VerifyConfig {
     pub trusted_keys: Option<PathBuf>,
     /// A Secret, `(namespace, name)`.
     pub secret: Option<(String, String)>,
+    /// Accept a head that does not descend from the last verified commit (`--allow-rollback`).
+    pub allow_rollback: bool,
 }
 
 impl VerifyConfig {
-    /// The keys as they are now, for the next sync.
+    /// The keys as they are now, for the next sync (the floor is the caller's to set).
     pub async fn verification(&self, client: &Client) -> Verification {
         Verification {
             mode: self.mode,
             keys: self.keys(client).await.map(Arc::new),
+            floor: Ok(None),
+            allow_rollback: self.allow_rollback,
         }
     }
 

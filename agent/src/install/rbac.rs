@@ -313,6 +313,21 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             System,
+            "",
+            &["configmaps"],
+            &["get", "patch"],
+            "--verify-commits: the last verified commit, which the next head must descend from, kept where a replaced pod and the other replica read it",
+        )
+        .named(&[crate::source::POSITION_CONFIGMAP]),
+        Rule::new(
+            System,
+            "",
+            &["configmaps"],
+            &["create"],
+            "--verify-commits: the ConfigMap of the last verified commit, created on first use (a create cannot be limited by name)",
+        ),
+        Rule::new(
+            System,
             "coordination.k8s.io",
             &["leases"],
             &["get", "list", "watch", "create", "patch"],

@@ -410,13 +410,8 @@ impl Pass<'_> {
             && decide::newly_refused(prev, s, &self.opts.revision)
         {
             let note = decide::signed(&Default::default(), s, &self.opts.revision).message;
-            self.publish(
-                &home.name,
-                EventType::Warning,
-                Reason::UnverifiedRevision,
-                note,
-            )
-            .await;
+            self.publish(&home.name, EventType::Warning, s.reason(), note)
+                .await;
         }
         Ok(outcome)
     }

@@ -26,8 +26,11 @@
 //! - **Verified commits only, when asked** ([`GitSource::set_verification`], `verify/`): a head
 //!   whose signature (or, in [`verify::Mode::All`], one of whose commits since the last verified
 //!   one) does not verify is refused like an unreachable remote: [`SourceError::Unverified`],
-//!   and the last good revision stays. The last verified commit is kept in the mirror
-//!   (`refs/capstan/verified/…`), so a restarted agent facing a refused head goes on with it.
+//!   and the last good revision stays. A head must also descend from the last verified commit
+//!   (`verified.rs`: no rollback to an older signed commit without an admin's leave). The last
+//!   verified commit is kept in the mirror (`refs/capstan/verified/…`) and by the caller outside
+//!   it ([`Verification::floor`]), so a restarted agent, or the other replica, facing a refused
+//!   head goes on with it.
 //!
 //! Transports: `https://`, `http://`, `ssh://` (with [`SourceConfig::ssh_key`] and
 //! [`SourceConfig::known_hosts`]: `ssh -i KEY -o IdentitiesOnly=yes -o UserKnownHostsFile=FILE
@@ -182,7 +185,19 @@ pub struct Verification {
     pub mode: verify::Mode,
     /// The trusted keys, or why they could not be loaded (then every new revision is refused).
     pub keys: Result<std::sync::Arc<verify::TrustedKeys>, verify::KeysError>,
+    /// The last verified commit as kept outside the mirror (the daemon keeps it in the
+    /// [`POSITION_CONFIGMAP`], where a replaced pod and the other replica read it): the next
+    /// head must descend from it. `Ok(None)`: none kept, so this process's own last good
+    /// revision, else the mirror's, else none (the first head is trusted on first use).
+    /// `Err`: it could not be read, and every new head is refused until it can.
+    pub floor: Result<Option<String>, String>,
+    /// Accept a head that does not descend from the floor (`capstan run --allow-rollback`).
+    pub allow_rollback: bool,
 }
+
+/// The ConfigMap (in the agent's namespace) where `capstan run --verify-commits` keeps the last
+/// verified commit of the source it follows ([`Verification::floor`]).
+pub const POSITION_CONFIGMAP: &str = "capstan-source";
 
 impl fmt::Debug for GitSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -347,7 +362,7 @@ impl GitSource {
         let target = match &self.cfg.reference {
             GitRef::Commit(c) => {
                 let id = ObjectId::from_hex(c.as_bytes()).expect("validated in open");
-                if !self.mirror.has_commit(id) {
+                if !self.mirror.has_commit(id) || (!self.cfg.shallow && self.mirror.is_shallow()) {
                     let shallow = remote::shallow_setting(&self.mirror, self.cfg.shallow, true);
                     remote::fetch_commit(&self.mirror, &self.cfg.url, id, &self.tracking, shallow)?;
                 } else if before != Some(id) {
@@ -358,6 +373,7 @@ impl GitSource {
             reference => {
                 let ad = remote::list(&self.mirror, &self.cfg.url, reference, &self.tracking)?;
                 let have = before == Some(ad.target)
+                    && (self.cfg.shallow || !self.mirror.is_shallow())
                     && self
                         .mirror
                         .peel_to_commit(ad.target)

@@ -348,3 +348,267 @@ async fn keys_from_a_secret_apply_a_signed_head_and_refuse_an_unsigned_push() {
         2
     );
 }
+
+/// The kept position (ConfigMap capstan-system/capstan-source) of the source at `url`: the
+/// commit of the entry whose `.source` names it.
+async fn kept_position(client: &kube::Client, url: &str) -> Option<String> {
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "capstan-system");
+    let data = cms.get_opt("capstan-source").await.unwrap()?.data?;
+    let key = data
+        .iter()
+        .find(|(k, v)| k.ends_with(".source") && v.starts_with(url))?
+        .0
+        .trim_end_matches(".source")
+        .to_string();
+    data.get(&format!("{key}.commit")).cloned()
+}
+
+/// Waits (bounded) until the kept position is `commit`.
+async fn wait_kept(client: &kube::Client, url: &str, commit: &str, log: &std::path::Path) {
+    let start = Instant::now();
+    while kept_position(client, url).await.as_deref() != Some(commit) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the position never became {commit}: {:?}\n{}",
+            kept_position(client, url).await,
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether the agent process is still running, and answers its health probe.
+fn alive(agent: &mut crate::source_support::agent::Running, metrics_port: u16) -> bool {
+    matches!(agent.0.try_wait(), Ok(None))
+        && crate::source_support::agent::get(metrics_port, "/healthz") == 200
+}
+
+/// `capstan run --verify-commits=all` facing every history shape a push can give its branch,
+/// as an attacker with push rights and no signing key would push them: back to an ancestor,
+/// an unrelated signed history, a merge whose second parent is unsigned, an empty tree, the
+/// same commit again. The agent never stops (an ancestor once made it panic, and the kept
+/// verified ref repeated the panic on every restart); a head that does not descend from the
+/// last verified commit is refused as a rollback (status, Event, counter), nothing of it is
+/// applied; and a replaced pod (an empty mirror) reads the position from the API server and
+/// refuses the same rollback.
+#[tokio::test]
+async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replaced_pod_too() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let files = fleet_with("sigrb", &["w-sigrb"]);
+    let file_refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let up = Upstream::new(&file_refs);
+    let (path, original) = files
+        .iter()
+        .find(|(p, _)| p.contains("w-sigrb"))
+        .cloned()
+        .unwrap();
+    let scale = |n: u32| original.replacen("count: 2", &format!("count: {n}"), 1);
+    let keys = Keyring::new();
+    let team_key = keys.ssh_key("team", "ed25519");
+    let team = Signer::Ssh(team_key.clone());
+    let allowed = keys.dir.path().join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!("platform@example.com {}\n", keys.ssh_public(&team_key)),
+    )
+    .unwrap();
+    let c1 = keys.commit(&up.work, &team, "signed by the team");
+    up.push();
+
+    let daemon = GitDaemon::start(&up.root);
+    let url = daemon.url("repo.git");
+    let hook = free_port();
+    let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
+    let start = |dir: &std::path::Path, metrics_port: u16| {
+        capstan_run(
+            &[
+                "--repo",
+                &url,
+                "--branch",
+                "main",
+                "--interval",
+                "1h",
+                "--management",
+                "m-sigrb",
+                "--verify-commits=all",
+                "--allowed-signers",
+                allowed.to_str().unwrap(),
+                "--webhook-addr",
+                &format!("127.0.0.1:{hook}"),
+                "--metrics-addr",
+                &format!("127.0.0.1:{metrics_port}"),
+            ],
+            &kubeconfig,
+            dir,
+            Some(SECRET),
+            &dir.join("agent.log"),
+        )
+    };
+    let pod_a = tempfile::tempdir().unwrap();
+    let log = pod_a.path().join("agent.log");
+    let metrics_port = free_port();
+    let mut agent = start(pod_a.path(), metrics_port);
+    assert!(
+        wait_for_revision(&client, "w-sigrb", &c1, Duration::from_secs(90))
+            .await
+            .is_some(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    wait_kept(&client, &url, &c1, &log).await;
+    let ready = (0..100).find(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(("127.0.0.1", hook)).is_ok()
+    });
+    assert!(ready.is_some());
+    up.write(&[(&path, &scale(3))]);
+    let c2 = keys.commit(&up.work, &team, "signed scale to 3");
+    up.push();
+    signed_push(hook, &c2);
+    assert!(
+        wait_for_revision(&client, "w-sigrb", &c2, Duration::from_secs(60))
+            .await
+            .is_some()
+    );
+    wait_kept(&client, &url, &c2, &log).await;
+    let md = machine_deployments(&client, "t-sigrb");
+    let replicas = || async {
+        md.get("w-sigrb-md-0").await.unwrap().data["spec"]["replicas"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(replicas().await, 3);
+
+    // Back to an ancestor: the signed c1, with two machines.
+    crate::source_support::git(&up.work, &["reset", "-q", "--hard", &c1]);
+    up.push();
+    signed_push(hook, &c1);
+    let rollbacks = "capstan_commits_refused_total{reason=\"rollback\"}";
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, rollbacks) == 1.0
+    })
+    .await;
+    assert!(
+        alive(&mut agent, metrics_port),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let (_, reason, message) =
+        wait_verified(&client, "w-sigrb", &log, |c| c.1 == "RollbackRefused").await;
+    assert!(
+        message.contains(&format!("revision {c1} not applied ({c2} stays live)"))
+            && message.contains("does not descend from"),
+        "{reason}: {message}"
+    );
+    assert_eq!(
+        applied_revision(&client, "w-sigrb").await.as_deref(),
+        Some(c2.as_str())
+    );
+    assert_eq!(replicas().await, 3);
+    let events: Api<Event> = Api::namespaced(client.clone(), "capstan-system");
+    let listed = events
+        .list(&ListParams::default().fields("involvedObject.name=w-sigrb"))
+        .await
+        .unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RollbackRefused")
+                && e.type_.as_deref() == Some("Warning")
+                && e.message.as_deref().unwrap_or_default().contains(&c1)),
+        "{:?}",
+        listed.items
+    );
+
+    // An unrelated signed history.
+    let orphan = {
+        crate::source_support::git(&up.work, &["checkout", "-q", "--orphan", "rewrite"]);
+        up.write(&[(&path, &scale(1))]);
+        let c = keys.commit(&up.work, &team, "signed, unrelated");
+        crate::source_support::git(&up.work, &["branch", "-M", "rewrite", "main"]);
+        up.push();
+        c
+    };
+    signed_push(hook, &orphan);
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, rollbacks) == 2.0
+    })
+    .await;
+    assert!(alive(&mut agent, metrics_port));
+    assert_eq!(replicas().await, 3);
+
+    // The pod is replaced: its emptyDir mirror is gone. The new one reads the position from the
+    // API server and refuses the unrelated head as well, applying nothing.
+    drop(agent);
+    let pod_b = tempfile::tempdir().unwrap();
+    let log = pod_b.path().join("agent.log");
+    let metrics_port = free_port();
+    let mut agent = start(pod_b.path(), metrics_port);
+    wait_metrics(metrics_port, Duration::from_secs(90), |t| {
+        value_in(t, rollbacks) == 1.0
+    })
+    .await;
+    assert!(
+        alive(&mut agent, metrics_port),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(replicas().await, 3);
+    assert_eq!(
+        kept_position(&client, &url).await.as_deref(),
+        Some(c2.as_str())
+    );
+
+    // The branch back on c2 (the same commit as the position): applied by the new pod.
+    crate::source_support::git(&up.work, &["checkout", "-q", "-B", "main", &c2]);
+    up.push();
+    signed_push(hook, &c2);
+    let (status, _, _) = wait_verified(&client, "w-sigrb", &log, |c| c.0 == "True").await;
+    assert_eq!(status, "True");
+
+    // A signed merge whose second parent is unsigned: `all` refuses that parent.
+    crate::source_support::git(&up.work, &["checkout", "-q", "-b", "side", &c2]);
+    up.write(&[("notes.md", "unsigned\n")]);
+    let unsigned = up.commit("unsigned, on a side branch");
+    crate::source_support::git(&up.work, &["checkout", "-q", "main"]);
+    crate::source_support::git(&up.work, &["merge", "-q", "--no-ff", "--no-commit", "side"]);
+    up.write(&[(&path, &scale(4))]);
+    let merge = keys.commit(&up.work, &team, "signed merge");
+    up.push();
+    signed_push(hook, &merge);
+    let unsigned_total = "capstan_commits_refused_total{reason=\"unsigned\"}";
+    wait_metrics(metrics_port, Duration::from_secs(60), |t| {
+        value_in(t, unsigned_total) == 1.0
+    })
+    .await;
+    let (_, reason, message) =
+        wait_verified(&client, "w-sigrb", &log, |c| c.2.contains(&merge)).await;
+    assert_eq!(reason, "UnverifiedRevision");
+    assert!(message.contains(&unsigned[..12]), "{message}");
+    assert_eq!(replicas().await, 3);
+
+    // A signed commit with an empty tree on top of c2: verified, but a wiped branch is no
+    // fleet, so nothing changes on the management cluster — and the agent goes on.
+    crate::source_support::git(&up.work, &["checkout", "-q", "-B", "main", &c2]);
+    crate::source_support::git(&up.work, &["rm", "-rqf", "."]);
+    let empty = keys.commit(&up.work, &team, "signed, empty tree");
+    up.push();
+    signed_push(hook, &empty);
+    wait_kept(&client, &url, &empty, &log).await;
+    assert!(
+        alive(&mut agent, metrics_port),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    assert_eq!(replicas().await, 3);
+    assert_eq!(
+        applied_revision(&client, "w-sigrb").await.as_deref(),
+        Some(c2.as_str())
+    );
+}

@@ -300,10 +300,14 @@ mod source {
         let head_only = Verification {
             mode: Mode::Head,
             keys: Ok(keys.clone()),
+            floor: Ok(None),
+            allow_rollback: false,
         };
         let all = Verification {
             mode: Mode::All,
             keys: Ok(keys.clone()),
+            floor: Ok(None),
+            allow_rollback: false,
         };
         let up = Upstream::new(&[("README.md", "# fleet\n")]);
         let signer = Signer::Ssh(key);
@@ -359,9 +363,149 @@ mod source {
         src.set_verification(Some(Verification {
             mode: Mode::Head,
             keys: Err(KeysError::Empty("allowed_signers".into())),
+            floor: Ok(None),
+            allow_rollback: false,
         }));
         assert_eq!(refused(src.sync()), (s5.clone(), s5, Why::NoTrustedKeys));
         assert_eq!(src.last_good().unwrap().commit, s4);
+    }
+    /// Every shape of history a push can give the followed branch, with every mode: each is a
+    /// step forward or a refusal with its reason — never a panic (a head that is an ancestor of
+    /// the last verified commit once emptied the walk and stopped the agent for good) and never
+    /// a rollback without leave.
+    #[test]
+    fn every_history_shape_is_a_step_forward_or_a_refusal_never_a_panic_or_a_rollback() {
+        let k = Keyring::new();
+        let key = k.ssh_key("team", "ed25519");
+        let keys = Arc::new(
+            TrustedKeys::parse(
+                Some((
+                    "allowed_signers",
+                    &format!("team@example.com {}", k.ssh_public(&key)),
+                )),
+                None,
+            )
+            .unwrap(),
+        );
+        let v = |mode: Mode, floor: Result<Option<String>, String>, allow_rollback: bool| {
+            Verification {
+                mode,
+                keys: Ok(keys.clone()),
+                floor,
+                allow_rollback,
+            }
+        };
+        let updated = |r: Result<SyncOutcome, SourceError>| match r {
+            Ok(SyncOutcome::Updated { revision, .. }) => revision,
+            other => panic!("expected an update, got {other:?}"),
+        };
+        let signer = Signer::Ssh(key);
+        let up = Upstream::new(&[("README.md", "# fleet\n")]);
+        up.write(&[("a.yaml", "a: 1\n")]);
+        let s1 = k.commit(&up.work, &signer, "signed 1");
+        up.push();
+        let cache = tempfile::tempdir().unwrap();
+        let mut src = open(&up, cache.path(), v(Mode::All, Ok(None), false));
+        assert_eq!(updated(src.sync()).commit, s1, "first use: the head alone");
+        up.write(&[("a.yaml", "a: 2\n")]);
+        let s2 = k.commit(&up.work, &signer, "signed 2");
+        up.push();
+        assert_eq!(updated(src.sync()).commit, s2);
+
+        // The branch moved back to an ancestor (force-push): a rollback in both modes.
+        crate::source_support::git(&up.work, &["reset", "-q", "--hard", &s1]);
+        up.push();
+        for mode in [Mode::All, Mode::Head] {
+            src.set_verification(Some(v(mode, Ok(None), false)));
+            assert_eq!(refused(src.sync()), (s1.clone(), s1.clone(), Why::Rollback));
+            assert_eq!(src.last_good().unwrap().commit, s2, "{mode:?}");
+        }
+        // With an admin's leave it is applied, and forward from there again.
+        src.set_verification(Some(v(Mode::All, Ok(None), true)));
+        assert_eq!(updated(src.sync()).commit, s1);
+        src.set_verification(Some(v(Mode::All, Ok(None), false)));
+        crate::source_support::git(&up.work, &["reset", "-q", "--hard", &s2]);
+        up.push();
+        assert_eq!(updated(src.sync()).commit, s2);
+
+        // The same commit again, in a new process on the same mirror (whose verified ref is the
+        // head): accepted. This shape once panicked on every restart.
+        drop(src);
+        let mut src = open(&up, cache.path(), v(Mode::All, Ok(None), false));
+        assert_eq!(updated(src.sync()).commit, s2);
+
+        // A signed commit with an empty tree, on top: a step forward like any other.
+        let emptied = {
+            crate::source_support::git(&up.work, &["rm", "-rqf", "."]);
+            let c = k.commit(&up.work, &signer, "signed, empty tree");
+            up.push();
+            c
+        };
+        let rev = updated(src.sync());
+        assert_eq!(rev.commit, emptied);
+        assert!(rev.tree.entries.is_empty(), "{:?}", rev.tree.entries.keys());
+
+        // A merge whose second parent is unsigned: `all` refuses that parent, `head` checks
+        // the signed merge alone.
+        up.write(&[("a.yaml", "a: 3\n")]);
+        let s3 = k.commit(&up.work, &signer, "signed 3");
+        crate::source_support::git(&up.work, &["checkout", "-q", "-b", "side", &emptied]);
+        up.write(&[("b.yaml", "b: 1\n")]);
+        let unsigned = up.commit("unsigned, on a side branch");
+        crate::source_support::git(&up.work, &["checkout", "-q", "main"]);
+        crate::source_support::git(&up.work, &["merge", "-q", "--no-ff", "--no-commit", "side"]);
+        let merge = k.commit(&up.work, &signer, "signed merge of side");
+        up.push();
+        assert_eq!(
+            refused(src.sync()),
+            (merge.clone(), unsigned.clone(), Why::Unsigned)
+        );
+        assert_eq!(src.last_good().unwrap().commit, emptied);
+        src.set_verification(Some(v(Mode::Head, Ok(None), false)));
+        assert_eq!(updated(src.sync()).commit, merge);
+        let _ = s3;
+
+        // An unrelated history, signed: a rollback of another kind.
+        up.write(&[("a.yaml", "a: 1\n")]);
+        let orphan = {
+            crate::source_support::git(&up.work, &["checkout", "-q", "--orphan", "rewrite"]);
+            let c = k.commit(&up.work, &signer, "signed, unrelated");
+            crate::source_support::git(&up.work, &["branch", "-M", "rewrite", "main"]);
+            up.push();
+            c
+        };
+        src.set_verification(Some(v(Mode::All, Ok(None), false)));
+        assert_eq!(
+            refused(src.sync()),
+            (orphan.clone(), orphan.clone(), Why::Rollback)
+        );
+
+        // A replaced pod: an empty mirror, and the position kept outside it. The kept merge
+        // commit is not in the unrelated head's history: refused, though this process never
+        // saw the merge.
+        let fresh = tempfile::tempdir().unwrap();
+        let mut pod = open(
+            &up,
+            fresh.path(),
+            v(Mode::Head, Ok(Some(merge.clone())), false),
+        );
+        assert_eq!(
+            refused(pod.sync()),
+            (orphan.clone(), orphan.clone(), Why::Rollback)
+        );
+        assert!(pod.last_good().is_none(), "nothing verified to go on with");
+        // A position that cannot be read, or is no commit id, refuses every head.
+        pod.set_verification(Some(v(
+            Mode::Head,
+            Err("the API server is down".into()),
+            false,
+        )));
+        assert_eq!(refused(pod.sync()).2, Why::Unreadable);
+        pod.set_verification(Some(v(Mode::Head, Ok(Some("not a commit".into())), false)));
+        assert_eq!(refused(pod.sync()).2, Why::Unreadable);
+        // An admin who sets the position to the orphan allows exactly that head.
+        pod.set_verification(Some(v(Mode::All, Ok(Some(orphan.clone())), false)));
+        assert_eq!(updated(pod.sync()).commit, orphan);
     }
 }
 

@@ -18,7 +18,21 @@ pub enum Signature {
         head: String,
         /// Why, naming the commit and the key.
         why: String,
+        /// Refused as a rollback (the head does not descend from the last verified commit),
+        /// rather than for its signatures.
+        rollback: bool,
     },
+}
+
+impl Signature {
+    /// The reason of its condition and Event.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Signature::Verified(_) => Reason::SignatureVerified,
+            Signature::Refused { rollback: true, .. } => Reason::RollbackRefused,
+            Signature::Refused { .. } => Reason::UnverifiedRevision,
+        }
+    }
 }
 
 /// The condition's message of a refusal, with the revision that stays.
@@ -41,7 +55,7 @@ pub fn signed(st: &ManagedClusterStatus, s: &Signature, revision: &str) -> Manag
             out.conditions
                 .push(condition(Verified, True, Reason::SignatureVerified, by));
         }
-        Signature::Refused { head, why } => {
+        Signature::Refused { head, why, .. } => {
             let message = refused_message(head, why, revision);
             // A status carried over from the record (a backup recorded mid-pass) has it already.
             out.message = if st.message.is_empty() {
@@ -51,12 +65,8 @@ pub fn signed(st: &ManagedClusterStatus, s: &Signature, revision: &str) -> Manag
             } else {
                 format!("{message}; {}", st.message)
             };
-            out.conditions.push(condition(
-                Verified,
-                False,
-                Reason::UnverifiedRevision,
-                &message,
-            ));
+            out.conditions
+                .push(condition(Verified, False, s.reason(), &message));
         }
     }
     out
@@ -65,7 +75,7 @@ pub fn signed(st: &ManagedClusterStatus, s: &Signature, revision: &str) -> Manag
 /// Whether the record does not say this refusal yet: the first pass that records it also
 /// sends its Event (later passes over the same refused head do not).
 pub fn newly_refused(prev: Option<&Recorded>, s: &Signature, revision: &str) -> bool {
-    let Signature::Refused { head, why } = s else {
+    let Signature::Refused { head, why, .. } = s else {
         return false;
     };
     let message = refused_message(head, why, revision);
@@ -94,7 +104,24 @@ mod tests {
         Signature::Refused {
             head: "bbbb".into(),
             why: "commit bbbb: the commit is not signed".into(),
+            rollback: false,
         }
+    }
+
+    #[test]
+    fn a_rollback_says_so_in_its_reason() {
+        let back = Signature::Refused {
+            head: "bbbb".into(),
+            why: "commit bbbb: does not descend from aaaa, the last verified commit".into(),
+            rollback: true,
+        };
+        let out = signed(&status("ready"), &back, "aaaa");
+        let c = out.conditions.last().unwrap();
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("Verified", "False", "RollbackRefused")
+        );
+        assert_eq!(refused().reason(), Reason::UnverifiedRevision);
     }
 
     #[test]
@@ -158,6 +185,7 @@ mod tests {
         let other_head = Signature::Refused {
             head: "cccc".into(),
             why: "commit cccc: the commit is not signed".into(),
+            rollback: false,
         };
         for (prev, s, news) in [
             (None, refused(), true),

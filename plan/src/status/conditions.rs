@@ -189,6 +189,9 @@ reasons! {
         SignatureVerified => "SignatureVerified",
         /// The newest revision is refused: unsigned, a bad signature or an untrusted key.
         UnverifiedRevision => "UnverifiedRevision",
+        /// The newest revision is refused: it does not descend from the last verified commit
+        /// (the branch was moved back), and no admin allowed a rollback.
+        RollbackRefused => "RollbackRefused",
         // The tenancy policy's denials (the first word of its message).
         /// Written without the identity's cluster.
         NoCluster => "NoCluster",

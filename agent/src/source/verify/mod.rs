@@ -51,6 +51,9 @@ pub enum Why {
     NoTrustedKeys,
     /// The commit, or the history that must be verified, cannot be read from the repository.
     Unreadable,
+    /// The head does not descend from the last verified commit: the branch was moved back to an
+    /// older or unrelated commit (`--allow-rollback` admits it).
+    Rollback,
 }
 
 impl Why {
@@ -64,6 +67,7 @@ impl Why {
         Why::Unsupported,
         Why::NoTrustedKeys,
         Why::Unreadable,
+        Why::Rollback,
     ];
 
     /// The label value.
@@ -77,6 +81,7 @@ impl Why {
             Why::Unsupported => "unsupported",
             Why::NoTrustedKeys => "no_trusted_keys",
             Why::Unreadable => "unreadable",
+            Why::Rollback => "rollback",
         }
     }
 }
