@@ -99,6 +99,10 @@ const TEAMS_VALUE: usize = 4000;
 /// characters escaped, its backticks as `ˋ` and control characters (line breaks) as spaces, at
 /// most `limit` characters with the backticks (cut with `…`).
 fn slack_literal(s: &str, limit: usize) -> String {
+    if s.is_empty() {
+        // An empty span would show its two backticks.
+        return "-".into();
+    }
     let mut out = String::from("`");
     out.push_str(&slack_escaped(s, limit.saturating_sub(2), true));
     out.push('`');
@@ -133,8 +137,11 @@ fn slack_escaped(s: &str, limit: usize, code: bool) -> String {
     out
 }
 
-/// `s` cut to `limit` characters (with `…`).
+/// `s` cut to `limit` characters (with `…`); `-` for nothing (a TextRun has text).
 fn cut(s: &str, limit: usize) -> String {
+    if s.is_empty() {
+        return "-".into();
+    }
     if s.chars().count() <= limit {
         return s.to_string();
     }
@@ -308,6 +315,10 @@ mod tests {
         let v = slack_literal(&long, SLACK_VALUE);
         assert!(v.chars().count() <= SLACK_VALUE, "{}", v.chars().count());
         assert!(v.ends_with("&amp;…`"), "{v}");
+        assert_eq!(
+            (slack_literal("", 10), cut("", 10)),
+            ("-".into(), "-".into())
+        );
         assert_eq!(cut("abc", 3), "abc");
         assert_eq!(cut("abcd", 3), "ab…");
     }
