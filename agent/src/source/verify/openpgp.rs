@@ -13,15 +13,15 @@
 //! - a **signing subkey** needs a verifying binding with the sign flag and the embedded
 //!   back-signature, and must be neither revoked nor expired, nor its primary key;
 //! - a **primary key** signs only if its newest self-signature gives it the sign flag (or has no
-//!   key flags at all, where RFC 9580 lets the algorithm decide): a certify-only primary key
-//!   whose signing subkey was revoked does not take over;
+//!   key flags at all, where RFC 9580 lets the algorithm decide): a key its owner made
+//!   certify-only signs no commit, not even one it signed before;
 //! - a key present **more than once** (a copy exported before its revocation beside one exported
 //!   after, in one file or across the file and the Secret) is one key: its copies are merged as
 //!   `gpg --import` merges them, the union of their user IDs, subkeys and signatures, so a
 //!   revocation in any copy holds;
 //! - a signature over a commit made with **MD5, SHA-1 or RIPEMD-160** is refused: a collision
 //!   lets whoever prepared one document reuse its signature on another (SHA-1's chosen-prefix
-//!   collisions, 2020), and gpg has signed with SHA-256 or stronger by default since 2.1. (Self-
+//!   collisions, 2020), and gpg signs with SHA-256 or stronger by default. (Self-
 //!   signatures and subkey bindings are not judged by their hash; gpg 2.2 refuses to make a
 //!   SHA-1 subkey binding, `--cert-digest-algo SHA1`: "Invalid digest algorithm".)
 
