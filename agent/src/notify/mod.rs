@@ -397,4 +397,6 @@ async fn once(http: &reqwest::Client, secrets: &Secrets, d: &Delivery) -> Attemp
 }
 
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod tests;

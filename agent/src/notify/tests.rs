@@ -207,7 +207,7 @@ async fn slack_teams_and_webhook_get_their_documented_shapes() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|e| ["TextBlock", "FactSet"].contains(&e["type"].as_str().unwrap()))
+            .all(|e| e["type"] == "RichTextBlock")
     );
 
     let got = hook.got.lock().unwrap();
@@ -386,4 +386,80 @@ async fn the_alert_limit_holds_and_a_missing_key_fails_without_retry() {
     assert_eq!(m(NotifyProvider::Slack, NotifyResult::RateLimited), 3);
     assert_eq!(m(NotifyProvider::Teams, NotifyResult::Retried), 0);
     assert_eq!(hook.got.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn hostile_text_arrives_at_each_endpoint_shown_literally() {
+    use super::hostile::{HOSTILE, check_slack, check_teams, check_webhook};
+    let (slack, slack_url) = stand_in(&[]).await;
+    let (teams, teams_url) = stand_in(&[]).await;
+    let (hook, hook_url) = stand_in(&[]).await;
+    let metrics = Arc::new(Metrics::new());
+    let c = config(
+        vec![
+            provider("chat", ProviderKind::Slack),
+            provider("team", ProviderKind::Teams),
+            provider("audit", ProviderKind::Webhook),
+        ],
+        600,
+    );
+    let s = secrets(&[
+        ("chat-url", slack_url.as_bytes()),
+        ("team-url", teams_url.as_bytes()),
+        ("audit-url", hook_url.as_bytes()),
+        ("audit-hmac", b"k"),
+    ]);
+    let mut n = Notifier::start(s, metrics.clone(), fast());
+    // Each hostile string as a cluster's refusal message, as the daemon observes it.
+    for (i, h) in HOSTILE.iter().enumerate() {
+        n.observe(
+            Some(&c),
+            Observation {
+                cluster: &format!("c{i}"),
+                management: "mgmt",
+                labels: &BTreeMap::new(),
+                revision: "r1",
+                message: h,
+                seen: seen(Phase::Failed),
+            },
+        );
+    }
+    let sent = |p| metrics.notifications(p, NotifyResult::Sent);
+    wait_until("every notification", || {
+        [
+            NotifyProvider::Slack,
+            NotifyProvider::Teams,
+            NotifyProvider::Webhook,
+        ]
+        .iter()
+        .all(|p| sent(*p) == HOSTILE.len() as u64)
+    })
+    .await;
+    let bodies = |s: &Stand| -> BTreeMap<String, Value> {
+        s.got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, _, v)| {
+                let c = v["event"]["cluster"]
+                    .as_str()
+                    .or_else(|| v["blocks"][1]["fields"][0]["text"].as_str())
+                    .or_else(|| {
+                        v["attachments"][0]["content"]["body"][1]["inlines"][1]["text"].as_str()
+                    })
+                    .unwrap_or_default()
+                    .trim_start_matches("*Cluster*\n")
+                    .trim_matches('`')
+                    .to_string();
+                (c, v.clone())
+            })
+            .collect()
+    };
+    let (slack, teams, hook) = (bodies(&slack), bodies(&teams), bodies(&hook));
+    for (i, h) in HOSTILE.iter().enumerate() {
+        let c = format!("c{i}");
+        check_slack(&slack[&c], "message", h).unwrap_or_else(|e| panic!("slack, {h:?}: {e}"));
+        check_teams(&teams[&c], h).unwrap_or_else(|e| panic!("teams, {h:?}: {e}"));
+        check_webhook(&hook[&c], "message", h).unwrap_or_else(|e| panic!("webhook, {h:?}: {e}"));
+    }
 }

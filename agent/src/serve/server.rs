@@ -290,13 +290,13 @@ impl ServerState {
         &self.inner.intake
     }
 
-    /// Records a delivery id; `false` if it was seen recently.
-    pub(super) fn remember_delivery(&self, id: &str) -> bool {
+    /// Records a verified delivery's id and body; `false` if either was seen recently.
+    pub(super) fn remember_delivery(&self, id: Option<&str>, body: &[u8]) -> bool {
         self.inner
             .deliveries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(id)
+            .insert(id, body)
     }
 }
 

@@ -23,9 +23,10 @@
 //! 6. HMAC-SHA256 of the raw bytes (before any JSON parsing) against `sha256=<hex>`, compared in
 //!    constant time (`Mac::verify_slice`); the legacy SHA-1 header is never accepted. Wrong: 401.
 //!    The body's room is given back here, verified or not.
-//! 7. Only then is anything believed: a delivery id seen among the last [`DELIVERY_LOG_SIZE`] is a
-//!    GitHub redelivery or a replayed capture and is ignored; `ping` answers 200; events other than
-//!    `push`, pushes to other refs and branch deletions are acknowledged with 202 and ignored.
+//! 7. Only then is anything believed: a delivery whose id or whose body (its SHA-256) is among
+//!    the last [`DELIVERY_LOG_SIZE`] of each is ignored ([`DeliveryLog`]); `ping` answers 200;
+//!    events other than `push`, pushes to other refs and branch deletions are acknowledged with
+//!    202 and ignored.
 //! 8. A `pull_request` delivery (opened, synchronize, reopened; closed drops its plan from the
 //!    dashboard) into the followed branch is
 //!    queued for a plan ([`crate::github::pr`]; a follower hands it to the leader,
@@ -38,6 +39,24 @@
 //! Nothing is fired on any failure path, every refusal closes the connection (the rest of an
 //! unread body is not waited for), and every request but those to a disabled endpoint is counted
 //! by outcome in `capstan_webhook_requests_total`.
+//!
+//! # Replays
+//!
+//! GitHub's signature covers the body only: not the delivery id, not the event header, not a
+//! time. Whoever captured one signed delivery (a proxy's log, a shared request bin) can send it
+//! again under a new id, and no check can tell it from GitHub. So the body itself is remembered:
+//! GitHub's bodies differ from one delivery to the next (a push names its commits and the time it
+//! was pushed), its redeliveries repeat id and body, and a replay repeats the body. While the
+//! body is among the last [`DELIVERY_LOG_SIZE`], a replay is a `duplicate`. What one can do
+//! beyond that window (older captures, or after a restart, which forgets): a push fires a trigger
+//! that fetches the followed branch and reconciles *its* head (the payload's `after` is only
+//! logged), so nothing is applied that is not on the branch already, and triggers coalesce (one
+//! revision load at a time, at most one per 100 ms window; on a follower, each accepted push is
+//! one update of the leader's Lease, [`crate::leader::forward`]); a `pull_request` queues a plan
+//! of the pull request's current head (fetched from `refs/pull/N/head`, one plan at a time, one
+//! waiting per pull request), marking the payload's head commit pending, and a `closed` one takes
+//! the pull request's plan off the dashboard until its next push. Each capture is accepted once
+//! per window: a flood of replays is as many duplicates.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::poll_fn;
@@ -48,7 +67,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 pub(super) mod intake;
 
@@ -57,7 +76,8 @@ use super::metrics::WebhookOutcome;
 use super::server::ServerState;
 use super::trigger::Trigger;
 
-/// How many recent delivery ids are remembered for duplicate detection.
+/// How many recent delivery ids, and how many recent bodies' digests, are remembered for
+/// duplicate detection.
 pub const DELIVERY_LOG_SIZE: usize = 1000;
 
 /// The signature header GitHub sends (HMAC-SHA256).
@@ -223,41 +243,78 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// The last [`DELIVERY_LOG_SIZE`] delivery ids, oldest first out.
+/// The last [`DELIVERY_LOG_SIZE`] delivery ids and the SHA-256 of the last
+/// [`DELIVERY_LOG_SIZE`] bodies, each oldest first out. The id catches GitHub's redeliveries,
+/// the digest a signed body replayed under another id (the id is not signed).
 #[derive(Debug, Default)]
 pub struct DeliveryLog {
-    order: VecDeque<String>,
-    seen: HashSet<String>,
+    ids: Recent<String>,
+    bodies: Recent<[u8; 32]>,
 }
 
 impl DeliveryLog {
-    /// Records an id; `false` when it was already among the remembered ones.
-    pub fn insert(&mut self, id: &str) -> bool {
-        if self.seen.contains(id) {
+    /// Records a verified delivery: its id (when it has one) and its body's digest. `false` when
+    /// either was remembered already; then nothing is recorded, so replays do not push
+    /// GitHub's deliveries out.
+    pub fn insert(&mut self, id: Option<&str>, body: &[u8]) -> bool {
+        let digest: [u8; 32] = Sha256::digest(body).into();
+        let id = id.map(str::to_owned);
+        if id.as_ref().is_some_and(|i| self.ids.contains(i)) || self.bodies.contains(&digest) {
             return false;
         }
-        if id.len() > MAX_DELIVERY_ID_LEN {
-            // Not GitHub's; not worth memory. Treated as new every time.
-            return true;
+        // An id longer than GitHub's is not worth memory: its body is remembered all the same.
+        if let Some(id) = id.filter(|i| i.len() <= MAX_DELIVERY_ID_LEN) {
+            self.ids.push(id);
         }
-        if self.order.len() >= DELIVERY_LOG_SIZE
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.seen.remove(&oldest);
-        }
-        self.order.push_back(id.to_owned());
-        self.seen.insert(id.to_owned());
+        self.bodies.push(digest);
         true
     }
 
     /// How many ids are remembered.
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.ids.order.len()
     }
 
-    /// Whether none are.
+    /// How many bodies are remembered.
+    pub fn bodies(&self) -> usize {
+        self.bodies.order.len()
+    }
+
+    /// Whether nothing is.
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.ids.order.is_empty() && self.bodies.order.is_empty()
+    }
+}
+
+/// The last [`DELIVERY_LOG_SIZE`] values, oldest first out.
+#[derive(Debug)]
+struct Recent<T> {
+    order: VecDeque<T>,
+    seen: HashSet<T>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent {
+            order: VecDeque::new(),
+            seen: HashSet::new(),
+        }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Recent<T> {
+    fn contains(&self, v: &T) -> bool {
+        self.seen.contains(v)
+    }
+
+    fn push(&mut self, v: T) {
+        if self.order.len() >= DELIVERY_LOG_SIZE
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.seen.remove(&oldest);
+        }
+        self.seen.insert(v.clone());
+        self.order.push_back(v);
     }
 }
 
@@ -384,9 +441,7 @@ async fn handle(
 
     // Authenticated from here on.
     let event = header_str(headers, EVENT_HEADER).ok_or(WebhookError::MissingEvent)?;
-    if let Some(id) = delivery
-        && !state.remember_delivery(id)
-    {
+    if !state.remember_delivery(delivery, &raw) {
         return Ok(Verdict::Duplicate);
     }
     match event {
@@ -519,18 +574,54 @@ mod tests {
     #[test]
     fn the_delivery_log_forgets_the_oldest() {
         let mut log = DeliveryLog::default();
-        assert!(log.insert("first"));
-        assert!(!log.insert("first"));
+        let body = |i: usize| format!("body-{i}").into_bytes();
+        assert!(log.insert(Some("first"), b"first body"));
+        assert!(!log.insert(Some("first"), b"first body"), "a redelivery");
         for i in 0..DELIVERY_LOG_SIZE - 1 {
-            assert!(log.insert(&format!("id-{i}")));
+            assert!(log.insert(Some(&format!("id-{i}")), &body(i)));
         }
-        assert_eq!(log.len(), DELIVERY_LOG_SIZE);
+        assert_eq!(
+            (log.len(), log.bodies()),
+            (DELIVERY_LOG_SIZE, DELIVERY_LOG_SIZE)
+        );
         assert!(
-            !log.insert("first"),
+            !log.insert(Some("first"), b"first body"),
             "still remembered at exactly the limit"
         );
-        assert!(log.insert("one-more"));
-        assert_eq!(log.len(), DELIVERY_LOG_SIZE);
-        assert!(log.insert("first"), "the oldest was forgotten");
+        assert!(log.insert(Some("one-more"), b"one more body"));
+        assert_eq!(
+            (log.len(), log.bodies()),
+            (DELIVERY_LOG_SIZE, DELIVERY_LOG_SIZE)
+        );
+        assert!(
+            log.insert(Some("first"), b"first body"),
+            "the oldest was forgotten"
+        );
+    }
+
+    #[test]
+    fn a_signed_body_replayed_under_another_id_or_none_is_a_duplicate() {
+        let mut log = DeliveryLog::default();
+        let push = br#"{"ref":"refs/heads/main","after":"abc"}"#;
+        assert!(log.insert(Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"), push));
+        for id in [
+            Some("another-id"),
+            Some(&"x".repeat(MAX_DELIVERY_ID_LEN + 1)),
+            None,
+        ] {
+            assert!(!log.insert(id, push), "{id:?}");
+        }
+        // Replays record nothing: GitHub's ids and bodies are not pushed out by them.
+        assert_eq!((log.len(), log.bodies()), (1, 1));
+        assert!(
+            log.insert(Some("another-id"), b"{}"),
+            "a new body under that id"
+        );
+        // An overlong id is not remembered, its body is.
+        let long = "y".repeat(MAX_DELIVERY_ID_LEN + 1);
+        assert!(log.insert(Some(&long), b"[1]"));
+        assert!(!log.insert(Some(&long), b"[1]"));
+        assert!(log.insert(Some(&long), b"[2]"));
+        assert_eq!((log.len(), log.bodies()), (2, 4));
     }
 }

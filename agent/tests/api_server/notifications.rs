@@ -378,16 +378,21 @@ async fn failed_then_ready_is_notified_once_per_change_and_no_endpoint_holds_a_p
         })
     })
     .await;
+    // Slack's fallback text, the Teams card's title (its runs), the webhook's summary.
+    let title = |v: &Value| -> Option<String> {
+        let runs = v["attachments"][0]["content"]["body"][0]["inlines"].as_array()?;
+        Some(runs.iter().filter_map(|r| r["text"].as_str()).collect())
+    };
     let events = |s: &Stand| -> Vec<String> {
         s.bodies()
             .iter()
             .map(|v| {
                 v["text"]
                     .as_str()
-                    .or(v["attachments"][0]["content"]["body"][0]["text"].as_str())
-                    .or(v["summary"].as_str())
+                    .map(str::to_string)
+                    .or_else(|| title(v))
+                    .or_else(|| v["summary"].as_str().map(str::to_string))
                     .unwrap()
-                    .to_string()
             })
             .collect()
     };

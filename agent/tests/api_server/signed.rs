@@ -189,7 +189,9 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
     // The same refused head seen again (another push of it) is not counted twice.
     let loads = "capstan_revisions_total{trigger=\"webhook\"}";
     let before = value_in(&crate::source_support::agent::scrape(metrics_port), loads);
-    signed_push(hook, &c2);
+    let again = crate::source_support::agent::push_body_at(&c2, 1);
+    let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), again.as_bytes());
+    assert_eq!(post(hook, &again, Some(&sig)), 202);
     let text = wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, loads) > before
     })

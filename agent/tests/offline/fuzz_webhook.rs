@@ -4,14 +4,15 @@
 //! Each case is a request that is valid or almost valid: a signature that is right, missing,
 //! malformed, made with the wrong secret or over a different body; an event that is `push`,
 //! `ping`, another event, missing or garbage; a delivery id fresh or repeated; a body that is the
-//! push payload, the payload with one field mutated (wrong type, other branch, deleted, junk),
+//! push payload (its `pushed_at` a small number, so a body comes again under another id as a
+//! replay does), the payload with one field mutated (wrong type, other branch, deleted, junk),
 //! truncated, random bytes or over the size limit; a declared length that matches, lies, or is
 //! junk. For every case the oracle computes what the endpoint must answer, and checks:
 //!
 //! - no panic, an answer for every request;
 //! - the status code is the one the oracle expects;
 //! - a trigger is fired exactly for an authenticated push to the followed branch with a new
-//!   delivery id, carrying the pushed commit — never for anything else;
+//!   delivery id and a new body, carrying the pushed commit — never for anything else;
 //! - `capstan_webhook_requests_total{outcome}` counts every request under the oracle's outcome.
 //!
 //! CI runs 2,000 cases. The documented run (figures in docs/reliability.md):
@@ -63,8 +64,8 @@ enum Event {
 
 #[derive(Debug, Clone)]
 enum BodyShape {
-    /// The push payload with these mutations.
-    Push(Vec<Mutation>),
+    /// The push payload pushed at this time, with these mutations.
+    Push(u16, Vec<Mutation>),
     /// The first n bytes of the push payload.
     Truncated(usize),
     Bytes(Vec<u8>),
@@ -165,7 +166,8 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(Event::Missing),
     ];
     let body = prop_oneof![
-        6 => prop::collection::vec(mutation(), 0..3).prop_map(BodyShape::Push),
+        6 => (0u16..3000, prop::collection::vec(mutation(), 0..3))
+            .prop_map(|(at, m)| BodyShape::Push(at, m)),
         1 => (0usize..120).prop_map(BodyShape::Truncated),
         1 => prop::collection::vec(any::<u8>(), 0..200).prop_map(BodyShape::Bytes),
         1 => Just(BodyShape::Oversized),
@@ -192,20 +194,20 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-fn push_value() -> Value {
+fn push_value(pushed_at: u16) -> Value {
     json!({
         "ref": "refs/heads/main",
         "before": "0".repeat(40),
         "after": "a".repeat(40),
         "deleted": false,
-        "repository": {"full_name": "acme/fleet"},
+        "repository": {"full_name": "acme/fleet", "pushed_at": pushed_at},
     })
 }
 
 fn body_bytes(shape: &BodyShape) -> Vec<u8> {
     match shape {
-        BodyShape::Push(muts) => {
-            let mut v = push_value();
+        BodyShape::Push(at, muts) => {
+            let mut v = push_value(*at);
             // A field of a payload that is still an object (after NotAnObject it may not be).
             fn set(v: &mut Value, k: &str, x: Value) {
                 if let Some(o) = v.as_object_mut() {
@@ -234,12 +236,12 @@ fn body_bytes(shape: &BodyShape) -> Vec<u8> {
             serde_json::to_vec(&v).unwrap()
         }
         BodyShape::Truncated(n) => {
-            let full = serde_json::to_vec(&push_value()).unwrap();
+            let full = serde_json::to_vec(&push_value(0)).unwrap();
             full[..(*n).min(full.len())].to_vec()
         }
         BodyShape::Bytes(b) => b.clone(),
         BodyShape::Oversized => {
-            let mut v = push_value();
+            let mut v = push_value(0);
             v["padding"] = json!("x".repeat(LIMIT));
             serde_json::to_vec(&v).unwrap()
         }
@@ -254,25 +256,52 @@ struct Expected {
     fires: Option<Option<String>>,
 }
 
-/// The delivery ids the endpoint remembers: the last [`DELIVERY_LOG_SIZE`], oldest out first.
+/// What the endpoint remembers: the last [`DELIVERY_LOG_SIZE`] delivery ids and the last
+/// [`DELIVERY_LOG_SIZE`] bodies, each oldest out first.
 #[derive(Default)]
 struct Remembered {
-    order: std::collections::VecDeque<u16>,
-    seen: std::collections::HashSet<u16>,
+    ids: Recent<u16>,
+    bodies: Recent<Vec<u8>>,
 }
 
 impl Remembered {
-    fn insert(&mut self, id: u16) -> bool {
-        if !self.seen.insert(id) {
+    /// Whether a delivery is new (neither its id nor its body remembered); a new one is
+    /// remembered.
+    fn insert(&mut self, id: Option<u16>, body: &[u8]) -> bool {
+        if id.is_some_and(|i| self.ids.seen.contains(&i)) || self.bodies.seen.contains(body) {
             return false;
         }
-        self.order.push_back(id);
+        if let Some(i) = id {
+            self.ids.push(i);
+        }
+        self.bodies.push(body.to_vec());
+        true
+    }
+}
+
+struct Recent<T> {
+    order: std::collections::VecDeque<T>,
+    seen: std::collections::HashSet<T>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent {
+            order: Default::default(),
+            seen: Default::default(),
+        }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Recent<T> {
+    fn push(&mut self, v: T) {
+        self.seen.insert(v.clone());
+        self.order.push_back(v);
         if self.order.len() > DELIVERY_LOG_SIZE
             && let Some(old) = self.order.pop_front()
         {
             self.seen.remove(&old);
         }
-        true
     }
 }
 
@@ -335,9 +364,7 @@ fn expected(c: &Case, body: &[u8], declared: Option<u64>, seen: &mut Remembered)
         Event::Ping => "ping".to_string(),
         Event::Other(e) => e.clone(),
     };
-    if let Some(d) = c.delivery
-        && !seen.insert(d)
-    {
+    if !seen.insert(c.delivery, body) {
         return refuse(StatusCode::ACCEPTED, WebhookOutcome::Duplicate);
     }
     match event.as_str() {

@@ -452,6 +452,42 @@ async fn a_duplicate_delivery_is_ignored() {
 }
 
 #[tokio::test]
+async fn a_signed_body_replayed_under_new_delivery_ids_fires_once() {
+    // GitHub signs the body, not the X-GitHub-Delivery header: a captured delivery replayed
+    // with fresh ids is the same body, remembered by its digest.
+    let mut h = Harness::signed().await;
+    let body = push_payload("refs/heads/main", &sha(8));
+    let first = post_event(h.addr, "push", "captured-1", body.clone(), SECRET).await;
+    assert_eq!(first.status, 202, "{first:?}");
+    for i in 0..20 {
+        let again = post_event(h.addr, "push", &format!("replay-{i}"), body.clone(), SECRET).await;
+        assert_eq!(again.status, 202, "{again:?}");
+        assert!(again.body.contains("duplicate"), "{again:?}");
+    }
+    assert_eq!(
+        h.triggers.try_next(),
+        Some(vec![webhook(&sha(8), "captured-1")])
+    );
+    assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Duplicate), 20);
+    assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Accepted), 1);
+    // GitHub's next push is another body: accepted.
+    let next = post_event(
+        h.addr,
+        "push",
+        "next-1",
+        push_payload("refs/heads/main", &sha(9)),
+        SECRET,
+    )
+    .await;
+    assert_eq!(next.status, 202, "{next:?}");
+    assert_eq!(
+        h.triggers.try_next(),
+        Some(vec![webhook(&sha(9), "next-1")])
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn without_a_secret_the_webhook_is_404_even_for_signed_requests() {
     let mut h = Harness::start(ServerConfig::new("main")).await;
     let reply = post_event(

@@ -224,6 +224,154 @@ fn openpgp_signatures_are_checked_against_the_trusted_keys_with_expiry_and_revoc
 }
 
 #[test]
+fn an_openpgp_key_present_twice_is_merged_so_its_revocation_holds() {
+    let k = Keyring::new();
+    let r = repo();
+    let w = r.path();
+    let gone = k.gpg_key("Gone <gone@example.com>", None, "never");
+    let by_gone = k.commit(
+        w,
+        &Signer::Gpg {
+            fingerprint: gone.clone(),
+            at: None,
+        },
+        "by a key revoked since",
+    );
+    // The copy in the Secret since before the revocation, and the revoked copy added beside it.
+    let before = k.export(&[&gone]);
+    k.revoke(&gone);
+    let after = k.export(&[&gone]);
+    let mut both = before.clone();
+    both.extend_from_slice(&after);
+    let mut reversed = after.clone();
+    reversed.extend_from_slice(&before);
+    for (what, bytes) in [("unrevoked first", &both), ("revoked first", &reversed)] {
+        let keys = TrustedKeys::parse(None, Some(("trusted.asc", bytes))).unwrap();
+        assert_eq!(keys.counts(), (0, 1), "{what}: one key, merged");
+        let (why, detail) = check(w, &by_gone, &keys).unwrap_err();
+        assert_eq!(why, Why::RevokedKey, "{what}: {detail}");
+    }
+    // The two copies from two sources (the key file and the Secret) merge as well.
+    let file = TrustedKeys::parse(None, Some(("trusted.asc", &before))).unwrap();
+    assert!(
+        check(w, &by_gone, &file).is_ok(),
+        "the copy alone is not revoked"
+    );
+    let secret = TrustedKeys::parse(None, Some(("Secret trusted.asc", &after))).unwrap();
+    let keys = file.merge(secret);
+    assert_eq!(keys.counts(), (0, 1));
+    assert_eq!(check(w, &by_gone, &keys).unwrap_err().0, Why::RevokedKey);
+}
+
+#[test]
+fn openpgp_signatures_made_with_md5_sha1_or_ripemd160_are_refused() {
+    let k = Keyring::new();
+    let r = repo();
+    let w = r.path();
+    // rPGP refuses a short hash with Ed25519 by itself (as a bad signature); with RSA it
+    // verifies whatever the hash.
+    let ed = k.gpg_key("Team <team@example.com>", None, "never");
+    k.gpg(&[
+        "--quick-gen-key",
+        "RSA <rsa@example.com>",
+        "rsa2048",
+        "sign",
+        "never",
+    ]);
+    let rsa = k.fingerprint("RSA <rsa@example.com>");
+    let keys = TrustedKeys::parse(None, Some(("trusted.asc", &k.export(&[&ed, &rsa])))).unwrap();
+    let signed_with = |fp: &str, digest: &str| {
+        k.commit(
+            w,
+            &Signer::GpgWith {
+                fingerprint: fp.to_string(),
+                args: vec!["--digest-algo".into(), digest.into()],
+            },
+            &format!("signed with {digest}"),
+        )
+    };
+    for fp in [&rsa, &ed] {
+        // gpg's name of the hash, and rPGP's in the refusal.
+        for (digest, named) in [("SHA1", "SHA1"), ("MD5", "MD5"), ("RIPEMD160", "RIPEMD160")] {
+            let c = signed_with(fp, digest);
+            let (why, detail) = check(w, &c, &keys).unwrap_err();
+            assert_eq!(why, Why::Unsupported, "{digest}: {detail}");
+            assert!(
+                detail.contains(&format!("made with {named}")) && detail.contains(fp.as_str()),
+                "{digest}: {detail}"
+            );
+        }
+        for digest in ["SHA256", "SHA512"] {
+            let c = signed_with(fp, digest);
+            assert!(check(w, &c, &keys).is_ok(), "{digest}");
+        }
+    }
+}
+
+#[test]
+fn openpgp_keys_without_the_sign_flag_do_not_sign_commits() {
+    let k = Keyring::new();
+    let r = repo();
+    let w = r.path();
+    // Made a day ago, so the self-signatures changed below are newer (whole seconds).
+    let yesterday = k_time(-86_400);
+    let primary = k.gpg_key("Primary <primary@example.com>", Some(&yesterday), "never");
+    let sub = k.gpg_key("Sub <sub@example.com>", Some(&yesterday), "never");
+    k.gpg(&[
+        &format!("--faked-system-time={yesterday}"),
+        "--quick-add-key",
+        &sub,
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    let by_primary = k.commit(
+        w,
+        &Signer::Gpg {
+            fingerprint: format!("{primary}!"),
+            at: None,
+        },
+        "by the primary key",
+    );
+    let by_sub = k.commit(
+        w,
+        &Signer::Gpg {
+            fingerprint: sub.clone(),
+            at: None,
+        },
+        "by the signing subkey",
+    );
+    let keys =
+        |fps: &[&str]| TrustedKeys::parse(None, Some(("trusted.asc", &k.export(fps)))).unwrap();
+    let before = keys(&[&primary, &sub]);
+    assert!(check(w, &by_primary, &before).is_ok());
+    let v = check(w, &by_sub, &before).expect("the subkey signs");
+    assert_ne!(v.fingerprint, sub, "signed by the subkey");
+
+    // The primary key now certifies only; the subkey authenticates only.
+    k.change_usage(&primary, 0, "S");
+    k.change_usage(&sub, 1, "SA");
+    let after = keys(&[&primary, &sub]);
+    let (why, detail) = check(w, &by_primary, &after).unwrap_err();
+    assert_eq!(why, Why::UntrustedKey, "{detail}");
+    assert!(
+        detail.contains(&primary) && detail.contains("not a signing key"),
+        "{detail}"
+    );
+    let (why, detail) = check(w, &by_sub, &after).unwrap_err();
+    assert_eq!(why, Why::UntrustedKey, "{detail}");
+    assert!(detail.contains("not bound as a signing key"), "{detail}");
+}
+
+/// gpg's `--faked-system-time` for now plus `secs`.
+fn k_time(secs: i64) -> String {
+    let t = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+        .unwrap();
+    t.strftime("%Y%m%dT%H%M%S").to_string()
+}
+
+#[test]
 fn key_files_that_are_not_keys_are_refused_at_load() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trusted.asc");

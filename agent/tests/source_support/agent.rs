@@ -70,6 +70,14 @@ pub fn push_body(after: &str) -> String {
     )
 }
 
+/// Another push of `after` (GitHub's payload says when, `repository.pushed_at`): a body of its
+/// own, where the same body again would be a replay the agent ignores.
+pub fn push_body_at(after: &str, pushed_at: u64) -> String {
+    format!(
+        "{{\"ref\":\"refs/heads/main\",\"after\":\"{after}\",\"repository\":{{\"full_name\":\"acme/fleet\",\"pushed_at\":{pushed_at}}}}}"
+    )
+}
+
 // Not every test binary reads both.
 #[allow(unused_imports)]
 pub use capstan_harness::metrics::{scrape, value_in};

@@ -19,6 +19,13 @@ pub enum Signer {
         /// `--faked-system-time` for signing with a key that has expired since.
         at: Option<String>,
     },
+    /// An OpenPGP key, signed with `gpg` given these arguments too (`--digest-algo SHA1`).
+    GpgWith {
+        /// The key's fingerprint (`user.signingkey`).
+        fingerprint: String,
+        /// gpg's extra arguments.
+        args: Vec<String>,
+    },
 }
 
 /// A GnuPG home and SSH keys in a temporary directory.
@@ -90,6 +97,55 @@ impl Keyring {
         self.gpg(&["--quick-add-key", fingerprint, "ed25519", "sign", "never"]);
     }
 
+    /// Flips what a key may do, as `gpg --edit-key`'s `change-usage` does (expert mode):
+    /// `key` 0 is the primary key, n its n-th subkey; each letter of `toggles` (`S`, `E`, `A`)
+    /// flips one capability. The new self-signature (or binding) is made now.
+    pub fn change_usage(&self, fingerprint: &str, key: usize, toggles: &str) {
+        use std::io::Write;
+        let mut script = String::new();
+        if key > 0 {
+            script.push_str(&format!("key {key}\n"));
+        }
+        script.push_str("change-usage\n");
+        for t in toggles.chars() {
+            script.push_str(&format!("{t}\n"));
+        }
+        script.push_str("Q\nsave\n");
+        let mut child = Command::new("gpg")
+            .env("GNUPGHOME", self.gnupghome())
+            .args([
+                "--batch",
+                "--yes",
+                "--no-tty",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+                "--expert",
+                "--command-fd",
+                "0",
+                "--edit-key",
+                fingerprint,
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run gpg (Debian's gnupg)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "gpg change-usage failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The fingerprint of the key of `uid`.
     pub fn fingerprint(&self, uid: &str) -> String {
         let out = String::from_utf8(self.gpg(&["--with-colons", "--list-keys", uid])).unwrap();
@@ -151,12 +207,18 @@ impl Keyring {
             .join(" ")
     }
 
-    /// A `gpg` wrapper that signs at a faked time (for keys that have expired since).
-    fn gpg_program(&self, at: &str) -> PathBuf {
-        let path = self.dir.path().join(format!("gpg-at-{at}"));
+    /// A `gpg` wrapper that adds `args` (a faked time, for keys that have expired since; a
+    /// digest algorithm).
+    fn gpg_program(&self, args: &[String]) -> PathBuf {
+        let name: String = args
+            .join("-")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path = self.dir.path().join(format!("gpg{name}"));
         std::fs::write(
             &path,
-            format!("#!/bin/sh\nexec gpg --faked-system-time={at} \"$@\"\n"),
+            format!("#!/bin/sh\nexec gpg {} \"$@\"\n", args.join(" ")),
         )
         .unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -179,10 +241,17 @@ impl Keyring {
                 cmd.args(["-c", "gpg.format=openpgp", "-c"])
                     .arg(format!("user.signingkey={fingerprint}"));
                 if let Some(at) = at {
-                    program = self.gpg_program(at);
+                    program = self.gpg_program(&[format!("--faked-system-time={at}")]);
                     cmd.arg("-c")
                         .arg(format!("gpg.program={}", program.display()));
                 }
+            }
+            Signer::GpgWith { fingerprint, args } => {
+                cmd.args(["-c", "gpg.format=openpgp", "-c"])
+                    .arg(format!("user.signingkey={fingerprint}"));
+                program = self.gpg_program(args);
+                cmd.arg("-c")
+                    .arg(format!("gpg.program={}", program.display()));
             }
         }
         super::git(work, &["add", "-A"]);

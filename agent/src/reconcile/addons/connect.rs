@@ -5,8 +5,12 @@
 //! The kubeconfig is input the agent does not control (a Secret in the cluster's namespace), so
 //! it is used only as Cluster API writes it: inline certificates and keys or a token, an
 //! `https://` server. An exec plugin, an auth provider, any file path (a token file, a client
-//! key, a CA), a proxy or impersonation is refused before anything is tried: otherwise a Secret
-//! could make the agent run a command or send its own service-account token.
+//! key, a CA), a proxy, `insecure-skip-tls-verify`, any impersonation (`as`, `as-uid`,
+//! `as-groups`, `as-user-extra`) or a field kube-rs does not know is refused before anything is
+//! tried: otherwise a Secret could make the agent run a command, send its own service-account
+//! token, or talk to a server it does not authenticate. kube-rs keeps a cluster's or user's
+//! unknown fields (its `other` map) instead of dropping them, so what is checked is exactly what
+//! was written: a field another client honours is refused here too.
 //!
 //! Connections are cached per cluster, keyed by the Secret's resourceVersion (a rotated
 //! kubeconfig is a new connection), at most [`MAX_CONNECTIONS`] at once (the least recently
@@ -224,6 +228,18 @@ pub fn refused(kc: &Kubeconfig) -> Option<String> {
         if cl.proxy_url.is_some() {
             return Some(format!("cluster `{}` sets a proxy", c.name));
         }
+        if cl.insecure_skip_tls_verify == Some(true) {
+            return Some(format!(
+                "cluster `{}` sets insecure-skip-tls-verify (the server would not be authenticated)",
+                c.name
+            ));
+        }
+        if let Some(field) = c.other.keys().chain(cl.other.keys()).next() {
+            return Some(format!(
+                "cluster `{}` has an unknown field `{field}`",
+                c.name
+            ));
+        }
         if cl
             .server
             .as_deref()
@@ -242,8 +258,14 @@ pub fn refused(kc: &Kubeconfig) -> Option<String> {
             "reads a token file"
         } else if a.client_certificate.is_some() || a.client_key.is_some() {
             "reads a certificate or key file"
-        } else if a.impersonate.is_some() || a.impersonate_groups.is_some() {
-            "impersonates"
+        } else if a.impersonate.is_some()
+            || a.impersonate_uid.is_some()
+            || a.impersonate_groups.is_some()
+            || a.impersonate_user_extra.is_some()
+        {
+            "impersonates (as, as-uid, as-groups, as-user-extra)"
+        } else if let Some(field) = u.other.keys().chain(a.other.keys()).next() {
+            return Some(format!("user `{}` has an unknown field `{field}`", u.name));
         } else {
             continue;
         };
@@ -431,6 +453,8 @@ mod tests {
         let inline = "    client-certificate-data: Zm9v\n    client-key-data: Zm9v";
         assert_eq!(refused(&kubeconfig(inline, server)), None);
         assert_eq!(refused(&kubeconfig("    token: abc", server)), None);
+        let checked = format!("{server}\n    insecure-skip-tls-verify: false");
+        assert_eq!(refused(&kubeconfig(inline, &checked)), None);
         let cases = [
             (
                 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n      args: [-c, id]",
@@ -457,6 +481,32 @@ mod tests {
                 server,
                 "impersonates",
             ),
+            ("    token: abc\n    as-uid: \"0\"", server, "impersonates"),
+            (
+                "    token: abc\n    as-groups: [system:masters]",
+                server,
+                "impersonates",
+            ),
+            (
+                "    token: abc\n    as-user-extra:\n      scopes: [admin]",
+                server,
+                "impersonates",
+            ),
+            (
+                "    token: abc\n    as-user-future: root",
+                server,
+                "unknown field `as-user-future`",
+            ),
+            (
+                inline,
+                "    server: https://10.0.0.1:6443\n    insecure-skip-tls-verify: true",
+                "insecure-skip-tls-verify",
+            ),
+            (
+                inline,
+                "    server: https://10.0.0.1:6443\n    certificate-authority-data: Zm9v\n    socks-proxy: socks5://169.254.169.254",
+                "unknown field `socks-proxy`",
+            ),
             (
                 inline,
                 "    server: https://10.0.0.1:6443\n    certificate-authority: /etc/ca.crt",
@@ -469,11 +519,17 @@ mod tests {
                 "proxy",
             ),
         ];
-        for (user, cluster, says) in cases {
-            let why = refused(&kubeconfig(user, cluster))
-                .unwrap_or_else(|| panic!("{user} {cluster}: used"));
-            assert!(why.contains(says), "{why}");
-        }
+        // Every case, each for its own reason.
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter_map(
+                |(user, cluster, says)| match refused(&kubeconfig(user, cluster)) {
+                    Some(why) if why.contains(says) => None,
+                    other => Some(format!("{user:?} {cluster:?}: {other:?}, not {says:?}")),
+                },
+            )
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 
     #[test]

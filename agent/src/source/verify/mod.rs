@@ -45,7 +45,8 @@ pub enum Why {
     ExpiredKey,
     /// The key has been revoked.
     RevokedKey,
-    /// A signature format capstan does not verify (X.509).
+    /// A signature format capstan does not verify (X.509), or a hash it refuses (MD5, SHA-1,
+    /// RIPEMD-160).
     Unsupported,
     /// The trusted keys could not be read: nothing can be verified.
     NoTrustedKeys,
@@ -303,10 +304,11 @@ impl TrustedKeys {
         )
     }
 
-    /// These keys and `other`'s.
+    /// These keys and `other`'s (an OpenPGP key in both is one key, its copies merged).
     pub fn merge(mut self, other: TrustedKeys) -> TrustedKeys {
         self.ssh.extend(other.ssh);
         self.openpgp.extend(other.openpgp);
+        self.openpgp = openpgp::merged(self.openpgp);
         self
     }
 

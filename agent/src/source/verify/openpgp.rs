@@ -11,10 +11,23 @@
 //! - a key **expires** at its creation time plus the key expiration time of its newest
 //!   self-signature (a subkey: of its newest binding);
 //! - a **signing subkey** needs a verifying binding with the sign flag and the embedded
-//!   back-signature, and must be neither revoked nor expired, nor its primary key.
+//!   back-signature, and must be neither revoked nor expired, nor its primary key;
+//! - a **primary key** signs only if its newest self-signature gives it the sign flag (or has no
+//!   key flags at all, where RFC 9580 lets the algorithm decide): a key its owner made
+//!   certify-only signs no commit, not even one it signed before;
+//! - a key present **more than once** (a copy exported before its revocation beside one exported
+//!   after, in one file or across the file and the Secret) is one key: its copies are merged as
+//!   `gpg --import` merges them, the union of their user IDs, subkeys and signatures, so a
+//!   revocation in any copy holds;
+//! - a signature over a commit made with **MD5, SHA-1 or RIPEMD-160** is refused: a collision
+//!   lets whoever prepared one document reuse its signature on another (SHA-1's chosen-prefix
+//!   collisions, 2020), and gpg signs with SHA-256 or stronger by default. (Self-
+//!   signatures and subkey bindings are not judged by their hash; gpg 2.2 refuses to make a
+//!   SHA-1 subkey binding, `--cert-digest-algo SHA1`: "Invalid digest algorithm".)
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
-use pgp::packet::{Signature, SignatureType};
+use pgp::crypto::hash::HashAlgorithm;
+use pgp::packet::{Signature, SignatureType, SubpacketData};
 use pgp::types::{KeyDetails, Tag};
 
 use super::{KeysError, Why, when};
@@ -64,7 +77,79 @@ pub(super) fn parse(origin: &str, bytes: &[u8]) -> Result<Vec<TrustedKey>, KeysE
         }
         out.push(TrustedKey { key });
     }
-    Ok(out)
+    Ok(merged(out))
+}
+
+/// `keys` with the copies of one key (by primary fingerprint) merged into the first, as
+/// `gpg --import` merges them: the union of their signatures, user IDs and subkeys.
+pub(super) fn merged(keys: Vec<TrustedKey>) -> Vec<TrustedKey> {
+    let mut out: Vec<TrustedKey> = Vec::with_capacity(keys.len());
+    for TrustedKey { key } in keys {
+        match out
+            .iter_mut()
+            .find(|k| k.key.fingerprint() == key.fingerprint())
+        {
+            Some(first) => merge(&mut first.key, key),
+            None => out.push(TrustedKey { key }),
+        }
+    }
+    out
+}
+
+/// Adds `other`'s signatures, user IDs, user attributes and subkeys (the same primary key)
+/// to `into`.
+fn merge(into: &mut SignedPublicKey, other: SignedPublicKey) {
+    fn union(into: &mut Vec<Signature>, other: Vec<Signature>) {
+        for s in other {
+            if !into.contains(&s) {
+                into.push(s);
+            }
+        }
+    }
+    let (d, o) = (&mut into.details, other.details);
+    union(&mut d.revocation_signatures, o.revocation_signatures);
+    union(&mut d.direct_signatures, o.direct_signatures);
+    for u in o.users {
+        match d.users.iter_mut().find(|x| x.id == u.id) {
+            Some(x) => union(&mut x.signatures, u.signatures),
+            None => d.users.push(u),
+        }
+    }
+    for a in o.user_attributes {
+        match d.user_attributes.iter_mut().find(|x| x.attr == a.attr) {
+            Some(x) => union(&mut x.signatures, a.signatures),
+            None => d.user_attributes.push(a),
+        }
+    }
+    for sub in other.public_subkeys {
+        let fp = sub.key.fingerprint();
+        match into
+            .public_subkeys
+            .iter_mut()
+            .find(|x| x.key.fingerprint() == fp)
+        {
+            Some(x) => union(&mut x.signatures, sub.signatures),
+            None => into.public_subkeys.push(sub),
+        }
+    }
+}
+
+/// The signature's hash, if it is one capstan refuses (MD5, SHA-1, RIPEMD-160).
+fn weak_hash(sig: &Signature) -> Option<HashAlgorithm> {
+    sig.hash_alg().filter(|h| {
+        matches!(
+            h,
+            HashAlgorithm::Md5 | HashAlgorithm::Sha1 | HashAlgorithm::Ripemd160
+        )
+    })
+}
+
+/// Whether a self-signature carries a key flags subpacket at all.
+fn has_key_flags(sig: &Signature) -> bool {
+    sig.config().is_some_and(|c| {
+        c.hashed_subpackets()
+            .any(|p| matches!(p.data, SubpacketData::KeyFlags(_)))
+    })
 }
 
 fn hex(fp: &pgp::types::Fingerprint) -> String {
@@ -146,6 +231,22 @@ fn primary_usable(key: &SignedPublicKey, now: u64) -> Result<(), (Why, String)> 
         ));
     }
     Ok(())
+}
+
+/// Whether the primary key itself may sign data: its newest self-signature gives it the sign
+/// flag, or gives it no key flags at all.
+fn primary_signs(key: &SignedPublicKey) -> Result<(), (Why, String)> {
+    match newest(self_certifications(key)) {
+        Some(s) if has_key_flags(s) && !s.key_flags().sign() => Err((
+            Why::UntrustedKey,
+            format!(
+                "OpenPGP key {} ({}) is not a signing key: its self-signature does not give it the sign flag (sign with a key or subkey that has it)",
+                hex(&key.fingerprint()),
+                user_id(key)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Whether a subkey, as of `now`, may sign for its primary key.
@@ -234,6 +335,14 @@ pub(super) fn verify(
             ),
         ));
     }
+    if let Some(h) = weak_hash(&sig) {
+        return Err((
+            Why::Unsupported,
+            format!(
+                "the OpenPGP signature by {issuer} is made with {h}, which capstan does not accept (MD5, SHA-1 and RIPEMD-160 are broken for signatures): sign with SHA-256 or stronger (gpg's default; `personal-digest-preferences SHA512 SHA384 SHA256` in gpg.conf)"
+            ),
+        ));
+    }
     for TrustedKey { key } in keys {
         let bad = |e: pgp::errors::Error, fp: String| {
             (
@@ -247,6 +356,7 @@ pub(super) fn verify(
         let primary = &key.primary_key;
         if issued_by(&sig, &primary.fingerprint(), &primary.legacy_key_id()) {
             primary_usable(key, now)?;
+            primary_signs(key)?;
             sig.verify(primary, signed)
                 .map_err(|e| bad(e, hex(&key.fingerprint())))?;
             return Ok((user_id(key), hex(&key.fingerprint())));
