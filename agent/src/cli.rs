@@ -383,7 +383,8 @@ pub struct BootstrapValues {
 /// GitHub credentials and repository, shared by `run` and the `--open-pr` commands.
 #[derive(Debug, Args, Clone, Default)]
 pub struct GitHubArgs {
-    /// File holding a GitHub token (fine-grained: pull requests and commit statuses write).
+    /// File holding a GitHub token (fine-grained: pull requests and commit statuses read and
+    /// write, contents and metadata read-only; the agent warns when it can push).
     #[arg(long, value_name = "FILE")]
     pub github_token_file: Option<PathBuf>,
     /// GitHub App id (with --github-app-key and --github-installation-id), instead of a token.

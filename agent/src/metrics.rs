@@ -16,6 +16,9 @@
 //! `capstan_triggers_total{trigger}`, `capstan_queue_clusters{state}`, `capstan_retries_total`,
 //! `capstan_webhook_requests_total{outcome}`, `capstan_clusters{phase}`, `capstan_leader`,
 //! `capstan_pr_plans_total{result}`, `capstan_commit_statuses_total{result}`,
+//! `capstan_github_push_access{access}` (1 for the verdict on whether capstan's GitHub
+//! credentials could push to the fleet repository, 0 for the others; all 0 until checked;
+//! [`crate::github::access`]),
 //! `capstan_upgrades_held_total{reason}` (a cluster's upgrade held by the fleet's waves,
 //! `maxUnavailable` or maintenance windows, once per pass that held it),
 //! `capstan_wave_clusters{wave,state}` (workload clusters per wave and standing; the wave names
@@ -383,6 +386,21 @@ struct RefusalLabels {
     reason: RefusalLabel,
 }
 
+/// Whether the GitHub credentials could push, as a label value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PushLabel(crate::github::access::PushAccess);
+
+impl EncodeLabelValue for PushLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PushLabels {
+    access: PushLabel,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HoldLabels {
     reason: HoldReason,
@@ -423,6 +441,7 @@ pub struct Metrics {
     leader: Gauge,
     pr_plans: Family<GitHubLabels, Counter>,
     commit_statuses: Family<GitHubLabels, Counter>,
+    github_push_access: Family<PushLabels, Gauge>,
     upgrades_held: Family<HoldLabels, Counter>,
     wave_clusters: Family<WaveLabels, Gauge>,
     commits_refused: Family<RefusalLabels, Counter>,
@@ -456,6 +475,7 @@ impl Metrics {
         let leader = Gauge::default();
         let pr_plans = Family::<GitHubLabels, Counter>::default();
         let commit_statuses = Family::<GitHubLabels, Counter>::default();
+        let github_push_access = Family::<PushLabels, Gauge>::default();
         let upgrades_held = Family::<HoldLabels, Counter>::default();
         let wave_clusters = Family::<WaveLabels, Gauge>::default();
         let commits_refused = Family::<RefusalLabels, Counter>::default();
@@ -524,6 +544,16 @@ impl Metrics {
         for &result in GitHubResult::ALL {
             let _ = pr_plans.get_or_create(&GitHubLabels { result });
             let _ = commit_statuses.get_or_create(&GitHubLabels { result });
+        }
+        registry.register(
+            "capstan_github_push_access",
+            "Whether capstan's GitHub credentials could push to the fleet repository: 1 for the verdict (granted, possible, none, unknown), 0 for the others",
+            github_push_access.clone(),
+        );
+        for &access in crate::github::access::PushAccess::ALL {
+            let _ = github_push_access.get_or_create(&PushLabels {
+                access: PushLabel(access),
+            });
         }
 
         registry.register(
@@ -628,6 +658,7 @@ impl Metrics {
             leader,
             pr_plans,
             commit_statuses,
+            github_push_access,
             upgrades_held,
             wave_clusters,
             commits_refused,
@@ -728,6 +759,17 @@ impl Metrics {
     /// Counts a pull-request plan.
     pub fn inc_pr_plan(&self, result: GitHubResult) {
         self.pr_plans.get_or_create(&GitHubLabels { result }).inc();
+    }
+
+    /// Records whether the GitHub credentials could push to the fleet repository.
+    pub fn set_github_push_access(&self, verdict: crate::github::access::PushAccess) {
+        for &access in crate::github::access::PushAccess::ALL {
+            self.github_push_access
+                .get_or_create(&PushLabels {
+                    access: PushLabel(access),
+                })
+                .set(i64::from(access == verdict));
+        }
     }
 
     /// Counts a commit status.

@@ -236,7 +236,7 @@ impl Report {
                 let _ = writeln!(s, "- :x: `{}`", code(e));
             }
             for n in &c.notes {
-                let _ = writeln!(s, "- :information_source: {n}");
+                let _ = writeln!(s, "- :information_source: {}", escape(n));
             }
             if let Some(st) = &c.stages {
                 let _ = writeln!(s, "- :vertical_traffic_light: {}", escape(st));
@@ -265,7 +265,7 @@ impl Report {
                         s,
                         "| {} | `{}`{reason} |",
                         label(e.action),
-                        e.object.subject()
+                        code(&e.object.subject()).replace('|', "\\|")
                     );
                 }
             }
@@ -277,7 +277,12 @@ impl Report {
                 c.entries.iter().filter_map(|e| {
                     e.diff.as_ref().map(|d| {
                         (
-                            format!("{} `{}` ({})", label(e.action), e.object.subject(), c.name),
+                            format!(
+                                "{} `{}` ({})",
+                                label(e.action),
+                                code(&e.object.subject()),
+                                c.name
+                            ),
                             d.clone(),
                         )
                     })
@@ -412,6 +417,29 @@ mod tests {
         assert_eq!(md.matches("```diff").count(), 3);
         assert!(!md.contains("more objects not shown"));
         assert!(md.contains("#### Cluster `dev`: 3 update"));
+    }
+
+    #[test]
+    fn what_a_pull_request_writes_stays_inside_its_code_spans() {
+        // A kind (a manifest's own text) that would close its code span and open an HTML
+        // comment hiding the rest of the plan; a note quoting a refusal with markup.
+        let obj = json!({"apiVersion": "x/v1", "kind": "Evil`<!--|", "metadata": {"name": "a", "namespace": "ns"}});
+        let mut r = report(1, 1);
+        r.clusters[0].entries.push(Entry {
+            diff: Some("+x\n".into()),
+            ..Entry::new(ObjectRef::of(&obj), Action::Create, None)
+        });
+        r.clusters[0]
+            .notes
+            .push("no live plan: refused <!-- | hidden".into());
+        let md = r.markdown(COMMENT_LIMIT);
+        assert!(md.contains("| create | `Evil'<!--\\|/ns/a` |"), "{md}");
+        assert!(md.contains("create `Evil'<!--|/ns/a` (dev)"), "{md}");
+        assert!(md.contains("refused &lt;!-- \\| hidden"), "{md}");
+        // Every line keeps its code spans closed: an even count of backticks.
+        for line in md.lines().filter(|l| !l.starts_with("```")) {
+            assert_eq!(line.matches('`').count() % 2, 0, "{line}");
+        }
     }
 
     #[test]

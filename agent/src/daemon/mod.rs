@@ -281,6 +281,11 @@ impl Services {
             .github
             .as_ref()
             .map(|g| crate::github::notify::Statuses::start(g.github.clone(), metrics.clone()));
+        // Once at start: a warning (and a metric) when the credentials could push to the
+        // repository whose branch is applied.
+        if let Some(g) = &cfg.github {
+            crate::github::access::check_at_start(g.github.clone(), metrics.clone());
+        }
         let mut pulls = None;
         let followed = crate::dashboard::Published::default();
         // The pull requests' plans as the dashboard shows them (the planner fills it).

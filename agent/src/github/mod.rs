@@ -16,7 +16,9 @@
 //! | call | endpoint |
 //! |---|---|
 //! | [`GitHub::set_status`] | `POST /repos/{owner}/{repo}/statuses/{sha}` |
+//! | [`GitHub::identity`] | `GET /user` (a token), `GET /app` (a GitHub App, with its JWT) |
 //! | [`GitHub::upsert_comment`] | `GET /repos/{owner}/{repo}/issues/{n}/comments`, `POST /repos/{owner}/{repo}/issues/{n}/comments`, `PATCH /repos/{owner}/{repo}/issues/comments/{id}` |
+//! | [`GitHub::push_access`] | `GET /repos/{owner}/{repo}` (a token), `GET /app/installations/{id}` (a GitHub App, with its JWT) |
 //! | [`GitHub::open_pull_requests`] | `GET /repos/{owner}/{repo}/pulls?state=open&per_page=100`, then each `Link: <…>; rel="next"` |
 //! | [`GitHub::open_or_update_pr`] | `GET /repos/{owner}/{repo}/pulls?head=…&base=…&state=open`, `POST /repos/{owner}/{repo}/pulls`, `PATCH /repos/{owner}/{repo}/pulls/{n}` |
 //! | GitHub App auth (octocrab) | `POST /app/installations/{id}/access_tokens` |
@@ -24,14 +26,18 @@
 //! Callers in the daemon run these on their own tasks ([`notify`]), so a slow or failing GitHub
 //! never holds up reconciliation.
 
+pub mod access;
 pub mod board;
+mod comments;
 pub mod handover;
+pub mod identity;
 pub mod notify;
 pub mod open_pulls;
 pub mod pr;
 pub mod resync;
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::Method;
@@ -164,10 +170,16 @@ pub enum GitHubError {
 #[derive(Clone)]
 pub struct GitHub {
     octo: Octocrab,
+    /// A GitHub App's own client (its JWT), for what only the App may ask (`GET /app`, its
+    /// installation's permissions); `None` with a token.
+    app: Option<Octocrab>,
+    auth: Auth,
     owner: String,
     name: String,
     retry: Retry,
     api_url: String,
+    /// Who the credentials write as, once known ([`identity`]); shared by every clone.
+    me: Arc<Mutex<Option<identity::Known>>>,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -332,17 +344,22 @@ impl GitHub {
         let mut octo = b
             .build()
             .map_err(|e| GitHubError::Config(format!("building the client: {e}")))?;
+        let mut app = None;
         if let Some(id) = installation {
-            octo = octo
+            let installed = octo
                 .installation(id.into())
                 .map_err(|e| GitHubError::Config(format!("installation {id}: {e}")))?;
+            app = Some(std::mem::replace(&mut octo, installed));
         }
         Ok(GitHub {
             octo,
+            app,
+            auth: cfg.auth.clone(),
             owner: owner.to_string(),
             name: name.to_string(),
             retry: cfg.retry,
             api_url: cfg.api_url.clone(),
+            me: Arc::default(),
         })
     }
 
@@ -381,14 +398,45 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(Value, http::HeaderMap), GitHubError> {
+        self.send(&self.octo, action, method, path, body).await
+    }
+
+    /// A call authenticated as the GitHub App itself (its JWT), with the same retries; a
+    /// [`GitHubError::Config`] with a token.
+    pub(crate) async fn call_as_app(
+        &self,
+        action: &str,
+        method: Method,
+        path: &str,
+    ) -> Result<Value, GitHubError> {
+        let app = self.app.as_ref().ok_or_else(|| {
+            GitHubError::Config(format!("{action}: only a GitHub App may ask this"))
+        })?;
+        self.send(app, action, method, path, None)
+            .await
+            .map(|(v, _)| v)
+    }
+
+    async fn send(
+        &self,
+        octo: &Octocrab,
+        action: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(Value, http::HeaderMap), GitHubError> {
         let mut last = String::new();
         let attempts = self.retry.attempts.max(1);
         for attempt in 1..=attempts {
             let sent = match method {
-                Method::GET => self.octo._get(path).await,
-                Method::POST => self.octo._post(path, body).await,
-                Method::PATCH => self.octo._patch(path, body).await,
-                _ => unreachable!("only GET, POST and PATCH are used"),
+                Method::GET => octo._get(path).await,
+                Method::POST => octo._post(path, body).await,
+                Method::PATCH => octo._patch(path, body).await,
+                _ => {
+                    return Err(GitHubError::Config(format!(
+                        "{action}: {method} is not a method capstan sends"
+                    )));
+                }
             };
             let delay = match sent {
                 Err(e) => {
@@ -398,7 +446,7 @@ impl GitHub {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let headers = resp.headers().clone();
-                    let text = self.octo.body_to_string(resp).await.unwrap_or_default();
+                    let text = octo.body_to_string(resp).await.unwrap_or_default();
                     let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     if (200..300).contains(&status) {
                         return Ok((parsed, headers));
@@ -495,71 +543,6 @@ impl GitHub {
         )
         .await
         .map(|_| ())
-    }
-
-    /// Keeps exactly one comment holding `marker` on issue or pull request `number`: edits it
-    /// in place when there is one (found again after a restart by the marker), else creates it.
-    /// `body` must contain `marker`.
-    pub async fn upsert_comment(
-        &self,
-        number: u64,
-        marker: &str,
-        body: &str,
-    ) -> Result<Upserted, GitHubError> {
-        debug_assert!(body.contains(marker));
-        let mut found: Option<(u64, String)> = None;
-        for page in 1.. {
-            let list = self
-                .call(
-                    &format!("list the comments of #{number}"),
-                    Method::GET,
-                    &self.path(&format!(
-                        "issues/{number}/comments?per_page=100&page={page}"
-                    )),
-                    None,
-                )
-                .await?;
-            let items = list.as_array().cloned().unwrap_or_default();
-            for c in &items {
-                let text = c.get("body").and_then(Value::as_str).unwrap_or("");
-                if text.contains(marker)
-                    && let Some(id) = c.get("id").and_then(Value::as_u64)
-                {
-                    found = Some((id, text.to_string()));
-                    break;
-                }
-            }
-            if found.is_some() || items.len() < 100 {
-                break;
-            }
-        }
-        let payload = json!({"body": body});
-        match found {
-            Some((id, text)) if text == body => Ok(Upserted::Unchanged(id)),
-            Some((id, _)) => {
-                self.call(
-                    &format!("edit the plan comment of #{number}"),
-                    Method::PATCH,
-                    &self.path(&format!("issues/comments/{id}")),
-                    Some(&payload),
-                )
-                .await?;
-                Ok(Upserted::Updated(id))
-            }
-            None => {
-                let made = self
-                    .call(
-                        &format!("comment on #{number}"),
-                        Method::POST,
-                        &self.path(&format!("issues/{number}/comments")),
-                        Some(&payload),
-                    )
-                    .await?;
-                Ok(Upserted::Created(
-                    made.get("id").and_then(Value::as_u64).unwrap_or_default(),
-                ))
-            }
-        }
     }
 
     /// Opens a pull request from `head` (a branch of this repository) into `base`, or updates

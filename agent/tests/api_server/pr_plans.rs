@@ -3,12 +3,14 @@
 //! management cluster is the real API server, and GitHub is the stand-in that checks every
 //! request against GitHub's documented REST API.
 //!
-//! One agent run goes through: statuses per cluster on the applied commit; a PR opened, planned
-//! against live state into one comment and a `capstan/plan` status (nothing applied); a push
-//! that breaks validation (failure with file:line, the same comment edited); a restart (the
-//! comment found again by its marker); a fork (not planned); a PR touching files outside
-//! `clusters/` (failure); and a token without the needed scope, with which the agent keeps
-//! reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
+//! One agent run goes through: a warning at start that its token can push to the repository
+//! (log and `capstan_github_push_access`); statuses per cluster on the applied commit; a PR
+//! opened, where a commenter has already posted a fake plan carrying capstan's marker, planned
+//! against live state into one comment of capstan's own and a `capstan/plan` status (nothing
+//! applied, the commenter's comment never edited); a push that breaks validation (failure with
+//! file:line, the same comment edited); a restart (capstan's comment found again, not the
+//! commenter's); a fork (not planned); a PR touching files outside `clusters/` (failure); and a
+//! token without the needed scope, with which the agent keeps reconciling. The plan reads the daemon's watch cache: the audit log shows no list of a
 //! Cluster API kind under the agent's credential while it plans.
 //!
 //! A restarted agent starts with an empty dashboard board and no webhook to fill it: it lists
@@ -30,7 +32,7 @@ use crate::source_support::agent::{
     wait_for_revision, wait_metrics,
 };
 use crate::source_support::daemon::GitDaemon;
-use crate::source_support::github::{Fault, GitHubStandIn};
+use crate::source_support::github::{Comment, Fault, GitHubStandIn, User, capstan_bot};
 use crate::source_support::{Upstream, free_port, git};
 use capstan_harness::ControlPlane;
 use capstan_harness::audit::AuditMark;
@@ -288,6 +290,91 @@ fn posted(text: &str) -> f64 {
     value_in(text, "capstan_pr_plans_total{result=\"posted\"}")
 }
 
+/// capstan's own comments on pull request `n` (its token's user wrote them).
+fn ours(gh: &GitHubStandIn, n: u64) -> Vec<Comment> {
+    gh.comments(n)
+        .into_iter()
+        .filter(|c| c.author == capstan_bot())
+        .collect()
+}
+
+/// A fake plan carrying capstan's marker, as a hostile commenter posts it; its id.
+fn plant_fake_plan(gh: &GitHubStandIn, n: u64) -> (u64, String) {
+    let fake =
+        format!("{MARKER}\n### capstan plan of #{n} against live state\n\nNo cluster changes.\n");
+    (gh.comment_as(n, User::person("mallory", 666), &fake), fake)
+}
+
+/// Asserts that the planted comment still says what its author wrote and was never edited.
+fn untouched(gh: &GitHubStandIn, (id, fake): &(u64, String)) {
+    assert_eq!(gh.comment(*id).map(|c| c.body).as_ref(), Some(fake));
+    let edits: Vec<_> = gh
+        .log()
+        .into_iter()
+        .filter(|l| l.method == "PATCH" && l.path.ends_with(&format!("/comments/{id}")))
+        .collect();
+    assert!(
+        edits.is_empty(),
+        "capstan edited the commenter's comment: {edits:?}"
+    );
+}
+
+/// Waits for the verdict `granted` on the agent's push access (`log`): said once, in the log
+/// and the metric.
+async fn said_once_it_can_push(setup: &Setup, log: &str) {
+    wait_metrics(setup.metrics, Duration::from_secs(30), |t| {
+        value_in(t, "capstan_github_push_access{access=\"granted\"}") == 1.0
+    })
+    .await;
+    let text = setup.log(log);
+    assert_eq!(
+        text.matches("can push to the repository whose branch it applies")
+            .count(),
+        1,
+        "{text}"
+    );
+}
+
+/// The dashboard's pull requests page shows #1 refused at `head` (a file:line in `wpath`), for
+/// a user allowed to see the fleet; closed, #1 leaves the page.
+async fn shown_refused_then_closed(
+    cp: &ControlPlane,
+    setup: &Setup,
+    board: u16,
+    wpath: &str,
+    head: &str,
+) {
+    let viewer = cp
+        .service_account_token(capstan::status::NAMESPACE, "capstan")
+        .await
+        .unwrap();
+    let page = dashboard_page(board, "/pulls", &viewer);
+    assert!(page.contains(r#"data-pull="1""#), "{page}");
+    // (minijinja escapes `/` in HTML as `&#x2f;`)
+    let escaped = wpath.replace('/', "&#x2f;");
+    assert!(
+        page.contains("✗ refused") && page.contains(&format!("{escaped}:")),
+        "{page}"
+    );
+    assert!(page.contains(&head[..12]), "{page}");
+    // Closed, it leaves the page (and nothing is planned for it).
+    let body = pr_body("closed", 1, head, "acme/fleet");
+    assert_eq!(
+        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
+        202
+    );
+    let gone = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if !dashboard_page(board, "/pulls", &viewer).contains(r#"data-pull="1""#) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "{}", dashboard_page(board, "/pulls", &viewer));
+}
+
 #[tokio::test]
 async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuses() {
     let cp = capstan_harness::shared().await;
@@ -310,6 +397,8 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         "{}",
         setup.log("agent.log")
     );
+    // The stand-in's token is a classic one with `repo`, of a user who may push.
+    said_once_it_can_push(&setup, "agent.log").await;
 
     // Statuses per cluster on the applied commit: nothing runs the machines here, so the
     // clusters are Progressing: pending, with the phase message.
@@ -330,6 +419,8 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     assert_eq!(wtext.matches("count: 2").count(), 1);
     let scaled = wtext.replacen("count: 2", "count: 3", 1);
     let h1 = push_pr(&up, 1, &[(wpath, &scaled)], "scale w-prp");
+    // A commenter was first to post capstan's marker, with a fake plan.
+    let planted = plant_fake_plan(&gh, 1);
     let body = pr_body("opened", 1, &h1, "acme/fleet");
     let mark = cp.audit().mark();
     assert_eq!(
@@ -357,8 +448,9 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         "no dry run of the changed MachineDeployment under this agent's credential: {requests:#?}"
     );
     println!("the PR plan's API requests: {requests:#?}");
-    let comments = gh.comments(1);
-    assert_eq!(comments.len(), 1);
+    let comments = ours(&gh, 1);
+    assert_eq!(comments.len(), 1, "{:?}", gh.comments(1));
+    untouched(&gh, &planted);
     let text = &comments[0].body;
     assert!(text.starts_with(MARKER), "{text}");
     assert!(text.contains("against live state"), "{text}");
@@ -385,7 +477,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         202
     );
     wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 2.0).await;
-    let comments = gh.comments(1);
+    let comments = ours(&gh, 1);
     assert_eq!(comments.len(), 1, "edited in place");
     assert!(
         comments[0].body.contains(&format!("{wpath}:")),
@@ -395,43 +487,15 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     let st = gh.status(&h2, "capstan/plan").unwrap();
     assert_eq!(st.state, "failure");
     assert!(st.description.starts_with(&format!("{wpath}:")), "{st:?}");
-    // The dashboard's pull requests page says the same, for a user allowed to see the fleet.
-    let viewer = cp
-        .service_account_token(capstan::status::NAMESPACE, "capstan")
-        .await
-        .unwrap();
-    let page = dashboard_page(board, "/pulls", &viewer);
-    assert!(page.contains(r#"data-pull="1""#), "{page}");
-    // (minijinja escapes `/` in HTML as `&#x2f;`)
-    let escaped = wpath.replace('/', "&#x2f;");
-    assert!(
-        page.contains("✗ refused") && page.contains(&format!("{escaped}:")),
-        "{page}"
-    );
-    assert!(page.contains(&h2[..12]), "{page}");
-    // Closed, it leaves the page (and nothing is planned for it).
-    let body = pr_body("closed", 1, &h2, "acme/fleet");
-    assert_eq!(
-        post_event(setup.hook, "pull_request", &body, Some(&signed(&body))),
-        202
-    );
-    let gone = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if !dashboard_page(board, "/pulls", &viewer).contains(r#"data-pull="1""#) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
-    assert!(gone.is_ok(), "{}", dashboard_page(board, "/pulls", &viewer));
+    // The dashboard's pull requests page says the same; closed, the PR leaves it.
+    shown_refused_then_closed(cp, &setup, board, wpath, &h2).await;
     assert_eq!(
         gh.comments(1).len(),
-        1,
+        2,
         "a closed pull request is not planned"
     );
 
-    // A restarted agent finds its comment again by the marker.
+    // A restarted agent finds its own comment again, not the commenter's that came first.
     drop(agent);
     let agent = setup.start(&gh, "agent2.log").await;
     let rescaled = wtext.replacen("count: 2", "count: 4", 1);
@@ -442,8 +506,9 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
         202
     );
     wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
-    let comments = gh.comments(1);
+    let comments = ours(&gh, 1);
     assert_eq!(comments.len(), 1, "still one comment after a restart");
+    untouched(&gh, &planted);
     assert!(
         comments[0].body.contains("scales 2 → 4"),
         "{}",

@@ -4,12 +4,19 @@
 //! pull requests opened once and then updated, GitHub Enterprise base URLs, GitHub App
 //! installation tokens, retries of rate limits and 5xx, a clear error for a token without
 //! the needed scope, and the open pull requests listed page after page by the `Link` header.
+//!
+//! Hostile commenters: a comment carrying capstan's marker written by anyone but capstan's own
+//! identity (`GET /user` for a token, the App's bot user for a GitHub App) is never edited,
+//! whoever posted first, and capstan's is found again after a restart. Whether the credentials
+//! could push to the repository is told for each kind of credentials GitHub has.
 
 use std::time::Duration;
 
+use capstan::github::access::PushAccess;
+use capstan::github::identity::Identity;
 use capstan::github::{Auth, GitHub, GitHubConfig, GitHubError, Retry, StatusState, Upserted};
 
-use crate::source_support::github::{Fault, GitHubStandIn};
+use crate::source_support::github::{Account, Fault, GitHubStandIn, TokenKind, User, capstan_bot};
 
 const TOKEN: &str = "ghp_capstantesttoken";
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -75,13 +82,16 @@ async fn one_comment_per_pr_edited_in_place_and_statuses_on_github_enterprise() 
         .iter()
         .map(|l| format!("{} {}", l.method, l.path))
         .collect();
+    // Who capstan is, asked once per client.
     assert_eq!(
         calls,
         [
+            "GET /user",
             "GET /repos/acme/fleet/issues/7/comments?per_page=100&page=1",
             "POST /repos/acme/fleet/issues/7/comments",
             "GET /repos/acme/fleet/issues/7/comments?per_page=100&page=1",
             &format!("PATCH /repos/acme/fleet/issues/comments/{id}"),
+            "GET /user",
             "GET /repos/acme/fleet/issues/7/comments?per_page=100&page=1",
             &format!("POST /repos/acme/fleet/statuses/{SHA}"),
         ]
@@ -169,8 +179,8 @@ async fn a_token_without_the_scope_gets_a_clear_error_at_once() {
     );
 }
 
-#[tokio::test]
-async fn a_github_app_authenticates_with_installation_tokens() {
+/// A GitHub App's RSA key pair, PEM: (private, public).
+fn app_keys() -> (Vec<u8>, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("app.pem");
     let public = dir.path().join("app.pub.pem");
@@ -200,13 +210,22 @@ async fn a_github_app_authenticates_with_installation_tokens() {
         "-out",
         public.to_str().unwrap(),
     ]);
+    (
+        std::fs::read(&key).unwrap(),
+        std::fs::read(&public).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_github_app_authenticates_with_installation_tokens() {
+    let (key, public) = app_keys();
     let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
-    gh.add_app(4242, &std::fs::read(&public).unwrap(), 99);
+    gh.add_app(4242, &public, 99);
     let c = client(
         &gh,
         Auth::App {
             app_id: 4242,
-            key_pem: std::fs::read(&key).unwrap(),
+            key_pem: key,
             installation_id: 99,
         },
     );
@@ -295,4 +314,253 @@ async fn open_pull_requests_are_listed_page_after_page_by_the_link_header() {
             && e.to_string().contains("pull requests: read"),
         "{e}"
     );
+}
+
+const MARKER: &str = "<!-- capstan:plan -->";
+
+fn plan(text: &str) -> String {
+    format!("{MARKER}\n{text}")
+}
+
+/// The hostile commenters of a pull request: each posts a comment carrying capstan's marker
+/// before capstan does. Returns their comments' ids.
+fn impostors(gh: &GitHubStandIn, pr: u64) -> Vec<u64> {
+    let fake = plan("### capstan plan\n\nNo cluster changes.");
+    vec![
+        // Anyone who may comment.
+        gh.comment_as(pr, User::person("mallory", 666), &fake),
+        // capstan's login, held by another account (renamed away and taken).
+        gh.comment_as(pr, User::person("capstan-bot", 667), &fake),
+        // Another App's bot, and one named like capstan's App without the bot suffix.
+        gh.comment_as(
+            pr,
+            User {
+                login: "other-app[bot]".into(),
+                id: 668,
+                kind: "Bot",
+            },
+            &fake,
+        ),
+        gh.comment_as(pr, User::person("capstan-fleet", 669), &fake),
+    ]
+}
+
+/// Asserts that none of `ids` was touched: each still says what its author wrote.
+fn untouched(gh: &GitHubStandIn, ids: &[u64]) {
+    for id in ids {
+        let c = gh.comment(*id).unwrap();
+        assert!(
+            c.body.ends_with("No cluster changes."),
+            "comment {id} by {} edited: {}",
+            c.author.login,
+            c.body
+        );
+        assert!(
+            !gh.log()
+                .iter()
+                .any(|l| l.method == "PATCH" && l.path.ends_with(&format!("/comments/{id}"))),
+            "capstan edited {}'s comment {id}",
+            c.author.login
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_comment_carrying_the_marker_by_anyone_else_is_never_edited() {
+    let gh = GitHubStandIn::start("acme/fleet", "", TOKEN).await;
+    let planted = impostors(&gh, 7);
+    let c = client(&gh, Auth::Token(TOKEN.into()));
+    assert_eq!(
+        c.identity().await.unwrap(),
+        Some(Identity {
+            login: "capstan-bot".into(),
+            id: Some(5001)
+        })
+    );
+    let first = c.upsert_comment(7, MARKER, &plan("plan 1")).await.unwrap();
+    let Upserted::Created(mine) = first else {
+        panic!("capstan took someone else's comment: {first:?}")
+    };
+    assert!(!planted.contains(&mine));
+    assert_eq!(gh.comment(mine).unwrap().author, capstan_bot());
+    assert_eq!(
+        c.upsert_comment(7, MARKER, &plan("plan 2")).await.unwrap(),
+        Upserted::Updated(mine)
+    );
+    // A restart: the new process finds its own comment, not the first one with the marker.
+    let again = client(&gh, Auth::Token(TOKEN.into()));
+    assert_eq!(
+        again
+            .upsert_comment(7, MARKER, &plan("plan 3"))
+            .await
+            .unwrap(),
+        Upserted::Updated(mine)
+    );
+    untouched(&gh, &planted);
+    assert_eq!(gh.comments(7).len(), planted.len() + 1);
+    assert_eq!(gh.comment(mine).unwrap().body, plan("plan 3"));
+    // GET /user once per process.
+    let users = gh.log().iter().filter(|l| l.path == "/user").count();
+    assert_eq!(users, 2);
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+}
+
+#[tokio::test]
+async fn a_github_app_knows_its_comments_by_its_bot_user() {
+    let (key, public) = app_keys();
+    let gh = GitHubStandIn::start("acme/fleet", "/api/v3", TOKEN).await;
+    gh.add_app(4242, &public, 99);
+    let app = Auth::App {
+        app_id: 4242,
+        key_pem: key,
+        installation_id: 99,
+    };
+    let planted = impostors(&gh, 3);
+    let c = client(&gh, app.clone());
+    assert_eq!(
+        c.identity().await.unwrap(),
+        Some(Identity {
+            login: "capstan-fleet[bot]".into(),
+            id: None
+        })
+    );
+    let Upserted::Created(mine) = c.upsert_comment(3, MARKER, &plan("one")).await.unwrap() else {
+        panic!("not created")
+    };
+    assert_eq!(gh.comment(mine).unwrap().author, gh.app_bot());
+    let again = client(&gh, app);
+    assert_eq!(
+        again.upsert_comment(3, MARKER, &plan("two")).await.unwrap(),
+        Upserted::Updated(mine)
+    );
+    untouched(&gh, &planted);
+    // The App's slug read with its JWT, never GET /user (an installation token cannot).
+    let calls: Vec<String> = gh
+        .log()
+        .iter()
+        .map(|l| format!("{} {} {}", l.method, l.path, l.status))
+        .collect();
+    assert_eq!(
+        calls.iter().filter(|c| *c == "GET /app 200").count(),
+        2,
+        "{calls:#?}"
+    );
+    assert!(!calls.iter().any(|c| c.contains("/user")), "{calls:#?}");
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+}
+
+#[tokio::test]
+async fn an_installation_token_given_as_a_token_edits_only_what_it_created() {
+    let gh = GitHubStandIn::start("acme/fleet", "", TOKEN).await;
+    let bot = User {
+        login: "ci-app[bot]".into(),
+        id: 4100,
+        kind: "Bot",
+    };
+    gh.add_token(
+        "ghs_given",
+        Account {
+            user: bot.clone(),
+            kind: TokenKind::Installation,
+            push: false,
+        },
+    );
+    let planted = impostors(&gh, 9);
+    let c = client(&gh, Auth::Token("ghs_given".into()));
+    // GET /user is refused to an installation token: capstan cannot tell who it is yet.
+    assert_eq!(c.identity().await.unwrap(), None);
+    let Upserted::Created(mine) = c.upsert_comment(9, MARKER, &plan("one")).await.unwrap() else {
+        panic!("not created")
+    };
+    // Learned from the comment it created.
+    assert_eq!(
+        c.identity().await.unwrap(),
+        Some(Identity {
+            login: bot.login.clone(),
+            id: Some(bot.id)
+        })
+    );
+    assert_eq!(
+        c.upsert_comment(9, MARKER, &plan("two")).await.unwrap(),
+        Upserted::Updated(mine)
+    );
+    untouched(&gh, &planted);
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
+}
+
+#[tokio::test]
+async fn whether_the_credentials_can_push_is_told_for_each_kind() {
+    let gh = GitHubStandIn::start("acme/fleet", "", TOKEN).await;
+    let person = |kind: TokenKind, push: bool| Account {
+        user: User::person("someone", 77),
+        kind,
+        push,
+    };
+    let cases = [
+        // The default: a classic token with repo, of a user who may push.
+        (TOKEN, None, PushAccess::Granted),
+        (
+            "ghp_statuses_only",
+            Some(person(
+                TokenKind::Classic("repo:status, public_repo".into()),
+                true,
+            )),
+            PushAccess::None,
+        ),
+        (
+            "ghp_reader",
+            Some(person(TokenKind::Classic("repo".into()), false)),
+            PushAccess::None,
+        ),
+        (
+            "github_pat_writer",
+            Some(person(TokenKind::FineGrained, true)),
+            PushAccess::Possible,
+        ),
+        (
+            "github_pat_reader",
+            Some(person(TokenKind::FineGrained, false)),
+            PushAccess::None,
+        ),
+        (
+            "ghs_given",
+            Some(person(TokenKind::Installation, false)),
+            PushAccess::Unknown,
+        ),
+    ];
+    for (token, account, want) in cases {
+        if let Some(a) = account {
+            gh.add_token(token, a);
+        }
+        let access = client(&gh, Auth::Token(token.into()))
+            .push_access()
+            .await
+            .unwrap();
+        assert_eq!(access.push, want, "{token}: {access:?}");
+    }
+    // A GitHub App: its installation's permissions, read with its JWT.
+    let (key, public) = app_keys();
+    gh.add_app(4242, &public, 99);
+    let app = client(
+        &gh,
+        Auth::App {
+            app_id: 4242,
+            key_pem: key,
+            installation_id: 99,
+        },
+    );
+    let least = app.push_access().await.unwrap();
+    assert_eq!(
+        (least.push, least.excess.len()),
+        (PushAccess::None, 0),
+        "{least:?}"
+    );
+    gh.set_app_permissions(serde_json::json!({
+        "metadata": "read", "contents": "write", "pull_requests": "write",
+        "statuses": "write", "administration": "write",
+    }));
+    let broad = app.push_access().await.unwrap();
+    assert_eq!(broad.push, PushAccess::Granted, "{broad:?}");
+    assert_eq!(broad.excess, ["administration: write", "contents: write"]);
+    assert!(gh.violations().is_empty(), "{:?}", gh.violations());
 }

@@ -9,7 +9,18 @@
 //!
 //! GitHub Apps: `POST /app/installations/{id}/access_tokens` verifies the App's RS256 JWT (issuer
 //! = app id) with its public key and issues an installation token that the other endpoints
-//! then accept.
+//! then accept, acting as the App's bot user `<slug>[bot]`; `GET /app` and `GET
+//! /app/installations/{id}` answer the App's slug and the installation's permissions to the
+//! JWT alone, as GitHub documents.
+//!
+//! Who a token is ([`Account`]): the token given to [`GitHubStandIn::start`] is a classic
+//! personal access token (scopes `repo`) of the user `capstan-bot`, who may push; others are
+//! added with [`GitHubStandIn::add_token`]. `GET /user` answers the token's user, and 403
+//! "Resource not accessible by integration" to an installation token, as GitHub does; every
+//! answer to a classic token carries its `X-OAuth-Scopes`, and `GET /repos/{owner}/{repo}`
+//! answers the user's `permissions` (none for an installation token). Comments carry their
+//! author (`user`: login, id, type): the one whose token wrote them, or anyone else's through
+//! [`GitHubStandIn::comment_as`] (a pull request's commenter).
 //!
 //! Pull requests are listed as GitHub documents (`GET /repos/{owner}/{repo}/pulls`: `state`,
 //! `head`, `base`, `sort`, `direction`, `per_page` up to 100, `page`), newest first, a page at a
@@ -54,6 +65,66 @@ pub struct Comment {
     pub id: u64,
     pub issue: u64,
     pub body: String,
+    /// Who wrote it.
+    pub author: User,
+}
+
+/// A GitHub account, as comments and `GET /user` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub login: String,
+    pub id: u64,
+    /// "User" or "Bot".
+    pub kind: &'static str,
+}
+
+impl User {
+    pub fn person(login: &str, id: u64) -> User {
+        User {
+            login: login.into(),
+            id,
+            kind: "User",
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({"login": self.login, "id": self.id, "type": self.kind, "site_admin": false})
+    }
+}
+
+/// What kind of token, as GitHub tells them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A classic personal access token with these scopes (`X-OAuth-Scopes`).
+    Classic(String),
+    /// A fine-grained personal access token: no scopes header.
+    FineGrained,
+    /// A GitHub App installation token.
+    Installation,
+}
+
+/// Whose a token is.
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub user: User,
+    pub kind: TokenKind,
+    /// Whether the user may push to the repository (`permissions.push`).
+    pub push: bool,
+}
+
+/// The user of the token [`GitHubStandIn::start`] is given.
+pub fn capstan_bot() -> User {
+    User::person("capstan-bot", 5001)
+}
+
+/// A GitHub App the stand-in accepts.
+#[derive(Debug, Clone)]
+struct App {
+    id: u64,
+    public_pem: Vec<u8>,
+    installation: u64,
+    slug: String,
+    permissions: Value,
 }
 
 #[derive(Debug, Clone)]
@@ -87,9 +158,8 @@ pub const REPO_ID: u64 = 1296269;
 struct State {
     repo: String,
     prefix: String,
-    tokens: Vec<String>,
-    /// (app id, public key PEM, installation id).
-    app: Option<(u64, Vec<u8>, u64)>,
+    tokens: BTreeMap<String, Account>,
+    app: Option<App>,
     comments: BTreeMap<u64, Comment>,
     next_id: u64,
     statuses: Vec<Status>,
@@ -123,7 +193,15 @@ impl GitHubStandIn {
         let state = Arc::new(Mutex::new(State {
             repo: repo.into(),
             prefix: prefix.into(),
-            tokens: vec![token.into()],
+            tokens: [(
+                token.to_string(),
+                Account {
+                    user: capstan_bot(),
+                    kind: TokenKind::Classic("repo".into()),
+                    push: true,
+                },
+            )]
+            .into(),
             next_id: 1000,
             ..Default::default()
         }));
@@ -149,9 +227,58 @@ impl GitHubStandIn {
         format!("http://127.0.0.1:{}{}", self.port, self.lock().prefix)
     }
 
-    /// Accepts a GitHub App's installation (its public key, PEM).
+    /// Accepts a GitHub App's installation (its public key, PEM), with the permissions capstan
+    /// needs; its slug is `capstan-fleet`.
     pub fn add_app(&self, app_id: u64, public_pem: &[u8], installation: u64) {
-        self.lock().app = Some((app_id, public_pem.to_vec(), installation));
+        self.lock().app = Some(App {
+            id: app_id,
+            public_pem: public_pem.to_vec(),
+            installation,
+            slug: "capstan-fleet".into(),
+            permissions: json!({"metadata": "read", "contents": "read", "pull_requests": "write", "statuses": "write"}),
+        });
+    }
+
+    /// The installation's permissions (`{"contents": "write", …}`) from now on.
+    pub fn set_app_permissions(&self, permissions: Value) {
+        if let Some(app) = self.lock().app.as_mut() {
+            app.permissions = permissions;
+        }
+    }
+
+    /// The App's bot user, as its installation tokens write.
+    pub fn app_bot(&self) -> User {
+        let s = self.lock();
+        let app = s.app.as_ref().expect("no App added");
+        bot_of(app)
+    }
+
+    /// Accepts another token, of `account`.
+    pub fn add_token(&self, token: &str, account: Account) {
+        self.lock().tokens.insert(token.into(), account);
+    }
+
+    /// A comment on `issue` written by `author` (someone else than capstan, on GitHub's site);
+    /// its id.
+    pub fn comment_as(&self, issue: u64, author: User, body: &str) -> u64 {
+        let mut s = self.lock();
+        let id = s.next_id;
+        s.next_id += 1;
+        s.comments.insert(
+            id,
+            Comment {
+                id,
+                issue,
+                body: body.into(),
+                author,
+            },
+        );
+        id
+    }
+
+    /// The comment `id` as it stands.
+    pub fn comment(&self, id: u64) -> Option<Comment> {
+        self.lock().comments.get(&id).cloned()
     }
 
     /// Answers the next request whose path contains `path` with `fault`.
@@ -330,50 +457,11 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
         .strip_prefix("Bearer ")
         .or_else(|| auth.strip_prefix("token "))
         .unwrap_or("");
-    // GitHub Apps: the JWT buys an installation token.
-    if let Some(inst) = path
-        .strip_prefix("/app/installations/")
-        .and_then(|p| p.strip_suffix("/access_tokens"))
-    {
-        if *method != Method::POST {
-            return violation(s, format!("{method} {path}: access tokens are POSTed"));
-        }
-        let Some((app_id, pem, installation)) = s.app.clone() else {
-            return violation(s, format!("{path}: no GitHub App configured"));
-        };
-        use octocrab::jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
-        let key = DecodingKey::from_rsa_pem(&pem).unwrap();
-        let mut v = Validation::new(Algorithm::RS256);
-        v.set_required_spec_claims(&["exp", "iat"]);
-        v.validate_aud = false;
-        let claims = match decode::<Value>(bearer, &key, &v) {
-            Ok(d) => d.claims,
-            Err(e) => {
-                s.violations.push(format!("{path}: bad App JWT: {e}"));
-                return plain(
-                    StatusCode::UNAUTHORIZED,
-                    json!({"message": "A JSON web token could not be decoded"}),
-                );
-            }
-        };
-        let iss_ok = claims["iss"] == json!(app_id.to_string()) || claims["iss"] == json!(app_id);
-        if !iss_ok || inst != installation.to_string() {
-            return violation(
-                s,
-                format!(
-                    "{path}: JWT issuer {} for installation {inst}",
-                    claims["iss"]
-                ),
-            );
-        }
-        let token = format!("ghs_installation_{}", s.tokens.len());
-        s.tokens.push(token.clone());
-        return plain(
-            StatusCode::CREATED,
-            json!({"token": token, "expires_at": "2099-01-01T00:00:00Z", "permissions": {"statuses": "write", "pull_requests": "write"}}),
-        );
+    // GitHub Apps: the JWT buys an installation token, and reads the App and its installation.
+    if path == "/app" || path.starts_with("/app/") {
+        return app_route(s, method, path, bearer);
     }
-    if !s.tokens.iter().any(|t| t == bearer) {
+    let Some(account) = s.tokens.get(bearer).cloned() else {
         s.violations.push(format!(
             "{method} {path}: Authorization {auth:?} is not a known token"
         ));
@@ -381,7 +469,27 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
             StatusCode::UNAUTHORIZED,
             json!({"message": "Bad credentials"}),
         );
+    };
+    let mut answer = as_account(s, method, path, &query, h, body, &account);
+    // GitHub tells a classic token's scopes in every answer.
+    if let TokenKind::Classic(scopes) = &account.kind
+        && !answer.2.iter().any(|(k, _)| *k == "x-oauth-scopes")
+    {
+        answer.2.push(("x-oauth-scopes", scopes.clone()));
     }
+    answer
+}
+
+/// A request with a token GitHub knows, by `account`.
+fn as_account(
+    s: &mut State,
+    method: &Method,
+    path: &str,
+    query: &BTreeMap<&str, &str>,
+    h: &HeaderMap,
+    body: &Value,
+    account: &Account,
+) -> Answer {
     // Injected faults, answered as GitHub does.
     let fault = match s.faults.iter().position(|(p, _)| path.contains(p.as_str())) {
         Some(i) => s.faults.remove(i).map(|(_, f)| f),
@@ -422,6 +530,48 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
         }
         None => {}
     }
+    if path == "/user" {
+        if *method != Method::GET {
+            return violation(s, format!("{method} /user: capstan only reads it"));
+        }
+        if account.kind == TokenKind::Installation {
+            return plain(
+                StatusCode::FORBIDDEN,
+                json!({"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user", "status": "403"}),
+            );
+        }
+        let mut u = account.user.json();
+        u["name"] = json!(null);
+        return plain(StatusCode::OK, u);
+    }
+    if path == format!("/repos/{}", s.repo) {
+        if *method != Method::GET {
+            return violation(
+                s,
+                format!("{method} {path}: capstan only reads the repository"),
+            );
+        }
+        let mut r = json!({"id": REPO_ID, "full_name": s.repo, "private": true, "visibility": "private", "default_branch": "main"});
+        if account.kind != TokenKind::Installation {
+            let push = account.push;
+            r["permissions"] = json!({"admin": false, "maintain": false, "push": push, "triage": true, "pull": true});
+        }
+        return plain(StatusCode::OK, r);
+    }
+    repo_route(s, method, path, query, h, body, account)
+}
+
+/// `/repos/{owner}/{repo}/…` (or `/repositories/{id}/…`, as `Link` headers name it): statuses,
+/// comments, pull requests.
+fn repo_route(
+    s: &mut State,
+    method: &Method,
+    path: &str,
+    query: &BTreeMap<&str, &str>,
+    h: &HeaderMap,
+    body: &Value,
+    account: &Account,
+) -> Answer {
     let repo_prefix = format!("/repos/{}/", s.repo);
     let by_id = format!("/repositories/{REPO_ID}/");
     let Some(rest) = path
@@ -480,7 +630,7 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
                 .comments
                 .values()
                 .filter(|c| c.issue == n)
-                .map(|c| json!({"id": c.id, "body": c.body, "user": {"login": "capstan[bot]"}}))
+                .map(comment_json)
                 .collect();
             let items: Vec<Value> = all
                 .into_iter()
@@ -502,15 +652,15 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
             let id = s.next_id;
             s.next_id += 1;
             let issue: u64 = n.parse().unwrap_or(0);
-            s.comments.insert(
+            let c = Comment {
                 id,
-                Comment {
-                    id,
-                    issue,
-                    body: text.clone(),
-                },
-            );
-            plain(StatusCode::CREATED, json!({"id": id, "body": text}))
+                issue,
+                body: text,
+                author: account.user.clone(),
+            };
+            let j = comment_json(&c);
+            s.comments.insert(id, c);
+            plain(StatusCode::CREATED, j)
         }
         (Method::PATCH, ["issues", "comments", id]) => {
             let Some(text) = str_field(body, "body") else {
@@ -522,13 +672,14 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
             let id: u64 = id.parse().unwrap_or(0);
             match s.comments.get_mut(&id) {
                 Some(c) => {
-                    c.body = text.clone();
-                    plain(StatusCode::OK, json!({"id": id, "body": text}))
+                    c.body = text;
+                    let j = comment_json(c);
+                    plain(StatusCode::OK, j)
                 }
                 None => plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"})),
             }
         }
-        (Method::GET, ["pulls"]) => list_pulls(s, &query, header(h, "host").unwrap_or("")),
+        (Method::GET, ["pulls"]) => list_pulls(s, query, header(h, "host").unwrap_or("")),
         (Method::POST, ["pulls"]) => {
             let (Some(title), Some(head), Some(base)) = (
                 str_field(body, "title"),
@@ -581,6 +732,85 @@ fn route(s: &mut State, method: &Method, full: &str, h: &HeaderMap, body: &Value
             ));
             plain(StatusCode::NOT_FOUND, json!({"message": "Not Found"}))
         }
+    }
+}
+
+/// A comment as GitHub returns it (the fields a client reads).
+fn comment_json(c: &Comment) -> Value {
+    json!({
+        "id": c.id,
+        "body": c.body,
+        "user": c.author.json(),
+        "author_association": "NONE",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+    })
+}
+
+fn bot_of(app: &App) -> User {
+    User {
+        login: format!("{}[bot]", app.slug),
+        id: 41_000_000 + app.id,
+        kind: "Bot",
+    }
+}
+
+/// `/app…`: what a GitHub App asks with its JWT (RS256, issuer = app id): `POST
+/// /app/installations/{id}/access_tokens`, `GET /app`, `GET /app/installations/{id}`.
+fn app_route(s: &mut State, method: &Method, path: &str, bearer: &str) -> Answer {
+    let Some(app) = s.app.clone() else {
+        return violation(s, format!("{path}: no GitHub App configured"));
+    };
+    use octocrab::jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+    let key = DecodingKey::from_rsa_pem(&app.public_pem).unwrap();
+    let mut v = Validation::new(Algorithm::RS256);
+    v.set_required_spec_claims(&["exp", "iat"]);
+    v.validate_aud = false;
+    let claims = match decode::<Value>(bearer, &key, &v) {
+        Ok(d) => d.claims,
+        Err(e) => {
+            s.violations
+                .push(format!("{method} {path}: bad App JWT: {e}"));
+            return plain(
+                StatusCode::UNAUTHORIZED,
+                json!({"message": "A JSON web token could not be decoded"}),
+            );
+        }
+    };
+    if claims["iss"] != json!(app.id.to_string()) && claims["iss"] != json!(app.id) {
+        return violation(s, format!("{path}: JWT issuer {}", claims["iss"]));
+    }
+    let installation = format!("/app/installations/{}", app.installation);
+    match (method.clone(), path) {
+        (Method::GET, "/app") => plain(
+            StatusCode::OK,
+            json!({"id": app.id, "slug": app.slug, "name": "capstan fleet", "owner": {"login": "acme", "id": 1, "type": "Organization"}, "permissions": app.permissions}),
+        ),
+        (Method::GET, p) if p == installation => plain(
+            StatusCode::OK,
+            json!({"id": app.installation, "app_id": app.id, "app_slug": app.slug, "account": {"login": "acme", "id": 1, "type": "Organization"}, "repository_selection": "selected", "permissions": app.permissions}),
+        ),
+        (Method::POST, p) if p == format!("{installation}/access_tokens") => {
+            let token = format!("ghs_installation_{}", s.tokens.len());
+            s.tokens.insert(
+                token.clone(),
+                Account {
+                    user: bot_of(&app),
+                    kind: TokenKind::Installation,
+                    push: false,
+                },
+            );
+            plain(
+                StatusCode::CREATED,
+                json!({"token": token, "expires_at": "2099-01-01T00:00:00Z", "permissions": app.permissions}),
+            )
+        }
+        _ => violation(
+            s,
+            format!(
+                "{method} {path}: not an App endpoint capstan should call, or another installation"
+            ),
+        ),
     }
 }
 
