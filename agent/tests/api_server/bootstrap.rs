@@ -535,9 +535,9 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     );
     assert!(ok, "{text}");
     let kubectl_names: Vec<&str> = text.lines().collect();
-    assert_eq!(kubectl_names.len(), 16, "{text}");
+    assert_eq!(kubectl_names.len(), 18, "{text}");
     assert_eq!(kubectl_names[0], "namespace/capstan-system", "{text}");
-    assert_eq!(kubectl_names[15], "deployment.apps/capstan", "{text}");
+    assert_eq!(kubectl_names[17], "deployment.apps/capstan", "{text}");
 
     // What each object's resourceVersion is, read by kubectl. (The claim's content instead: the
     // API server gives a PersistentVolumeClaim created by kubectl's apply a new resourceVersion
