@@ -116,7 +116,7 @@ pub enum Command {
     Rehearse(RehearseArgs),
     /// The agent: follow a Git repository (or a working copy) and keep the management cluster in
     /// line with it, on a poll interval, on GitHub push webhooks and (working copies) on edits.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Reconcile the repository against the management cluster.
     Reconcile(ReconcileArgs),
     /// Install the agent on the management cluster: Namespace capstan-system, the ManagedCluster
@@ -194,6 +194,9 @@ pub enum Command {
         /// Where to create the backup's directory.
         #[arg(long, default_value_os_t = default_backup_dir())]
         dir: PathBuf,
+        /// How it is encrypted.
+        #[command(flatten)]
+        encryption: BackupEncryptionArgs,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,
@@ -205,6 +208,10 @@ pub enum Command {
         /// The backup's directory.
         #[arg(long)]
         from: PathBuf,
+        /// An age identity file (`AGE-SECRET-KEY-1…` lines, as age-keygen writes it) holding the
+        /// secret key of one of the backup's recipients: required for an encrypted backup.
+        #[arg(long, value_name = "FILE")]
+        identity: Option<PathBuf>,
         /// Connection.
         #[command(flatten)]
         kube: KubeArgs,
@@ -243,6 +250,9 @@ pub struct UpgradeArgs {
     /// plane.
     #[arg(long, default_value_os_t = default_backup_dir())]
     pub backup_dir: PathBuf,
+    /// How that backup is encrypted.
+    #[command(flatten)]
+    pub backup_encryption: BackupEncryptionArgs,
 }
 
 impl UpgradeArgs {
@@ -251,6 +261,56 @@ impl UpgradeArgs {
         opts.no_chain = self.no_chain;
         opts.stage_timeout = Some(self.stage_timeout);
         opts.backup_dir = Some(self.backup_dir.clone());
+        opts.backup_encryption = self.backup_encryption.encryption();
+    }
+}
+
+/// How backups are encrypted ([`crate::backup::encryption`]): to the age recipients of a
+/// Secret (the default), to recipients given, or — chosen explicitly — not at all.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BackupEncryptionArgs {
+    /// Encrypt backups to the age recipients of this Secret (key `recipients`, one public key
+    /// `age1…` per line), read before each backup [default:
+    /// capstan-system/capstan-backup-recipients]. Without recipients no backup is written (and a
+    /// management cluster's upgrade of itself waits).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_secret_ref)]
+    pub backup_recipients_secret: Option<(String, String)>,
+    /// Encrypt backups to this age recipient (`age1…`) instead of the Secret's. Repeatable.
+    #[arg(long, value_name = "AGE_PUBLIC_KEY", value_parser = crate::backup::encryption::parse_recipient, conflicts_with = "backup_recipients_secret")]
+    pub backup_recipient: Vec<age::x25519::Recipient>,
+    /// Write backups unencrypted: every cluster's CA, etcd and service-account keys and admin
+    /// kubeconfig in plain JSON, readable by whoever reads the backup volume, its snapshots or
+    /// the disk behind it.
+    #[arg(long, conflicts_with_all = ["backup_recipients_secret", "backup_recipient"])]
+    pub backup_plaintext: bool,
+}
+
+impl BackupEncryptionArgs {
+    /// What these say.
+    pub fn encryption(&self) -> crate::backup::Encryption {
+        use crate::backup::Encryption;
+        if self.backup_plaintext {
+            Encryption::Plaintext
+        } else if !self.backup_recipient.is_empty() {
+            Encryption::To(self.backup_recipient.clone())
+        } else if let Some((namespace, name)) = &self.backup_recipients_secret {
+            Encryption::Secret {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }
+        } else {
+            Encryption::default()
+        }
+    }
+}
+
+/// `NAMESPACE/NAME` of a Secret.
+pub fn parse_secret_ref(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("`{s}` is not NAMESPACE/NAME")),
     }
 }
 
@@ -328,6 +388,17 @@ pub struct AgentArgs {
     /// admin (default with --verify-commits: capstan-system/capstan-trusted-keys).
     #[arg(long, value_name = "NAMESPACE/NAME", requires = "verify_commits")]
     pub trusted_keys_secret: Option<String>,
+    /// The Secret of the age recipients the agent encrypts its backups to (key `recipients`,
+    /// one public key per line), created by the admin [default:
+    /// capstan-system/capstan-backup-recipients]; the agent may `get` that Secret and holds no
+    /// identity. Without it, a management cluster's upgrade of itself waits.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_secret_ref)]
+    pub backup_recipients_secret: Option<(String, String)>,
+    /// Have the agent write its backups unencrypted (`run --backup-plaintext`): whoever can
+    /// read the backup volume, its snapshots or the disk behind it then holds every cluster's
+    /// keys.
+    #[arg(long, conflicts_with = "backup_recipients_secret")]
+    pub backup_plaintext: bool,
 }
 
 /// `capstan bootstrap`.

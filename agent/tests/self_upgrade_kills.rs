@@ -66,6 +66,10 @@ struct Replica {
 struct Setup {
     repo: PathBuf,
     backups: PathBuf,
+    /// The admin's age identity, off the cluster: the replicas encrypt to its public key,
+    /// `capstan restore --identity` reads this file.
+    identity: PathBuf,
+    recipient: String,
     kubeconfig: PathBuf,
     logs: PathBuf,
 }
@@ -84,6 +88,7 @@ impl Replica {
             .args(["--lease-duration", &format!("{LEASE_SECONDS}s")])
             .arg("--backup-dir")
             .arg(&setup.backups)
+            .args(["--backup-recipient", &setup.recipient])
             .arg("--kubeconfig")
             .arg(&setup.kubeconfig)
             .env("POD_NAME", name)
@@ -378,9 +383,21 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
         client: cp.client(),
     };
     let tmp = tempfile::tempdir().unwrap();
+    let key = age::x25519::Identity::generate();
+    let identity = tmp.path().join("backup-identity.txt");
+    std::fs::write(
+        &identity,
+        format!(
+            "{}\n",
+            age::secrecy::ExposeSecret::expose_secret(&key.to_string())
+        ),
+    )
+    .unwrap();
     let setup = Setup {
         repo: tmp.path().join("fleet"),
         backups: tmp.path().join("backups"),
+        identity,
+        recipient: key.to_public().to_string(),
         // Every replica as the agent's ServiceAccount, with `capstan install`'s rules.
         kubeconfig: capstan::install::testing::agent_kubeconfig(&cp).await,
         logs: tmp.path().to_path_buf(),
@@ -619,11 +636,14 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
     capstan::install::install_crd(&target.client())
         .await
         .unwrap();
-    let backed_up = capstan::backup::read(&first[0]).unwrap();
+    let backed_up =
+        capstan::backup::read(&first[0], &capstan::backup::Identities::from(key.clone())).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .arg("restore")
         .arg("--from")
         .arg(&first[0])
+        .arg("--identity")
+        .arg(&setup.identity)
         .arg("--kubeconfig")
         .arg(target.kubeconfig_path())
         .output()

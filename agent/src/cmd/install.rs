@@ -42,6 +42,8 @@ pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
             )),
         })
         .transpose()?;
+    o.backup_recipients_secret = a.backup_recipients_secret.clone();
+    o.backup_plaintext = a.backup_plaintext;
     o.allow = a
         .allow
         .iter()

@@ -169,12 +169,24 @@ pub fn plan(
 }
 
 /// `capstan backup`.
-pub fn backup(dir: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+pub fn backup(
+    dir: &Path,
+    encryption: &crate::cli::BackupEncryptionArgs,
+    kube: &KubeArgs,
+) -> anyhow::Result<ExitCode> {
+    let encryption = encryption.encryption();
     let b = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        anyhow::Ok(crate::backup::write(&conn.client, dir, "manual").await?)
+        anyhow::Ok(crate::backup::write(&conn.client, dir, "manual", &encryption).await?)
     })?;
     println!("{} objects backed up in {}", b.objects, b.dir.display());
+    if b.encrypted_to.is_empty() {
+        eprintln!(
+            "warning: the backup is NOT encrypted (--backup-plaintext): it holds every cluster's keys in the clear"
+        );
+    } else {
+        println!("encrypted with age to {}", b.encrypted_to.join(", "));
+    }
     if !b.skipped.is_empty() {
         eprintln!(
             "warning: not allowed to list {} (left out of the backup)",
@@ -184,12 +196,33 @@ pub fn backup(dir: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `capstan restore`.
-pub fn restore(from: &Path, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+/// `capstan restore`. An encrypted backup without `--identity` is refused before the cluster
+/// is contacted.
+pub fn restore(from: &Path, identity: Option<&Path>, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
+    use crate::backup::{self, Identities};
+    let identities = match identity {
+        Some(path) => Identities::from_file(path)?,
+        None => Identities::none(),
+    };
+    let encrypted = backup::encrypted_to(from)?;
+    match (&encrypted, identity) {
+        (Some(recipients), None) => {
+            return Err(backup::encryption::needs_identity(
+                &from.join(backup::OBJECTS_ENCRYPTED),
+                recipients,
+            )
+            .into());
+        }
+        (None, Some(_)) => eprintln!(
+            "warning: {} is not encrypted (written with --backup-plaintext): --identity is not used",
+            from.display()
+        ),
+        _ => {}
+    }
     let r = super::runtime()?.block_on(async {
         let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
         eprintln!("restoring {} onto {}", from.display(), conn.server);
-        anyhow::Ok(crate::backup::restore(&conn.client, from).await?)
+        anyhow::Ok(backup::restore(&conn.client, from, &identities).await?)
     })?;
     println!(
         "{} objects restored, {} already there, {} of kinds the server does not serve",

@@ -138,6 +138,21 @@ pub fn git_config(
     }
 }
 
+/// Says at start, not at the first upgrade of the management cluster itself, when its backup
+/// would be refused (no recipients) or is written unencrypted (chosen).
+async fn warn_about_backups(client: &Client, cfg: &RunConfig) {
+    match cfg.upgrade.backup_encryption.encryption() {
+        crate::backup::Encryption::Plaintext => tracing::warn!(
+            "backups are written UNENCRYPTED (--backup-plaintext): whoever reads the backup volume or its snapshots holds every cluster's keys"
+        ),
+        e => {
+            if let Err(err) = e.recipients(client).await {
+                tracing::warn!(error = %err, "a management cluster's upgrade of itself will wait until its backup can be encrypted");
+            }
+        }
+    }
+}
+
 /// Runs until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -182,6 +197,7 @@ pub async fn run_with(
         }
     };
     let agent = Arc::new(agent);
+    warn_about_backups(&lease_client, &cfg).await;
     services.serve_dashboard(&cfg, &agent, &stop_rx).await?;
     let _watcher = match (&cfg.repo, cfg.watch) {
         (Repo::WorkingCopy(path), true) => Some(crate::serve::watch_local(path, tx.clone())?),

@@ -1,7 +1,9 @@
 //! What is wrong with the installed agent, from what Kubernetes reports about it: the
 //! Deployment's conditions, its pods' waiting containers (a wrong image is `ErrImagePull` /
 //! `ImagePullBackOff`, a missing Secret `CreateContainerConfigError` or a pod stuck creating), the
-//! Secrets it needs that do not exist, and who holds the leader Lease. `capstan status` and a
+//! Secrets it needs that do not exist (the backups' recipients among them: without it a
+//! management cluster's upgrade of itself waits), backups written unencrypted, and who holds
+//! the leader Lease. `capstan status` and a
 //! `capstan bootstrap` that times out print it.
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -76,6 +78,30 @@ pub async fn health(client: &Client) -> Result<Vec<String>, kube::Error> {
                 "  Secret {NAMESPACE}/{name} ({why}) is missing: the agent's pods cannot start"
             ));
         }
+    }
+    // The backups' recipients: the pods start without them, a self-upgrade does not.
+    let args: Vec<String> = pod
+        .containers
+        .iter()
+        .flat_map(|c| c.args.iter().flatten().cloned())
+        .collect();
+    if args.iter().any(|a| a == "--backup-plaintext") {
+        out.push(
+            "  backups are written UNENCRYPTED (--backup-plaintext): whoever reads the volume capstan-backups or its snapshots holds every cluster's keys"
+                .into(),
+        );
+    } else if let Some((ns, name)) = args
+        .windows(2)
+        .find(|w| w[0] == "--backup-recipients-secret")
+        .and_then(|w| w[1].split_once('/'))
+        && Api::<Secret>::namespaced(client.clone(), ns)
+            .get_opt(name)
+            .await?
+            .is_none()
+    {
+        out.push(format!(
+            "  Secret {ns}/{name} (backup recipients) is missing: backups cannot be encrypted, so a management cluster's upgrade of itself waits (create it with key `recipients`, one age public key per line)"
+        ));
     }
     // Volumes the pods cannot be scheduled without.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NAMESPACE);

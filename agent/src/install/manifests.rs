@@ -8,7 +8,9 @@
 //! referenced here and created by the admin or `capstan bootstrap`, never by `install`:
 //! [`GIT_SECRET`] (deploy key and known_hosts, or a CA for https remotes), [`WEBHOOK_SECRET`]
 //! (the GitHub webhook's shared secret) and [`GITHUB_SECRET`] (a token for pull-request
-//! features). Resources are sized from the scale curve of the fleet benchmark
+//! features); and, created by the admin, the age recipients its backups are encrypted to
+//! ([`crate::backup::encryption::RECIPIENTS_SECRET`], public keys only: the agent holds no
+//! identity). Resources are sized from the scale curve of the fleet benchmark
 //! (`agent/benches/versus_flux.rs`, docs/benchmarks.md "Scale curve"): peak RSS 71 MiB at 1,000 clusters
 //! and 161 MiB at 3,000 (about 0.045 MiB per cluster; before the agent shared validated
 //! clusters and kept objects as JSON text it was 137 and 360 MiB). The supported fleet size of
@@ -87,6 +89,13 @@ pub struct Options {
     /// [`TRUSTED_KEYS_SECRET`] in [`NAMESPACE`] unless given). A Role in its namespace lets the
     /// agent `get` exactly that Secret ([`rbac::trusted_keys_rules`]).
     pub trusted_keys_secret: Option<(String, String)>,
+    /// The Secret the backups' age recipients are read from (`NAMESPACE/NAME`;
+    /// [`crate::backup::encryption::RECIPIENTS_SECRET`] in [`NAMESPACE`] unless given). A Role
+    /// in its namespace lets the agent `get` exactly that Secret
+    /// ([`rbac::backup_recipients_rules`]).
+    pub backup_recipients_secret: Option<(String, String)>,
+    /// Backups unencrypted (`run --backup-plaintext`): no recipients' Secret, no Role for it.
+    pub backup_plaintext: bool,
 }
 
 /// The Secret of trusted keys (`allowed_signers`, `trusted.asc`) when `--verify-commits` names none.
@@ -96,6 +105,8 @@ pub const TRUSTED_KEYS_SECRET: &str = "capstan-trusted-keys";
 pub const PROFILE_ROLE: &str = "capstan-cluster-profiles";
 /// See [`PROFILE_ROLE`].
 pub const TRUSTED_KEYS_ROLE: &str = "capstan-trusted-keys";
+/// The Role (and binding) that reads the backups' recipients' Secret.
+pub const BACKUP_RECIPIENTS_ROLE: &str = "capstan-backup-recipients";
 
 impl Options {
     /// Defaults for a repository and management cluster.
@@ -115,7 +126,22 @@ impl Options {
             cluster_profiles: None,
             verify_commits: None,
             trusted_keys_secret: None,
+            backup_recipients_secret: None,
+            backup_plaintext: false,
         }
+    }
+
+    /// The backups' recipients' Secret: the one given, else the default; none with plaintext.
+    pub fn backup_recipients(&self) -> Option<(String, String)> {
+        if self.backup_plaintext {
+            return None;
+        }
+        Some(self.backup_recipients_secret.clone().unwrap_or_else(|| {
+            (
+                NAMESPACE.to_string(),
+                crate::backup::encryption::RECIPIENTS_SECRET.to_string(),
+            )
+        }))
     }
 
     /// The trusted keys' Secret when verifying commits: the one given, else the default.
@@ -266,6 +292,10 @@ pub fn args(o: &Options) -> Vec<String> {
             "--trusted-keys-secret".into(),
             format!("{ns}/{name}"),
         ]);
+    }
+    match o.backup_recipients() {
+        Some((ns, name)) => a.extend(["--backup-recipients-secret".into(), format!("{ns}/{name}")]),
+        None => a.push("--backup-plaintext".into()),
     }
     if o.ssh() {
         a.extend([
@@ -424,7 +454,8 @@ fn role_in(namespace: &str, name: &str, rules: &[Rule]) -> Vec<Value> {
 }
 
 /// What `--cluster-profiles` and `--verify-commits` add: the ClusterProfile CRD, its namespace
-/// and a Role there; a Role that reads exactly the trusted keys' Secret.
+/// and a Role there; a Role that reads exactly the trusted keys' Secret. And, unless backups
+/// are plaintext, a Role that reads exactly the backups' recipients' Secret.
 pub fn extras(o: &Options) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(ns) = &o.cluster_profiles {
@@ -439,6 +470,13 @@ pub fn extras(o: &Options) -> Vec<Value> {
             &ns,
             TRUSTED_KEYS_ROLE,
             &rbac::trusted_keys_rules(&name),
+        ));
+    }
+    if let Some((ns, name)) = o.backup_recipients() {
+        out.extend(role_in(
+            &ns,
+            BACKUP_RECIPIENTS_ROLE,
+            &rbac::backup_recipients_rules(&name),
         ));
     }
     out
@@ -459,11 +497,22 @@ pub fn all(o: &Options) -> Vec<Value> {
 
 /// [`all`] as one YAML stream, with a header naming the Secrets it reads.
 pub fn to_yaml(o: &Options) -> String {
+    let backups = match o.backup_recipients() {
+        Some((ns, name)) => format!(
+            "# Backups are encrypted to the age public keys (one per line) of the Secret {ns}/{name},\n\
+             # key recipients, created by the admin; the identities stay off the cluster.\n"
+        ),
+        None => {
+            "# Backups are written UNENCRYPTED (--backup-plaintext): whoever reads the volume\n\
+                 # capstan-backups or its snapshots holds every cluster's keys.\n"
+                .to_string()
+        }
+    };
     format!(
         "# capstan {} for management cluster {} following {} ({}).\n\
          # Generated by `capstan install --export`. The agent reads these Secrets in {NAMESPACE}, created\n\
          # by the admin or `capstan bootstrap`: {GIT_SECRET} (identity, known_hosts), {WEBHOOK_SECRET}\n\
-         # (secret), {GITHUB_SECRET} (token).\n{}",
+         # (secret), {GITHUB_SECRET} (token).\n{backups}{}",
         env!("CARGO_PKG_VERSION"),
         o.management,
         o.repo,
@@ -485,6 +534,8 @@ mod tests {
     #[test]
     fn verify_commits_passes_through_and_reads_exactly_its_secret() {
         let mut o = Options::new("https://example.com/fleet.git", "main", "mgmt");
+        // The backups' recipients and their Role aside (their own test, below).
+        o.backup_plaintext = true;
         assert!(extras(&o).is_empty());
         assert!(!args(&o).iter().any(|a| a.contains("verify")));
         o.verify_commits = Some("all".into());
@@ -521,6 +572,63 @@ mod tests {
             of_kind(&extras(&o), "Role", NAMESPACE)[0]["rules"][0]["resourceNames"],
             json!([TRUSTED_KEYS_SECRET])
         );
+    }
+
+    #[test]
+    fn backups_are_encrypted_to_a_secret_the_agent_reads_alone_unless_plaintext_is_chosen() {
+        let mut o = Options::new("https://example.com/fleet.git", "main", "mgmt");
+        let secret = crate::backup::encryption::RECIPIENTS_SECRET;
+        // The default: the agent runs with the Secret named, and may get exactly that one.
+        let a = args(&o);
+        let at = a
+            .iter()
+            .position(|x| x == "--backup-recipients-secret")
+            .unwrap();
+        assert_eq!(a[at + 1], format!("{NAMESPACE}/{secret}"));
+        assert!(!a.iter().any(|x| x == "--backup-plaintext"));
+        let role = |all: &[Value], ns: &str| -> Vec<Value> {
+            all.iter()
+                .filter(|x| {
+                    x["kind"] == "Role"
+                        && x["metadata"]["namespace"] == ns
+                        && x["metadata"]["name"] == BACKUP_RECIPIENTS_ROLE
+                })
+                .cloned()
+                .collect()
+        };
+        let everything = all(&o);
+        let roles = role(&everything, NAMESPACE);
+        assert_eq!(roles.len(), 1);
+        assert_eq!(
+            roles[0]["rules"],
+            json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [secret]}])
+        );
+        assert!(everything.iter().any(|x| x["kind"] == "RoleBinding"
+            && x["metadata"]["name"] == BACKUP_RECIPIENTS_ROLE
+            && x["subjects"][0]["name"] == NAME));
+        assert!(to_yaml(&o).contains(&format!("Secret {NAMESPACE}/{secret},")));
+        // Another Secret, elsewhere.
+        o.backup_recipients_secret = Some(("vault".into(), "fleet-backup-keys".into()));
+        let a = args(&o);
+        assert!(a.contains(&"vault/fleet-backup-keys".to_string()));
+        assert_eq!(
+            role(&all(&o), "vault")[0]["rules"][0]["resourceNames"],
+            json!(["fleet-backup-keys"])
+        );
+        // Plaintext, chosen: said in the arguments and the header, and no Role at all.
+        o.backup_plaintext = true;
+        let a = args(&o);
+        assert!(a.contains(&"--backup-plaintext".to_string()));
+        assert!(!a.iter().any(|x| x == "--backup-recipients-secret"));
+        assert!(role(&all(&o), "vault").is_empty() && role(&all(&o), NAMESPACE).is_empty());
+        assert!(to_yaml(&o).contains("UNENCRYPTED"));
+        // The arguments parse as `capstan run`'s.
+        for plaintext in [false, true] {
+            o.backup_plaintext = plaintext;
+            let mut argv = vec!["capstan".to_string()];
+            argv.extend(args(&o));
+            <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).unwrap();
+        }
     }
 
     #[test]

@@ -191,6 +191,19 @@ pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, Inst
             false,
         ),
         ("v1", "ServiceAccount", manifests::NAME, true),
+        // The Role reading the backups' recipients' Secret, where install puts it by default.
+        (
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            manifests::BACKUP_RECIPIENTS_ROLE,
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "Role",
+            manifests::BACKUP_RECIPIENTS_ROLE,
+            true,
+        ),
     ];
     // The fleet identities' rights go with the agent (the policy that confines them last).
     for role in manifests::IDENTITY_ROLES {

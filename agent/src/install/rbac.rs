@@ -476,6 +476,21 @@ pub fn trusted_keys_rules(secret: &str) -> Vec<Rule> {
     ]
 }
 
+/// The rule that lets the agent read the age recipients its backups are encrypted to: `get` of
+/// exactly that Secret (public keys only; the agent holds no identity).
+pub fn backup_recipients_rules(secret: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            Holder::System,
+            "",
+            &["secrets"],
+            &["get"],
+            "the age recipients backups are encrypted to, read again before every backup",
+        )
+        .named(&[secret]),
+    ]
+}
+
 /// The rules for a kind management directories carry besides what capstan renders: `RESOURCE`
 /// (core group) or `RESOURCE.GROUP`, e.g. `configmaps` or `widgets.example.com`: the agent
 /// reads it, the management identity writes it. (Workload directories never get more kinds than

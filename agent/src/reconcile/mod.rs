@@ -83,6 +83,9 @@ pub struct Options {
     /// Where a management cluster's backup goes before it upgrades itself (None: the
     /// default, [`crate::backup::default_backup_dir`]).
     pub backup_dir: Option<std::path::PathBuf>,
+    /// How that backup is encrypted (default: to the recipients of the Secret
+    /// `capstan-system/capstan-backup-recipients`; none there holds the self-upgrade).
+    pub backup_encryption: crate::backup::Encryption,
     /// With `--verify-commits`: whether the revision verified, or the newest was refused
     /// (every status written says so, [`capstan_plan::decide::signed`]).
     pub signature: Option<capstan_plan::decide::Signature>,

@@ -222,11 +222,20 @@ impl Pass<'_> {
             .backup_dir
             .clone()
             .unwrap_or_else(crate::backup::default_backup_dir);
-        let backup = crate::backup::write(self.client(), &root, &entry.name)
-            .await
-            .map_err(|e| format!("backing up before upgrading {}: {e}", entry.name))?;
+        let backup = crate::backup::write(
+            self.client(),
+            &root,
+            &entry.name,
+            &self.opts.backup_encryption,
+        )
+        .await
+        .map_err(|e| format!("backing up before upgrading {}: {e}", entry.name))?;
         self.read();
-        tracing::info!(cluster = %entry.name, backup = %backup.dir.display(), objects = backup.objects, "backed up before the management cluster upgrades itself");
+        if backup.encrypted_to.is_empty() {
+            tracing::warn!(cluster = %entry.name, backup = %backup.dir.display(), objects = backup.objects, "backed up before the management cluster upgrades itself, NOT encrypted (--backup-plaintext)");
+        } else {
+            tracing::info!(cluster = %entry.name, backup = %backup.dir.display(), objects = backup.objects, encrypted_to = ?backup.encrypted_to, "backed up before the management cluster upgrades itself");
+        }
         if !backup.skipped.is_empty() {
             tracing::warn!(cluster = %entry.name, skipped = ?backup.skipped, "kinds the agent may not list are not in the backup");
         }

@@ -370,6 +370,13 @@ fn pass_options(fleet_of: &Target, revision: &str, opts: &Options) -> PassOption
         only: Some(fleet_of.name.clone()),
         concurrency: 1,
         backup_dir: Some(opts.backup_dir.clone()),
+        // A management cluster rehearsing its own upgrade backs up as the agent does, into the
+        // rehearsal's temporary directory, encrypted to a key made for this pass and dropped
+        // with it: nothing of the rehearsal's clusters is written in the clear, and the backup
+        // is never restored.
+        backup_encryption: crate::backup::Encryption::To(vec![
+            age::x25519::Identity::generate().to_public(),
+        ]),
         ..Default::default()
     }
 }

@@ -199,6 +199,13 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         text.contains("Secret capstan-system/capstan-git (volume git) is missing"),
         "{text}"
     );
+    // The backups' recipients are the admin's to create: until then a self-upgrade waits.
+    assert!(
+        text.contains(
+            "Secret capstan-system/capstan-backup-recipients (backup recipients) is missing"
+        ),
+        "{text}"
+    );
     // No storage here: the backup volume's claim is never bound, and that is said too.
     assert!(
         text.contains("PersistentVolumeClaim capstan-system/capstan-backups (volume backups) is"),
@@ -250,6 +257,15 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         String::from_utf8_lossy(&un.stderr)
     );
     assert!(deployments.get_opt("capstan").await.unwrap().is_none());
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), NS);
+    assert!(
+        roles
+            .get_opt(capstan::install::manifests::BACKUP_RECIPIENTS_ROLE)
+            .await
+            .unwrap()
+            .is_none(),
+        "uninstall left the Role reading the backups' recipients"
+    );
     assert!(capi.get_opt("m-boot").await.unwrap().is_some());
     let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
         Api::namespaced(client.clone(), NS);
@@ -468,6 +484,8 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
             "ClusterRoleBinding/capstan",
             "Role/capstan",
             "RoleBinding/capstan",
+            "Role/capstan-backup-recipients",
+            "RoleBinding/capstan-backup-recipients",
             "Service/capstan",
             "PersistentVolumeClaim/capstan-backups",
             "Deployment/capstan",
@@ -517,9 +535,9 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     );
     assert!(ok, "{text}");
     let kubectl_names: Vec<&str> = text.lines().collect();
-    assert_eq!(kubectl_names.len(), 16, "{text}");
+    assert_eq!(kubectl_names.len(), 18, "{text}");
     assert_eq!(kubectl_names[0], "namespace/capstan-system", "{text}");
-    assert_eq!(kubectl_names[15], "deployment.apps/capstan", "{text}");
+    assert_eq!(kubectl_names[17], "deployment.apps/capstan", "{text}");
 
     // What each object's resourceVersion is, read by kubectl. (The claim's content instead: the
     // API server gives a PersistentVolumeClaim created by kubectl's apply a new resourceVersion

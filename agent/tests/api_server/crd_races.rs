@@ -139,9 +139,13 @@ async fn a_restore_right_after_the_crd_is_created_restores_its_objects() {
         let load = Load::two_cores();
         // As an operator would: the CRD created, the restore at once.
         crds.create(&PostParams::default(), &crd).await.unwrap();
-        let restored = capstan::backup::restore(&cp.client(), dir.path())
-            .await
-            .unwrap();
+        let restored = capstan::backup::restore(
+            &cp.client(),
+            dir.path(),
+            &capstan::backup::Identities::none(),
+        )
+        .await
+        .unwrap();
         assert!(
             restored.created == 1 && restored.unknown.is_empty(),
             "round {round}: {restored:?}"

@@ -1,6 +1,6 @@
 //! The agent's integration tests against a real API server: the real binary run as
-//! `capstan run` (daemon, leader election, pull-request plans), `bootstrap`, `install` and
-//! `kubeconfig`, and the commands that must refuse what is not a fleet.
+//! `capstan run` (daemon, leader election, pull-request plans), `bootstrap`, `install`,
+//! `kubeconfig`, `backup` and `restore`, and the commands that must refuse what is not a fleet.
 //!
 //! One test binary: the tests share one control plane (`capstan_harness::shared()`), each in
 //! its own namespace, under names of its own, counting its own agent's requests by credential
@@ -11,6 +11,7 @@
 #[path = "../source_support/mod.rs"]
 mod source_support;
 
+mod backup;
 mod bootstrap;
 mod crd_races;
 mod daemon;

@@ -74,6 +74,8 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     // The Roles `capstan install --cluster-profiles` adds (the CRD is the harness's).
     let mut o = manifests::Options::new("x", "main", "m-prof");
     o.cluster_profiles = Some(ns.into());
+    // (Not the backups' recipients' Role: not this test's.)
+    o.backup_plaintext = true;
     let extras: Vec<serde_json::Value> = manifests::extras(&o)
         .into_iter()
         .filter(|x| x["kind"] != "CustomResourceDefinition")

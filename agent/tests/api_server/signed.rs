@@ -267,6 +267,8 @@ async fn keys_from_a_secret_apply_a_signed_head_and_refuse_an_unsigned_push() {
     let mut o = capstan::install::manifests::Options::new("x", "main", "m-sigsec");
     o.verify_commits = Some("head".into());
     o.trusted_keys_secret = Some((ns.into(), name.into()));
+    // (Not the backups' recipients' Role: not this test's.)
+    o.backup_plaintext = true;
     let mut objects = vec![
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},

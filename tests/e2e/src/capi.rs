@@ -44,6 +44,9 @@ pub struct Repo {
     pub stage_timeout: Option<Duration>,
     /// `--backup-dir` (None: the default).
     pub backup_dir: Option<PathBuf>,
+    /// The age identity whose public key backups are encrypted to (`--backup-recipient`), as
+    /// an admin's would be: made for this repository, kept off the cluster.
+    pub backup_key: age::x25519::Identity,
     /// The client the agent runs with (None: the agent's ServiceAccount on the shared test bed).
     pub client: Option<kube::Client>,
 }
@@ -109,6 +112,7 @@ impl Repo {
             stages: Default::default(),
             stage_timeout: None,
             backup_dir: None,
+            backup_key: age::x25519::Identity::generate(),
             client: None,
         }
     }
@@ -162,6 +166,7 @@ impl Repo {
             stages: self.stages,
             stage_timeout: self.stage_timeout,
             backup_dir: self.backup_dir.clone(),
+            backup_encryption: capstan::backup::Encryption::To(vec![self.backup_key.to_public()]),
             ..Default::default()
         }
     }

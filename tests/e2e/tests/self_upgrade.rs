@@ -213,7 +213,13 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     );
     let backup = st["backup"].as_str().unwrap().to_string();
     assert!(backup.starts_with(backups.path().to_str().unwrap()), "{st}");
-    let backed_up = capstan::backup::read(std::path::Path::new(&backup)).unwrap();
+    // Encrypted to the repository's key (the admin's, as the agent is configured).
+    let identity = || capstan::backup::Identities::from(repo.backup_key.clone());
+    assert_eq!(
+        capstan::backup::encrypted_to(std::path::Path::new(&backup)).unwrap(),
+        Some(vec![repo.backup_key.to_public().to_string()])
+    );
+    let backed_up = capstan::backup::read(std::path::Path::new(&backup), &identity()).unwrap();
     // Every kind of every backed-up group the API server serves was listed: none refused.
     let manifest: Value = serde_json::from_slice(
         &std::fs::read(std::path::Path::new(&backup).join("manifest.json")).unwrap(),
@@ -337,7 +343,11 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     assert!(paused(&ns, "w-op"), "the operator's own pause was removed");
     assert_eq!(of_role(&repo.machines("w-self"), "w-self-md-0").len(), 2);
     assert_eq!(status_of(&mgmt).get("backup"), None);
-    assert!(std::path::Path::new(&backup).join("objects.json").exists());
+    assert!(
+        std::path::Path::new(&backup)
+            .join(capstan::backup::OBJECTS_ENCRYPTED)
+            .exists()
+    );
     // kube-vip's holder went last: Cluster API deleted the other old machines first.
     let deleted: Vec<String> = cp
         .audit()
@@ -364,9 +374,10 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     capstan::install::install_crd(&target.client())
         .await
         .unwrap();
-    let restored = capstan::backup::restore(&target.client(), std::path::Path::new(&backup))
-        .await
-        .unwrap();
+    let restored =
+        capstan::backup::restore(&target.client(), std::path::Path::new(&backup), &identity())
+            .await
+            .unwrap();
     assert!(
         restored.existing.is_empty() && restored.unknown.is_empty(),
         "{restored:?}"

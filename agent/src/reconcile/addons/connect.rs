@@ -378,7 +378,7 @@ pub(super) async fn reach(
 async fn connect(bytes: &[u8]) -> Result<Client, String> {
     capstan_client::install_crypto_provider();
     let text = std::str::from_utf8(bytes).map_err(|_| "the kubeconfig is not UTF-8".to_string())?;
-    let kc = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    let kc = Kubeconfig::from_yaml(text).map_err(|e| unparsable(&e))?;
     if let Some(why) = refused(&kc) {
         return Err(why);
     }
@@ -388,6 +388,24 @@ async fn connect(bytes: &[u8]) -> Result<Client, String> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(30));
     Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// Why kubeconfig text is not one, by position only: the parser's message quotes the text
+/// around the error (a snippet) and a value of the wrong type, and this text holds the
+/// cluster's credentials — it would reach the status, its Events and notifications.
+fn unparsable(e: &kube::config::KubeconfigError) -> String {
+    let at = match e {
+        kube::config::KubeconfigError::Parse(p) => p.location(),
+        _ => None,
+    };
+    match at {
+        Some(l) => format!(
+            "not a kubeconfig: the YAML does not parse as one at line {}, column {} (its text is not repeated: it holds the cluster's credentials)",
+            l.line(),
+            l.column()
+        ),
+        None => "not a kubeconfig: the YAML does not parse as one (its text is not repeated: it holds the cluster's credentials)".into(),
+    }
 }
 
 /// The API resources of the kinds written: found once per connection while its steps succeed.
@@ -530,6 +548,30 @@ mod tests {
             )
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn a_kubeconfig_that_does_not_parse_is_refused_without_repeating_its_text() {
+        // What reaches the cluster's status, its Events and notifications: the position, never
+        // the credentials around it (the parser's message quotes a snippet, and a value).
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cases = [
+            // A snippet of the lines around the error would show the token above it.
+            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: sekrit-token-0d6f\n    client-key-data: [1, 2]\n",
+            // A value of the wrong type is quoted in the message itself.
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: https://10.0.0.1:6443\n    insecure-skip-tls-verify: sekrit-token-0d6f\n",
+        ];
+        for text in cases {
+            let why = rt.block_on(connect(text.as_bytes())).err().unwrap();
+            assert!(!why.contains("sekrit"), "{why}");
+            assert!(
+                why.contains("not a kubeconfig") && why.contains("line "),
+                "{why}"
+            );
+        }
     }
 
     #[test]

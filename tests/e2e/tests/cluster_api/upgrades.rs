@@ -1059,6 +1059,10 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
             no_chain: false,
             stage_timeout: std::time::Duration::from_secs(3600),
             backup_dir: backups.path().to_path_buf(),
+            backup_encryption: capstan::cli::BackupEncryptionArgs {
+                backup_recipient: vec![repo.backup_key.to_public()],
+                ..Default::default()
+            },
         },
         leader: None,
         ca_file: None,

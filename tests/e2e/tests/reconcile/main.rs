@@ -10,6 +10,7 @@
 
 mod addons;
 mod agent;
+mod backup;
 mod hostile_tenant;
 mod rbac;
 mod server_dry_run;

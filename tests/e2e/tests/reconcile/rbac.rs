@@ -325,7 +325,10 @@ async fn self_upgrade_scenario(
     tag: &str,
 ) -> (Backup, Result<Vec<String>, String>) {
     let dir = tempfile::tempdir().unwrap();
-    let backup = capstan::backup::write(&client, dir.path(), tag)
+    // Encrypted as the agent encrypts (here to a key of the test's: the recipients' Secret and
+    // its rule are `install`'s extras, tested in the agent's own tests).
+    let to = capstan::backup::Encryption::To(vec![age::x25519::Identity::generate().to_public()]);
+    let backup = capstan::backup::write(&client, dir.path(), tag, &to)
         .await
         .unwrap_or_else(|e| panic!("{tag}: backup: {e}"));
     let manifest: serde_json::Value =
