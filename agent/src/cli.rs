@@ -560,9 +560,16 @@ pub struct RunArgs {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Serve the read-only fleet dashboard here (off by default). Every request needs a
     /// Kubernetes bearer token whose user may list ManagedClusters in capstan-system (checked
-    /// with a TokenReview and a SubjectAccessReview).
+    /// with a TokenReview and a SubjectAccessReview), sent as `Authorization: Bearer` or pasted
+    /// once into the sign-in form (the browser then holds only a session's id).
     #[arg(long)]
     pub dashboard_addr: Option<std::net::SocketAddr>,
+    /// Users reach the dashboard over HTTPS, TLS ending in front of the agent (an ingress): its
+    /// sign-in cookie is then `Secure` and named `__Host-capstan_session`, so a browser never
+    /// sends it over plain HTTP. The agent cannot tell this itself (it serves plain HTTP, and
+    /// anyone can send X-Forwarded-Proto), so it is said here.
+    #[arg(long, requires = "dashboard_addr")]
+    pub dashboard_behind_tls: bool,
     /// Workload clusters reconciled at the same time.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub concurrency: usize,
