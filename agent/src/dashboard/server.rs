@@ -506,6 +506,10 @@ mod tests {
                 .unwrap()
                 .contains("script-src 'self'")
         );
+        // Not `no-referrer`: under it Chromium sends `Origin: null` and no `Sec-Fetch-Site` on
+        // the dashboard's own forms over plain HTTP to a name that is not loopback, which the
+        // origin check must refuse.
+        assert_eq!(h[header::REFERRER_POLICY], "same-origin");
         let (s, html, _) = get(fixture(), "/clusters/w-1").await;
         assert_eq!(s, StatusCode::OK);
         assert!(html.contains("MachineDeployment w-1-md-0"), "{html}");
