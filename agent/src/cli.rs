@@ -141,9 +141,12 @@ pub enum Command {
     /// revision.
     Bootstrap(BootstrapArgs),
     /// Serve the fleet dashboard on this machine, read with your kubeconfig (Kubernetes RBAC
-    /// decides what it shows), on loopback; prints its URL.
+    /// decides what it shows), on loopback; prints its link, which carries a secret of this run
+    /// (only a browser that opened it gets in) and opens a browser on it.
     Dashboard {
-        /// Where to listen (loopback unless you mean otherwise; port 0 picks a free one).
+        /// Where to listen (loopback unless you mean otherwise, and then it warns: anyone who
+        /// reaches the address and learns the link reads what your kubeconfig can; port 0 picks
+        /// a free one).
         #[arg(long, default_value = "127.0.0.1:8480")]
         addr: std::net::SocketAddr,
         /// The fleet repository's URL, for links to commits (GitHub, GitLab, Bitbucket).
