@@ -619,6 +619,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_session_past_its_lifetime_or_idle_time_is_refused() {
+        use crate::dashboard::session::SessionLimits;
+        let host = ("host", HOST);
+        // Sessions that are over as soon as they begin: by their lifetime, by idleness.
+        for (lifetime, idle) in [
+            (std::time::Duration::ZERO, super::super::session::IDLE),
+            (super::super::session::LIFETIME, std::time::Duration::ZERO),
+        ] {
+            let (d, app) = local(Limits {
+                sessions: SessionLimits {
+                    lifetime,
+                    idle,
+                    ..SessionLimits::default()
+                },
+                ..Limits::default()
+            });
+            let (s, h, _) = send(&app, "GET", &format!("/?token={SECRET}"), &[host]).await;
+            assert_eq!(s, StatusCode::OK);
+            assert!(
+                h[header::SET_COOKIE]
+                    .to_str()
+                    .unwrap()
+                    .contains(&format!("Max-Age={}", lifetime.as_secs())),
+                "the cookie lives as long as the session"
+            );
+            let cookie = format!("capstan_local_8480={}", session_of(&h));
+            let (s, _, body) = send(&app, "GET", "/", &[host, ("cookie", &cookie)]).await;
+            assert_eq!(s, StatusCode::UNAUTHORIZED, "{lifetime:?} {idle:?}");
+            assert!(body.contains("session is over"), "{body}");
+            assert_eq!(d.sessions(), 0, "dropped");
+        }
+    }
+
+    #[tokio::test]
     async fn event_streams_are_bounded_per_user_and_in_all() {
         let host = ("host", HOST);
         let bearer = format!("Bearer {SECRET}");
