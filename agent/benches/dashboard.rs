@@ -285,7 +285,15 @@ fn main() {
 /// browser's would arrive) and prints it with its size.
 fn pages(rt: &tokio::runtime::Runtime, source: &str, watched: Watched) {
     println!("  read from {source}:");
-    let app = router(Dashboard::new(watched, None, None, None));
+    // As `capstan dashboard` serves it, each request bringing its secret.
+    let local =
+        capstan::dashboard::access::Local::with_token(([127, 0, 0, 1], 8480).into(), "bench");
+    let app = router(Dashboard::new(
+        watched,
+        capstan::dashboard::access::Access::Local(local),
+        None,
+        None,
+    ));
     for page in ["/", "/?phase=Failed", "/waves", "/clusters/w-00042"] {
         let mut times = Vec::new();
         let mut bytes = 0;
@@ -298,6 +306,8 @@ fn pages(rt: &tokio::runtime::Runtime, source: &str, watched: Watched) {
                     .oneshot(
                         axum::http::Request::builder()
                             .uri(page)
+                            .header("host", "127.0.0.1:8480")
+                            .header("authorization", "Bearer bench")
                             .body(axum::body::Body::empty())
                             .unwrap(),
                     )

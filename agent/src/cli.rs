@@ -141,9 +141,12 @@ pub enum Command {
     /// revision.
     Bootstrap(BootstrapArgs),
     /// Serve the fleet dashboard on this machine, read with your kubeconfig (Kubernetes RBAC
-    /// decides what it shows), on loopback; prints its URL.
+    /// decides what it shows), on loopback; prints its link, which carries a secret of this run
+    /// (only a browser that opened it gets in) and opens a browser on it.
     Dashboard {
-        /// Where to listen (loopback unless you mean otherwise; port 0 picks a free one).
+        /// Where to listen (loopback unless you mean otherwise, and then it warns: anyone who
+        /// reaches the address and learns the link reads what your kubeconfig can; port 0 picks
+        /// a free one).
         #[arg(long, default_value = "127.0.0.1:8480")]
         addr: std::net::SocketAddr,
         /// The fleet repository's URL, for links to commits (GitHub, GitLab, Bitbucket).
@@ -632,9 +635,16 @@ pub struct RunArgs {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Serve the read-only fleet dashboard here (off by default). Every request needs a
     /// Kubernetes bearer token whose user may list ManagedClusters in capstan-system (checked
-    /// with a TokenReview and a SubjectAccessReview).
+    /// with a TokenReview and a SubjectAccessReview), sent as `Authorization: Bearer` or pasted
+    /// once into the sign-in form (the browser then holds only a session's id).
     #[arg(long)]
     pub dashboard_addr: Option<std::net::SocketAddr>,
+    /// Users reach the dashboard over HTTPS, TLS ending in front of the agent (an ingress): its
+    /// sign-in cookie is then `Secure` and named `__Host-capstan_session`, so a browser never
+    /// sends it over plain HTTP. The agent cannot tell this itself (it serves plain HTTP, and
+    /// anyone can send X-Forwarded-Proto), so it is said here.
+    #[arg(long, requires = "dashboard_addr")]
+    pub dashboard_behind_tls: bool,
     /// Workload clusters reconciled at the same time.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub concurrency: usize,

@@ -1,6 +1,7 @@
 //! One module per command family; each returns the process exit code.
 
 mod bootstrap;
+mod dashboard;
 #[cfg(feature = "dev")]
 mod dev;
 mod diff;
@@ -71,7 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             repo,
             no_browser,
             kube,
-        } => online::dashboard(addr, repo, !no_browser, &kube),
+        } => dashboard::run(addr, repo, !no_browser, &kube),
         Command::Run(args) => online::run(*args),
         Command::Delete { what } => intent::delete(what),
         Command::Suspend { what } => intent::suspend(what, true),

@@ -361,36 +361,6 @@ fn age(created: &str) -> String {
     }
 }
 
-/// `capstan dashboard`: the dashboard over the user's own kubeconfig, until interrupted.
-pub fn dashboard(
-    addr: std::net::SocketAddr,
-    repo: Option<String>,
-    open: bool,
-    kube: &KubeArgs,
-) -> anyhow::Result<ExitCode> {
-    super::runtime()?.block_on(async {
-        let conn = crate::k8s::connect(kube.kubeconfig.as_deref(), kube.context.as_deref()).await?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listening on {addr}"))?;
-        let url = format!("http://{}/", listener.local_addr()?);
-        println!("capstan dashboard for {} at {url}", conn.source);
-        if open && std::env::var_os("DISPLAY").is_some() {
-            let _ = std::process::Command::new("xdg-open")
-                .arg(&url)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-        }
-        crate::dashboard::server::serve_local(&conn.client, repo, listener, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving the dashboard")?;
-        anyhow::Ok(ExitCode::SUCCESS)
-    })
-}
-
 /// `capstan status`.
 pub fn status(output: Output, kube: &KubeArgs) -> anyhow::Result<ExitCode> {
     let (items, agent) = super::runtime()?.block_on(async {
@@ -554,6 +524,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         webhook_addr,
         metrics_addr: args.metrics_addr,
         dashboard_addr: args.dashboard_addr,
+        dashboard_behind_tls: args.dashboard_behind_tls,
         webhook_secret: secret,
         branch: args.branch.clone(),
         watch: args.watch,

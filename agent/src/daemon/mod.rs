@@ -73,6 +73,9 @@ pub struct RunConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// Where the read-only fleet dashboard listens (token-checked), if anywhere.
     pub dashboard_addr: Option<SocketAddr>,
+    /// Users reach the dashboard over HTTPS (TLS ends in front of the agent): its session
+    /// cookie is `Secure`, named with the `__Host-` prefix.
+    pub dashboard_behind_tls: bool,
     /// Webhook secret (GitHub's X-Hub-Signature-256).
     pub webhook_secret: Option<Vec<u8>>,
     /// Branch the webhook listens for.
@@ -416,7 +419,8 @@ impl Services {
 }
 
 /// The dashboard on its own listener, on followers too (it writes nothing): every request's
-/// token reviewed by the API server ([`crate::dashboard::auth`]). It reads the agent's own watch
+/// token (its own, or its sign-in session's) reviewed by the API server
+/// ([`crate::dashboard::access`]). It reads the agent's own watch
 /// cache ([`crate::dashboard::Watched::start_shared`]), which on a follower it opens itself.
 async fn dashboard(
     cfg: &RunConfig,
@@ -442,10 +446,13 @@ async fn dashboard(
         }
         None => crate::dashboard::Watched::start(client, repo).await,
     };
-    let reviewer = crate::dashboard::auth::Reviewer::new(client.clone());
+    let access = crate::dashboard::access::Access::Reviewed {
+        reviewer: Box::new(crate::dashboard::auth::Reviewer::new(client.clone())),
+        https: cfg.dashboard_behind_tls,
+    };
     let router = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
         watched,
-        Some(reviewer),
+        access,
         pulls,
         Some(followed),
     ));

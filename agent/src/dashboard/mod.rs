@@ -5,7 +5,11 @@
 //! their own kubeconfig (so Kubernetes RBAC decides what they see, as with kubectl) on loopback;
 //! `capstan run --dashboard-addr` serves it from the agent, every request authenticated with a
 //! Kubernetes bearer token (TokenReview) and authorised for reading ManagedClusters
-//! (SubjectAccessReview): [`auth`].
+//! (SubjectAccessReview): [`auth`]. `capstan dashboard` lets in only the browser that opened the
+//! link it printed, with its per-run secret. A browser holds only a session's id ([`session`]);
+//! requests from other origins and, on the user's machine, for other hosts are refused
+//! ([`guard`]); who gets in, either way: [`access`]. Live-update streams are bounded
+//! ([`streams`]).
 //!
 //! Pages are rendered from watch caches ([`Watched`]: the ManagedClusters and the Cluster API
 //! objects a cluster page shows, each kept as the few fields a page reads), never by asking the
@@ -16,8 +20,12 @@
 //! MachineDeployments and Machines, and of those the stores keep what the pages show ([`Obj`],
 //! [`Entry`]): names, counts, versions, phases, and a ManagedCluster's status.
 
+pub mod access;
 pub mod auth;
+pub mod guard;
 pub mod server;
+pub mod session;
+pub mod streams;
 pub mod view;
 
 use std::collections::BTreeMap;
@@ -78,6 +86,8 @@ pub struct Watched {
     /// How many watches run.
     watches: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// What announces a change of fixed stores ([`Watched::fixed`]; watches have their own).
+    announce: Option<watch::Sender<u64>>,
 }
 
 /// Where a dashboard reads the fleet.
@@ -400,6 +410,7 @@ impl Watched {
             repo,
             progress,
             tasks,
+            announce: None,
         }
     }
 
@@ -465,6 +476,7 @@ impl Watched {
             repo,
             progress,
             tasks,
+            announce: None,
         }
     }
 
@@ -500,15 +512,17 @@ impl Watched {
             t.apply(watcher::Event::InitDone, conv);
             stores.insert(kind, Arc::new(t));
         }
+        let (announce, changes) = watch::channel(0);
         Watched {
             source: Source::Own(Arc::new(table)),
             objects: stores,
             missing: Vec::new(),
-            changes: watch::channel(0).1,
+            changes,
             repo: None,
             progress: Arc::new(Progress::default()),
             watches: 0,
             tasks: Vec::new(),
+            announce: Some(announce),
         }
     }
 
@@ -519,15 +533,25 @@ impl Watched {
         machines: Box<dyn Iterator<Item = DynamicObject> + '_>,
     ) -> Watched {
         let own = Watched::fixed(Vec::new(), vec![("Machine", machines)]);
+        let (announce, changes) = watch::channel(0);
         Watched {
             source: Source::Agent(live),
             objects: own.objects.clone(),
             missing: Vec::new(),
-            changes: watch::channel(0).1,
+            changes,
             repo: None,
             progress: Arc::new(Progress::default()),
             watches: 0,
             tasks: Vec::new(),
+            announce: Some(announce),
+        }
+    }
+
+    /// Tells open pages that something changed (fixed stores: [`Watched::fixed`]; watched ones
+    /// announce their own changes).
+    pub fn announce(&self) {
+        if let Some(tx) = &self.announce {
+            tx.send_modify(|n| *n += 1);
         }
     }
 
@@ -922,6 +946,7 @@ mod tests {
             progress: Arc::new(Progress::default()),
             watches: 0,
             tasks: Vec::new(),
+            announce: None,
         };
         let all = w.statuses();
         assert_eq!(all.len(), 1);

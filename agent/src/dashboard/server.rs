@@ -1,6 +1,5 @@
 //! The dashboard's routes: pages rendered from [`super::Watched`], the change events, the
-//! embedded assets and, when the agent serves it, the sign-in and the check of every request
-//! ([`super::auth`]).
+//! embedded assets, and who gets in ([`super::access`]).
 //!
 //! | route | what |
 //! |---|---|
@@ -8,33 +7,65 @@
 //! | `GET /clusters/{name}` | one cluster: control plane, workers, machines, stage, conditions, inventory |
 //! | `GET /waves` | clusters by upgrade wave |
 //! | `GET /pulls` | the latest plan of each pull request (the PR workflow on) |
-//! | `GET /events` | server-sent events: `changed` whenever anything watched changed |
+//! | `GET /events` | server-sent events: `changed` whenever anything watched changed (bounded: [`super::streams`]) |
 //! | `GET /assets/{file}` | the stylesheet and the script |
-//! | `GET`/`POST /login`, `POST /logout` | the token form (agent only) |
+//! | `GET`/`POST /login` | the token form (the agent's only) |
+//! | `POST /logout` | signs the browser out |
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Form, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use minijinja::{Environment, context};
-use serde::Deserialize;
 
 use super::Watched;
-use super::auth::{COOKIE, Reviewer, Verdict, token_of};
+use super::access::{self, Access, Who};
+use super::session::{SessionLimits, Sessions};
+use super::streams::{Full, Streams};
 use super::view;
 
-/// The dashboard: what it watches, its templates, and who checks requests (the agent's; none
-/// for `capstan dashboard`, where the user's own kubeconfig already decided what is watched).
+/// How often an open event stream checks that its session and token are still good.
+pub const RECHECK: Duration = Duration::from_secs(30);
+
+/// The bounds a dashboard keeps: its sessions, its event streams.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Sessions' lifetimes and numbers.
+    pub sessions: SessionLimits,
+    /// The most event streams open.
+    pub streams: usize,
+    /// The most event streams of one user open.
+    pub streams_per_user: usize,
+    /// How often an open stream checks its session and token.
+    pub recheck: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            sessions: SessionLimits::default(),
+            streams: super::streams::TOTAL,
+            streams_per_user: super::streams::PER_USER,
+            recheck: RECHECK,
+        }
+    }
+}
+
+/// The dashboard: what it watches, its templates, who gets in, and the sessions and event
+/// streams it keeps.
 pub struct Dashboard {
     watched: Watched,
     env: Environment<'static>,
-    reviewer: Option<Reviewer>,
+    pub(super) access: Access,
+    pub(super) sessions: Sessions,
+    streams: Streams,
+    recheck: Duration,
     pulls: Option<crate::github::board::Board>,
     followed: Option<super::Published>,
 }
@@ -47,24 +78,33 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("waves.html", include_str!("templates/waves.html")),
     ("login.html", include_str!("templates/login.html")),
     ("pulls.html", include_str!("templates/pulls.html")),
+    ("locked.html", include_str!("templates/locked.html")),
+    ("enter.html", include_str!("templates/enter.html")),
 ];
 
 const CSS: &str = include_str!("assets/dashboard.css");
 const SCRIPT: &str = include_str!("assets/live.js");
 
-/// The user a checked request was made by.
-#[derive(Clone)]
-struct User(Option<String>);
-
 impl Dashboard {
-    /// A dashboard over `watched`; `reviewer` checks every request when set; `pulls`: the pull
-    /// requests' plans, when the agent plans them; `followed`: the revision the agent follows
-    /// (for the waves' schedules), when it is the agent's.
+    /// A dashboard over `watched`, letting in whom `access` says; `pulls`: the pull requests'
+    /// plans, when the agent plans them; `followed`: the revision the agent follows (for the
+    /// waves' schedules), when it is the agent's.
     pub fn new(
         watched: Watched,
-        reviewer: Option<Reviewer>,
+        access: Access,
         pulls: Option<crate::github::board::Board>,
         followed: Option<super::Published>,
+    ) -> Arc<Dashboard> {
+        Dashboard::with_limits(watched, access, pulls, followed, Limits::default())
+    }
+
+    /// As [`Dashboard::new`], within `limits`.
+    pub fn with_limits(
+        watched: Watched,
+        access: Access,
+        pulls: Option<crate::github::board::Board>,
+        followed: Option<super::Published>,
+        limits: Limits,
     ) -> Arc<Dashboard> {
         let mut env = Environment::new();
         for (name, text) in TEMPLATES {
@@ -74,15 +114,42 @@ impl Dashboard {
         Arc::new(Dashboard {
             watched,
             env,
-            reviewer,
+            access,
+            sessions: Sessions::new(limits.sessions),
+            streams: Streams::new(limits.streams, limits.streams_per_user),
+            recheck: limits.recheck,
             pulls,
             followed,
         })
     }
 
-    fn page(&self, name: &str, user: &User, section: &str, ctx: minijinja::Value) -> Response {
+    /// What it shows.
+    pub fn watched(&self) -> &Watched {
+        &self.watched
+    }
+
+    /// The sessions kept now.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The event streams open now.
+    pub fn streams(&self) -> usize {
+        self.streams.open_now()
+    }
+
+    pub(super) fn page(
+        &self,
+        name: &str,
+        who: &Who,
+        section: &str,
+        ctx: minijinja::Value,
+    ) -> Response {
         let base = context! {
-            user => user.0.clone(),
+            user => who.user.clone(),
+            signed_in => who.session.is_some(),
+            // Pages for someone let in follow the changes; the sign-in and locked pages not.
+            live => !who.key.is_empty(),
             section => section,
             version => *self.watched.changes.borrow(),
             missing => self.watched.missing.clone(),
@@ -103,14 +170,23 @@ impl Dashboard {
     }
 
     /// 401 with the sign-in form (saying `problem`, if any) and the scheme it takes.
-    fn sign_in(&self, problem: Option<&str>) -> Response {
-        let mut r = self.page("login.html", &User(None), "", context! { problem });
+    pub(super) fn sign_in(&self, problem: Option<&str>) -> Response {
+        let mut r = self.page("login.html", &Who::nobody(), "", context! { problem });
         if r.status() == StatusCode::OK {
             *r.status_mut() = StatusCode::UNAUTHORIZED;
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"capstan\""),
             );
+        }
+        r
+    }
+
+    /// 401 with `capstan dashboard`'s locked page (saying `problem`, if any).
+    pub(super) fn locked(&self, problem: Option<&str>) -> Response {
+        let mut r = self.page("locked.html", &Who::nobody(), "", context! { problem });
+        if r.status() == StatusCode::OK {
+            *r.status_mut() = StatusCode::UNAUTHORIZED;
         }
         r
     }
@@ -129,16 +205,17 @@ fn value(v: &impl serde::Serialize) -> minijinja::Value {
     minijinja::Value::from(minijinja::value::Serde(v))
 }
 
-/// `capstan dashboard`'s server: the pages over what `client` may read (no token checks: the
-/// client's own credentials already decided what is watched), on `listener`, until `shutdown`.
+/// `capstan dashboard`'s server: the pages over what `client` may read, on `listener`, to whoever
+/// brings `local`'s secret, until `shutdown`.
 pub async fn serve_local(
     client: &kube::Client,
     repo: Option<String>,
     listener: tokio::net::TcpListener,
+    local: access::Local,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let watched = Watched::start(client, repo).await;
-    let app = router(Dashboard::new(watched, None, None, None));
+    let app = router(Dashboard::new(watched, Access::Local(local), None, None));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -152,18 +229,25 @@ pub fn router(d: Arc<Dashboard>) -> Router {
         .route("/waves", get(waves))
         .route("/pulls", get(pulls))
         .route("/events", get(events))
-        .route_layer(middleware::from_fn_with_state(d.clone(), check));
+        .route_layer(middleware::from_fn_with_state(d.clone(), access::check));
+    let mut open = Router::new()
+        .route("/logout", axum::routing::post(access::logout))
+        .route("/assets/{file}", get(asset));
+    if matches!(d.access, Access::Reviewed { .. }) {
+        open = open.route("/login", get(access::login_form).post(access::login));
+    }
     Router::new()
         .merge(checked)
-        .route("/login", get(login_form).post(login))
-        .route("/logout", axum::routing::post(logout))
-        .route("/assets/{file}", get(asset))
+        .merge(open)
+        .layer(middleware::from_fn_with_state(d.clone(), access::guard))
         .layer(middleware::from_fn(headers))
         .with_state(d)
 }
 
-/// Headers every answer carries: no framing, no sniffing, no referrer with a token in it, and a
-/// policy that runs only the dashboard's own script.
+/// Headers every answer carries: no framing, no sniffing, no referrer to another origin (not
+/// `no-referrer`: under it browsers send `Origin: null` on the dashboard's own forms, which the
+/// origin check could not tell from a sandboxed attacker's), nothing cached, and a policy that
+/// runs only the dashboard's own script.
 async fn headers(req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
     let h = r.headers_mut();
@@ -179,55 +263,21 @@ async fn headers(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 
-/// Lets a request through when no reviewer is set, or when its token's user may list
-/// ManagedClusters. Without a token the API server accepts, the answer is 401 (what a client
-/// of the API expects) with the sign-in form as its body (what a browser shows); a user the
-/// API server does not let list ManagedClusters gets 403.
-async fn check(State(d): State<Arc<Dashboard>>, mut req: Request, next: Next) -> Response {
-    let Some(reviewer) = &d.reviewer else {
-        req.extensions_mut().insert(User(None));
-        return next.run(req).await;
-    };
-    let Some(token) = token_of(req.headers()) else {
-        return d.sign_in(None);
-    };
-    match reviewer.review(&token).await {
-        Ok(Verdict::Allowed(user)) => {
-            req.extensions_mut().insert(User(Some(user)));
-            next.run(req).await
-        }
-        Ok(Verdict::Unauthenticated) => d.sign_in(Some(TOKEN_REFUSED)),
-        Ok(Verdict::Forbidden(user)) => (
-            StatusCode::FORBIDDEN,
-            format!("{user} may not list managedclusters.capstan.dev in capstan-system"),
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "dashboard: reviewing a token");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the API server could not review the token",
-            )
-                .into_response()
-        }
-    }
-}
-
 async fn fleet(
     State(d): State<Arc<Dashboard>>,
-    axum::Extension(user): axum::Extension<User>,
+    axum::Extension(who): axum::Extension<Who>,
     Query(filter): Query<view::Filter>,
 ) -> Response {
     let fleet = view::fleet(d.rows(), filter);
     d.page(
         "fleet.html",
-        &user,
+        &who,
         "fleet",
         context! { fleet => value(&fleet) },
     )
@@ -235,7 +285,7 @@ async fn fleet(
 
 async fn waves(
     State(d): State<Arc<Dashboard>>,
-    axum::Extension(user): axum::Extension<User>,
+    axum::Extension(who): axum::Extension<Who>,
 ) -> Response {
     let waves = view::waves(&d.rows());
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
@@ -246,7 +296,7 @@ async fn waves(
         .map(|fleet| view::schedules(&fleet, now));
     d.page(
         "waves.html",
-        &user,
+        &who,
         "waves",
         context! { waves => value(&waves), schedules => value(&schedules) },
     )
@@ -254,7 +304,7 @@ async fn waves(
 
 async fn pulls(
     State(d): State<Arc<Dashboard>>,
-    axum::Extension(user): axum::Extension<User>,
+    axum::Extension(who): axum::Extension<Who>,
 ) -> Response {
     let Some(board) = &d.pulls else {
         return (
@@ -266,7 +316,7 @@ async fn pulls(
     let pulls = board.all();
     d.page(
         "pulls.html",
-        &user,
+        &who,
         "pulls",
         context! { pulls => value(&pulls) },
     )
@@ -274,7 +324,7 @@ async fn pulls(
 
 async fn cluster(
     State(d): State<Arc<Dashboard>>,
-    axum::Extension(user): axum::Extension<User>,
+    axum::Extension(who): axum::Extension<Who>,
     Path(name): Path<String>,
 ) -> Response {
     let Some(mc) = d.watched.status_of(&name) else {
@@ -302,26 +352,54 @@ async fn cluster(
     let page = view::cluster(&mc, row, &owners, &machines);
     d.page(
         "cluster.html",
-        &user,
+        &who,
         "fleet",
         context! { page => value(&page) },
     )
 }
 
 /// `changed` whenever the watched state changed, at most every quarter second, and a comment
-/// every 15 s so proxies keep the stream open.
-async fn events(State(d): State<Arc<Dashboard>>) -> impl IntoResponse {
+/// every 15 s so proxies keep the stream open. Bounded ([`super::streams`]: 429 past a user's
+/// share, 503 past all); a stream ends when its session or token no longer is good (checked
+/// every [`Limits::recheck`]), and the page's `EventSource` asks again (and is refused).
+async fn events(
+    State(d): State<Arc<Dashboard>>,
+    axum::Extension(who): axum::Extension<Who>,
+) -> Response {
+    let place = match d.streams.open(&who.key) {
+        Ok(p) => p,
+        Err(full @ Full::User(_)) => {
+            return (StatusCode::TOO_MANY_REQUESTS, full.to_string()).into_response();
+        }
+        Err(full @ Full::Everyone(_)) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, full.to_string()).into_response();
+        }
+    };
     let rx = d.watched.changes.clone();
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let n = *rx.borrow_and_update();
-        Some((
-            Ok::<_, std::convert::Infallible>(Event::default().data(n.to_string())),
-            rx,
-        ))
+    let start = tokio::time::Instant::now() + d.recheck;
+    let tick = tokio::time::interval_at(start, d.recheck);
+    let state = (rx, tick, d, who, place);
+    let stream = futures::stream::unfold(state, |(mut rx, mut tick, d, who, place)| async move {
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    changed.ok()?;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    let n = *rx.borrow_and_update();
+                    let event = Event::default().data(n.to_string());
+                    return Some((Ok::<_, std::convert::Infallible>(event), (rx, tick, d, who, place)));
+                }
+                _ = tick.tick() => {
+                    if !d.still(&who).await {
+                        return None;
+                    }
+                }
+            }
+        }
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
 }
 
 async fn asset(Path(file): Path<String>) -> Response {
@@ -331,55 +409,6 @@ async fn asset(Path(file): Path<String>) -> Response {
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Problem {
-    problem: String,
-}
-
-/// What the sign-in form says of a token the API server did not accept.
-const TOKEN_REFUSED: &str = "That token was not accepted by the API server.";
-
-async fn login_form(State(d): State<Arc<Dashboard>>, Query(p): Query<Problem>) -> Response {
-    let problem = (p.problem == "token").then_some(TOKEN_REFUSED);
-    d.page("login.html", &User(None), "", context! { problem })
-}
-
-#[derive(Deserialize)]
-struct Login {
-    token: String,
-}
-
-/// The pasted token becomes an HttpOnly, SameSite=Strict cookie, checked like a header's on
-/// every request. The agent serves plain HTTP like its other listeners: a dashboard reached
-/// from outside the cluster belongs behind TLS (an ingress, `kubectl port-forward`).
-async fn login(State(d): State<Arc<Dashboard>>, Form(l): Form<Login>) -> Response {
-    let token = l.token.trim();
-    if token.is_empty() || token.len() > 16 * 1024 || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Redirect::to("/login?problem=token").into_response();
-    }
-    if let Some(r) = &d.reviewer
-        && !matches!(r.review(token).await, Ok(Verdict::Allowed(_)))
-    {
-        return Redirect::to("/login?problem=token").into_response();
-    }
-    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-    let mut r = Redirect::to("/").into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    r
-}
-
-async fn logout() -> Response {
-    let mut r = Redirect::to("/login").into_response();
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("capstan_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
-    r
 }
 
 #[cfg(test)]
@@ -431,12 +460,13 @@ mod tests {
             plan: "### w-1 <b>changes</b>".into(),
             at: "2026-11-28T09:00:00Z".into(),
         });
+        let local = access::Local::with_token("127.0.0.1:8480".parse().unwrap(), "secret");
         router(Dashboard::new(
             Watched::fixed(
                 vec![mc],
                 vec![("MachineDeployment", Box::new(std::iter::once(md)))],
             ),
-            None,
+            Access::Local(local),
             Some(board),
             None,
         ))
@@ -447,6 +477,8 @@ mod tests {
             .oneshot(
                 Request::builder()
                     .uri(uri)
+                    .header(header::HOST, "127.0.0.1:8480")
+                    .header(header::AUTHORIZATION, "Bearer secret")
                     .body(axum::body::Body::empty())
                     .unwrap(),
             )
@@ -474,6 +506,10 @@ mod tests {
                 .unwrap()
                 .contains("script-src 'self'")
         );
+        // Not `no-referrer`: under it Chromium sends `Origin: null` and no `Sec-Fetch-Site` on
+        // the dashboard's own forms over plain HTTP to a name that is not loopback, which the
+        // origin check must refuse.
+        assert_eq!(h[header::REFERRER_POLICY], "same-origin");
         let (s, html, _) = get(fixture(), "/clusters/w-1").await;
         assert_eq!(s, StatusCode::OK);
         assert!(html.contains("MachineDeployment w-1-md-0"), "{html}");

@@ -3,10 +3,13 @@
 //! installed ServiceAccount. Who may see it is the API server's answer (TokenReview, then a
 //! SubjectAccessReview for listing ManagedClusters): no token is sent to sign in, a token whose
 //! user may not list ManagedClusters is refused, a viewer's token pasted into the sign-in form
-//! shows the fleet. Then the pages: the fleet grouped by management cluster, a cluster page with
-//! its worker groups, a push that changes a worker count showing on the open page without a
-//! reload (server-sent events), the waves page, a phone's viewport without sideways scrolling,
-//! and the keyboard's first stop the skip link; axe-core finds no serious or critical
+//! shows the fleet. The browser then holds only a session's id (HttpOnly, SameSite=Strict, for
+//! the session's lifetime), which a page on another port of the host receives but cannot use to
+//! sign the user out or in as someone else (refused 403); signing out ends the session, so a
+//! copied id stops working. Then the pages: the fleet grouped by management cluster, a cluster
+//! page with its worker groups, a push that changes a worker count showing on the open page
+//! without a reload (server-sent events), the waves page, a phone's viewport without sideways
+//! scrolling, and the keyboard's first stop the skip link; axe-core finds no serious or critical
 //! accessibility violation on any page. Screenshots are kept under
 //! `$CARGO_TARGET_DIR/dashboard-screenshots/`.
 
@@ -36,14 +39,19 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
 /// `GET path` with an optional bearer token: the status code and the whole response (0 and
 /// why, when nothing listens there yet).
 fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    raw(port, path, &auth)
+}
+
+/// `GET path` with more header lines: the status code and the whole response.
+fn raw(port: u16, path: &str, more: &str) -> (u16, String) {
     let mut s = match TcpStream::connect(("127.0.0.1", port)) {
         Ok(s) => s,
         Err(e) => return (0, format!("connecting to port {port}: {e}")),
     };
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{more}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -56,9 +64,49 @@ fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     (code, out)
 }
 
+/// Someone else's page on another port of the same host (a tenant's application an admin
+/// port-forwards): forms aimed at the dashboard on `dashboard` — one signing the user out, one
+/// signing them in with `token` — and the `Cookie` headers its server received.
+async fn other_port(
+    dashboard: u16,
+    token: &str,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><title>a tenant's app</title></head><body><main>\
+         <form id=\"out\" method=\"post\" action=\"http://127.0.0.1:{dashboard}/logout\"></form>\
+         <form id=\"in\" method=\"post\" action=\"http://127.0.0.1:{dashboard}/login\">\
+         <input name=\"token\" value=\"{token}\"></form></main></body></html>"
+    );
+    let s = seen.clone();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let (s, html) = (s.clone(), html.clone());
+            async move {
+                if let Some(c) = headers
+                    .get(axum::http::header::COOKIE)
+                    .and_then(|c| c.to_str().ok())
+                {
+                    s.lock().unwrap().push(c.to_string());
+                }
+                axum::response::Html(html)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (port, seen)
+}
+
 /// A ServiceAccount in `capstan-system`, bound to a Role listing ManagedClusters when `viewer`;
 /// its token.
-async fn account(cp: &capstan_harness::ControlPlane, name: &str, viewer: bool) -> String {
+pub(crate) async fn account(
+    cp: &capstan_harness::ControlPlane,
+    name: &str,
+    viewer: bool,
+) -> String {
     let client = cp.client();
     let ns = capstan::status::NAMESPACE;
     let mut objects = vec![
@@ -183,6 +231,83 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         serious.is_empty(),
         "axe-core on the fleet page: {serious:#?}"
     );
+    // The browser holds a session's id, never the token: HttpOnly (no script reads it),
+    // SameSite=Strict, on every path, for the session's lifetime.
+    let cookies = b.cookies(&base).await;
+    assert_eq!(cookies.len(), 1, "{cookies:#?}");
+    let c = &cookies[0];
+    assert_eq!(c["name"], "capstan_session");
+    assert_eq!(
+        (
+            &c["httpOnly"],
+            &c["sameSite"],
+            &c["path"],
+            &c["secure"],
+            &c["session"]
+        ),
+        (
+            &json!(true),
+            &json!("Strict"),
+            &json!("/"),
+            &json!(false),
+            &json!(false)
+        ),
+        "{c}"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let left = c["expires"].as_f64().unwrap_or(0.0) - now;
+    assert!(
+        (8.0 * 3600.0 - 600.0..=8.0 * 3600.0 + 60.0).contains(&left),
+        "Max-Age: the session's eight hours: {left}"
+    );
+    let session = c["value"].as_str().unwrap().to_string();
+    assert_eq!(session.len(), 64);
+    assert!(!session.contains(&viewer) && !viewer.contains(&session));
+    assert_eq!(b.eval("document.cookie").await, json!(""));
+
+    // A page on another port of the host receives the cookie (browsers do not keep cookies
+    // apart by port): the session's id, not the token. Its forms, posted at the dashboard in
+    // the user's browser, are refused: no signing the user out, no signing them in as someone
+    // else.
+    let (evil, received) = other_port(port, &nobody).await;
+    b.goto(&format!("http://127.0.0.1:{evil}/")).await;
+    {
+        let received = received.lock().unwrap();
+        assert!(
+            received.iter().any(|c| c.contains(&session)),
+            "{received:?}"
+        );
+        assert!(
+            !received.iter().any(|c| c.contains(&viewer)),
+            "{received:?}"
+        );
+    }
+    for form in ["out", "in"] {
+        b.goto(&format!("http://127.0.0.1:{evil}/")).await;
+        b.eval(&format!("document.getElementById('{form}').submit(); true"))
+            .await;
+        assert!(
+            b.until(
+                "document.body.innerText.includes('cross-origin request refused')",
+                30
+            )
+            .await,
+            "{form}: {}\n{}",
+            b.text().await,
+            logs()
+        );
+        b.screenshot(&format!("cross-origin-{form}")).await;
+    }
+    b.goto(&format!("{base}/")).await;
+    let text = b.text().await;
+    assert!(
+        text.contains("Signed in as system:serviceaccount:capstan-system:dash-viewer"),
+        "still the viewer, still signed in: {text}"
+    );
+
     // Filtered by name.
     b.goto(&format!("{base}/?name=dash2")).await;
     assert!(b.until("document.querySelector('tr[data-cluster=\"w-dash2\"]') && !document.querySelector('tr[data-cluster=\"w-dash1\"]')", 10).await, "{}", b.text().await);
@@ -266,6 +391,20 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
         "dashboard screenshots in {}",
         shot.parent().unwrap().display()
     );
+
+    // Signing out ends the session where it is kept: the id, copied, no longer works.
+    let copied = format!("Cookie: capstan_session={session}\r\n");
+    assert_eq!(raw(port, "/", &copied).0, 200);
+    b.eval("document.querySelector('form[action=\"/logout\"] button').click(); true")
+        .await;
+    assert!(
+        b.until("document.querySelector('#token')", 30).await,
+        "{}",
+        b.text().await
+    );
+    assert!(b.cookies(&base).await.is_empty());
+    let (code, answer) = raw(port, "/", &copied);
+    assert_eq!(code, 401, "{answer}");
 }
 
 /// The dashboard reads the agent's own watch cache; a follower, whose passes never opened those

@@ -16,6 +16,8 @@ mod bootstrap;
 mod crd_races;
 mod daemon;
 mod dashboard;
+mod dashboard_access;
+mod dashboard_local;
 mod fence;
 mod kubeconfig;
 mod leader;

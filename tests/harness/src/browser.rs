@@ -250,6 +250,17 @@ impl Browser {
             .to_string()
     }
 
+    /// The cookies the browser would send to `url`, as the DevTools protocol reports them
+    /// (`name`, `value`, `path`, `expires`, `httpOnly`, `secure`, `sameSite`, `session`, …):
+    /// what a page's scripts cannot see.
+    pub async fn cookies(&mut self, url: &str) -> Vec<Value> {
+        self.page("Network.getCookies", json!({"urls": [url]}))
+            .await["cookies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// A PNG of the page as it is now, kept as `<shots>/<name>.png`; its path.
     pub async fn screenshot(&mut self, name: &str) -> PathBuf {
         let r = self

@@ -19,6 +19,9 @@
       busy = false;
     }
   };
-  source.onerror = () => { if (live) live.textContent = "reconnecting"; };
+  // Closed for good: refused (signed out, too many streams); a reload shows why.
+  source.onerror = () => {
+    if (live) live.textContent = source.readyState === EventSource.CLOSED ? "not live: reload the page" : "reconnecting";
+  };
   source.onopen = () => { if (live) live.textContent = "live"; };
 })();

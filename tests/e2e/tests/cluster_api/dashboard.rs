@@ -13,7 +13,8 @@
 //!
 //! axe-core checks every page (no serious or critical violation); the screenshots are kept under
 //! `$CARGO_TARGET_DIR/dashboard-screenshots/capi-*.png`. The dashboard is `capstan dashboard`'s
-//! (the test's admin credentials, no token checks: those are the agent's dashboard test's part).
+//! (the test's admin credentials; each browser opens the link with its per-run secret first, as
+//! a user opens the printed one; the checks of who gets in are the agent's dashboard tests').
 
 use capstan::status::Phase;
 use capstan_e2e::capi::*;
@@ -69,14 +70,22 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
     let mut repo = Repo::new("dboard", &[("w-dbcan", group.clone()), ("w-dbrest", group)]);
     std::fs::write(repo.dir(&repo.mgmt).join("fleet.yaml"), WAVES).unwrap();
 
-    // `capstan dashboard`, over the test's admin client.
+    // `capstan dashboard`, over the test's admin client, with its per-run secret.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    let addr = listener.local_addr().unwrap();
+    let base = format!("http://{addr}");
+    let (local, token) = capstan::dashboard::access::Local::new(addr).unwrap();
     let client = cp.client();
     let _server = tokio::spawn(async move {
-        capstan::dashboard::server::serve_local(&client, None, listener, std::future::pending())
-            .await
-            .unwrap()
+        capstan::dashboard::server::serve_local(
+            &client,
+            None,
+            listener,
+            local,
+            std::future::pending(),
+        )
+        .await
+        .unwrap()
     });
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
@@ -88,8 +97,9 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
         format!("(r => !!r && ({cond}))(document.querySelector('tr[data-cluster=\"{name}\"]'))")
     };
 
-    // 1. Created: the rows appear while the clusters come up, then read Ready.
-    b.goto(&format!("{base}/?name=w-db")).await;
+    // 1. Created: the rows appear while the clusters come up, then read Ready. The printed
+    // link's secret is exchanged for the session cookie the later pages are read with.
+    b.goto(&format!("{base}/?name=w-db&token={token}")).await;
     let creating = repo.converge_in_background(None);
     assert!(
         b.until(
@@ -139,7 +149,7 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
     );
     checked(&mut b, "cluster-upgrading").await;
     let mut waves = Browser::start(&target.join("dashboard-screenshots")).await;
-    waves.goto(&format!("{base}/waves")).await;
+    waves.goto(&format!("{base}/waves?token={token}")).await;
     let held = "[...document.querySelectorAll('ul.wave li')].some(li => li.textContent.includes('w-dbrest') && li.textContent.includes('held by wave'))";
     assert!(waves.until(held, 120).await, "{}", waves.text().await);
     checked(&mut waves, "waves-held").await;

@@ -1049,6 +1049,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         webhook_addr: None,
         metrics_addr: Some(([127, 0, 0, 1], port).into()),
         dashboard_addr: None,
+        dashboard_behind_tls: false,
         webhook_secret: None,
         branch: "main".into(),
         watch: true,
