@@ -18,7 +18,8 @@
 use std::time::{Duration, Instant};
 
 use capstan::dashboard::Watched;
-use capstan::dashboard::server::{Dashboard, router};
+use capstan::dashboard::routes::router;
+use capstan::dashboard::server::Dashboard;
 use capstan::status::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
 use kube::api::DynamicObject;
 use serde_json::json;

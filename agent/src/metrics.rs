@@ -386,13 +386,13 @@ struct RefusalLabels {
     reason: RefusalLabel,
 }
 
-/// Whether the GitHub credentials could push, as a label value.
+/// Whether the GitHub credentials could push, as a label value (`github::access`'s verdicts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct PushLabel(crate::github::access::PushAccess);
+struct PushLabel(&'static str);
 
 impl EncodeLabelValue for PushLabel {
     fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-        encoder.write_str(self.0.as_str())
+        encoder.write_str(self.0)
     }
 }
 
@@ -550,11 +550,6 @@ impl Metrics {
             "Whether capstan's GitHub credentials could push to the fleet repository: 1 for the verdict (granted, possible, none, unknown), 0 for the others",
             github_push_access.clone(),
         );
-        for &access in crate::github::access::PushAccess::ALL {
-            let _ = github_push_access.get_or_create(&PushLabels {
-                access: PushLabel(access),
-            });
-        }
 
         registry.register(
             "capstan_reconcile_duration_seconds",
@@ -669,7 +664,7 @@ impl Metrics {
     }
 
     /// Counts one add-on step: its result and the add-ons it applied and pruned.
-    pub fn add_addon_step(&self, t: &crate::reconcile::AddonsTally) {
+    pub fn add_addon_step(&self, t: &crate::plan::addons::Tally) {
         self.addon_steps
             .get_or_create(&AddonResultLabels {
                 result: t.reason.into(),
@@ -761,9 +756,10 @@ impl Metrics {
         self.pr_plans.get_or_create(&GitHubLabels { result }).inc();
     }
 
-    /// Records whether the GitHub credentials could push to the fleet repository.
-    pub fn set_github_push_access(&self, verdict: crate::github::access::PushAccess) {
-        for &access in crate::github::access::PushAccess::ALL {
+    /// Records whether the GitHub credentials could push to the fleet repository: 1 for
+    /// `verdict`, 0 for the other values of `all` (the series appear once the check ran).
+    pub fn set_github_push_access(&self, verdict: &'static str, all: &[&'static str]) {
+        for &access in all {
             self.github_push_access
                 .get_or_create(&PushLabels {
                     access: PushLabel(access),
@@ -991,7 +987,7 @@ mod tests {
 
     #[test]
     fn add_on_steps_are_counted_by_result_and_objects_by_action() {
-        use crate::reconcile::AddonsTally;
+        use crate::plan::addons::Tally;
         use crate::status::Reason;
         let m = Metrics::new();
         for (reason, applied, pruned) in [
@@ -1000,7 +996,7 @@ mod tests {
             (Reason::Available, 5, 0),
             (Reason::AddonsFailed, 2, 0),
         ] {
-            m.add_addon_step(&AddonsTally {
+            m.add_addon_step(&Tally {
                 reason,
                 applied,
                 pruned,

@@ -19,6 +19,18 @@ use capstan_layout::addons::Addon;
 use crate::status::{ConditionStatus, Reason};
 use crate::{Action, Entry, ObjectRef};
 
+/// What one cluster's add-on step did: its `AddonsReady` reason and how many add-ons it applied
+/// and pruned (the agent's outcome of a pass; the `capstan_addon_*` metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// The `AddonsReady` condition's reason.
+    pub reason: Reason,
+    /// Add-ons applied.
+    pub applied: usize,
+    /// Add-ons pruned.
+    pub pruned: usize,
+}
+
 /// The reason every add-on entry of a plan or diff carries: where it is applied.
 pub const INSIDE: &str = "add-on, inside the workload cluster";
 

@@ -38,7 +38,7 @@ pub fn run(
         println!("capstan dashboard for {} at {url}", conn.source);
         let _ = std::io::stdout().flush();
         let _opener = if open { open_browser(&url) } else { None };
-        crate::dashboard::server::serve_local(&conn.client, repo, listener, local, async {
+        crate::dashboard::routes::serve_local(&conn.client, repo, listener, local, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await

@@ -275,7 +275,7 @@ struct Services {
     /// The revision the leader follows, for the dashboard.
     followed: crate::dashboard::Published,
     /// The pull requests' plans as the dashboard shows them (the planner fills it).
-    board: Option<crate::github::board::Board>,
+    board: Option<crate::dashboard::board::Board>,
 }
 
 impl Services {
@@ -311,7 +311,7 @@ impl Services {
         let board = cfg
             .github
             .as_ref()
-            .map(|_| crate::github::board::Board::default());
+            .map(|_| crate::dashboard::board::Board::default());
         if let (Some(g), Repo::Git(sc)) = (&cfg.github, &cfg.repo) {
             let queue = crate::github::pr::PrQueue::default();
             server_cfg = server_cfg.with_pull_requests(queue.clone(), g.pr_forks);
@@ -426,7 +426,7 @@ async fn dashboard(
     cfg: &RunConfig,
     agent: &Arc<Agent>,
     addr: SocketAddr,
-    pulls: Option<crate::github::board::Board>,
+    pulls: Option<crate::dashboard::board::Board>,
     followed: crate::dashboard::Published,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), crate::serve::ServerError>>> {
@@ -440,7 +440,11 @@ async fn dashboard(
             let agent = agent.clone();
             crate::dashboard::Watched::start_shared(client, repo, live, move || {
                 let agent = agent.clone();
-                async move { agent.watch_for_dashboard().await }
+                async move {
+                    agent
+                        .watch_for_dashboard(crate::dashboard::SHARED_KINDS)
+                        .await
+                }
             })
             .await
         }
@@ -450,7 +454,7 @@ async fn dashboard(
         reviewer: Box::new(crate::dashboard::auth::Reviewer::new(client.clone())),
         https: cfg.dashboard_behind_tls,
     };
-    let router = crate::dashboard::server::router(crate::dashboard::server::Dashboard::new(
+    let router = crate::dashboard::routes::router(crate::dashboard::server::Dashboard::new(
         watched,
         access,
         pulls,

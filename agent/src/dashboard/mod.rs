@@ -22,7 +22,10 @@
 
 pub mod access;
 pub mod auth;
+pub mod board;
+pub mod gate;
 pub mod guard;
+pub mod routes;
 pub mod server;
 pub mod session;
 pub mod streams;

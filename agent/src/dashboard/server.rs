@@ -15,17 +15,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
 use minijinja::{Environment, context};
 
 use super::Watched;
-use super::access::{self, Access, Who};
+use super::access::{Access, Who};
 use super::session::{SessionLimits, Sessions};
 use super::streams::{Full, Streams};
 use super::view;
@@ -66,7 +64,7 @@ pub struct Dashboard {
     pub(super) sessions: Sessions,
     streams: Streams,
     recheck: Duration,
-    pulls: Option<crate::github::board::Board>,
+    pulls: Option<crate::dashboard::board::Board>,
     followed: Option<super::Published>,
 }
 
@@ -92,7 +90,7 @@ impl Dashboard {
     pub fn new(
         watched: Watched,
         access: Access,
-        pulls: Option<crate::github::board::Board>,
+        pulls: Option<crate::dashboard::board::Board>,
         followed: Option<super::Published>,
     ) -> Arc<Dashboard> {
         Dashboard::with_limits(watched, access, pulls, followed, Limits::default())
@@ -102,7 +100,7 @@ impl Dashboard {
     pub fn with_limits(
         watched: Watched,
         access: Access,
-        pulls: Option<crate::github::board::Board>,
+        pulls: Option<crate::dashboard::board::Board>,
         followed: Option<super::Published>,
         limits: Limits,
     ) -> Arc<Dashboard> {
@@ -205,50 +203,11 @@ fn value(v: &impl serde::Serialize) -> minijinja::Value {
     minijinja::Value::from(minijinja::value::Serde(v))
 }
 
-/// `capstan dashboard`'s server: the pages over what `client` may read, on `listener`, to whoever
-/// brings `local`'s secret, until `shutdown`.
-pub async fn serve_local(
-    client: &kube::Client,
-    repo: Option<String>,
-    listener: tokio::net::TcpListener,
-    local: access::Local,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let watched = Watched::start(client, repo).await;
-    let app = router(Dashboard::new(watched, Access::Local(local), None, None));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// The dashboard's router.
-pub fn router(d: Arc<Dashboard>) -> Router {
-    let checked = Router::new()
-        .route("/", get(fleet))
-        .route("/clusters/{name}", get(cluster))
-        .route("/waves", get(waves))
-        .route("/pulls", get(pulls))
-        .route("/events", get(events))
-        .route_layer(middleware::from_fn_with_state(d.clone(), access::check));
-    let mut open = Router::new()
-        .route("/logout", axum::routing::post(access::logout))
-        .route("/assets/{file}", get(asset));
-    if matches!(d.access, Access::Reviewed { .. }) {
-        open = open.route("/login", get(access::login_form).post(access::login));
-    }
-    Router::new()
-        .merge(checked)
-        .merge(open)
-        .layer(middleware::from_fn_with_state(d.clone(), access::guard))
-        .layer(middleware::from_fn(headers))
-        .with_state(d)
-}
-
 /// Headers every answer carries: no framing, no sniffing, no referrer to another origin (not
 /// `no-referrer`: under it browsers send `Origin: null` on the dashboard's own forms, which the
 /// origin check could not tell from a sandboxed attacker's), nothing cached, and a policy that
 /// runs only the dashboard's own script.
-async fn headers(req: Request, next: Next) -> Response {
+pub(super) async fn headers(req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
     let h = r.headers_mut();
     h.insert(
@@ -269,7 +228,7 @@ async fn headers(req: Request, next: Next) -> Response {
     r
 }
 
-async fn fleet(
+pub(super) async fn fleet(
     State(d): State<Arc<Dashboard>>,
     axum::Extension(who): axum::Extension<Who>,
     Query(filter): Query<view::Filter>,
@@ -283,7 +242,7 @@ async fn fleet(
     )
 }
 
-async fn waves(
+pub(super) async fn waves(
     State(d): State<Arc<Dashboard>>,
     axum::Extension(who): axum::Extension<Who>,
 ) -> Response {
@@ -302,7 +261,7 @@ async fn waves(
     )
 }
 
-async fn pulls(
+pub(super) async fn pulls(
     State(d): State<Arc<Dashboard>>,
     axum::Extension(who): axum::Extension<Who>,
 ) -> Response {
@@ -322,7 +281,7 @@ async fn pulls(
     )
 }
 
-async fn cluster(
+pub(super) async fn cluster(
     State(d): State<Arc<Dashboard>>,
     axum::Extension(who): axum::Extension<Who>,
     Path(name): Path<String>,
@@ -362,7 +321,7 @@ async fn cluster(
 /// every 15 s so proxies keep the stream open. Bounded ([`super::streams`]: 429 past a user's
 /// share, 503 past all); a stream ends when its session or token no longer is good (checked
 /// every [`Limits::recheck`]), and the page's `EventSource` asks again (and is refused).
-async fn events(
+pub(super) async fn events(
     State(d): State<Arc<Dashboard>>,
     axum::Extension(who): axum::Extension<Who>,
 ) -> Response {
@@ -402,7 +361,7 @@ async fn events(
         .into_response()
 }
 
-async fn asset(Path(file): Path<String>) -> Response {
+pub(super) async fn asset(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "dashboard.css" => (CSS, "text/css; charset=utf-8"),
         "live.js" => (SCRIPT, "text/javascript; charset=utf-8"),
@@ -414,7 +373,10 @@ async fn asset(Path(file): Path<String>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dashboard::access;
+    use crate::dashboard::routes::router;
     use crate::status::{ManagedCluster, ManagedClusterSpec, ManagedClusterStatus, Phase};
+    use axum::Router;
     use kube::api::DynamicObject;
     use tower::ServiceExt;
 
@@ -451,8 +413,8 @@ mod tests {
             "spec": {"replicas": 2, "template": {"spec": {"version": "v1.34.1"}}},
             "status": {"upToDateReplicas": 1, "availableReplicas": 2}}))
         .unwrap();
-        let board = crate::github::board::Board::default();
-        board.record(crate::github::board::Posted {
+        let board = crate::dashboard::board::Board::default();
+        board.record(crate::dashboard::board::Posted {
             number: 12,
             head: "0123456789abcdef".into(),
             state: "failure",

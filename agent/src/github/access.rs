@@ -53,16 +53,16 @@ pub enum PushAccess {
 }
 
 impl PushAccess {
-    /// Every verdict, for the metric's series.
-    pub const ALL: &'static [PushAccess] = &[
-        PushAccess::Granted,
-        PushAccess::Possible,
-        PushAccess::None,
-        PushAccess::Unknown,
+    /// Every verdict as the metric's label says it.
+    pub const LABELS: [&'static str; 4] = [
+        PushAccess::Granted.as_str(),
+        PushAccess::Possible.as_str(),
+        PushAccess::None.as_str(),
+        PushAccess::Unknown.as_str(),
     ];
 
     /// As the metric's label says it.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             PushAccess::Granted => "granted",
             PushAccess::Possible => "possible",
@@ -271,7 +271,7 @@ pub fn check_at_start(github: GitHub, metrics: Arc<Metrics>) -> JoinHandle<Acces
             );
         }
         // After the log, so that whoever sees the metric finds the warning written.
-        metrics.set_github_push_access(access.push);
+        metrics.set_github_push_access(access.push.as_str(), &PushAccess::LABELS);
         access
     })
 }

@@ -27,7 +27,6 @@
 //! never holds up reconciliation.
 
 pub mod access;
-pub mod board;
 mod comments;
 pub mod handover;
 pub mod identity;

@@ -1,7 +1,7 @@
 //! The repository's open pull requests, as GitHub lists them: `GET
 //! /repos/{owner}/{repo}/pulls?state=open&per_page=100`, page after page.
 //!
-//! Why: the plans the dashboard shows live in the leader's memory ([`super::board`]), so a new
+//! Why: the plans the dashboard shows live in the leader's memory ([`crate::dashboard::board`]), so a new
 //! leader (a restart, a failover) starts with none; it lists what is open to plan it again
 //! ([`super::resync`]) instead of waiting for each pull request's next push.
 //!

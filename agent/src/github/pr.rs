@@ -234,7 +234,7 @@ pub struct Planner {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Where each plan is kept for the dashboard.
-    pub board: super::board::Board,
+    pub board: crate::dashboard::board::Board,
 }
 
 impl Planner {
@@ -256,7 +256,7 @@ impl Planner {
                 Ok(()) => self.metrics.inc_pr_plan(GitHubResult::Posted),
                 Err(err) => {
                     self.metrics.inc_pr_plan(GitHubResult::Failed);
-                    self.board.record(super::board::Posted {
+                    self.board.record(crate::dashboard::board::Posted {
                         number: e.number,
                         head: e.head_sha.clone(),
                         state: "error",
@@ -349,7 +349,7 @@ impl Planner {
             ),
             None => (StatusState::Success, "no cluster changes".into()),
         };
-        self.board.record(super::board::Posted {
+        self.board.record(crate::dashboard::board::Posted {
             number: e.number,
             head: head.commit.clone(),
             state: match state {

@@ -1,6 +1,6 @@
 //! A new leader plans the pull requests already open.
 //!
-//! Why: the plans the dashboard shows are held in the leader's memory ([`super::board`]) and
+//! Why: the plans the dashboard shows are held in the leader's memory ([`crate::dashboard::board`]) and
 //! filled when a `pull_request` webhook arrives. After a restart or a failover the new leader
 //! has none, and GitHub does not deliver again, so the page would stay empty until each pull
 //! request's next push. When a replica starts to lead with the PR workflow on, it lists the
@@ -20,9 +20,9 @@
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::board::{Board, KEPT};
 use super::pr::{PrEvent, PrQueue, listed};
 use super::{GitHub, GitHubError};
+use crate::dashboard::board::{Board, KEPT};
 
 /// What a new leader needs to plan what is open.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub fn choose(
     open: &[Value],
     branch: &str,
     forks: bool,
-    planned: &[super::board::Posted],
+    planned: &[crate::dashboard::board::Posted],
 ) -> Chosen {
     let mut chosen = Chosen::default();
     for pull in open {
@@ -162,7 +162,7 @@ mod tests {
             pull(5, "a5", "main", "acme/fleet"),
             json!({"number": 4}),
         ];
-        let planned = [super::super::board::Posted {
+        let planned = [crate::dashboard::board::Posted {
             number: 5,
             head: "a5".into(),
             state: "success",

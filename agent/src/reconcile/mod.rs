@@ -139,18 +139,7 @@ pub struct ClusterOutcome {
     pub paced: Option<crate::plan::waves::Hold>,
     /// What its add-on step did, when it ran: the `AddonsReady` reason, add-ons applied and
     /// pruned inside the workload cluster.
-    pub addons: Option<AddonsTally>,
-}
-
-/// What one add-on step did ([`ClusterOutcome::addons`]; the `capstan_addon_*` metrics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AddonsTally {
-    /// The `AddonsReady` condition's reason.
-    pub reason: crate::status::Reason,
-    /// Add-ons applied.
-    pub applied: usize,
-    /// Add-ons pruned.
-    pub pruned: usize,
+    pub addons: Option<crate::plan::addons::Tally>,
 }
 
 /// The result of a pass.
@@ -626,15 +615,16 @@ impl Agent {
         self.cache.as_ref().map(|c| c.live().clone())
     }
 
-    /// Opens the watches of what the dashboard reads from [`Agent::live`] — the statuses, the
-    /// control planes, etcd clusters and MachineDeployments — and waits until they have listed:
+    /// Opens the watches of what the dashboard reads from [`Agent::live`] — the statuses and
+    /// `kinds` (`(apiVersion, kind)`: its control planes, etcd clusters and MachineDeployments) —
+    /// and waits until they have listed:
     /// on the leader they are open already (its passes need them); a follower, whose passes
     /// have not run, opens them for the dashboard (and leads with them warm).
-    pub async fn watch_for_dashboard(&self) -> Result<(), String> {
+    pub async fn watch_for_dashboard(&self, kinds: &[(&str, &str)]) -> Result<(), String> {
         let Some(cache) = &self.cache else {
             return Err("the agent keeps no watches".into());
         };
-        let kinds: Vec<(String, String)> = crate::dashboard::SHARED_KINDS
+        let kinds: Vec<(String, String)> = kinds
             .iter()
             .map(|(v, k)| (v.to_string(), k.to_string()))
             .collect();

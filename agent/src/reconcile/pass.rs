@@ -585,7 +585,7 @@ impl Pass<'_> {
         // The failure itself is in the phase and message. The spec written with the apply is
         // what the record is now. Something written: its Event goes beside the status.
         let mut outcome = planned.outcome(plan, phase, message, after.waiting.clone());
-        outcome.addons = addons.as_ref().map(|a| super::AddonsTally {
+        outcome.addons = addons.as_ref().map(|a| crate::plan::addons::Tally {
             reason: a.verdict.reason,
             applied: a.applied,
             pruned: a.pruned,

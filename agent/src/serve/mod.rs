@@ -5,9 +5,12 @@
 //! GitHub [`webhook`], probes and [`metrics`]; [`watch`] turns working-copy edits into triggers;
 //! [`logging`] sets up tracing.
 
+mod deliveries;
+mod intake;
 pub mod logging;
 pub use crate::metrics;
 pub mod server;
+pub mod state;
 pub use crate::trigger;
 pub mod watch;
 pub mod webhook;
@@ -17,10 +20,8 @@ pub use metrics::{
     Cause, GitHubResult, Metrics, MetricsError, ObjectAction, PipelineStep, ReconcileResult, Verb,
     WebhookOutcome,
 };
-pub use server::{
-    ReadyFlag, ServerConfig, ServerError, ServerState, bind, ops_router, router, serve,
-    webhook_router,
-};
+pub use server::{ServerError, bind, ops_router, router, serve, webhook_router};
+pub use state::{ReadyFlag, ServerConfig, ServerState};
 pub use trigger::{
     Trigger, TriggerError, TriggerReceiver, TriggerSender, channel, newest_revision,
 };

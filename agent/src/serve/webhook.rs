@@ -58,7 +58,6 @@
 //! the pull request's plan off the dashboard until its next push. Each capture is accepted once
 //! per window: a flood of replays is as many duplicates.
 
-use std::collections::{HashSet, VecDeque};
 use std::future::poll_fn;
 use std::time::Duration;
 
@@ -67,18 +66,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, KeyInit, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
-pub(super) mod intake;
-
-use self::intake::Reader;
+pub use super::deliveries::{DELIVERY_LOG_SIZE, DeliveryLog};
+use super::intake::Reader;
+pub use super::intake::{
+    BODY_TIMEOUT, MAX_UNVERIFIED_BYTES, MAX_UNVERIFIED_REQUESTS, RETRY_AFTER_SECS,
+};
 use super::metrics::WebhookOutcome;
-use super::server::ServerState;
+use super::state::ServerState;
 use super::trigger::Trigger;
-
-/// How many recent delivery ids, and how many recent bodies' digests, are remembered for
-/// duplicate detection.
-pub const DELIVERY_LOG_SIZE: usize = 1000;
 
 /// The signature header GitHub sends (HMAC-SHA256).
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -86,30 +83,6 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 pub const EVENT_HEADER: &str = "x-github-event";
 /// The delivery-id header.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
-
-/// How long a client may take to send the body, once it has room to be read. GitHub sends its
-/// few kilobytes at once and gives up on a delivery not answered within 10 s, so a body still
-/// incomplete by then is no delivery GitHub waits for: a slow sender holding a slot and memory.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Bodies read at once before their signature is checked. Memory is for the byte budget to
-/// bound ([`MAX_UNVERIFIED_BYTES`]); this keeps the count bounded however many connections a
-/// flood opens. It is high because past it the body read longest is cut off, whoever sent it: a
-/// push from GitHub, read in milliseconds but longer on a runtime the flood keeps busy, is safe
-/// from that while fewer bodies than this are being read (the `webhook_flood` benchmark, 500
-/// slow connections reconnecting at once: no push lost at 512, 32 of 73 at 32).
-pub const MAX_UNVERIFIED_REQUESTS: usize = 512;
-
-/// Bytes the bodies not verified yet hold together: eight bodies at the 1 MiB limit, or hundreds
-/// of pushes to a fleet repository (a few kilobytes each), and 1/64 of the agent pod's 512 MiB.
-pub const MAX_UNVERIFIED_BYTES: usize = 8 * 1024 * 1024;
-
-/// `Retry-After` of a `busy` answer, in seconds. Those cut off are the bodies read longest or the
-/// biggest, and a newcomer gets room, so a retry has nothing to wait for but a second's pause.
-pub const RETRY_AFTER_SECS: u64 = 1;
-
-/// Delivery ids longer than this are not remembered (GitHub's are 36-character GUIDs).
-const MAX_DELIVERY_ID_LEN: usize = 128;
 
 /// Why a webhook request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -241,81 +214,6 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-/// The last [`DELIVERY_LOG_SIZE`] delivery ids and the SHA-256 of the last
-/// [`DELIVERY_LOG_SIZE`] bodies, each oldest first out. The id catches GitHub's redeliveries,
-/// the digest a signed body replayed under another id (the id is not signed).
-#[derive(Debug, Default)]
-pub struct DeliveryLog {
-    ids: Recent<String>,
-    bodies: Recent<[u8; 32]>,
-}
-
-impl DeliveryLog {
-    /// Records a verified delivery: its id (when it has one) and its body's digest. `false` when
-    /// either was remembered already; then nothing is recorded, so replays do not push
-    /// GitHub's deliveries out.
-    pub fn insert(&mut self, id: Option<&str>, body: &[u8]) -> bool {
-        let digest: [u8; 32] = Sha256::digest(body).into();
-        let id = id.map(str::to_owned);
-        if id.as_ref().is_some_and(|i| self.ids.contains(i)) || self.bodies.contains(&digest) {
-            return false;
-        }
-        // An id longer than GitHub's is not worth memory: its body is remembered all the same.
-        if let Some(id) = id.filter(|i| i.len() <= MAX_DELIVERY_ID_LEN) {
-            self.ids.push(id);
-        }
-        self.bodies.push(digest);
-        true
-    }
-
-    /// How many ids are remembered.
-    pub fn len(&self) -> usize {
-        self.ids.order.len()
-    }
-
-    /// How many bodies are remembered.
-    pub fn bodies(&self) -> usize {
-        self.bodies.order.len()
-    }
-
-    /// Whether nothing is.
-    pub fn is_empty(&self) -> bool {
-        self.ids.order.is_empty() && self.bodies.order.is_empty()
-    }
-}
-
-/// The last [`DELIVERY_LOG_SIZE`] values, oldest first out.
-#[derive(Debug)]
-struct Recent<T> {
-    order: VecDeque<T>,
-    seen: HashSet<T>,
-}
-
-impl<T> Default for Recent<T> {
-    fn default() -> Self {
-        Recent {
-            order: VecDeque::new(),
-            seen: HashSet::new(),
-        }
-    }
-}
-
-impl<T: Clone + Eq + std::hash::Hash> Recent<T> {
-    fn contains(&self, v: &T) -> bool {
-        self.seen.contains(v)
-    }
-
-    fn push(&mut self, v: T) {
-        if self.order.len() >= DELIVERY_LOG_SIZE
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.seen.remove(&oldest);
-        }
-        self.seen.insert(v.clone());
-        self.order.push_back(v);
-    }
 }
 
 /// The fields of a push payload the agent uses.
@@ -569,59 +467,5 @@ mod tests {
             verify_signature(b"s3cret", b"sha256=abcd", body),
             Err(WebhookError::MalformedSignature)
         ));
-    }
-
-    #[test]
-    fn the_delivery_log_forgets_the_oldest() {
-        let mut log = DeliveryLog::default();
-        let body = |i: usize| format!("body-{i}").into_bytes();
-        assert!(log.insert(Some("first"), b"first body"));
-        assert!(!log.insert(Some("first"), b"first body"), "a redelivery");
-        for i in 0..DELIVERY_LOG_SIZE - 1 {
-            assert!(log.insert(Some(&format!("id-{i}")), &body(i)));
-        }
-        assert_eq!(
-            (log.len(), log.bodies()),
-            (DELIVERY_LOG_SIZE, DELIVERY_LOG_SIZE)
-        );
-        assert!(
-            !log.insert(Some("first"), b"first body"),
-            "still remembered at exactly the limit"
-        );
-        assert!(log.insert(Some("one-more"), b"one more body"));
-        assert_eq!(
-            (log.len(), log.bodies()),
-            (DELIVERY_LOG_SIZE, DELIVERY_LOG_SIZE)
-        );
-        assert!(
-            log.insert(Some("first"), b"first body"),
-            "the oldest was forgotten"
-        );
-    }
-
-    #[test]
-    fn a_signed_body_replayed_under_another_id_or_none_is_a_duplicate() {
-        let mut log = DeliveryLog::default();
-        let push = br#"{"ref":"refs/heads/main","after":"abc"}"#;
-        assert!(log.insert(Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"), push));
-        for id in [
-            Some("another-id"),
-            Some(&"x".repeat(MAX_DELIVERY_ID_LEN + 1)),
-            None,
-        ] {
-            assert!(!log.insert(id, push), "{id:?}");
-        }
-        // Replays record nothing: GitHub's ids and bodies are not pushed out by them.
-        assert_eq!((log.len(), log.bodies()), (1, 1));
-        assert!(
-            log.insert(Some("another-id"), b"{}"),
-            "a new body under that id"
-        );
-        // An overlong id is not remembered, its body is.
-        let long = "y".repeat(MAX_DELIVERY_ID_LEN + 1);
-        assert!(log.insert(Some(&long), b"[1]"));
-        assert!(!log.insert(Some(&long), b"[1]"));
-        assert!(log.insert(Some(&long), b"[2]"));
-        assert_eq!((log.len(), log.bodies()), (2, 4));
     }
 }

@@ -12,7 +12,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use capstan::dashboard::Watched;
 use capstan::dashboard::access::Access;
 use capstan::dashboard::auth::{ReviewLimits, Reviewer, Verdict};
-use capstan::dashboard::server::{Dashboard, Limits, router};
+use capstan::dashboard::routes::router;
+use capstan::dashboard::server::{Dashboard, Limits};
 use serde_json::json;
 use tower::ServiceExt;
 

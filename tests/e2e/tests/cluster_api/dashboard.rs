@@ -77,7 +77,7 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
     let (local, token) = capstan::dashboard::access::Local::new(addr).unwrap();
     let client = cp.client();
     let _server = tokio::spawn(async move {
-        capstan::dashboard::server::serve_local(
+        capstan::dashboard::routes::serve_local(
             &client,
             None,
             listener,

@@ -24,7 +24,29 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use std::time::Duration;
 use tokio::sync::Notify;
+
+/// How long a client may take to send the body, once it has room to be read. GitHub sends its
+/// few kilobytes at once and gives up on a delivery not answered within 10 s, so a body still
+/// incomplete by then is no delivery GitHub waits for: a slow sender holding a slot and memory.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bodies read at once before their signature is checked. Memory is for the byte budget to
+/// bound ([`MAX_UNVERIFIED_BYTES`]); this keeps the count bounded however many connections a
+/// flood opens. It is high because past it the body read longest is cut off, whoever sent it: a
+/// push from GitHub, read in milliseconds but longer on a runtime the flood keeps busy, is safe
+/// from that while fewer bodies than this are being read (the `webhook_flood` benchmark, 500
+/// slow connections reconnecting at once: no push lost at 512, 32 of 73 at 32).
+pub const MAX_UNVERIFIED_REQUESTS: usize = 512;
+
+/// Bytes the bodies not verified yet hold together: eight bodies at the 1 MiB limit, or hundreds
+/// of pushes to a fleet repository (a few kilobytes each), and 1/64 of the agent pod's 512 MiB.
+pub const MAX_UNVERIFIED_BYTES: usize = 8 * 1024 * 1024;
+
+/// `Retry-After` of a `busy` answer, in seconds. Those cut off are the bodies read longest or the
+/// biggest, and a newcomer gets room, so a retry has nothing to wait for but a second's pause.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// The bounds on bodies not verified yet, shared by every webhook request.
 #[derive(Debug)]
