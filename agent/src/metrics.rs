@@ -419,6 +419,38 @@ struct PhaseLabels {
 
 type HistogramFamily = Family<StepLabels, Histogram, fn() -> Histogram>;
 
+/// Registers `family` as `name` and creates its series for `labels` at zero (a closed label
+/// set: every series is there from the start, so a rate over it never misses its first
+/// increase).
+fn series<L, M, C>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    family: Family<L, M, C>,
+    labels: impl IntoIterator<Item = L>,
+) -> Family<L, M, C>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+    M: prometheus_client::encoding::EncodeMetric
+        + prometheus_client::metrics::TypedMetric
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    C: prometheus_client::metrics::family::MetricConstructor<M>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    registry.register(name, help, family.clone());
+    for l in labels {
+        let _ = family.get_or_create(&l);
+    }
+    family
+}
+
 fn step_histogram() -> Histogram {
     // 5 ms to about 82 minutes: rendering takes milliseconds, waiting for a rollout takes minutes.
     Histogram::new(exponential_buckets(0.005, 2.0, 20))
@@ -459,207 +491,185 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric, with all closed-label series at zero.
     pub fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let step_duration =
-            HistogramFamily::new_with_constructor(step_histogram as fn() -> Histogram);
-        let api_requests = Family::<VerbLabels, Counter>::default();
-        let objects = Family::<ActionLabels, Counter>::default();
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        let revisions = Family::<CauseLabels, Counter>::default();
-        let retries = Counter::default();
-        let triggers = Family::<CauseLabels, Counter>::default();
-        let queue = Family::<QueueLabels, Gauge>::default();
-        let webhook_requests = Family::<OutcomeLabels, Counter>::default();
-        let clusters = Family::<PhaseLabels, Gauge>::default();
-        let resident_memory = Gauge::default();
-        let leader = Gauge::default();
-        let pr_plans = Family::<GitHubLabels, Counter>::default();
-        let commit_statuses = Family::<GitHubLabels, Counter>::default();
-        let github_push_access = Family::<PushLabels, Gauge>::default();
-        let upgrades_held = Family::<HoldLabels, Counter>::default();
-        let wave_clusters = Family::<WaveLabels, Gauge>::default();
-        let commits_refused = Family::<RefusalLabels, Counter>::default();
-        let notifications = Family::<NotifyLabels, Counter>::default();
-        let addon_steps = Family::<AddonResultLabels, Counter>::default();
-        let addon_objects = Family::<AddonActionLabels, Counter>::default();
-        registry.register(
-            "capstan_addon_steps",
-            "Add-on steps inside workload clusters, by result (ready, progressing, waiting, failed)",
-            addon_steps.clone(),
-        );
-        for &result in AddonResult::ALL {
-            let _ = addon_steps.get_or_create(&AddonResultLabels { result });
-        }
-        registry.register(
-            "capstan_addon_objects",
-            "Add-ons applied or pruned inside workload clusters",
-            addon_objects.clone(),
-        );
-        for &action in AddonAction::ALL {
-            let _ = addon_objects.get_or_create(&AddonActionLabels { action });
-        }
-        registry.register(
-            "capstan_notifications",
-            "Phase-change notifications, by provider type and result (sent, failed, retried, dropped, deduplicated, rate_limited)",
-            notifications.clone(),
-        );
-        for &provider in NotifyProvider::ALL {
-            for &result in NotifyResult::ALL {
-                let _ = notifications.get_or_create(&NotifyLabels { provider, result });
-            }
-        }
-        registry.register(
-            "capstan_commits_refused",
-            "Head commits refused by --verify-commits (unsigned, bad signature, untrusted, expired or revoked key, ...), each once, by reason",
-            commits_refused.clone(),
-        );
-        for &why in crate::source::verify::Why::ALL {
-            let _ = commits_refused.get_or_create(&RefusalLabels {
-                reason: RefusalLabel(why),
-            });
-        }
-        registry.register(
-            "capstan_upgrades_held",
-            "Cluster passes whose upgrade the fleet's waves, maxUnavailable or maintenance windows held, by reason",
-            upgrades_held.clone(),
-        );
-        registry.register(
-            "capstan_wave_clusters",
-            "Workload clusters by upgrade wave and standing (done, upgrading, failed, pending)",
-            wave_clusters.clone(),
-        );
-        for &reason in HoldReason::ALL {
-            let _ = upgrades_held.get_or_create(&HoldLabels { reason });
-        }
-        registry.register(
-            "capstan_pr_plans",
-            "Pull-request plans, by result",
-            pr_plans.clone(),
-        );
-        registry.register(
-            "capstan_commit_statuses",
-            "Commit statuses sent to GitHub, by result",
-            commit_statuses.clone(),
-        );
-        for &result in GitHubResult::ALL {
-            let _ = pr_plans.get_or_create(&GitHubLabels { result });
-            let _ = commit_statuses.get_or_create(&GitHubLabels { result });
-        }
-        registry.register(
-            "capstan_github_push_access",
-            "Whether capstan's GitHub credentials could push to the fleet repository: 1 for the verdict (granted, possible, none, unknown), 0 for the others",
-            github_push_access.clone(),
-        );
-
-        registry.register(
+        let mut r = Registry::default();
+        let step_duration = series(
+            &mut r,
             "capstan_reconcile_duration_seconds",
             "Time spent in each reconcile stage, in seconds",
-            step_duration.clone(),
+            HistogramFamily::new_with_constructor(step_histogram as fn() -> Histogram),
+            PipelineStep::ALL.iter().map(|&stage| StepLabels { stage }),
         );
-        registry.register(
-            "capstan_api_requests",
-            "Kubernetes API requests, by verb",
-            api_requests.clone(),
-        );
-        registry.register(
-            "capstan_objects",
-            "Objects handled by reconciles, by action",
-            objects.clone(),
-        );
-        registry.register(
-            "capstan_reconciles",
-            "Finished reconciles of one cluster, by result",
-            reconciles.clone(),
-        );
-        registry.register(
+        let revisions = series(
+            &mut r,
             "capstan_revisions",
             "Revisions loaded from the source (read, validated, rendered), by what caused it",
-            revisions.clone(),
+            Family::default(),
+            Cause::ALL.iter().map(|&trigger| CauseLabels { trigger }),
         );
-        registry.register(
+        let triggers = series(
+            &mut r,
             "capstan_triggers",
             "Triggers the daemon received (merged ones included), by kind",
-            triggers.clone(),
+            Family::default(),
+            Cause::ALL.iter().map(|&trigger| CauseLabels { trigger }),
         );
-        registry.register(
-            "capstan_queue_clusters",
-            "Clusters in the daemon's queue, by state",
-            queue.clone(),
+        let pr_plans = series(
+            &mut r,
+            "capstan_pr_plans",
+            "Pull-request plans, by result",
+            Family::default(),
+            GitHubResult::ALL
+                .iter()
+                .map(|&result| GitHubLabels { result }),
         );
-        registry.register(
-            "capstan_retries",
-            "Clusters queued again after a failure, with backoff",
-            retries.clone(),
+        let commit_statuses = series(
+            &mut r,
+            "capstan_commit_statuses",
+            "Commit statuses sent to GitHub, by result",
+            Family::default(),
+            GitHubResult::ALL
+                .iter()
+                .map(|&result| GitHubLabels { result }),
         );
-        registry.register(
-            "capstan_webhook_requests",
-            "Requests to the webhook endpoint, by outcome",
-            webhook_requests.clone(),
-        );
-        registry.register(
-            "capstan_clusters",
-            "Clusters in the fleet, by phase",
-            clusters.clone(),
-        );
-        registry.register(
+        let resident_memory = Gauge::default();
+        r.register(
             "process_resident_memory_bytes",
             "Resident memory of the agent, in bytes, after the last pass",
             resident_memory.clone(),
         );
-        registry.register(
+        let leader = Gauge::default();
+        r.register(
             "capstan_leader",
             "1 while this replica holds the leader-election Lease (or runs without election), else 0",
             leader.clone(),
         );
-
-        for &stage in PipelineStep::ALL {
-            let _ = step_duration.get_or_create(&StepLabels { stage });
-        }
-        for &verb in Verb::ALL {
-            let _ = api_requests.get_or_create(&VerbLabels {
-                verb: VerbLabel(verb),
-            });
-        }
-        for &action in ObjectAction::ALL {
-            let _ = objects.get_or_create(&ActionLabels { action });
-        }
-        for &result in ReconcileResult::ALL {
-            let _ = reconciles.get_or_create(&ResultLabels { result });
-        }
-        for &trigger in Cause::ALL {
-            let _ = revisions.get_or_create(&CauseLabels { trigger });
-            let _ = triggers.get_or_create(&CauseLabels { trigger });
-        }
-        for &state in QueueState::ALL {
-            let _ = queue.get_or_create(&QueueLabels { state });
-        }
-        for &outcome in WebhookOutcome::ALL {
-            let _ = webhook_requests.get_or_create(&OutcomeLabels { outcome });
-        }
-
+        let retries = Counter::default();
+        r.register(
+            "capstan_retries",
+            "Clusters queued again after a failure, with backoff",
+            retries.clone(),
+        );
         Metrics {
-            registry,
             step_duration,
-            api_requests,
-            objects,
-            reconciles,
+            api_requests: series(
+                &mut r,
+                "capstan_api_requests",
+                "Kubernetes API requests, by verb",
+                Family::default(),
+                Verb::ALL.iter().map(|&verb| VerbLabels {
+                    verb: VerbLabel(verb),
+                }),
+            ),
+            objects: series(
+                &mut r,
+                "capstan_objects",
+                "Objects handled by reconciles, by action",
+                Family::default(),
+                ObjectAction::ALL
+                    .iter()
+                    .map(|&action| ActionLabels { action }),
+            ),
+            reconciles: series(
+                &mut r,
+                "capstan_reconciles",
+                "Finished reconciles of one cluster, by result",
+                Family::default(),
+                ReconcileResult::ALL
+                    .iter()
+                    .map(|&result| ResultLabels { result }),
+            ),
             revisions,
             triggers,
             retries,
-            queue,
-            webhook_requests,
-            clusters,
+            queue: series(
+                &mut r,
+                "capstan_queue_clusters",
+                "Clusters in the daemon's queue, by state",
+                Family::default(),
+                QueueState::ALL.iter().map(|&state| QueueLabels { state }),
+            ),
+            webhook_requests: series(
+                &mut r,
+                "capstan_webhook_requests",
+                "Requests to the webhook endpoint, by outcome",
+                Family::default(),
+                WebhookOutcome::ALL
+                    .iter()
+                    .map(|&outcome| OutcomeLabels { outcome }),
+            ),
+            clusters: series(
+                &mut r,
+                "capstan_clusters",
+                "Clusters in the fleet, by phase",
+                Family::default(),
+                [],
+            ),
             resident_memory,
             leader,
             pr_plans,
             commit_statuses,
-            github_push_access,
-            upgrades_held,
-            wave_clusters,
-            commits_refused,
-            notifications,
-            addon_steps,
-            addon_objects,
+            github_push_access: series(
+                &mut r,
+                "capstan_github_push_access",
+                "Whether capstan's GitHub credentials could push to the fleet repository: 1 for the verdict (granted, possible, none, unknown), 0 for the others",
+                Family::default(),
+                [],
+            ),
+            upgrades_held: series(
+                &mut r,
+                "capstan_upgrades_held",
+                "Cluster passes whose upgrade the fleet's waves, maxUnavailable or maintenance windows held, by reason",
+                Family::default(),
+                HoldReason::ALL.iter().map(|&reason| HoldLabels { reason }),
+            ),
+            wave_clusters: series(
+                &mut r,
+                "capstan_wave_clusters",
+                "Workload clusters by upgrade wave and standing (done, upgrading, failed, pending)",
+                Family::default(),
+                [],
+            ),
+            commits_refused: series(
+                &mut r,
+                "capstan_commits_refused",
+                "Head commits refused by --verify-commits (unsigned, bad signature, untrusted, expired or revoked key, ...), each once, by reason",
+                Family::default(),
+                crate::source::verify::Why::ALL
+                    .iter()
+                    .map(|&why| RefusalLabels {
+                        reason: RefusalLabel(why),
+                    }),
+            ),
+            notifications: series(
+                &mut r,
+                "capstan_notifications",
+                "Phase-change notifications, by provider type and result (sent, failed, retried, dropped, deduplicated, rate_limited)",
+                Family::default(),
+                NotifyProvider::ALL.iter().flat_map(|&provider| {
+                    NotifyResult::ALL
+                        .iter()
+                        .map(move |&result| NotifyLabels { provider, result })
+                }),
+            ),
+            addon_steps: series(
+                &mut r,
+                "capstan_addon_steps",
+                "Add-on steps inside workload clusters, by result (ready, progressing, waiting, failed)",
+                Family::default(),
+                AddonResult::ALL
+                    .iter()
+                    .map(|&result| AddonResultLabels { result }),
+            ),
+            addon_objects: series(
+                &mut r,
+                "capstan_addon_objects",
+                "Add-ons applied or pruned inside workload clusters",
+                Family::default(),
+                AddonAction::ALL
+                    .iter()
+                    .map(|&action| AddonActionLabels { action }),
+            ),
+            registry: r,
         }
     }
 

@@ -481,75 +481,104 @@ async fn one(
         steps: Default::default(),
         verdict: Verdict::Passed,
     };
-    let fail = |r: &mut ClusterRehearsal, stage: Option<String>, message: String, conditions| {
-        r.verdict = Verdict::Failed {
-            stage,
-            message,
-            conditions,
-        };
-    };
     let clusters = resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
     let live: Api<DynamicObject> = Api::namespaced_with(client.clone(), &t.namespace, &clusters);
+    if let Err(message) = nothing_there(&live, t).await {
+        r.verdict = failed(message, Vec::new());
+        return (r, false);
+    }
+    if t.change != Change::Create
+        && let Err(verdict) = base_up(client, prepared, t, opts, say, &mut r).await
+    {
+        r.verdict = verdict;
+        return (r, true);
+    }
+    let (head, t0) = head_followed(client, prepared, t, opts, say, &mut r).await;
+    r.verdict = judged(client, &live, t, &head, t0, &mut r).await;
+    say(format!(
+        "{}: {}",
+        t.name,
+        match &r.verdict {
+            Verdict::Passed => "passed".to_string(),
+            Verdict::Failed { message, .. } => format!("failed: {message}"),
+        }
+    ));
+    (r, true)
+}
+
+/// A failure outside any stage.
+fn failed(message: String, conditions: Vec<String>) -> Verdict {
+    Verdict::Failed {
+        stage: None,
+        message,
+        conditions,
+    }
+}
+
+/// Refuses a cluster the rehearsal's control plane already has (`Err`: why).
+async fn nothing_there(live: &Api<DynamicObject>, t: &Target) -> Result<(), String> {
     match live.get_opt(&t.name).await {
-        Ok(None) => {}
-        Ok(Some(_)) => {
-            fail(
-                &mut r,
-                None,
-                format!(
-                    "a Cluster {}/{} already exists on the rehearsal's control plane (left by an interrupted rehearsal, or the quick start's): delete it, or `capstan dev down`",
-                    t.namespace, t.name
-                ),
-                Vec::new(),
-            );
-            return (r, false);
-        }
-        Err(e) => {
-            fail(
-                &mut r,
-                None,
-                format!("reading the control plane: {e}"),
-                Vec::new(),
-            );
-            return (r, false);
-        }
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(format!(
+            "a Cluster {}/{} already exists on the rehearsal's control plane (left by an interrupted rehearsal, or the quick start's): delete it, or `capstan dev down`",
+            t.namespace, t.name
+        )),
+        Err(e) => Err(format!("reading the control plane: {e}")),
     }
+}
 
-    // The base revision, until Ready.
-    if t.change != Change::Create {
-        say(format!("{}: bringing up the base revision", t.name));
-        let started = Instant::now();
-        let base = converge(
-            client,
-            &prepared.base,
-            &pass_options(t, "base", opts),
-            opts.base_timeout,
-        )
-        .await;
-        r.base_seconds = Some(started.elapsed().as_secs_f64());
-        let ready = match &base {
-            Ok(c) => outcome_of(c.last(), &t.name)
-                .map(|o| (o.phase.as_str().to_string(), o.message.clone())),
-            Err(e) => Some(("Failed".into(), e.to_string())),
-        };
-        if !matches!(&ready, Some((p, _)) if p == "Ready") {
-            let conditions = conditions(client, &t.namespace, &t.name, 12).await;
-            let why = ready
-                .map(|(p, m)| format!("{p}: {m}"))
-                .unwrap_or_else(|| "not reconciled".into());
-            fail(
-                &mut r,
-                None,
-                format!(
-                    "the base revision did not come up, so the change could not be rehearsed ({why})"
-                ),
-                conditions,
-            );
-            return (r, true);
+/// The base revision, until Ready (`Err`: the verdict when it does not come up).
+async fn base_up(
+    client: &Client,
+    prepared: &Prepared,
+    t: &Target,
+    opts: &Options,
+    say: &(dyn Fn(String) + Sync),
+    r: &mut ClusterRehearsal,
+) -> Result<(), Verdict> {
+    say(format!("{}: bringing up the base revision", t.name));
+    let started = Instant::now();
+    let base = converge(
+        client,
+        &prepared.base,
+        &pass_options(t, "base", opts),
+        opts.base_timeout,
+    )
+    .await;
+    r.base_seconds = Some(started.elapsed().as_secs_f64());
+    let ready = match &base {
+        Ok(c) => {
+            outcome_of(c.last(), &t.name).map(|o| (o.phase.as_str().to_string(), o.message.clone()))
         }
+        Err(e) => Some(("Failed".into(), e.to_string())),
+    };
+    if matches!(&ready, Some((p, _)) if p == "Ready") {
+        return Ok(());
     }
+    let conditions = conditions(client, &t.namespace, &t.name, 12).await;
+    let why = ready
+        .map(|(p, m)| format!("{p}: {m}"))
+        .unwrap_or_else(|| "not reconciled".into());
+    Err(failed(
+        format!("the base revision did not come up, so the change could not be rehearsed ({why})"),
+        conditions,
+    ))
+}
 
-    // The head revision, followed.
+/// The passes' outcome on the head revision.
+type Head = Result<crate::reconcile::Convergence, crate::reconcile::ReconcileError>;
+
+/// The head revision applied through the agent's passes and followed until it settles: the
+/// machines created and deleted (a watch), the holds the passes reported, how long it took; and
+/// the second it was applied in (stage records are whole seconds: their origin).
+async fn head_followed(
+    client: &Client,
+    prepared: &Prepared,
+    t: &Target,
+    opts: &Options,
+    say: &(dyn Fn(String) + Sync),
+    r: &mut ClusterRehearsal,
+) -> (Head, k8s_openapi::jiff::Timestamp) {
     say(format!("{}: applying the head revision", t.name));
     let machine_api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &t.namespace, &machines());
@@ -566,7 +595,7 @@ async fn one(
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Ok(Some(e)) = stream.try_next().await {
-                let mut t = tally.lock().expect("tally");
+                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
                 match e {
                     watcher::Event::Apply(m) | watcher::Event::InitApply(m) => t.applied(seen(&m)),
                     watcher::Event::Delete(m) => {
@@ -577,10 +606,8 @@ async fn one(
             }
         })
     };
-    // Stage records are whole seconds: the apply's second is the origin.
-    let t0 =
-        k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second())
-            .expect("now");
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let t0 = k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let started = Instant::now();
     let holds: Arc<Mutex<Vec<HoldSeen>>> = Arc::default();
     let head = {
@@ -592,22 +619,20 @@ async fn one(
             &pass_options(t, "head", opts),
             opts.timeout,
             move |out| {
-                let Some(c) = outcome_of(out, &name) else {
+                let Some(h) = outcome_of(out, &name).and_then(|c| c.paced.as_ref()) else {
                     return;
                 };
-                if let Some(h) = &c.paced {
-                    let mut holds = holds.lock().expect("holds");
-                    let reason = h.reason.as_str().to_string();
-                    if holds
-                        .last()
-                        .is_none_or(|l| l.reason != reason || l.message != h.message)
-                    {
-                        holds.push(HoldSeen {
-                            at: started.elapsed().as_secs_f64(),
-                            reason,
-                            message: h.message.clone(),
-                        });
-                    }
+                let mut holds = holds.lock().unwrap_or_else(|p| p.into_inner());
+                let reason = h.reason.as_str().to_string();
+                if holds
+                    .last()
+                    .is_none_or(|l| l.reason != reason || l.message != h.message)
+                {
+                    holds.push(HoldSeen {
+                        at: started.elapsed().as_secs_f64(),
+                        reason,
+                        message: h.message.clone(),
+                    });
                 }
             },
         )
@@ -615,13 +640,24 @@ async fn one(
     };
     r.seconds = started.elapsed().as_secs_f64();
     watch.abort();
-    r.holds = std::mem::take(&mut *holds.lock().expect("holds"));
-    {
-        let tally = tally.lock().expect("tally");
-        (r.machines_created, r.machines_deleted, r.max_unavailable) = tally.totals();
-        r.versions = tally.versions();
-        r.steps = tally.steps();
-    }
+    r.holds = std::mem::take(&mut *holds.lock().unwrap_or_else(|p| p.into_inner()));
+    let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+    (r.machines_created, r.machines_deleted, r.max_unavailable) = tally.totals();
+    r.versions = tally.versions();
+    r.steps = tally.steps();
+    (head, t0)
+}
+
+/// The verdict on the head revision, from its last pass and the stages its status recorded
+/// (filled into `r.stages`), with the Cluster's conditions when it failed.
+async fn judged(
+    client: &Client,
+    live: &Api<DynamicObject>,
+    t: &Target,
+    head: &Head,
+    t0: k8s_openapi::jiff::Timestamp,
+    r: &mut ClusterRehearsal,
+) -> Verdict {
     let mc = managed_cluster(client, &t.name).await;
     let status = mc.as_ref().map(|m| &m["status"]);
     let records: Vec<(String, String, Option<String>)> = status
@@ -643,7 +679,7 @@ async fn one(
             .iter()
             .map(|(n, s, f)| (n.as_str(), s.as_str(), f.as_deref())),
     );
-    let (settled, last) = match &head {
+    let (settled, last) = match head {
         Ok(c) => (
             c.settled(),
             outcome_of(c.last(), &t.name)
@@ -673,7 +709,7 @@ async fn one(
     } else {
         Vec::new()
     };
-    r.verdict = timeline::verdict(
+    let verdict = timeline::verdict(
         t.change,
         last.as_ref().map(|(p, m)| (p.as_str(), m.as_str())),
         settled,
@@ -681,26 +717,17 @@ async fn one(
         &r.stages,
         conditions,
     );
-    if t.change == Change::Delete && r.verdict == Verdict::Passed {
-        // Gone, and only its objects: its Cluster is gone too.
-        if let Ok(Some(_)) = live.get_opt(&t.name).await {
-            fail(
-                &mut r,
-                None,
-                format!("the Cluster {}/{} is still there", t.namespace, t.name),
-                Vec::new(),
-            );
-        }
+    // Gone, and only its objects: its Cluster is gone too.
+    if t.change == Change::Delete
+        && verdict == Verdict::Passed
+        && let Ok(Some(_)) = live.get_opt(&t.name).await
+    {
+        return failed(
+            format!("the Cluster {}/{} is still there", t.namespace, t.name),
+            Vec::new(),
+        );
     }
-    say(format!(
-        "{}: {}",
-        t.name,
-        match &r.verdict {
-            Verdict::Passed => "passed".to_string(),
-            Verdict::Failed { message, .. } => format!("failed: {message}"),
-        }
-    ));
-    (r, true)
+    verdict
 }
 
 /// The rehearsed cluster deleted as the agent deletes one: a tombstone in its directory. A
