@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::yaml::resolve_plain;
+use crate::scalar::resolve_plain;
 
 /// The first character of a value slot's placeholder (a private-use character).
 pub(crate) const SLOT: char = '\u{E000}';

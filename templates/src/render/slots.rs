@@ -29,10 +29,10 @@ use serde_json::{Map, Number, Value};
 pub(crate) use crate::block_yaml::SLOT;
 
 /// The last character of a placeholder (another private-use character).
-const END: char = '\u{E001}';
+pub(super) const END: char = '\u{E001}';
 
 /// The first byte of [`SLOT`] and [`END`] in UTF-8.
-const SLOT_LEAD: u8 = 0xEE;
+pub(super) const SLOT_LEAD: u8 = 0xEE;
 
 /// The slots of the template being rendered on this thread, when one is.
 struct State {
@@ -48,8 +48,8 @@ thread_local! {
 
 /// A template rendered with value slots: its text and the values its placeholders stand for.
 pub(super) struct Slotted {
-    text: String,
-    slots: Vec<Option<Jinja>>,
+    pub(super) text: String,
+    pub(super) slots: Vec<Option<Jinja>>,
 }
 
 /// Renders `tmpl` with value slots; `None` when slots are off on this thread
@@ -85,26 +85,6 @@ pub fn text_only<T>(f: impl FnOnce() -> T) -> T {
 /// Whether [`text_only`] is in effect on this thread.
 pub(super) fn is_text_only() -> bool {
     TEXT_ONLY.get()
-}
-
-impl Slotted {
-    /// The documents of the rendered text with every placeholder replaced by its value, or
-    /// `None` when the text must be rendered and read as text instead (see the module doc).
-    pub(super) fn read(mut self) -> Option<Vec<Value>> {
-        let open = self.slots.iter().filter(|s| s.is_some()).count();
-        // Every placeholder in the text must be one the reader replaces: none may be left in a
-        // string. Counted by the first byte of the UTF-8 form of SLOT and END (two per
-        // placeholder), which also starts other characters (U+E000..U+EFFF): text holding one of
-        // those is read as text. (memchr's count is one vectorised pass: searching for the
-        // character cost 2 % of a render, counting bytes one by one 3 %.)
-        debug_assert_eq!(SLOT.encode_utf8(&mut [0; 4]).as_bytes()[0], SLOT_LEAD);
-        debug_assert_eq!(END.encode_utf8(&mut [0; 4]).as_bytes()[0], SLOT_LEAD);
-        if memchr::memchr_iter(SLOT_LEAD, self.text.as_bytes()).count() != 2 * open {
-            return None;
-        }
-        let (docs, used) = super::skeleton::fill(self.text, &mut self.slots)?;
-        (used == open).then_some(docs)
-    }
 }
 
 /// The slot number of a whole placeholder.

@@ -17,6 +17,7 @@
 mod parse;
 pub mod raw;
 mod validate;
+mod version;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,7 +26,8 @@ use std::path::PathBuf;
 use ipnet::IpNet;
 use serde_json::Value;
 
-pub use parse::{SourceDoc, deserialize, parse_cluster};
+pub use parse::{SourceDoc, deserialize};
+pub use version::SemVer;
 
 use crate::json_text::JsonText;
 use crate::yaml::{Document, Pos, Positions};
@@ -498,6 +500,29 @@ pub struct HealthCheck {
     pub control_plane_max_unhealthy: Value,
     /// maxUnhealthy of worker groups (default 40%).
     pub workers_max_unhealthy: Value,
+}
+
+/// The smallest memory of an external etcd machine on vSphere (EKS-A's defaulter raises it).
+pub const ETCD_MIN_MEMORY_MIB: i64 = 8192;
+
+/// Parses and validates the documents of one cluster directory: raw objects first
+/// ([`parse`]), then the validated [`Cluster`] ([`validate`]).
+///
+/// Returns the cluster when it is valid (warnings allowed), and every diagnostic found either way.
+pub fn parse_cluster(docs: &[SourceDoc]) -> (Option<Cluster>, Vec<crate::diag::Diagnostic>) {
+    let mut diags = Vec::new();
+    let objects = parse::objects(docs, &mut diags);
+    let cluster = validate::validate(docs, objects, &mut diags);
+    let name = cluster.as_ref().map(|c| c.name.clone());
+    if let Some(name) = name.as_deref() {
+        diags = diags.into_iter().map(|d| d.for_cluster(name)).collect();
+    }
+    let cluster = if crate::diag::has_errors(&diags) {
+        None
+    } else {
+        cluster
+    };
+    (cluster, diags)
 }
 
 /// Whether `s` is a DNS-1123 label of at most `max` characters.

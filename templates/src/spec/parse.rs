@@ -12,9 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::raw::{self, ObjectMeta};
-use super::{
-    Cluster, EKSA_API_VERSION, EKSA_GROUP, ExtraObject, UNSUPPORTED, UNSUPPORTED_KINDS, validate,
-};
+use super::{EKSA_API_VERSION, EKSA_GROUP, ExtraObject, UNSUPPORTED, UNSUPPORTED_KINDS};
 use crate::diag::{Code, Diagnostic};
 use crate::yaml::Document;
 
@@ -49,26 +47,14 @@ pub(crate) struct Objects {
     pub extras: Vec<ExtraObject>,
 }
 
-/// Parses and validates the documents of one cluster directory.
-///
-/// Returns the cluster when it is valid (warnings allowed), and every diagnostic found either way.
-pub fn parse_cluster(docs: &[SourceDoc]) -> (Option<Cluster>, Vec<Diagnostic>) {
-    let mut diags = Vec::new();
+/// Every object of the documents of one cluster directory, read and sorted by kind (what
+/// does not read is in `diags`).
+pub(crate) fn objects(docs: &[SourceDoc], diags: &mut Vec<Diagnostic>) -> Objects {
     let mut objects = Objects::default();
     for (i, sd) in docs.iter().enumerate() {
-        classify(sd, i, &mut objects, &mut diags);
+        classify(sd, i, &mut objects, diags);
     }
-    let cluster = validate::validate(docs, objects, &mut diags);
-    let name = cluster.as_ref().map(|c| c.name.clone());
-    if let Some(name) = name.as_deref() {
-        diags = diags.into_iter().map(|d| d.for_cluster(name)).collect();
-    }
-    let cluster = if crate::diag::has_errors(&diags) {
-        None
-    } else {
-        cluster
-    };
-    (cluster, diags)
+    objects
 }
 
 fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<Diagnostic>) {

@@ -22,22 +22,7 @@ use serde::Deserialize;
 
 use crate::binaries::{self, Target};
 use crate::crds::{CrdError, CrdFile};
-use crate::versions::{self, EmbeddedFile, EmbeddedModule};
-
-/// `tests/control-plane/flux`: kustomize-controller and its non-local replace directives.
-pub const FLUX_MODULE: EmbeddedModule = EmbeddedModule {
-    dir: "flux",
-    files: &[
-        EmbeddedFile {
-            name: "go.mod",
-            contents: include_str!("../../control-plane/flux/go.mod"),
-        },
-        EmbeddedFile {
-            name: "go.sum",
-            contents: include_str!("../../control-plane/flux/go.sum"),
-        },
-    ],
-};
+use crate::versions::{self, FLUX_MODULE};
 
 const KUSTOMIZE_CONTROLLER: &str = "github.com/fluxcd/kustomize-controller";
 const SOURCE_CONTROLLER: &str = "github.com/fluxcd/source-controller";

@@ -59,6 +59,21 @@ pub const ETCD_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/control-plane/flux`: kustomize-controller and its non-local replace directives.
+pub const FLUX_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "flux",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../control-plane/flux/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../control-plane/flux/go.sum"),
+        },
+    ],
+};
+
 /// `tests/control-plane/crds`.
 pub const CRDS_MODULE: EmbeddedModule = EmbeddedModule {
     dir: "crds",
@@ -329,13 +344,13 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
     ),
     (
         "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
-        &crate::flux::FLUX_MODULE,
+        &FLUX_MODULE,
         "github.com/fluxcd/kustomize-controller",
     ),
     // Its CRDs come from the source-controller module of the same version as this API module.
     (
         "FLUX_SOURCE_CONTROLLER_VERSION",
-        &crate::flux::FLUX_MODULE,
+        &FLUX_MODULE,
         "github.com/fluxcd/source-controller/api",
     ),
     (

@@ -30,8 +30,7 @@ use crate::spec::{
     WorkerGroup,
 };
 
-/// The smallest memory of an external etcd machine on vSphere (EKS-A's defaulter raises it).
-pub const ETCD_MIN_MEMORY_MIB: i64 = 8192;
+pub use crate::spec::ETCD_MIN_MEMORY_MIB;
 
 /// The default audit policy as written to machines (parsed once: comments and anchors of the
 /// source file dropped).

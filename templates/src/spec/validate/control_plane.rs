@@ -133,7 +133,7 @@ pub(super) fn external_etcd(
     ) = (&etcd, machines.is_vsphere)
         && let Some(p) = machines.machines.iter().find(|p| &p.meta.name == m)
         && let Some(mem) = p.spec.memory_mib
-        && mem < crate::render::ETCD_MIN_MEMORY_MIB
+        && mem < crate::spec::ETCD_MIN_MEMORY_MIB
     {
         At {
             sd: &machines.docs[p.src],
@@ -144,8 +144,8 @@ pub(super) fn external_etcd(
             "spec.memoryMiB",
             format!(
                 "memoryMiB {mem} is below the {} MiB etcd machines need; as EKS Anywhere does, the etcd machines get {}",
-                crate::render::ETCD_MIN_MEMORY_MIB,
-                crate::render::ETCD_MIN_MEMORY_MIB
+                crate::spec::ETCD_MIN_MEMORY_MIB,
+                crate::spec::ETCD_MIN_MEMORY_MIB
             ),
         );
     }

@@ -319,7 +319,7 @@ fn versions(at: &mut At, spec: &raw::ClusterSpec, name: &str) -> Versions {
         _ => name.to_string(),
     };
     if let Some(v) = &spec.eksa_version
-        && crate::release::SemVer::parse(v).is_none()
+        && crate::spec::SemVer::parse(v).is_none()
     {
         at.err(
             Code::InvalidValue,
