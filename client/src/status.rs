@@ -79,7 +79,7 @@ pub async fn check_crd(client: &Client) -> Result<(), StatusError> {
     Ok(())
 }
 
-/// Every recorded status, by cluster name, read page by page ([`crate::live::paged`]). An error
+/// Every recorded status, by cluster name, read page by page ([`crate::k8s::paged::paged`]). An error
 /// is an error, never an empty map.
 pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, StatusError> {
     let api = api(client);
@@ -87,13 +87,14 @@ pub async fn read_all(client: &Client) -> Result<BTreeMap<String, Recorded>, Sta
         let api = api.clone();
         async move { api.list(&lp).await }
     };
-    let (listed, _) = crate::live::paged(&ListParams::default(), fetch, |o: &ManagedCluster| {
-        (
-            o.metadata.name.clone().unwrap_or_default(),
-            Recorded::from_object(o),
-        )
-    })
-    .await;
+    let (listed, _) =
+        crate::k8s::paged::paged(&ListParams::default(), fetch, |o: &ManagedCluster| {
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                Recorded::from_object(o),
+            )
+        })
+        .await;
     Ok(listed
         .map_err(|source| StatusError::Api {
             action: "listing",

@@ -7,6 +7,7 @@ pub mod client;
 pub mod discovery;
 pub mod fence;
 pub mod identity;
+pub mod paged;
 pub mod refusal;
 pub mod tenancy;
 

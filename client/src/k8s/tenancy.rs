@@ -32,10 +32,10 @@
 use serde_json::{Value, json};
 
 use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, OWNS_EXTRA, POLICY, WORKLOAD_USER};
-use crate::status::Reason;
 use capstan_layout::tenancy::{
     CLUSTER_NAME_LABEL, RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
 };
+use capstan_plan::status::Reason;
 use capstan_templates::identity::{
     ADOPT_ANNOTATION, CLUSTER_LABEL, CREATED_BY_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
 };
