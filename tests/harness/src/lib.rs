@@ -42,6 +42,7 @@
 pub mod audit;
 pub mod binaries;
 pub mod browser;
+mod capstan_bin;
 pub mod certs;
 pub mod control_plane;
 pub mod controllers;
@@ -61,6 +62,7 @@ pub use binaries::{
     Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
     ensure_controllers, ensure_eksa_oracle,
 };
+pub use capstan_bin::capstan_bin;
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,
 };

@@ -19,7 +19,6 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Command;
 
 use capstan_templates::diag::Code::{self, *};
@@ -2888,10 +2887,8 @@ fn cli_validate_reports_broken_cluster_as_json() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(env!("CARGO"))
-        .current_dir(&workspace)
-        .args(["run", "-q", "-p", "capstan", "--", "validate"])
+    let out = Command::new(capstan_harness::capstan_bin())
+        .arg("validate")
         .arg(repo)
         .args(["--output", "json"])
         .output()
