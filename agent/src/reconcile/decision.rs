@@ -10,14 +10,15 @@
 
 use capstan_layout::{ClusterEntry, Fleet, Objects, Rendered};
 
-use super::pass::{Pass, Writer, empty};
+use super::pass::{Pass, Writer};
 use super::staging::Versioned;
 use super::{ClusterOutcome, desired, fingerprint};
 use crate::plan::planner;
 use crate::plan::stages::{Settings, Staged};
-use crate::plan::{self, Action, Entry, ObjectRef, Plan};
+use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{ManagedClusterStatus, Phase, Reason, Recorded};
-use capstan_plan::decide::{self, Gate, NotStarted};
+use capstan_plan::decide::{self, Gate};
+use capstan_plan::holds;
 
 /// What a decision is for. One that will be carried out claims, as it is made, what the
 /// clusters decided beside it must see at once: its slot in the fleet's waves
@@ -83,28 +84,10 @@ pub(super) enum Course<'e> {
     Apply(Box<Planned<'e>>),
 }
 
-/// A deletion a tombstone asks for: the Cluster objects first, then the rest in reverse apply
-/// order, only what is still labelled for the cluster.
+/// A deletion a tombstone asks for ([`crate::plan::deletion`]), and whom it is written as.
 pub(super) struct Deletion {
     pub(super) writer: Writer,
-    /// What the record holds.
-    pub(super) inventory: Vec<ObjectRef>,
-    /// Its Cluster objects, Cluster API's before EKS Anywhere's.
-    pub(super) clusters: Vec<ObjectRef>,
-    /// Everything else, in apply order (deleted in reverse).
-    pub(super) rest: Vec<ObjectRef>,
-    /// Every object: pruned, or skipped with why.
-    pub(super) plan: Plan,
-}
-
-/// The holds a cluster's plan found before applying ([`Pass::holds`]).
-pub(super) struct Holds {
-    /// The health gate held its rollout changes.
-    pub(super) gated: bool,
-    /// The fleet's pacing held them.
-    pub(super) paced: Option<crate::plan::waves::Hold>,
-    /// Held before its upgrade started: by what.
-    pub(super) not_started: Option<NotStarted>,
+    pub(super) planned: crate::plan::deletion::Deletion,
 }
 
 /// A plan to apply, with what applying it and settling its status need.
@@ -121,7 +104,7 @@ pub(super) struct Planned<'e> {
     pub(super) objects: Objects,
     pub(super) previous_inventory: Vec<ObjectRef>,
     pub(super) plan: Plan,
-    pub(super) holds: Holds,
+    pub(super) holds: crate::plan::holds::Holds,
     /// Its wave, when the fleet paces upgrades.
     pub(super) wave: Option<String>,
     pub(super) staged: Staged,
@@ -142,16 +125,12 @@ impl Planned<'_> {
         waiting: Option<(crate::plan::stages::Stage, String)>,
     ) -> ClusterOutcome {
         ClusterOutcome {
-            name: self.entry.name.clone(),
-            plan,
-            phase,
-            message,
             staged: Staged {
                 waiting,
                 ..self.staged.clone()
             },
             paced: self.holds.paced.clone(),
-            addons: None,
+            ..ClusterOutcome::new(&self.entry.name, plan, phase, message)
         }
     }
 }
@@ -305,31 +284,21 @@ impl Pass<'_> {
     /// A cluster whose Cluster API Cluster someone deleted outside capstan: Cluster API is
     /// tearing it down, deleting what belongs to it, and whatever capstan applied meanwhile
     /// would be deleted again — recreated objects would keep the deletion from ever finishing.
-    /// Nothing of the cluster is written until the Cluster is gone; the repository's cluster is
-    /// then created again.
+    /// Nothing of the cluster is written until the Cluster is gone
+    /// ([`crate::plan::holds::under_deletion`]); the repository's cluster is then created again.
     fn hold_under_deletion(&self, plan: &mut Plan, objects: &[(&Rendered, ObjectRef)]) {
-        let Some(cluster) = objects
+        if let Some(cluster) = objects
             .iter()
             .map(|(_, r)| r)
             .find(|r| r.kind == "Cluster" && r.group() == "cluster.x-k8s.io")
             .filter(|r| self.live.get(r).is_some_and(|l| l.deleting))
-        else {
-            return;
-        };
-        let why = format!(
-            "waits until {} is deleted (it was deleted outside capstan; what is applied under it now would be deleted with it): created again from the repository then",
-            cluster.subject()
-        );
-        for e in &mut plan.entries {
-            if matches!(e.action, Action::Create | Action::Update) {
-                e.action = Action::Held;
-                e.reason = Some(why.clone());
-            }
+        {
+            holds::under_deletion(plan, cluster);
         }
     }
 
-    /// The holds before anything is applied: the health gate, then (once the cluster itself
-    /// is fit to start) the fleet's pacing.
+    /// The holds before anything is applied ([`crate::plan::holds`]): the health gate, then
+    /// (once the cluster itself is fit to start) the fleet's pacing.
     #[allow(clippy::too_many_arguments)]
     fn holds(
         &self,
@@ -340,25 +309,26 @@ impl Pass<'_> {
         prev: Option<&Recorded>,
         fp: &str,
         purpose: Purpose,
-    ) -> Holds {
-        let gated = self.health_gate(entry, plan, objects, prev, fp);
+    ) -> holds::Holds {
+        let live = |r: &ObjectRef| self.live.get(r).is_some();
+        let facts = holds::HealthFacts {
+            recorded: prev.map(|p| p.status.desired_hash.as_str()).unwrap_or(""),
+            target: fp,
+            overridden: upgrade_when_unhealthy(entry),
+        };
+        let gated = holds::health_gate(plan, &facts, live, || {
+            let a = self.assessment(objects, &[]);
+            match a.ready {
+                true => Ok(()),
+                false => Err(decide::health(&a).1),
+            }
+        });
         let paced = match gated {
             None => self.wave_gate(fleet, entry, plan, prev, fp, purpose),
             Some(_) => None,
         };
-        // Held before its upgrade started (by the waves, or by the health gate with no earlier
-        // upgrade still rolling): not upgrading, waiting for no stage of its own.
         let upgrading = prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
-        let not_started = match (&paced, &gated) {
-            (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
-            (None, Some(why)) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
-            _ => None,
-        };
-        Holds {
-            gated: gated.is_some(),
-            paced,
-            not_started,
-        }
+        holds::combined(gated, paced, upgrading)
     }
 
     /// Whether the object is the cluster's to delete: what the record holds and is still
@@ -380,42 +350,14 @@ impl Pass<'_> {
         }
     }
 
-    /// The deletion a tombstone asks for, planned: every recorded object pruned in order, or
-    /// skipped with why it is not the cluster's any more.
+    /// The deletion a tombstone asks for, planned ([`crate::plan::deletion::planned`]).
     fn deletion(&self, entry: &ClusterEntry, prev: Option<&Recorded>, writer: Writer) -> Deletion {
-        let name = &entry.name;
         let inventory = prev.map(Recorded::inventory).unwrap_or_default();
-        let (mut clusters, rest): (Vec<_>, Vec<_>) =
-            inventory.iter().cloned().partition(|r| r.is_cluster());
-        // CAPI Cluster before the EKS-A Cluster.
-        clusters.sort_by_key(|r| {
-            if r.group() == "cluster.x-k8s.io" {
-                0
-            } else {
-                1
-            }
-        });
-        let entries = clusters
-            .iter()
-            .chain(rest.iter().rev())
-            .map(|r| match self.ours(name, r) {
-                Err(why) => Entry::new(r.clone(), Action::Skip, Some(why)),
-                Ok(_) => Entry::new(
-                    r.clone(),
-                    Action::Prune,
-                    Some("tombstone: deletion requested in the repository".into()),
-                ),
-            })
-            .collect();
         Deletion {
             writer,
-            inventory,
-            clusters,
-            rest,
-            plan: Plan {
-                cluster: name.to_string(),
-                entries,
-            },
+            planned: crate::plan::deletion::planned(&entry.name, inventory, |r| {
+                self.ours(&entry.name, r)
+            }),
         }
     }
 
@@ -424,13 +366,15 @@ impl Pass<'_> {
     pub(super) fn show(&self, d: Decided<'_>) -> ClusterOutcome {
         let name = &d.home.name;
         match d.course {
-            Course::Held { message, .. } => empty(name, Phase::Suspended, message),
-            Course::Orphaned { message } => empty(name, Phase::Orphaned, message),
+            Course::Held { message, .. } => ClusterOutcome::empty(name, Phase::Suspended, message),
+            Course::Orphaned { message } => ClusterOutcome::empty(name, Phase::Orphaned, message),
             Course::Refused { refusal, plan } => refused(name, refusal, plan),
-            Course::Delete(deletion) => ClusterOutcome {
-                plan: deletion.plan,
-                ..empty(name, Phase::Deleting, "deletion requested".into())
-            },
+            Course::Delete(deletion) => ClusterOutcome::new(
+                name,
+                deletion.planned.plan,
+                Phase::Deleting,
+                "deletion requested".into(),
+            ),
             Course::Apply(planned) => {
                 let mut plan = planned.plan.clone();
                 let rollout = self.rollout(&plan, &planned.objects(), &planned.staged);
@@ -458,9 +402,23 @@ impl Pass<'_> {
     }
 }
 
+/// Whether the cluster's EKS-A Cluster, in the repository, lets its upgrade start while it is
+/// unhealthy ([`holds::UPGRADE_WHEN_UNHEALTHY`]).
+fn upgrade_when_unhealthy(entry: &ClusterEntry) -> bool {
+    entry.objects.iter().flatten().any(|o| {
+        o.kind() == "Cluster"
+            && capstan_templates::identity::group(o.api_version())
+                == capstan_templates::spec::EKSA_GROUP
+            && o.value()
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(holds::UPGRADE_WHEN_UNHEALTHY))
+                .is_some()
+    })
+}
+
 /// The outcome of a refused revision, with `plan` when it shows why.
 pub(super) fn refused(name: &str, r: decide::Refusal, plan: Option<Plan>) -> ClusterOutcome {
-    let mut outcome = empty(name, Phase::Failed, r.message);
+    let mut outcome = ClusterOutcome::empty(name, Phase::Failed, r.message);
     if let Some(plan) = plan {
         outcome.plan = plan;
     }

@@ -300,6 +300,29 @@ pub fn unix_now() -> i64 {
 }
 
 impl ClusterOutcome {
+    /// The outcome of cluster `name`: its plan, phase and message; no stages, holds or add-on
+    /// step (those who have them set them). The one constructor: every outcome starts here.
+    pub fn new(name: &str, plan: Plan, phase: Phase, message: String) -> ClusterOutcome {
+        ClusterOutcome {
+            name: name.to_string(),
+            plan,
+            phase,
+            message,
+            staged: Default::default(),
+            paced: None,
+            addons: None,
+        }
+    }
+
+    /// An outcome with an empty plan.
+    pub fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome {
+        let plan = Plan {
+            cluster: name.to_string(),
+            entries: vec![],
+        };
+        ClusterOutcome::new(name, plan, phase, message)
+    }
+
     /// Whether the cluster has reached a phase that waiting will not change: Ready, Failed,
     /// Orphaned, Suspended, or deleted.
     pub fn settled(&self) -> bool {
@@ -904,18 +927,7 @@ impl Agent {
         let outcome = match decided {
             Some(d) if purpose == Purpose::Show => pass.show(d),
             Some(d) => pass.perform(fleet, d).await?,
-            None => ClusterOutcome {
-                name: name.to_string(),
-                plan: Plan {
-                    cluster: name.to_string(),
-                    entries: vec![],
-                },
-                phase: Phase::Orphaned,
-                message: GONE.to_string(),
-                staged: Default::default(),
-                paced: None,
-                addons: None,
-            },
+            None => ClusterOutcome::empty(name, Phase::Orphaned, GONE.to_string()),
         };
         Ok(Run {
             outcome,
@@ -1031,16 +1043,12 @@ mod tests {
 
     fn outcome(waiting: bool, paced: Option<Hold>) -> ClusterOutcome {
         ClusterOutcome {
-            name: "dev".into(),
-            plan: Plan::default(),
-            phase: Phase::Progressing,
-            message: String::new(),
             staged: crate::plan::stages::Staged {
                 waiting: waiting.then(|| (Stage::ControlPlane, "1/3 up to date".into())),
                 ..Default::default()
             },
             paced,
-            addons: None,
+            ..ClusterOutcome::new("dev", Plan::default(), Phase::Progressing, String::new())
         }
     }
 

@@ -19,7 +19,7 @@ use super::decision::Purpose;
 use super::pass::Pass;
 use crate::plan::live::{Live, LiveObject};
 use crate::plan::waves::{self, Hold, Member, rollout_of};
-use crate::plan::{Action, Plan, stages};
+use crate::plan::{Plan, holds};
 use crate::status::{Phase, Recorded};
 
 /// Workload clusters started by this agent, with the `desiredHash` they were started at.
@@ -96,10 +96,11 @@ impl Pass<'_> {
         Some(waves::label(rollout, &all, me))
     }
 
-    /// The fleet-wide gate before an upgrade starts ([`waves::decide`]): when the cluster may
-    /// not start now, its machine-rolling changes are held with why, and the hold returned.
-    /// A cluster that may start is admitted (it counts as upgrading from now on) when the
-    /// decision is to be carried out; a plan only shown admits nothing.
+    /// The fleet-wide gate before an upgrade starts ([`crate::plan::holds::wave_gate`], which
+    /// [`waves::decide`] answers): when the cluster may not start now, its machine-rolling
+    /// changes are held with why, and the hold returned. A cluster that may start is admitted (it
+    /// counts as upgrading from now on) when the decision is to be carried out; a plan only shown
+    /// admits nothing. Deciding and admitting happen under one lock ([`Admitted`]).
     pub(super) fn wave_gate(
         &self,
         fleet: &Fleet,
@@ -110,18 +111,18 @@ impl Pass<'_> {
         purpose: Purpose,
     ) -> Option<Hold> {
         let rollout = rollout_of(fleet, entry.management()).filter(|r| r.paces())?;
-        let recorded = prev.map(|p| {
-            (
-                p.status.phase.unwrap_or(Phase::Unknown),
-                p.status.desired_hash.as_str(),
-            )
-        });
+        let facts = holds::PaceFacts {
+            management: entry.role == Role::Management,
+            recorded: prev.map(|p| {
+                (
+                    p.status.phase.unwrap_or(Phase::Unknown),
+                    p.status.desired_hash.as_str(),
+                )
+            }),
+            target,
+        };
         let live = |r: &crate::plan::ObjectRef| self.live.get(r).is_some();
-        let management = entry.role == Role::Management;
-        if !waves::starts_upgrade(&plan.entries, management, recorded, target, live) {
-            return None;
-        }
-        let decision = {
+        holds::wave_gate(plan, &facts, live, || {
             let mut admitted = self
                 .agent
                 .admitted
@@ -140,14 +141,6 @@ impl Pass<'_> {
                 admitted.insert(entry.name.clone(), target.to_string());
             }
             d
-        };
-        let hold = decision.err()?;
-        for e in plan.entries.iter_mut() {
-            if stages::rolls_machines(e) && live(&e.object) {
-                e.action = Action::Held;
-                e.reason = Some(hold.message.clone());
-            }
-        }
-        Some(hold)
+        })
     }
 }

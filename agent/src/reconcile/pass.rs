@@ -22,10 +22,9 @@ use crate::plan::fights::{self, Verdict};
 use crate::plan::order;
 use crate::plan::planner::{self, Applied, Decision, Stamp};
 use crate::plan::{self, Action, Entry, ObjectRef, Plan};
-use crate::status::{
-    self, ConditionStatus, ConditionType, ManagedClusterStatus, Phase, Reason, Recorded, condition,
-};
+use crate::status::{self, ManagedClusterStatus, Phase, Reason, Recorded};
 use capstan_plan::decide;
+use capstan_plan::deletion::{self, ClusterStep};
 
 /// What applying a plan did ([`Pass::apply`]), and its prunes after it.
 #[derive(Default)]
@@ -38,22 +37,6 @@ struct Applying {
     failure: Option<String>,
     /// The ManagedCluster as written beside the apply (a new cluster's).
     spec: Option<Recorded>,
-}
-
-/// An outcome with an empty plan.
-pub(super) fn empty(name: &str, phase: Phase, message: String) -> ClusterOutcome {
-    ClusterOutcome {
-        name: name.to_string(),
-        plan: Plan {
-            cluster: name.to_string(),
-            entries: vec![],
-        },
-        phase,
-        message,
-        staged: Default::default(),
-        paced: None,
-        addons: None,
-    }
 }
 
 /// The identity a cluster's objects are written as ([`Pass::writer`]).
@@ -168,18 +151,7 @@ impl Pass<'_> {
         let name = &home.name;
         let st = decide::orphaned(rec, &self.opts.revision, &message);
         self.write_status(home, &st, Some(rec)).await?;
-        Ok(ClusterOutcome {
-            name: name.to_string(),
-            plan: Plan {
-                cluster: name.to_string(),
-                entries: vec![],
-            },
-            phase: Phase::Orphaned,
-            message,
-            staged: Default::default(),
-            paced: None,
-            addons: None,
-        })
+        Ok(ClusterOutcome::empty(name, Phase::Orphaned, message))
     }
 
     /// A Kubernetes Event on the cluster's ManagedCluster: what this pass did. Best effort: an
@@ -381,7 +353,11 @@ impl Pass<'_> {
         let (outcome, changed, evented) = match course {
             Course::Held { status, message } => {
                 let changed = self.write_status(&home, &status, prev).await?;
-                (empty(&home.name, Phase::Suspended, message), changed, false)
+                (
+                    ClusterOutcome::empty(&home.name, Phase::Suspended, message),
+                    changed,
+                    false,
+                )
             }
             Course::Orphaned { message } => {
                 let rec = prev.expect("only a recorded cluster is orphaned");
@@ -1019,32 +995,29 @@ impl Pass<'_> {
         }
     }
 
-    /// Deletion on intent, one step per run: the Cluster objects first (CAPI tears the machines
-    /// down behind their finalizers); once they are gone, everything else in reverse apply order
-    /// and the status. A run never waits for a finalizer.
+    /// Deletion on intent, one step per run ([`crate::plan::deletion`] decides the order and
+    /// what a step waits for): the Cluster objects first (CAPI tears the machines down behind
+    /// their finalizers); once they are gone, everything else in reverse apply order and the
+    /// status. A run never waits for a finalizer.
     async fn delete_cluster(
         &self,
         home: &Home,
         deletion: Deletion,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
-        let Deletion {
-            writer,
+        let Deletion { writer, planned } = deletion;
+        let deletion::Deletion {
             inventory,
             clusters,
             rest,
             plan,
-        } = deletion;
-        let writer = &writer;
+        } = planned;
         let name = home.name.as_str();
         let ours = |r: &ObjectRef| self.ours(name, r);
         if prev.is_none() {
             // Nothing recorded: deleted already (its record goes last), or never applied.
             return Ok((
-                ClusterOutcome {
-                    plan,
-                    ..empty(name, Phase::Deleting, super::DELETED.into())
-                },
+                ClusterOutcome::new(name, plan, Phase::Deleting, super::DELETED.into()),
                 false,
             ));
         }
@@ -1052,13 +1025,13 @@ impl Pass<'_> {
         // machines down) ends this step: the cluster stays Deleting, and the watch's event when
         // it is gone brings the cluster back for the rest. Nothing waits here.
         let mut failure = None;
-        let mut waiting: Option<(ObjectRef, Action)> = None;
+        let mut waiting = None;
         for r in &clusters {
-            let held = match self.live.get(r) {
-                None => None,
-                Some(_) if !matches!(ours(r), Ok(true)) => None,
-                Some(obj) if obj.deleting => Some(Action::Deleting),
-                Some(_) => match self.delete(writer, r).await {
+            let live = self.live.get(r).map(|o| o.deleting);
+            let held = match deletion::cluster_step(live, matches!(ours(r), Ok(true))) {
+                ClusterStep::Next => None,
+                ClusterStep::Await => Some(Action::Deleting),
+                ClusterStep::Delete => match self.delete(&writer, r).await {
                     Ok(true) => Some(Action::Prune),
                     Ok(false) => None,
                     Err(e) => {
@@ -1074,38 +1047,14 @@ impl Pass<'_> {
             }
         }
         if let (None, Some((held, action))) = (&failure, waiting) {
-            // This run's plan: the Cluster deleted now (or already being deleted); the rest
-            // waits for it.
-            let plan = Plan {
-                cluster: name.to_string(),
-                entries: plan
-                    .entries
-                    .into_iter()
-                    .map(|mut e| {
-                        if e.object.key() == held.key() {
-                            e.action = action;
-                        } else {
-                            e.action = Action::Skip;
-                            e.reason = Some(format!("deleted once {} is gone", held.subject()));
-                        }
-                        e
-                    })
-                    .collect(),
-            };
-            let message = format!(
-                "waiting for {} to be deleted (Cluster API is removing its machines)",
-                held.subject()
-            );
+            let (plan, message) = deletion::waiting(plan, &held, action);
             return self
                 .still_deleting(home, plan, message.clone(), message, inventory, prev)
                 .await;
         }
         if failure.is_none() {
-            for r in rest.iter().rev() {
-                if r.kind == "Namespace" || !matches!(ours(r), Ok(true)) {
-                    continue;
-                }
-                if let Err(e) = self.delete(writer, r).await.map(|_| ()) {
+            for r in deletion::rest(&rest, ours) {
+                if let Err(e) = self.delete(&writer, r).await {
                     failure = Some(e);
                     break;
                 }
@@ -1119,15 +1068,7 @@ impl Pass<'_> {
                 status::remove(self.client(), name).await?;
                 self.wrote();
                 Ok((
-                    ClusterOutcome {
-                        name: name.into(),
-                        plan,
-                        phase: Phase::Deleting,
-                        message: super::DELETED.into(),
-                        staged: Default::default(),
-                        paced: None,
-                        addons: None,
-                    },
+                    ClusterOutcome::new(name, plan, Phase::Deleting, super::DELETED.into()),
                     true,
                 ))
             }
@@ -1149,34 +1090,16 @@ impl Pass<'_> {
         inventory: Vec<ObjectRef>,
         prev: Option<&Recorded>,
     ) -> Result<(ClusterOutcome, bool), ReconcileError> {
-        let st = ManagedClusterStatus {
-            phase: Some(Phase::Deleting),
-            message: status_message,
-            last_applied_revision: prev
-                .map(|p| p.status.last_applied_revision.clone())
-                .unwrap_or_default(),
-            last_attempted_revision: self.opts.revision.clone(),
-            desired_hash: String::new(),
-            conditions: vec![condition(
-                ConditionType::Ready,
-                ConditionStatus::False,
-                Reason::Deleting,
-                &message,
-            )],
+        let st = deletion::still_deleting(
+            prev,
+            &self.opts.revision,
+            status_message,
+            &message,
             inventory,
-            ..Default::default()
-        };
+        );
         let changed = self.write_status(home, &st, prev).await?;
         Ok((
-            ClusterOutcome {
-                name: home.name.clone(),
-                plan,
-                phase: Phase::Deleting,
-                message,
-                staged: Default::default(),
-                paced: None,
-                addons: None,
-            },
+            ClusterOutcome::new(&home.name, plan, Phase::Deleting, message),
             changed,
         ))
     }

@@ -60,10 +60,6 @@ impl Snapshot {
     }
 }
 
-/// The annotation on a cluster's EKS-A Cluster (in the repository) that lets an upgrade start
-/// although the cluster is not healthy at its current revision (its value: why).
-pub const UPGRADE_WHEN_UNHEALTHY: &str = "capstan.dev/upgrade-when-unhealthy";
-
 /// What of a cluster's spec is applied in this pass, version-wise ([`chain`]).
 pub(super) enum Versioned {
     /// The spec as rendered.
@@ -277,54 +273,6 @@ impl Pass<'_> {
             .collect();
         out.objects = Some(objects);
         out
-    }
-
-    /// The gate before an upgrade starts: a cluster that is not healthy at its current revision
-    /// is not upgraded (its rollout changes are held, with why) unless its Cluster says so in
-    /// the repository ([`UPGRADE_WHEN_UNHEALTHY`]). An upgrade in progress (this revision applied
-    /// before) is not gated again, nor are scales, nor a cluster's creation. Returns the hold.
-    pub(super) fn health_gate(
-        &self,
-        entry: &ClusterEntry,
-        plan: &mut Plan,
-        objects: &[(&Rendered, ObjectRef)],
-        prev: Option<&crate::status::Recorded>,
-        revision_hash: &str,
-    ) -> Option<String> {
-        let recorded = prev.map(|p| p.status.desired_hash.as_str()).unwrap_or("");
-        if recorded.is_empty() || recorded == revision_hash {
-            return None;
-        }
-        let rollout = |e: &crate::plan::Entry| {
-            stages::rolls_machines(e) && self.live.get(&e.object).is_some()
-        };
-        if !plan.entries.iter().any(rollout) {
-            return None;
-        }
-        let overridden = entry.objects.iter().flatten().any(|o| {
-            o.kind() == "Cluster"
-                && capstan_templates::identity::group(o.api_version())
-                    == capstan_templates::spec::EKSA_GROUP
-                && o.value()
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(UPGRADE_WHEN_UNHEALTHY))
-                    .is_some()
-        });
-        let health = self.assessment(objects, &[]);
-        if health.ready || overridden {
-            return None;
-        }
-        let (_, health, _) = capstan_plan::decide::health(&health);
-        let why = format!(
-            "the cluster is not healthy at its current revision ({health}); the upgrade starts once it is, or annotate its Cluster with {UPGRADE_WHEN_UNHEALTHY} in the repository to start it anyway"
-        );
-        for e in plan.entries.iter_mut() {
-            if rollout(e) {
-                e.action = Action::Held;
-                e.reason = Some(why.clone());
-            }
-        }
-        Some(why)
     }
 
     /// Where the stages of an applied plan stand, from the live facts now: its creates and
