@@ -606,6 +606,15 @@ fn render_all(tree: &Tree, clusters: &mut [ClusterEntry], cache: &mut RenderCach
         cache.misses += 1;
         match render::render(cluster, release) {
             Ok(objects) => {
+                // A workload's render that reaches beyond its cluster is refused, and not cached
+                // (the next load renders and refuses it again).
+                if matches!(entry.role, Role::Workload { .. }) {
+                    let found = tenancy::check_rendered(cluster, &objects);
+                    if !found.is_empty() {
+                        entry.diagnostics.extend(found);
+                        continue;
+                    }
+                }
                 let objects = Objects::from_values(&objects);
                 fresh.insert(key, objects.clone());
                 entry.objects = Some(objects)
