@@ -9,8 +9,9 @@
 //! agent's `install::tenancy`):
 //!
 //! - **Kinds**: besides its EKS Anywhere objects, a workload directory may add ConfigMaps,
-//!   Secrets without data, HelmChartProxies and ClusterResourceSets ([`WORKLOAD_ALLOWED`]): no
-//!   RBAC, nothing cluster-scoped, no Cluster API object that names a cluster.
+//!   Secrets without data, HelmChartProxies and ClusterResourceSets ([`WORKLOAD_ALLOWED`]), at
+//!   the versions of the reference table ([`table`]): no RBAC, nothing cluster-scoped, no
+//!   Cluster API object that names a cluster.
 //! - **Namespaces**: its cluster's namespace, for every object; and that namespace is not
 //!   reserved ([`reserved_namespace`]): not Kubernetes' own, not capstan's, not a controller's
 //!   `*-system` (but EKS Anywhere's shared `eksa-system`, where EKS-A puts every cluster by

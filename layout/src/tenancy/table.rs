@@ -511,7 +511,11 @@ pub const KINDS: &[Kind] = &[
             ),
             row("spec.region.name", Must::Free, VSPHERE_INVENTORY),
             row("spec.zone.name", Must::Free, VSPHERE_INVENTORY),
-            row("spec.topology", Must::Free, VSPHERE_INVENTORY),
+            row(
+                "spec.topology",
+                Must::Free,
+                "vSphere inventory names (datacenter, compute cluster, datastore, networks, host groups): vCenter authorises them for the cluster's own credentials; its address pools are checked (above)",
+            ),
         ],
     },
     Kind {

@@ -12,4 +12,5 @@ mod addons;
 mod agent;
 mod hostile_tenant;
 mod rbac;
+mod reference_table;
 mod server_dry_run;
