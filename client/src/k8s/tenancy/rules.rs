@@ -17,7 +17,7 @@ use capstan_layout::tenancy::reserved;
 use capstan_layout::tenancy::table::{self, Class, EVERY_KIND, KINDS, Kind, Must, Row, Step};
 
 /// A CEL string literal.
-pub(super) fn lit(s: &str) -> String {
+fn lit(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
@@ -75,7 +75,7 @@ fn walk(
 }
 
 /// CEL: whether one row holds.
-pub(super) fn check(row: &Row) -> Option<String> {
+fn check(row: &Row) -> Option<String> {
     let steps = table::steps(row.path);
     let kept = row.class == Class::Fillable;
     // The same field on the object as it was (rows with a list step have no `kept` rule).

@@ -247,6 +247,19 @@ refused! {
             .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w-cm\n  ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: mgmt, uid: 00000000-0000-0000-0000-000000000001}]\n")
             .err(ForeignReference, W_ATTACK, "ownerReferences");
 
+    "reference" an_owner_reference_under_an_own_name_with_anothers_uid:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w-cm\n  ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: w, uid: 00000000-0000-0000-0000-00000000000a, blockOwnerDeletion: true}]\n")
+            .err(ForeignReference, W_ATTACK, "ownerReferences");
+    "reference" an_older_resource_set_copying_the_management_clusters_kubeconfig:
+        Case::workload()
+            .file(W_ATTACK, "apiVersion: addons.cluster.x-k8s.io/v1beta1\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}\n  resources: [{kind: Secret, name: mgmt-kubeconfig}]\n")
+            .err(ForeignReference, W_ATTACK, "name: mgmt-kubeconfig");
+    "reference" chart_ca_of_another_cluster:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, "  tlsConfig: {caSecret: {name: ok-ca}}\n"))
+            .err(ForeignReference, W_ATTACK, "name: ok-ca");
+
     // ── credentials in Git ──
     "secret" a_secret_with_credentials:
         Case::workload()
