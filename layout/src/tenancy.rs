@@ -9,8 +9,9 @@
 //! agent's `install::tenancy`):
 //!
 //! - **Kinds**: besides its EKS Anywhere objects, a workload directory may add ConfigMaps,
-//!   Secrets without data, HelmChartProxies and ClusterResourceSets ([`WORKLOAD_ALLOWED`]): no
-//!   RBAC, nothing cluster-scoped, no Cluster API object that names a cluster.
+//!   Secrets without data, HelmChartProxies and ClusterResourceSets ([`WORKLOAD_ALLOWED`]), at
+//!   the versions of the reference table ([`table`]): no RBAC, nothing cluster-scoped, no
+//!   Cluster API object that names a cluster.
 //! - **Namespaces**: its cluster's namespace, for every object; and that namespace is not
 //!   reserved ([`reserved_namespace`]): not Kubernetes' own, not capstan's, not a controller's
 //!   `*-system` (but EKS Anywhere's shared `eksa-system`, where EKS-A puts every cluster by
@@ -20,19 +21,27 @@
 //!   longer cluster name of the fleet (`dev` may not write `dev-prod-…` while `dev-prod` exists):
 //!   a name says which cluster an object is, in a namespace clusters share
 //!   ([`owner_of`]). Rendered objects are named from the cluster's name, so they follow.
-//! - **Selectors and references**: a ClusterResourceSet's or HelmChartProxy's `clusterSelector`
-//!   must require `cluster.x-k8s.io/cluster-name: <name>` (other terms may only narrow it; an
-//!   empty selector selects every cluster of the namespace, the management cluster included); a
-//!   ClusterResourceSet's resources, a HelmChartProxy's credential and CA Secrets, are the
-//!   cluster's own objects in its namespace; no `cluster.x-k8s.io/cluster-name` label naming
-//!   another cluster, no owner references, no values template calling the functions that read
-//!   the add-on controller's environment or the network (`env`, `expandenv`, `getHostByName`).
+//! - **Selectors and references**: every field of every kind a workload writes that names
+//!   another object (a selector, a Secret, a template, an owner, a cluster) is checked against
+//!   the cluster, by the one table the API server's policy is generated from too
+//!   ([`table`], read by [`references`]): what it names is `<name>`'s, in its namespace; a
+//!   selector requires `cluster.x-k8s.io/cluster-name: <name>`; no owner references; no values
+//!   template calling the functions that read the add-on controller's environment or the network
+//!   (`env`, `expandenv`, `getHostByName`). Rendered objects are read too (once per render).
 //! - **Secrets** in the repository carry no data (credentials stay on the management cluster,
-//!   placed there by an admin), in management directories too: Git is not a secret store.
+//!   placed there by an admin), in management directories too: Git is not a secret store; and a
+//!   workload's Secret is of a type and carries annotations no controller fills it in by (a
+//!   `kubernetes.io/service-account-token` Secret would receive a management account's token).
+//! - **Names controllers generate** for a cluster (its CA, kubeconfig, init lock: [`reserved`])
+//!   are that cluster's alone, also before it exists: `evil` may not write `evil-prod-ca`.
 //!
 //! Management directories belong to admins (protect them with branch protection and CODEOWNERS)
 //! and may hold any namespaced or cluster-scoped object; a tombstone there is refused while the
 //! management cluster still manages workload clusters (see `fleet`).
+
+pub mod references;
+pub mod reserved;
+pub mod table;
 
 use std::collections::BTreeSet;
 
@@ -176,15 +185,24 @@ pub fn check_workload(cluster: &Cluster, fleet: Fleet<'_>) -> Vec<Diagnostic> {
         }
         check_namespace(c, &cluster.namespace, o, &mut out);
         check_secret(c, o, &mut out);
-        check_metadata(c, o, &mut out);
-        if group(api) == "addons.cluster.x-k8s.io" {
-            check_selector(c, o, &mut out);
+        check_table(c, &cluster.namespace, o, fleet, &mut out);
+        if kind == "HelmChartProxy" {
+            check_chart(c, o, &mut out);
         }
-        match kind {
-            "ClusterResourceSet" => check_resources(c, o, fleet, &mut out),
-            "HelmChartProxy" => check_chart(c, &cluster.namespace, o, fleet, &mut out),
-            _ => {}
-        }
+    }
+    if let Some((base, long, short)) = reserved::reserved_cluster_name(c) {
+        out.push(
+            Diagnostic::error(
+                Code::ReservedName,
+                format!(
+                    "cluster `{c}`'s `{c}{short}` would be cluster `{base}`'s `{base}{long}`: controllers generate both, so a cluster may not be named `…{}`",
+                    &c[base.len()..]
+                ),
+            )
+            .in_file(&cluster.source.file)
+            .at(cluster.source.pos("metadata.name"))
+            .for_cluster(c),
+        );
     }
     // Names, once the Cluster's own name is the directory's (else that is the error).
     if cluster.name == c {
@@ -257,68 +275,9 @@ fn check_secret(cluster: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// No label naming another cluster, no owner references.
-fn check_metadata(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
-    let v = o.value();
-    if let Some(other) = v
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(CLUSTER_NAME_LABEL))
-        .filter(|x| x.as_str() != Some(c))
-    {
-        out.push(diag(c, o, &format!("metadata.labels.{CLUSTER_NAME_LABEL}"), Code::ForeignReference, format!("{} is labelled {CLUSTER_NAME_LABEL}: {other}; Cluster API reads that label as the cluster an object belongs to, and a workload directory's objects belong to `{c}`", subject(v))));
-    }
-    if v.pointer("/metadata/ownerReferences").is_some() {
-        out.push(diag(c, o, "metadata.ownerReferences", Code::ForeignReference, format!("{} sets owner references; a workload directory's objects name no owner (the garbage collector and Cluster API act on owners)", subject(v))));
-    }
-}
-
-/// A selector that can select only the directory's own cluster.
-fn check_selector(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
-    let v = o.value();
-    let required = format!("`matchLabels: {{{CLUSTER_NAME_LABEL}: {c}}}`");
-    let Some(selector) = v.pointer("/spec/clusterSelector") else {
-        out.push(diag(
-            c,
-            o,
-            "spec",
-            Code::ForeignSelector,
-            format!(
-                "{} has no clusterSelector; a workload directory's must include {required}",
-                subject(v)
-            ),
-        ));
-        return;
-    };
-    let named = selector
-        .pointer("/matchLabels")
-        .and_then(|m| m.get(CLUSTER_NAME_LABEL));
-    let why = match named.map(|n| n.as_str()) {
-        Some(Some(n)) if n == c => return,
-        Some(other) => format!(
-            "it selects {CLUSTER_NAME_LABEL}: {}",
-            other.map_or("(not a string)".to_string(), |s| format!("`{s}`"))
-        ),
-        None => {
-            "it may select any cluster of the namespace, the management cluster included".into()
-        }
-    };
-    out.push(diag(c, o, "spec.clusterSelector", Code::ForeignSelector, format!("{}'s clusterSelector is not confined to cluster `{c}`: {why}; it must include {required} (other terms may narrow it further)", subject(v))));
-}
-
-/// A ClusterResourceSet applies only the cluster's own ConfigMaps and Secrets.
-fn check_resources(c: &str, o: &ExtraObject, fleet: Fleet<'_>, out: &mut Vec<Diagnostic>) {
-    let v = o.value();
-    let resources = v.pointer("/spec/resources").and_then(Value::as_array);
-    for (i, r) in resources.into_iter().flatten().enumerate() {
-        let name = str_at(r, "/name").unwrap_or("");
-        if !named_for(name, c, fleet.names) {
-            out.push(diag(c, o, &format!("spec.resources[{i}].name"), Code::ForeignReference, format!("{} applies `{name}`, which is not cluster `{c}`'s (its resources are named `{c}` or `{c}-…`): the resource set would copy another's ConfigMap or Secret into the cluster", subject(v))));
-        }
-    }
-}
-
-/// A HelmChartProxy reads only the cluster's own Secrets and nothing of the controller's.
-fn check_chart(
+/// An extra object's version, its reference-table rows ([`table`]) and its name if controllers
+/// generate it for clusters ([`reserved`]), reported at each field.
+fn check_table(
     c: &str,
     namespace: &str,
     o: &ExtraObject,
@@ -326,21 +285,144 @@ fn check_chart(
     out: &mut Vec<Diagnostic>,
 ) {
     let v = o.value();
-    for (path, field) in [
-        ("spec.credentials.secret", "/spec/credentials/secret"),
-        ("spec.tlsConfig.caSecret", "/spec/tlsConfig/caSecret"),
-    ] {
-        let Some(secret) = v.pointer(field) else {
+    let api = str_at(v, "/apiVersion").unwrap_or("");
+    let kind = str_at(v, "/kind").unwrap_or("");
+    if let Some(k) = table::kind(api, kind)
+        && !k.covers(api)
+    {
+        out.push(diag(c, o, "apiVersion", Code::ForbiddenKind, format!("{kind} is written at {api}; a workload directory writes {kind} at {} (the versions whose fields the tenancy checks know)", versions(k))));
+        return;
+    }
+    let owns = |n: &str| named_for(n, c, fleet.names);
+    let owner = references::Owner {
+        cluster: c,
+        namespace,
+        owns: &owns,
+    };
+    for x in references::check(v, &owner) {
+        let message = format!("{}'s {}", subject(v), violation(&x, c));
+        out.push(diag(c, o, &x.at, code(&x), message));
+    }
+    if let Some(d) = squat(c, v, &owns) {
+        out.push(diag(c, o, "metadata.name", Code::ReservedName, d));
+    }
+}
+
+fn versions(k: &table::Kind) -> String {
+    let group = if k.group.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", k.group)
+    };
+    k.versions
+        .iter()
+        .map(|v| format!("{group}{v}"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+fn code(v: &references::Violation) -> Code {
+    match v.row.class {
+        table::Class::Reference => Code::ForeignReference,
+        table::Class::Selector => Code::ForeignSelector,
+        table::Class::Fillable => Code::FillableSecret,
+    }
+}
+
+/// What is wrong with a field, to follow the object's subject (`Kind/ns/name's …`).
+fn violation(v: &references::Violation, c: &str) -> String {
+    let (at, found, why) = (&v.at, &v.found, v.row.why);
+    match v.row.must {
+        table::Must::Own => format!(
+            "{at} names {found}, which is not cluster `{c}`'s (its objects are named `{c}` or `{c}-…`): {why}"
+        ),
+        must => format!(
+            "{at} is {found}; it must be {}: {why}",
+            must.describe().replace("<c>", c)
+        ),
+    }
+}
+
+/// Why a Secret or ConfigMap named for cluster `c` (`owns`; another name is refused as such) is
+/// another cluster's, if it is ([`reserved`]).
+fn squat(c: &str, v: &Value, owns: &dyn Fn(&str) -> bool) -> Option<String> {
+    let kind = str_at(v, "/kind")?;
+    if !reserved::RESERVED_KINDS.contains(&kind) || !group(str_at(v, "/apiVersion")?).is_empty() {
+        return None;
+    }
+    let name = str_at(v, "/metadata/name").filter(|n| owns(n))?;
+    let (other, suffix) = reserved::squatted(name, c)?;
+    let who = reserved::RESERVED_SUFFIXES
+        .iter()
+        .find(|(s, _)| *s == suffix)
+        .map_or("", |(_, w)| *w);
+    Some(format!(
+        "{kind} `{name}` is named as controllers name cluster `{other}`'s `{suffix}` ({who}): it is cluster `{other}`'s alone, also before that cluster exists"
+    ))
+}
+
+/// Checks a workload cluster's rendered objects (all but its extra objects, checked where they
+/// are written) against the reference table and the reserved names: a spec must not render a
+/// reference to another cluster's object. Reported at the object's document in the directory
+/// (EKS Anywhere's objects) or at the Cluster's name. Run once per render: the result depends
+/// on the cluster alone.
+pub fn check_rendered(cluster: &Cluster, objects: &[Value]) -> Vec<Diagnostic> {
+    let c = cluster.name.as_str();
+    let extra: BTreeSet<(&str, &str)> = cluster
+        .extra_objects
+        .iter()
+        .map(|o| {
+            (
+                str_at(o.value(), "/kind").unwrap_or(""),
+                str_at(o.value(), "/metadata/name").unwrap_or(""),
+            )
+        })
+        .collect();
+    let owns = |n: &str| n == c || n.strip_prefix(c).is_some_and(|r| r.starts_with('-'));
+    let mut out = Vec::new();
+    for v in objects {
+        let (kind, name) = (
+            str_at(v, "/kind").unwrap_or(""),
+            str_at(v, "/metadata/name").unwrap_or(""),
+        );
+        if extra.contains(&(kind, name)) {
             continue;
+        }
+        let namespace = str_at(v, "/metadata/namespace").unwrap_or(&cluster.namespace);
+        let owner = references::Owner {
+            cluster: c,
+            namespace,
+            owns: &owns,
         };
-        let name = str_at(secret, "/name").unwrap_or("");
-        let ns = str_at(secret, "/namespace").filter(|n| !n.is_empty());
-        if let Some(ns) = ns.filter(|n| *n != namespace) {
-            out.push(diag(c, o, &format!("{path}.namespace"), Code::ForeignReference, format!("{} reads Secret {ns}/{name}: a workload directory's add-ons read Secrets of its cluster's namespace `{namespace}` only", subject(v))));
-        } else if !named_for(name, c, fleet.names) {
-            out.push(diag(c, o, &format!("{path}.name"), Code::ForeignReference, format!("{} reads Secret `{name}`, which is not cluster `{c}`'s (named `{c}` or `{c}-…`)", subject(v))));
+        let found: Vec<(Code, String)> = references::check(v, &owner)
+            .iter()
+            .map(|x| {
+                let message = format!("renders {}, whose {}", subject(v), violation(x, c));
+                (code(x), message)
+            })
+            .chain(squat(c, v, &owns).map(|d| (Code::ReservedName, format!("renders {d}"))))
+            .collect();
+        let at = cluster
+            .sources
+            .iter()
+            .find(|s| s.kind == kind && s.name == name);
+        for (code, message) in found {
+            let d = Diagnostic::error(code, message).for_cluster(c);
+            out.push(match at {
+                Some(s) => d.in_file(&s.file).at(s.pos),
+                None => d
+                    .in_file(&cluster.source.file)
+                    .at(cluster.source.pos("metadata.name")),
+            });
         }
     }
+    out
+}
+
+/// A HelmChartProxy's values template reads nothing of the controller's (its Secrets are the
+/// table's: [`check_table`]).
+fn check_chart(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+    let v = o.value();
     if let Some(t) = str_at(v, "/spec/valuesTemplate")
         && let Some(f) = template_calls(t)
     {

@@ -127,6 +127,12 @@ codes! {
     /// cluster's label, a Secret elsewhere, an owner, a template function reading the
     /// controller's environment).
     ForeignReference = "foreign-reference",
+    /// A workload's Secret of a type, or with an annotation, that makes a controller fill it in
+    /// or copy into it (a service-account token, a reflected Secret).
+    FillableSecret = "fillable-secret",
+    /// A workload's Secret or ConfigMap named as controllers name another cluster's (its CA,
+    /// kubeconfig, init lock), or a cluster named so that its generated names are another's.
+    ReservedName = "reserved-name",
     /// A tombstone in the directory of a management cluster that still manages workload clusters.
     ManagementTombstone = "management-tombstone",
     /// Rendering failed (a template bug, reported rather than hidden).

@@ -19,31 +19,30 @@
 //!   somebody else created is never taken over by accident:
 //!   the denial starts with `AlreadyExists:`, which the agent reports as a conflict;
 //! - from [`WORKLOAD_USER`] besides: names `<cluster>` or `<cluster>-…`, namespaced objects
-//!   outside the reserved namespaces (but CAPV's two cluster-scoped failure-domain kinds), no
-//!   `cluster.x-k8s.io/cluster-name` label for another cluster, no new owner that is not the
-//!   cluster's, ClusterResourceSet and HelmChartProxy selectors that require the cluster's own
-//!   name, their resources and Secrets the cluster's own, and every `clusterName`, control-plane
-//!   and infrastructure reference the cluster's own.
+//!   outside the reserved namespaces (but CAPV's two cluster-scoped failure-domain kinds), only
+//!   the kinds and versions of the reference table (`capstan_layout::tenancy::table`), and every
+//!   row of that table holding: each field that names another object (a selector, a Secret, a
+//!   template, an owner, a cluster) names the cluster's own, no Secret a controller fills in, EKS
+//!   Anywhere's objects paused — the rules are generated from the table validation reads
+//!   ([`rules`]); and no Secret or ConfigMap named as controllers name another cluster's
+//!   (`capstan_layout::tenancy::reserved`).
 //!
 //! Which kinds each identity may write is RBAC's part (the agent's `install::rbac`). Every denial's message
 //! starts with a reason word ([`Reason`]: `AlreadyExists`, `OutsideCluster`, ...) the agent reads
 //! back.
 
+mod rules;
+
 use serde_json::{Value, json};
 
 use crate::k8s::identity::{CLUSTER_EXTRA, MANAGEMENT_USER, OWNS_EXTRA, POLICY, WORKLOAD_USER};
 use capstan_layout::tenancy::{
-    CLUSTER_NAME_LABEL, RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
+    RESERVED_NAMESPACES, RESERVED_PREFIX, RESERVED_SUFFIX, SHARED_NAMESPACE,
 };
 use capstan_plan::status::Reason;
 use capstan_templates::identity::{
     ADOPT_ANNOTATION, CLUSTER_LABEL, CREATED_BY_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
 };
-
-/// CEL: whether a name is the cluster's (`<cluster>` or `<cluster>-…`).
-fn named(expr: &str) -> String {
-    format!("({expr} == variables.cluster || {expr}.startsWith(variables.cluster + '-'))")
-}
 
 /// One validation: `expr` must hold; else `reason: message` (a CEL string expression), refused
 /// as Forbidden (the API server's status reason, not capstan's).
@@ -73,45 +72,13 @@ fn cluster_scoped_kinds() -> String {
     }
 }
 
-/// Applies to a tenant's write of a live (not deleted) object of these resources.
-fn tenant_writes(resources: &[(&str, &str)], expr: &str) -> String {
-    let of = resources
-        .iter()
-        .map(|(g, r)| {
-            format!("(request.resource.group == '{g}' && request.resource.resource == '{r}')")
-        })
-        .collect::<Vec<_>>()
-        .join(" || ");
-    format!("!variables.tenant || request.operation == 'DELETE' || !({of}) || ({expr})")
-}
-
 /// The policy.
 pub fn policy() -> Value {
     let cluster_label = CLUSTER_LABEL;
     let (managed_by_label, managed_by) = (MANAGED_BY_LABEL, MANAGED_BY);
     let created_by_label = CREATED_BY_LABEL;
     let adopt = ADOPT_ANNOTATION;
-    let owner_label = CLUSTER_NAME_LABEL;
-    let addons = "addons.cluster.x-k8s.io";
-    let capi = "cluster.x-k8s.io";
-    let selector = format!(
-        "has(object.spec.clusterSelector) && has(object.spec.clusterSelector.matchLabels) && object.spec.clusterSelector.matchLabels[?'{owner_label}'].orValue('') == variables.cluster"
-    );
-    // `has()` tests the last field of a path only: each level is tested in turn.
-    let secret_ref = |parent: &str, child: &str| {
-        let field = format!("{parent}.{child}");
-        format!(
-            "!has(object.spec.{parent}) || !has(object.spec.{field}) || ((!has(object.spec.{field}.namespace) || object.spec.{field}.namespace == '' || object.spec.{field}.namespace == request.namespace) && {})",
-            named(&format!("object.spec.{field}.name"))
-        )
-    };
-    let reference = |field: &str| {
-        format!(
-            "!has(object.spec.{field}) || {}",
-            named(&format!("object.spec.{field}.name"))
-        )
-    };
-    let validations = vec![
+    let mut validations = vec![
         rule(
             "variables.cluster != ''",
             Reason::NoCluster,
@@ -134,7 +101,7 @@ pub fn policy() -> Value {
             ),
         ),
         rule(
-            &format!("!variables.tenant || {}", named("request.name")),
+            &format!("!variables.tenant || {}", rules::named("request.name")),
             Reason::OutsideCluster,
             "'is not named for cluster ' + variables.cluster + ' (a workload directory writes only objects named ' + variables.cluster + ' or ' + variables.cluster + '-...)'",
         ),
@@ -147,84 +114,12 @@ pub fn policy() -> Value {
             Reason::ReservedNamespace,
             "'is in a namespace no workload cluster may write to'",
         ),
-        rule(
-            &format!(
-                "!variables.tenant || request.operation == 'DELETE' || variables.labels[?'{owner_label}'].orValue(variables.cluster) == variables.cluster"
-            ),
-            Reason::ForeignReference,
-            &format!("'is labelled {owner_label} for another cluster'"),
-        ),
-        rule(
-            &format!(
-                "!variables.tenant || request.operation == 'DELETE' || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, {} || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.uid == r.uid)))",
-                named("r.name")
-            ),
-            Reason::ForeignReference,
-            "'names an owner that is not its cluster\\'s'",
-        ),
-        rule(
-            &tenant_writes(
-                &[
-                    (addons, "clusterresourcesets"),
-                    (addons, "helmchartproxies"),
-                ],
-                &selector,
-            ),
-            Reason::ForeignSelector,
-            &format!(
-                "'may select another cluster: its clusterSelector must include matchLabels {owner_label}: ' + variables.cluster"
-            ),
-        ),
-        rule(
-            &tenant_writes(
-                &[(addons, "clusterresourcesets")],
-                &format!(
-                    "!has(object.spec.resources) || object.spec.resources.all(r, {})",
-                    named("r.name")
-                ),
-            ),
-            Reason::ForeignReference,
-            "'applies a resource that is not its cluster\\'s'",
-        ),
-        rule(
-            &tenant_writes(
-                &[(addons, "helmchartproxies")],
-                &format!(
-                    "({}) && ({})",
-                    secret_ref("credentials", "secret"),
-                    secret_ref("tlsConfig", "caSecret")
-                ),
-            ),
-            Reason::ForeignReference,
-            "'reads a Secret that is not its cluster\\'s'",
-        ),
-        rule(
-            &tenant_writes(
-                &[
-                    (capi, "machinedeployments"),
-                    (capi, "machinehealthchecks"),
-                    (capi, "machinesets"),
-                    (capi, "machines"),
-                    (capi, "machinepools"),
-                ],
-                "object.spec.clusterName == variables.cluster",
-            ),
-            Reason::ForeignReference,
-            "'belongs to another cluster (spec.clusterName)'",
-        ),
-        rule(
-            &tenant_writes(
-                &[(capi, "clusters")],
-                &format!(
-                    "({}) && ({})",
-                    reference("controlPlaneRef"),
-                    reference("infrastructureRef")
-                ),
-            ),
-            Reason::ForeignReference,
-            "'refers to a control plane or infrastructure that is not its own'",
-        ),
     ];
+    // The kinds and versions a workload writes, and every field of them that names another
+    // object (the reference table, as validation reads it), then the names controllers generate.
+    validations.push(rules::kinds());
+    validations.extend(rules::references());
+    validations.extend(rules::reserved_names());
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",

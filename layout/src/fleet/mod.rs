@@ -606,6 +606,15 @@ fn render_all(tree: &Tree, clusters: &mut [ClusterEntry], cache: &mut RenderCach
         cache.misses += 1;
         match render::render(cluster, release) {
             Ok(objects) => {
+                // A workload's render that reaches beyond its cluster is refused, and not cached
+                // (the next load renders and refuses it again).
+                if matches!(entry.role, Role::Workload { .. }) {
+                    let found = tenancy::check_rendered(cluster, &objects);
+                    if !found.is_empty() {
+                        entry.diagnostics.extend(found);
+                        continue;
+                    }
+                }
                 let objects = Objects::from_values(&objects);
                 fresh.insert(key, objects.clone());
                 entry.objects = Some(objects)
@@ -1211,6 +1220,41 @@ mod tests {
             }
         }
         (tree, specs)
+    }
+
+    /// What a workload renders is checked against the reference table and the reserved names
+    /// too (`tenancy::check_rendered`): a template or spec that reached beyond its cluster.
+    #[test]
+    fn rendered_references_beyond_the_cluster_are_refused() {
+        let (tree, _) = small_fleet();
+        let fleet = load(&tree);
+        let w0 = fleet.clusters.iter().find(|c| c.name == "w0").unwrap();
+        let cluster = w0.cluster.as_ref().unwrap();
+        let mut objects = w0.objects.as_ref().unwrap().values();
+        assert!(tenancy::check_rendered(cluster, &objects).is_empty());
+        let kcp = objects
+            .iter_mut()
+            .find(|o| o["kind"] == "KubeadmControlPlane")
+            .unwrap();
+        kcp["spec"]["kubeadmConfigSpec"]["files"] = serde_json::json!([
+            {"path": "/etc/kubernetes/stolen.conf", "contentFrom": {"secret": {"name": "mgmt-kubeconfig", "key": "value"}}}
+        ]);
+        objects.push(serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "w0-prod-ca", "namespace": "eksa-system"}}));
+        let found: Vec<(Code, String)> = tenancy::check_rendered(cluster, &objects)
+            .into_iter()
+            .map(|d| (d.code, d.message))
+            .collect();
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(found[0].0, Code::ForeignReference);
+        assert!(
+            found[0].1.contains(
+                "spec.kubeadmConfigSpec.files[0].contentFrom.secret.name names `mgmt-kubeconfig`"
+            ),
+            "{}",
+            found[0].1
+        );
+        assert_eq!(found[1].0, Code::ReservedName);
     }
 
     fn same_fleet(a: &Fleet, b: &Fleet) {

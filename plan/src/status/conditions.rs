@@ -205,6 +205,13 @@ reasons! {
         ForeignReference => "ForeignReference",
         /// A selector that does not require the cluster's own name.
         ForeignSelector => "ForeignSelector",
+        /// A workload identity's write of a kind or version the reference table does not hold.
+        UncheckedKind => "UncheckedKind",
+        /// A workload's Secret of a type, or with an annotation, a controller fills in.
+        FillableSecret => "FillableSecret",
+        /// A workload's Secret or ConfigMap named as controllers name another cluster's, or a
+        /// cluster named so that its generated names are another's.
+        ReservedName => "ReservedName",
     }
 }
 

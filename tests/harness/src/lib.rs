@@ -54,6 +54,7 @@ pub mod ports;
 pub mod process;
 pub mod service_account;
 pub mod shared;
+pub mod token_controller;
 pub mod versions;
 pub mod workload;
 
@@ -75,6 +76,7 @@ pub use shared::{
     TestNamespace, shared, shared_if_started, shared_if_started_with_controllers,
     shared_with_controllers,
 };
+pub use token_controller::TokenController;
 pub use versions::{Versions, versions};
 
 /// Selects rustls' ring crypto provider for the process, once.

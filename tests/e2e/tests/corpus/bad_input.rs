@@ -2192,7 +2192,9 @@ corpus! {
                   tls.crt: LS0tLS1CRUdJTg==
                   tls.key: LS0tLS1CRUdJTg==
             ")
-            .err_col(SecretWithData, W_EXTRA, "data:", 1);
+            .err_col(SecretWithData, W_EXTRA, "data:", 1)
+            // A TLS Secret is not a type a workload writes either (data-less, it is useless).
+            .err(FillableSecret, W_EXTRA, "type: kubernetes.io/tls");
 
     yaml_billion_laughs:
         Case::workload()
@@ -2430,6 +2432,14 @@ corpus! {
         Case::workload()
             .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}\n  resources: [{kind: Secret, name: mgmt-vsphere-credentials}]\n")
             .err(ForeignReference, W_EXTRA, "name: mgmt-vsphere");
+    fillable_secret_service_account_token:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-token}\ntype: kubernetes.io/service-account-token\n")
+            .err(FillableSecret, W_EXTRA, "type: kubernetes.io/service-account-token");
+    reserved_name_kubeconfig_of_a_longer_name:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-next-kubeconfig}\n")
+            .err(ReservedName, W_EXTRA, "name: w-next-kubeconfig");
     management_tombstone:
         Case::management()
             .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: gone\n")

@@ -13,4 +13,5 @@ mod agent;
 mod backup;
 mod hostile_tenant;
 mod rbac;
+mod reference_table;
 mod server_dry_run;
