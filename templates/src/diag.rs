@@ -105,6 +105,10 @@ codes! {
     VersionConflict = "version-conflict",
     /// Versions that break a skew rule.
     VersionSkew = "version-skew",
+    /// A workload cluster naming an EKS Anywhere release its management cluster neither runs nor
+    /// declares in its fleet config (`spec.eksaVersions`): the release object it needs is a
+    /// fleet-wide object on the management cluster, which only an admin decides on.
+    UndeclaredRelease = "undeclared-release",
     /// A malformed CIDR.
     InvalidCidr = "invalid-cidr",
     /// CIDRs that overlap.

@@ -852,6 +852,43 @@ corpus! {
         "#)
             .err(UnknownField, FLEET, "url:");
 
+    invalid_value_fleet_eksa_versions:
+        held_by_fleet_config(r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              eksaVersions: [v0.25.2, 0.24.3]
+        "#)
+            .err(InvalidValue, FLEET, "0.24.3");
+
+    // ─────────────────────────── undeclared-release ─────────────────────────
+    // A workload naming a release its management cluster does not run would have the agent
+    // write that release's EKSARelease (fleet-wide) as the management identity: only a release
+    // an admin declares in the fleet config is taken. The management cluster renders as before
+    // (no new release object).
+    undeclared_release_eksa_version:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
+
+    undeclared_release_bundles_ref:
+        Case::workload()
+            .set(W, "kubernetesVersion:", r#"
+                kubernetesVersion: "1.32"
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-98
+                  namespace: eksa-system
+            "#)
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(UndeclaredRelease, W, "name: bundles-98");
+
+    undeclared_release_another_one_declared:
+        Case::workload()
+            .file(FLEET, "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec: {eksaVersions: [v0.24.3]}\n")
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
+
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
         Case::workload()

@@ -252,6 +252,17 @@ refused! {
             .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-creds}\nstringData: {password: hunter2}\n")
             .err_col(SecretWithData, W_ATTACK, "stringData:", 1);
 
+    // ── the management cluster's fleet-wide objects, written on a workload's behalf ──
+    "release" a_release_no_other_cluster_uses:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
+    "release" a_release_by_its_deprecated_bundles_ref:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\nbundlesRef: {apiVersion: anywhere.eks.amazonaws.com/v1alpha1, name: bundles-98, namespace: eksa-system}")
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(UndeclaredRelease, W, "name: bundles-98");
+
     // ── deletion of the management cluster ──
     "tombstone" a_tombstone_for_the_management_cluster:
         Case::management()
@@ -323,6 +334,10 @@ const APPLIED: &[(&str, &str)] = &[
     (
         "cluster",
         "a_cluster_moving_to_another_namespace_reaches_nothing_else",
+    ),
+    (
+        "release",
+        "a_release_of_its_own_is_not_written_as_the_management_identity",
     ),
 ];
 
@@ -950,6 +965,80 @@ async fn a_cluster_moving_to_another_namespace_reaches_nothing_else() {
     let t = outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(t.message.contains("metadata.namespace"), "{}", t.message);
+}
+
+#[tokio::test]
+async fn a_release_of_its_own_is_not_written_as_the_management_identity() {
+    // The tenant names an EKS Anywhere release no cluster of the fleet runs: its EKSARelease
+    // would be a new fleet-wide object on the management cluster, written as the management
+    // identity. Nothing is written for it until an admin declares the release.
+    let a = Arena::new("rel").await;
+    let cp = capstan_harness::shared().await;
+    let spec = a.files.dir(&a.tenant).join("cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let old: String = text
+        .lines()
+        .map(|l| match l.starts_with("  kubernetesVersion:") {
+            true => "  kubernetesVersion: \"1.32\"\n  eksaVersion: v0.25.2\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    assert!(old.contains("eksaVersion: v0.25.2"), "{text}");
+    std::fs::write(&spec, old).unwrap();
+    let releases = capstan_e2e::resource(
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "EKSARelease",
+        "eksareleases",
+    );
+    let mark = cp.audit().mark();
+    let out = a.harmless(&[], a.reconcile("r1", false)).await;
+    let t = outcome(&out, &a.tenant);
+    assert_eq!(t.phase, Phase::Failed, "{}", t.message);
+    assert!(t.message.contains("undeclared-release"), "{}", t.message);
+    let written = |since| -> Vec<String> {
+        cp.audit()
+            .events_since(since)
+            .unwrap()
+            .iter()
+            .filter(|e| e.credential_id() == Some(a.credential.as_str()))
+            .filter(|e| e.is_write() && succeeded(e))
+            .filter(|e| {
+                e.object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.resource.as_deref() == Some("eksareleases"))
+            })
+            .map(describe)
+            .collect()
+    };
+    assert_eq!(written(mark), Vec::<String>::new());
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), "eksa-system", &releases);
+    assert!(api.get_opt("eksa-v0-25-2").await.unwrap().is_none());
+
+    // The admin's decision: declared in the management cluster's fleet config, the release
+    // object is written, as the management identity (the write the audit check above looks for).
+    std::fs::write(
+        a.files.dir(&a.mgmt).join("fleet.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec: {eksaVersions: [v0.25.2]}\n",
+    )
+    .unwrap();
+    let mark = cp.audit().mark();
+    a.reconcile("r2", false).await;
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let by_management: Vec<String> = written(mark)
+        .into_iter()
+        .filter(|w| w.contains("eksa-v0-25-2"))
+        .collect();
+    assert!(
+        !by_management.is_empty()
+            && by_management
+                .iter()
+                .all(|w| w.contains(capstan::k8s::identity::MANAGEMENT_USER)),
+        "{by_management:?}"
+    );
 }
 
 // ───────────────── past validation: the policy holds on its own ─────────────────
