@@ -131,6 +131,13 @@ codes! {
     /// cluster's label, a Secret elsewhere, an owner, a template function reading the
     /// controller's environment).
     ForeignReference = "foreign-reference",
+    /// A HelmChartProxy's values template that Go's text/template refuses (what the add-on
+    /// controller would fail on), or that calls a function the controller does not define.
+    TemplateSyntax = "template-syntax",
+    /// A workload directory's values template calling a function whose result is not a
+    /// function of the cluster (the clock, randomness, generated keys): the add-on controller
+    /// would upgrade the release at every reconcile.
+    TemplateFunction = "template-function",
     /// A tombstone in the directory of a management cluster that still manages workload clusters.
     ManagementTombstone = "management-tombstone",
     /// Rendering failed (a template bug, reported rather than hidden).

@@ -59,7 +59,7 @@ pub mod workload;
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
     Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
-    ensure_controllers, ensure_eksa_oracle,
+    ensure_controllers, ensure_eksa_oracle, ensure_gotemplate_oracle,
 };
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,

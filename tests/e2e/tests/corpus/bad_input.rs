@@ -74,6 +74,14 @@ fn alias_bomb(width: usize, copies: usize) -> String {
     s
 }
 
+/// A HelmChartProxy of `w` whose values template is a literal block, `name: w` on its first
+/// line and `line` on its second.
+fn values_chart(line: &str) -> String {
+    format!(
+        "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {{name: w-x}}\nspec:\n  chartName: x\n  repoURL: oci://registry.example.invalid/x\n  clusterSelector: {{matchLabels: {{cluster.x-k8s.io/cluster-name: w}}}}\n  valuesTemplate: |\n    cluster: {{{{ .Cluster.metadata.name }}}}\n    {line}\n"
+    )
+}
+
 /// A fleet config (`clusters/mgmt/fleet.yaml`, which the base fleet does not have) with a problem
 /// of the management cluster's: every cluster of the fleet is held with it, and `ok` and `w`,
 /// whose release comes from it, cannot resolve one. The case adds the management cluster's error.
@@ -2468,6 +2476,24 @@ corpus! {
         Case::workload()
             .file(W_EXTRA, "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}\n  resources: [{kind: Secret, name: mgmt-vsphere-credentials}]\n")
             .err(ForeignReference, W_EXTRA, "name: mgmt-vsphere");
+    // A values template is read as Go's text/template reads it (layout/src/gotemplate): the
+    // error or the call is located on its line of the literal block.
+    foreign_reference_env_behind_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("tag: {{ \"}}\" }}{{ env \"AWS_SECRET_ACCESS_KEY\" }}"))
+            .err(ForeignReference, W_EXTRA, "env \"AWS");
+    template_function_random_password:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("password: {{ randAlphaNum 16 }}"))
+            .err(TemplateFunction, W_EXTRA, "randAlphaNum");
+    template_syntax_a_function_caaph_does_not_define:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("spec: {{ toYaml .Cluster.spec }}"))
+            .err(TemplateSyntax, W_EXTRA, "toYaml");
+    template_syntax_in_a_management_directory:
+        Case::management()
+            .file("clusters/mgmt/chart.yaml", &values_chart("name: {{ .Cluster.metadata.name | nosuch }}").replace("cluster-name: w", "cluster-name: mgmt"))
+            .err(TemplateSyntax, "clusters/mgmt/chart.yaml", "nosuch");
     management_tombstone:
         Case::management()
             .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: gone\n")

@@ -73,6 +73,11 @@ fn chart(selector: &str, more: &str) -> String {
 
 const OWN: &str = "{matchLabels: {cluster.x-k8s.io/cluster-name: w}}";
 
+/// A chart's `valuesTemplate`, a literal block whose second line is `line`.
+fn values(line: &str) -> String {
+    format!("  valuesTemplate: |\n    name: {{{{ .Cluster.metadata.name }}}}\n    {line}\n")
+}
+
 refused! {
     // ── the cluster's namespace: where its every object goes ──
     "namespace" namespace_kube_system:
@@ -251,6 +256,49 @@ refused! {
         Case::workload()
             .file(W_ATTACK, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-creds}\nstringData: {password: hunter2}\n")
             .err_col(SecretWithData, W_ATTACK, "stringData:", 1);
+
+    // ── values templates: read as Go's lexer reads them, calling pure functions only ──
+    "template" env_behind_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ \"}}\" }}{{ env \"AWS_SECRET_ACCESS_KEY\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"AWS");
+    "template" env_piped_after_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print \"}}\" | env }}")))
+            .err(ForeignReference, W_ATTACK, "env }}");
+    "template" env_behind_an_escaped_quote:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print \"\\\"}}\" | expandenv }}")))
+            .err(ForeignReference, W_ATTACK, "expandenv");
+    "template" a_lookup_behind_a_raw_string_across_lines:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print `\n    }}\n    ` }}{{ getHostByName \"metadata.internal\" }}")))
+            .err(ForeignReference, W_ATTACK, "getHostByName");
+    "template" env_behind_a_character_constant:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print '}' }}{{ env \"HOME\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"HOME");
+    "template" env_behind_a_comment_and_trim_markers:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{- /* }} */ -}} {{- env \"A\" -}}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" env_in_a_nested_pipeline:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ printf \"%s\" (quote (env \"A\")) }}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" env_in_a_defined_template:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("{{ define \"t\" }}{{ env \"A\" }}{{ end }}a: {{ template \"t\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" the_clock_in_the_values:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ now | date \"2006\" }}")))
+            .err(TemplateFunction, W_ATTACK, "now")
+            .err(TemplateFunction, W_ATTACK, "date \"");
+    "template" a_function_only_helm_defines:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ lookup \"v1\" \"Secret\" \"capstan-system\" \"capstan-git\" }}")))
+            .err(TemplateSyntax, W_ATTACK, "lookup");
 
     // ── the management cluster's fleet-wide objects, written on a workload's behalf ──
     "release" a_release_no_other_cluster_uses:
