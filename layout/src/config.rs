@@ -22,6 +22,8 @@
 //!     healthGate: true            # a wave starts once the waves before it are Ready at the revision
 //!     maintenanceWindows:         # upgrades start only inside one (UTC)
 //!     - {days: [Sat, Sun], start: "02:00", duration: 4h}
+//!   eksaVersions: [v0.25.2]       # releases workload clusters may name besides the management
+//!                                 # cluster's own (each is an EKSARelease on it: an admin's call)
 //!   notifications:                # phase changes to Slack, Teams, webhooks ([`notifications`])
 //!     secretRef: capstan-system/capstan-notifications
 //!     providers: [{name: chat, type: slack}]
@@ -42,11 +44,11 @@
 
 pub mod notifications;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use capstan_templates::diag::{Code, Diagnostic};
-use capstan_templates::release::Location;
+use capstan_templates::release::{Location, SemVer};
 use capstan_templates::spec::{SourceDoc, deserialize};
 use capstan_templates::yaml;
 use serde::Deserialize;
@@ -84,6 +86,9 @@ pub struct RawSpec {
     /// Which workload clusters take each shared add-on set (`addons/<set>/`).
     #[serde(default)]
     pub addons: Vec<RawAddonSet>,
+    /// The EKS Anywhere releases workload clusters may name besides the management cluster's.
+    #[serde(default)]
+    pub eksa_versions: Vec<String>,
 }
 
 /// `spec.addons[]`, as written.
@@ -186,6 +191,10 @@ pub struct FleetConfig {
     pub notifications: Option<notifications::Notifications>,
     /// Which workload clusters take which shared add-on set; a set not named: all of them.
     pub addons: Vec<AddonSet>,
+    /// The EKS Anywhere releases (`spec.eksaVersions`) workload clusters may name (eksaVersion,
+    /// bundlesRef) besides the management cluster's own: each needs an EKSARelease object on the
+    /// management cluster, a fleet-wide object, so which ones exist is an admin's decision.
+    pub eksa_versions: BTreeSet<SemVer>,
 }
 
 /// When a control plane's rollout counts as done and the next stage may start.
@@ -425,6 +434,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
         rollout: None,
         notifications: None,
         addons: Vec::new(),
+        eksa_versions: BTreeSet::new(),
     };
     if let Some(r) = &spec.release {
         config.release = check_release(r, &sd, &mut diags);
@@ -436,6 +446,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
         config.notifications = Some(notifications::check(n, &sd, &mut diags));
     }
     config.addons = check_addons(&spec.addons, &sd, &mut diags);
+    config.eksa_versions = check_eksa_versions(&spec.eksa_versions, &sd, &mut diags);
     let ok = !capstan_templates::diag::has_errors(&diags);
     (ok.then_some(config), diags)
 }
@@ -474,6 +485,34 @@ fn check_addons(raw: &[RawAddonSet], sd: &SourceDoc, diags: &mut Vec<Diagnostic>
                 name: s.name.clone(),
                 match_labels: s.match_labels.clone(),
             });
+        }
+    }
+    out
+}
+
+/// `spec.eksaVersions`: each an EKS Anywhere version (`v0.25.2`), named once.
+fn check_eksa_versions(
+    raw: &[String],
+    sd: &SourceDoc,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeSet<SemVer> {
+    let mut out = BTreeSet::new();
+    for (i, v) in raw.iter().enumerate() {
+        let at = |code, msg: String| {
+            Diagnostic::error(code, msg)
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&format!("spec.eksaVersions[{i}]")))
+        };
+        match SemVer::parse(v) {
+            None => diags.push(at(
+                Code::InvalidValue,
+                format!("`{v}` is not an EKS Anywhere version such as v0.25.2"),
+            )),
+            Some(parsed) => {
+                if !out.insert(parsed) {
+                    diags.push(at(Code::DuplicateName, format!("`{v}` is declared twice")));
+                }
+            }
         }
     }
     out
@@ -807,6 +846,30 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         let r = c.unwrap().rollout.unwrap();
         assert!(!r.paces() && !r.health_gate && r.rollout_wait.is_none());
+    }
+
+    #[test]
+    fn declared_releases_are_versions_named_once() {
+        let head = "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n";
+        let (c, d) = parse(
+            Path::new("f.yaml"),
+            &format!("{head}  eksaVersions: [v0.25.2, v0.24.3]\n"),
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let declared: Vec<String> = c
+            .unwrap()
+            .eksa_versions
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(declared, ["v0.24.3", "v0.25.2"]);
+        let (c, d) = parse(
+            Path::new("f.yaml"),
+            &format!("{head}  eksaVersions:\n  - 0.25.2\n  - v0.24.3\n  - v0.24.3\n"),
+        );
+        assert!(c.is_none());
+        let found: Vec<(Code, usize)> = d.iter().map(|d| (d.code, d.line)).collect();
+        assert_eq!(found, [(Code::InvalidValue, 5), (Code::DuplicateName, 7)]);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 pub mod addons;
 pub mod config;
 pub mod fleet;
+pub mod gotemplate;
 pub mod intent;
 pub mod objects;
 pub mod rehearsal;

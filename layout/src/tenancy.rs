@@ -25,9 +25,14 @@
 //!   another object (a selector, a Secret, a template, an owner, a cluster) is checked against
 //!   the cluster, by the one table the API server's policy is generated from too
 //!   ([`table`], read by [`references`]): what it names is `<name>`'s, in its namespace; a
-//!   selector requires `cluster.x-k8s.io/cluster-name: <name>`; no owner references; no values
-//!   template calling the functions that read the add-on controller's environment or the network
-//!   (`env`, `expandenv`, `getHostByName`). Rendered objects are read too (once per render).
+//!   selector requires `cluster.x-k8s.io/cluster-name: <name>`; no owner references. Rendered
+//!   objects are read too (once per render).
+//! - **Values templates** (a HelmChartProxy's `valuesTemplate`, run by the add-on controller on
+//!   the management cluster) are read as Go's `text/template` reads them ([`crate::gotemplate`])
+//!   and may call only Go's builtins and Sprig's pure functions: not those that read the
+//!   controller's environment or network (`env`, `expandenv`, `getHostByName`), nor the clock,
+//!   randomness or generated keys. A template Go would refuse is refused, in management
+//!   directories too.
 //! - **Secrets** in the repository carry no data (credentials stay on the management cluster,
 //!   placed there by an admin), in management directories too: Git is not a secret store; and a
 //!   workload's Secret is of a type and carries annotations no controller fills it in by (a
@@ -47,7 +52,10 @@ use std::collections::BTreeSet;
 
 use capstan_templates::diag::{Code, Diagnostic};
 use capstan_templates::spec::{Cluster, ExtraObject};
+use capstan_templates::yaml::Pos;
 use serde_json::Value;
+
+use crate::gotemplate::{self, Class, Finding};
 
 /// `(apiVersion group, kind)` a workload directory may add beside its EKS Anywhere objects.
 pub const WORKLOAD_ALLOWED: &[(&str, &str)] = &[
@@ -63,10 +71,6 @@ pub const SHARED_NAMESPACE: &str = "eksa-system";
 /// The label Cluster API selects clusters by (ClusterResourceSets, HelmChartProxies) and marks
 /// a cluster's objects with.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
-
-/// Functions of the add-on provider's values templates (sprig) a workload directory may not
-/// call: they read the controller's environment or resolve names from its network.
-pub const FORBIDDEN_TEMPLATE_FUNCTIONS: &[&str] = &["env", "expandenv", "getHostByName"];
 
 /// Namespaces no workload cluster may use, besides every `kube-*` ([`RESERVED_PREFIX`]) and
 /// every `*-system` but [`SHARED_NAMESPACE`] ([`RESERVED_SUFFIX`]).
@@ -187,7 +191,7 @@ pub fn check_workload(cluster: &Cluster, fleet: Fleet<'_>) -> Vec<Diagnostic> {
         check_secret(c, o, &mut out);
         check_table(c, &cluster.namespace, o, fleet, &mut out);
         if kind == "HelmChartProxy" {
-            check_chart(c, o, &mut out);
+            check_values_template(c, o, true, &mut out);
         }
     }
     if let Some((base, long, short)) = reserved::reserved_cluster_name(c) {
@@ -238,6 +242,7 @@ pub fn check_management(cluster: &Cluster) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for o in &cluster.extra_objects {
         check_secret(&cluster.name, o, &mut out);
+        check_values_template(&cluster.name, o, false, &mut out);
     }
     out
 }
@@ -419,52 +424,74 @@ pub fn check_rendered(cluster: &Cluster, objects: &[Value]) -> Vec<Diagnostic> {
     out
 }
 
-/// A HelmChartProxy's values template reads nothing of the controller's (its Secrets are the
-/// table's: [`check_table`]).
-fn check_chart(c: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+/// A HelmChartProxy's values template parses as Go parses it (CAAPH would refuse it otherwise);
+/// of a workload directory (`tenant`), it calls only pure functions.
+fn check_values_template(c: &str, o: &ExtraObject, tenant: bool, out: &mut Vec<Diagnostic>) {
     let v = o.value();
-    if let Some(t) = str_at(v, "/spec/valuesTemplate")
-        && let Some(f) = template_calls(t)
-    {
-        out.push(diag(c, o, "spec.valuesTemplate", Code::ForeignReference, format!("{}'s valuesTemplate calls `{f}`, which reads the add-on controller's environment or network, not the cluster's", subject(v))));
-    }
-}
-
-/// The first of [`FORBIDDEN_TEMPLATE_FUNCTIONS`] a Go template calls: a bare word inside an action
-/// `{{ … }}` (a word after `.` or `$` is a field or a variable, not a function).
-fn template_calls(template: &str) -> Option<&'static str> {
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let end = after.find("}}").unwrap_or(after.len());
-        let action = &after[..end];
-        let mut prev = ' ';
-        let mut word_start = None;
-        for (i, ch) in action
-            .char_indices()
-            .chain(std::iter::once((action.len(), ' ')))
-        {
-            let in_word = ch.is_alphanumeric() || ch == '_';
-            match (in_word, word_start) {
-                (true, None) => word_start = Some((i, prev)),
-                (false, Some((s, before))) => {
-                    word_start = None;
-                    if before != '.'
-                        && before != '$'
-                        && let Some(f) = FORBIDDEN_TEMPLATE_FUNCTIONS
-                            .iter()
-                            .find(|f| **f == &action[s..i])
-                    {
-                        return Some(f);
-                    }
-                }
-                _ => {}
+    let path = "spec.valuesTemplate";
+    let (Some("HelmChartProxy"), Some(t)) = (str_at(v, "/kind"), str_at(v, "/spec/valuesTemplate"))
+    else {
+        return;
+    };
+    // CAAPH names the template `<chartName>-<cluster>`.
+    let name = format!("{}-{c}", str_at(v, "/spec/chartName").unwrap_or_default());
+    // Where a template line is in the file: exact in a literal block (`valuesTemplate: |`),
+    // else the key's line (the message gives the template's own line). The end of the template
+    // (an unexpected EOF) is the end of its last line.
+    let at = |pos: usize| match o.doc.literal_start(path) {
+        Some(start) => {
+            let pos = pos.min(t.trim_end().len());
+            Pos {
+                line: start.line + t[..pos].matches('\n').count(),
+                column: start.column + gotemplate::column(t, pos) - 1,
             }
-            prev = ch;
         }
-        rest = &after[end..];
+        None => o.pos(path),
+    };
+    let findings = gotemplate::check(&name, t);
+    for f in findings {
+        let (pos, code, msg) = match f {
+            Finding::Syntax(e) => (
+                e.pos,
+                Code::TemplateSyntax,
+                format!(
+                    "{}'s valuesTemplate is not a template Go's text/template parses (line {} of the template: {}); the add-on controller would refuse it",
+                    subject(v),
+                    e.line,
+                    e.message
+                ),
+            ),
+            Finding::Refused { .. } if !tenant => continue,
+            Finding::Refused { call, class } => {
+                let (code, why) = match class {
+                    Class::Environment => (
+                        Code::ForeignReference,
+                        "which reads the add-on controller's environment or network, not the cluster's",
+                    ),
+                    _ => (
+                        Code::TemplateFunction,
+                        "whose result is not a function of the cluster (the clock, randomness, generated keys): the add-on controller would render other values at each reconcile and upgrade the release every time",
+                    ),
+                };
+                (
+                    call.pos,
+                    code,
+                    format!(
+                        "{}'s valuesTemplate calls `{}` (line {} of the template), {why}; a workload directory's values templates may call Go's builtins and Sprig's pure functions",
+                        subject(v),
+                        call.name,
+                        call.line
+                    ),
+                )
+            }
+        };
+        out.push(
+            Diagnostic::error(code, msg)
+                .in_file(&o.file)
+                .at(at(pos))
+                .for_cluster(c),
+        );
     }
-    None
 }
 
 #[cfg(test)]
@@ -510,22 +537,5 @@ mod tests {
         for ns in ["eksa-system", "team-dev", "systems", "platform"] {
             assert!(reserved_namespace(ns).is_none(), "{ns}");
         }
-    }
-
-    #[test]
-    fn template_functions_are_found_as_words_inside_actions() {
-        assert_eq!(template_calls("a: {{ env \"HOME\" }}"), Some("env"));
-        assert_eq!(
-            template_calls("a: {{ .Cluster.metadata.name | expandenv }}"),
-            Some("expandenv")
-        );
-        assert_eq!(
-            template_calls("a: {{getHostByName \"x\"}}"),
-            Some("getHostByName")
-        );
-        assert_eq!(template_calls("env: {{ .Cluster.spec.environment }}"), None);
-        assert_eq!(template_calls("a: {{ .Values.env }}"), None);
-        assert_eq!(template_calls("a: {{ $env := 1 }}"), None);
-        assert_eq!(template_calls("a: b"), None);
     }
 }

@@ -105,6 +105,10 @@ codes! {
     VersionConflict = "version-conflict",
     /// Versions that break a skew rule.
     VersionSkew = "version-skew",
+    /// A workload cluster naming an EKS Anywhere release its management cluster neither runs nor
+    /// declares in its fleet config (`spec.eksaVersions`): the release object it needs is a
+    /// fleet-wide object on the management cluster, which only an admin decides on.
+    UndeclaredRelease = "undeclared-release",
     /// A malformed CIDR.
     InvalidCidr = "invalid-cidr",
     /// CIDRs that overlap.
@@ -133,6 +137,13 @@ codes! {
     /// A workload's Secret or ConfigMap named as controllers name another cluster's (its CA,
     /// kubeconfig, init lock), or a cluster named so that its generated names are another's.
     ReservedName = "reserved-name",
+    /// A HelmChartProxy's values template that Go's text/template refuses (what the add-on
+    /// controller would fail on), or that calls a function the controller does not define.
+    TemplateSyntax = "template-syntax",
+    /// A workload directory's values template calling a function whose result is not a
+    /// function of the cluster (the clock, randomness, generated keys): the add-on controller
+    /// would upgrade the release at every reconcile.
+    TemplateFunction = "template-function",
     /// A tombstone in the directory of a management cluster that still manages workload clusters.
     ManagementTombstone = "management-tombstone",
     /// Rendering failed (a template bug, reported rather than hidden).

@@ -60,6 +60,13 @@ impl Document {
         self.spans.contains_key(path)
     }
 
+    /// Where the text of the literal block scalar (`key: |`) at `path` starts (its first
+    /// line): what locates a line of a text embedded in YAML, a Go template say. None for any
+    /// other value.
+    pub fn literal_start(&self, path: &str) -> Option<Pos> {
+        self.spans.get(&format!("{path}{LITERAL_MARK}")).copied()
+    }
+
     /// Its positions alone, for locating problems found after the value is no longer needed.
     pub fn positions(&self) -> Positions {
         Positions {
@@ -83,6 +90,10 @@ impl Positions {
         nearest(&self.spans, self.start, path)
     }
 }
+
+/// Appended to a path to record where a literal block scalar's text starts (no key holds it:
+/// a file with a NUL byte is not read as YAML).
+const LITERAL_MARK: &str = "\u{0}";
 
 /// The position of `path`, or of its nearest parent written in `spans`, or `start`.
 fn nearest(spans: &HashMap<String, Pos>, start: Pos, path: &str) -> Pos {
@@ -342,6 +353,9 @@ impl Builder {
             Event::Alias(id) => self.alias(id, pos)?,
             Event::Scalar(text, style, anchor, tag) => {
                 let path = self.child_path();
+                if self.track && style == ScalarStyle::Literal {
+                    self.spans.insert(format!("{path}{LITERAL_MARK}"), pos);
+                }
                 self.span(path, pos);
                 let v = resolve_scalar(&text, style, tag.as_deref())
                     .map_err(|message| YamlError { message, pos })?;
@@ -649,6 +663,18 @@ mod tests {
         assert_eq!(docs[0].pos("b[0].missing"), Pos { line: 3, column: 5 });
         assert_eq!(docs[1].value, json!({"c": "1.30"}));
         assert_eq!(docs[1].pos("c"), Pos { line: 6, column: 1 });
+    }
+
+    #[test]
+    fn a_literal_blocks_text_is_located() {
+        let docs = parse("spec:\n  t: |\n    a\n    b\n  u: \"x\"\n  v: >\n    c\n").unwrap();
+        assert_eq!(docs[0].pos("spec.t"), Pos { line: 2, column: 3 });
+        assert_eq!(
+            docs[0].literal_start("spec.t"),
+            Some(Pos { line: 3, column: 5 })
+        );
+        assert_eq!(docs[0].literal_start("spec.u"), None);
+        assert_eq!(docs[0].literal_start("spec.v"), None);
     }
 
     #[test]

@@ -130,6 +130,12 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
         .flat_map(|p| p.infrastructure.iter())
         .flat_map(|i| [i.cluster_plural, i.machine_template_plural])
         .collect();
+    // The other kinds providers render (vSphere's failure domains, cluster-scoped), by group.
+    let mut others: std::collections::BTreeMap<&'static str, Vec<&'static str>> =
+        std::collections::BTreeMap::new();
+    for k in PROVIDERS.iter().flat_map(|p| p.kinds.iter()) {
+        others.entry(k.group).or_default().push(k.plural);
+    }
     let eksa: Vec<&'static str> = std::iter::once("clusters")
         .chain(
             PROVIDERS
@@ -137,7 +143,7 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
                 .flat_map(|p| p.eksa_kinds.iter().map(|(_, plural)| *plural)),
         )
         .collect();
-    vec![
+    let mut kinds = vec![
         (
             "cluster.x-k8s.io",
             vec!["clusters", "machinedeployments", "machinehealthchecks"],
@@ -198,7 +204,16 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
             true,
             "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set); ConfigMaps and data-less Secrets a directory carries",
         ),
-    ]
+    ];
+    for (group, plurals) in others {
+        kinds.push((
+            group,
+            plurals,
+            true,
+            "the other kinds a provider renders: vSphere's failure domains (a VSphereFailureDomain and a VSphereDeploymentZone per failure domain of a datacenter config, cluster-scoped, named for their cluster)",
+        ));
+    }
+    kinds
 }
 
 /// The rules, in the order they are written.
@@ -382,8 +397,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "vspherevms",
                 "vsphereclustertemplates",
                 "vsphereclusteridentities",
-                "vspheredeploymentzones",
-                "vspherefailuredomains",
             ],
         ),
         list(

@@ -107,7 +107,7 @@ pub fn policy() -> Value {
         ),
         rule(
             &format!(
-                "!variables.tenant || (request.namespace != '' ? !(request.namespace in {} || request.namespace.startsWith('{RESERVED_PREFIX}') || (request.namespace.endsWith('{RESERVED_SUFFIX}') && request.namespace != '{SHARED_NAMESPACE}')) : {})",
+                "!variables.tenant || (request.?namespace.orValue('') != '' ? !(request.namespace in {} || request.namespace.startsWith('{RESERVED_PREFIX}') || (request.namespace.endsWith('{RESERVED_SUFFIX}') && request.namespace != '{SHARED_NAMESPACE}')) : {})",
                 json!(RESERVED_NAMESPACES),
                 cluster_scoped_kinds()
             ),
@@ -141,7 +141,7 @@ pub fn policy() -> Value {
             "variables": [
                 {"name": "cluster", "expression": format!("has(request.userInfo.extra) && '{CLUSTER_EXTRA}' in request.userInfo.extra && size(request.userInfo.extra['{CLUSTER_EXTRA}']) == 1 ? request.userInfo.extra['{CLUSTER_EXTRA}'][0] : ''")},
                 {"name": "tenant", "expression": format!("request.userInfo.username == '{WORKLOAD_USER}'")},
-                {"name": "subject", "expression": "request.kind.kind + '/' + (request.namespace != '' ? request.namespace + '/' : '') + request.name"},
+                {"name": "subject", "expression": "request.kind.kind + '/' + (request.?namespace.orValue('') != '' ? request.namespace + '/' : '') + request.name"},
                 {"name": "labels", "expression": "object != null && has(object.metadata.labels) ? object.metadata.labels : {}"},
                 {"name": "oldLabels", "expression": "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
                 {"name": "oldAnnotations", "expression": "oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},

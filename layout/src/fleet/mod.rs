@@ -573,14 +573,56 @@ impl Releases<'_> {
             );
             return;
         }
-        let (release, diags) =
+        let (mut release, diags) =
             catalog.resolve(cluster, mgmt.as_deref(), &mut self.missing_documents);
         entry.diagnostics.extend(diags);
+        if let (false, Some(r), Some(m)) = (pass_management, &release, &mgmt) {
+            let declared = self
+                .configs
+                .get(entry.management())
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.eksa_versions.contains(&r.version));
+            if r.version != m.version && !declared {
+                let d = undeclared_release(entry.management(), cluster, r, m);
+                entry.diagnostics.push(d.for_cluster(&entry.name));
+                release = None;
+            }
+        }
         if let (true, Some(r)) = (pass_management, &release) {
             self.mgmt_release.insert(entry.name.clone(), r.clone());
         }
         entry.release = release;
     }
+}
+
+/// A workload's release that is neither its management cluster's nor declared in the fleet
+/// config: writing its EKSARelease (a fleet-wide object, as the management identity) is not the
+/// workload directory's decision.
+fn undeclared_release(
+    management: &str,
+    cluster: &Cluster,
+    release: &Release,
+    mgmt_release: &Release,
+) -> Diagnostic {
+    let (path, what) = match (&cluster.eksa_version, &cluster.bundles_ref) {
+        (Some(v), _) => ("spec.eksaVersion", format!("eksaVersion `{v}`")),
+        (None, Some(b)) => ("spec.bundlesRef.name", format!("bundlesRef `{b}`")),
+        (None, None) => ("spec", format!("release {}", release.version)),
+    };
+    let fleet_config = PathBuf::from(CLUSTERS_DIR)
+        .join(management)
+        .join(config::FILE);
+    Diagnostic::error(
+        Code::UndeclaredRelease,
+        format!(
+            "{what} is not the release management cluster `{management}` runs ({}) and {} does not declare {} in spec.eksaVersions: each release a workload uses is an EKSARelease object on the management cluster, shared by its fleet, so an admin declares which ones workloads may use",
+            mgmt_release.version,
+            fleet_config.display(),
+            release.version
+        ),
+    )
+    .in_file(&cluster.source.file)
+    .at(cluster.source.pos(path))
 }
 
 /// Renders every cluster without errors whose release is resolved, from the cache when its
@@ -1255,6 +1297,64 @@ mod tests {
             found[0].1
         );
         assert_eq!(found[1].0, Code::ReservedName);
+    }
+
+    /// The EKSARelease objects a fleet's management cluster `mgmt` renders, by name.
+    fn release_objects(fleet: &Fleet) -> Vec<String> {
+        let mgmt = fleet.clusters.iter().find(|c| c.name == "mgmt").unwrap();
+        mgmt.objects
+            .iter()
+            .flatten()
+            .filter(|o| o.kind() == "EKSARelease")
+            .map(|o| o.name().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_workload_uses_a_release_the_management_cluster_does_not_run_only_once_declared() {
+        use crate::scaffold::{ClusterRequest, plan};
+        let (mut tree, _) = small_fleet();
+        let req = ClusterRequest {
+            name: "old".into(),
+            management: Some("mgmt".into()),
+            provider: "docker".into(),
+            pod_cidr: Some("10.9.0.0/16".into()),
+            service_cidr: Some("10.209.0.0/16".into()),
+            kubernetes_version: Some("1.32".into()),
+            ..Default::default()
+        };
+        for (p, t) in plan(&tree, &req).unwrap().files {
+            // (The scaffolder refuses the release itself: its result is validated.)
+            let t = t.replace(
+                "kubernetesVersion: \"1.32\"\n",
+                "kubernetesVersion: \"1.32\"\n  eksaVersion: v0.25.2\n",
+            );
+            tree.insert(p, t);
+        }
+        let fleet = load(&tree);
+        let old = fleet.clusters.iter().find(|c| c.name == "old").unwrap();
+        let codes: Vec<Code> = old.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, [Code::UndeclaredRelease], "{:?}", old.diagnostics);
+        assert!(old.objects.is_none() && old.release.is_none());
+        // Nothing is written on the management cluster on its behalf.
+        assert_eq!(release_objects(&fleet), ["eksa-v0-26-1"]);
+        assert!(
+            fleet
+                .clusters
+                .iter()
+                .filter(|c| c.name != "old")
+                .all(ClusterEntry::is_valid)
+        );
+
+        // An admin declares it: the workload renders, and so does the release object.
+        tree.insert(
+            PathBuf::from("clusters/mgmt/fleet.yaml"),
+            "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec: {eksaVersions: [v0.25.2]}\n",
+        );
+        let fleet = load(&tree);
+        let old = fleet.clusters.iter().find(|c| c.name == "old").unwrap();
+        assert!(old.is_valid(), "{:?}", old.diagnostics);
+        assert_eq!(release_objects(&fleet), ["eksa-v0-25-2", "eksa-v0-26-1"]);
     }
 
     fn same_fleet(a: &Fleet, b: &Fleet) {

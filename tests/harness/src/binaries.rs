@@ -435,6 +435,33 @@ pub fn ensure_eksa_oracle() -> Result<PathBuf, BinariesError> {
     Ok(path)
 }
 
+static GOTEMPLATE_ORACLE_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes sure the Go template oracle (`tests/gotemplate-oracle`: Go's text/template with Sprig's
+/// function map, as the Cluster API add-on provider for Helm parses values templates) exists in
+/// the cache (`<cache>/tools/<key>/bin/gotemplate-oracle`), building it when missing (seconds;
+/// Sprig and its dependencies come from the Go module proxy the first time). Only the
+/// differential test of capstan's Go template parser calls this.
+pub fn ensure_gotemplate_oracle() -> Result<PathBuf, BinariesError> {
+    let mut memo = GOTEMPLATE_ORACLE_MEMO
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = memo.as_ref() {
+        return Ok(p.clone());
+    }
+    let target = Target {
+        name: "gotemplate-oracle",
+        module: &versions::GOTEMPLATE_ORACLE_MODULE,
+        package: "capstan.dev/tests/gotemplate-oracle",
+        ldflags: "-s -w".into(),
+        version: None,
+    };
+    let (dir, _) = ensure_set("tools", std::slice::from_ref(&target))?;
+    let path = dir.join("bin").join("gotemplate-oracle");
+    *memo = Some(path.clone());
+    Ok(path)
+}
+
 /// Builds every target of a set that is not in `<cache>/<set>/<key>/bin` yet; returns the
 /// set's directory and whether anything was built.
 pub(crate) fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool), BinariesError> {

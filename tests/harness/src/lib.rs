@@ -61,7 +61,7 @@ pub mod workload;
 pub use audit::{AuditEvent, AuditLog, AuditMark};
 pub use binaries::{
     Binaries, BinariesError, ControllerBinaries, ensure_actionlint, ensure_binaries,
-    ensure_controllers, ensure_eksa_oracle,
+    ensure_controllers, ensure_eksa_oracle, ensure_gotemplate_oracle,
 };
 pub use capstan_bin::capstan_bin;
 pub use control_plane::{

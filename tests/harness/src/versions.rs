@@ -157,6 +157,26 @@ pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/gotemplate-oracle`: Go's text/template with Sprig's function map, the oracle of
+/// capstan's Go template parser.
+pub const GOTEMPLATE_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "gotemplate-oracle",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../gotemplate-oracle/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../gotemplate-oracle/go.sum"),
+        },
+        EmbeddedFile {
+            name: "main.go",
+            contents: include_str!("../../gotemplate-oracle/main.go"),
+        },
+    ],
+};
+
 /// `tests/control-plane/versions.env`.
 pub const VERSIONS_ENV: &str = include_str!("../../control-plane/versions.env");
 
@@ -326,6 +346,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "EKSA_CLUSTER_API_FORK_VERSION",
         &EKSA_ORACLE_MODULE,
         "sigs.k8s.io/cluster-api",
+    ),
+    (
+        "SPRIG_VERSION",
+        &GOTEMPLATE_ORACLE_MODULE,
+        "github.com/Masterminds/sprig/v3",
     ),
     (
         "ETCDADM_CONTROLLER_VERSION",

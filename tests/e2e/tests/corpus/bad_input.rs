@@ -73,6 +73,14 @@ fn alias_bomb(width: usize, copies: usize) -> String {
     s
 }
 
+/// A HelmChartProxy of `w` whose values template is a literal block, `name: w` on its first
+/// line and `line` on its second.
+fn values_chart(line: &str) -> String {
+    format!(
+        "apiVersion: addons.cluster.x-k8s.io/v1alpha1\nkind: HelmChartProxy\nmetadata: {{name: w-x}}\nspec:\n  chartName: x\n  repoURL: oci://registry.example.invalid/x\n  clusterSelector: {{matchLabels: {{cluster.x-k8s.io/cluster-name: w}}}}\n  valuesTemplate: |\n    cluster: {{{{ .Cluster.metadata.name }}}}\n    {line}\n"
+    )
+}
+
 /// A fleet config (`clusters/mgmt/fleet.yaml`, which the base fleet does not have) with a problem
 /// of the management cluster's: every cluster of the fleet is held with it, and `ok` and `w`,
 /// whose release comes from it, cannot resolve one. The case adds the management cluster's error.
@@ -850,6 +858,43 @@ corpus! {
                   url: https://hooks.slack.com/services/T0/B0/x
         "#)
             .err(UnknownField, FLEET, "url:");
+
+    invalid_value_fleet_eksa_versions:
+        held_by_fleet_config(r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              eksaVersions: [v0.25.2, 0.24.3]
+        "#)
+            .err(InvalidValue, FLEET, "0.24.3");
+
+    // ─────────────────────────── undeclared-release ─────────────────────────
+    // A workload naming a release its management cluster does not run would have the agent
+    // write that release's EKSARelease (fleet-wide) as the management identity: only a release
+    // an admin declares in the fleet config is taken. The management cluster renders as before
+    // (no new release object).
+    undeclared_release_eksa_version:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
+
+    undeclared_release_bundles_ref:
+        Case::workload()
+            .set(W, "kubernetesVersion:", r#"
+                kubernetesVersion: "1.32"
+                bundlesRef:
+                  apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+                  name: bundles-98
+                  namespace: eksa-system
+            "#)
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(UndeclaredRelease, W, "name: bundles-98");
+
+    undeclared_release_another_one_declared:
+        Case::workload()
+            .file(FLEET, "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec: {eksaVersions: [v0.24.3]}\n")
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
 
     // ─────────────────────────── unsupported-field ─────────────────────────
     unsupported_field_gitops_ref:
@@ -2440,6 +2485,24 @@ corpus! {
         Case::workload()
             .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata: {name: w-next-kubeconfig}\n")
             .err(ReservedName, W_EXTRA, "name: w-next-kubeconfig");
+    // A values template is read as Go's text/template reads it (layout/src/gotemplate): the
+    // error or the call is located on its line of the literal block.
+    foreign_reference_env_behind_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("tag: {{ \"}}\" }}{{ env \"AWS_SECRET_ACCESS_KEY\" }}"))
+            .err(ForeignReference, W_EXTRA, "env \"AWS");
+    template_function_random_password:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("password: {{ randAlphaNum 16 }}"))
+            .err(TemplateFunction, W_EXTRA, "randAlphaNum");
+    template_syntax_a_function_caaph_does_not_define:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("spec: {{ toYaml .Cluster.spec }}"))
+            .err(TemplateSyntax, W_EXTRA, "toYaml");
+    template_syntax_in_a_management_directory:
+        Case::management()
+            .file("clusters/mgmt/chart.yaml", &values_chart("name: {{ .Cluster.metadata.name | nosuch }}").replace("cluster-name: w", "cluster-name: mgmt"))
+            .err(TemplateSyntax, "clusters/mgmt/chart.yaml", "nosuch");
     management_tombstone:
         Case::management()
             .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: gone\n")

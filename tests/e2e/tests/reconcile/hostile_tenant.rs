@@ -74,6 +74,11 @@ fn chart(selector: &str, more: &str) -> String {
 
 const OWN: &str = "{matchLabels: {cluster.x-k8s.io/cluster-name: w}}";
 
+/// A chart's `valuesTemplate`, a literal block whose second line is `line`.
+fn values(line: &str) -> String {
+    format!("  valuesTemplate: |\n    name: {{{{ .Cluster.metadata.name }}}}\n    {line}\n")
+}
+
 refused! {
     // ── the cluster's namespace: where its every object goes ──
     "namespace" namespace_kube_system:
@@ -315,6 +320,60 @@ refused! {
             .file(W_ATTACK, "apiVersion: addons.cluster.x-k8s.io/v1alpha3\nkind: ClusterResourceSet\nmetadata: {name: w-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: w}}\n  resources: [{kind: Secret, name: mgmt-kubeconfig}]\n")
             .err(ForbiddenKind, W_ATTACK, "apiVersion");
 
+    // ── values templates: read as Go's lexer reads them, calling pure functions only ──
+    "template" env_behind_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ \"}}\" }}{{ env \"AWS_SECRET_ACCESS_KEY\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"AWS");
+    "template" env_piped_after_a_quoted_right_delimiter:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print \"}}\" | env }}")))
+            .err(ForeignReference, W_ATTACK, "env }}");
+    "template" env_behind_an_escaped_quote:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print \"\\\"}}\" | expandenv }}")))
+            .err(ForeignReference, W_ATTACK, "expandenv");
+    "template" a_lookup_behind_a_raw_string_across_lines:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print `\n    }}\n    ` }}{{ getHostByName \"metadata.internal\" }}")))
+            .err(ForeignReference, W_ATTACK, "getHostByName");
+    "template" env_behind_a_character_constant:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ print '}' }}{{ env \"HOME\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"HOME");
+    "template" env_behind_a_comment_and_trim_markers:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{- /* }} */ -}} {{- env \"A\" -}}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" env_in_a_nested_pipeline:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ printf \"%s\" (quote (env \"A\")) }}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" env_in_a_defined_template:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("{{ define \"t\" }}{{ env \"A\" }}{{ end }}a: {{ template \"t\" }}")))
+            .err(ForeignReference, W_ATTACK, "env \"A");
+    "template" the_clock_in_the_values:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ now | date \"2006\" }}")))
+            .err(TemplateFunction, W_ATTACK, "now")
+            .err(TemplateFunction, W_ATTACK, "date \"");
+    "template" a_function_only_helm_defines:
+        Case::workload()
+            .file(W_ATTACK, &chart(OWN, &values("a: {{ lookup \"v1\" \"Secret\" \"capstan-system\" \"capstan-git\" }}")))
+            .err(TemplateSyntax, W_ATTACK, "lookup");
+
+    // ── the management cluster's fleet-wide objects, written on a workload's behalf ──
+    "release" a_release_no_other_cluster_uses:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\neksaVersion: v0.25.2")
+            .err(UndeclaredRelease, W, "eksaVersion");
+    "release" a_release_by_its_deprecated_bundles_ref:
+        Case::workload()
+            .set(W, "kubernetesVersion:", "kubernetesVersion: \"1.32\"\nbundlesRef: {apiVersion: anywhere.eks.amazonaws.com/v1alpha1, name: bundles-98, namespace: eksa-system}")
+            .warn(DeprecatedField, W, "bundlesRef")
+            .err(UndeclaredRelease, W, "name: bundles-98");
+
     // ── deletion of the management cluster ──
     "tombstone" a_tombstone_for_the_management_cluster:
         Case::management()
@@ -399,6 +458,10 @@ const APPLIED: &[(&str, &str)] = &[
     (
         "squat",
         "a_cluster_joining_after_its_rendered_names_were_taken_is_refused_naming_the_owner",
+    ),
+    (
+        "release",
+        "a_release_of_its_own_is_not_written_as_the_management_identity",
     ),
 ];
 
@@ -1241,6 +1304,80 @@ async fn a_cluster_joining_after_its_rendered_names_were_taken_is_refused_naming
     let t = outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     squatted.unchanged(cp).await;
+}
+
+#[tokio::test]
+async fn a_release_of_its_own_is_not_written_as_the_management_identity() {
+    // The tenant names an EKS Anywhere release no cluster of the fleet runs: its EKSARelease
+    // would be a new fleet-wide object on the management cluster, written as the management
+    // identity. Nothing is written for it until an admin declares the release.
+    let a = Arena::new("rel").await;
+    let cp = capstan_harness::shared().await;
+    let spec = a.files.dir(&a.tenant).join("cluster.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let old: String = text
+        .lines()
+        .map(|l| match l.starts_with("  kubernetesVersion:") {
+            true => "  kubernetesVersion: \"1.32\"\n  eksaVersion: v0.25.2\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    assert!(old.contains("eksaVersion: v0.25.2"), "{text}");
+    std::fs::write(&spec, old).unwrap();
+    let releases = capstan_e2e::resource(
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "EKSARelease",
+        "eksareleases",
+    );
+    let mark = cp.audit().mark();
+    let out = a.harmless(&[], a.reconcile("r1", false)).await;
+    let t = outcome(&out, &a.tenant);
+    assert_eq!(t.phase, Phase::Failed, "{}", t.message);
+    assert!(t.message.contains("undeclared-release"), "{}", t.message);
+    let written = |since| -> Vec<String> {
+        cp.audit()
+            .events_since(since)
+            .unwrap()
+            .iter()
+            .filter(|e| e.credential_id() == Some(a.credential.as_str()))
+            .filter(|e| e.is_write() && succeeded(e))
+            .filter(|e| {
+                e.object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.resource.as_deref() == Some("eksareleases"))
+            })
+            .map(describe)
+            .collect()
+    };
+    assert_eq!(written(mark), Vec::<String>::new());
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), "eksa-system", &releases);
+    assert!(api.get_opt("eksa-v0-25-2").await.unwrap().is_none());
+
+    // The admin's decision: declared in the management cluster's fleet config, the release
+    // object is written, as the management identity (the write the audit check above looks for).
+    std::fs::write(
+        a.files.dir(&a.mgmt).join("fleet.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec: {eksaVersions: [v0.25.2]}\n",
+    )
+    .unwrap();
+    let mark = cp.audit().mark();
+    a.reconcile("r2", false).await;
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let by_management: Vec<String> = written(mark)
+        .into_iter()
+        .filter(|w| w.contains("eksa-v0-25-2"))
+        .collect();
+    assert!(
+        !by_management.is_empty()
+            && by_management
+                .iter()
+                .all(|w| w.contains(capstan::k8s::identity::MANAGEMENT_USER)),
+        "{by_management:?}"
+    );
 }
 
 // ───────────────── past validation: the policy holds on its own ─────────────────

@@ -108,7 +108,38 @@ fn fleet(tag: &str) -> FleetDir {
         docker_backend: Some("in-memory".into()),
         ..req("i", None, "docker", ("192.168.0.0/16", "10.96.0.0/12"))
     });
+    // Both vSphere clusters declare a failure domain (the workload's workers are placed in it):
+    // each renders a VSphereFailureDomain and a VSphereDeploymentZone, cluster-scoped.
+    failure_domain(&dir.dir(&format!("v-{tag}")), true);
+    failure_domain(&dir.root.join("clusters").join(format!("n-{tag}")), false);
     dir
+}
+
+/// Declares failure domain `fd-1` in the VSphereDatacenterConfig of the vSphere cluster in
+/// `dir`, and (`workers`) places its worker group `md-0` in it.
+fn failure_domain(dir: &std::path::Path, workers: bool) {
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = dir.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(from),
+            "{from:?} not in {}:\n{text}",
+            path.display()
+        );
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    };
+    edit(
+        "cluster.yaml",
+        "  network: \"net\"\n",
+        "  network: \"net\"\n  failureDomains:\n    - {name: fd-1, computeCluster: /dc/host/c1, resourcePool: /dc/host/c1/Resources, datastore: /dc/datastore/ds1, folder: /dc/vm/fd-1, network: /dc/network/net}\n",
+    );
+    if workers {
+        edit(
+            "cluster.yaml",
+            "    - name: \"md-0\"\n",
+            "    - name: \"md-0\"\n      failureDomains: [fd-1]\n",
+        );
+    }
 }
 
 /// The management clusters of [`fleet`].
