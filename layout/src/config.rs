@@ -102,7 +102,7 @@ pub struct RawAddonSet {
     pub match_labels: BTreeMap<String, String>,
 }
 
-/// A shared add-on set's selection ([`crate::addons::selects`]): a set not named goes to
+/// A shared add-on set's selection ([`crate::fleet::addons::selects`]): a set not named goes to
 /// every workload cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AddonSet {

@@ -12,7 +12,6 @@
 //! write of the scaffolder; validation itself works on an in-memory tree, so the agent can validate
 //! a Git revision without checking it out.
 
-pub mod addons;
 pub mod config;
 pub mod fleet;
 pub mod gotemplate;
@@ -26,6 +25,7 @@ pub mod tenancy;
 pub mod tree;
 
 pub use config::FleetConfig;
+pub use fleet::addons;
 pub use fleet::{ClusterEntry, Fleet, RenderCache, Role, load, load_cached, load_fetched};
 pub use objects::{Objects, Rendered};
 pub use releases::Fetched;

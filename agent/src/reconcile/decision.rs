@@ -10,7 +10,7 @@
 
 use capstan_layout::{ClusterEntry, Fleet, Objects, Rendered};
 
-use super::pass::{Pass, Writer};
+use super::pass::{Pass, Purpose, Writer};
 use super::staging::Versioned;
 use super::{ClusterOutcome, desired, fingerprint};
 use crate::plan::planner;
@@ -19,20 +19,6 @@ use crate::plan::{self, ObjectRef, Plan};
 use crate::status::{ManagedClusterStatus, Phase, Reason, Recorded};
 use capstan_plan::decide::{self, Gate};
 use capstan_plan::holds;
-
-/// What a decision is for. One that will be carried out claims, as it is made, what the
-/// clusters decided beside it must see at once: its slot in the fleet's waves
-/// ([`Pass::wave_gate`]) and the drift corrections counted against another field manager
-/// ([`crate::plan::fights`]). One that is only shown claims nothing, and asks the server to
-/// validate the objects it would create (a reconcile's apply is validated strictly itself, so
-/// it does not ask twice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Purpose {
-    /// `capstan plan`, a pull request's plan.
-    Show,
-    /// A reconcile.
-    Perform,
-}
 
 /// A cluster's name and where its record says it lives.
 pub(super) struct Home {
@@ -423,4 +409,58 @@ pub(super) fn refused(name: &str, r: decide::Refusal, plan: Option<Plan>) -> Clu
         outcome.plan = plan;
     }
     outcome
+}
+
+impl Pass<'_> {
+    /// Why this revision is refused for the cluster after planning, when it is: objects that
+    /// exist and are not the cluster's (nothing of it is applied until an admin hands them
+    /// over or the repository renames them), objects the API server refuses as they are (a
+    /// webhook's denial: nothing of the revision is applied to the cluster, the last applied
+    /// one stays live), or fields EKS Anywhere holds immutable.
+    pub(super) async fn refusal(
+        &self,
+        entry: &ClusterEntry,
+        prev: Option<&Recorded>,
+        plan: &Plan,
+        objects: &[(&Rendered, ObjectRef)],
+        previous: &[ObjectRef],
+    ) -> Option<decide::Refusal> {
+        let revision = &self.opts.revision;
+        let claimed: Vec<String> = plan
+            .entries
+            .iter()
+            .filter(|e| planner::is_claimed(e))
+            .map(|e| e.reason.clone().unwrap_or_default())
+            .collect();
+        if !claimed.is_empty() {
+            let why = claimed.join("; ");
+            return Some(decide::refusal(revision, prev, Reason::AlreadyExists, why));
+        }
+        let refused: Vec<String> = plan
+            .entries
+            .iter()
+            .filter(|e| planner::is_refused_by_the_server(e))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.object.subject(),
+                    e.reason.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if !refused.is_empty() {
+            let why = refused.join("; ");
+            return Some(decide::refusal(revision, prev, Reason::ApplyFailed, why));
+        }
+        match self.immutable_gate(entry, plan, objects, previous).await {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(decide::refusal(revision, prev, Reason::ImmutableField, why)),
+            Err(e) => Some(decide::refusal(
+                revision,
+                prev,
+                Reason::ReadFailed,
+                format!("reading its live EKS-A objects: {e}"),
+            )),
+        }
+    }
 }

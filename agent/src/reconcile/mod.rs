@@ -50,12 +50,14 @@ pub mod addons;
 mod decision;
 mod pacing;
 mod pass;
+mod perform;
 pub mod profile;
 pub mod self_upgrade;
 mod staging;
 
-use decision::{Decided, Purpose};
+use decision::Decided;
 use pass::Pass;
+use pass::Purpose;
 
 pub use crate::plan::planner::Drift;
 

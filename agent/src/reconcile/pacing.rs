@@ -15,8 +15,8 @@ use capstan_layout::{ClusterEntry, Fleet, Role};
 /// Cluster API's group.
 const CAPI_GROUP: &str = "cluster.x-k8s.io";
 
-use super::decision::Purpose;
 use super::pass::Pass;
+use super::pass::Purpose;
 use crate::plan::live::{Live, LiveObject};
 use crate::plan::waves::{self, Hold, Member, rollout_of};
 use crate::plan::{Plan, holds};

@@ -234,12 +234,12 @@ impl Found {
         let mgmt_dir = |m: &str| PathBuf::from(CLUSTERS_DIR).join(m);
         // Add-ons are read by `crate::addons` (after the clusters, since shared sets select
         // workload clusters by their labels).
-        if crate::addons::is_addon_path(parts) {
+        if super::addons::is_addon_path(parts) {
             return;
         }
         match parts {
             [_, file] if *file == crate::intent::SUSPEND_FILE => {}
-            [_, mgmt, a, _file] if *a == crate::addons::DIR && !ignorable => {
+            [_, mgmt, a, _file] if *a == super::addons::DIR && !ignorable => {
                 self.add(
                     mgmt_dir(mgmt),
                     Role::Management,

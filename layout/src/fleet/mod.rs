@@ -20,6 +20,7 @@
 //!
 //! Finding the cluster directories and their files (the layout's own rules) is `discover`'s.
 
+pub mod addons;
 mod discover;
 
 use std::collections::hash_map::Entry as Slot;
@@ -81,7 +82,7 @@ pub struct ClusterEntry {
     pub intent: crate::intent::Intent,
     /// What is applied inside the workload cluster ([`crate::addons`]), in apply order; None:
     /// nothing (a management cluster always).
-    pub addons: Option<crate::addons::Addons>,
+    pub addons: Option<addons::Addons>,
 }
 
 impl ClusterEntry {
@@ -309,7 +310,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
         .iter()
         .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
         .collect();
-    crate::addons::attach(tree, &mut clusters, &valid_configs, ClusterEntry::labels);
+    addons::attach(tree, &mut clusters, &valid_configs, ClusterEntry::labels);
     for entry in &mut clusters {
         if has_errors(&entry.diagnostics) {
             entry.objects = None;

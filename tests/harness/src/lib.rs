@@ -45,7 +45,6 @@ pub mod browser;
 mod capstan_bin;
 pub mod certs;
 pub mod control_plane;
-pub mod controllers;
 pub mod crds;
 pub mod flux;
 pub mod metrics;
@@ -64,10 +63,10 @@ pub use binaries::{
     ensure_controllers, ensure_eksa_oracle, ensure_gotemplate_oracle,
 };
 pub use capstan_bin::capstan_bin;
+pub use control_plane::controllers::{self, Controllers, LogsOnFailure};
 pub use control_plane::{
     CONTEXT_NAME, ControlPlane, Endpoints, Error, Pids, StartOptions, StartTimings,
 };
-pub use controllers::{Controllers, LogsOnFailure};
 pub use crds::{CrdFile, FIELD_MANAGER, crd_files, install_crds};
 pub use flux::{FluxBinaries, ensure_flux};
 pub use persistent::{PersistentError, PersistentState};

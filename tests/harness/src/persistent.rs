@@ -22,8 +22,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::binaries;
+use crate::control_plane::controllers;
 use crate::control_plane::{self, ControlPlane, Endpoints, Error, Pids, StartOptions};
-use crate::controllers;
 use crate::crds;
 use crate::process::{self, ProcessId};
 use crate::versions::Versions;

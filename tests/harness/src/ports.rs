@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const LOWEST: u16 = 10_000;
 /// CAPD's in-memory backend: its debug port, then its workload clusters' API servers from
 /// 20000 (`DefaultDebugPort`, `DefaultMinPort` of `test/infrastructure/inmemory/pkg/server`).
-const CAPD_FIRST: u16 = crate::controllers::CAPD_DEBUG_PORT;
+/// CAPD's in-memory backend's debug port: fixed upstream, so one CAPD per machine.
+pub const CAPD_DEBUG_PORT: u16 = 19000;
+
+const CAPD_FIRST: u16 = CAPD_DEBUG_PORT;
 
 /// Where the ephemeral range starts (Linux's default when `/proc` does not say).
 fn ephemeral_start() -> u16 {

@@ -61,7 +61,7 @@ pub async fn shared() -> &'static ControlPlane {
 
 static SHARED_CONTROLLERS: OnceCell<ControlPlane> = OnceCell::const_new();
 
-/// A control plane with the real controllers running (see [`crate::controllers`]), shared by
+/// A control plane with the real controllers running (see [`crate::control_plane::controllers`]), shared by
 /// the tests of this test binary that need them (started on first call; the first call also
 /// builds the controllers when they are not cached).
 ///
@@ -259,4 +259,11 @@ pub async fn delete_namespace(client: &Client, name: &str) -> Result<(), Namespa
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(NamespaceError::Stuck(name.to_owned()))
+}
+
+impl ControlPlane {
+    /// Creates a uniquely named namespace that is deleted when the returned value drops.
+    pub async fn test_namespace(&self, prefix: &str) -> Result<TestNamespace, NamespaceError> {
+        TestNamespace::create(self, prefix).await
+    }
 }

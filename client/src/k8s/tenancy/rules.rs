@@ -11,10 +11,10 @@
 
 use serde_json::{Value, json};
 
-use crate::status::Reason;
 use capstan_layout::tenancy::CLUSTER_NAME_LABEL;
 use capstan_layout::tenancy::reserved;
 use capstan_layout::tenancy::table::{self, Class, EVERY_KIND, KINDS, Kind, Must, Row, Step};
+use capstan_plan::status::Reason;
 
 /// A CEL string literal.
 fn lit(s: &str) -> String {

@@ -206,6 +206,45 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
     election.release().await;
     assert!(!fence.is_open(), "released: the fence is shut");
 
+    // --verify-commits: the kept position, created on first use, then read. One scenario at a
+    // time, with the ConfigMap gone before it (its name is fixed), so each one's write is the
+    // create a first use makes and the patch every later one does.
+    {
+        static POSITION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = POSITION.lock().await;
+        let admin: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(cp.client(), NAMESPACE);
+        match admin
+            .delete(capstan::source::POSITION_CONFIGMAP, &Default::default())
+            .await
+        {
+            Ok(_) | Err(kube::Error::Api(kube::core::ErrorResponse { code: 404, .. })) => {}
+            Err(e) => panic!("deleting the position: {e}"),
+        }
+        let source = capstan::source::SourceConfig {
+            url: format!("https://git.invalid/{tag}.git"),
+            reference: capstan::source::GitRef::Branch("main".into()),
+            cache_dir: std::path::PathBuf::new(),
+            ssh_key: None,
+            known_hosts: None,
+            shallow: false,
+            ca_file: None,
+        };
+        let position =
+            capstan::daemon::position::Position::new(client.clone(), NAMESPACE, &mgmt, &source);
+        let commit = "1".repeat(40);
+        position
+            .write(&commit, "rbac")
+            .await
+            .map_err(|e| format!("keeping the position: {e}"))?;
+        position
+            .write(&commit, "rbac")
+            .await
+            .map_err(|e| e.to_string())?;
+        let kept = position.read().await?;
+        assert_eq!(kept.as_deref(), Some(commit.as_str()));
+    }
+
     let opts = |rev: &str, mgmt: &str| Options {
         revision: rev.into(),
         management: Some(mgmt.to_string()),

@@ -46,14 +46,13 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
+use super::{Error, blocking, io_err};
 use crate::binaries::{self, ControllerBinaries};
 use crate::certs::ServingCert;
-use crate::control_plane::{Error, blocking, io_err};
 use crate::crds;
 use crate::process::{self, ProcessId, Watchdog};
 
-/// CAPD's in-memory backend's debug port: fixed upstream, so one CAPD per machine.
-pub const CAPD_DEBUG_PORT: u16 = 19000;
+pub use crate::ports::CAPD_DEBUG_PORT;
 
 /// Field manager of the webhook wiring (conversion settings of the CRDs, webhook
 /// configurations).
@@ -390,7 +389,7 @@ async fn wait_ready(
     let mut last;
     loop {
         check_alive(controllers)?;
-        match crate::control_plane::http_get(port, "/readyz").await {
+        match super::http_get(port, "/readyz").await {
             Ok((200, _)) => return Ok(()),
             Ok((code, body)) => last = format!("{code} {body}"),
             Err(e) => last = e.to_string(),

@@ -17,6 +17,8 @@
 //! [`crate::process`]. Set `CAPSTAN_KEEP_CONTROL_PLANE=1` to keep the directory (logs)
 //! for debugging; its path is printed.
 
+pub mod controllers;
+
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -31,10 +33,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::audit::{AUDIT_POLICY, AuditError, AuditLog};
 use crate::binaries::{self, Binaries, BinariesError};
 use crate::certs::{CertError, Pki};
-use crate::controllers::{self, Controllers, LogsOnFailure};
 use crate::crds::{self, CrdError, CrdFile};
 use crate::process::{self, ProcessError, ProcessId, Watchdog};
 use crate::versions::Versions;
+use controllers::{Controllers, LogsOnFailure};
 
 /// Name of the cluster, user and context in the kubeconfig.
 pub const CONTEXT_NAME: &str = "capstan-dev";
@@ -53,7 +55,7 @@ pub struct StartOptions {
     pub extra_apiserver_args: Vec<String>,
     /// Also run the controllers (kube-controller-manager's garbage collector and namespace
     /// controllers, the Cluster API managers with CAPD's in-memory backend) and wait until they
-    /// reconcile; see [`crate::controllers`]. Implies installing the CRDs. Default false.
+    /// reconcile; see [`controllers`]. Implies installing the CRDs. Default false.
     pub controllers: bool,
 }
 
@@ -526,14 +528,6 @@ impl ControlPlane {
             )));
         }
         serde_json::from_str(&body).map_err(|e| Error::Task(format!("etcd /version: {e}: {body}")))
-    }
-
-    /// Creates a uniquely named namespace that is deleted when the returned value drops.
-    pub async fn test_namespace(
-        &self,
-        prefix: &str,
-    ) -> Result<crate::TestNamespace, crate::shared::NamespaceError> {
-        crate::TestNamespace::create(self, prefix).await
     }
 
     /// Stops the processes and removes the directory (what `Drop` does, explicitly).

@@ -1,0 +1,1 @@
+//! Nothing here: the check is `tests/structure.rs`, which reads the product's sources.

@@ -1,0 +1,522 @@
+//! The shape of the product's code, checked on every CI run: no module circles in any crate, and
+//! no function over [`MAX_FN_LINES`] lines outside tests.
+//!
+//! Why a test and not a review rule: the crates layer one way because Cargo refuses anything
+//! else, but inside a crate nothing stops `reconcile` from reaching into `dashboard` while
+//! `dashboard` reaches back. A circle makes the drawing in each `lib.rs` untrue and ties modules
+//! that should change alone; a function of hundreds of lines hides decisions that belong in a
+//! pure, table-tested function. Both creep in one line at a time, so a check fails on the first.
+//!
+//! What counts as a circle: at every level of a crate's module tree, the sibling modules (a
+//! module together with everything below it) must depend on each other one way only. A
+//! dependency is a path a file names — `use crate::a::b`, `super::x`, `self::y`, or a child
+//! module's name — resolved to the module that defines it; a parent and its own children are
+//! one unit at the parent's level (a child using its parent's items is not a circle). Code under
+//! `#[cfg(test)]` is not product code and is left out of both checks.
+//!
+//! `cargo test -p capstan-structure -- --nocapture` prints the figures.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The longest function allowed outside tests.
+const MAX_FN_LINES: usize = 200;
+
+/// The product's crates: (name, root file), relative to the workspace.
+const CRATES: &[(&str, &str)] = &[
+    ("capstan-templates", "templates/src/lib.rs"),
+    ("capstan-layout", "layout/src/lib.rs"),
+    ("capstan-plan", "plan/src/lib.rs"),
+    ("capstan-client", "client/src/lib.rs"),
+    ("capstan", "agent/src/lib.rs"),
+    ("capstan-harness", "tests/harness/src/lib.rs"),
+    ("capstan-e2e", "tests/e2e/src/lib.rs"),
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A module path inside a crate: `[]` is the root, `["reconcile", "pass"]` a module below it.
+type ModPath = Vec<String>;
+
+/// One module of a crate: its file and the module paths it names.
+struct Module {
+    file: PathBuf,
+    names: Vec<Named>,
+}
+
+/// A path a file names, made absolute; `child`: it began with a bare name, so it names a module
+/// only if the first `child` segments of `path` are one (a child module of the file's).
+struct Named {
+    path: ModPath,
+    shown: String,
+    child: Option<usize>,
+}
+
+/// Whether an item carries `#[cfg(test)]` (alone or in an `all(...)`/`any(...)`).
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.meta.require_list().is_ok_and(|l| {
+                l.tokens
+                    .to_string()
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|w| w == "test")
+            })
+    })
+}
+
+/// Reads a crate's module tree from its root file, following `mod x;` declarations.
+fn read_crate(root: &Path) -> BTreeMap<ModPath, Module> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![(Vec::<String>::new(), root.to_path_buf())];
+    while let Some((path, file)) = todo.pop() {
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        // Where this module's `mod x;` files live: beside lib.rs/main.rs/mod.rs, else in a
+        // folder named as the file.
+        let dir = match file.file_name().and_then(|n| n.to_str()) {
+            Some("lib.rs" | "main.rs" | "mod.rs") => file.parent().unwrap().to_path_buf(),
+            _ => file.with_extension(""),
+        };
+        let mut inline = Vec::new();
+        for item in &ast.items {
+            if let syn::Item::Mod(m) = item
+                && !is_test(&m.attrs)
+            {
+                let name = m.ident.to_string();
+                let mut child = path.clone();
+                child.push(name.clone());
+                match &m.content {
+                    None => {
+                        let flat = dir.join(format!("{name}.rs"));
+                        let nested = dir.join(&name).join("mod.rs");
+                        let f = if flat.exists() { flat } else { nested };
+                        todo.push((child, f));
+                    }
+                    Some(_) => inline.push(child),
+                }
+            }
+        }
+        let mut names = Vec::new();
+        let mut v = Names {
+            at: path.clone(),
+            out: &mut names,
+        };
+        v.visit_file(&ast);
+        for child in inline {
+            // Inline modules (rare outside tests) are read as part of their file.
+            out.entry(child).or_insert(Module {
+                file: file.clone(),
+                names: Vec::new(),
+            });
+        }
+        out.insert(path, Module { file, names });
+    }
+    out
+}
+
+/// Collects the module paths a file names (`crate::`, `super::`, `self::`, or a first segment
+/// that may be a child or sibling module), skipping `#[cfg(test)]` items.
+struct Names<'a> {
+    at: ModPath,
+    out: &'a mut Vec<Named>,
+}
+
+impl Names<'_> {
+    fn record(&mut self, segments: Vec<String>) {
+        let mut base = self.at.clone();
+        let mut rest = segments.as_slice();
+        let mut child = None;
+        match rest.first().map(String::as_str) {
+            Some("crate") => {
+                base.clear();
+                rest = &rest[1..];
+            }
+            Some("self") => rest = &rest[1..],
+            Some("super") => {
+                while rest.first().map(String::as_str) == Some("super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+            }
+            // A bare first segment: a child module of this one, or anything else in scope (an
+            // external crate, an item): it counts only if the child exists.
+            _ => child = Some(base.len() + 1),
+        }
+        let mut path = base;
+        path.extend(rest.iter().cloned());
+        self.out.push(Named {
+            path,
+            shown: segments.join("::"),
+            child,
+        });
+    }
+}
+
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let mut p = prefix.clone();
+            if n.ident != "self" {
+                p.push(n.ident.to_string());
+            }
+            out.push(p);
+        }
+        syn::UseTree::Rename(r) => {
+            let mut p = prefix.clone();
+            p.push(r.ident.to_string());
+            out.push(p);
+        }
+        syn::UseTree::Glob(_) => out.push(prefix.clone()),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_paths(t, prefix, out);
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Names<'_> {
+    fn visit_item(&mut self, i: &'ast syn::Item) {
+        let attrs = match i {
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Mod(m) => {
+                // Declared modules are files of their own, read on their own.
+                if m.content.is_some() && !is_test(&m.attrs) {
+                    syn::visit::visit_item(self, i);
+                }
+                return;
+            }
+            syn::Item::Impl(x) => &x.attrs,
+            syn::Item::Use(x) => &x.attrs,
+            syn::Item::Const(x) => &x.attrs,
+            syn::Item::Static(x) => &x.attrs,
+            syn::Item::Struct(x) => &x.attrs,
+            syn::Item::Enum(x) => &x.attrs,
+            syn::Item::Trait(x) => &x.attrs,
+            syn::Item::Type(x) => &x.attrs,
+            syn::Item::Macro(x) => &x.attrs,
+            _ => return syn::visit::visit_item(self, i),
+        };
+        if !is_test(attrs) {
+            syn::visit::visit_item(self, i);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let mut paths = Vec::new();
+        use_paths(&u.tree, &mut Vec::new(), &mut paths);
+        for p in paths {
+            self.record(p);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.segments.len() > 1 {
+            self.record(p.segments.iter().map(|s| s.ident.to_string()).collect());
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        // Paths inside macro calls (`format!`, `json!`, `matches!`, …) as far as they parse as
+        // expressions.
+        if let Ok(args) = m.parse_body_with(
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
+        ) {
+            for e in &args {
+                self.visit_expr(e);
+            }
+        }
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+/// The module of `modules` a named path lands in: its longest prefix that is a module.
+fn resolve<'a>(path: &[String], modules: &'a BTreeMap<ModPath, Module>) -> Option<&'a ModPath> {
+    (0..=path.len())
+        .rev()
+        .find_map(|n| modules.get_key_value(&path[..n]).map(|(k, _)| k))
+}
+
+/// A circle: the sibling modules (under `parent`) that depend on each other in a loop, and
+/// what ties each edge (file → names).
+struct Circle {
+    krate: &'static str,
+    parent: ModPath,
+    members: Vec<String>,
+    ties: Vec<String>,
+}
+
+fn circles(krate: &'static str, modules: &BTreeMap<ModPath, Module>) -> Vec<Circle> {
+    // Edges between siblings, at every level: from the child of the common parent that holds the
+    // naming module to the child that holds the named one.
+    let mut edges: BTreeMap<ModPath, BTreeMap<(String, String), BTreeSet<String>>> =
+        BTreeMap::new();
+    for (from, m) in modules {
+        for named in &m.names {
+            if let Some(n) = named.child
+                && (named.path.len() < n || !modules.contains_key(&named.path[..n]))
+            {
+                continue;
+            }
+            let shown = &named.shown;
+            let Some(to) = resolve(&named.path, modules) else {
+                continue;
+            };
+            let common = from
+                .iter()
+                .zip(to.iter())
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == from.len() || common == to.len() {
+                continue; // one is the other's ancestor: one unit at that level
+            }
+            let parent = from[..common].to_vec();
+            let tie = format!(
+                "{} -> {}",
+                m.file
+                    .strip_prefix(workspace())
+                    .unwrap_or(&m.file)
+                    .display(),
+                shown
+            );
+            edges
+                .entry(parent)
+                .or_default()
+                .entry((from[common].clone(), to[common].clone()))
+                .or_default()
+                .insert(tie);
+        }
+    }
+    let mut out = Vec::new();
+    for (parent, level) in &edges {
+        let nodes: BTreeSet<&String> = level.keys().flat_map(|(a, b)| [a, b]).collect();
+        for scc in strongly_connected(&nodes, level) {
+            if scc.len() < 2 {
+                continue;
+            }
+            let ties = level
+                .iter()
+                .filter(|((a, b), _)| scc.contains(a) && scc.contains(b))
+                .flat_map(|(_, t)| t.iter().take(3).cloned())
+                .collect();
+            out.push(Circle {
+                krate,
+                parent: parent.clone(),
+                members: scc.into_iter().collect(),
+                ties,
+            });
+        }
+    }
+    out
+}
+
+/// Tarjan's strongly connected components of the sibling graph.
+fn strongly_connected(
+    nodes: &BTreeSet<&String>,
+    edges: &BTreeMap<(String, String), BTreeSet<String>>,
+) -> Vec<BTreeSet<String>> {
+    struct State<'a> {
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(
+        v: &'a str,
+        edges: &'a BTreeMap<(String, String), BTreeSet<String>>,
+        s: &mut State<'a>,
+    ) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on.insert(v);
+        for (a, b) in edges.keys() {
+            if a != v {
+                continue;
+            }
+            if !s.index.contains_key(b.as_str()) {
+                visit(b, edges, s);
+                let l = s.low[b.as_str()].min(s.low[v]);
+                s.low.insert(v, l);
+            } else if s.on.contains(b.as_str()) {
+                let l = s.index[b.as_str()].min(s.low[v]);
+                s.low.insert(v, l);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut scc = BTreeSet::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(w);
+                scc.insert(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            s.out.push(scc);
+        }
+    }
+    let mut s = State {
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for n in nodes {
+        if !s.index.contains_key(n.as_str()) {
+            visit(n, edges, &mut s);
+        }
+    }
+    s.out
+}
+
+/// Functions (free, in impls, default trait methods) over the limit, outside tests.
+struct Lengths<'a> {
+    file: &'a Path,
+    out: &'a mut Vec<(String, usize)>,
+    all: &'a mut Vec<usize>,
+}
+
+impl Lengths<'_> {
+    fn check(
+        &mut self,
+        attrs: &[syn::Attribute],
+        name: &syn::Ident,
+        start: proc_macro2::Span,
+        block: &syn::Block,
+    ) {
+        if is_test(attrs) {
+            return;
+        }
+        let lines = block.brace_token.span.close().end().line - start.start().line + 1;
+        self.all.push(lines);
+        if lines > MAX_FN_LINES {
+            self.out.push((
+                format!(
+                    "{}:{} {name}",
+                    self.file
+                        .strip_prefix(workspace())
+                        .unwrap_or(self.file)
+                        .display(),
+                    start.start().line
+                ),
+                lines,
+            ));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Lengths<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if !is_test(&i.attrs) {
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.check(&f.attrs, &f.sig.ident, f.sig.fn_token.span, &f.block);
+        if !is_test(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.check(&f.attrs, &f.sig.ident, f.sig.fn_token.span, &f.block);
+        if !is_test(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(b) = &f.default {
+            self.check(&f.attrs, &f.sig.ident, f.sig.fn_token.span, b);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+}
+
+#[test]
+fn no_crate_has_a_module_circle_and_no_function_is_over_the_limit() {
+    let root = workspace();
+    let mut found = Vec::new();
+    let mut long = Vec::new();
+    let mut all = Vec::new();
+    let mut files = 0;
+    for (krate, lib) in CRATES {
+        let modules = read_crate(&root.join(lib));
+        files += modules
+            .values()
+            .map(|m| &m.file)
+            .collect::<BTreeSet<_>>()
+            .len();
+        found.extend(circles(krate, &modules));
+        for file in modules.values().map(|m| &m.file).collect::<BTreeSet<_>>() {
+            let ast = syn::parse_file(&std::fs::read_to_string(file).unwrap()).unwrap();
+            Lengths {
+                file,
+                out: &mut long,
+                all: &mut all,
+            }
+            .visit_file(&ast);
+        }
+    }
+    all.sort_unstable();
+    println!(
+        "{files} files of {} crates: {} module circles; {} functions outside tests, the longest {} lines, {} over {MAX_FN_LINES}",
+        CRATES.len(),
+        found.len(),
+        all.len(),
+        all.last().copied().unwrap_or(0),
+        long.len()
+    );
+    let mut report = String::new();
+    for c in &found {
+        report.push_str(&format!(
+            "circle in {} under `{}`: {}\n",
+            c.krate,
+            if c.parent.is_empty() {
+                "crate".to_string()
+            } else {
+                c.parent.join("::")
+            },
+            c.members.join(", ")
+        ));
+        for t in &c.ties {
+            report.push_str(&format!("    {t}\n"));
+        }
+    }
+    for (f, n) in &long {
+        report.push_str(&format!(
+            "function over {MAX_FN_LINES} lines: {f} ({n} lines)\n"
+        ));
+    }
+    print!("{report}");
+    assert!(
+        found.is_empty() && long.is_empty(),
+        "the module drawing is not one way, or a function is too long:\n{report}"
+    );
+}
