@@ -218,7 +218,8 @@ async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<
             .delete(capstan::source::POSITION_CONFIGMAP, &Default::default())
             .await
         {
-            Ok(_) | Err(kube::Error::Api(kube::core::ErrorResponse { code: 404, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => panic!("deleting the position: {e}"),
         }
         let source = capstan::source::SourceConfig {
