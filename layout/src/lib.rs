@@ -13,6 +13,7 @@
 //! a Git revision without checking it out.
 
 pub mod config;
+pub mod fields;
 pub mod fleet;
 pub mod gotemplate;
 pub mod intent;

@@ -300,6 +300,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     check_names(&mut clusters);
     check_cidrs(&mut clusters);
     check_tenancy(&mut clusters);
+    check_fields(&mut clusters);
 
     render_all(tree, &mut clusters, cache);
     add_release_objects(&mut clusters);
@@ -1039,6 +1040,16 @@ fn add_release_objects(clusters: &mut [ClusterEntry]) {
             .map(Rendered::new)
             .chain(objects.iter().cloned())
             .collect();
+    }
+}
+
+/// The objects beside each spec have only fields their kind's schema knows ([`crate::fields`]).
+fn check_fields(clusters: &mut [ClusterEntry]) {
+    for entry in clusters.iter_mut() {
+        if let Some(cluster) = &entry.cluster {
+            let found = crate::fields::check(&entry.name, &cluster.extra_objects);
+            entry.diagnostics.extend(found);
+        }
     }
 }
 

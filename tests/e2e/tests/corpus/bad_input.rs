@@ -2503,6 +2503,24 @@ corpus! {
         Case::management()
             .file("clusters/mgmt/chart.yaml", &values_chart("name: {{ .Cluster.metadata.name | nosuch }}").replace("cluster-name: w", "cluster-name: mgmt"))
             .err(TemplateSyntax, "clusters/mgmt/chart.yaml", "nosuch");
+    // A key the kind's schema does not have (layout/src/fields.rs): the API server would refuse
+    // the object at apply, after what comes before it in apply order.
+    unknown_field_in_a_helm_chart_proxy:
+        Case::workload()
+            .file(W_EXTRA, &values_chart("a: b").replace("  chartName: x\n", "  chartName: x\n  valuesTemplates: x\n"))
+            .err(UnknownField, W_EXTRA, "valuesTemplates");
+    unknown_field_in_a_config_map:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-settings}\ndate: {a: b}\n")
+            .err(UnknownField, W_EXTRA, "date:");
+    unknown_field_in_a_secrets_metadata:
+        Case::workload()
+            .file(W_EXTRA, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: w-creds\n  label: {a: b}\n")
+            .err(UnknownField, W_EXTRA, "label:");
+    unknown_field_in_a_resource_set_of_a_management_directory:
+        Case::management()
+            .file("clusters/mgmt/crs.yaml", "apiVersion: addons.cluster.x-k8s.io/v1beta2\nkind: ClusterResourceSet\nmetadata: {name: mgmt-crs}\nspec:\n  clusterSelector: {matchLabels: {cluster.x-k8s.io/cluster-name: mgmt}}\n  resources:\n  - {kind: ConfigMap, name: mgmt-crs}\n  - {kind: ConfigMap, name: mgmt-crs2, namespace: other}\n")
+            .err(UnknownField, "clusters/mgmt/crs.yaml", "namespace: other");
     management_tombstone:
         Case::management()
             .file("clusters/mgmt/tombstone.yaml", "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: gone\n")

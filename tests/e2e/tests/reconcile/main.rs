@@ -12,6 +12,7 @@ mod addons;
 mod agent;
 mod backup;
 mod hostile_tenant;
+mod known_fields;
 mod rbac;
 mod reference_table;
 mod server_dry_run;
