@@ -1917,3 +1917,88 @@ fn corpus_size_by_class() {
     println!("hostile-tenant corpus: {total} attacks");
     assert!(total >= 40, "only {total} attacks");
 }
+
+/// The other side of the policy: every write the quick start's fleet (`examples/quickstart`:
+/// the management cluster, `dev` with its add-ons and chart, `legacy` on a release of its own)
+/// makes, as `capstan install` sets the agent up, is admitted. On a control plane of its own
+/// (the quick start's names are plain), the agent's pass twice (creates, then nothing to do);
+/// from the audit log: no write of its credential refused, and writes made as both fleet
+/// identities (so the policy was asked).
+#[tokio::test]
+async fn every_write_of_the_quick_start_is_admitted_by_the_policy() {
+    let cp = ControlPlane::start().await.unwrap();
+    let (kubeconfig, credential) =
+        capstan::install::testing::agent_credential(&cp, "quickstart").await;
+    let client = capstan::k8s::connect(Some(&kubeconfig), None)
+        .await
+        .unwrap()
+        .client;
+    let tree =
+        capstan_layout::Tree::from_dir(&capstan_e2e::repo_root().join("examples/quickstart"))
+            .unwrap();
+    let fleet = capstan_layout::load(&tree);
+    assert!(
+        fleet.clusters.len() >= 3 && fleet.clusters.iter().all(|c| c.is_valid()),
+        "{:#?}",
+        fleet
+            .clusters
+            .iter()
+            .map(|c| (&c.name, &c.diagnostics))
+            .collect::<Vec<_>>()
+    );
+    let mark = cp.audit().mark();
+    for rev in ["qs-1", "qs-1"] {
+        let opts = Options {
+            revision: rev.into(),
+            management: Some("mgmt".into()),
+            ..Default::default()
+        };
+        let out = reconcile(&client, &fleet, &opts).await.unwrap();
+        for c in &out.clusters {
+            assert_ne!(c.phase, Phase::Failed, "{}: {}", c.name, c.message);
+            let skipped: Vec<String> = c
+                .plan
+                .entries
+                .iter()
+                .filter(|e| e.action == Action::Skip)
+                .map(|e| format!("{}: {:?}", e.object.subject(), e.reason))
+                .collect();
+            assert!(skipped.is_empty(), "{}: {skipped:#?}", c.name);
+        }
+    }
+    cp.audit()
+        .sync(&cp.client(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let events = cp.audit().events_since(mark).unwrap();
+    let writes: Vec<&AuditEvent> = events
+        .iter()
+        .filter(|e| e.credential_id() == Some(credential.as_str()) && e.is_write())
+        .collect();
+    let refused: Vec<String> = writes
+        .iter()
+        .filter(|e| e.response_status.code.is_some_and(|c| c == 403 || c == 422))
+        .map(|e| describe(e))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    let as_identity = |user: &str| {
+        writes
+            .iter()
+            .filter(|e| succeeded(e))
+            .filter(|e| {
+                e.impersonated_user
+                    .as_ref()
+                    .is_some_and(|u| u.username == user)
+            })
+            .count()
+    };
+    let (workload, management) = (
+        as_identity(capstan::k8s::identity::WORKLOAD_USER),
+        as_identity(capstan::k8s::identity::MANAGEMENT_USER),
+    );
+    assert!(workload > 0 && management > 0, "{workload} {management}");
+    println!(
+        "quick start: {} writes of the agent's credential, none refused; admitted as the workload identity {workload}, as the management identity {management}",
+        writes.len()
+    );
+}
