@@ -20,13 +20,7 @@ use capstan_harness::ControlPlane;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use support::{Agent, RunArgs, cpu_seconds, free_port, wait_reconciled, write_fleet};
-
-/// CPU seconds of the control plane (kube-apiserver, etcd) so far.
-fn server_cpu(cp: &ControlPlane) -> f64 {
-    let pids = cp.pids();
-    cpu_seconds(pids.kube_apiserver.pid as u32) + cpu_seconds(pids.etcd.pid as u32)
-}
+use support::{Agent, RunArgs, free_port, server_cpu, wait_reconciled, write_fleet};
 
 /// The policy `capstan install` writes, with only the rule a write into a reserved namespace
 /// breaks (what the agent's probe asks for).

@@ -59,7 +59,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
     Agent, Fleet, RunArgs, StepClock, cpu_seconds, free_port, git, md_api, push, queued,
-    reconciled, replicas_become, vm, wait_drained, wait_reconciled, write_fleet,
+    reconciled, replicas_become, server_cpu, vm, wait_drained, wait_reconciled, write_fleet,
     writes_of_successful,
 };
 
@@ -711,12 +711,6 @@ fn cold_timeline(
         server_view(&writes),
         cpu(writes.len())
     )
-}
-
-/// CPU seconds of the control plane (kube-apiserver, etcd) so far.
-fn server_cpu(cp: &ControlPlane) -> f64 {
-    let pids = cp.pids();
-    cpu_seconds(pids.kube_apiserver.pid as u32) + cpu_seconds(pids.etcd.pid as u32)
 }
 
 /// CPU spent per write over a stretch: by the control plane and by the client.

@@ -365,6 +365,12 @@ pub async fn replicas_become(
     seen.unwrap_or_else(|_| panic!("{name} never reached {want} replicas within {limit:?}"))
 }
 
+/// CPU seconds of the control plane (kube-apiserver, etcd) so far.
+pub fn server_cpu(cp: &capstan_harness::ControlPlane) -> f64 {
+    let pids = cp.pids();
+    cpu_seconds(pids.kube_apiserver.pid as u32) + cpu_seconds(pids.etcd.pid as u32)
+}
+
 /// CPU seconds (user + system) the process has used so far (`/proc/<pid>/stat`).
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
