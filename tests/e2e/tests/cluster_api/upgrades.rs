@@ -324,8 +324,8 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let cp = capstan_harness::shared_with_controllers().await;
     let _logs = cp.logs_on_failure("external_etcd_is_wired_and_upgraded_before_the_control_plane");
     let mut repo = Repo::new_with(
-        "etcd",
-        &[("w-etcd", json!([{"name": "md-0", "count": 1}]))],
+        "xetcd",
+        &[("w-ext", json!([{"name": "md-0", "count": 1}]))],
         |req| {
             req.external_etcd = Some(1);
             req.control_plane_count = Some(1);
@@ -366,9 +366,9 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
 
     // Create: the Cluster first, then the EtcdadmCluster owned by it, and no control plane
     // until etcd reports its endpoints.
-    let only = Some("w-etcd");
+    let only = Some("w-ext");
     let created = repo.converge_in_background(only);
-    let status = wait_status(cp, "w-etcd", |s| s["stage"] == "Etcd").await;
+    let status = wait_status(cp, "w-ext", |s| s["stage"] == "Etcd").await;
     assert_eq!(status["phase"], "Progressing", "{status}");
     // The first pass reports the Etcd stage with the EtcdadmCluster held until its owner
     // Cluster has a UID; the next pass creates it.
@@ -381,7 +381,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         SETTLE,
         kube::runtime::wait::await_condition(
             etcd_api,
-            "w-etcd-etcd",
+            "w-ext-etcd",
             |o: Option<&DynamicObject>| o.is_some(),
         ),
     )
@@ -398,7 +398,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let cluster_uid = kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
-        "w-etcd",
+        "w-ext",
         "-n",
         &ns,
         "-o",
@@ -406,21 +406,21 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     ]);
     let owners = etcd[0]["metadata"]["ownerReferences"].clone();
     assert_eq!(owners[0]["kind"], "Cluster", "{owners}");
-    assert_eq!(owners[0]["name"], "w-etcd");
+    assert_eq!(owners[0]["name"], "w-ext");
     assert_eq!(owners[0]["uid"], cluster_uid.as_str(), "{owners}");
     assert!(
-        kcp(&ns, "w-etcd").is_none(),
+        kcp(&ns, "w-ext").is_none(),
         "the control plane was created before etcd reported its endpoints"
     );
     etcdadm.release();
     let converged = created.await.unwrap();
     assert!(converged.settled());
-    let first = kcp(&ns, "w-etcd").unwrap();
+    let first = kcp(&ns, "w-ext").unwrap();
     assert_eq!(kcp_endpoints(&first), vec![endpoints_of(1)]);
-    let machines = repo.machines("w-etcd");
+    let machines = repo.machines("w-ext");
     assert!(all_running(&machines), "{machines:?}");
     assert_eq!(
-        managed_cluster("w-etcd").unwrap()["status"]["phase"],
+        managed_cluster("w-ext").unwrap()["status"]["phase"],
         "Ready"
     );
     let old_version = first["spec"]["version"].as_str().unwrap().to_string();
@@ -430,12 +430,12 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     // has rolled out, then changed once — version and new endpoints together — so it rolls
     // once.
     repo.edit(
-        "w-etcd",
+        "w-ext",
         "kubernetesVersion: \"1.33\"",
         "kubernetesVersion: \"1.34\"",
     );
     let upgraded = repo.converge_in_background(only);
-    let status = wait_status(cp, "w-etcd", |s| {
+    let status = wait_status(cp, "w-ext", |s| {
         s["phase"] == "Upgrading" && s["stage"] == "Etcd"
     })
     .await;
@@ -443,7 +443,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         status["message"].as_str().unwrap().contains("etcd"),
         "{status}"
     );
-    let held = kcp(&ns, "w-etcd").unwrap();
+    let held = kcp(&ns, "w-ext").unwrap();
     assert_eq!(
         (
             held["metadata"]["generation"].as_i64().unwrap(),
@@ -455,7 +455,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     etcdadm.release();
     let out = upgraded.await.unwrap();
     assert!(out.settled());
-    let after = kcp(&ns, "w-etcd").unwrap();
+    let after = kcp(&ns, "w-ext").unwrap();
     let new_version = after["spec"]["version"].as_str().unwrap().to_string();
     assert!(new_version.starts_with("v1.34."), "{new_version}");
     assert_eq!(
@@ -473,7 +473,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         .expect("etcd rolled");
     let kcp_changed = events
         .iter()
-        .position(|e| e.starts_with("kcp w-etcd") && e.contains(&new_version))
+        .position(|e| e.starts_with("kcp w-ext") && e.contains(&new_version))
         .expect("control plane changed");
     assert!(etcd_ready < kcp_changed, "{events:#?}");
     // One control-plane rollout: one new control-plane machine (the count is one).
@@ -493,7 +493,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         "{:?}",
         first_pass.plan.entries
     );
-    let machines = repo.machines("w-etcd");
+    let machines = repo.machines("w-ext");
     assert!(
         all_running(&machines) && machines.iter().all(|m| m.version == new_version),
         "{machines:?}"
