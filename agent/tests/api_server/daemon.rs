@@ -740,11 +740,12 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     write_files(&repo, fleet_with("retry", &["a-retry", "b-retry"]));
-    // A field the ConfigMap schema does not have: strict field validation rejects the apply.
+    // A data key the API server refuses (a ConfigMap's keys are [-._a-zA-Z0-9]+): validation
+    // knows the fields but not that rule, so the apply is refused, on every attempt.
     let dir = repo.join("clusters/m-retry/workload-clusters");
     std::fs::write(
         dir.join("a-retry/broken.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-retry-broken\n  namespace: t-retry\nspec:\n  unknown: field\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-retry-broken\n  namespace: t-retry\ndata:\n  \"not a key!\": field\n",
     )
     .unwrap();
     let log = tmp.path().join("agent.log");

@@ -221,11 +221,11 @@ async fn failed_then_ready_is_notified_once_per_change_and_no_endpoint_holds_a_p
     let repo = tmp.path().join("fleet");
     write_files(&repo, fleet_with("note", &["a-note", "b-note"]));
     std::fs::write(repo.join("clusters/m-note/fleet.yaml"), FLEET).unwrap();
-    // A field the ConfigMap schema does not have: strict field validation rejects the apply, so
+    // A data key the API server refuses (a ConfigMap's keys are [-._a-zA-Z0-9]+), so
     // a-note fails on every pass (retried with backoff) at the same revision.
     std::fs::write(
         repo.join("clusters/m-note/workload-clusters/a-note/broken.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-note-broken\n  namespace: t-note\nspec:\n  unknown: field\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-note-broken\n  namespace: t-note\ndata:\n  \"not a key!\": field\n",
     )
     .unwrap();
 
