@@ -2,18 +2,34 @@
 //! them; the decisions are `capstan-plan`'s (pure), talking to the management cluster is
 //! `capstan-client`'s, the repository model is `capstan-layout`'s, the specs and rendering
 //! `capstan-templates`'. Cargo keeps those from reaching up; inside this crate the modules are
-//! layered too, each using only those below it:
+//! layered too: each line names a module and the modules of this crate it uses, and a module
+//! uses only modules on lines below its own (the test `tests/structure` reads this drawing and
+//! fails when the code and it differ):
 //!
 //! ```text
-//! main ─ cmd ─ daemon ─ cli ─ github ─ serve
-//!              │    └─ notify   │
-//!              │         │      │
-//!              │         │      ├─ install ─ reconcile ─ backup, schedule
-//!              │         │      └─ source
-//!              └─ leader ─ trigger          metrics, errors, failpoint (used from anywhere above)
-//!                   ▼
-//!        capstan-client (k8s, live, status) ─ capstan-plan ─ capstan-layout ─ capstan-templates
+//! main       → cli, cmd
+//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, notify, reconcile, rehearse, serve, source
+//! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, source, trigger
+//! cli        → backup, github, reconcile, source
+//! serve      → github, metrics, trigger
+//! github     → dashboard, errors, leader, metrics, reconcile, schedule, source
+//! install    → backup, reconcile, source
+//! rehearse   → backup, reconcile
+//! notify     → metrics
+//! leader     → trigger
+//! metrics    → source
+//! reconcile  → backup, failpoint, schedule
+//! dashboard  →
+//! source     →
+//! backup     →
+//! schedule   →
+//! trigger    →
+//! errors     →
+//! failpoint  →
 //! ```
+//!
+//! Below them all: capstan-client (`k8s`, `live`, `status`) ─ capstan-plan ─ capstan-layout ─
+//! capstan-templates.
 //!
 //! `k8s`, `live`, `status`, `plan` and `health` are re-exported from the crates below under
 //! their old names. The binary (`main.rs`) only parses the command line and calls in here.

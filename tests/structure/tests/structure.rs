@@ -264,11 +264,13 @@ struct Circle {
     ties: Vec<String>,
 }
 
-fn circles(krate: &'static str, modules: &BTreeMap<ModPath, Module>) -> Vec<Circle> {
-    // Edges between siblings, at every level: from the child of the common parent that holds the
-    // naming module to the child that holds the named one.
-    let mut edges: BTreeMap<ModPath, BTreeMap<(String, String), BTreeSet<String>>> =
-        BTreeMap::new();
+/// Dependencies between sibling modules, per parent: `(from, to)` → the paths that tie them.
+type Edges = BTreeMap<ModPath, BTreeMap<(String, String), BTreeSet<String>>>;
+
+/// Edges between siblings, at every level: from the child of the common parent that holds the
+/// naming module to the child that holds the named one.
+fn edges(modules: &BTreeMap<ModPath, Module>) -> Edges {
+    let mut edges: Edges = BTreeMap::new();
     for (from, m) in modules {
         for named in &m.names {
             if let Some(n) = named.child
@@ -305,8 +307,12 @@ fn circles(krate: &'static str, modules: &BTreeMap<ModPath, Module>) -> Vec<Circ
                 .insert(tie);
         }
     }
+    edges
+}
+
+fn circles(krate: &'static str, edges: &Edges) -> Vec<Circle> {
     let mut out = Vec::new();
-    for (parent, level) in &edges {
+    for (parent, level) in edges {
         let nodes: BTreeSet<&String> = level.keys().flat_map(|(a, b)| [a, b]).collect();
         for scc in strongly_connected(&nodes, level) {
             if scc.len() < 2 {
@@ -459,6 +465,69 @@ impl<'ast> Visit<'ast> for Lengths<'_> {
     }
 }
 
+/// The agent crate's drawing in its lib.rs (`name → a, b`, lines in layer order), against the
+/// code: each module's line lists exactly the modules it uses, all on lines below it.
+#[test]
+fn the_agents_drawing_is_its_code() {
+    let lib = workspace().join("agent/src/lib.rs");
+    let text = std::fs::read_to_string(&lib).unwrap();
+    let mut drawn: Vec<(String, BTreeSet<String>)> = Vec::new();
+    for line in text.lines().filter_map(|l| l.strip_prefix("//! ")) {
+        let Some((name, uses)) = line.split_once('→') else {
+            continue;
+        };
+        let uses = uses
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        drawn.push((name.trim().to_string(), uses));
+    }
+    // main.rs is the binary, not a module of the library.
+    drawn.retain(|(name, _)| name != "main");
+    let modules = read_crate(&lib);
+    let edges = edges(&modules);
+    let mut real: BTreeMap<String, BTreeSet<String>> = modules
+        .keys()
+        .filter(|m| m.len() == 1)
+        .map(|m| (m[0].clone(), BTreeSet::new()))
+        .collect();
+    for (a, b) in edges.get(&Vec::new()).into_iter().flat_map(|l| l.keys()) {
+        real.entry(a.clone()).or_default().insert(b.clone());
+    }
+    let mut wrong = Vec::new();
+    let order: BTreeMap<&str, usize> = drawn
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    for (i, (name, uses)) in drawn.iter().enumerate() {
+        match real.get(name) {
+            None => wrong.push(format!("{name}: drawn, but no module of the crate")),
+            Some(r) if r != uses => {
+                wrong.push(format!("{name}: drawn using {uses:?}, the code uses {r:?}"))
+            }
+            Some(_) => {}
+        }
+        for u in uses {
+            if order.get(u.as_str()).is_none_or(|j| *j <= i) {
+                wrong.push(format!("{name} uses {u}, which is not drawn below it"));
+            }
+        }
+    }
+    for name in real.keys().filter(|n| !order.contains_key(n.as_str())) {
+        wrong.push(format!(
+            "{name}: a module of the crate the drawing leaves out"
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "agent/src/lib.rs's drawing:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn no_crate_has_a_module_circle_and_no_function_is_over_the_limit() {
     let root = workspace();
@@ -473,7 +542,15 @@ fn no_crate_has_a_module_circle_and_no_function_is_over_the_limit() {
             .map(|m| &m.file)
             .collect::<BTreeSet<_>>()
             .len();
-        found.extend(circles(krate, &modules));
+        let edges = edges(&modules);
+        found.extend(circles(krate, &edges));
+        // `CAPSTAN_STRUCTURE_DRAW=<crate>` prints the crate's top level, one way, for its
+        // lib.rs drawing.
+        if std::env::var("CAPSTAN_STRUCTURE_DRAW").as_deref() == Ok(*krate) {
+            for (a, b) in edges.get(&Vec::new()).into_iter().flat_map(|l| l.keys()) {
+                println!("{krate}: {a} -> {b}");
+            }
+        }
         for file in modules.values().map(|m| &m.file).collect::<BTreeSet<_>>() {
             let ast = syn::parse_file(&std::fs::read_to_string(file).unwrap()).unwrap();
             Lengths {
