@@ -38,8 +38,7 @@ impl Board {
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         all.insert(p.number, p);
         while all.len() > KEPT {
-            let oldest = *all.keys().next().expect("not empty");
-            all.remove(&oldest);
+            all.pop_first();
         }
     }
 
