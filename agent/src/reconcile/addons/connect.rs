@@ -175,7 +175,10 @@ impl Connections {
 }
 
 /// The watch of [`Connections::watch`]: one watcher per kind, on the objects labelled as the
-/// cluster's add-ons; every change after the initial listing is reported.
+/// cluster's add-ons. Every change is reported, and so is every completed listing: a change
+/// made between the pass that started the watch and the first listing, or while the watch was
+/// lost (the watcher lists again after a gap), shows only in a listing, so a listing asks for
+/// one pass of the cluster, which finds nothing to do when nothing drifted.
 async fn watch_addons(
     client: Client,
     cluster: String,
@@ -203,16 +206,9 @@ async fn watch_addons(
         streams.push(stream.boxed());
     }
     let mut all = futures::stream::select_all(streams);
-    let mut listed: std::collections::BTreeSet<String> = Default::default();
     while let Some((kind, event)) = all.next().await {
-        match event {
-            Ok(Event::InitDone) => {
-                listed.insert(kind);
-            }
-            Ok(Event::Apply(_) | Event::Delete(_)) if listed.contains(&kind) => {
-                on_change(&kind, Some(&cluster));
-            }
-            _ => {}
+        if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = event {
+            on_change(&kind, Some(&cluster));
         }
     }
 }

@@ -54,7 +54,21 @@ fn exists(kubeconfig: &Path, args: &[&str]) -> bool {
 }
 
 /// What an agent's watches reported: (kind, cluster) pairs, and a wake-up for each.
-type Heard = (Mutex<Vec<(String, String)>>, Notify);
+#[derive(Default)]
+struct Heard(Mutex<Vec<(String, String)>>, Notify);
+
+impl Heard {
+    /// Waits (a minute at most) until `wanted` has been reported.
+    async fn wait_for(&self, wanted: &(String, String), or: &str) {
+        tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while !self.0.lock().unwrap().contains(wanted) {
+                self.1.notified().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{or}: {:?}", self.0.lock().unwrap()));
+    }
+}
 
 struct Bed {
     files: FleetDir,
@@ -396,6 +410,10 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
             }));
     let opts = bed.opts("r2");
     agent.reconcile(&bed.files.fleet(), &opts).await.unwrap();
+    let wanted = ("ConfigMap".to_string(), c.to_string());
+    // The watch reports its first listing (a change made before it listened shows only
+    // there); from then on it hears changes as they are made.
+    heard.wait_for(&wanted, "no listing reported").await;
     heard.0.lock().unwrap().clear();
     let (ok, text) = kubectl(
         wk,
@@ -411,19 +429,9 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
         ],
     );
     assert!(ok, "{text}");
-    let wanted = ("ConfigMap".to_string(), c.to_string());
-    tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while !heard.0.lock().unwrap().contains(&wanted) {
-            heard.1.notified().await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "no change heard from inside the cluster: {:?}",
-            heard.0.lock().unwrap()
-        )
-    });
+    heard
+        .wait_for(&wanted, "no change heard from inside the cluster")
+        .await;
     agent.reconcile(&bed.files.fleet(), &opts).await.unwrap();
     let cm = kubectl_json(wk, &["-n", "platform", "get", "configmap", "settings"]);
     assert_eq!(cm["data"]["level"], "debug");
