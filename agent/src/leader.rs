@@ -37,7 +37,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
@@ -207,7 +207,7 @@ impl Elector {
                     ..Default::default()
                 }),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            return match crate::write::create(&self.api, None, &lease).await {
                 Ok(l) => {
                     self.seen = Some((Record::of(&l), Instant::now()));
                     Ok(Attempt::Holds)
@@ -238,7 +238,6 @@ impl Elector {
             _ => (MicroTime(now), record.transitions + 1),
         };
         let patch = json!({
-            "metadata": {"resourceVersion": lease.metadata.resource_version},
             "spec": {
                 "holderIdentity": me,
                 "leaseDurationSeconds": self.cfg.seconds(),
@@ -247,15 +246,8 @@ impl Elector {
                 "leaseTransitions": transitions,
             },
         });
-        match self
-            .api
-            .patch(
-                &self.cfg.lease,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
+        let read = crate::write::Merge::read(lease.metadata.resource_version.clone());
+        match crate::write::merge(&self.api, &self.cfg.lease, &read, &patch).await {
             Ok(l) => {
                 self.seen = Some((Record::of(&l), Instant::now()));
                 Ok(Attempt::Holds)
@@ -274,15 +266,10 @@ impl Elector {
             return Ok(());
         }
         let patch = json!({
-            "metadata": {"resourceVersion": lease.metadata.resource_version},
             "spec": {"holderIdentity": null, "renewTime": null, "acquireTime": null},
         });
-        self.api
-            .patch(
-                &self.cfg.lease,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+        let read = crate::write::Merge::read(lease.metadata.resource_version.clone());
+        crate::write::merge(&self.api, &self.cfg.lease, &read, &patch)
             .await
             .map(|_| ())
     }
@@ -463,10 +450,14 @@ pub async fn forward(
         delivery.as_deref().unwrap_or("-")
     );
     let patch = serde_json::json!({"metadata": {"annotations": {FORWARD_ANNOTATION: value}}});
-    cfg.api(client)
-        .patch(&cfg.lease, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+    crate::write::merge(
+        &cfg.api(client),
+        &cfg.lease,
+        &crate::write::Merge::blind(),
+        &patch,
+    )
+    .await
+    .map(|_| ())
 }
 
 /// The leader's side of [`forward`]: a watch of the Lease that fires a webhook trigger whenever

@@ -46,7 +46,7 @@ pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod notify;
-pub use capstan_client::{k8s, live, status};
+pub use capstan_client::{k8s, live, status, write};
 pub use capstan_plan as plan;
 pub use capstan_plan::health;
 pub mod reconcile;

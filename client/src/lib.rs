@@ -11,6 +11,7 @@
 pub mod k8s;
 pub mod live;
 pub mod status;
+pub mod write;
 
 pub use capstan_plan as plan;
 pub use capstan_plan::health;

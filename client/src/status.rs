@@ -12,12 +12,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 pub use capstan_plan::status::*;
 
 use crate::k8s::FIELD_MANAGER;
+use crate::write;
 
 /// Why status could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -130,12 +131,7 @@ pub async fn write_spec(
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "capstan-status", "capstan.dev/management": management}},
         "spec": {"management": management, "directory": directory},
     });
-    let answer = api(client)
-        .patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&obj),
-        )
+    let answer = write::apply(&api(client), name, &write::Apply::by(FIELD_MANAGER), &obj)
         .await
         .map_err(api_error("writing", name))?;
     Ok(Recorded::from_object(&answer))
@@ -164,22 +160,20 @@ pub async fn write(
     if spec_written && previous.is_some_and(|p| p.records(&record)) {
         return Ok(None);
     }
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let write = |rv: Option<&str>| {
+    let put = |rv: Option<&str>| {
         let mut body =
             json!({"apiVersion": API_VERSION, "kind": "ManagedCluster", "status": record});
         if let Some(rv) = rv {
             body["metadata"] = json!({"resourceVersion": rv});
         }
         let api = api(client);
-        let pp = pp.clone();
-        async move { api.patch_status(name, &pp, &Patch::Apply(&body)).await }
+        async move { write::apply_status(&api, name, &write::Apply::by(FIELD_MANAGER), &body).await }
     };
     // The object read when the pass decided is the precondition (none for one written just now).
     let read = previous
         .filter(|_| spec_written)
         .and_then(|p| p.resource_version.as_deref());
-    let answer = match write(read).await {
+    let answer = match put(read).await {
         // Changed since it was read: by another writer, or only ahead of the watch that fed the
         // record. Written once more over what is there now; a replica that no longer leads gets
         // no further (its fence refuses the write).
@@ -189,7 +183,7 @@ pub async fn write(
                 .await
                 .map_err(api_error("reading", name))?;
             tracing::info!(cluster = name, read, now = ?now.metadata.resource_version, "status changed since it was read; writing over the newer object");
-            write(now.metadata.resource_version.as_deref()).await
+            put(now.metadata.resource_version.as_deref()).await
         }
         other => other,
     }
@@ -202,8 +196,7 @@ pub async fn write(
 pub async fn clear_adoption(client: &Client, name: &str) -> Result<(), StatusError> {
     let patch =
         json!({"metadata": {"annotations": {capstan_templates::identity::ADOPT_ANNOTATION: null}}});
-    api(client)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    write::merge(&api(client), name, &write::Merge::blind(), &patch)
         .await
         .map(|_| ())
         .map_err(api_error("writing", name))
@@ -211,9 +204,8 @@ pub async fn clear_adoption(client: &Client, name: &str) -> Result<(), StatusErr
 
 /// Removes a cluster's status object (after its deletion completed).
 pub async fn remove(client: &Client, name: &str) -> Result<(), StatusError> {
-    match api(client).delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(api_error("deleting", name)(source)),
-    }
+    write::delete(&api(client), name, &write::Delete::any())
+        .await
+        .map(|_| ())
+        .map_err(api_error("deleting", name))
 }

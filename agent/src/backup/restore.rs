@@ -6,7 +6,7 @@ use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use serde_json::{Value, json};
 
@@ -204,7 +204,7 @@ pub async fn restore(
                 },
                 ..Default::default()
             };
-            match namespaces.create(&PostParams::default(), &obj).await {
+            match crate::write::create(&namespaces, None, &obj).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(source) => {
@@ -226,7 +226,7 @@ pub async fn restore(
                 message: format!("{subject}: {e}"),
             })?;
         let name = s("/metadata/name").to_string();
-        let created = match api.create(&PostParams::default(), &body).await {
+        let created = match crate::write::create(&api, None, &body).await {
             Ok(c) => c,
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 out.existing.push(subject);
@@ -241,14 +241,14 @@ pub async fn restore(
         if let Some(status) = o.get("status").filter(|st| !st.is_null())
             && caps.subresources.iter().any(|(r, _)| r.plural == "status")
         {
-            let pp = PatchParams::apply(RESTORE_MANAGER).force();
+            let how = crate::write::Apply::by(RESTORE_MANAGER);
             let patch = json!({
                 "apiVersion": s("/apiVersion"),
                 "kind": s("/kind"),
                 "metadata": {"name": name, "namespace": ns},
                 "status": status,
             });
-            api.patch_status(&name, &pp, &Patch::Apply(&patch))
+            crate::write::apply_status(&api, &name, &how, &patch)
                 .await
                 .map_err(|source| BackupError::Restore {
                     subject: format!("{subject} (status)"),
@@ -262,16 +262,13 @@ pub async fn restore(
     // Everything is back: the Clusters that were running run again.
     for (ar, ns, name) in to_unpause {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": null}})),
-        )
-        .await
-        .map_err(|source| BackupError::Restore {
-            subject: format!("Cluster/{ns}/{name} (unpause)"),
-            source,
-        })?;
+        let unpause = json!({"spec": {"paused": null}});
+        crate::write::merge(&api, &name, &crate::write::Merge::blind(), &unpause)
+            .await
+            .map_err(|source| BackupError::Restore {
+                subject: format!("Cluster/{ns}/{name} (unpause)"),
+                source,
+            })?;
     }
     Ok(out)
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta};
 
 use crate::cli::{BootstrapArgs, ClusterValues};
 use crate::install::{self, manifests};
@@ -160,7 +160,7 @@ pub fn bootstrap(args: BootstrapArgs) -> anyhow::Result<ExitCode> {
         let report = install::install(&conn.client, &o, Duration::from_secs(120)).await?;
         eprintln!("installed capstan ({} objects) into {}", report.applied.len(), conn.server);
         let secrets: Api<Secret> = Api::namespaced(conn.client.clone(), NAMESPACE);
-        let pp = PatchParams::apply(install::FIELD_MANAGER).force();
+        let pp = crate::write::Apply::by(install::FIELD_MANAGER);
         let secret = |name: &str, data: Vec<(&str, Vec<u8>)>| Secret {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -174,13 +174,13 @@ pub fn bootstrap(args: BootstrapArgs) -> anyhow::Result<ExitCode> {
         if let Some(key) = key {
             let hosts = std::fs::read(&known_hosts).unwrap_or_default();
             let s = secret(manifests::GIT_SECRET, vec![("identity", key), ("known_hosts", hosts)]);
-            secrets.patch(manifests::GIT_SECRET, &pp, &Patch::Apply(&s)).await.context("creating the Git credentials Secret")?;
+            crate::write::apply(&secrets, manifests::GIT_SECRET, &pp, &s).await.context("creating the Git credentials Secret")?;
             eprintln!("Secret {NAMESPACE}/{} holds the deploy key", manifests::GIT_SECRET);
         }
         if secrets.get_opt(manifests::WEBHOOK_SECRET).await?.is_none() {
             let value: String = (0..32).map(|_| format!("{:02x}", fastrand::u8(..))).collect();
             let s = secret(manifests::WEBHOOK_SECRET, vec![("secret", value.into_bytes())]);
-            secrets.patch(manifests::WEBHOOK_SECRET, &pp, &Patch::Apply(&s)).await.context("creating the webhook Secret")?;
+            crate::write::apply(&secrets, manifests::WEBHOOK_SECRET, &pp, &s).await.context("creating the webhook Secret")?;
             eprintln!(
                 "Secret {NAMESPACE}/{} holds a new webhook secret: give it to GitHub (kubectl -n {NAMESPACE} get secret {} -o jsonpath='{{.data.secret}}' | base64 -d)",
                 manifests::WEBHOOK_SECRET,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use sha2::{Digest, Sha256};
 
 pub use crate::source::POSITION_CONFIGMAP;
@@ -94,10 +94,14 @@ impl Position {
             },
             "data": data,
         });
-        let pp = PatchParams::apply(&format!("capstan-position-{}", self.key)).force();
-        self.api
-            .patch(POSITION_CONFIGMAP, &pp, &Patch::Apply(&cm))
-            .await
-            .map(|_| ())
+        let manager = format!("capstan-position-{}", self.key);
+        crate::write::apply(
+            &self.api,
+            POSITION_CONFIGMAP,
+            &crate::write::Apply::by(&manager),
+            &cm,
+        )
+        .await
+        .map(|_| ())
     }
 }

@@ -26,7 +26,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use sha2::{Digest, Sha256};
 
 use crate::status::NAMESPACE;
@@ -202,9 +202,7 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let answer = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &tr)
-            .await?;
+        let answer = crate::write::review(&Api::all(self.client.clone()), &tr).await?;
         let Some(status) = answer.status.filter(|s| s.authenticated == Some(true)) else {
             return Ok(Verdict::Unauthenticated);
         };
@@ -227,9 +225,7 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &sar)
-            .await?;
+        let answer = crate::write::review(&Api::all(self.client.clone()), &sar).await?;
         Ok(if answer.status.is_some_and(|s| s.allowed) {
             Verdict::Allowed(name)
         } else {

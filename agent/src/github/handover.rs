@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -89,8 +89,8 @@ pub async fn hand_over(
     e: &PrEvent,
 ) -> Result<(), HandOverError> {
     let patch = json!({"metadata": {"annotations": {annotation(e.number): encode(e)}}});
-    Api::<Lease>::namespaced(client.clone(), &lc.namespace)
-        .patch(&lc.lease, &PatchParams::default(), &Patch::Merge(&patch))
+    let api = Api::<Lease>::namespaced(client.clone(), &lc.namespace);
+    crate::write::merge(&api, &lc.lease, &crate::write::Merge::blind(), &patch)
         .await
         .map(|_| ())
         .map_err(|source| HandOverError {
@@ -185,14 +185,9 @@ pub fn take_over(client: Client, lc: &LeaderConfig, queue: PrQueue) -> JoinHandl
                 .into_iter()
                 .map(|k| (k, Value::Null))
                 .collect();
-            let patch = json!({"metadata": {
-                "resourceVersion": lease.metadata.resource_version,
-                "annotations": nulls,
-            }});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
+            let patch = json!({"metadata": {"annotations": nulls}});
+            let read = crate::write::Merge::read(lease.metadata.resource_version.clone());
+            match crate::write::merge(&api, &name, &read, &patch).await {
                 Ok(_) => {}
                 // Changed since (a renewal, another hand-over): the next event tries again.
                 Err(kube::Error::Api(s)) if s.code == 409 => {}

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::k8s::apply::apply_as;
@@ -245,9 +245,9 @@ pub async fn uninstall(client: &Client, purge: bool) -> Result<Vec<String>, Inst
         } else {
             Api::all_with(client.clone(), &ar)
         };
-        match api.delete(name, &DeleteParams::background()).await {
+        match crate::write::delete(&api, name, &crate::write::Delete::any().background()).await {
+            Ok(crate::write::Deleted::Absent) => {}
             Ok(_) => deleted.push(format!("{kind}/{name}")),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(InstallError::Api(format!("deleting {kind}/{name}"), e)),
         }
     }

@@ -174,8 +174,7 @@ pub async fn granted(admin: &Client, account: &str, rules: &[rbac::Rule]) {
         };
         let start = std::time::Instant::now();
         loop {
-            let answer = reviews
-                .create(&Default::default(), &review)
+            let answer = crate::write::review(&reviews, &review)
                 .await
                 .unwrap_or_else(|e| panic!("SubjectAccessReview for {account}: {e}"));
             if answer.status.is_some_and(|s| s.allowed) {

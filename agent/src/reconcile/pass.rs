@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use capstan_layout::Rendered;
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
+use kube::api::{Api, DynamicObject};
 
 use super::{Agent, Options};
 use crate::health;
@@ -387,31 +387,27 @@ impl Pass<'_> {
         } else {
             Api::all_with(writer.client.clone(), &ar)
         };
-        let dp = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: self.live.get(r).and_then(|l| l.uid).map(|uid| {
-                kube::api::Preconditions {
-                    uid: Some(crate::live::format_uid(uid)),
-                    resource_version: None,
-                }
-            }),
-            ..Default::default()
-        };
-        match api.delete(&r.name, &dp).await {
-            Ok(answer) => {
+        let uid = self
+            .live
+            .get(r)
+            .and_then(|l| l.uid)
+            .map(crate::live::format_uid);
+        let how = crate::write::Delete::of_uid(uid).background();
+        match crate::write::delete(&api, &r.name, &how).await {
+            // A held object is left to the watch: its events (deletion timestamp set, then
+            // gone) may already have overtaken this answer, and forgetting it here would read
+            // as gone on the next pass while it still is not. At worst the next pass deletes
+            // it once more.
+            Ok(crate::write::Deleted::Terminating) => {
                 self.wrote();
-                // The server answers with the object while finalizers hold it, with a Status
-                // once it is gone. A held object is left to the watch: its events (deletion
-                // timestamp set, then gone) may already have overtaken this answer, and
-                // forgetting it here would read as gone on the next pass while it still is
-                // not. At worst the next pass deletes it once more.
-                let terminating = answer.is_left();
-                if !terminating {
-                    self.live.remove(r);
-                }
-                Ok(terminating)
+                Ok(true)
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Ok(crate::write::Deleted::Gone) => {
+                self.wrote();
+                self.live.remove(r);
+                Ok(false)
+            }
+            Ok(crate::write::Deleted::Absent) => Ok(false),
             Err(e) => Err(e.to_string()),
         }
     }

@@ -233,17 +233,16 @@ fn api(client: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicOb
 /// Server-side applies a ClusterProfile and then its status ([`desired`]'s two halves). The
 /// error names the object.
 pub async fn apply(client: &kube::Client, object: &Value, status: &Value) -> Result<(), String> {
-    use kube::api::{Patch, PatchParams};
     let (ns, name) = (
         object["metadata"]["namespace"].as_str().unwrap_or_default(),
         object["metadata"]["name"].as_str().unwrap_or_default(),
     );
     let api = api(client, ns);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(name, &params, &Patch::Apply(object))
+    let how = crate::write::Apply::by(FIELD_MANAGER);
+    crate::write::apply(&api, name, &how, object)
         .await
         .map_err(|e| format!("applying ClusterProfile {ns}/{name}: {e}"))?;
-    api.patch_status(name, &params, &Patch::Apply(status))
+    crate::write::apply_status(&api, name, &how, status)
         .await
         .map_err(|e| format!("applying the status of ClusterProfile {ns}/{name}: {e}"))?;
     Ok(())
@@ -273,22 +272,10 @@ pub async fn remove(client: &kube::Client, namespace: &str, name: &str) -> Resul
             what()
         ));
     }
-    let dp = kube::api::DeleteParams {
-        preconditions: live
-            .metadata
-            .uid
-            .clone()
-            .map(|uid| kube::api::Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-        ..Default::default()
-    };
-    match api.delete(name, &dp).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(format!("deleting {}: {e}", what())),
-    }
+    crate::write::delete(&api, name, &crate::write::Delete::of_uid(live.metadata.uid))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("deleting {}: {e}", what()))
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@
 use std::collections::BTreeSet;
 
 use capstan_layout::{ClusterEntry, Fleet, Role};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use super::pass::Pass;
@@ -293,7 +293,7 @@ impl Pass<'_> {
         entry: &ClusterEntry,
         paused: bool,
     ) -> Result<(), String> {
-        let pp = PatchParams::apply(PAUSE_MANAGER).force();
+        let pp = crate::write::Apply::by(PAUSE_MANAGER);
         for (cluster, r) in self.workload_clusters(fleet, entry) {
             let Some(live) = self.live.get(&r) else {
                 continue;
@@ -330,8 +330,7 @@ impl Pass<'_> {
                 .await
                 .map_err(|e| e.to_string())?;
             let api: Api<DynamicObject> = Api::namespaced_with(writer, &r.namespace, &ar);
-            let answer = api
-                .patch(&r.name, &pp, &Patch::Apply(&body))
+            let answer = crate::write::apply(&api, &r.name, &pp, &body)
                 .await
                 .map_err(|e| format!("{}: {e}", r.subject()))?;
             self.wrote();
@@ -403,8 +402,7 @@ pub async fn mark_all_but_kube_vip_holder(
     let marked = marked_for_deletion(&listed.items, &holder);
     for m in &marked {
         let patch = json!({"metadata": {"annotations": {DELETE_MACHINE: ""}}});
-        machines
-            .patch(m, &PatchParams::default(), &Patch::Merge(&patch))
+        crate::write::merge(machines, m, &crate::write::Merge::blind(), &patch)
             .await
             .map_err(|e| format!("Machine/{m}: {e}"))?;
         wrote();

@@ -789,7 +789,7 @@ async fn clean_up(
 /// A rehearsed management cluster deleted: its Cluster API Cluster first (Cluster API removes
 /// its machines and what it owns), then every other object of its inventory, then its status.
 async fn delete_from_outside(client: &Client, t: &Target, bound: Duration) -> anyhow::Result<()> {
-    use kube::api::DeleteParams;
+    use crate::write::{Delete, delete};
     let inventory = crate::status::api(client)
         .get_opt(&t.name)
         .await?
@@ -803,7 +803,7 @@ async fn delete_from_outside(client: &Client, t: &Target, bound: Duration) -> an
     );
     if let Some(live) = clusters.get_opt(&t.name).await? {
         let uid = live.metadata.uid.clone().unwrap_or_default();
-        clusters.delete(&t.name, &DeleteParams::default()).await?;
+        delete(&clusters, &t.name, &Delete::any()).await?;
         let gone = kube::runtime::wait::await_condition(
             clusters.clone(),
             &t.name,
@@ -825,18 +825,8 @@ async fn delete_from_outside(client: &Client, t: &Target, bound: Duration) -> an
         } else {
             Api::all_with(client.clone(), &ar)
         };
-        match api.delete(&r.name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete(&api, &r.name, &Delete::any()).await?;
     }
-    match crate::status::api(client)
-        .delete(&t.name, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    delete(&crate::status::api(client), &t.name, &Delete::any()).await?;
+    Ok(())
 }

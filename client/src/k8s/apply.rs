@@ -6,7 +6,7 @@
 //! persisting anything: what `capstan validate --server` and the tests use.
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use super::discovery::{DiscoveryError, Resolver};
@@ -49,13 +49,6 @@ impl ApplyError {
     }
 }
 
-fn params(manager: &str, dry_run: bool) -> PatchParams {
-    let p = PatchParams::apply(manager)
-        .force()
-        .validation(ValidationDirective::Strict);
-    if dry_run { p.dry_run() } else { p }
-}
-
 /// Server-side applies one object (or dry-runs it) and returns what the server made of it.
 pub async fn apply_one(
     client: &Client,
@@ -88,12 +81,9 @@ pub async fn apply_as(
     } else {
         Api::all_with(client.clone(), &ar)
     };
-    let out = api
-        .patch(
-            s("/metadata/name"),
-            &params(manager, dry_run),
-            &Patch::Apply(obj),
-        )
+    let how = crate::write::Apply::by(manager).strict();
+    let how = if dry_run { how.dry_run() } else { how };
+    let out = crate::write::apply(&api, s("/metadata/name"), &how, obj)
         .await
         .map_err(|e| ApplyError::Rejected {
             subject: subject.clone(),

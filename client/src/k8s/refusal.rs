@@ -17,7 +17,7 @@
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, Error};
 
 /// What a 403 turned out to be.
@@ -100,7 +100,7 @@ impl Refused {
                 },
                 ..Default::default()
             };
-            let answer = reviews.create(&PostParams::default(), &review).await;
+            let answer = crate::write::review(&reviews, &review).await;
             match answer.map(|r| r.status.map(|s| s.allowed)) {
                 Ok(Some(true)) => {}
                 Ok(Some(false)) => return Refusal::Stands,

@@ -172,7 +172,7 @@ pub const PROBE: &str = "capstan-tenancy-probe";
 pub async fn enforced(client: &kube::Client) -> Result<(), String> {
     use crate::k8s::identity::{Tenant, impersonating};
     use capstan_templates::identity::{MANAGED_BY, MANAGED_BY_LABEL};
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::api::{Api, DynamicObject};
     let writer = impersonating(client, Tenant::Workload, PROBE);
     let resource =
         kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
@@ -180,10 +180,8 @@ pub async fn enforced(client: &kube::Client) -> Result<(), String> {
     let probe = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": PROBE, "namespace": "default",
             "labels": {MANAGED_BY_LABEL: MANAGED_BY, CLUSTER_LABEL: PROBE}}});
-    let pp = PatchParams::apply(crate::k8s::FIELD_MANAGER)
-        .force()
-        .dry_run();
-    match api.patch(PROBE, &pp, &Patch::Apply(&probe)).await {
+    let how = crate::write::Apply::by(crate::k8s::FIELD_MANAGER).dry_run();
+    match crate::write::apply(&api, PROBE, &how, &probe).await {
         Err(kube::Error::Api(s))
             if denial(&s.message).is_some_and(|(r, _)| r == Reason::ReservedNamespace.as_str()) =>
         {

@@ -597,3 +597,188 @@ fn no_crate_has_a_module_circle_and_no_function_is_over_the_limit() {
         "the module drawing is not one way, or a function is too long:\n{report}"
     );
 }
+
+/// The one file of the product that sends writes to an API server ([`the_door_is_the_only_writer`]).
+const DOOR: &str = "client/src/write.rs";
+
+/// The crates whose code talks to API servers (the pure crates cannot).
+const TALKERS: &[&str] = &["client/src/lib.rs", "agent/src/lib.rs"];
+
+/// kube's write requests, by the names a caller has to write to send one: the parameter types
+/// of its write verbs and the patch body's type. No write can be sent without naming one
+/// of them, except a verb handed `Default::default()` for its parameters, which is caught
+/// by the verb's name.
+const WRITE_TYPES: &[&str] = &["PatchParams", "PostParams", "DeleteParams", "Patch"];
+const WRITE_VERBS: &[&str] = &[
+    "create",
+    "create_subresource",
+    "patch",
+    "patch_status",
+    "patch_subresource",
+    "patch_metadata",
+    "patch_scale",
+    "replace",
+    "replace_status",
+    "replace_subresource",
+    "delete",
+    "delete_collection",
+];
+
+/// Finds, outside tests, every place a file names a kube write ([`WRITE_TYPES`]) or calls a
+/// write verb with default parameters.
+struct Writes<'a> {
+    file: &'a str,
+    out: &'a mut Vec<String>,
+}
+
+impl Writes<'_> {
+    fn found(&mut self, span: proc_macro2::Span, what: &str) {
+        self.out
+            .push(format!("{}:{} {what}", self.file, span.start().line));
+    }
+}
+
+impl<'ast> Visit<'ast> for Writes<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if !is_test(&i.attrs) {
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_test(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        // `Patch::Apply(..)`, `PatchParams::apply(..)`, `kube::api::DeleteParams`; not another
+        // enum's variant called `Patch` (`Verb::Patch`).
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        for (i, seg) in p.segments.iter().enumerate() {
+            let name = segs[i].as_str();
+            let kubes =
+                name != "Patch" || (i == 0 && segs.len() > 1) || (i > 0 && segs[i - 1] == "api");
+            if WRITE_TYPES.contains(&name) && kubes {
+                self.found(seg.ident.span(), name);
+            }
+        }
+        syn::visit::visit_path(self, p);
+    }
+    fn visit_use_name(&mut self, u: &'ast syn::UseName) {
+        let name = u.ident.to_string();
+        if WRITE_TYPES.contains(&name.as_str()) {
+            self.found(u.ident.span(), &format!("use of {name}"));
+        }
+    }
+    fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
+        let verb = c.method.to_string();
+        let defaulted = c.args.iter().any(|a| {
+            let text = quote_of(a);
+            text.replace(' ', "").contains("Default::default()")
+        });
+        if WRITE_VERBS.contains(&verb.as_str()) && defaulted {
+            self.found(
+                c.method.span(),
+                &format!(".{verb}(&Default::default(), ..)"),
+            );
+        }
+        syn::visit::visit_expr_method_call(self, c);
+    }
+}
+
+fn quote_of(e: &syn::Expr) -> String {
+    use quote::ToTokens;
+    e.to_token_stream().to_string()
+}
+
+/// Every write in a source text outside tests, as `file:line what`.
+fn writes_in(file: &str, text: &str) -> Vec<String> {
+    let ast = syn::parse_file(text).unwrap();
+    let mut out = Vec::new();
+    Writes {
+        file,
+        out: &mut out,
+    }
+    .visit_file(&ast);
+    out
+}
+
+/// One door for writes: apply, merge, create, delete and the review APIs' POSTs go through
+/// `capstan_client::write`, where the field manager, validation, preconditions and the
+/// answers callers branch on are set once (and which takes only clients that carry the
+/// fence and the identity). A write anywhere else fails here, with its file and line.
+#[test]
+fn the_door_is_the_only_writer() {
+    let root = workspace();
+    let mut sites = Vec::new();
+    let mut door = 0;
+    for lib in TALKERS {
+        for file in read_crate(&root.join(lib))
+            .values()
+            .map(|m| m.file.clone())
+            .collect::<BTreeSet<_>>()
+        {
+            let shown = file
+                .strip_prefix(&root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            let found = writes_in(&shown, &std::fs::read_to_string(&file).unwrap());
+            if shown == DOOR {
+                door = found.len();
+            } else {
+                sites.extend(found);
+            }
+        }
+    }
+    let files: BTreeSet<&str> = sites.iter().map(|s| s.split(':').next().unwrap()).collect();
+    println!(
+        "write sites outside the door: {} in {} files; in the door: {door}",
+        sites.len(),
+        files.len()
+    );
+    if std::env::var_os("CAPSTAN_STRUCTURE_WRITES").is_some() {
+        println!("{}", sites.join("\n"));
+    }
+    assert!(door > 0, "{DOOR} names no write: is it still the door?");
+    assert!(
+        sites.is_empty(),
+        "writes outside {DOOR}:\n{}",
+        sites.join("\n")
+    );
+}
+
+/// The check finds a write however it is spelled, and not what only looks like one.
+#[test]
+fn the_write_check_finds_what_it_must() {
+    let text = r#"
+        use kube::api::{Api, PatchParams};
+        fn a(api: &Api<X>) { api.patch("n", &PatchParams::default(), &kube::api::Patch::Merge(1)); }
+        fn b(api: &Api<X>) { api.create(&Default::default(), &x); }
+        fn c(api: &Api<X>) { api.delete("n", &kube::api::DeleteParams::background()); }
+        fn d(s: &str) -> String { s.replace('a', "b") }
+        fn e(s: &Sessions) { s.create("user", None); }
+        fn patch() {}
+        fn f(v: Verb) -> bool { v == Verb::Patch }
+        #[cfg(test)]
+        mod tests { fn t(api: &Api<X>) { api.create(&PostParams::default(), &x); } }
+    "#;
+    let found: Vec<String> = writes_in("f.rs", text)
+        .into_iter()
+        .map(|s| s.split_once(' ').unwrap().1.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "use of PatchParams",
+            "PatchParams",
+            "Patch",
+            ".create(&Default::default(), ..)",
+            "DeleteParams",
+        ]
+    );
+}

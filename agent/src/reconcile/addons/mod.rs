@@ -20,7 +20,7 @@ use capstan_templates::identity;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 pub use self::connect::{Connections, MAX_CONNECTIONS, refused};
@@ -78,31 +78,25 @@ impl Writer {
         a: &Addon,
         obj: &Value,
     ) -> Result<DynamicObject, kube::Error> {
+        use crate::write;
         if !self.merge_only {
-            let pp = PatchParams::apply(identity::FIELD_MANAGER).force();
-            match api.patch(a.name(), &pp, &Patch::Apply(obj)).await {
+            let how = write::Apply::by(identity::FIELD_MANAGER);
+            match write::apply(api, a.name(), &how, obj).await {
                 // 415, or a body that is no Kubernetes Status (go-restful's own 415 answer,
                 // which kube reads as code 0).
                 Err(kube::Error::Api(s)) if s.code == 415 || s.code == 0 => self.merge_only = true,
                 other => return other,
             }
         }
-        let pp = PatchParams {
-            field_manager: Some(identity::FIELD_MANAGER.to_string()),
-            ..Default::default()
-        };
+        let how = write::Merge::blind().by(identity::FIELD_MANAGER);
         // Merge-patched when it exists, else created (such a server's answers to a read of a
         // missing object are not always a Status kube can read, so no read decides it).
-        match api.patch(a.name(), &pp, &Patch::Merge(obj)).await {
+        match write::merge(api, a.name(), &how, obj).await {
             Ok(o) => Ok(o),
             Err(_) => {
                 let o: DynamicObject =
                     serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)?;
-                let post = kube::api::PostParams {
-                    field_manager: Some(identity::FIELD_MANAGER.to_string()),
-                    ..Default::default()
-                };
-                api.create(&post, &o).await
+                write::create(api, Some(identity::FIELD_MANAGER), &o).await
             }
         }
     }
@@ -190,15 +184,10 @@ async fn apply_all(
             Err(e) => return fail(a, e, done),
         }
     }
-    let dry = PatchParams::apply(identity::FIELD_MANAGER)
-        .force()
-        .dry_run();
+    let dry = crate::write::Apply::by(identity::FIELD_MANAGER).dry_run();
     // A server that takes no apply cannot dry-run one either.
     for (a, (api, ns)) in rest.iter().zip(&apis).filter(|_| dry_run && !w.merge_only) {
-        if let Err(e) = api
-            .patch(a.name(), &dry, &Patch::Apply(desired(a, cluster, ns)))
-            .await
-        {
+        if let Err(e) = crate::write::apply(api, a.name(), &dry, &desired(a, cluster, ns)).await {
             return fail(a, format!("refused by the cluster's API server: {e}"), done);
         }
     }
@@ -232,10 +221,8 @@ async fn prune(kinds: &mut Kinds, cluster: &str, gone: &[ObjectRef]) -> Option<S
         };
         match api.get_opt(&r.name).await {
             Ok(Some(o)) if o.labels().get(ADDON_LABEL).map(String::as_str) == Some(cluster) => {
-                let dp = DeleteParams::background();
-                if let Err(e) = api.delete(&r.name, &dp).await
-                    && !matches!(&e, kube::Error::Api(s) if s.code == 404)
-                {
+                let how = crate::write::Delete::any().background();
+                if let Err(e) = crate::write::delete(&api, &r.name, &how).await {
                     return Some(format!("pruning {}: {e}", r.subject()));
                 }
             }
