@@ -8,19 +8,18 @@
 //!
 //! ```text
 //! main       → cli, cmd
-//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, notify, reconcile, rehearse, serve, source
-//! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, source, trigger
-//! cli        → backup, github, reconcile, source
+//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, notify, reconcile, rehearse, serve
+//! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, trigger
+//! cli        → backup, github, reconcile
 //! serve      → github, metrics, trigger
-//! github     → dashboard, errors, leader, metrics, reconcile, schedule, source
-//! install    → backup, reconcile, source
+//! github     → dashboard, errors, leader, metrics, reconcile, schedule
+//! install    → backup, reconcile
 //! rehearse   → backup, reconcile
 //! notify     → metrics
 //! leader     → trigger
-//! metrics    → source
+//! metrics    →
 //! reconcile  → backup, failpoint, schedule
 //! dashboard  →
-//! source     →
 //! backup     →
 //! schedule   →
 //! trigger    →
@@ -28,11 +27,12 @@
 //! failpoint  →
 //! ```
 //!
-//! Below them all: capstan-client (`k8s`, `live`, `status`) ─ capstan-plan ─ capstan-layout ─
-//! capstan-templates.
+//! Below them all: capstan-client (`k8s`, `live`, `status`, `write`) ─ capstan-plan ─
+//! capstan-layout ─ capstan-templates, and beside the client capstan-source (the Git source:
+//! gix, signature verification; it uses nothing of the agent's, only the layout's model).
 //!
-//! `k8s`, `live`, `status`, `plan` and `health` are re-exported from the crates below under
-//! their old names. The binary (`main.rs`) only parses the command line and calls in here.
+//! `k8s`, `live`, `status`, `write`, `source`, `plan` and `health` are re-exported from the
+//! crates below under their old names. The binary (`main.rs`) only parses the command line and calls in here.
 
 pub mod backup;
 pub mod cli;
@@ -53,5 +53,5 @@ pub mod reconcile;
 pub mod rehearse;
 pub mod schedule;
 pub mod serve;
-pub mod source;
+pub use capstan_source as source;
 pub mod trigger;

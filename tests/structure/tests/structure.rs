@@ -29,6 +29,7 @@ const CRATES: &[(&str, &str)] = &[
     ("capstan-templates", "templates/src/lib.rs"),
     ("capstan-layout", "layout/src/lib.rs"),
     ("capstan-plan", "plan/src/lib.rs"),
+    ("capstan-source", "source/src/lib.rs"),
     ("capstan-client", "client/src/lib.rs"),
     ("capstan", "agent/src/lib.rs"),
     ("capstan-harness", "tests/harness/src/lib.rs"),

@@ -549,7 +549,7 @@ pub fn merge_base(
 /// An error and its causes on one line (`a: b: c`), for messages that must stand on their own
 /// (callers often log only `Display`). gix errors are walked with their own traversal, which
 /// also reaches causes that are not exposed through `source()`.
-pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut push = |s: String| {
         let s = s.trim().to_string();

@@ -71,7 +71,7 @@ fn parse_time(s: &str) -> Option<u64> {
     }
     let n = |r: std::ops::Range<usize>| digits.get(r).map_or(Some(0), |d| d.parse::<i8>().ok());
     let year: i16 = digits[..4].parse().ok()?;
-    let dt = k8s_openapi::jiff::civil::DateTime::new(
+    let dt = jiff::civil::DateTime::new(
         year,
         n(4..6)?,
         n(6..8)?,
@@ -81,7 +81,7 @@ fn parse_time(s: &str) -> Option<u64> {
         0,
     )
     .ok()?;
-    let t = dt.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).ok()?;
+    let t = dt.to_zoned(jiff::tz::TimeZone::UTC).ok()?;
     u64::try_from(t.timestamp().as_second()).ok()
 }
 

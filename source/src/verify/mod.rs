@@ -375,7 +375,7 @@ pub fn verify_commit(
 
 /// A Unix time as RFC 3339, for messages.
 fn when(secs: u64) -> String {
-    k8s_openapi::jiff::Timestamp::from_second(secs as i64)
+    jiff::Timestamp::from_second(secs as i64)
         .map(|t| t.to_string())
         .unwrap_or_else(|_| secs.to_string())
 }
