@@ -54,7 +54,8 @@ fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<ser
     Some(serde_json::from_slice(&out.stdout).unwrap())
 }
 
-fn wait_until(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
+/// Waits (blocking, 90 s at most) until `f` holds; panics with `what` and the agent's log.
+fn wait_until_sync(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
         assert!(
@@ -125,7 +126,7 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
 
     // Both workload clusters have their profile; the management cluster has none.
     let mut got = None;
-    wait_until("w-prof-a's and w-prof-b's ClusterProfiles", &log, || {
+    wait_until_sync("w-prof-a's and w-prof-b's ClusterProfiles", &log, || {
         got = kubectl_get(admin, ns, "w-prof-a");
         got.is_some() && kubectl_get(admin, ns, "w-prof-b").is_some()
     });
@@ -168,7 +169,7 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     let tomb_path = format!("{}/tombstone.yaml", dir[0].rsplit_once('/').unwrap().0);
     let tomb = capstan_layout::intent::document("Tombstone", "test");
     up.commit_and_push(&[(&tomb_path, &tomb)], &dir, "tombstone w-prof-a");
-    wait_until("w-prof-a's ClusterProfile removed", &log, || {
+    wait_until_sync("w-prof-a's ClusterProfile removed", &log, || {
         kubectl_get(admin, ns, "w-prof-a").is_none()
     });
     let b_after = kubectl_get(admin, ns, "w-prof-b").unwrap();
