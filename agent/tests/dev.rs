@@ -348,10 +348,9 @@ fn dev_up_validate_against_it_and_down() {
     );
     let dev_kubeconfig = tmp.path().join("dev.kubeconfig");
     std::fs::write(&dev_kubeconfig, &out.stdout).unwrap();
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&dev_kubeconfig)
-        .args([
+    let out = capstan_harness::run::kubectl_output(
+        &dev_kubeconfig,
+        &[
             "-n",
             "team-apps",
             "get",
@@ -359,9 +358,8 @@ fn dev_up_validate_against_it_and_down() {
             "team-settings",
             "-o",
             "jsonpath={.data.owner} {.metadata.labels.capstan\\.dev/addon-of}",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "team-dev dev",

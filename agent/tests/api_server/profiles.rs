@@ -3,7 +3,6 @@
 //! it manages; a tombstone removes that cluster's profile and leaves the other's. Also: the
 //! CRD capstan ships is the upstream module's file, byte for byte.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use capstan::install::manifests;
@@ -32,10 +31,9 @@ fn the_shipped_crd_is_the_upstream_modules() {
 
 /// `kubectl get clusterprofile NAME -n NS -o json`, None when it does not exist.
 fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<serde_json::Value> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
+    let out = capstan_harness::run::kubectl_output(
+        kubeconfig,
+        &[
             "get",
             "clusterprofiles.multicluster.x-k8s.io",
             name,
@@ -43,9 +41,8 @@ fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<ser
             ns,
             "-o",
             "json",
-        ])
-        .output()
-        .expect("kubectl runs");
+        ],
+    );
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("NotFound"), "kubectl get {ns}/{name}: {err}");

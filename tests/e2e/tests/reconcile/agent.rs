@@ -1131,10 +1131,9 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
             .contains("rival-controller"),
         "{conflict:#}"
     );
-    let events = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .args([
+    let events = capstan_harness::run::kubectl_output(
+        cp.kubeconfig_path(),
+        &[
             "get",
             "events",
             "-n",
@@ -1143,9 +1142,8 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
             "involvedObject.name=b-fight,reason=Conflict",
             "-o",
             "name",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(
         !String::from_utf8_lossy(&events.stdout).trim().is_empty(),
         "a Conflict event: {}",
