@@ -140,7 +140,7 @@ fn addon_path(cluster: &str) -> String {
 
 /// The management cluster and `n` docker workload clusters (namespaces `team-0`…`team-19`, as
 /// the other benches scaffold them), each with its add-on set, in memory.
-fn scaffold_fleet(n: usize) -> Tree {
+fn scaffold_addon_fleet(n: usize) -> Tree {
     let mut tree = Tree::new();
     let mgmt = ClusterRequest {
         name: MGMT.into(),
@@ -197,7 +197,7 @@ async fn rolled_out(w: &ControlPlane, cluster: String) {
 /// Every add-on object on a server (those labelled [`ADDON_LABEL`]), `Kind/ns/name` →
 /// resourceVersion.
 async fn addon_versions(w: &ControlPlane) -> BTreeMap<String, String> {
-    async fn of<K>(client: &Client, out: &mut BTreeMap<String, String>)
+    async fn add_versions_of<K>(client: &Client, out: &mut BTreeMap<String, String>)
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
@@ -220,12 +220,12 @@ async fn addon_versions(w: &ControlPlane) -> BTreeMap<String, String> {
     }
     let client = w.client();
     let mut out = BTreeMap::new();
-    of::<Namespace>(&client, &mut out).await;
-    of::<ServiceAccount>(&client, &mut out).await;
-    of::<Role>(&client, &mut out).await;
-    of::<RoleBinding>(&client, &mut out).await;
-    of::<ConfigMap>(&client, &mut out).await;
-    of::<Deployment>(&client, &mut out).await;
+    add_versions_of::<Namespace>(&client, &mut out).await;
+    add_versions_of::<ServiceAccount>(&client, &mut out).await;
+    add_versions_of::<Role>(&client, &mut out).await;
+    add_versions_of::<RoleBinding>(&client, &mut out).await;
+    add_versions_of::<ConfigMap>(&client, &mut out).await;
+    add_versions_of::<Deployment>(&client, &mut out).await;
     out
 }
 
@@ -511,7 +511,7 @@ async fn main() {
     let admin = cp.client();
     let client = capstan::install::testing::agent_client(&cp).await;
     let agent = Agent::connect(client).await.expect("the agent connects");
-    let mut tree = scaffold_fleet(n);
+    let mut tree = scaffold_addon_fleet(n);
     let fleet = load(&tree);
     let bed = Bed {
         cp,

@@ -17,18 +17,11 @@ use std::time::{Duration, Instant};
 
 use capstan::source::GitSource;
 use capstan_layout::{Fetched, RenderCache, load_fetched};
-
-fn setting(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
+use support::setting;
 
 fn main() {
-    let n = setting("CAPSTAN_BENCH_CLUSTERS", 1000);
-    let rounds = setting("CAPSTAN_BENCH_ROUNDS", 6);
+    let n = setting::<usize>("CAPSTAN_BENCH_CLUSTERS", 1000);
+    let rounds = setting::<usize>("CAPSTAN_BENCH_ROUNDS", 6);
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let fleet = support::write_fleet(&repo, n);
@@ -52,7 +45,7 @@ fn main() {
     println!("fleet: {n} workload clusters + management");
     for round in 0..=rounds {
         let target = if round % 2 == 0 { &c1 } else { &c2 };
-        support::git(&repo, &["reset", "-q", "--hard", target]);
+        support::bench_git(&repo, &["reset", "-q", "--hard", target]);
         let t = Instant::now();
         src.sync().unwrap();
         let source = t.elapsed();

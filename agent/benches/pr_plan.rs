@@ -33,7 +33,7 @@ use capstan_harness::audit::AuditMark;
 use github::GitHubStandIn;
 use serde_json::json;
 use support::{
-    Agent, RunArgs, SECRET, free_port, git, http, push, queued, reconciled, vm, wait_drained,
+    Agent, RunArgs, SECRET, bench_git, free_port, http, push, queued, reconciled, vm, wait_drained,
     wait_reconciled, write_fleet,
 };
 
@@ -51,7 +51,7 @@ const LIVE_KINDS: &[&str] = &[
 
 /// Commits `w0000` scaled to `to` workers on branch `pr-1` and publishes it as
 /// `refs/pull/1/head`, as GitHub serves a PR's head; returns the commit.
-fn push_pr(repo: &Path, from: u32, to: u32) -> String {
+fn push_scaled_pr(repo: &Path, from: u32, to: u32) -> String {
     let exists = std::process::Command::new("git")
         .arg("-C")
         .arg(repo)
@@ -60,7 +60,7 @@ fn push_pr(repo: &Path, from: u32, to: u32) -> String {
         .unwrap()
         .status
         .success();
-    git(
+    bench_git(
         repo,
         &(if exists {
             vec!["checkout", "-q", "pr-1"]
@@ -69,13 +69,13 @@ fn push_pr(repo: &Path, from: u32, to: u32) -> String {
         }),
     );
     let head = support::scale_w0000(repo, from, to);
-    git(repo, &["update-ref", "refs/pull/1/head", &head]);
-    git(repo, &["checkout", "-q", "main"]);
+    bench_git(repo, &["update-ref", "refs/pull/1/head", &head]);
+    bench_git(repo, &["checkout", "-q", "main"]);
     head
 }
 
 /// A signed `pull_request` webhook for PR 1 at `head`.
-fn pull_request(port: u16, action: &str, head: &str) {
+fn send_pull_request_hook(port: u16, action: &str, head: &str) {
     let body = json!({
         "action": action,
         "number": 1,
@@ -205,12 +205,12 @@ async fn main() {
     );
 
     // 1. The PR planned alone.
-    let h1 = push_pr(&repo, 2, 3);
+    let h1 = push_scaled_pr(&repo, 2, 3);
     let before = vm(pid, "VmRSS:");
     reset_peak(pid);
     let mark = cp.audit().mark();
     let sent = Instant::now();
-    pull_request(hook, "opened", &h1);
+    send_pull_request_hook(hook, "opened", &h1);
     let done = planned(&gh, &h1, Duration::from_secs(1800)).await;
     println!(
         "PR plan alone: {:.1} s from the webhook to the status (the PR mirror cloned first); agent peak RSS {:.0} MiB (RSS before {before:.0} MiB); lists of live-state kinds: {}",
@@ -223,14 +223,14 @@ async fn main() {
         .await;
 
     // 2. A newer push to the PR, planned while the daemon passes over every cluster.
-    let h2 = push_pr(&repo, 3, 4);
+    let h2 = push_scaled_pr(&repo, 3, 4);
     let (q0, r0) = (queued(&log).len(), reconciled(&log).len());
     let before = vm(pid, "VmRSS:");
     reset_peak(pid);
     let mark = cp.audit().mark();
     let sent = Instant::now();
     push(hook, &c1);
-    pull_request(hook, "synchronize", &h2);
+    send_pull_request_hook(hook, "synchronize", &h2);
     let gh_done = planned(&gh, &h2, Duration::from_secs(1800));
     let pass = tokio::task::spawn_blocking({
         let log = log.clone();

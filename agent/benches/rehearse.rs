@@ -27,9 +27,10 @@ use capstan_harness::{ControlPlane, StartOptions};
 use capstan_layout::Tree;
 use capstan_layout::scaffold::{self, ClusterRequest};
 use serde_json::{Value, json};
-use support::git;
+use support::bench_git;
 
-fn write(root: &Path, tree: &mut Tree, req: ClusterRequest) {
+/// Scaffolds `req` into `tree` and writes its files under `root`.
+fn write_cluster(root: &Path, tree: &mut Tree, req: ClusterRequest) {
     for (p, t) in scaffold::plan(tree, &req).expect("scaffold").files {
         let path = root.join(&p);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -38,7 +39,8 @@ fn write(root: &Path, tree: &mut Tree, req: ClusterRequest) {
     }
 }
 
-fn cluster(name: &str, mgmt: Option<&str>, version: &str, cidr: u8) -> ClusterRequest {
+/// A docker cluster request in `bench-rehearse`: management when `mgmt` is None, else its workload.
+fn cluster_request(name: &str, mgmt: Option<&str>, version: &str, cidr: u8) -> ClusterRequest {
     ClusterRequest {
         name: name.into(),
         management: mgmt.map(str::to_string),
@@ -58,7 +60,7 @@ fn cluster(name: &str, mgmt: Option<&str>, version: &str, cidr: u8) -> ClusterRe
 }
 
 /// Runs `capstan rehearse` from `base` to `head`; its wall time and JSON report.
-fn rehearse(repo: &Path, kubeconfig: &Path, base: &str, head: &str) -> (f64, Value) {
+fn rehearse_timed(repo: &Path, kubeconfig: &Path, base: &str, head: &str) -> (f64, Value) {
     let out_file = repo.join("../rehearse.json");
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -112,17 +114,21 @@ async fn main() {
     let repo = tmp.path().join("fleet");
     std::fs::create_dir_all(&repo).unwrap();
     let mut tree = Tree::new();
-    write(&repo, &mut tree, cluster("m-bench", None, "1.33", 16));
-    write(
+    write_cluster(
         &repo,
         &mut tree,
-        cluster("w-up", Some("m-bench"), "1.32", 17),
+        cluster_request("m-bench", None, "1.33", 16),
     );
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "base"]);
+    write_cluster(
+        &repo,
+        &mut tree,
+        cluster_request("w-up", Some("m-bench"), "1.32", 17),
+    );
+    bench_git(&repo, &["init", "-q", "-b", "main"]);
+    bench_git(&repo, &["add", "-A"]);
+    bench_git(&repo, &["commit", "-q", "-m", "base"]);
     // The upgrade.
-    git(&repo, &["checkout", "-q", "-b", "upgrade"]);
+    bench_git(&repo, &["checkout", "-q", "-b", "upgrade"]);
     let spec = repo.join("clusters/m-bench/workload-clusters/w-up/cluster.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(
@@ -134,16 +140,16 @@ async fn main() {
         ),
     )
     .unwrap();
-    git(&repo, &["commit", "-q", "-am", "upgrade"]);
+    bench_git(&repo, &["commit", "-q", "-am", "upgrade"]);
     // The creation.
-    git(&repo, &["checkout", "-q", "-b", "create", "main"]);
-    write(
+    bench_git(&repo, &["checkout", "-q", "-b", "create", "main"]);
+    write_cluster(
         &repo,
         &mut tree,
-        cluster("w-born", Some("m-bench"), "1.33", 18),
+        cluster_request("w-born", Some("m-bench"), "1.33", 18),
     );
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "create"]);
+    bench_git(&repo, &["add", "-A"]);
+    bench_git(&repo, &["commit", "-q", "-m", "create"]);
 
     let started = Instant::now();
     let cp = ControlPlane::start_with(StartOptions {
@@ -165,7 +171,7 @@ async fn main() {
         ] {
             let (kc, r) = (kubeconfig.clone(), repo.clone());
             let (took, report) =
-                tokio::task::spawn_blocking(move || rehearse(&r, &kc, "main", head))
+                tokio::task::spawn_blocking(move || rehearse_timed(&r, &kc, "main", head))
                     .await
                     .unwrap();
             let mark = if took < 180.0 { "under" } else { "OVER" };

@@ -58,7 +58,7 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{
-    Agent, Fleet, RunArgs, StepClock, cpu_seconds, free_port, git, md_api, push, queued,
+    Agent, Fleet, RunArgs, StepClock, bench_git, cpu_seconds, free_port, md_api, push, queued,
     reconciled, replicas_become, server_cpu, vm, wait_drained, wait_reconciled, write_fleet,
     writes_of_successful,
 };
@@ -236,7 +236,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
     );
 
     // One-cluster change: main moves to the commit scaling w0000's workers; the webhook says so.
-    git(&fleet.repo, &["reset", "-q", "--hard", c2]);
+    bench_git(&fleet.repo, &["reset", "-q", "--hard", c2]);
     let mds = md_api(&client, "team-0");
     let seen = tokio::spawn(async move {
         replicas_become(&mds, "w0000-md-0", 3, Duration::from_secs(600)).await
@@ -251,7 +251,7 @@ async fn run_capstan(fleet: &Fleet, c2: &str, tmp: &Path) -> Figures {
         "capstan: one-cluster change applied {change_ms:.0} ms after the push; {}",
         clock.report(&log, metrics, "w0000")
     );
-    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    bench_git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
     if let Ok(keep) = std::env::var("CAPSTAN_BENCH_KEEP_LOG") {
         std::fs::copy(&log, keep).unwrap();
     }
@@ -504,10 +504,10 @@ async fn run_flux(flux: &FluxBinaries, fleet: &Fleet, c2: &str, tmp: &Path) -> F
     let r1 = tmp.join("rendered-1");
     render_for_flux(&fleet.repo, &r1);
     let a1 = commit_flux_branch(&fleet.repo, &r1, &serve, 1);
-    git(&fleet.repo, &["reset", "-q", "--hard", c2]);
+    bench_git(&fleet.repo, &["reset", "-q", "--hard", c2]);
     let r2 = tmp.join("rendered-2");
     render_for_flux(&fleet.repo, &r2);
-    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    bench_git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
     let a2 = commit_flux_branch(&fleet.repo, &r2, &serve, 2);
     let port = serve_dir(serve.clone());
 
@@ -905,7 +905,7 @@ async fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let fleet = write_fleet(&tmp.path().join("fleet"), n);
     let c2 = support::scale_w0000(&fleet.repo, 2, 3);
-    git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
+    bench_git(&fleet.repo, &["reset", "-q", "--hard", &fleet.commit]);
     println!(
         "fleet: {n} workload clusters + management, {} objects; concurrency {}",
         fleet.objects,

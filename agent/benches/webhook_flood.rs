@@ -34,6 +34,9 @@ use capstan::serve::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod support;
+use support::{cpu_seconds, setting};
+
 const SECRET: &str = "bench-secret";
 const ROLE: &str = "CAPSTAN_BENCH_ROLE";
 /// What a slow sender sends every [`DRIBBLE_EVERY`] after its burst.
@@ -41,14 +44,6 @@ const DRIBBLE: usize = 1024;
 const DRIBBLE_EVERY: Duration = Duration::from_millis(100);
 /// A forged signature of the right shape.
 const FORGED: &str = "sha256=0000000000000000000000000000000000000000000000000000000000000000";
-
-fn setting(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(default)
-}
 
 fn main() {
     if std::env::var_os(ROLE).is_some() {
@@ -66,7 +61,7 @@ fn server() {
         let metrics = Arc::new(Metrics::new());
         let mut config = ServerConfig::new("main").with_webhook_secret(SECRET);
         config.unverified_requests =
-            setting("CAPSTAN_BENCH_BOUND", config.unverified_requests as u64) as usize;
+            setting::<u64>("CAPSTAN_BENCH_BOUND", config.unverified_requests as u64) as usize;
         let state = ServerState::new(config, tx, metrics, ReadyFlag::new());
         let hook = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let ops = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -122,20 +117,6 @@ fn proc_status_mib(pid: u32, field: &str) -> f64 {
         / 1024.0
 }
 
-/// User + system CPU seconds of a process (clock ticks of 1/100 s).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_name = stat.rsplit_once(") ").map(|(_, s)| s).unwrap_or_default();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// How the flood's requests ended.
 #[derive(Default)]
 struct FloodCounts {
@@ -147,7 +128,8 @@ struct FloodCounts {
     connect_failed: AtomicU64,
 }
 
-fn status_of(raw: &[u8]) -> Option<u16> {
+/// The status code of a raw HTTP/1.1 response, if it starts like one.
+fn status_code_of(raw: &[u8]) -> Option<u16> {
     let text = std::str::from_utf8(raw.get(..raw.len().min(64))?).ok()?;
     text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
 }
@@ -196,7 +178,7 @@ async fn slow_sender(addr: SocketAddr, burst: usize, end: Instant, counts: Arc<F
             }
             () = tokio::time::sleep_until(end.into()) => return,
         };
-        let counter = match status_of(&raw) {
+        let counter = match status_code_of(&raw) {
             Some(503) => &counts.busy,
             Some(408) => &counts.timeout,
             Some(_) => &counts.other,
@@ -207,7 +189,7 @@ async fn slow_sender(addr: SocketAddr, burst: usize, end: Instant, counts: Arc<F
 }
 
 /// A signed push like GitHub's for a merge (about 8 KiB): its status and latency.
-async fn signed_push(addr: SocketAddr, i: u64) -> (Option<u16>, Duration) {
+async fn timed_signed_push(addr: SocketAddr, i: u64) -> (Option<u16>, Duration) {
     let padding = "x".repeat(8 * 1024);
     let body = format!(
         r#"{{"ref":"refs/heads/main","after":"{i:040x}","deleted":false,"repository":{{"full_name":"acme/fleet"}},"head_commit":{{"message":"{padding}"}}}}"#
@@ -225,7 +207,7 @@ async fn signed_push(addr: SocketAddr, i: u64) -> (Option<u16>, Duration) {
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw).await;
-        status_of(&raw)
+        status_code_of(&raw)
     };
     let status = tokio::time::timeout(Duration::from_secs(30), attempt)
         .await
@@ -267,10 +249,10 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn flood() {
-    let connections = setting("CAPSTAN_BENCH_FLOOD", 500);
-    let burst = setting("CAPSTAN_BENCH_BURST", 256 * 1024) as usize;
-    let seconds = setting("CAPSTAN_BENCH_SECONDS", 30);
-    let push_every = Duration::from_millis(setting("CAPSTAN_BENCH_PUSH_EVERY_MS", 250));
+    let connections = setting::<u64>("CAPSTAN_BENCH_FLOOD", 500);
+    let burst = setting::<u64>("CAPSTAN_BENCH_BURST", 256 * 1024) as usize;
+    let seconds = setting::<u64>("CAPSTAN_BENCH_SECONDS", 30);
+    let push_every = Duration::from_millis(setting::<u64>("CAPSTAN_BENCH_PUSH_EVERY_MS", 250));
 
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env(ROLE, "server")
@@ -290,7 +272,7 @@ async fn flood() {
     let ops = SocketAddr::from(([127, 0, 0, 1], ports.next().unwrap()));
 
     // A push before the flood, for the baseline.
-    let (status, quiet) = signed_push(hook, 0).await;
+    let (status, quiet) = timed_signed_push(hook, 0).await;
     assert_eq!(status, Some(202), "a push without a flood is accepted");
     let rss_before = proc_status_mib(pid, "VmRSS:");
     let cpu_before = cpu_seconds(pid);
@@ -330,7 +312,7 @@ async fn flood() {
     let mut tick = tokio::time::interval(push_every);
     while Instant::now() + Duration::from_secs(2) < end {
         tick.tick().await;
-        pushes.push(tokio::spawn(signed_push(hook, i)));
+        pushes.push(tokio::spawn(timed_signed_push(hook, i)));
         i += 1;
     }
     let mut latencies = Vec::new();

@@ -5,20 +5,19 @@
 //! fleet up (Machines running, every ManagedCluster Ready), and `capstan dev down` stops it and
 //! leaves no process or file behind.
 
+use capstan_harness::run;
+use capstan_harness::run::example_fleet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn capstan(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
-    c.args(args).env_remove("KUBECONFIG");
+/// The capstan binary with `args`, `env` set and no $KUBECONFIG of the user's.
+fn capstan_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = run::capstan(args);
+    c.env_remove("KUBECONFIG");
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().expect("run capstan")
-}
-
-fn example_fleet() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")
 }
 
 fn quickstart() -> PathBuf {
@@ -46,7 +45,7 @@ fn pids(dir: &Path) -> Vec<u32> {
 
 /// The quick-start fleet committed on `main`, and a branch `pr` that adds a workload cluster:
 /// what `capstan rehearse` is given.
-fn pull_request(root: &Path) -> PathBuf {
+fn pull_request_repo(root: &Path) -> PathBuf {
     let repo = root.join("pr-repo");
     assert!(
         Command::new("cp")
@@ -90,7 +89,7 @@ fn pull_request(root: &Path) -> PathBuf {
 /// `capstan rehearse` of the pull request on the local control plane of `dev_dir`: exit 0, the
 /// new cluster created and passed; its stderr.
 fn rehearse_passes(repo: &Path, dev_dir: &str) -> String {
-    let out = capstan(
+    let out = capstan_with_env(
         &[
             "rehearse",
             repo.to_str().unwrap(),
@@ -134,7 +133,7 @@ fn dev_up_validate_against_it_and_down() {
 
     // `capstan rehearse` with no local control plane running starts one for the rehearsal and
     // stops it after (nothing left running, its directory gone).
-    let pr = pull_request(tmp.path());
+    let pr = pull_request_repo(tmp.path());
     let stderr = rehearse_passes(&pr, d);
     assert!(
         stderr.contains("starting a local management cluster"),
@@ -144,7 +143,7 @@ fn dev_up_validate_against_it_and_down() {
         !dir.exists(),
         "the rehearsal's own control plane is stopped: {stderr}"
     );
-    let up = capstan(&["dev", "up", "--dir", d], &[]);
+    let up = capstan_with_env(&["dev", "up", "--dir", d], &[]);
     assert!(
         up.status.success(),
         "dev up failed: {}",
@@ -193,7 +192,7 @@ fn dev_up_validate_against_it_and_down() {
     let fleet = example_fleet();
     let f = fleet.to_str().unwrap();
     // --kubeconfig with the named context.
-    let out = capstan(
+    let out = capstan_with_env(
         &[
             "validate",
             f,
@@ -213,7 +212,7 @@ fn dev_up_validate_against_it_and_down() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("context capstan-dev"));
     // $KUBECONFIG, current context.
-    let out = capstan(
+    let out = capstan_with_env(
         &["validate", f, "--server-dry-run", "--output", "json"],
         &[("KUBECONFIG", &kubeconfig)],
     );
@@ -226,7 +225,7 @@ fn dev_up_validate_against_it_and_down() {
     assert_eq!(report["valid"], true);
     assert_eq!(report["serverRejected"].as_array().unwrap().len(), 0);
     // A context that does not exist is an error, not a silent fallback.
-    let out = capstan(
+    let out = capstan_with_env(
         &[
             "validate",
             f,
@@ -263,7 +262,7 @@ fn dev_up_validate_against_it_and_down() {
     // The README's main command: every cluster of the quick-start fleet comes up.
     let qs = quickstart();
     let env = [("KUBECONFIG", kubeconfig.as_str())];
-    let out = capstan(
+    let out = capstan_with_env(
         &[
             "reconcile",
             "--once",
@@ -281,7 +280,7 @@ fn dev_up_validate_against_it_and_down() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("settled in"), "{stdout}");
-    let out = capstan(&["status", "--output", "json"], &env);
+    let out = capstan_with_env(&["status", "--output", "json"], &env);
     assert!(
         out.status.success(),
         "{}",
@@ -341,7 +340,7 @@ fn dev_up_validate_against_it_and_down() {
     // Inside `dev`: its add-ons (examples/quickstart/.../dev/addons/), read by kubectl from the
     // workload API server (CAPD's in-memory one) through the kubeconfig `capstan kubeconfig`
     // prints from the Secret Cluster API wrote.
-    let out = capstan(&["kubeconfig", "dev"], &env);
+    let out = capstan_with_env(&["kubeconfig", "dev"], &env);
     assert!(
         out.status.success(),
         "{}",
@@ -349,10 +348,9 @@ fn dev_up_validate_against_it_and_down() {
     );
     let dev_kubeconfig = tmp.path().join("dev.kubeconfig");
     std::fs::write(&dev_kubeconfig, &out.stdout).unwrap();
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&dev_kubeconfig)
-        .args([
+    let out = capstan_harness::run::kubectl_output(
+        &dev_kubeconfig,
+        &[
             "-n",
             "team-apps",
             "get",
@@ -360,9 +358,8 @@ fn dev_up_validate_against_it_and_down() {
             "team-settings",
             "-o",
             "jsonpath={.data.owner} {.metadata.labels.capstan\\.dev/addon-of}",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "team-dev dev",
@@ -386,7 +383,7 @@ fn dev_up_validate_against_it_and_down() {
         "{stderr}"
     );
     assert_eq!(pids(&dir), running, "the same processes");
-    let out = capstan(&["status", "--output", "json"], &env);
+    let out = capstan_with_env(&["status", "--output", "json"], &env);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = status
         .as_array()
@@ -401,12 +398,12 @@ fn dev_up_validate_against_it_and_down() {
     );
 
     // A second `dev up` reuses the running one (the quick start can be re-run).
-    let again = capstan(&["dev", "up", "--dir", d], &[]);
+    let again = capstan_with_env(&["dev", "up", "--dir", d], &[]);
     assert!(again.status.success());
     assert_eq!(String::from_utf8(again.stdout).unwrap().trim(), kubeconfig);
     assert_eq!(pids(&dir), running);
 
-    let down = capstan(&["dev", "down", "--dir", d], &[]);
+    let down = capstan_with_env(&["dev", "down", "--dir", d], &[]);
     assert!(
         down.status.success(),
         "{}",

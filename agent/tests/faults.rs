@@ -52,11 +52,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
+use capstan_harness::objects;
+use capstan_harness::run::kubectl_output;
 use capstan_layout::scaffold::{self, ClusterRequest};
 use capstan_layout::{Tree, load};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
-use kube::discovery::ApiResource;
 use serde_json::Value;
 use source_support::agent::{post, push_body, scrape, value_in};
 use source_support::daemon::GitDaemon;
@@ -288,7 +289,10 @@ impl Proxy {
                     };
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
-                    tokio::join!(pipe(cr, sw, m.clone()), pipe(sr, cw, m.clone()));
+                    tokio::join!(
+                        pipe_by_mode(cr, sw, m.clone()),
+                        pipe_by_mode(sr, cw, m.clone())
+                    );
                 });
                 let mut all = c.lock().unwrap();
                 all.retain(|h| !h.is_finished());
@@ -315,7 +319,8 @@ impl Proxy {
     }
 }
 
-async fn pipe(
+/// Copies one direction of a proxied connection, as the fault `mode` says.
+async fn pipe_by_mode(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mode: Arc<Mutex<Mode>>,
@@ -472,29 +477,6 @@ const FAULTS: [Fault; 9] = [
     Fault::ForeignEdit,
 ];
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-fn kubectl(cp: &ControlPlane, args: &[&str]) -> std::process::Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 /// Every leaf of `want` equals the same path in `have` (lists element by element).
 fn contains(have: &Value, want: &Value, path: &str, out: &mut Vec<String>) {
     match (want, have) {
@@ -519,7 +501,7 @@ fn contains(have: &Value, want: &Value, path: &str, out: &mut Vec<String>) {
 }
 
 /// The invariants, read from the API server; the violations found.
-async fn check(
+async fn check_invariants(
     cp: &ControlPlane,
     model: &Model,
     (head, ancestors): (&str, &BTreeSet<String>),
@@ -539,7 +521,7 @@ async fn check(
     let managed: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "capstan-system",
-        &ar(
+        &objects::resource(
             "capstan.dev",
             "v1alpha1",
             "ManagedCluster",
@@ -639,7 +621,7 @@ async fn check(
             let api: Api<DynamicObject> = Api::namespaced_with(
                 client.clone(),
                 NS,
-                &ar(group, version, "Cluster", "clusters"),
+                &objects::resource(group, version, "Cluster", "clusters"),
             );
             let lp =
                 kube::api::ListParams::default().labels(&format!("capstan.dev/cluster={name}"));
@@ -746,7 +728,7 @@ enum Allowed {
 /// Whether deleting `key`, an object of `cluster`, at `at` was allowed (and why); None: it was
 /// not. A prune needs a revision that no longer desired the object after one that did (a
 /// revision from before the object existed does not count: it never asked for it to go).
-fn allowed(
+fn deletion_allowed(
     timeline: &Timeline,
     cluster: &str,
     key: &ObjKey,
@@ -858,7 +840,7 @@ async fn deletions(cp: &ControlPlane, timeline: &Timeline) -> (Vec<String>, Dele
             violations.push(format!("a DELETE without its time: {}", e.raw));
             continue;
         };
-        match allowed(timeline, cluster, &key, by_agent, at) {
+        match deletion_allowed(timeline, cluster, &key, by_agent, at) {
             Some(Allowed::Tombstoned) => seen.tombstoned += 1,
             Some(Allowed::Pruned) => seen.pruned += 1,
             None => {
@@ -898,7 +880,8 @@ fn deletions_are_judged_by_the_revisions_pushed_before_them() {
         ],
         ..Default::default()
     };
-    let judge = |k: &ObjKey, agent: bool, s: i64| allowed(&timeline, "w-000", k, agent, at(s));
+    let judge =
+        |k: &ObjKey, agent: bool, s: i64| deletion_allowed(&timeline, "w-000", k, agent, at(s));
     // Desired by every revision so far, or the cluster suspended: never.
     assert_eq!(judge(&old, true, 5), None);
     assert_eq!(judge(&old, true, 15), None);
@@ -912,7 +895,10 @@ fn deletions_are_judged_by_the_revisions_pushed_before_them() {
     assert_eq!(judge(&new, false, 30), Some(Allowed::Tombstoned));
     assert_eq!(judge(&new, true, 31), Some(Allowed::Tombstoned));
     // Another cluster's revisions say nothing about this one.
-    assert_eq!(allowed(&timeline, "w-001", &old, true, at(40)), None);
+    assert_eq!(
+        deletion_allowed(&timeline, "w-001", &old, true, at(40)),
+        None
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1039,8 +1025,8 @@ async fn randomized_fault_runs_keep_the_invariants() {
                         .filter(|w| w.state == State::Live)
                         .collect();
                     if let Some(w) = live.get(rng.usize(..live.len().max(1))) {
-                        let _ = kubectl(
-                            &cp,
+                        let _ = kubectl_output(
+                            cp.kubeconfig_path(),
                             &[
                                 "-n",
                                 NS,
@@ -1094,7 +1080,7 @@ async fn randomized_fault_runs_keep_the_invariants() {
         let before = agent.runs().max(0.0);
         let deadline = Instant::now() + Duration::from_secs(180);
         let found = loop {
-            let found = check(&cp, &model, (&head, &ancestors), &current).await;
+            let found = check_invariants(&cp, &model, (&head, &ancestors), &current).await;
             if found.is_empty() || Instant::now() > deadline {
                 break found;
             }

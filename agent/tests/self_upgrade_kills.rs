@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use capstan_harness::objects;
 use capstan_harness::{ControlPlane, StartOptions};
 use capstan_layout::scaffold::{self, ClusterRequest};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -337,28 +338,9 @@ fn scaffold_fleet(root: &Path) {
     }
 }
 
-/// A backed-up object as restored: what the server keeps of it, without what it assigns.
-fn comparable(o: &Value) -> Value {
-    let mut v = o.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(k);
-        }
-        for r in meta
-            .get_mut("ownerReferences")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            r.as_object_mut().unwrap().remove("uid");
-        }
-    }
+/// A backed-up object as restored ([`objects::comparable`]), its conditions in type order.
+fn comparable_conditions_sorted(o: &Value) -> Value {
+    let mut v = objects::comparable(o);
     if let Some(c) = v
         .pointer_mut("/status/conditions")
         .and_then(Value::as_array_mut)
@@ -685,8 +667,8 @@ async fn every_step_of_a_self_upgrade_survives_its_leader_being_killed() {
         back["apiVersion"] = o["apiVersion"].clone();
         back["kind"] = o["kind"].clone();
         assert_eq!(
-            comparable(&back),
-            comparable(o),
+            comparable_conditions_sorted(&back),
+            comparable_conditions_sorted(o),
             "{} {}",
             s("/kind"),
             s("/metadata/name")

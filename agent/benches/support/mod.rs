@@ -108,7 +108,8 @@ impl Drop for Agent {
     }
 }
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
+/// Runs git in `dir` as the benchmarks' author; its trimmed stdout, panicking on failure.
+pub fn bench_git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -127,11 +128,8 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// A port that was free a moment ago, outside the range client connections take theirs from
-/// ([`capstan_harness::ports`]).
-pub fn free_port() -> u16 {
-    capstan_harness::ports::free_ports(1).expect("a free port")[0]
-}
+#[allow(unused_imports)]
+pub use capstan_harness::ports::free_port;
 
 pub fn http(port: u16, request: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -459,10 +457,10 @@ pub fn write_fleet(repo: &Path, n: usize) -> Fleet {
         })
         .collect();
     let objects = rendered.iter().map(|(_, o)| o.len()).sum();
-    git(repo, &["init", "-q", "-b", "main"]);
-    git(repo, &["add", "-A"]);
-    git(repo, &["commit", "-q", "-m", "fleet"]);
-    let commit = git(repo, &["rev-parse", "HEAD"]);
+    bench_git(repo, &["init", "-q", "-b", "main"]);
+    bench_git(repo, &["add", "-A"]);
+    bench_git(repo, &["commit", "-q", "-m", "fleet"]);
+    let commit = bench_git(repo, &["rev-parse", "HEAD"]);
     Fleet {
         repo: repo.to_owned(),
         commit,
@@ -483,8 +481,8 @@ pub fn scale_w0000(repo: &Path, from: u32, to: u32) -> String {
         ),
     )
     .unwrap();
-    git(repo, &["commit", "-q", "-am", "scale w0000"]);
-    git(repo, &["rev-parse", "HEAD"])
+    bench_git(repo, &["commit", "-q", "-am", "scale w0000"]);
+    bench_git(repo, &["rev-parse", "HEAD"])
 }
 
 /// The agent's pipeline step times (`capstan_reconcile_duration_seconds_sum` by its `stage`
@@ -603,4 +601,13 @@ fn step_seconds(metrics: u16) -> std::collections::BTreeMap<String, f64> {
             Some((step.to_string(), value.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// The positive number in environment variable `var`, else `default`.
+pub fn setting<T: std::str::FromStr + PartialOrd + Default>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > T::default())
+        .unwrap_or(default)
 }

@@ -5,29 +5,13 @@
 //! backup is written at all, unless plaintext is chosen.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use age::secrecy::ExposeSecret;
+use capstan_harness::run::{capstan_output, output_report};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-fn capstan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn clusters() -> ApiResource {
     ApiResource {
@@ -150,18 +134,18 @@ async fn an_encrypted_backup_holds_no_key_in_the_clear_and_restores_only_with_an
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("backups");
     let src_kubeconfig = source.kubeconfig_path().to_str().unwrap().to_string();
-    let out = capstan(&[
+    let out = capstan_output(&[
         "backup",
         "--dir",
         root.to_str().unwrap(),
         "--kubeconfig",
         &src_kubeconfig,
     ]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_report(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("encrypted with age to"),
         "{}",
-        text(&out)
+        output_report(&out)
     );
     let backup = only_backup(&root);
     assert!(!backup.join(capstan::backup::OBJECTS_PLAIN).exists());
@@ -213,12 +197,12 @@ async fn an_encrypted_backup_holds_no_key_in_the_clear_and_restores_only_with_an
             &target_kubeconfig,
         ];
         args.extend_from_slice(extra);
-        capstan(&args)
+        capstan_output(&args)
     };
     // No identity: refused, saying what it needs; nothing written.
     let out = restore(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_report(&out));
     assert!(
         err.contains("is encrypted with age")
             && err.contains("--identity FILE")
@@ -229,7 +213,7 @@ async fn an_encrypted_backup_holds_no_key_in_the_clear_and_restores_only_with_an
     let other = identity_file(tmp.path(), "other.txt", &age::x25519::Identity::generate());
     let out = restore(&["--identity", other.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_report(&out));
     assert!(
         err.contains("cannot decrypt") && err.contains("other.txt"),
         "{err}"
@@ -239,7 +223,7 @@ async fn an_encrypted_backup_holds_no_key_in_the_clear_and_restores_only_with_an
     std::fs::write(&public, format!("{}\n", admin.to_public())).unwrap();
     let out = restore(&["--identity", public.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_report(&out));
     assert!(
         err.contains("public.txt") && err.contains("line 1"),
         "{err}"
@@ -254,11 +238,11 @@ async fn an_encrypted_backup_holds_no_key_in_the_clear_and_restores_only_with_an
     // The break-glass identity restores every object as it was.
     let id = identity_file(tmp.path(), "glass.txt", &glass);
     let out = restore(&["--identity", id.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_report(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("4 objects restored, 0 already there"),
         "{}",
-        text(&out)
+        output_report(&out)
     );
     let restored = Api::<Secret>::namespaced(target.client(), &ns);
     for s in &secrets {
@@ -299,7 +283,7 @@ async fn without_recipients_no_backup_is_written_unless_plaintext_is_chosen() {
             &kubeconfig,
         ];
         args.extend_from_slice(extra);
-        capstan(&args)
+        capstan_output(&args)
     };
     let key = age::x25519::Identity::generate();
     let secret_key = key.to_string().expose_secret().to_string();
@@ -338,7 +322,12 @@ async fn without_recipients_no_backup_is_written_unless_plaintext_is_chosen() {
         let secret = format!("{ns}/{name}");
         let out = backup(&["--backup-recipients-secret", &secret]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name}: {}",
+            output_report(&out)
+        );
         assert!(err.contains(&secret), "{name}: {err}");
         for s in says {
             assert!(err.contains(s), "{name}: `{s}` not in {err}");
@@ -352,15 +341,15 @@ async fn without_recipients_no_backup_is_written_unless_plaintext_is_chosen() {
     // Flags that contradict each other are refused by the parser.
     let recipient = key.to_public().to_string();
     let out = backup(&["--backup-plaintext", "--backup-recipient", &recipient]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_report(&out));
     assert!(!root.exists());
     // Plaintext, chosen: written, said, and marked as such in the manifest.
     let out = backup(&["--backup-plaintext"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_report(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("NOT encrypted"),
         "{}",
-        text(&out)
+        output_report(&out)
     );
     let dir = only_backup(&root);
     let objects: Value =

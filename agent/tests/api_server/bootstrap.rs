@@ -20,16 +20,19 @@ use crate::source_support;
 use crate::source_support::agent::{scrape, value_in};
 use crate::source_support::kubelet;
 use crate::source_support::sshd::Sshd;
+use capstan_harness::run::{self, kubectl_with_stdin};
 
 const NS: &str = "capstan-system";
 
-fn capstan(args: &[&str], kubeconfig: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
-    c.args(args).arg("--kubeconfig").arg(kubeconfig);
+/// The capstan binary with `args`, against `kubeconfig`.
+fn capstan_against(args: &[&str], kubeconfig: &std::path::Path) -> Command {
+    let mut c = run::capstan(args);
+    c.arg("--kubeconfig").arg(kubeconfig);
     c
 }
 
-async fn until<F, Fut>(what: &str, limit: Duration, check: F)
+/// Polls `check` every 100 ms until it holds; panics with `what` after `limit`.
+async fn poll_until<F, Fut>(what: &str, limit: Duration, check: F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -94,7 +97,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         "3m",
     ];
     let log = tmp.path().join("bootstrap.log");
-    let mut boot = capstan(&bootstrap_args, admin)
+    let mut boot = capstan_against(&bootstrap_args, admin)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -103,7 +106,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     // Bootstrap installs the agent and waits for it: what a node would now run.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    until(
+    poll_until(
         "the Deployment and the Git Secret",
         Duration::from_secs(120),
         || async {
@@ -175,7 +178,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     assert!(capi.get_opt("m-boot").await.unwrap().is_some());
 
     // Again: nothing to push, the agent already there.
-    let again = capstan(&bootstrap_args, admin).output().unwrap();
+    let again = capstan_against(&bootstrap_args, admin).output().unwrap();
     assert!(
         again.status.success(),
         "{}",
@@ -193,7 +196,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
         .delete("capstan-git", &DeleteParams::default())
         .await
         .unwrap();
-    let status = capstan(&["status"], admin).output().unwrap();
+    let status = capstan_against(&["status"], admin).output().unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(
         text.contains("Secret capstan-system/capstan-git (volume git) is missing"),
@@ -236,7 +239,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     )
     .await
     .unwrap();
-    let status = capstan(&["status"], admin).output().unwrap();
+    let status = capstan_against(&["status"], admin).output().unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(
         text.contains("pod capstan-7d9f-wrong: container agent waiting: ImagePullBackOff Back-off pulling image \"capstan:wrong\""),
@@ -250,7 +253,7 @@ async fn bootstrap_pushes_installs_and_waits_for_the_agent_running_in_cluster() 
     .unwrap();
 
     // Uninstall: the agent goes, the managed cluster, its record and the backups stay.
-    let un = capstan(&["uninstall"], admin).output().unwrap();
+    let un = capstan_against(&["uninstall"], admin).output().unwrap();
     assert!(
         un.status.success(),
         "{}",
@@ -292,7 +295,7 @@ async fn install_without_cluster_api_names_the_missing_crds() {
     })
     .await
     .unwrap();
-    let out = capstan(
+    let out = capstan_against(
         &[
             "install",
             "--repo",
@@ -324,7 +327,7 @@ async fn install_without_cluster_api_names_the_missing_crds() {
         std::fs::write(path, t).unwrap();
     }
     let reconcile = |kubeconfig: &std::path::Path| {
-        capstan(
+        capstan_against(
             &["reconcile", "--once", "--repo", repo.to_str().unwrap()],
             kubeconfig,
         )
@@ -355,29 +358,6 @@ async fn install_without_cluster_api_names_the_missing_crds() {
         ),
         "{err}"
     );
-}
-
-/// `kubectl` against `kubeconfig`, `stdin` fed to it; its output and whether it succeeded.
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 /// A cluster with Cluster API but one CRD every cluster needs missing: `capstan install` names
@@ -416,7 +396,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
         "m-export",
     ];
     let mark = cp.audit().mark();
-    let out = capstan(&install_args, kubeconfig).output().unwrap();
+    let out = capstan_against(&install_args, kubeconfig).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(missing), "{err}");
@@ -450,7 +430,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     // --export: the objects, in apply order, that the API server admits.
     let mut export_args = install_args.to_vec();
     export_args.push("--export");
-    let out = capstan(&export_args, kubeconfig).output().unwrap();
+    let out = capstan_against(&export_args, kubeconfig).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -519,7 +499,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     // The API server admits every object as it is (kubectl's server-side apply validates
     // strictly). Applied for real, under install's field manager: a server-side dry run cannot
     // create the namespaced objects in a namespace that does not exist yet.
-    let (ok, text) = kubectl(
+    let (ok, text) = kubectl_with_stdin(
         kubeconfig,
         &[
             "apply",
@@ -560,7 +540,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
                 {
                     args.extend(["-n", NS]);
                 }
-                let (ok, v) = kubectl(kubeconfig, &args, "");
+                let (ok, v) = kubectl_with_stdin(kubeconfig, &args, "");
                 assert!(ok, "{name}: {v}");
                 format!("{name}@{v}")
             })
@@ -570,7 +550,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
     // is what it applies); and again, nothing; the Service is there.
     let exported = versions();
     for round in ["first", "second"] {
-        let out = capstan(&install_args, kubeconfig).output().unwrap();
+        let out = capstan_against(&install_args, kubeconfig).output().unwrap();
         assert!(
             out.status.success(),
             "{}",
@@ -578,7 +558,7 @@ async fn install_preflight_export_and_a_second_install_that_changes_nothing() {
         );
         assert_eq!(versions(), exported, "the {round} install changed objects");
     }
-    let (ok, ports) = kubectl(
+    let (ok, ports) = kubectl_with_stdin(
         kubeconfig,
         &[
             "get",

@@ -49,7 +49,8 @@ impl Drop for Load {
     }
 }
 
-async fn control_plane() -> capstan_harness::ControlPlane {
+/// A control plane of the test's own, started without capstan's CRDs.
+async fn start_control_plane() -> capstan_harness::ControlPlane {
     capstan_harness::ControlPlane::start_with(capstan_harness::StartOptions {
         install_crds: false,
         ..Default::default()
@@ -91,7 +92,7 @@ fn managed_cluster_kind() -> GroupVersionKind {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn install_returns_once_discovery_serves_the_status_kind() {
-    let cp = control_plane().await;
+    let cp = start_control_plane().await;
     for round in 0..5 {
         // The spinning threads stop before the deletion: it is not what this test loads.
         let load = Load::two_cores();
@@ -111,7 +112,7 @@ async fn install_returns_once_discovery_serves_the_status_kind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_right_after_the_crd_is_created_restores_its_objects() {
-    let cp = control_plane().await;
+    let cp = start_control_plane().await;
     let dir = tempfile::tempdir().unwrap();
     let record = json!({
         "apiVersion": capstan::status::API_VERSION,

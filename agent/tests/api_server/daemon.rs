@@ -25,6 +25,7 @@ fn fleet_files(tag: &str) -> Vec<(String, String)> {
 }
 
 use crate::source_support::agent::Running as Agent;
+use capstan_harness::run::kubectl_ok;
 
 /// `capstan run --watch` on a working copy, polling only once an hour: every run after the
 /// first is caused by an edit or a watch event.
@@ -274,7 +275,7 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    write_fleet(&repo, "drift");
+    write_fleet_files(&repo, "drift");
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     // An hour between polls: every pass after the first is caused by a watch event or an edit.
@@ -458,9 +459,12 @@ async fn the_agent_sees_drift_from_watch_events_and_reads_nothing_in_steady_stat
 /// deleted, then its `kubernetes` finalizer taken off through the finalize subresource, after
 /// which the API server removes it.
 fn delete_namespace_as_its_controller_would(cp: &capstan_harness::ControlPlane, ns: &str) {
-    kubectl(cp, &["delete", "namespace", ns, "--wait=false"]);
-    let kinds = kubectl(
-        cp,
+    kubectl_ok(
+        cp.kubeconfig_path(),
+        &["delete", "namespace", ns, "--wait=false"],
+    );
+    let kinds = kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "api-resources",
             "--namespaced",
@@ -470,8 +474,8 @@ fn delete_namespace_as_its_controller_would(cp: &capstan_harness::ControlPlane, 
         ],
     );
     let kinds: Vec<&str> = kinds.lines().filter(|l| !l.is_empty()).collect();
-    kubectl(
-        cp,
+    kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "delete",
             "-n",
@@ -481,13 +485,16 @@ fn delete_namespace_as_its_controller_would(cp: &capstan_harness::ControlPlane, 
             &kinds.join(","),
         ],
     );
-    let mut namespace: serde_json::Value =
-        serde_json::from_str(&kubectl(cp, &["get", "namespace", ns, "-o", "json"])).unwrap();
+    let mut namespace: serde_json::Value = serde_json::from_str(&kubectl_ok(
+        cp.kubeconfig_path(),
+        &["get", "namespace", ns, "-o", "json"],
+    ))
+    .unwrap();
     namespace["spec"]["finalizers"] = serde_json::json!([]);
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), namespace.to_string()).unwrap();
-    kubectl(
-        cp,
+    kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "replace",
             "--raw",
@@ -504,7 +511,7 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    write_fleet(&repo, "nsdel");
+    write_fleet_files(&repo, "nsdel");
     let log = tmp.path().join("agent.log");
     let metrics_port = free_port();
     let kubeconfig = capstan::install::testing::agent_kubeconfig(cp).await;
@@ -547,8 +554,8 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
         },
     )
     .await;
-    let created_by = kubectl(
-        cp,
+    let created_by = kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "get",
             "namespace",
@@ -568,26 +575,11 @@ async fn a_namespace_deleted_under_the_agent_is_created_again_with_its_objects()
 }
 
 /// Writes the files of [`fleet_files`]`(suffix)` under `repo`.
-fn write_fleet(repo: &std::path::Path, suffix: &str) {
+fn write_fleet_files(repo: &std::path::Path, suffix: &str) {
     write_files(repo, fleet_files(suffix));
 }
 
-fn kubectl(cp: &capstan_harness::ControlPlane, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-async fn managed_cluster(client: &kube::Client, cluster: &str) -> Option<DynamicObject> {
+async fn managed_cluster_strict(client: &kube::Client, cluster: &str) -> Option<DynamicObject> {
     let ar = ApiResource {
         group: "capstan.dev".into(),
         version: "v1alpha1".into(),
@@ -639,8 +631,8 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
         );
     }
     // What Cluster API's finalizer does while it deletes machines: hold the Cluster.
-    kubectl(
-        cp,
+    kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "-n",
             "t-slow",
@@ -661,7 +653,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     )
     .unwrap();
     wait_until("a-slow Deleting", &log, Duration::from_secs(60), || async {
-        managed_cluster(&client, "a-slow")
+        managed_cluster_strict(&client, "a-slow")
             .await
             .is_some_and(|o| o.data["status"]["phase"] == "Deleting")
     })
@@ -677,8 +669,8 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
         md.get("b-slow-md-0").await.unwrap().data["spec"]["replicas"] == 3
     })
     .await;
-    let held = kubectl(
-        cp,
+    let held = kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "-n",
             "t-slow",
@@ -690,7 +682,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
         ],
     );
     assert!(!held.is_empty(), "a-slow's Cluster is still being deleted");
-    let status = managed_cluster(&client, "a-slow").await.unwrap();
+    let status = managed_cluster_strict(&client, "a-slow").await.unwrap();
     assert_eq!(status.data["status"]["phase"], "Deleting");
     assert!(
         status.data["status"]["message"]
@@ -706,8 +698,8 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
     );
 
     // The finalizer goes: the watch sees the Cluster gone and the deletion completes.
-    kubectl(
-        cp,
+    kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "-n",
             "t-slow",
@@ -721,7 +713,7 @@ async fn a_slow_deletion_does_not_delay_another_clusters_change() {
         ],
     );
     wait_until("a-slow deleted", &log, Duration::from_secs(60), || async {
-        managed_cluster(&client, "a-slow").await.is_none()
+        managed_cluster_strict(&client, "a-slow").await.is_none()
             && md.get_opt("a-slow-md-0").await.unwrap().is_none()
     })
     .await;
@@ -765,7 +757,7 @@ async fn a_failing_cluster_is_retried_with_backoff_and_the_others_go_on() {
     })
     .await;
     assert!(value_in(&text, "capstan_reconciles_total{result=\"failure\"}") >= 3.0);
-    let status = managed_cluster(&client, "a-retry").await.unwrap();
+    let status = managed_cluster_strict(&client, "a-retry").await.unwrap();
     assert_eq!(
         status.data["status"]["phase"], "Failed",
         "{:?}",
@@ -867,15 +859,17 @@ async fn a_wiped_branch_changes_nothing_on_the_management_cluster() {
     let snapshot = || async {
         let mut out = Vec::new();
         for n in names {
-            let mc = managed_cluster(&client, n).await.expect("a ManagedCluster");
+            let mc = managed_cluster_strict(&client, n)
+                .await
+                .expect("a ManagedCluster");
             out.push((
                 n,
                 mc.metadata.resource_version.clone(),
                 mc.data["status"].clone(),
             ));
         }
-        let objects = kubectl(
-            cp,
+        let objects = kubectl_ok(
+            cp.kubeconfig_path(),
             &[
                 "-n",
                 "t-wipe",
@@ -992,7 +986,7 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     let client = cp.client();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    write_fleet(&repo, "rival");
+    write_fleet_files(&repo, "rival");
     let name = "w-rival-settings";
     std::fs::write(
         repo.join("clusters/m-rival/workload-clusters/w-rival/settings.yaml"),
@@ -1056,8 +1050,8 @@ async fn the_daemon_backs_off_from_a_fight_and_counts_it() {
     })
     .await;
     assert_eq!(mode().await, "rival-4", "re-applied while in conflict");
-    let events = kubectl(
-        cp,
+    let events = kubectl_ok(
+        cp.kubeconfig_path(),
         &[
             "-n",
             "capstan-system",

@@ -26,7 +26,7 @@ use capstan_harness::browser::Browser;
 const SECRET: &str = "dashboard-secret";
 
 /// `GET path` with an optional bearer token: the status code and the `Location` header.
-fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+fn get_with_token(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     let (code, out) = response(port, path, token);
     let location = out
         .lines()
@@ -179,13 +179,26 @@ async fn the_agents_dashboard_in_a_browser_signed_in_live_and_readable() {
 
     // Who may see it.
     // Without a token the API server accepts: 401, the sign-in form as the body.
-    assert_eq!(get(port, "/", None), (401, String::new()), "{}", logs());
-    assert_eq!(get(port, "/", Some("not-a-token")).0, 401);
-    assert_eq!(get(port, "/events", None).0, 401);
-    assert_eq!(get(port, "/", Some(&nobody)).0, 403, "{}", logs());
-    assert_eq!(get(port, "/clusters/w-dash1", Some(&nobody)).0, 403);
-    assert_eq!(get(port, "/events", Some(&nobody)).0, 403);
-    assert_eq!(get(port, "/assets/dashboard.css", None).0, 200);
+    assert_eq!(
+        get_with_token(port, "/", None),
+        (401, String::new()),
+        "{}",
+        logs()
+    );
+    assert_eq!(get_with_token(port, "/", Some("not-a-token")).0, 401);
+    assert_eq!(get_with_token(port, "/events", None).0, 401);
+    assert_eq!(
+        get_with_token(port, "/", Some(&nobody)).0,
+        403,
+        "{}",
+        logs()
+    );
+    assert_eq!(
+        get_with_token(port, "/clusters/w-dash1", Some(&nobody)).0,
+        403
+    );
+    assert_eq!(get_with_token(port, "/events", Some(&nobody)).0, 403);
+    assert_eq!(get_with_token(port, "/assets/dashboard.css", None).0, 200);
 
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)

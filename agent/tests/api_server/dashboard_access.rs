@@ -91,7 +91,7 @@ fn form(token: &str) -> Option<String> {
 
 /// Waits until `token`'s user may list ManagedClusters (RBAC reaches the authorizer a moment
 /// after the binding is written): asks until the API server says so.
-async fn allowed(cp: &capstan_harness::ControlPlane, token: &str) -> String {
+async fn wait_until_allowed(cp: &capstan_harness::ControlPlane, token: &str) -> String {
     let r = Reviewer::with_limits(
         cp.client(),
         ReviewLimits {
@@ -113,7 +113,7 @@ async fn a_pasted_token_becomes_a_session_reviewed_again_and_ended_at_sign_out()
     let cp = capstan_harness::shared().await;
     capstan::install::testing::agent_kubeconfig(cp).await;
     let viewer = account(cp, "dasha-viewer", true).await;
-    let user = allowed(cp, &viewer).await;
+    let user = wait_until_allowed(cp, &viewer).await;
     let (d, app) = agent(cp, false);
     let own = [
         ("sec-fetch-site", "same-origin"),
@@ -236,7 +236,7 @@ async fn behind_tls_the_cookie_is_secure_and_host_only() {
     let cp = capstan_harness::shared().await;
     capstan::install::testing::agent_kubeconfig(cp).await;
     let viewer = account(cp, "dashtls-viewer", true).await;
-    allowed(cp, &viewer).await;
+    wait_until_allowed(cp, &viewer).await;
     let (_, app) = agent(cp, true);
     let own = [("sec-fetch-site", "same-origin")];
     let (s, h, _) = send(&app, "POST", "/login", &own, form(&viewer)).await;
@@ -302,7 +302,7 @@ async fn a_flood_of_made_up_tokens_evicts_no_allowed_answer() {
     let cp = capstan_harness::shared().await;
     capstan::install::testing::agent_kubeconfig(cp).await;
     let viewer = account(cp, "dashflood-viewer", true).await;
-    allowed(cp, &viewer).await;
+    wait_until_allowed(cp, &viewer).await;
     let name = "dashflood-reviewer";
     let client = reviewing_account(cp, name).await;
     let username = format!(

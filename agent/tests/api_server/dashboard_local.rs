@@ -15,7 +15,7 @@ use capstan_harness::browser::Browser;
 use crate::source_support::agent::Running;
 
 /// `GET /` of `port` with `Host: host` and more headers: the status code and the answer.
-fn get(port: u16, host: &str, more: &str) -> (u16, String) {
+fn get_with_host(port: u16, host: &str, more: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         s,
@@ -108,12 +108,12 @@ async fn capstan_dashboard_lets_in_the_browser_that_followed_its_link() {
 
     // Without the link: refused. For another Host (DNS rebinding), even with it: refused.
     let host = format!("127.0.0.1:{port}");
-    let (code, answer) = get(port, &host, "");
+    let (code, answer) = get_with_host(port, &host, "");
     assert_eq!(code, 401, "{answer}");
     let bearer = format!("Authorization: Bearer {token}\r\n");
-    assert_eq!(get(port, &host, &bearer).0, 200);
+    assert_eq!(get_with_host(port, &host, &bearer).0, 200);
     let rebound = format!("rebound.example:{port}");
-    assert_eq!(get(port, &rebound, &bearer).0, 403);
+    assert_eq!(get_with_host(port, &rebound, &bearer).0, 403);
 
     // The browser follows what it was given: the secret is exchanged for a cookie and leaves
     // the address, the fleet shows.

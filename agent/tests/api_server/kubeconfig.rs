@@ -7,8 +7,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use capstan_harness::run::{self, kubectl_output};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
@@ -16,22 +17,13 @@ use serde_json::json;
 
 /// The real binary with `args`, its environment kept off the user's own kubeconfig: no
 /// $KUBECONFIG (unless given), $HOME a directory of the test's.
-fn capstan(args: &[&str], home: &Path, kubeconfig_env: Option<&Path>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
-    c.args(args).env("HOME", home).env_remove("KUBECONFIG");
+fn capstan_at_home(args: &[&str], home: &Path, kubeconfig_env: Option<&Path>) -> Output {
+    let mut c = run::capstan(args);
+    c.env("HOME", home).env_remove("KUBECONFIG");
     if let Some(k) = kubeconfig_env {
         c.env("KUBECONFIG", k);
     }
     c.output().unwrap()
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -43,7 +35,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A refusal: exit 1, one line on stderr with every one of `says`, nothing on stdout.
-fn refused(o: &Output, says: &[&str]) {
+fn assert_refused(o: &Output, says: &[&str]) {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(o.stdout.is_empty(), "printed: {}", stdout(o));
@@ -53,7 +45,8 @@ fn refused(o: &Output, says: &[&str]) {
     }
 }
 
-async fn cluster(client: &kube::Client, ns: &str, name: &str) {
+/// Creates Cluster API Cluster `ns/name`.
+async fn create_cluster(client: &kube::Client, ns: &str, name: &str) {
     let ar = ApiResource {
         group: "cluster.x-k8s.io".into(),
         version: "v1beta2".into(),
@@ -75,7 +68,14 @@ async fn cluster(client: &kube::Client, ns: &str, name: &str) {
         .unwrap();
 }
 
-async fn secret(client: &kube::Client, ns: &str, cluster: &str, type_: &str, value: &str) {
+/// Creates `<cluster>-kubeconfig` in `ns`, of type `type_`, holding `value`.
+async fn create_kubeconfig_secret(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+    type_: &str,
+    value: &str,
+) {
     let s: Secret = serde_json::from_value(json!({
         "metadata": {
             "name": format!("{cluster}-kubeconfig"),
@@ -101,8 +101,8 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     let admin = cp.kubeconfig_path();
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path();
-    cluster(&client, &ns, "kc-w").await;
-    secret(
+    create_cluster(&client, &ns, "kc-w").await;
+    create_kubeconfig_secret(
         &client,
         &ns,
         "kc-w",
@@ -113,17 +113,17 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
 
     // Printed as the Secret holds it, the namespace found by the Cluster's name.
     let a = admin.to_str().unwrap();
-    let out = capstan(&["kubeconfig", "kc-w", "--kubeconfig", a], home, None);
+    let out = capstan_at_home(&["kubeconfig", "kc-w", "--kubeconfig", a], home, None);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), cp.kubeconfig_yaml());
     let printed = home.join("printed.yaml");
     std::fs::write(&printed, &out.stdout).unwrap();
-    let got = kubectl(&printed, &["get", "ns", "-o", "name"]);
+    let got = kubectl_output(&printed, &["get", "ns", "-o", "name"]);
     assert!(got.status.success(), "{}", stderr(&got));
     assert!(stdout(&got).contains(&format!("namespace/{ns}")));
     // With --namespace (and -n) the same.
     for flag in ["--namespace", "-n"] {
-        let out = capstan(
+        let out = capstan_at_home(
             &["kubeconfig", "kc-w", flag, &ns, "--kubeconfig", a],
             home,
             None,
@@ -138,7 +138,7 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     std::fs::write(&file, cp.kubeconfig_yaml()).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let f = file.to_str().unwrap();
-    let out = capstan(
+    let out = capstan_at_home(
         &["kubeconfig", "kc-w", "--merge", "--kubeconfig", f],
         home,
         None,
@@ -149,7 +149,7 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
         format!("context `kc-w` added to {f}")
     );
     let contexts = |file: &Path| {
-        let got = kubectl(file, &["config", "get-contexts", "-o", "name"]);
+        let got = kubectl_output(file, &["config", "get-contexts", "-o", "name"]);
         assert!(got.status.success(), "{}", stderr(&got));
         let mut names: Vec<String> = stdout(&got).lines().map(str::to_string).collect();
         names.sort();
@@ -158,13 +158,13 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     assert_eq!(contexts(&file), ["capstan-dev", "kc-w"]);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
-    let current = kubectl(&file, &["config", "current-context"]);
+    let current = kubectl_output(&file, &["config", "current-context"]);
     assert_eq!(stdout(&current).trim(), "capstan-dev");
-    let got = kubectl(&file, &["--context", "kc-w", "get", "ns", "-o", "name"]);
+    let got = kubectl_output(&file, &["--context", "kc-w", "get", "ns", "-o", "name"]);
     assert!(got.status.success(), "{}", stderr(&got));
     assert!(stdout(&got).contains(&format!("namespace/{ns}")));
     // Its own cluster and user entries, next to the management cluster's.
-    let view = kubectl(
+    let view = kubectl_output(
         &file,
         &[
             "config",
@@ -176,7 +176,7 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     assert_eq!(stdout(&view), "capstan-dev kc-w capstan-dev kc-w-admin");
 
     // Again with --use: replaced, not doubled, and now current.
-    let out = capstan(
+    let out = capstan_at_home(
         &["kubeconfig", "kc-w", "--merge", "--use", "--kubeconfig", f],
         home,
         None,
@@ -188,34 +188,34 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
         stdout(&out)
     );
     assert_eq!(contexts(&file), ["capstan-dev", "kc-w"]);
-    let current = kubectl(&file, &["config", "current-context"]);
+    let current = kubectl_output(&file, &["config", "current-context"]);
     assert_eq!(stdout(&current).trim(), "kc-w");
 
     // Without --kubeconfig: the first file of $KUBECONFIG, read and written; --context-name.
     let env_file = home.join("env-config");
     std::fs::write(&env_file, cp.kubeconfig_yaml()).unwrap();
-    let out = capstan(
+    let out = capstan_at_home(
         &["kubeconfig", "kc-w", "--merge", "--context-name", "work"],
         home,
         Some(&env_file),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(contexts(&env_file), ["capstan-dev", "work"]);
-    let got = kubectl(&env_file, &["--context", "work", "get", "ns", "-o", "name"]);
+    let got = kubectl_output(&env_file, &["--context", "work", "get", "ns", "-o", "name"]);
     assert!(got.status.success(), "{}", stderr(&got));
 
     // A cluster that is not there, in any namespace or in the one given.
-    let out = capstan(&["kubeconfig", "kc-missing", "--kubeconfig", a], home, None);
-    refused(
+    let out = capstan_at_home(&["kubeconfig", "kc-missing", "--kubeconfig", a], home, None);
+    assert_refused(
         &out,
         &["no Cluster API Cluster named `kc-missing`", "--namespace"],
     );
-    let out = capstan(
+    let out = capstan_at_home(
         &["kubeconfig", "kc-missing", "-n", &ns, "--kubeconfig", a],
         home,
         None,
     );
-    refused(
+    assert_refused(
         &out,
         &[
             &format!("no Secret {ns}/kc-missing-kubeconfig"),
@@ -224,16 +224,16 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     );
 
     // A Secret of that name that is not Cluster API's is neither printed nor merged.
-    cluster(&client, &ns, "kc-o").await;
-    secret(&client, &ns, "kc-o", "Opaque", cp.kubeconfig_yaml()).await;
+    create_cluster(&client, &ns, "kc-o").await;
+    create_kubeconfig_secret(&client, &ns, "kc-o", "Opaque", cp.kubeconfig_yaml()).await;
     let before = std::fs::read(&file).unwrap();
     for merge in [false, true] {
         let mut args = vec!["kubeconfig", "kc-o", "--kubeconfig", f];
         if merge {
             args.push("--merge");
         }
-        let out = capstan(&args, home, None);
-        refused(
+        let out = capstan_at_home(&args, home, None);
+        assert_refused(
             &out,
             &[
                 &format!("Secret {ns}/kc-o-kubeconfig is not Cluster API's"),
@@ -249,10 +249,10 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
 
     // The same name in two namespaces: both named, --namespace picks one.
     let other = cp.test_namespace("kubeconfig-other").await.unwrap();
-    cluster(&client, other.name(), "kc-w").await;
-    let out = capstan(&["kubeconfig", "kc-w", "--kubeconfig", a], home, None);
-    refused(&out, &[&ns, other.name(), "--namespace"]);
-    let out = capstan(
+    create_cluster(&client, other.name(), "kc-w").await;
+    let out = capstan_at_home(&["kubeconfig", "kc-w", "--kubeconfig", a], home, None);
+    assert_refused(&out, &[&ns, other.name(), "--namespace"]);
+    let out = capstan_at_home(
         &["kubeconfig", "kc-w", "-n", &ns, "--kubeconfig", a],
         home,
         None,

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::source_support::agent::{Served, get, post, push_body, scrape, value_in, wait_metrics};
 use crate::source_support::free_port;
+use capstan_harness::objects::service_account_user;
 
 const SECRET: &str = "s3cret-for-tests";
 const LEASE: &str = "capstan-leader-test";
@@ -143,17 +144,17 @@ impl Drop for Replica {
     }
 }
 
-fn user(name: &str) -> String {
-    format!("system:serviceaccount:{NS}:{name}")
-}
-
 /// Writes since `mark` by a replica's user, leaving out its Lease requests.
 fn writes_by(cp: &ControlPlane, mark: capstan_harness::AuditMark, name: &str) -> Vec<String> {
     cp.audit()
         .events_since(mark)
         .unwrap()
         .into_iter()
-        .filter(|e| e.is_write() && e.user.username == user(name) && e.resource() != Some("leases"))
+        .filter(|e| {
+            e.is_write()
+                && e.user.username == service_account_user(NS, name)
+                && e.resource() != Some("leases")
+        })
         .map(|e| format!("{} {}", e.verb, e.request_uri))
         .collect()
 }
@@ -483,7 +484,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_another_leads
         .events_since(begin)
         .unwrap()
         .into_iter()
-        .filter(|e| e.user.username == user("fence-a"))
+        .filter(|e| e.user.username == service_account_user(NS, "fence-a"))
         .collect();
     let last_renewal = of_a
         .iter()

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
+use capstan_harness::run::{self, output_text};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -17,21 +18,14 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
-fn capstan(args: &[&str], dir: &Path, kubeconfig: Option<&Path>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
-    c.args(args).arg(dir);
+/// The capstan binary with `args`, on fleet directory `dir`, against `kubeconfig` if given.
+fn capstan_on(args: &[&str], dir: &Path, kubeconfig: Option<&Path>) -> Output {
+    let mut c = run::capstan(args);
+    c.arg(dir);
     if let Some(k) = kubeconfig {
         c.arg("--kubeconfig").arg(k);
     }
     c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The shapes of "not a fleet": an empty directory, a repository of something else, a
@@ -85,8 +79,8 @@ fn validate_and_render_refuse_what_is_not_a_fleet() {
             &["validate", "--output", "json"],
             &["render"],
         ] {
-            let out = capstan(cmd, &dir, None);
-            let t = text(&out);
+            let out = capstan_on(cmd, &dir, None);
+            let t = output_text(&out);
             assert_eq!(out.status.code(), Some(1), "{cmd:?} on {what}:\n{t}");
             assert!(t.contains("not-a-fleet"), "{cmd:?} on {what}:\n{t}");
             assert!(!t.contains("0 errors"), "{cmd:?} on {what}:\n{t}");
@@ -162,11 +156,11 @@ async fn plan_and_reconcile_refuse_what_is_not_a_fleet_and_write_nothing() {
             let mut args = cmd.to_vec();
             args.push("--repo");
             let out = if cmd[0] == "plan" {
-                capstan(cmd, &dir, Some(&kubeconfig))
+                capstan_on(cmd, &dir, Some(&kubeconfig))
             } else {
-                capstan(&args, &dir, Some(&kubeconfig))
+                capstan_on(&args, &dir, Some(&kubeconfig))
             };
-            let t = text(&out);
+            let t = output_text(&out);
             assert_eq!(out.status.code(), Some(1), "{cmd:?} on {what}:\n{t}");
             assert!(t.contains("not-a-fleet"), "{cmd:?} on {what}:\n{t}");
             assert!(t.contains("nothing applied"), "{cmd:?} on {what}:\n{t}");
@@ -214,7 +208,7 @@ fn a_missing_kubeconfig_is_said_once_with_its_path() {
         ])
         .output()
         .unwrap();
-    assert!(init.status.success(), "{}", text(&init));
+    assert!(init.status.success(), "{}", output_text(&init));
     let missing = root.path().join("no-such-dir/kubeconfig");
     let f = fleet.to_str().unwrap();
     let m = missing.to_str().unwrap();
@@ -228,7 +222,7 @@ fn a_missing_kubeconfig_is_said_once_with_its_path() {
             .args(&args)
             .output()
             .unwrap();
-        let said = text(&out);
+        let said = output_text(&out);
         assert_eq!(out.status.code(), Some(1), "{cmd}: {said}");
         let lines: Vec<&str> = said.lines().filter(|l| l.starts_with("error")).collect();
         assert_eq!(lines.len(), 1, "{cmd}: {said}");

@@ -53,7 +53,12 @@ impl Stand {
     }
 }
 
-async fn handle(State(s): State<Arc<Stand>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The stand-in receiver: records the notification and answers as its script says.
+async fn handle_notification(
+    State(s): State<Arc<Stand>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     s.got.lock().unwrap().push((Instant::now(), headers, body));
     let next = s.script.lock().unwrap().pop_front();
     match next.unwrap_or(Answer::Status(200)) {
@@ -71,7 +76,7 @@ async fn stand_in(script: &[Answer]) -> (Arc<Stand>, String) {
     let s = Arc::new(Stand::default());
     s.script.lock().unwrap().extend(script.iter().copied());
     let app = Router::new()
-        .route("/hook", axum::routing::post(handle))
+        .route("/hook", axum::routing::post(handle_notification))
         .with_state(s.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -102,14 +107,9 @@ async fn wait_until_phase(
     }
 }
 
-fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: "v1beta2".into(),
-        api_version: format!("{group}/v1beta2"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+/// The API resource of a kind of `group` at version v1beta2.
+fn v1beta2_resource(group: &str, kind: &str, plural: &str) -> ApiResource {
+    capstan_harness::objects::resource(group, "v1beta2", kind, plural)
 }
 
 /// Writes what Cluster API's controllers report of a converged cluster: the Cluster Available,
@@ -139,17 +139,17 @@ async fn converge(client: &kube::Client, ns: &str, cluster: &str) {
         json!({"replicas": n, "upToDateReplicas": n, "availableReplicas": n, "readyReplicas": n,
             "conditions": [{"type": "RollingOut", "status": "False", "reason": "NotRollingOut"}]})
     };
-    let kcp = ar(
+    let kcp = v1beta2_resource(
         "controlplane.cluster.x-k8s.io",
         "KubeadmControlPlane",
         "kubeadmcontrolplanes",
     );
-    let mds = ar(
+    let mds = v1beta2_resource(
         "cluster.x-k8s.io",
         "MachineDeployment",
         "machinedeployments",
     );
-    let sets = ar("cluster.x-k8s.io", "MachineSet", "machinesets");
+    let sets = v1beta2_resource("cluster.x-k8s.io", "MachineSet", "machinesets");
     let n_of = |r: &ApiResource, name: String| {
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, r);
         async move {
@@ -182,7 +182,7 @@ async fn converge(client: &kube::Client, ns: &str, cluster: &str) {
         .await
         .unwrap();
     write(mds, md, rolled(n)).await;
-    let capi = ar("cluster.x-k8s.io", "Cluster", "clusters");
+    let capi = v1beta2_resource("cluster.x-k8s.io", "Cluster", "clusters");
     write(
         capi,
         cluster.to_string(),

@@ -306,7 +306,7 @@ fn plant_fake_plan(gh: &GitHubStandIn, n: u64) -> (u64, String) {
 }
 
 /// Asserts that the planted comment still says what its author wrote and was never edited.
-fn untouched(gh: &GitHubStandIn, (id, fake): &(u64, String)) {
+fn untouched_comment(gh: &GitHubStandIn, (id, fake): &(u64, String)) {
     assert_eq!(gh.comment(*id).map(|c| c.body).as_ref(), Some(fake));
     let edits: Vec<_> = gh
         .log()
@@ -450,7 +450,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     println!("the PR plan's API requests: {requests:#?}");
     let comments = ours(&gh, 1);
     assert_eq!(comments.len(), 1, "{:?}", gh.comments(1));
-    untouched(&gh, &planted);
+    untouched_comment(&gh, &planted);
     let text = &comments[0].body;
     assert!(text.starts_with(MARKER), "{text}");
     assert!(text.contains("against live state"), "{text}");
@@ -508,7 +508,7 @@ async fn pull_requests_get_one_live_plan_comment_and_applied_commits_get_statuse
     wait_metrics(setup.metrics, Duration::from_secs(90), |t| posted(t) >= 1.0).await;
     let comments = ours(&gh, 1);
     assert_eq!(comments.len(), 1, "still one comment after a restart");
-    untouched(&gh, &planted);
+    untouched_comment(&gh, &planted);
     assert!(
         comments[0].body.contains("scales 2 → 4"),
         "{}",

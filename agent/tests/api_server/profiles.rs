@@ -3,7 +3,6 @@
 //! it manages; a tombstone removes that cluster's profile and leaves the other's. Also: the
 //! CRD capstan ships is the upstream module's file, byte for byte.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use capstan::install::manifests;
@@ -32,10 +31,9 @@ fn the_shipped_crd_is_the_upstream_modules() {
 
 /// `kubectl get clusterprofile NAME -n NS -o json`, None when it does not exist.
 fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<serde_json::Value> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
+    let out = capstan_harness::run::kubectl_output(
+        kubeconfig,
+        &[
             "get",
             "clusterprofiles.multicluster.x-k8s.io",
             name,
@@ -43,9 +41,8 @@ fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<ser
             ns,
             "-o",
             "json",
-        ])
-        .output()
-        .expect("kubectl runs");
+        ],
+    );
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("NotFound"), "kubectl get {ns}/{name}: {err}");
@@ -54,7 +51,8 @@ fn kubectl_get(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Option<ser
     Some(serde_json::from_slice(&out.stdout).unwrap())
 }
 
-fn wait_until(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
+/// Waits (blocking, 90 s at most) until `f` holds; panics with `what` and the agent's log.
+fn wait_until_sync(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
         assert!(
@@ -125,7 +123,7 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
 
     // Both workload clusters have their profile; the management cluster has none.
     let mut got = None;
-    wait_until("w-prof-a's and w-prof-b's ClusterProfiles", &log, || {
+    wait_until_sync("w-prof-a's and w-prof-b's ClusterProfiles", &log, || {
         got = kubectl_get(admin, ns, "w-prof-a");
         got.is_some() && kubectl_get(admin, ns, "w-prof-b").is_some()
     });
@@ -168,7 +166,7 @@ async fn a_managed_cluster_has_a_profile_and_a_tombstone_removes_it() {
     let tomb_path = format!("{}/tombstone.yaml", dir[0].rsplit_once('/').unwrap().0);
     let tomb = capstan_layout::intent::document("Tombstone", "test");
     up.commit_and_push(&[(&tomb_path, &tomb)], &dir, "tombstone w-prof-a");
-    wait_until("w-prof-a's ClusterProfile removed", &log, || {
+    wait_until_sync("w-prof-a's ClusterProfile removed", &log, || {
         kubectl_get(admin, ns, "w-prof-a").is_none()
     });
     let b_after = kubectl_get(admin, ns, "w-prof-b").unwrap();

@@ -53,7 +53,8 @@ async fn wait_verified(
     }
 }
 
-fn signed_push(hook: u16, commit: &str) {
+/// Sends a signed push of `commit` to the webhook on `hook`; asserts it is accepted.
+fn send_signed_push(hook: u16, commit: &str) {
     let body = push_body(commit);
     let sig = capstan::serve::webhook::sign(SECRET.as_bytes(), body.as_bytes());
     assert_eq!(post(hook, &body, Some(&sig)), 202);
@@ -147,7 +148,7 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
 
     // An unsigned push that scales the cluster: refused.
     let c2 = up.commit_and_push(&[(&path, &scale(3))], &[], "unsigned scale");
-    signed_push(hook, &c2);
+    send_signed_push(hook, &c2);
     let unsigned = "capstan_commits_refused_total{reason=\"unsigned\"}";
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, unsigned) == 1.0
@@ -202,7 +203,7 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
     up.write(&[(&path, &scale(5))]);
     let c3 = keys.commit(&up.work, &Signer::Ssh(mallory), "signed by mallory");
     up.push();
-    signed_push(hook, &c3);
+    send_signed_push(hook, &c3);
     let untrusted = "capstan_commits_refused_total{reason=\"untrusted_key\"}";
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, untrusted) == 1.0
@@ -223,7 +224,7 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
     up.write(&[(&path, &scale(4))]);
     let c4 = keys.commit(&up.work, &Signer::Ssh(team), "signed by the team again");
     up.push();
-    signed_push(hook, &c4);
+    send_signed_push(hook, &c4);
     assert!(
         wait_for_revision(&client, "w-sig", &c4, Duration::from_secs(60))
             .await
@@ -334,7 +335,7 @@ async fn keys_from_a_secret_apply_a_signed_head_and_refuse_an_unsigned_push() {
 
     let scaled = original.replacen("count: 2", "count: 3", 1);
     let c2 = up.commit_and_push(&[(&path, &scaled)], &[], "unsigned scale");
-    signed_push(hook, &c2);
+    send_signed_push(hook, &c2);
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, "capstan_commits_refused_total{reason=\"unsigned\"}") == 1.0
     })
@@ -473,7 +474,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
     up.write(&[(&path, &scale(3))]);
     let c2 = keys.commit(&up.work, &team, "signed scale to 3");
     up.push();
-    signed_push(hook, &c2);
+    send_signed_push(hook, &c2);
     assert!(
         wait_for_revision(&client, "w-sigrb", &c2, Duration::from_secs(60))
             .await
@@ -491,7 +492,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
     // Back to an ancestor: the signed c1, with two machines.
     crate::source_support::git(&up.work, &["reset", "-q", "--hard", &c1]);
     up.push();
-    signed_push(hook, &c1);
+    send_signed_push(hook, &c1);
     let rollbacks = "capstan_commits_refused_total{reason=\"rollback\"}";
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, rollbacks) == 1.0
@@ -539,7 +540,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
         up.push();
         c
     };
-    signed_push(hook, &orphan);
+    send_signed_push(hook, &orphan);
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, rollbacks) == 2.0
     })
@@ -572,7 +573,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
     // The branch back on c2 (the same commit as the position): applied by the new pod.
     crate::source_support::git(&up.work, &["checkout", "-q", "-B", "main", &c2]);
     up.push();
-    signed_push(hook, &c2);
+    send_signed_push(hook, &c2);
     let (status, _, _) = wait_verified(&client, "w-sigrb", &log, |c| c.0 == "True").await;
     assert_eq!(status, "True");
 
@@ -585,7 +586,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
     up.write(&[(&path, &scale(4))]);
     let merge = keys.commit(&up.work, &team, "signed merge");
     up.push();
-    signed_push(hook, &merge);
+    send_signed_push(hook, &merge);
     let unsigned_total = "capstan_commits_refused_total{reason=\"unsigned\"}";
     wait_metrics(metrics_port, Duration::from_secs(60), |t| {
         value_in(t, unsigned_total) == 1.0
@@ -603,7 +604,7 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
     crate::source_support::git(&up.work, &["rm", "-rqf", "."]);
     let empty = keys.commit(&up.work, &team, "signed, empty tree");
     up.push();
-    signed_push(hook, &empty);
+    send_signed_push(hook, &empty);
     wait_kept(&client, &url, &empty, &log).await;
     assert!(
         alive(&mut agent, metrics_port),

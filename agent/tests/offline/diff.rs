@@ -4,7 +4,7 @@
 //! and the three output formats.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::source_support::{example_fleet_repo as repo, git};
 
@@ -18,13 +18,13 @@ fn edit(dir: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(p, t.replacen(from, to, 1)).unwrap();
 }
 
-fn diff(dir: &Path, args: &[&str]) -> (i32, String, String) {
+/// `capstan diff <dir> <args>`, uncoloured: its exit code, stdout and stderr.
+fn capstan_diff(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let Output {
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .arg("diff")
+    } = capstan_harness::run::capstan(&["diff"])
         .arg(dir)
         .args(args)
         .env("NO_COLOR", "1")
@@ -40,10 +40,10 @@ fn diff(dir: &Path, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn no_change_exits_0() {
     let r = repo();
-    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "main"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("no cluster changes"), "{out}");
-    let (code, out, _) = diff(
+    let (code, out, _) = capstan_diff(
         r.path(),
         &["--base", "main", "--head", "HEAD", "-o", "json"],
     );
@@ -69,7 +69,7 @@ fn what_the_base_gained_since_the_branch_is_not_part_of_the_change() {
         "count: 5\n    endpoint",
     );
     git(r.path(), &["commit", "-qam", "prod merged meanwhile"]);
-    let (code, out, err) = diff(r.path(), &["--base", "main", "--head", "scale"]);
+    let (code, out, err) = capstan_diff(r.path(), &["--base", "main", "--head", "scale"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("worker group md-0 scales 2 → 4"), "{out}");
     assert!(
@@ -94,7 +94,7 @@ fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
     git(r.path(), &["commit", "-qam", "bump dev"]);
     // The working copy is back on main: --head names the branch.
     git(r.path(), &["checkout", "-q", "main"]);
-    let (code, out, err) = diff(r.path(), &["--base", "main", "--head", "bump"]);
+    let (code, out, err) = capstan_diff(r.path(), &["--base", "main", "--head", "bump"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("cluster dev:"), "{out}");
     assert!(out.contains("control plane rolls: version v1.33"), "{out}");
@@ -103,7 +103,7 @@ fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
     assert!(out.contains("-  version: v1.33"), "{out}");
     assert!(!out.contains("cluster prod"), "only dev changed: {out}");
     // JSON: data, the same facts.
-    let (code, out, _) = diff(
+    let (code, out, _) = capstan_diff(
         r.path(),
         &["--base", "main", "--head", "bump", "-o", "json"],
     );
@@ -117,7 +117,7 @@ fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
         "version"
     );
     // Markdown for a PR.
-    let (code, md, _) = diff(
+    let (code, md, _) = capstan_diff(
         r.path(),
         &["--base", "main", "--head", "bump", "-o", "markdown"],
     );
@@ -134,14 +134,14 @@ fn a_committed_change_exits_2_with_diffs_and_the_machine_summary() {
 fn the_working_copy_is_the_default_head() {
     let r = repo();
     edit(r.path(), DEV, "count: 2", "count: 3");
-    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "main"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("→ working tree"), "{out}");
     assert!(
         out.contains("worker group md-0 scales 2 → 3 (no rollout)"),
         "{out}"
     );
-    let (_, out, _) = diff(r.path(), &["--base", "main", "--cluster", "prod"]);
+    let (_, out, _) = capstan_diff(r.path(), &["--base", "main", "--cluster", "prod"]);
     assert!(!out.contains("cluster dev"), "{out}");
 }
 
@@ -154,7 +154,7 @@ fn errors_exit_1_with_file_and_line() {
         "count: 3\n    endpoint",
         "count: three\n    endpoint",
     );
-    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "main"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("clusters/mgmt/workload-clusters/prod/cluster.yaml:16:"),
@@ -163,14 +163,14 @@ fn errors_exit_1_with_file_and_line() {
     // A blocked field is an error too, with its spec path.
     let r = repo();
     edit(r.path(), PROD, "[172.20.0.0/16]", "[172.30.0.0/16]");
-    let (code, out, _) = diff(r.path(), &["--base", "main"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "main"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("BLOCKED Cluster/prod spec.clusterNetwork.pods"),
         "{out}"
     );
     // An unknown revision.
-    let (code, _, err) = diff(r.path(), &["--base", "no-such-branch"]);
+    let (code, _, err) = capstan_diff(r.path(), &["--base", "no-such-branch"]);
     assert_eq!(code, 1);
     assert!(err.contains("no-such-branch"), "{err}");
 }
@@ -193,7 +193,7 @@ fn add_on_changes_are_shown_per_cluster_as_inside_the_workload_cluster() {
     git(r.path(), &["checkout", "-qb", "addons"]);
     git(r.path(), &["add", "-A"]);
     git(r.path(), &["commit", "-qm", "dev add-ons"]);
-    let (code, out, _) = diff(r.path(), &["--base", "main", "--head", "HEAD"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "main", "--head", "HEAD"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("cluster dev: 2 create"), "{out}");
     for line in [
@@ -205,7 +205,7 @@ fn add_on_changes_are_shown_per_cluster_as_inside_the_workload_cluster() {
     assert!(!out.contains("cluster prod"), "{out}");
     // Changed since: an update with its diff, against the commit before.
     std::fs::write(&file, addon("debug")).unwrap();
-    let (code, out, _) = diff(r.path(), &["--base", "HEAD"]);
+    let (code, out, _) = capstan_diff(r.path(), &["--base", "HEAD"]);
     assert_eq!(code, 2, "{out}");
     assert!(
         out.contains("update    ConfigMap/team/settings (add-on, inside the workload cluster)"),
@@ -215,7 +215,7 @@ fn add_on_changes_are_shown_per_cluster_as_inside_the_workload_cluster() {
         out.contains("+  level: debug") && out.contains("-  level: info"),
         "{out}"
     );
-    let (_, md, _) = diff(r.path(), &["--base", "HEAD", "-o", "markdown"]);
+    let (_, md, _) = capstan_diff(r.path(), &["--base", "HEAD", "-o", "markdown"]);
     assert!(
         md.contains("| update | `ConfigMap/team/settings` (add-on, inside the workload cluster) |"),
         "{md}"

@@ -118,7 +118,8 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn mutation() -> impl Strategy<Value = Mutation> {
+/// A strategy for one change to a valid webhook delivery.
+fn webhook_mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         prop_oneof![
             Just("refs/heads/main".to_string()),
@@ -166,7 +167,7 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(Event::Missing),
     ];
     let body = prop_oneof![
-        6 => (0u16..3000, prop::collection::vec(mutation(), 0..3))
+        6 => (0u16..3000, prop::collection::vec(webhook_mutation(), 0..3))
             .prop_map(|(at, m)| BodyShape::Push(at, m)),
         1 => (0usize..120).prop_map(BodyShape::Truncated),
         1 => prop::collection::vec(any::<u8>(), 0..200).prop_map(BodyShape::Bytes),
@@ -390,7 +391,7 @@ fn expected(c: &Case, body: &[u8], declared: Option<u64>, seen: &mut Remembered)
 }
 
 /// The request, and the length it declares (as the endpoint reads the header).
-fn request(c: &Case, body: &[u8]) -> (Request<Body>, Option<u64>) {
+fn build_request(c: &Case, body: &[u8]) -> (Request<Body>, Option<u64>) {
     let mut r = Request::builder()
         .method("POST")
         .uri("/hook/github")
@@ -472,7 +473,7 @@ fn webhook_requests_fuzzed() {
     });
     let result = runner.run(&case(), |c| {
         let body = body_bytes(&c.body);
-        let (req, declared) = request(&c, &body);
+        let (req, declared) = build_request(&c, &body);
         // The oracle's delivery log lives as long as the endpoint's, across cases.
         let want = expected(&c, &body, declared, &mut seen.borrow_mut());
         let before = metrics.webhook_requests(want.outcome);

@@ -5,7 +5,7 @@
 //! branch and edits the same pull request; a change that does not validate pushes nothing.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use capstan_harness::certs::Pki;
 
@@ -14,16 +14,18 @@ use crate::source_support::github::GitHubStandIn;
 use crate::source_support::http::HttpGitServer;
 use crate::source_support::sshd::Sshd;
 use crate::source_support::{Upstream, git};
+use capstan_harness::run;
 
 const TOKEN: &str = "ghp_openpr";
 
-fn capstan(args: &[&str], extra: &[&std::ffi::OsStr]) -> (i32, String, String) {
+/// The capstan binary with `args` and `extra`, the user's git configuration ignored: its exit
+/// code, stdout and stderr.
+fn capstan_git(args: &[&str], extra: &[&std::ffi::OsStr]) -> (i32, String, String) {
     let Output {
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
+    } = run::capstan(args)
         .args(extra)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -106,7 +108,7 @@ async fn new_cluster_open_pr_pushes_over_https_and_keeps_one_pr() {
             token.as_os_str(),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        capstan(&args, &extra)
+        capstan_git(&args, &extra)
     };
     let run = tokio::task::spawn_blocking({
         let new = new.clone();
@@ -218,7 +220,7 @@ async fn suspend_and_delete_open_prs_over_ssh() {
             url.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            capstan(
+            capstan_git(
                 &[
                     verb,
                     "cluster",

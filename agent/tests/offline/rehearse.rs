@@ -5,7 +5,7 @@
 //! `rehearse.rs`, and agent/tests/dev.rs for starting and reusing the local control plane).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::source_support::example_fleet_repo as repo;
 
@@ -16,8 +16,7 @@ fn rehearse(dir: &Path, dev_dir: &Path, args: &[&str]) -> (i32, String, String) 
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .arg("rehearse")
+    } = capstan_harness::run::capstan(&["rehearse"])
         .arg(dir)
         .args(["--dev-dir", dev_dir.to_str().unwrap()])
         .args(args)

@@ -6,28 +6,22 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use capstan_harness::certs::Pki;
 use capstan_templates::release::sha256_hex;
 
 use crate::source_support::http::HttpGitServer;
+use capstan_harness::run::{self, files_under, output_text};
 
-fn capstan(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
-    c.args(args).env_remove("CAPSTAN_CA_FILE");
+/// The capstan binary with `args`, `env` set and no $CAPSTAN_CA_FILE of the user's.
+fn capstan_with_ca_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = run::capstan(args);
+    c.env_remove("CAPSTAN_CA_FILE");
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().expect("running capstan")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The sample release data rewritten as EKS-A publishes it: one manifest at
@@ -76,7 +70,8 @@ fn published(base: &str) -> HashMap<String, Vec<u8>> {
     out
 }
 
-fn write_fleet(repo: &Path, manifest_url: &str, sha: &str) {
+/// Writes a one-cluster fleet into `repo` whose release manifest is `manifest_url` with digest `sha`.
+fn write_release_fleet(repo: &Path, manifest_url: &str, sha: &str) {
     let dir = repo.join("clusters/mgmt");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -110,7 +105,7 @@ fn a_fleet_renders_with_the_published_release_manifest_it_pins() {
     let manifest = published(&base)["/releases/eks-a/manifest.yaml"].clone();
     let repo = tmp.path().join("repo");
     let cache = tmp.path().join("cache");
-    write_fleet(&repo, &manifest_url, &sha256_hex(&manifest));
+    write_release_fleet(&repo, &manifest_url, &sha256_hex(&manifest));
     let env = [
         ("CAPSTAN_CA_FILE", ca.as_path()),
         ("CAPSTAN_CACHE_DIR", cache.as_path()),
@@ -118,18 +113,18 @@ fn a_fleet_renders_with_the_published_release_manifest_it_pins() {
     let repo_s = repo.to_str().unwrap();
 
     // Validated and rendered with the fetched Bundles.
-    let out = capstan(&["validate", repo_s, "--output", "json"], &env);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = capstan_with_ca_env(&["validate", repo_s, "--output", "json"], &env);
+    assert!(out.status.success(), "{}", output_text(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["clusters"][0]["eksaVersion"], "v0.26.1");
     let rendered = tmp.path().join("rendered");
-    let out = capstan(
+    let out = capstan_with_ca_env(
         &["render", repo_s, "--output-dir", rendered.to_str().unwrap()],
         &env,
     );
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let mut all = String::new();
-    for e in walk(&rendered) {
+    for e in files_under(&rendered, &[]) {
         all.push_str(&std::fs::read_to_string(e).unwrap());
     }
     assert!(
@@ -156,21 +151,21 @@ fn a_fleet_renders_with_the_published_release_manifest_it_pins() {
     );
 
     // A pin that does not match what the URL holds: nothing renders, the error says why.
-    write_fleet(&repo, &manifest_url, &sha256_hex(b"something else"));
-    let out = capstan(&["validate", repo_s], &env);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    write_release_fleet(&repo, &manifest_url, &sha256_hex(b"something else"));
+    let out = capstan_with_ca_env(&["validate", repo_s], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     assert!(
-        text(&out).contains("clusters/mgmt/fleet.yaml:4:3: error[checksum-mismatch]"),
+        output_text(&out).contains("clusters/mgmt/fleet.yaml:4:3: error[checksum-mismatch]"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 
     // The server goes away: with the right pin again, the cached documents serve.
-    write_fleet(&repo, &manifest_url, &sha256_hex(&manifest));
+    write_release_fleet(&repo, &manifest_url, &sha256_hex(&manifest));
     let requests = server.log().len();
     drop(server);
-    let out = capstan(&["validate", repo_s], &env);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = capstan_with_ca_env(&["validate", repo_s], &env);
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(requests >= 10, "the mismatched manifest was fetched again");
 }
 
@@ -190,17 +185,17 @@ fn a_server_signed_by_an_untrusted_ca_is_refused() {
     }
     let repo = tmp.path().join("repo");
     let cache = tmp.path().join("cache");
-    write_fleet(
+    write_release_fleet(
         &repo,
         &format!("{base}/releases/eks-a/manifest.yaml"),
         &sha256_hex(&docs["/releases/eks-a/manifest.yaml"]),
     );
-    let out = capstan(
+    let out = capstan_with_ca_env(
         &["validate", repo.to_str().unwrap()],
         &[("CAPSTAN_CACHE_DIR", cache.as_path())],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let t = output_text(&out);
     assert!(
         t.contains("error[release-unavailable]") && t.contains("could not be fetched"),
         "{t}"
@@ -209,17 +204,4 @@ fn a_server_signed_by_an_untrusted_ca_is_refused() {
         server.log().is_empty(),
         "no request got through the TLS handshake"
     );
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -2,19 +2,13 @@
 //! for each provider and etcd topology, and the refusals (missing values, overwrite, a cluster
 //! that would not validate) leave the repository untouched.
 
+use capstan_harness::run::{capstan_output, files_under};
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn capstan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
-        .output()
-        .expect("run capstan")
-}
+use std::process::Command;
 
 fn ok(args: &[&str]) -> String {
-    let out = capstan(args);
+    let out = capstan_output(args);
     assert!(
         out.status.success(),
         "capstan {args:?} failed:\n{}\n{}",
@@ -26,7 +20,7 @@ fn ok(args: &[&str]) -> String {
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for e in walk(dir) {
+    for e in files_under(dir, &[".git"]) {
         out.push((
             e.strip_prefix(dir).unwrap().display().to_string(),
             fs::read(&e).unwrap(),
@@ -34,22 +28,6 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     }
     out.sort();
     out
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v = Vec::new();
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.file_name().unwrap() == ".git" {
-            continue;
-        }
-        if p.is_dir() {
-            v.extend(walk(&p))
-        } else {
-            v.push(p)
-        }
-    }
-    v
 }
 
 #[test]
@@ -166,7 +144,7 @@ fn init_new_validate_render_round_trip() {
     assert!(rendered.contains("kind: EtcdadmCluster"));
     assert!(rendered.contains("cluster-api-autoscaler-node-group-max-size: \"5\""));
     let outdir = tmp.path().join("out");
-    let out = capstan(&["render", r, "--output-dir", outdir.to_str().unwrap()]);
+    let out = capstan_output(&["render", r, "--output-dir", outdir.to_str().unwrap()]);
     assert!(out.status.success());
     for c in ["mgmt", "dev", "etcd", "vs"] {
         assert!(outdir.join(format!("{c}.yaml")).exists());
@@ -324,7 +302,7 @@ fn refusals_write_nothing() {
         ),
     ];
     for (args, expect) in cases {
-        let out = capstan(&args);
+        let out = capstan_output(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should fail");
         assert!(
@@ -424,7 +402,7 @@ fn docker_backend_is_written_inherited_and_rendered() {
     );
 
     let before = snapshot(&repo);
-    let out = capstan(&[
+    let out = capstan_output(&[
         "new",
         "cluster",
         "vs",
@@ -503,7 +481,7 @@ fn codeowners_from_init_and_new_cluster() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
     let r = repo.to_str().unwrap();
-    let out = capstan(&init_args(r, &["--admins", "@acme/platform,@bob", "--git"]));
+    let out = capstan_output(&init_args(r, &["--admins", "@acme/platform,@bob", "--git"]));
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(".github/CODEOWNERS"), "{stdout}");
@@ -569,7 +547,7 @@ fn codeowners_from_init_and_new_cluster() {
     let before = snapshot(&repo);
     for bad in ["acme/qa", "@acme/qa,qa@example.com", "@acme/"] {
         let a = new_cluster_args(r, "qa", 2, &["--owners", bad]);
-        let out = capstan(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = capstan_output(&a.iter().map(String::as_str).collect::<Vec<_>>());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{bad}");
         assert!(
@@ -579,7 +557,7 @@ fn codeowners_from_init_and_new_cluster() {
         assert_eq!(snapshot(&repo), before, "{bad} changed the repository");
     }
     let other = tmp.path().join("other");
-    let out = capstan(&init_args(
+    let out = capstan_output(&init_args(
         other.to_str().unwrap(),
         &["--admins", "platform"],
     ));
@@ -598,7 +576,7 @@ fn codeowners_from_init_and_new_cluster() {
 fn codeowners_placeholder_is_announced() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("fleet");
-    let out = capstan(&init_args(repo.to_str().unwrap(), &[]));
+    let out = capstan_output(&init_args(repo.to_str().unwrap(), &[]));
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains(".github/CODEOWNERS"));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -192,7 +192,7 @@ fn push_payload(git_ref: &str, after: &str) -> Vec<u8> {
 }
 
 /// Posts a GitHub event signed with `secret`.
-async fn post_event(
+async fn post_signed_event(
     addr: std::net::SocketAddr,
     event: &str,
     delivery: &str,
@@ -229,7 +229,7 @@ fn webhook(after: &str, delivery: &str) -> Trigger {
 #[tokio::test]
 async fn a_signed_push_to_the_branch_fires_exactly_one_trigger() {
     let mut h = Harness::signed().await;
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "push",
         "d-1",
@@ -356,7 +356,7 @@ async fn a_configurable_limit_and_a_chunked_body_under_it() {
 
     let mut big = body.clone();
     big.resize(513, b' ');
-    let reply = post_event(h.addr, "push", "too-big", big, SECRET).await;
+    let reply = post_signed_event(h.addr, "push", "too-big", big, SECRET).await;
     assert_eq!(reply.status, 413, "{reply:?}");
     assert_eq!(h.triggers.try_next(), None);
     h.shutdown().await;
@@ -365,7 +365,7 @@ async fn a_configurable_limit_and_a_chunked_body_under_it() {
 #[tokio::test]
 async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     let mut h = Harness::signed().await;
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "ping",
         "p-1",
@@ -375,7 +375,7 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     .await;
     assert_eq!(reply.status, 200, "{reply:?}");
 
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "push",
         "o-1",
@@ -386,7 +386,7 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     assert_eq!(reply.status, 202, "{reply:?}");
     assert!(reply.body.contains("ignored"), "{reply:?}");
 
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "push",
         "t-1",
@@ -396,7 +396,7 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     .await;
     assert_eq!(reply.status, 202, "{reply:?}");
 
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "pull_request",
         "pr-1",
@@ -409,7 +409,7 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
     let deleted = String::from_utf8(push_payload("refs/heads/main", &sha(0)))
         .expect("utf8")
         .replace(r#""deleted":false"#, r#""deleted":true"#);
-    let reply = post_event(h.addr, "push", "del-1", deleted.into_bytes(), SECRET).await;
+    let reply = post_signed_event(h.addr, "push", "del-1", deleted.into_bytes(), SECRET).await;
     assert_eq!(reply.status, 202, "{reply:?}");
 
     assert_eq!(h.triggers.try_next(), None);
@@ -421,7 +421,7 @@ async fn pings_other_events_other_branches_and_deletions_fire_nothing() {
 async fn a_duplicate_delivery_is_ignored() {
     let mut h = Harness::signed().await;
     let body = push_payload("refs/heads/main", &sha(6));
-    let first = post_event(
+    let first = post_signed_event(
         h.addr,
         "push",
         "72d3162e-cc78-11e3-81ab-4c9367dc0958",
@@ -430,7 +430,7 @@ async fn a_duplicate_delivery_is_ignored() {
     )
     .await;
     assert_eq!(first.status, 202, "{first:?}");
-    let again = post_event(
+    let again = post_signed_event(
         h.addr,
         "push",
         "72d3162e-cc78-11e3-81ab-4c9367dc0958",
@@ -457,10 +457,11 @@ async fn a_signed_body_replayed_under_new_delivery_ids_fires_once() {
     // with fresh ids is the same body, remembered by its digest.
     let mut h = Harness::signed().await;
     let body = push_payload("refs/heads/main", &sha(8));
-    let first = post_event(h.addr, "push", "captured-1", body.clone(), SECRET).await;
+    let first = post_signed_event(h.addr, "push", "captured-1", body.clone(), SECRET).await;
     assert_eq!(first.status, 202, "{first:?}");
     for i in 0..20 {
-        let again = post_event(h.addr, "push", &format!("replay-{i}"), body.clone(), SECRET).await;
+        let again =
+            post_signed_event(h.addr, "push", &format!("replay-{i}"), body.clone(), SECRET).await;
         assert_eq!(again.status, 202, "{again:?}");
         assert!(again.body.contains("duplicate"), "{again:?}");
     }
@@ -471,7 +472,7 @@ async fn a_signed_body_replayed_under_new_delivery_ids_fires_once() {
     assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Duplicate), 20);
     assert_eq!(h.metrics.webhook_requests(WebhookOutcome::Accepted), 1);
     // GitHub's next push is another body: accepted.
-    let next = post_event(
+    let next = post_signed_event(
         h.addr,
         "push",
         "next-1",
@@ -490,7 +491,7 @@ async fn a_signed_body_replayed_under_new_delivery_ids_fires_once() {
 #[tokio::test]
 async fn without_a_secret_the_webhook_is_404_even_for_signed_requests() {
     let mut h = Harness::start(ServerConfig::new("main")).await;
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "push",
         "n-1",
@@ -499,7 +500,7 @@ async fn without_a_secret_the_webhook_is_404_even_for_signed_requests() {
     )
     .await;
     assert_eq!(reply.status, 404, "{reply:?}");
-    let reply = post_event(
+    let reply = post_signed_event(
         h.addr,
         "push",
         "n-2",
@@ -547,7 +548,7 @@ async fn fifty_pushes_in_a_burst_wake_the_reconciler_at_most_twice() {
     let (over_tx, over_rx) = oneshot::channel();
     let reconciling = tokio::spawn(reconciler(triggers, 50, over_rx));
     for i in 0..50 {
-        let reply = post_event(
+        let reply = post_signed_event(
             addr,
             "push",
             &format!("burst-{i}"),
@@ -581,7 +582,7 @@ async fn fifty_pushes_in_a_burst_wake_the_reconciler_at_most_twice() {
 async fn fifty_pushes_before_the_reconciler_looks_are_one_batch() {
     let mut h = Harness::signed().await;
     for i in 0..50 {
-        let reply = post_event(
+        let reply = post_signed_event(
             h.addr,
             "push",
             &format!("b-{i}"),
@@ -629,31 +630,31 @@ async fn metrics_are_openmetrics_and_count_webhook_outcomes() {
     let h = Harness::signed().await;
     let push = push_payload("refs/heads/main", &sha(8));
     assert_eq!(
-        post_event(h.addr, "push", "m-1", push.clone(), SECRET)
+        post_signed_event(h.addr, "push", "m-1", push.clone(), SECRET)
             .await
             .status,
         202
     );
     assert_eq!(
-        post_event(h.addr, "push", "m-1", push.clone(), SECRET)
+        post_signed_event(h.addr, "push", "m-1", push.clone(), SECRET)
             .await
             .status,
         202
     );
     assert_eq!(
-        post_event(h.addr, "push", "m-2", push.clone(), b"wrong")
+        post_signed_event(h.addr, "push", "m-2", push.clone(), b"wrong")
             .await
             .status,
         401
     );
     assert_eq!(
-        post_event(h.addr, "push", "m-3", push.clone(), b"wrong")
+        post_signed_event(h.addr, "push", "m-3", push.clone(), b"wrong")
             .await
             .status,
         401
     );
     assert_eq!(
-        post_event(h.addr, "ping", "m-4", b"{}".to_vec(), SECRET)
+        post_signed_event(h.addr, "ping", "m-4", b"{}".to_vec(), SECRET)
             .await
             .status,
         200
@@ -731,7 +732,7 @@ async fn webhook_and_metrics_can_listen_apart() {
     let ops = Server::spawn(ops_listener, ops_router(state));
 
     assert_eq!(
-        post_event(
+        post_signed_event(
             hook_addr,
             "push",
             "s-1",
@@ -743,7 +744,7 @@ async fn webhook_and_metrics_can_listen_apart() {
         202
     );
     assert_eq!(
-        post_event(
+        post_signed_event(
             ops_addr,
             "push",
             "s-2",
@@ -799,13 +800,13 @@ async fn the_watcher_fires_on_a_file_write_but_not_for_git_or_editor_files() {
     // so when the edit has fired, every earlier write has been judged, and the only path that
     // made the watcher fire is the spec's (an ignored write would have fired first, in an earlier
     // batch or as the first relevant path of the same one).
-    write(&root.join(".git/index"), "index");
-    write(&root.join(".git/refs/heads/main"), "0123");
+    write_file(&root.join(".git/index"), "index");
+    write_file(&root.join(".git/refs/heads/main"), "0123");
     std::fs::create_dir_all(root.join(".git/objects/ab")).expect("mkdir");
-    write(&root.join(".git/objects/ab/cdef"), "blob");
-    write(&root.join("clusters/mgmt/.cluster.yaml.swp"), "swap");
-    write(&root.join("clusters/mgmt/cluster.yaml~"), "backup");
-    write(
+    write_file(&root.join(".git/objects/ab/cdef"), "blob");
+    write_file(&root.join("clusters/mgmt/.cluster.yaml.swp"), "swap");
+    write_file(&root.join("clusters/mgmt/cluster.yaml~"), "backup");
+    write_file(
         &root.join("clusters/mgmt/cluster.yaml"),
         "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\n",
     );
@@ -827,7 +828,8 @@ async fn the_watcher_fires_on_a_file_write_but_not_for_git_or_editor_files() {
     watcher.stop();
 }
 
-fn write(path: &Path, text: &str) {
+/// Writes `text` to `path`.
+fn write_file(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 

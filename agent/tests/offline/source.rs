@@ -21,7 +21,8 @@ const README: &str = "# fleet\n";
 const MGMT: &str = "kind: Cluster\nmetadata:\n  name: mgmt\n";
 const DEV: &str = "kind: Cluster\nmetadata:\n  name: dev\n";
 
-fn fleet() -> Upstream {
+/// An upstream repository holding a management cluster and its workload `dev`.
+fn fleet_upstream() -> Upstream {
     Upstream::new(&[
         ("README.md", README),
         ("clusters/mgmt/cluster.yaml", MGMT),
@@ -46,7 +47,7 @@ fn branch() -> GitRef {
 }
 
 /// The revision's files as text (panics on non-file entries).
-fn text(rev: &Revision) -> BTreeMap<String, String> {
+fn revision_texts(rev: &Revision) -> BTreeMap<String, String> {
     rev.tree
         .entries
         .iter()
@@ -99,7 +100,7 @@ fn follow_branch(up: &Upstream, cfg: SourceConfig) -> (GitSource, String, String
     assert_eq!(previous, None);
     assert_eq!(rev.commit, c1);
     assert_eq!(
-        text(&rev),
+        revision_texts(&rev),
         map(&[
             ("README.md", README),
             ("clusters/mgmt/cluster.yaml", MGMT),
@@ -137,7 +138,7 @@ fn follow_branch(up: &Upstream, cfg: SourceConfig) -> (GitSource, String, String
     let (previous, rev) = updated(src.sync().unwrap());
     assert_eq!(previous.as_deref(), Some(c1.as_str()));
     assert_eq!(rev.commit, c2);
-    assert_eq!(text(&rev).len(), 3);
+    assert_eq!(revision_texts(&rev).len(), 3);
     assert_eq!(
         src.changed_paths(&c1, &c2).unwrap(),
         paths(&[
@@ -159,14 +160,14 @@ fn follow_branch(up: &Upstream, cfg: SourceConfig) -> (GitSource, String, String
 
 #[test]
 fn git_source_is_send() {
-    fn send<T: Send>() {}
-    send::<GitSource>();
-    send::<SourceError>();
+    fn assert_send<T: Send>() {}
+    assert_send::<GitSource>();
+    assert_send::<SourceError>();
 }
 
 #[test]
 fn git_daemon_clone_and_follow_branch() {
-    let up = fleet();
+    let up = fleet_upstream();
     let daemon = GitDaemon::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     follow_branch(
@@ -181,7 +182,7 @@ fn git_daemon_clone_and_follow_branch() {
 
 #[test]
 fn local_path_clone_and_follow_branch() {
-    let up = fleet();
+    let up = fleet_upstream();
     let cache = tempfile::tempdir().unwrap();
     follow_branch(
         &up,
@@ -200,7 +201,7 @@ fn local_path_clone_and_follow_branch() {
 
 #[test]
 fn http_clone_and_follow_branch_and_remote_commit_only_lists_refs() {
-    let up = fleet();
+    let up = fleet_upstream();
     let server = HttpGitServer::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let mirror = cache.path().join("mirror");
@@ -253,7 +254,7 @@ fn http_clone_and_follow_branch_and_remote_commit_only_lists_refs() {
 
 #[test]
 fn ssh_clone_and_follow_branch_with_a_read_only_deploy_key() {
-    let up = fleet();
+    let up = fleet_upstream();
     let sshd = Sshd::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let mut cfg = config(sshd.url(&up.bare), branch(), &cache.path().join("mirror"));
@@ -274,7 +275,7 @@ fn ssh_clone_and_follow_branch_with_a_read_only_deploy_key() {
 
 #[test]
 fn ssh_protocol_v0_server_and_pinned_commit_fallback() {
-    let up = fleet();
+    let up = fleet_upstream();
     let c1 = up.head();
     let c2 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v2")], &[], "second");
     let sshd = Sshd::start_v0(&up.root);
@@ -296,7 +297,7 @@ fn ssh_protocol_v0_server_and_pinned_commit_fallback() {
     .unwrap();
     let (_, rev) = updated(src.sync().unwrap());
     assert_eq!(rev.commit, c1);
-    assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
+    assert_eq!(revision_texts(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
     assert_ne!(
         git(&pinned, &["for-each-ref", "refs/capstan/all"]),
         "",
@@ -323,7 +324,7 @@ fn ssh_protocol_v0_server_and_pinned_commit_fallback() {
 
 #[test]
 fn ssh_host_key_is_checked_against_known_hosts() {
-    let up = fleet();
+    let up = fleet_upstream();
     let sshd = Sshd::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let other = cache.path().join("other_known_hosts");
@@ -345,7 +346,7 @@ fn ssh_host_key_is_checked_against_known_hosts() {
 
 #[test]
 fn tags_annotated_and_lightweight() {
-    let up = fleet();
+    let up = fleet_upstream();
     let c1 = up.head();
     git(&up.work, &["tag", "-a", "-m", "release 1", "v1"]);
     git(&up.work, &["tag", "light1"]);
@@ -369,7 +370,7 @@ fn tags_annotated_and_lightweight() {
         );
         let (_, rev) = updated(src.sync().unwrap());
         assert_eq!(rev.commit, c1, "{tag}");
-        assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
+        assert_eq!(revision_texts(&rev)["clusters/mgmt/cluster.yaml"], MGMT);
         assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(c1.clone()));
         let tag_object = git(&up.bare, &["rev-parse", &format!("refs/tags/{tag}")]);
         assert_eq!(tag_object != c1, annotated);
@@ -406,7 +407,7 @@ fn tags_annotated_and_lightweight() {
 
 #[test]
 fn pinned_commit() {
-    let up = fleet();
+    let up = fleet_upstream();
     let c1 = up.head();
     let c2 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v2")], &[], "second");
     let _c3 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v3")], &[], "third");
@@ -432,7 +433,11 @@ fn pinned_commit() {
             assert_eq!(previous, None);
             assert_eq!(&rev.commit, pinned, "{name}");
             let expected = if i == 0 { MGMT } else { "v2" };
-            assert_eq!(text(&rev)["clusters/mgmt/cluster.yaml"], expected, "{name}");
+            assert_eq!(
+                revision_texts(&rev)["clusters/mgmt/cluster.yaml"],
+                expected,
+                "{name}"
+            );
             assert_eq!(src.sync().unwrap(), SyncOutcome::Unchanged(pinned.clone()));
             // Fetched by id (protocol v2), not through the fetch-everything fallback.
             assert_eq!(
@@ -468,7 +473,7 @@ fn pinned_commit() {
 
 #[test]
 fn remote_down_keeps_last_good_and_recovers_on_the_same_port() {
-    let up = fleet();
+    let up = fleet_upstream();
     let mut daemon = GitDaemon::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let url = daemon.url("repo.git");
@@ -486,7 +491,7 @@ fn remote_down_keeps_last_good_and_recovers_on_the_same_port() {
     assert!(src.remote_commit().is_err());
     let last = src.last_good().expect("last_good survives the outage");
     assert_eq!(last.commit, c1);
-    assert_eq!(text(last)["clusters/mgmt/cluster.yaml"], MGMT);
+    assert_eq!(revision_texts(last)["clusters/mgmt/cluster.yaml"], MGMT);
 
     daemon.restart();
     assert_eq!(daemon.url("repo.git"), url);
@@ -503,7 +508,7 @@ fn remote_down_keeps_last_good_and_recovers_on_the_same_port() {
 
 #[test]
 fn force_push_to_unrelated_history() {
-    let up = fleet();
+    let up = fleet_upstream();
     let server = HttpGitServer::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let url = server.url("repo.git");
@@ -531,7 +536,7 @@ fn force_push_to_unrelated_history() {
     assert_eq!(previous.as_deref(), Some(c1.as_str()));
     assert_eq!(rev.commit, rewritten);
     assert_eq!(
-        text(&rev),
+        revision_texts(&rev),
         map(&[
             ("README.md", README),
             ("clusters/mgmt/cluster.yaml", "rewritten"),
@@ -571,7 +576,7 @@ fn force_push_to_unrelated_history() {
         (previous.as_deref(), rev.commit.as_str()),
         (Some(rewritten.as_str()), again.as_str())
     );
-    assert_eq!(text(&rev), map(&[("README.md", "again")]));
+    assert_eq!(revision_texts(&rev), map(&[("README.md", "again")]));
     assert_eq!(
         fresh.changed_paths(&rewritten, &again).unwrap(),
         paths(&[
@@ -589,7 +594,7 @@ fn force_push_to_unrelated_history() {
 
 #[test]
 fn http_protocol_v0_server() {
-    let up = fleet();
+    let up = fleet_upstream();
     let c1 = up.head();
     git(&up.work, &["tag", "-a", "-m", "release 1", "v1"]);
     up.push();
@@ -649,7 +654,7 @@ fn http_protocol_v0_server() {
 
 #[test]
 fn shallow_clone_over_http_git_and_ssh() {
-    let up = fleet();
+    let up = fleet_upstream();
     let c1 = up.head();
     let c2 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v2")], &[], "second");
     let c3 = up.commit_and_push(&[("clusters/mgmt/cluster.yaml", "v3")], &[], "third");
@@ -675,7 +680,7 @@ fn shallow_clone_over_http_git_and_ssh() {
             let (_, rev) = updated(src.sync().unwrap());
             assert_eq!(rev.commit, last, "{name}");
             assert_eq!(
-                text(&rev)["clusters/mgmt/cluster.yaml"],
+                revision_texts(&rev)["clusters/mgmt/cluster.yaml"],
                 if last == c3 { "v3" } else { "v4" }
             );
             assert!(
@@ -720,7 +725,7 @@ fn shallow_clone_over_http_git_and_ssh() {
 
 #[test]
 fn reopening_the_cache_does_not_reclone() {
-    let up = fleet();
+    let up = fleet_upstream();
     let server = HttpGitServer::start(&up.root);
     let cache = tempfile::tempdir().unwrap();
     let mirror = cache.path().join("mirror");
@@ -742,7 +747,7 @@ fn reopening_the_cache_does_not_reclone() {
         (previous.as_deref(), rev.commit.as_str()),
         (Some(c1.as_str()), c1.as_str())
     );
-    assert_eq!(text(&rev).len(), 3);
+    assert_eq!(revision_texts(&rev).len(), 3);
     assert!(
         server.log().iter().all(|r| !r.is_fetch()),
         "reopening fetched: {:?}",
@@ -777,12 +782,12 @@ fn reopening_the_cache_does_not_reclone() {
     let mut src = GitSource::open(config(other.path_url(), branch(), &mirror)).unwrap();
     let (previous, rev) = updated(src.sync().unwrap());
     assert_eq!(previous, None);
-    assert_eq!(text(&rev), map(&[("only.yaml", "x")]));
+    assert_eq!(revision_texts(&rev), map(&[("only.yaml", "x")]));
 }
 
 #[test]
 fn symlinks_and_large_files() {
-    let up = fleet();
+    let up = fleet_upstream();
     let w = &up.work;
     let link = |target: &str, at: &str| symlink(w, target, at);
     link("../../../etc/passwd", "clusters/mgmt/evil.yaml");
@@ -852,7 +857,7 @@ fn symlinks_and_large_files() {
 fn a_revision_read_after_another_reads_like_a_fresh_read() {
     // The next revision takes its unchanged files from the last one (by blob id); whatever
     // changed between them, it must hold exactly what reading it on its own gives.
-    let up = fleet();
+    let up = fleet_upstream();
     let w = &up.work;
     let link = |target: &str, at: &str| symlink(w, target, at);
     link("clusters/mgmt/cluster.yaml", "alias.yaml");
@@ -912,7 +917,7 @@ fn a_revision_read_after_another_reads_like_a_fresh_read() {
 
 #[test]
 fn configuration_and_ref_errors_name_the_url_and_ref() {
-    let up = fleet();
+    let up = fleet_upstream();
     let cache = tempfile::tempdir().unwrap();
     let url = up.path_url();
 
@@ -1009,7 +1014,7 @@ fn configuration_and_ref_errors_name_the_url_and_ref() {
 /// never pile up past [`capstan::source::PACK_LIMIT`]: the mirror is rebuilt by a fresh fetch.
 #[test]
 fn a_long_running_source_survives_many_fetches_and_bounds_its_packs() {
-    let up = fleet();
+    let up = fleet_upstream();
     let daemon = GitDaemon::start(&up.root);
     let tmp = tempfile::tempdir().unwrap();
     let mirror = tmp.path().join("mirror");
@@ -1032,7 +1037,7 @@ fn a_long_running_source_survives_many_fetches_and_bounds_its_packs() {
         );
         assert_eq!(rev.commit, c, "push {i}");
         assert_eq!(
-            text(&rev)["clusters/mgmt/workload-clusters/dev/cluster.yaml"],
+            revision_texts(&rev)["clusters/mgmt/workload-clusters/dev/cluster.yaml"],
             format!("{DEV}# {i}\n")
         );
         most = most.max(packs(&mirror).len());

@@ -20,7 +20,12 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
-fn check(repo: &std::path::Path, id: &str, keys: &TrustedKeys) -> Result<Verified, (Why, String)> {
+/// Verifies commit `id` of `repo` with `keys` now: what it proves, or why it is refused.
+fn check_commit(
+    repo: &std::path::Path,
+    id: &str,
+    keys: &TrustedKeys,
+) -> Result<Verified, (Why, String)> {
     verify_commit(id, &raw_commit(repo, id), keys, SystemTime::now()).map_err(|r| {
         assert_eq!(r.commit, id);
         (r.why, r.detail)
@@ -69,29 +74,35 @@ fn ssh_signatures_are_checked_against_the_allowed_signers() {
     let keys = TrustedKeys::parse(Some(("allowed_signers", &allowed)), None).unwrap();
 
     let good = k.commit(w, &Signer::Ssh(alice.clone()), "by alice");
-    let v = check(w, &good, &keys).expect("alice's signature verifies");
+    let v = check_commit(w, &good, &keys).expect("alice's signature verifies");
     assert_eq!(
         (v.kind, v.signer.as_str(), v.fingerprint.clone()),
         (Kind::Ssh, "alice@example.com", ssh_fingerprint(&alice))
     );
     let by_bob = k.commit(w, &Signer::Ssh(bob.clone()), "by bob (ecdsa)");
-    assert_eq!(check(w, &by_bob, &keys).unwrap().signer, "bob@example.com");
+    assert_eq!(
+        check_commit(w, &by_bob, &keys).unwrap().signer,
+        "bob@example.com"
+    );
 
     let unsigned = git(w, &["rev-parse", "HEAD~2"]);
-    assert_eq!(check(w, &unsigned, &keys).unwrap_err().0, Why::Unsigned);
+    assert_eq!(
+        check_commit(w, &unsigned, &keys).unwrap_err().0,
+        Why::Unsigned
+    );
 
     let by_mallory = k.commit(w, &Signer::Ssh(mallory.clone()), "by mallory");
-    let (why, detail) = check(w, &by_mallory, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_mallory, &keys).unwrap_err();
     assert_eq!(why, Why::UntrustedKey, "{detail}");
     assert!(detail.contains(&ssh_fingerprint(&mallory)), "{detail}");
 
     let forged = tamper(w, &good, "by alice, but rewritten");
-    let (why, detail) = check(w, &forged, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &forged, &keys).unwrap_err();
     assert_eq!(why, Why::BadSignature, "{detail}");
     assert!(detail.contains("changed after it was signed"), "{detail}");
 
     let by_retired = k.commit(w, &Signer::Ssh(retired), "by a retired key");
-    let (why, detail) = check(w, &by_retired, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_retired, &keys).unwrap_err();
     assert_eq!(why, Why::ExpiredKey, "{detail}");
     assert!(
         detail.contains("valid before 2020-01-01T00:00:00Z (allowed_signers:4)"),
@@ -99,12 +110,12 @@ fn ssh_signatures_are_checked_against_the_allowed_signers() {
     );
 
     let by_future = k.commit(w, &Signer::Ssh(future), "by a key not valid yet");
-    let (why, detail) = check(w, &by_future, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_future, &keys).unwrap_err();
     assert_eq!(why, Why::ExpiredKey, "{detail}");
     assert!(detail.contains("not valid yet"), "{detail}");
 
     let by_files = k.commit(w, &Signer::Ssh(files), "by a key for files");
-    let (why, detail) = check(w, &by_files, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_files, &keys).unwrap_err();
     assert_eq!(why, Why::UntrustedKey, "{detail}");
     assert!(detail.contains("only for namespaces file"), "{detail}");
 
@@ -112,7 +123,10 @@ fn ssh_signatures_are_checked_against_the_allowed_signers() {
     let k2 = Keyring::new();
     let fp = k2.gpg_key("Other <other@example.com>", None, "never");
     let pgp_only = TrustedKeys::parse(None, Some(("trusted.asc", &k2.export(&[&fp])))).unwrap();
-    assert_eq!(check(w, &good, &pgp_only).unwrap_err().0, Why::UntrustedKey);
+    assert_eq!(
+        check_commit(w, &good, &pgp_only).unwrap_err().0,
+        Why::UntrustedKey
+    );
 }
 
 #[test]
@@ -176,31 +190,31 @@ fn openpgp_signatures_are_checked_against_the_trusted_keys_with_expiry_and_revoc
     .unwrap();
     assert_eq!(keys.counts(), (0, 4));
 
-    let v = check(w, &good, &keys).expect("alice's signature verifies");
+    let v = check_commit(w, &good, &keys).expect("alice's signature verifies");
     assert_eq!(
         (v.kind, v.signer.as_str(), v.fingerprint.as_str()),
         (Kind::OpenPgp, "Alice <alice@example.com>", alice.as_str())
     );
-    let v = check(w, &by_sub, &keys).expect("carol's subkey signature verifies");
+    let v = check_commit(w, &by_sub, &keys).expect("carol's subkey signature verifies");
     assert_eq!(v.signer, "Carol <carol@example.com>");
     assert_ne!(
         v.fingerprint, carol,
         "signed by the subkey, not the primary key"
     );
 
-    let (why, detail) = check(w, &by_mallory, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_mallory, &keys).unwrap_err();
     assert_eq!(why, Why::UntrustedKey, "{detail}");
     assert!(detail.contains(&mallory), "names the key: {detail}");
 
     let forged = tamper(w, &good, "by alice, but rewritten");
-    let (why, detail) = check(w, &forged, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &forged, &keys).unwrap_err();
     assert_eq!(why, Why::BadSignature, "{detail}");
 
-    let (why, detail) = check(w, &by_old, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_old, &keys).unwrap_err();
     assert_eq!(why, Why::ExpiredKey, "{detail}");
     assert!(detail.contains("expired on 2020-01-02"), "{detail}");
 
-    let (why, detail) = check(w, &by_gone, &keys).unwrap_err();
+    let (why, detail) = check_commit(w, &by_gone, &keys).unwrap_err();
     assert_eq!(why, Why::RevokedKey, "{detail}");
     assert!(
         detail.contains(&gone) && detail.contains("revoked"),
@@ -208,7 +222,10 @@ fn openpgp_signatures_are_checked_against_the_trusted_keys_with_expiry_and_revoc
     );
 
     let unsigned = git(w, &["rev-list", "--max-parents=0", "HEAD"]);
-    assert_eq!(check(w, &unsigned, &keys).unwrap_err().0, Why::Unsigned);
+    assert_eq!(
+        check_commit(w, &unsigned, &keys).unwrap_err().0,
+        Why::Unsigned
+    );
 
     // An SSH-only trust list does not trust OpenPGP signatures.
     let ssh = k.ssh_key("someone", "ed25519");
@@ -220,7 +237,10 @@ fn openpgp_signatures_are_checked_against_the_trusted_keys_with_expiry_and_revoc
         None,
     )
     .unwrap();
-    assert_eq!(check(w, &good, &ssh_only).unwrap_err().0, Why::UntrustedKey);
+    assert_eq!(
+        check_commit(w, &good, &ssh_only).unwrap_err().0,
+        Why::UntrustedKey
+    );
 }
 
 #[test]
@@ -248,19 +268,22 @@ fn an_openpgp_key_present_twice_is_merged_so_its_revocation_holds() {
     for (what, bytes) in [("unrevoked first", &both), ("revoked first", &reversed)] {
         let keys = TrustedKeys::parse(None, Some(("trusted.asc", bytes))).unwrap();
         assert_eq!(keys.counts(), (0, 1), "{what}: one key, merged");
-        let (why, detail) = check(w, &by_gone, &keys).unwrap_err();
+        let (why, detail) = check_commit(w, &by_gone, &keys).unwrap_err();
         assert_eq!(why, Why::RevokedKey, "{what}: {detail}");
     }
     // The two copies from two sources (the key file and the Secret) merge as well.
     let file = TrustedKeys::parse(None, Some(("trusted.asc", &before))).unwrap();
     assert!(
-        check(w, &by_gone, &file).is_ok(),
+        check_commit(w, &by_gone, &file).is_ok(),
         "the copy alone is not revoked"
     );
     let secret = TrustedKeys::parse(None, Some(("Secret trusted.asc", &after))).unwrap();
     let keys = file.merge(secret);
     assert_eq!(keys.counts(), (0, 1));
-    assert_eq!(check(w, &by_gone, &keys).unwrap_err().0, Why::RevokedKey);
+    assert_eq!(
+        check_commit(w, &by_gone, &keys).unwrap_err().0,
+        Why::RevokedKey
+    );
 }
 
 #[test]
@@ -294,7 +317,7 @@ fn openpgp_signatures_made_with_md5_sha1_or_ripemd160_are_refused() {
         // gpg's name of the hash, and rPGP's in the refusal.
         for (digest, named) in [("SHA1", "SHA1"), ("MD5", "MD5"), ("RIPEMD160", "RIPEMD160")] {
             let c = signed_with(fp, digest);
-            let (why, detail) = check(w, &c, &keys).unwrap_err();
+            let (why, detail) = check_commit(w, &c, &keys).unwrap_err();
             assert_eq!(why, Why::Unsupported, "{digest}: {detail}");
             assert!(
                 detail.contains(&format!("made with {named}")) && detail.contains(fp.as_str()),
@@ -303,7 +326,7 @@ fn openpgp_signatures_made_with_md5_sha1_or_ripemd160_are_refused() {
         }
         for digest in ["SHA256", "SHA512"] {
             let c = signed_with(fp, digest);
-            assert!(check(w, &c, &keys).is_ok(), "{digest}");
+            assert!(check_commit(w, &c, &keys).is_ok(), "{digest}");
         }
     }
 }
@@ -344,21 +367,21 @@ fn openpgp_keys_without_the_sign_flag_do_not_sign_commits() {
     let keys =
         |fps: &[&str]| TrustedKeys::parse(None, Some(("trusted.asc", &k.export(fps)))).unwrap();
     let before = keys(&[&primary, &sub]);
-    assert!(check(w, &by_primary, &before).is_ok());
-    let v = check(w, &by_sub, &before).expect("the subkey signs");
+    assert!(check_commit(w, &by_primary, &before).is_ok());
+    let v = check_commit(w, &by_sub, &before).expect("the subkey signs");
     assert_ne!(v.fingerprint, sub, "signed by the subkey");
 
     // The primary key now certifies only; the subkey authenticates only.
     k.change_usage(&primary, 0, "S");
     k.change_usage(&sub, 1, "SA");
     let after = keys(&[&primary, &sub]);
-    let (why, detail) = check(w, &by_primary, &after).unwrap_err();
+    let (why, detail) = check_commit(w, &by_primary, &after).unwrap_err();
     assert_eq!(why, Why::UntrustedKey, "{detail}");
     assert!(
         detail.contains(&primary) && detail.contains("not a signing key"),
         "{detail}"
     );
-    let (why, detail) = check(w, &by_sub, &after).unwrap_err();
+    let (why, detail) = check_commit(w, &by_sub, &after).unwrap_err();
     assert_eq!(why, Why::UntrustedKey, "{detail}");
     assert!(detail.contains("not bound as a signing key"), "{detail}");
 }
@@ -660,14 +683,12 @@ mod source {
 mod commands {
     //! `capstan diff`, `plan` and `run` with `--verify-commits`, as the binary.
 
-    use std::process::Command;
-
     use crate::source_support::git;
     use crate::source_support::signing::{Keyring, Signer};
 
-    fn capstan(args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(args)
+    /// The capstan binary with `args` and no usable kubeconfig: its exit code and stderr.
+    fn capstan_stderr(args: &[&str]) -> (i32, String) {
+        let out = capstan_harness::run::capstan(args)
             .env("KUBECONFIG", "/nonexistent/kubeconfig")
             .output()
             .unwrap();
@@ -701,7 +722,7 @@ mod commands {
 
         // The head is signed: diff goes on to compare (this repository is no fleet, which it
         // reports; verification itself passed).
-        let (_, err) = capstan(&[
+        let (_, err) = capstan_stderr(&[
             "diff",
             dir,
             "--base",
@@ -721,7 +742,7 @@ mod commands {
             "{err}"
         );
         // Every commit from base to head: the unsigned one in between is refused.
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "diff",
             dir,
             "--base",
@@ -738,7 +759,7 @@ mod commands {
             "{err}"
         );
         // The working copy's edits are not signed.
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "diff",
             dir,
             "--base",
@@ -752,7 +773,7 @@ mod commands {
 
         // plan refuses an unsigned HEAD before it talks to any cluster.
         git(r, &["commit", "-q", "--allow-empty", "-m", "unsigned head"]);
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "plan",
             dir,
             "--verify-commits",
@@ -766,7 +787,7 @@ mod commands {
         );
 
         // run: keys are required, and a working copy has no commits to verify.
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "run",
             "--repo",
             "https://example.com/fleet.git",
@@ -774,7 +795,7 @@ mod commands {
         ]);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("--verify-commits needs trusted keys"), "{err}");
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "run",
             "--repo",
             dir,
@@ -784,7 +805,7 @@ mod commands {
         ]);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("read as a working copy"), "{err}");
-        let (code, err) = capstan(&[
+        let (code, err) = capstan_stderr(&[
             "run",
             "--repo",
             "https://example.com/fleet.git",

@@ -76,7 +76,7 @@ impl Harness {
 }
 
 /// Waits until `done` holds, looking every few milliseconds.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
+async fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
     let wait = async {
         while !done() {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -178,7 +178,7 @@ async fn past_the_bound_the_body_read_longest_is_cut_off_and_a_signed_push_gets_
     let mut slow_ones = Vec::new();
     for i in 0..BOUND {
         slow_ones.push(slow(h.addr, 1000, 10).await);
-        until("the slow body to be read", || {
+        spin_until("the slow body to be read", || {
             h.state.unverified_requests() == i + 1
         })
         .await;
@@ -193,7 +193,7 @@ async fn past_the_bound_the_body_read_longest_is_cut_off_and_a_signed_push_gets_
         Some(RETRY_AFTER_SECS.to_string().as_str())
     );
     assert_eq!(h.count(WebhookOutcome::Busy), 1);
-    until("the newcomer to be read", || {
+    spin_until("the newcomer to be read", || {
         h.state.unverified_requests() == BOUND
     })
     .await;
@@ -212,7 +212,7 @@ async fn past_the_bound_the_body_read_longest_is_cut_off_and_a_signed_push_gets_
     drop(slow_ones);
     drop(newest.shutdown().await);
     drop(newest);
-    until("every slow body to be let go", || {
+    spin_until("every slow body to be let go", || {
         h.state.unverified_requests() == 0 && h.state.unverified_bytes() == 0
     })
     .await;
@@ -246,7 +246,7 @@ async fn past_the_byte_budget_the_bigger_body_gives_way() {
     )
     .await;
     let mut older = slow(h.addr, 100_000, 40_000).await;
-    until("the older body's bytes to be held", || {
+    spin_until("the older body's bytes to be held", || {
         h.state.unverified_bytes() >= 40_000
     })
     .await;
@@ -255,7 +255,7 @@ async fn past_the_byte_budget_the_bigger_body_gives_way() {
     let cut = reply(&mut older).await;
     assert_eq!(cut.status, 503, "{cut:?}");
     assert_eq!(h.count(WebhookOutcome::Busy), 1);
-    until("the newer body's bytes to be held", || {
+    spin_until("the newer body's bytes to be held", || {
         h.state.unverified_requests() == 1 && h.state.unverified_bytes() >= 30_000
     })
     .await;

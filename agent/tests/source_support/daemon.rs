@@ -17,7 +17,7 @@ impl GitDaemon {
     pub fn start(root: &Path) -> GitDaemon {
         for _ in 0..5 {
             let port = free_port();
-            if let Some(process) = spawn(root, port) {
+            if let Some(process) = spawn_git_daemon(root, port) {
                 return GitDaemon {
                     port,
                     root: root.to_path_buf(),
@@ -44,7 +44,7 @@ impl GitDaemon {
     pub fn restart(&mut self) {
         self.stop();
         for _ in 0..20 {
-            if let Some(p) = spawn(&self.root, self.port) {
+            if let Some(p) = spawn_git_daemon(&self.root, self.port) {
                 self.process = Some(p);
                 return;
             }
@@ -53,7 +53,8 @@ impl GitDaemon {
     }
 }
 
-fn spawn(root: &Path, port: u16) -> Option<Process> {
+/// Starts `git daemon` serving `root` on `port`; None when it does not come up.
+fn spawn_git_daemon(root: &Path, port: u16) -> Option<Process> {
     let mut cmd = Command::new("git");
     cmd.args([
         "daemon",

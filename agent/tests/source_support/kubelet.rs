@@ -49,7 +49,8 @@ impl Pod {
     }
 }
 
-fn write(path: &Path, data: &[u8], mode: u32, gid: Option<u32>) {
+/// Writes `data` to `path` (parents created) with `mode`, and group `gid` if given.
+fn write_with_mode(path: &Path, data: &[u8], mode: u32, gid: Option<u32>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, data).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -99,7 +100,7 @@ pub async fn run_deployment(
                 Some(secret) => {
                     for (k, data) in secret.data.unwrap_or_default() {
                         let path = root.join(m.mount_path.trim_start_matches('/')).join(&k);
-                        write(&path, &data.0, mode, fs_group);
+                        write_with_mode(&path, &data.0, mode, fs_group);
                     }
                 }
                 None if s.optional.unwrap_or(false) => {}
@@ -129,14 +130,14 @@ pub async fn run_deployment(
         .unwrap_or("default".into());
     let token = cp.service_account_token(namespace, &sa).await.unwrap();
     let sa_dir = root.join("var/run/secrets/kubernetes.io/serviceaccount");
-    write(&sa_dir.join("token"), token.as_bytes(), 0o644, fs_group);
-    write(
+    write_with_mode(&sa_dir.join("token"), token.as_bytes(), 0o644, fs_group);
+    write_with_mode(
         &sa_dir.join("ca.crt"),
         cp.ca_pem().as_bytes(),
         0o644,
         fs_group,
     );
-    write(
+    write_with_mode(
         &sa_dir.join("namespace"),
         namespace.as_bytes(),
         0o644,

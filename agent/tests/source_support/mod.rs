@@ -21,11 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A port that was free a moment ago, outside the range client connections take theirs from
-/// ([`capstan_harness::ports`]).
-pub fn free_port() -> u16 {
-    capstan_harness::ports::free_ports(1).expect("a free port")[0]
-}
+pub use capstan_harness::ports::free_port;
 
 /// Waits (bounded) until something accepts TCP connections on `port`, or the child died.
 pub fn wait_for_port(port: u16, child: &mut Child) -> bool {

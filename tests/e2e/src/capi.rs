@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -301,7 +300,8 @@ pub fn use_kubeconfig(path: &std::path::Path) {
         .expect("one control plane per test binary");
 }
 
-pub fn kubectl(args: &[&str]) -> String {
+/// kubectl's stdout against this binary's control plane; panics with its stderr when it fails.
+pub fn shared_kubectl(args: &[&str]) -> String {
     let kubeconfig = match KUBECONFIG.get() {
         Some(k) => k.clone(),
         None => capstan_harness::shared_if_started_with_controllers()
@@ -309,24 +309,13 @@ pub fn kubectl(args: &[&str]) -> String {
             .kubeconfig_path()
             .to_path_buf(),
     };
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    capstan_harness::run::kubectl_ok(&kubeconfig, args)
 }
 
 pub fn kubectl_items(args: &[&str]) -> Vec<Value> {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
-    let list: Value = serde_json::from_str(&kubectl(&all)).unwrap();
+    let list: Value = serde_json::from_str(&shared_kubectl(&all)).unwrap();
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
@@ -389,13 +378,14 @@ pub fn all_running(machines: &[Machine]) -> bool {
 }
 
 /// The ManagedCluster of a cluster, from kubectl.
-pub fn managed_cluster(cluster: &str) -> Option<Value> {
+pub fn managed_cluster_json(cluster: &str) -> Option<Value> {
     kubectl_items(&["get", "managedclusters.capstan.dev", "-n", "capstan-system"])
         .into_iter()
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(cluster))
 }
 
-pub fn ar(group: &str, version: &str, kind: &str) -> ApiResource {
+/// The API resource of a kind, its plural guessed from the kind.
+pub fn gvk_resource(group: &str, version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(group, version, kind))
 }
 
@@ -418,7 +408,7 @@ pub fn watch_machines(cp: &ControlPlane, ns: &str, log: Arc<Log>) -> tokio::task
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        &gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
     );
     tokio::spawn(async move {
         let mut seen = BTreeSet::new();
@@ -450,12 +440,12 @@ pub fn machines_when_first_ready(
     let statuses: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         "capstan-system",
-        &ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+        &gvk_resource("capstan.dev", "v1alpha1", "ManagedCluster"),
     );
     let machines: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        &gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
     );
     let (cluster, revision) = (cluster.to_string(), revision.to_string());
     tokio::spawn(async move {

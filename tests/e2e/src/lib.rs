@@ -2,6 +2,8 @@
 
 pub mod oracle;
 
+pub use capstan_harness::objects::resource;
+pub use capstan_harness::run::example_fleet;
 use std::path::PathBuf;
 
 pub mod capi;
@@ -24,31 +26,6 @@ pub fn agent_logs() {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_test_writer()
         .try_init();
-}
-
-/// The API resource of a kind (`group` "" for the core group), for a dynamic `Api`.
-pub fn resource(
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-) -> kube::discovery::ApiResource {
-    kube::discovery::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-/// `examples/fleet`.
-pub fn example_fleet() -> PathBuf {
-    repo_root().join("examples/fleet")
 }
 
 /// A fleet repository in a temp dir, written by capstan's own scaffolder (as `capstan init` and
@@ -115,4 +92,21 @@ impl FleetDir {
     pub fn fleet(&self) -> capstan_layout::Fleet {
         capstan_layout::load(&capstan_layout::Tree::from_dir(&self.root).unwrap())
     }
+}
+
+/// The outcome of `cluster` in a reconcile pass's outcome; panics naming the clusters it has
+/// when it has none for `cluster`.
+pub fn cluster_outcome<'a>(
+    o: &'a capstan::reconcile::Outcome,
+    cluster: &str,
+) -> &'a capstan::reconcile::ClusterOutcome {
+    o.clusters
+        .iter()
+        .find(|c| c.name == cluster)
+        .unwrap_or_else(|| {
+            panic!(
+                "no outcome for {cluster}: {:?}",
+                o.clusters.iter().map(|c| &c.name).collect::<Vec<_>>()
+            )
+        })
 }

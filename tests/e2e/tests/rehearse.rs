@@ -36,7 +36,8 @@ fn options(head_timeout: Duration) -> (Options, tempfile::TempDir) {
     )
 }
 
-fn of<'a>(out: &'a [ClusterRehearsal], name: &str) -> &'a ClusterRehearsal {
+/// The rehearsal of cluster `name` in `out`; panics when there is none.
+fn rehearsal_of<'a>(out: &'a [ClusterRehearsal], name: &str) -> &'a ClusterRehearsal {
     out.iter()
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("{name} not rehearsed: {out:#?}"))
@@ -44,7 +45,7 @@ fn of<'a>(out: &'a [ClusterRehearsal], name: &str) -> &'a ClusterRehearsal {
 
 /// The recorded stages of a ManagedCluster, `(name, started, finished)`, from kubectl.
 fn recorded_stages(cluster: &str) -> Vec<(String, String, String)> {
-    let mc = managed_cluster(cluster).unwrap_or_else(|| panic!("{cluster} has no status"));
+    let mc = managed_cluster_json(cluster).unwrap_or_else(|| panic!("{cluster} has no status"));
     mc["status"]["stages"]
         .as_array()
         .cloned()
@@ -145,7 +146,7 @@ async fn a_pull_request_rehearses_green_an_upgrade_a_new_cluster_and_a_deletion(
     );
 
     // The upgrade: its stages in order, as the API server recorded them.
-    let up = of(&out, "w-up");
+    let up = rehearsal_of(&out, "w-up");
     let names: Vec<&str> = up.stages.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["ControlPlane", "Workers"], "{report}");
     let recorded = recorded_stages("w-up");
@@ -162,7 +163,7 @@ async fn a_pull_request_rehearses_green_an_upgrade_a_new_cluster_and_a_deletion(
         !cp_stage.2.is_empty() && !workers.2.is_empty() && workers.1 >= cp_stage.2,
         "the workers began after the control plane ended: {recorded:?}"
     );
-    let mc = managed_cluster("w-up").unwrap();
+    let mc = managed_cluster_json("w-up").unwrap();
     assert_eq!(mc["status"]["phase"], "Ready");
     assert_eq!(mc["status"]["lastAppliedRevision"], "head");
     // Every machine was replaced, none went missing, and all run 1.33 now.
@@ -210,20 +211,20 @@ async fn a_pull_request_rehearses_green_an_upgrade_a_new_cluster_and_a_deletion(
     assert!(up.base_seconds.is_some());
 
     // The new cluster came up; the deleted one and only its objects went.
-    let new = of(&out, "w-new");
+    let new = rehearsal_of(&out, "w-new");
     assert_eq!((new.machines_created, new.machines_deleted), (2, 0));
     assert_eq!(repo.machines("w-new").len(), 2);
-    let del = of(&out, "w-del");
+    let del = rehearsal_of(&out, "w-del");
     assert_eq!(del.verdict, Verdict::Passed);
     assert_eq!(del.machines_deleted, 2, "{report}");
     assert!(repo.machines("w-del").is_empty());
     assert!(!repo.names("clusters.cluster.x-k8s.io").contains("w-del"));
-    assert!(managed_cluster("w-del").is_none());
+    assert!(managed_cluster_json("w-del").is_none());
     assert!(repo.names("clusters.cluster.x-k8s.io").contains("w-up"));
 
     // The chained jump shows both steps: the control plane went through 1.32, the workers
     // skipped it (Cluster API's skew rules allow it); the API server agrees at the end.
-    let chain = of(&out, "w-chain");
+    let chain = rehearsal_of(&out, "w-chain");
     let minors = |steps: &[String]| -> Vec<String> {
         steps
             .iter()
@@ -328,7 +329,7 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
                     .as_str()
                     .unwrap()
                     .to_string();
-                kubectl(&[
+                shared_kubectl(&[
                     "annotate",
                     "devmachines.infrastructure.cluster.x-k8s.io",
                     "-n",
@@ -346,7 +347,7 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
     let report = capstan::rehearse::timeline::text("rehearsal", &out);
     eprintln!("{report}");
     assert_eq!(capstan::rehearse::timeline::exit_code(&out), 1, "{report}");
-    let c = of(&out, "w-stall");
+    let c = rehearsal_of(&out, "w-stall");
     let Verdict::Failed {
         stage,
         message,
@@ -365,7 +366,7 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
     );
     // The webhook's refusal, naming the object and in the webhook's own words; nothing of the
     // change applied.
-    let Verdict::Failed { message, .. } = &of(&out, "w-mhc").verdict else {
+    let Verdict::Failed { message, .. } = &rehearsal_of(&out, "w-mhc").verdict else {
         panic!("{report}")
     };
     assert!(
@@ -386,7 +387,7 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
         "{mhcs:?}"
     );
     // The API server agrees: the control plane is still rolling, the paused machine not up.
-    let st: Value = managed_cluster("w-stall").unwrap()["status"].clone();
+    let st: Value = managed_cluster_json("w-stall").unwrap()["status"].clone();
     assert_eq!(st["stage"], "ControlPlane", "{st}");
     assert_ne!(st["phase"], "Ready", "{st}");
     assert!(
@@ -395,7 +396,7 @@ async fn a_rollout_that_never_finishes_rehearses_red_naming_the_stage_and_the_co
     );
 
     let dev = pauser.await.unwrap();
-    kubectl(&[
+    shared_kubectl(&[
         "annotate",
         "devmachines.infrastructure.cluster.x-k8s.io",
         "-n",
@@ -452,7 +453,7 @@ async fn a_cluster_of_a_later_wave_shows_its_hold_until_the_canary_is_done() {
     let report = capstan::rehearse::timeline::text("rehearsal", &out);
     eprintln!("{report}");
     assert_eq!(capstan::rehearse::timeline::exit_code(&out), 0, "{report}");
-    let (can, rest) = (of(&out, "w-can"), of(&out, "w-rest"));
+    let (can, rest) = (rehearsal_of(&out, "w-can"), rehearsal_of(&out, "w-rest"));
     assert!(can.holds.is_empty(), "the canary is never held: {report}");
     let hold = rest
         .holds
@@ -462,7 +463,7 @@ async fn a_cluster_of_a_later_wave_shows_its_hold_until_the_canary_is_done() {
     assert!(hold.message.contains("w-can"), "{report}");
     assert!(report.contains("held at"), "{report}");
     // The API server recorded the wave and the upgrade at the new revision.
-    let mc = managed_cluster("w-rest").unwrap();
+    let mc = managed_cluster_json("w-rest").unwrap();
     assert_eq!(mc["status"]["wave"], "2/2 rest");
     assert_eq!(mc["status"]["lastAppliedRevision"], "head");
     delete(&mut repo, &["w-can", "w-rest"]).await;
@@ -507,7 +508,7 @@ async fn a_management_cluster_that_changes_is_rehearsed_upgrading_itself() {
     let report = capstan::rehearse::timeline::text("rehearsal", &out);
     eprintln!("{report}");
     assert_eq!(capstan::rehearse::timeline::exit_code(&out), 0, "{report}");
-    let m = of(&out, &mgmt);
+    let m = rehearsal_of(&out, &mgmt);
     let names: Vec<&str> = m.stages.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["ControlPlane", "Workers"], "{report}");
     // It upgraded itself as the agent does: a backup first, into the rehearsal's directory.
@@ -524,7 +525,7 @@ async fn a_management_cluster_that_changes_is_rehearsed_upgrading_itself() {
         "{report}"
     );
     // Then deleted, with everything capstan rendered for it, read from the API server.
-    assert!(managed_cluster(&mgmt).is_none());
+    assert!(managed_cluster_json(&mgmt).is_none());
     assert!(!repo.names("clusters.cluster.x-k8s.io").contains(&mgmt));
     assert!(repo.machines(&mgmt).is_empty());
     for resource in [

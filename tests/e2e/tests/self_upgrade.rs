@@ -16,18 +16,19 @@ use std::time::Duration;
 use capstan::reconcile::converge;
 use capstan::status::Phase;
 use capstan_e2e::capi::*;
+use capstan_harness::objects::comparable;
 use capstan_harness::{ControlPlane, StartOptions};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 fn status_of(cluster: &str) -> Value {
-    managed_cluster(cluster).unwrap()["status"].clone()
+    managed_cluster_json(cluster).unwrap()["status"].clone()
 }
 
 /// A field of a workload cluster's Cluster API Cluster, read with kubectl ("" when absent).
 fn cluster_field(ns: &str, cluster: &str, path: &str) -> String {
     let jsonpath = format!("jsonpath={{{path}}}");
-    kubectl(&[
+    shared_kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
         cluster,
@@ -49,31 +50,6 @@ fn paused_for(ns: &str, cluster: &str) -> String {
         cluster,
         ".metadata.annotations.capstan\\.dev/paused-for",
     )
-}
-
-/// A backed-up object as restored: what the server keeps of it, without what it assigns.
-fn comparable(o: &Value) -> Value {
-    let mut v = o.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(k);
-        }
-        if let Some(refs) = meta
-            .get_mut("ownerReferences")
-            .and_then(Value::as_array_mut)
-        {
-            for r in refs {
-                r.as_object_mut().unwrap().remove("uid");
-            }
-        }
-    }
-    v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +91,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     assert_eq!(old_cp.len(), 3);
     // An operator pauses w-op on purpose (their own field manager): capstan's pause for the
     // upgrade must neither take it over nor, after, remove it.
-    kubectl(&[
+    shared_kubectl(&[
         "patch",
         "clusters.cluster.x-k8s.io",
         "w-op",
@@ -129,7 +105,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     // kube-vip's part: the Lease of the control plane's address, held by the node of the
     // second control-plane machine.
     let holder = old_cp[1].name.clone();
-    let node = kubectl(&[
+    let node = shared_kubectl(&[
         "get",
         "machines.cluster.x-k8s.io",
         &holder,
@@ -175,7 +151,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     // no progress and times out there, however fast the in-memory machines would have rolled
     // (the stage clock restarts at every machine step).
     let kcp_pause = |value: &str| {
-        kubectl(&[
+        shared_kubectl(&[
             "annotate",
             "--overwrite",
             "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
@@ -267,7 +243,7 @@ async fn a_management_cluster_upgrades_itself_from_within() {
     //    killed and restarted while the control plane rolls; nothing is lost. And the status
     //    has lost its backup (as a status written without it once did): the pause recorded on
     //    w-self's Cluster is what gets it unpaused once the control plane has rolled out.
-    kubectl(&[
+    shared_kubectl(&[
         "patch",
         "managedclusters.capstan.dev",
         &mgmt,

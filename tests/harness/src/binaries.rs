@@ -100,7 +100,8 @@ pub enum BinariesError {
     Versions(#[from] VersionsError),
 }
 
-fn io_err<'a>(
+/// Makes an I/O error into a [`BinariesError::Io`] naming `action` and `path`.
+fn binaries_io_err<'a>(
     action: &'static str,
     path: &'a Path,
 ) -> impl FnOnce(std::io::Error) -> BinariesError + 'a {
@@ -283,14 +284,14 @@ pub fn cache_key() -> Result<String, BinariesError> {
 /// Writes an embedded module into `<root>/src/<dir>/` and returns that directory.
 pub(crate) fn write_module(root: &Path, m: &EmbeddedModule) -> Result<PathBuf, BinariesError> {
     let dir = root.join("src").join(m.dir);
-    fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+    fs::create_dir_all(&dir).map_err(binaries_io_err("create", &dir))?;
     for f in m.files {
         let p = dir.join(f.name);
         if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+            fs::create_dir_all(parent).map_err(binaries_io_err("create", parent))?;
         }
         if fs::read_to_string(&p).ok().as_deref() != Some(f.contents) {
-            fs::write(&p, f.contents).map_err(io_err("write", &p))?;
+            fs::write(&p, f.contents).map_err(binaries_io_err("write", &p))?;
         }
     }
     Ok(dir)
@@ -478,20 +479,20 @@ pub(crate) fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool
         return Ok((dir, false));
     }
 
-    fs::create_dir_all(&bin).map_err(io_err("create", &bin))?;
+    fs::create_dir_all(&bin).map_err(binaries_io_err("create", &bin))?;
     let lock_path = base.join(format!("{key}.lock"));
     let lock = File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(io_err("open", &lock_path))?;
+        .map_err(binaries_io_err("open", &lock_path))?;
     if lock.try_lock().is_err() {
         progress(&format!(
             "waiting for another process building the {set} binaries ({})",
             lock_path.display()
         ));
-        lock.lock().map_err(io_err("lock", &lock_path))?;
+        lock.lock().map_err(binaries_io_err("lock", &lock_path))?;
     }
     // Whoever held the lock may have finished the job.
     if complete() {
@@ -499,7 +500,10 @@ pub(crate) fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool
     }
     let _ = fs::remove_file(&stamp);
     // Half-written outputs of builders that died while holding the lock.
-    for entry in fs::read_dir(&bin).map_err(io_err("read", &bin))?.flatten() {
+    for entry in fs::read_dir(&bin)
+        .map_err(binaries_io_err("read", &bin))?
+        .flatten()
+    {
         if entry.file_name().to_string_lossy().contains(".tmp-") {
             let _ = fs::remove_file(entry.path());
         }
@@ -527,7 +531,7 @@ pub(crate) fn ensure_set(set: &str, targets: &[Target]) -> Result<(PathBuf, bool
         names.join(","),
         timings.join(",")
     );
-    fs::write(&stamp, stamp_text).map_err(io_err("write", &stamp))?;
+    fs::write(&stamp, stamp_text).map_err(binaries_io_err("write", &stamp))?;
     let built = !timings.is_empty();
     if built {
         progress(&format!(
@@ -557,7 +561,7 @@ fn go_build(
             "build-{}.log",
             out.file_name().and_then(|n| n.to_str()).unwrap_or("binary")
         ));
-    let mut log = File::create(&log_path).map_err(io_err("create", &log_path))?;
+    let mut log = File::create(&log_path).map_err(binaries_io_err("create", &log_path))?;
     progress(&format!(
         "building {what} from Go modules (first time: module downloads and a few minutes of compiling on 2 cores); log: {}",
         log_path.display()
@@ -591,7 +595,7 @@ fn go_build(
     .flatten()
     {
         let state = Arc::clone(&state);
-        let mut log = log.try_clone().map_err(io_err("dup", &log_path))?;
+        let mut log = log.try_clone().map_err(binaries_io_err("dup", &log_path))?;
         readers.push(std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 let _ = writeln!(log, "{line}");
@@ -611,7 +615,10 @@ fn go_build(
     let started = Instant::now();
     let mut next_beat = started + HEARTBEAT;
     let status = loop {
-        if let Some(status) = child.try_wait().map_err(io_err("wait for go build", src))? {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(binaries_io_err("wait for go build", src))?
+        {
             break status;
         }
         if Instant::now() >= next_beat {
@@ -644,7 +651,7 @@ fn go_build(
             log: log_path,
         });
     }
-    fs::rename(&tmp, out).map_err(io_err("rename into place", out))?;
+    fs::rename(&tmp, out).map_err(binaries_io_err("rename into place", out))?;
     progress(&format!(
         "built {what} in {}",
         fmt_duration(started.elapsed())
@@ -658,7 +665,7 @@ fn check_version(binary: &Path, expected: &str) -> Result<(), BinariesError> {
         .arg("--version")
         .stdin(Stdio::null())
         .output()
-        .map_err(io_err("run", binary))?;
+        .map_err(binaries_io_err("run", binary))?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

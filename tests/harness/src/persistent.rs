@@ -104,7 +104,8 @@ impl PersistentState {
     }
 }
 
-fn io_err<'a>(
+/// Makes an I/O error into a [`PersistentError::Io`] naming `action` and `path`.
+fn persistent_io_err<'a>(
     action: &'static str,
     path: &'a Path,
 ) -> impl FnOnce(std::io::Error) -> PersistentError + 'a {
@@ -139,17 +140,19 @@ impl ControlPlane {
                     pid: state.pids.kube_apiserver.pid,
                 });
             }
-            Some(_) => std::fs::remove_dir_all(dir).map_err(io_err("remove stale", dir))?,
+            Some(_) => {
+                std::fs::remove_dir_all(dir).map_err(persistent_io_err("remove stale", dir))?
+            }
             None if dir.exists() => {
-                let mut entries = std::fs::read_dir(dir).map_err(io_err("read", dir))?;
+                let mut entries = std::fs::read_dir(dir).map_err(persistent_io_err("read", dir))?;
                 if entries.next().is_some() {
                     return Err(PersistentError::NotAControlPlaneDir(dir.to_owned()));
                 }
             }
             None => {}
         }
-        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-        let dir = std::fs::canonicalize(dir).map_err(io_err("resolve", dir))?;
+        std::fs::create_dir_all(dir).map_err(persistent_io_err("create", dir))?;
+        let dir = std::fs::canonicalize(dir).map_err(persistent_io_err("resolve", dir))?;
 
         let bins = control_plane::blocking(binaries::ensure_binaries)
             .await?
@@ -258,11 +261,11 @@ impl ControlPlane {
             return Ok(false);
         }
         let Some(state) = Self::persistent_state(dir)? else {
-            let mut entries = std::fs::read_dir(dir).map_err(io_err("read", dir))?;
+            let mut entries = std::fs::read_dir(dir).map_err(persistent_io_err("read", dir))?;
             if entries.next().is_some() {
                 return Err(PersistentError::NotAControlPlaneDir(dir.to_owned()));
             }
-            std::fs::remove_dir(dir).map_err(io_err("remove", dir))?;
+            std::fs::remove_dir(dir).map_err(persistent_io_err("remove", dir))?;
             return Ok(false);
         };
         let mut any = false;
@@ -271,7 +274,7 @@ impl ControlPlane {
         }
         let a = process::terminate_pid(state.pids.kube_apiserver, GRACE);
         let e = process::terminate_pid(state.pids.etcd, GRACE);
-        std::fs::remove_dir_all(dir).map_err(io_err("remove", dir))?;
+        std::fs::remove_dir_all(dir).map_err(persistent_io_err("remove", dir))?;
         Ok(any || a || e)
     }
 }

@@ -76,6 +76,11 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
+/// A port that was free a moment ago, outside the range client connections take theirs from.
+pub fn free_port() -> u16 {
+    free_ports(1).expect("a free port")[0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
+mod helpers;
+
 /// The longest function allowed outside tests.
 const MAX_FN_LINES: usize = 200;
 
@@ -790,4 +792,58 @@ fn the_write_check_finds_what_it_must() {
             "DeleteParams",
         ]
     );
+}
+
+/// Test helpers live once: no free function of the tests, benches, harness or e2e support is
+/// defined by name in two files ([`helpers`]). One helper written twice moves to
+/// `capstan-harness` (or `agent/benches/support`); two that share only a name get names that
+/// say what each does.
+#[test]
+fn the_test_helpers_live_once() {
+    let root = workspace();
+    let code = helpers::test_code(&root);
+    let twice = helpers::duplicates(code.iter().map(|(f, t)| (f.as_str(), t.as_str())));
+    let report: Vec<String> = twice
+        .iter()
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    println!(
+        "test code: {} files; helper names defined in more than one file: {}",
+        code.len(),
+        twice.len()
+    );
+    println!("{}", report.join("\n"));
+    assert!(
+        twice.is_empty(),
+        "test helpers defined in more than one file (share one, or name each for what it does):\n{}",
+        report.join("\n")
+    );
+}
+
+/// The helper check finds a free function two files define, and not methods, tests, entry
+/// points or `#[cfg(test)]` code that share a name.
+#[test]
+fn the_helper_check_finds_what_it_must() {
+    let a = r#"
+        fn kubectl(args: &[&str]) -> String { fn nested() {} String::new() }
+        fn only_here() {}
+        struct S;
+        impl S { fn start() {} }
+        #[test]
+        fn a_test() {}
+        fn main() {}
+    "#;
+    let b = r#"
+        mod inner { pub fn kubectl() {} }
+        fn start() {}
+        #[tokio::test]
+        async fn a_test() { fn nested() {} }
+        #[cfg(test)]
+        mod tests { fn only_here() {} }
+        fn main() {}
+    "#;
+    let found = helpers::duplicates([("a.rs", a), ("b.rs", b)]);
+    let names: Vec<&str> = found.keys().map(String::as_str).collect();
+    assert_eq!(names, ["kubectl", "nested"]);
+    assert_eq!(found["kubectl"], ["a.rs", "b.rs"]);
 }

@@ -46,7 +46,7 @@ const RECORD_STAGES: &str = "(() => {
 })()";
 
 fn phase_of(cluster: &str) -> String {
-    managed_cluster(cluster)
+    managed_cluster_json(cluster)
         .and_then(|m| {
             m.pointer("/status/phase")
                 .and_then(Value::as_str)
@@ -163,7 +163,7 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
     // server's: the control plane first, the workers last.
     let shown: Vec<String> = serde_json::from_value(b.eval("window.__stages").await).unwrap();
     assert_eq!(b.eval("window.__same_page === true").await, json!(true));
-    let recorded: Vec<String> = managed_cluster("w-dbcan").unwrap()["status"]["stages"]
+    let recorded: Vec<String> = managed_cluster_json("w-dbcan").unwrap()["status"]["stages"]
         .as_array()
         .unwrap()
         .iter()
@@ -194,7 +194,7 @@ async fn the_dashboard_follows_clusters_created_upgraded_held_and_failed() {
         .find(|c| c.name == "w-dbcan")
         .unwrap();
     assert_eq!(c.phase, Phase::Failed, "{}", c.message);
-    let message = managed_cluster("w-dbcan").unwrap()["status"]["message"]
+    let message = managed_cluster_json("w-dbcan").unwrap()["status"]["message"]
         .as_str()
         .unwrap()
         .to_string();

@@ -17,8 +17,9 @@ use capstan::plan::Action;
 use capstan::plan::stages::WorkerRollout;
 use capstan::status::Phase;
 use capstan_e2e::capi::*;
+use capstan_harness::objects::text_at;
 use kube::api::{Api, DynamicObject};
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_scale_and_remove_a_worker_group() {
@@ -38,7 +39,7 @@ async fn create_scale_and_remove_a_worker_group() {
     let machines = repo.machines("w-scale");
     assert_eq!(machines.len(), 3, "{machines:?}");
     assert!(all_running(&machines), "{machines:?}");
-    let available = kubectl(&[
+    let available = shared_kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
         "w-scale",
@@ -49,7 +50,7 @@ async fn create_scale_and_remove_a_worker_group() {
     ]);
     assert_eq!(available, "True");
     assert_eq!(
-        managed_cluster("w-scale").unwrap()["status"]["phase"],
+        managed_cluster_json("w-scale").unwrap()["status"]["phase"],
         "Ready"
     );
 
@@ -132,7 +133,7 @@ async fn create_scale_and_remove_a_worker_group() {
     assert_eq!(repo.names("machinesets.cluster.x-k8s.io"), sets_before);
 
     // Remove md-1: its MachineDeployment, Machines and templates go; the rest stays.
-    let inventory_before = managed_cluster("w-scale").unwrap()["status"]["inventory"].clone();
+    let inventory_before = managed_cluster_json("w-scale").unwrap()["status"]["inventory"].clone();
     let md1_objects: Vec<(String, String)> = inventory_before
         .as_array()
         .unwrap()
@@ -158,7 +159,7 @@ async fn create_scale_and_remove_a_worker_group() {
     );
     // Cluster API made the Cluster the owner of the group's MachineDeployment and templates:
     // prune goes by capstan's inventory and labels, whatever the owner references say.
-    let cluster_uid = kubectl(&[
+    let cluster_uid = shared_kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
         "w-scale",
@@ -171,7 +172,7 @@ async fn create_scale_and_remove_a_worker_group() {
         .iter()
         .filter(|(k, _)| k != "MachineHealthCheck")
     {
-        let owners = kubectl(&[
+        let owners = shared_kubectl(&[
             "get",
             &resource_of(kind),
             name,
@@ -244,7 +245,7 @@ async fn create_scale_and_remove_a_worker_group() {
         "{machines:?}"
     );
     assert_eq!(machines.len(), 2, "{machines:?}");
-    let inventory = managed_cluster("w-scale").unwrap()["status"]["inventory"].clone();
+    let inventory = managed_cluster_json("w-scale").unwrap()["status"]["inventory"].clone();
     assert!(
         !inventory.to_string().contains("w-scale-md-1"),
         "the removed group's objects left the inventory: {inventory}"
@@ -265,15 +266,7 @@ fn resource_of(kind: &str) -> String {
 
 /// A `Kind`'s API resource in the test bed's versions.
 fn kind(group: &str, version: &str, kind: &str) -> kube::discovery::ApiResource {
-    ar(group, version, kind)
-}
-
-fn text(v: &Value, p: &str) -> String {
-    match v.pointer(p) {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => "-".into(),
-    }
+    gvk_resource(group, version, kind)
 }
 
 /// Watches what the upgrade stages are read from and act on, into one timeline: the control
@@ -297,12 +290,12 @@ fn watch_upgrade(
             |v| {
                 format!(
                     "kcp {} version={} generation={} observed={} uptodate={}/{}",
-                    text(v, "/metadata/name"),
-                    text(v, "/spec/version"),
-                    text(v, "/metadata/generation"),
-                    text(v, "/status/observedGeneration"),
-                    text(v, "/status/upToDateReplicas"),
-                    text(v, "/status/replicas"),
+                    text_at(v, "/metadata/name"),
+                    text_at(v, "/spec/version"),
+                    text_at(v, "/metadata/generation"),
+                    text_at(v, "/status/observedGeneration"),
+                    text_at(v, "/status/upToDateReplicas"),
+                    text_at(v, "/status/replicas"),
                 )
             },
         ),
@@ -314,13 +307,13 @@ fn watch_upgrade(
             |v| {
                 format!(
                     "md {} version={} replicas={}",
-                    text(v, "/metadata/name"),
-                    text(v, "/spec/template/spec/version"),
-                    text(v, "/spec/replicas"),
+                    text_at(v, "/metadata/name"),
+                    text_at(v, "/spec/template/spec/version"),
+                    text_at(v, "/spec/replicas"),
                 )
             },
         ),
-        watch_machines(cp, ns, tl),
+        watch_machines_into(cp, ns, tl),
         watch_objects(
             cp,
             "capstan-system",
@@ -329,11 +322,11 @@ fn watch_upgrade(
             |v| {
                 format!(
                     "mc {} phase={} stage={} | since={} progress={}",
-                    text(v, "/metadata/name"),
-                    text(v, "/status/phase"),
-                    text(v, "/status/stage"),
-                    text(v, "/status/stageSince"),
-                    text(v, "/status/stageProgress"),
+                    text_at(v, "/metadata/name"),
+                    text_at(v, "/status/phase"),
+                    text_at(v, "/status/stage"),
+                    text_at(v, "/status/stageSince"),
+                    text_at(v, "/status/stageProgress"),
                 )
             },
         ),
@@ -341,7 +334,7 @@ fn watch_upgrade(
 }
 
 /// Watches a namespace's Machines into the timeline as `machine <role> <version> <name>`.
-fn watch_machines(
+fn watch_machines_into(
     cp: &capstan_harness::ControlPlane,
     ns: &str,
     tl: &Arc<Timeline>,
@@ -366,7 +359,7 @@ fn watch_machines_and_templates(
     ns: &str,
     tl: &Arc<Timeline>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut watches = vec![watch_machines(cp, ns, tl)];
+    let mut watches = vec![watch_machines_into(cp, ns, tl)];
     watches.extend(watch_templates(cp, ns, tl));
     watches
 }
@@ -395,8 +388,8 @@ fn watch_templates(
         watch_objects(cp, ns, resource, tl.clone(), |v| {
             format!(
                 "template {} {}",
-                text(v, "/kind"),
-                text(v, "/metadata/name")
+                text_at(v, "/kind"),
+                text_at(v, "/metadata/name")
             )
         })
     })
@@ -479,7 +472,7 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
         "kubernetesVersion: \"1.34\"",
     );
     let out = repo.converge(only).await;
-    let new_version = kubectl(&[
+    let new_version = shared_kubectl(&[
         "get",
         "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
         "w-bump",
@@ -576,7 +569,7 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
     );
     // The status keeps the upgrade's stages with their start and end, read from the API
     // server: the control plane's first, the workers' last, each ended, one after the other.
-    let mc_now = managed_cluster("w-bump").unwrap();
+    let mc_now = managed_cluster_json("w-bump").unwrap();
     let stages = mc_now["status"]["stages"]
         .as_array()
         .cloned()
@@ -638,7 +631,7 @@ async fn a_version_bump_goes_out_stage_by_stage_and_a_scale_never_waits() {
                 .map(|n| ("KubeadmConfigTemplate".to_string(), n.clone())),
         )
         .collect();
-    let inventory = managed_cluster("w-bump").unwrap()["status"]["inventory"].to_string();
+    let inventory = managed_cluster_json("w-bump").unwrap()["status"]["inventory"].to_string();
     for (_, n) in &old {
         assert!(!inventory.contains(n.as_str()), "{n} left in {inventory}");
     }
@@ -768,7 +761,7 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
         "{templates_before:?} -> {templates:?}"
     );
     assert!(removed[0].starts_with("w-tmpl-md-0-") && added[0].starts_with("w-tmpl-md-0-"));
-    let inventory = managed_cluster("w-tmpl").unwrap()["status"]["inventory"].to_string();
+    let inventory = managed_cluster_json("w-tmpl").unwrap()["status"]["inventory"].to_string();
     assert!(!inventory.contains(removed[0].as_str()) && inventory.contains(added[0].as_str()));
     let pruned_by: Vec<usize> = out
         .passes
@@ -809,11 +802,11 @@ async fn a_template_change_rolls_only_its_group_and_remediation_is_not_fought() 
     let machines: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         &repo.ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        &gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
     );
     let uid = machines.get(&victim).await.unwrap().metadata.uid.unwrap();
     let mark = cp.audit().mark();
-    kubectl(&[
+    shared_kubectl(&[
         "annotate",
         "machines.cluster.x-k8s.io",
         &victim,
@@ -921,12 +914,12 @@ async fn a_tombstone_deletes_the_cluster_and_its_machines_and_nothing_else() {
         ]);
         assert!(left.is_empty(), "{resource}: {left:?}");
     }
-    assert!(managed_cluster("w-del").is_none());
+    assert!(managed_cluster_json("w-del").is_none());
     // Nothing else touched.
     assert_eq!(repo.machines("w-keep"), keep);
     assert_eq!(repo.machines(&repo.mgmt.clone()), mgmt);
     assert_eq!(
-        managed_cluster("w-keep").unwrap()["status"]["phase"],
+        managed_cluster_json("w-keep").unwrap()["status"]["phase"],
         "Ready"
     );
 }

@@ -46,7 +46,7 @@ fn record_machines(
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         ns,
-        &ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        &gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
     );
     let out = seen.clone();
     let task = tokio::spawn(async move {

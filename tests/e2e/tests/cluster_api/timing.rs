@@ -77,7 +77,7 @@ async fn a_rollout_longer_than_the_stage_timeout_completes_and_a_stalled_one_tim
     let _watch = watch_objects(
         cp,
         "capstan-system",
-        ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+        gvk_resource("capstan.dev", "v1alpha1", "ManagedCluster"),
         tl.clone(),
         |v| {
             let t = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("-");
@@ -117,7 +117,7 @@ async fn a_rollout_longer_than_the_stage_timeout_completes_and_a_stalled_one_tim
         "a worker machine was not replaced: {machines:?}"
     );
     // The workers' stage, as the status recorded it, lasted longer than the timeout.
-    let mc = managed_cluster("w-pace").unwrap();
+    let mc = managed_cluster_json("w-pace").unwrap();
     let stages = mc["status"]["stages"]
         .as_array()
         .cloned()
@@ -187,7 +187,7 @@ async fn a_rollout_longer_than_the_stage_timeout_completes_and_a_stalled_one_tim
     })
     .await
     .expect("md-1 started rolling");
-    kubectl(&[
+    shared_kubectl(&[
         "annotate",
         "devmachines.infrastructure.cluster.x-k8s.io",
         "-n",
@@ -199,7 +199,7 @@ async fn a_rollout_longer_than_the_stage_timeout_completes_and_a_stalled_one_tim
     let last = out.last();
     let c = last.clusters.iter().find(|c| c.name == "w-pace").unwrap();
     assert_eq!(c.phase, Phase::Failed, "{}", c.message);
-    let st = managed_cluster("w-pace").unwrap()["status"].clone();
+    let st = managed_cluster_json("w-pace").unwrap()["status"].clone();
     assert_eq!(st["phase"], "Failed", "{st}");
     assert_eq!(st["stage"], "Workers", "{st}");
     let ready = st["conditions"]
@@ -230,7 +230,7 @@ async fn a_rollout_longer_than_the_stage_timeout_completes_and_a_stalled_one_tim
     );
 
     // 3. The machine unpaused, the same revision goes on to Ready.
-    kubectl(&[
+    shared_kubectl(&[
         "annotate",
         "devmachines.infrastructure.cluster.x-k8s.io",
         "-n",

@@ -18,6 +18,7 @@ use capstan::plan::Action;
 use capstan::status::Phase;
 use capstan_e2e::capi::*;
 use capstan_harness::ControlPlane;
+use capstan_harness::objects::text_at;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -30,16 +31,8 @@ fn ready_reason(v: &Value) -> String {
     v["status"]["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .map(|c| text(c, "/reason"))
+        .map(|c| text_at(c, "/reason"))
         .unwrap_or_default()
-}
-
-fn text(v: &Value, p: &str) -> String {
-    match v.pointer(p) {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => "-".into(),
-    }
 }
 
 /// The endpoints the stand-in reports for a generation: a rollout replaces every member, and
@@ -70,7 +63,7 @@ impl EtcdadmStandIn {
         let etcds: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             ns,
-            &ar("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
+            &gvk_resource("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
         );
         let secrets: Api<Secret> = Api::namespaced(client, ns);
         let gate = ready.clone();
@@ -277,7 +270,7 @@ async fn wait_status(cp: &ControlPlane, cluster: &str, pred: impl Fn(&Value) -> 
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         "capstan-system",
-        &ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+        &gvk_resource("capstan.dev", "v1alpha1", "ManagedCluster"),
     );
     let cond =
         move |o: Option<&DynamicObject>| o.and_then(|o| o.data.get("status")).is_some_and(&pred);
@@ -337,7 +330,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let kcp_watch = watch_objects(
         cp,
         &ns,
-        ar(
+        gvk_resource(
             "controlplane.cluster.x-k8s.io",
             "v1beta2",
             "KubeadmControlPlane",
@@ -346,9 +339,9 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         |v| {
             format!(
                 "kcp {} generation={} version={} endpoints={}",
-                text(v, "/metadata/name"),
-                text(v, "/metadata/generation"),
-                text(v, "/spec/version"),
+                text_at(v, "/metadata/name"),
+                text_at(v, "/metadata/generation"),
+                text_at(v, "/spec/version"),
                 kcp_endpoints(v).join(","),
             )
         },
@@ -356,7 +349,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let machine_watch = watch_objects(
         cp,
         &ns,
-        ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+        gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
         tl.clone(),
         |v| {
             let m = Machine::of(v);
@@ -375,7 +368,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let etcd_api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         &ns,
-        &ar("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
+        &gvk_resource("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
     );
     tokio::time::timeout(
         SETTLE,
@@ -395,7 +388,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
         &ns,
     ]);
     assert_eq!(etcd.len(), 1);
-    let cluster_uid = kubectl(&[
+    let cluster_uid = shared_kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
         "w-ext",
@@ -420,7 +413,7 @@ async fn external_etcd_is_wired_and_upgraded_before_the_control_plane_with_etcda
     let machines = repo.machines("w-ext");
     assert!(all_running(&machines), "{machines:?}");
     assert_eq!(
-        managed_cluster("w-ext").unwrap()["status"]["phase"],
+        managed_cluster_json("w-ext").unwrap()["status"]["phase"],
         "Ready"
     );
     let old_version = first["spec"]["version"].as_str().unwrap().to_string();
@@ -521,25 +514,25 @@ async fn a_jump_of_two_minors_goes_one_minor_at_a_time_or_is_refused_with_no_cha
         watch_objects(
             cp,
             &ns,
-            ar(
+            gvk_resource(
                 "controlplane.cluster.x-k8s.io",
                 "v1beta2",
                 "KubeadmControlPlane",
             ),
             tl.clone(),
-            |v| format!("kcp version={}", text(v, "/spec/version")),
+            |v| format!("kcp version={}", text_at(v, "/spec/version")),
         ),
         watch_objects(
             cp,
             &ns,
-            ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            gvk_resource("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
             tl.clone(),
-            |v| format!("md version={}", text(v, "/spec/template/spec/version")),
+            |v| format!("md version={}", text_at(v, "/spec/template/spec/version")),
         ),
         watch_objects(
             cp,
             &ns,
-            ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+            gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
             tl.clone(),
             |v| {
                 let m = Machine::of(v);
@@ -757,7 +750,7 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
     let old_version = before["w-wcan"][0].version.clone();
     for c in workloads {
         assert_eq!(
-            managed_cluster(c).unwrap()["status"]["wave"],
+            managed_cluster_json(c).unwrap()["status"]["wave"],
             if c == "w-wcan" {
                 "1/2 canary"
             } else {
@@ -768,7 +761,7 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
 
     // Every write to the control planes, Machines and ManagedClusters, in the API server's order.
     let tl = Arc::new(Timeline::default());
-    let kcp_ar = ar(
+    let kcp_ar = gvk_resource(
         "controlplane.cluster.x-k8s.io",
         "v1beta2",
         "KubeadmControlPlane",
@@ -777,36 +770,36 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
         watch_objects(cp, &ns, kcp_ar, tl.clone(), |v| {
             format!(
                 "kcp {} version={}",
-                text(v, "/metadata/name"),
-                text(v, "/spec/version")
+                text_at(v, "/metadata/name"),
+                text_at(v, "/spec/version")
             )
         }),
         watch_objects(
             cp,
             &ns,
-            ar("cluster.x-k8s.io", "v1beta2", "Machine"),
+            gvk_resource("cluster.x-k8s.io", "v1beta2", "Machine"),
             tl.clone(),
             |v| {
                 format!(
                     "machine {} {} {}",
-                    text(v, "/spec/clusterName"),
-                    text(v, "/spec/version"),
-                    text(v, "/metadata/name")
+                    text_at(v, "/spec/clusterName"),
+                    text_at(v, "/spec/version"),
+                    text_at(v, "/metadata/name")
                 )
             },
         ),
         watch_objects(
             cp,
             "capstan-system",
-            ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+            gvk_resource("capstan.dev", "v1alpha1", "ManagedCluster"),
             tl.clone(),
             |v| {
                 let ready = ready_reason(v);
                 format!(
                     "mc {} phase={} reason={ready} revision={}",
-                    text(v, "/metadata/name"),
-                    text(v, "/status/phase"),
-                    text(v, "/status/lastAppliedRevision"),
+                    text_at(v, "/metadata/name"),
+                    text_at(v, "/status/phase"),
+                    text_at(v, "/status/lastAppliedRevision"),
                 )
             },
         ),
@@ -914,7 +907,7 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
     // (it is not Ready at this one: they wait for the wave); in the second it has failed.
     repo.pass(None).await;
     repo.pass(None).await;
-    let status = |c: &str| managed_cluster(c).unwrap()["status"].clone();
+    let status = |c: &str| managed_cluster_json(c).unwrap()["status"].clone();
     let can = status("w-wcan");
     assert_eq!(can["phase"], "Failed", "{can:#}");
     assert_eq!(can["conditions"][0]["reason"], "ImmutableField", "{can:#}");
@@ -938,7 +931,7 @@ async fn a_version_bump_goes_out_in_waves_canary_first_one_cluster_at_a_time_and
         .into_iter()
         .find(|m| m.role != "control-plane")
         .expect("w-wb has a worker Machine");
-    kubectl(&[
+    shared_kubectl(&[
         "delete",
         "machines.cluster.x-k8s.io",
         "-n",
@@ -1098,27 +1091,27 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         watch_objects(
             cp,
             &ns,
-            ar("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+            gvk_resource("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
             tl.clone(),
             |v| {
                 format!(
                     "md {} template={}",
-                    text(v, "/spec/clusterName"),
-                    text(v, "/spec/template/spec/bootstrap/configRef/name")
+                    text_at(v, "/spec/clusterName"),
+                    text_at(v, "/spec/template/spec/bootstrap/configRef/name")
                 )
             },
         ),
         watch_objects(
             cp,
             "capstan-system",
-            ar("capstan.dev", "v1alpha1", "ManagedCluster"),
+            gvk_resource("capstan.dev", "v1alpha1", "ManagedCluster"),
             tl.clone(),
             |v| {
                 let reason = ready_reason(v);
                 format!(
                     "mc {} phase={} reason={reason}",
-                    text(v, "/metadata/name"),
-                    text(v, "/status/phase")
+                    text_at(v, "/metadata/name"),
+                    text_at(v, "/status/phase")
                 )
             },
         ),
@@ -1127,7 +1120,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         kubectl_items(&["get", "machinedeployments.cluster.x-k8s.io", "-n", &ns])
             .into_iter()
             .find(|m| m["spec"]["clusterName"] == c)
-            .map(|m| text(&m, "/spec/template/spec/bootstrap/configRef/name"))
+            .map(|m| text_at(&m, "/spec/template/spec/bootstrap/configRef/name"))
             .unwrap()
     };
     let old: BTreeMap<&str, String> = ["w-dcan", "w-drest"]
@@ -1156,7 +1149,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
     .unwrap();
     // The fleet config is loaded before the upgrades are written (else the canary could start
     // outside the window it has not read yet).
-    wait_for(|| revisions() > before).await;
+    settle_until(|| revisions() > before).await;
     for c in ["w-dcan", "w-drest"] {
         repo.edit(
             c,
@@ -1194,7 +1187,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
                 "capstan_queue_clusters{state=\"running\"}",
             ) == 0.0
     };
-    wait_for(idle).await;
+    settle_until(idle).await;
     assert!(
         metric("capstan_upgrades_held_total{reason=\"outside_maintenance_window\"}") >= 1.0,
         "{}",
@@ -1257,7 +1250,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
         let mark = cp.audit().mark();
         let before = statuses();
         let seen = wave_holds();
-        wait_for(|| wave_holds() > seen).await;
+        settle_until(|| wave_holds() > seen).await;
         cp.audit()
             .sync(&cp.client(), std::time::Duration::from_secs(10))
             .await
@@ -1299,7 +1292,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
             .iter()
             .position(|e| e.starts_with(&format!("md {c} ")) && !e.ends_with(&old[c]))
     };
-    wait_for(|| changed(&tl.events(), "w-dcan").is_some()).await;
+    settle_until(|| changed(&tl.events(), "w-dcan").is_some()).await;
     assert!(capstan::reconcile::unix_now() >= open);
 
     // The canary Ready at the new revision wakes the rest, which then rolls too.
@@ -1320,7 +1313,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
     assert!(canary_ready < rest_started, "{events:#?}");
     for wave in ["canary", "rest"] {
         let series = format!("capstan_wave_clusters{{wave=\"{wave}\",state=\"done\"}}");
-        wait_for(|| metric(&series) == 1.0).await;
+        settle_until(|| metric(&series) == 1.0).await;
     }
     let _ = stop.send(());
     daemon.join().unwrap().unwrap();
@@ -1350,7 +1343,7 @@ async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
     const HOLD: &str = "test.capstan.dev/hold";
     let clusters = "clusters.cluster.x-k8s.io";
     let add = json!([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}]);
-    kubectl(&[
+    shared_kubectl(&[
         "patch",
         clusters,
         "-n",
@@ -1360,7 +1353,7 @@ async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
         "-p",
         &add.to_string(),
     ]);
-    kubectl(&["delete", clusters, "-n", &ns, "w-mud", "--wait=false"]);
+    shared_kubectl(&["delete", clusters, "-n", &ns, "w-mud", "--wait=false"]);
 
     // w-muu's version bump is held: one cluster is already unavailable.
     let generation = |c: &str| kcp(&ns, c).unwrap()["metadata"]["generation"].clone();
@@ -1372,7 +1365,7 @@ async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
     );
     repo.revision += 1;
     repo.pass(Some("w-muu")).await;
-    let st = managed_cluster("w-muu").unwrap()["status"].clone();
+    let st = managed_cluster_json("w-muu").unwrap()["status"].clone();
     assert_eq!(st["phase"], "Progressing", "{st:#}");
     assert_eq!(st["conditions"][0]["reason"], "MaxUnavailable", "{st:#}");
     let message = st["message"].as_str().unwrap();
@@ -1398,7 +1391,7 @@ async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
         "{machines:?}"
     );
     for c in ["w-mud", "w-muu"] {
-        let st = managed_cluster(c).unwrap()["status"].clone();
+        let st = managed_cluster_json(c).unwrap()["status"].clone();
         assert_eq!(st["phase"], "Ready", "{c}: {st:#}");
     }
 }
@@ -1407,7 +1400,7 @@ async fn max_unavailable_counts_a_cluster_that_is_down_for_another_reason() {
 /// when a controller changed the list in between (the patch's `test` fails then).
 fn drop_finalizer(cp: &ControlPlane, ns: &str, resource: &str, name: &str, finalizer: &str) {
     for _ in 0..20 {
-        let list = kubectl(&[
+        let list = shared_kubectl(&[
             "get",
             resource,
             "-n",
@@ -1441,7 +1434,7 @@ fn drop_finalizer(cp: &ControlPlane, ns: &str, resource: &str, name: &str, final
 }
 
 /// Waits until `cond` holds, re-checked as things change (at most [`SETTLE`]).
-async fn wait_for(cond: impl Fn() -> bool) {
+async fn settle_until(cond: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + SETTLE;
     while !cond() {
         assert!(std::time::Instant::now() < deadline, "never happened");

@@ -11,38 +11,15 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use std::process::Command;
 use tokio::sync::Notify;
 
 use capstan::reconcile::{Options, Outcome, reconcile};
 use capstan_e2e::FleetDir;
+use capstan_harness::run::{kubectl, kubectl_json};
 use capstan_harness::{ControlPlane, StartOptions};
 use capstan_layout::scaffold::ClusterRequest;
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    let text = if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).to_string()
-    } else {
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
-    (out.status.success(), text)
-}
-
-fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let (ok, text) = kubectl(kubeconfig, &all);
-    assert!(ok, "kubectl {args:?}: {text}");
-    serde_json::from_str(&text).unwrap()
-}
+use serde_json::json;
 
 fn exists(kubeconfig: &Path, args: &[&str]) -> bool {
     let (ok, text) = kubectl(kubeconfig, args);
@@ -192,8 +169,8 @@ async fn workload_server() -> ControlPlane {
     .expect("a workload cluster's API server")
 }
 
-/// Plays the kubelet's part ([`capstan_harness::workload::ready_node`]).
-async fn ready_node(w: &ControlPlane) {
+/// Plays the kubelet's part for `node-1` of workload `w` ([`capstan_harness::workload::ready_node`]).
+async fn ready_node_1(w: &ControlPlane) {
     capstan_harness::workload::ready_node(&w.client(), "node-1")
         .await
         .unwrap();
@@ -286,7 +263,7 @@ async fn add_ons_wait_for_the_cluster_then_go_in_in_order_follow_the_repository_
     assert!(!exists(wk, &["get", "namespace", "platform"]));
 
     // A Ready node: everything goes in, CRD and Namespace before what needs them.
-    ready_node(&w).await;
+    ready_node_1(&w).await;
     let mark = w.audit().mark();
     bed.reconcile("r1").await;
     let (_, reason, message) = bed.addons_ready(c);
@@ -523,8 +500,8 @@ async fn shared_sets_follow_their_selector_a_broken_add_on_fails_only_its_cluste
     );
     // wb's own add-on is one its API server refuses (a negative replica count).
     bed.addon("wb-shared", "bad.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: bad\n  namespace: base\nspec:\n  replicas: -1\n  selector: {matchLabels: {app: bad}}\n  template:\n    metadata: {labels: {app: bad}}\n    spec:\n      containers: [{name: bad, image: registry.k8s.io/pause:3.10}]\n");
-    ready_node(&a).await;
-    ready_node(&b).await;
+    ready_node_1(&a).await;
+    ready_node_1(&b).await;
     // The first pass creates the clusters' namespace (where Cluster API writes kubeconfigs).
     bed.reconcile("r1").await;
     bed.kubeconfig_secret("wa-shared", a.kubeconfig_yaml())
@@ -587,7 +564,7 @@ async fn a_replica_whose_leader_fence_is_shut_writes_nothing_into_a_workload_clu
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: fenced\n",
     );
     bed.reconcile("r1").await;
-    ready_node(&w).await;
+    ready_node_1(&w).await;
     bed.kubeconfig_secret(c, w.kubeconfig_yaml()).await;
     // A replica past its renew deadline (its fence shut, as the election leaves it): the
     // workload cluster's client is behind the same fence as the management cluster's.

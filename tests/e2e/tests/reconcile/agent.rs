@@ -97,29 +97,14 @@ impl Repo {
     }
 }
 
-fn outcome<'a>(o: &'a Outcome, cluster: &str) -> &'a capstan::reconcile::ClusterOutcome {
-    o.clusters
-        .iter()
-        .find(|c| c.name == cluster)
-        .unwrap_or_else(|| {
-            panic!(
-                "no outcome for {cluster}: {:?}",
-                o.clusters.iter().map(|c| &c.name).collect::<Vec<_>>()
-            )
-        })
-}
-
-fn count(o: &Outcome, cluster: &str, action: Action) -> usize {
-    outcome(o, cluster)
+/// How many entries of `cluster`'s plan in `o` are `action`.
+fn count_actions(o: &Outcome, cluster: &str, action: Action) -> usize {
+    capstan_e2e::cluster_outcome(o, cluster)
         .plan
         .entries
         .iter()
         .filter(|e| e.action == action)
         .count()
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    capstan_e2e::resource(group, version, kind, plural)
 }
 
 async fn list_names(cp: &ControlPlane, ns: &str, r: &ApiResource) -> Vec<String> {
@@ -137,10 +122,11 @@ async fn list_names(cp: &ControlPlane, ns: &str, r: &ApiResource) -> Vec<String>
 }
 
 fn capi_clusters() -> ApiResource {
-    ar("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
+    capstan_e2e::resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters")
 }
-fn machine_deployments() -> ApiResource {
-    ar(
+/// The API resource of Cluster API MachineDeployments.
+fn machine_deployment_resource() -> ApiResource {
+    capstan_e2e::resource(
         "cluster.x-k8s.io",
         "v1beta2",
         "MachineDeployment",
@@ -148,7 +134,7 @@ fn machine_deployments() -> ApiResource {
     )
 }
 fn machine_templates() -> ApiResource {
-    ar(
+    capstan_e2e::resource(
         "infrastructure.cluster.x-k8s.io",
         "v1beta2",
         "DockerMachineTemplate",
@@ -187,7 +173,8 @@ async fn writes_since(cp: &ControlPlane, mark: AuditMark, repo: &Repo) -> Vec<St
 
 /// A MachineDeployment's `spec.replicas`, from the API server.
 async fn replicas(cp: &ControlPlane, ns: &str, name: &str) -> Value {
-    let md: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns, &machine_deployments());
+    let md: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(), ns, &machine_deployment_resource());
     md.get(name).await.unwrap().data["spec"]["replicas"].clone()
 }
 
@@ -200,11 +187,12 @@ fn ready_condition(st: &Value) -> Value {
         .unwrap_or_else(|| panic!("no Ready condition: {st}"))
 }
 
-async fn status_of(cp: &ControlPlane, cluster: &str) -> Option<Value> {
+/// The status of `cluster`'s ManagedCluster, if it has one.
+async fn managed_status_of(cp: &ControlPlane, cluster: &str) -> Option<Value> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         cp.client(),
         "capstan-system",
-        &ar(
+        &capstan_e2e::resource(
             "capstan.dev",
             "v1alpha1",
             "ManagedCluster",
@@ -224,7 +212,7 @@ async fn apply_then_a_no_op_pass_makes_zero_writes() {
     let first = repo.reconcile("r1").await;
     assert!(!first.has_failures(), "{:#?}", first.clusters);
     let a = "a-noop".to_string();
-    assert!(count(&first, &a, Action::Create) >= 10);
+    assert!(count_actions(&first, &a, Action::Create) >= 10);
     assert_eq!(
         list_names(cp, &repo.ns, &capi_clusters()).await,
         vec![a.clone(), "b-noop".to_string(), "m-noop".to_string()]
@@ -327,25 +315,31 @@ async fn a_version_bump_changes_only_that_cluster_and_rolls_its_templates() {
 
     let plan = repo.reconcile_with("r2", Drift::Correct, true).await;
     assert_eq!(
-        count(&plan, "b-bump", Action::Unchanged),
-        outcome(&plan, "b-bump").plan.entries.len()
+        count_actions(&plan, "b-bump", Action::Unchanged),
+        capstan_e2e::cluster_outcome(&plan, "b-bump")
+            .plan
+            .entries
+            .len()
     );
     assert_eq!(
-        count(&plan, "m-bump", Action::Unchanged),
-        outcome(&plan, "m-bump").plan.entries.len()
+        count_actions(&plan, "m-bump", Action::Unchanged),
+        capstan_e2e::cluster_outcome(&plan, "m-bump")
+            .plan
+            .entries
+            .len()
     );
     assert!(
-        count(&plan, a, Action::Create) >= 3,
+        count_actions(&plan, a, Action::Create) >= 3,
         "new hashed templates: {:#?}",
-        outcome(&plan, a).plan.entries
+        capstan_e2e::cluster_outcome(&plan, a).plan.entries
     );
     // Stage by stage: the control plane first, the workers (and the prune of the templates
     // they still use) held until it has rolled out — which, without the Cluster API controllers
     // of `lifecycle.rs`, it never does here.
     assert!(
-        count(&plan, a, Action::Held) >= 2,
+        count_actions(&plan, a, Action::Held) >= 2,
         "workers and prunes held: {:#?}",
-        outcome(&plan, a).plan.entries
+        capstan_e2e::cluster_outcome(&plan, a).plan.entries
     );
 
     let mark = cp.audit().mark();
@@ -373,10 +367,10 @@ async fn a_version_bump_changes_only_that_cluster_and_rolls_its_templates() {
         "every template of {a} has a new name: {a_before:?} -> {after:?}"
     );
     assert_eq!(
-        outcome(&out, a).phase,
+        capstan_e2e::cluster_outcome(&out, a).phase,
         Phase::Upgrading,
         "{}",
-        outcome(&out, a).message
+        capstan_e2e::cluster_outcome(&out, a).message
     );
     assert_eq!(
         before
@@ -389,7 +383,7 @@ async fn a_version_bump_changes_only_that_cluster_and_rolls_its_templates() {
             .collect::<Vec<_>>()
     );
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     let md0 = md.get(&format!("{a}-md-0")).await.unwrap();
     assert!(
         md0.data["spec"]["template"]["spec"]["version"]
@@ -408,7 +402,7 @@ async fn scaling_a_worker_group_updates_replicas_only() {
     let templates = list_names(cp, &repo.ns, &machine_templates()).await;
     repo.edit("a-scale", "count: 2", "count: 4");
     let out = repo.reconcile("r2").await;
-    let updates: Vec<String> = outcome(&out, "a-scale")
+    let updates: Vec<String> = capstan_e2e::cluster_outcome(&out, "a-scale")
         .plan
         .entries
         .iter()
@@ -430,7 +424,7 @@ async fn scaling_a_worker_group_updates_replicas_only() {
         templates
     );
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     assert_eq!(
         md.get("a-scale-md-0").await.unwrap().data["spec"]["replicas"],
         4
@@ -443,7 +437,7 @@ async fn the_autoscaler_owns_replicas() {
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     let auto = md.get("a-auto-auto").await.unwrap();
     assert!(
         auto.data["spec"].get("replicas").is_none()
@@ -481,7 +475,10 @@ async fn a_removed_directory_is_orphaned_and_nothing_is_deleted() {
     fs::remove_dir_all(repo.dir("b-orphan")).unwrap();
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
-    assert_eq!(outcome(&out, "b-orphan").phase, Phase::Orphaned);
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, "b-orphan").phase,
+        Phase::Orphaned
+    );
     let deletes: Vec<String> = writes_since(cp, mark, &repo)
         .await
         .into_iter()
@@ -495,7 +492,7 @@ async fn a_removed_directory_is_orphaned_and_nothing_is_deleted() {
             .contains(&"b-orphan".to_string())
     );
     assert_eq!(
-        status_of(cp, "b-orphan").await.unwrap()["status"]["phase"],
+        managed_status_of(cp, "b-orphan").await.unwrap()["status"]["phase"],
         "Orphaned"
     );
 }
@@ -514,7 +511,10 @@ async fn a_tombstone_deletes_the_cluster_object_first_then_the_rest() {
     .unwrap();
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
-    assert_eq!(outcome(&out, "b-tomb").message, "deleted");
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, "b-tomb").message,
+        "deleted"
+    );
     let deletes: Vec<String> = writes_since(cp, mark, &repo)
         .await
         .into_iter()
@@ -544,7 +544,7 @@ async fn a_tombstone_deletes_the_cluster_object_first_then_the_rest() {
             .contains(&"a-tomb".to_string()),
         "other clusters untouched"
     );
-    assert!(status_of(cp, "b-tomb").await.is_none());
+    assert!(managed_status_of(cp, "b-tomb").await.is_none());
 }
 
 #[tokio::test]
@@ -559,15 +559,15 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
         "count: 3\n  clusterNetwork",
     );
     let out = repo.reconcile("r2").await;
-    let a = outcome(&out, "a-broken");
+    let a = capstan_e2e::cluster_outcome(&out, "a-broken");
     assert_eq!(a.phase, Phase::Failed);
     assert!(a.message.contains("r1 stays live"), "{}", a.message);
     assert_eq!(
-        status_of(cp, "a-broken").await.unwrap()["status"]["lastAppliedRevision"],
+        managed_status_of(cp, "a-broken").await.unwrap()["status"]["lastAppliedRevision"],
         "r1"
     );
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     assert_eq!(
         md.get("a-broken-md-0").await.unwrap().data["spec"]["replicas"],
         2,
@@ -579,7 +579,7 @@ async fn a_broken_spec_keeps_its_last_revision_and_the_others_still_apply() {
         "the other cluster still applies"
     );
     assert_eq!(
-        status_of(cp, "b-broken").await.unwrap()["status"]["lastAppliedRevision"],
+        managed_status_of(cp, "b-broken").await.unwrap()["status"]["lastAppliedRevision"],
         "r2"
     );
 }
@@ -593,7 +593,7 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     std::fs::write(
         repo.dir("a-susp").join("suspend.yaml"),
         "apiVersion: capstan.dev/v1alpha1\nkind: Suspend\nreason: maintenance by hand\n",
@@ -619,7 +619,7 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     .unwrap();
     let mark = cp.audit().mark();
     let out = repo.reconcile("r2").await;
-    let a = outcome(&out, "a-susp");
+    let a = capstan_e2e::cluster_outcome(&out, "a-susp");
     assert_eq!(a.phase, Phase::Suspended, "{}", a.message);
     assert!(a.message.contains("maintenance by hand"), "{}", a.message);
     assert_eq!(
@@ -632,7 +632,7 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
         3,
         "the other cluster applies"
     );
-    let st = status_of(cp, "a-susp").await.unwrap();
+    let st = managed_status_of(cp, "a-susp").await.unwrap();
     assert_eq!(st["status"]["phase"], "Suspended", "{st:#}");
     assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
     // From the API server: no write to the suspended cluster's objects.
@@ -647,12 +647,12 @@ async fn a_suspended_cluster_is_left_alone_and_resumed_it_catches_up() {
     // Resumed: the pending change is applied and the hand edit corrected.
     std::fs::remove_file(repo.dir("a-susp").join("suspend.yaml")).unwrap();
     let out = repo.reconcile("r3").await;
-    let a = outcome(&out, "a-susp");
+    let a = capstan_e2e::cluster_outcome(&out, "a-susp");
     assert_ne!(a.phase, Phase::Failed, "{}", a.message);
     assert_ne!(a.phase, Phase::Suspended, "{}", a.message);
     assert_eq!(replicas(cp, &repo.ns, "a-susp-md-0").await, 4);
     assert_eq!(
-        status_of(cp, "a-susp").await.unwrap()["status"]["lastAppliedRevision"],
+        managed_status_of(cp, "a-susp").await.unwrap()["status"]["lastAppliedRevision"],
         "r3"
     );
 }
@@ -690,7 +690,7 @@ async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_stil
         );
         b_count += 1;
         let out = repo.reconcile(revision).await;
-        let a = outcome(&out, "a-hostile");
+        let a = capstan_e2e::cluster_outcome(&out, "a-hostile");
         assert_eq!(a.phase, Phase::Failed, "{revision}: {}", a.message);
         assert!(a.message.contains(path), "{revision}: {}", a.message);
         assert_eq!(
@@ -698,7 +698,7 @@ async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_stil
             0,
             "{revision}: nothing planned for it"
         );
-        let st = status_of(cp, "a-hostile").await.unwrap();
+        let st = managed_status_of(cp, "a-hostile").await.unwrap();
         assert_eq!(st["status"]["lastAppliedRevision"], "r1", "{st:#}");
         assert_eq!(
             replicas(cp, &repo.ns, "a-hostile-md-0").await,
@@ -711,7 +711,7 @@ async fn a_hostile_file_in_one_cluster_applies_nothing_of_it_and_the_others_stil
             "{revision}"
         );
         assert_eq!(
-            status_of(cp, "b-hostile").await.unwrap()["status"]["lastAppliedRevision"],
+            managed_status_of(cp, "b-hostile").await.unwrap()["status"]["lastAppliedRevision"],
             revision
         );
     }
@@ -735,7 +735,7 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
         "count: 3\n  clusterNetwork",
     );
     let out = repo.reconcile("r2").await;
-    let a = outcome(&out, "a-immut");
+    let a = capstan_e2e::cluster_outcome(&out, "a-immut");
     assert_eq!(a.phase, Phase::Failed, "{}", a.message);
     let spec = repo.dir("a-immut").join("cluster.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
@@ -760,7 +760,7 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
         a.message
     );
     // From the API server: the status says why, and nothing of r2 reached a's objects.
-    let st = status_of(cp, "a-immut").await.unwrap();
+    let st = managed_status_of(cp, "a-immut").await.unwrap();
     assert_eq!(st["status"]["lastAppliedRevision"], "r1");
     let ready = ready_condition(&st);
     assert_eq!(ready["reason"], "ImmutableField", "{ready}");
@@ -771,7 +771,7 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
         json!(["172.16.0.0/16"])
     );
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     assert_eq!(
         md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
         2,
@@ -785,7 +785,10 @@ async fn an_immutable_field_change_is_refused_with_its_line_and_nothing_of_the_r
     // Reverted in the repository: the scale goes out.
     repo.edit("a-immut", "172.30.0.0/16", "172.16.0.0/16");
     let out = repo.reconcile("r3").await;
-    assert_ne!(outcome(&out, "a-immut").phase, Phase::Failed);
+    assert_ne!(
+        capstan_e2e::cluster_outcome(&out, "a-immut").phase,
+        Phase::Failed
+    );
     assert_eq!(
         md.get("a-immut-md-0").await.unwrap().data["spec"]["replicas"],
         3
@@ -818,7 +821,7 @@ async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_r
         "count: 3\n  clusterNetwork",
     );
     let out = repo.reconcile("r2").await;
-    let a = outcome(&out, "a-srvref");
+    let a = capstan_e2e::cluster_outcome(&out, "a-srvref");
     assert_eq!(a.phase, Phase::Failed, "{}", a.message);
     assert!(
         a.message.contains("ConfigMap")
@@ -829,7 +832,7 @@ async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_r
         a.message
     );
     // From the API server: why, and nothing of r2 on a's objects; b applied.
-    let st = status_of(cp, "a-srvref").await.unwrap();
+    let st = managed_status_of(cp, "a-srvref").await.unwrap();
     assert_eq!(st["status"]["lastAppliedRevision"], "r1");
     let ready = ready_condition(&st);
     assert_eq!(ready["reason"], "ApplyFailed", "{ready}");
@@ -840,7 +843,7 @@ async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_r
         ["mode"]
     );
     let md: Api<DynamicObject> =
-        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployments());
+        Api::namespaced_with(cp.client(), &repo.ns, &machine_deployment_resource());
     assert_eq!(
         md.get("a-srvref-md-0").await.unwrap().data["spec"]["replicas"],
         2,
@@ -854,7 +857,10 @@ async fn an_object_the_api_server_refuses_fails_its_cluster_and_nothing_of_the_r
     // Fixed in the repository: the revision goes out.
     fs::write(&file, settings("level")).unwrap();
     let out = repo.reconcile("r3").await;
-    assert_ne!(outcome(&out, "a-srvref").phase, Phase::Failed);
+    assert_ne!(
+        capstan_e2e::cluster_outcome(&out, "a-srvref").phase,
+        Phase::Failed
+    );
     assert_eq!(
         md.get("a-srvref-md-0").await.unwrap().data["spec"]["replicas"],
         3
@@ -866,7 +872,7 @@ async fn drift_is_corrected_or_only_reported() {
     let repo = Repo::new("drift");
     let cp = capstan_harness::shared().await;
     repo.reconcile("r1").await;
-    let mhc = ar(
+    let mhc = capstan_e2e::resource(
         "cluster.x-k8s.io",
         "v1beta2",
         "MachineHealthCheck",
@@ -886,7 +892,7 @@ async fn drift_is_corrected_or_only_reported() {
     };
     edit().await;
     let report = repo.reconcile_with("r1", Drift::Report, false).await;
-    let e = outcome(&report, "b-drift")
+    let e = capstan_e2e::cluster_outcome(&report, "b-drift")
         .plan
         .entries
         .iter()
@@ -901,7 +907,7 @@ async fn drift_is_corrected_or_only_reported() {
     );
     let fix = repo.reconcile("r1").await;
     assert_eq!(
-        outcome(&fix, "b-drift")
+        capstan_e2e::cluster_outcome(&fix, "b-drift")
             .plan
             .entries
             .iter()
@@ -936,15 +942,15 @@ async fn drift_beyond_generation_labels_annotations_and_configmaps() {
     .unwrap();
     let first = repo.reconcile("r1").await;
     assert_eq!(
-        outcome(&first, "b-meta").phase,
+        capstan_e2e::cluster_outcome(&first, "b-meta").phase,
         Phase::Progressing,
         "{}",
-        outcome(&first, "b-meta").message
+        capstan_e2e::cluster_outcome(&first, "b-meta").message
     );
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cp.client(), &repo.ns);
     let name = "b-meta-settings";
     let entry = |o: &Outcome| {
-        outcome(o, "b-meta")
+        capstan_e2e::cluster_outcome(o, "b-meta")
             .plan
             .entries
             .iter()
@@ -1076,7 +1082,7 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
         }
     };
     let entry = |o: &Outcome| {
-        outcome(o, "b-fight")
+        capstan_e2e::cluster_outcome(o, "b-fight")
             .plan
             .entries
             .iter()
@@ -1099,14 +1105,17 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
         e.reason.as_deref().unwrap().contains("rival-controller"),
         "{e:?}"
     );
-    assert_eq!(outcome(&out, "b-fight").phase, Phase::Failed);
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, "b-fight").phase,
+        Phase::Failed
+    );
     assert_eq!(mode().await, "rival-3", "not re-applied while in conflict");
     assert_eq!(
-        outcome(&out, "a-fight").phase,
-        outcome(&out, "m-fight").phase,
+        capstan_e2e::cluster_outcome(&out, "a-fight").phase,
+        capstan_e2e::cluster_outcome(&out, "m-fight").phase,
         "the other clusters are not affected"
     );
-    let status = status_of(cp, "b-fight").await.unwrap();
+    let status = managed_status_of(cp, "b-fight").await.unwrap();
     let conflict = status["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -1122,10 +1131,9 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
             .contains("rival-controller"),
         "{conflict:#}"
     );
-    let events = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig_path())
-        .args([
+    let events = capstan_harness::run::kubectl_output(
+        cp.kubeconfig_path(),
+        &[
             "get",
             "events",
             "-n",
@@ -1134,9 +1142,8 @@ async fn a_field_manager_that_keeps_rewriting_a_field_is_a_conflict_not_a_fight(
             "involvedObject.name=b-fight,reason=Conflict",
             "-o",
             "name",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(
         !String::from_utf8_lossy(&events.stdout).trim().is_empty(),
         "a Conflict event: {}",
@@ -1169,9 +1176,12 @@ async fn ready_only_when_converged_at_this_revision() {
     let repo = Repo::new("health");
     let cp = capstan_harness::shared().await;
     let out = repo.reconcile("r1").await;
-    assert_eq!(outcome(&out, "a-health").phase, Phase::Progressing);
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, "a-health").phase,
+        Phase::Progressing
+    );
     let api = |r: ApiResource| Api::<DynamicObject>::namespaced_with(cp.client(), &repo.ns, &r);
-    let kcp = ar(
+    let kcp = capstan_e2e::resource(
         "controlplane.cluster.x-k8s.io",
         "v1beta2",
         "KubeadmControlPlane",
@@ -1209,7 +1219,7 @@ async fn ready_only_when_converged_at_this_revision() {
     )
     .await;
     let out = repo.reconcile("r1").await;
-    let a = outcome(&out, "a-health");
+    let a = capstan_e2e::cluster_outcome(&out, "a-health");
     assert_eq!(a.phase, Phase::Progressing, "{}", a.message);
     assert!(a.message.contains("not observed"), "{}", a.message);
 
@@ -1225,11 +1235,11 @@ async fn ready_only_when_converged_at_this_revision() {
     )
     .await;
     write_status(kcp.clone(), "a-health", rolled(1)).await;
-    write_status(machine_deployments(), "a-health-md-0", rolled(2)).await;
-    write_status(machine_deployments(), "a-health-auto", rolled(1)).await;
+    write_status(machine_deployment_resource(), "a-health-md-0", rolled(2)).await;
+    write_status(machine_deployment_resource(), "a-health-auto", rolled(1)).await;
     // A MachineDeployment's counts add up its MachineSets': until they exist, it is not done.
     let out = repo.reconcile("r1").await;
-    let a = outcome(&out, "a-health");
+    let a = capstan_e2e::cluster_outcome(&out, "a-health");
     assert!(
         a.message
             .contains("machines of the current template available"),
@@ -1237,14 +1247,14 @@ async fn ready_only_when_converged_at_this_revision() {
         a.message
     );
     // The MachineSets the MachineDeployment controller would create, with their machines up.
-    let sets = api(ar(
+    let sets = api(capstan_e2e::resource(
         "cluster.x-k8s.io",
         "v1beta2",
         "MachineSet",
         "machinesets",
     ));
     for (md, n) in [("a-health-md-0", 2), ("a-health-auto", 1)] {
-        let md_obj = api(machine_deployments()).get(md).await.unwrap();
+        let md_obj = api(machine_deployment_resource()).get(md).await.unwrap();
         let template = md_obj.data["spec"]["template"].clone();
         let labels = json!({"cluster.x-k8s.io/cluster-name": "a-health", "cluster.x-k8s.io/deployment-name": md});
         let ms = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
@@ -1262,14 +1272,17 @@ async fn ready_only_when_converged_at_this_revision() {
     }
     let out = repo.reconcile("r1").await;
     assert_eq!(
-        outcome(&out, "a-health").phase,
+        capstan_e2e::cluster_outcome(&out, "a-health").phase,
         Phase::Ready,
         "{}",
-        outcome(&out, "a-health").message
+        capstan_e2e::cluster_outcome(&out, "a-health").message
     );
-    assert_eq!(outcome(&out, "b-health").phase, Phase::Progressing);
     assert_eq!(
-        status_of(cp, "a-health").await.unwrap()["status"]["phase"],
+        capstan_e2e::cluster_outcome(&out, "b-health").phase,
+        Phase::Progressing
+    );
+    assert_eq!(
+        managed_status_of(cp, "a-health").await.unwrap()["status"]["phase"],
         "Ready"
     );
 
@@ -1280,7 +1293,7 @@ async fn ready_only_when_converged_at_this_revision() {
         "kubernetesVersion: \"1.34\"",
     );
     let out = repo.reconcile("r2").await;
-    let a = outcome(&out, "a-health");
+    let a = capstan_e2e::cluster_outcome(&out, "a-health");
     assert_eq!(a.phase, Phase::Upgrading);
     assert!(
         a.message
@@ -1292,7 +1305,7 @@ async fn ready_only_when_converged_at_this_revision() {
     let rolling = json!({"observedGeneration": "current", "replicas": 2, "upToDateReplicas": 1, "availableReplicas": 2,
         "conditions": [{"type": "RollingOut", "status": "True", "reason": "RollingOut"}]});
     write_status(kcp.clone(), "a-health", rolling).await;
-    let a = outcome(&repo.reconcile("r2").await, "a-health").clone();
+    let a = capstan_e2e::cluster_outcome(&repo.reconcile("r2").await, "a-health").clone();
     assert!(
         a.message.contains("1/1 machines up to date")
             || a.message.contains("machines for 1 desired"),
@@ -1300,7 +1313,7 @@ async fn ready_only_when_converged_at_this_revision() {
         a.message
     );
     write_status(kcp, "a-health", rolled(1)).await;
-    let a = outcome(&repo.reconcile("r2").await, "a-health").clone();
+    let a = capstan_e2e::cluster_outcome(&repo.reconcile("r2").await, "a-health").clone();
     assert!(
         a.message
             .contains("MachineDeployment/a-health-md-0: generation"),
@@ -1334,14 +1347,14 @@ async fn an_agent_killed_mid_apply_converges_with_nothing_duplicated_or_deleted(
     let mark = cp.audit().mark();
     let out = repo.reconcile("r1").await;
     assert!(!out.has_failures());
-    let a_out = outcome(&out, "a-killed");
+    let a_out = capstan_e2e::cluster_outcome(&out, "a-killed");
     assert_eq!(
-        count(&out, "a-killed", Action::Unchanged),
+        count_actions(&out, "a-killed", Action::Unchanged),
         a.len() / 2,
         "what the first agent applied is recognised, not re-applied"
     );
     assert_eq!(
-        count(&out, "a-killed", Action::Create),
+        count_actions(&out, "a-killed", Action::Create),
         a.len() - a.len() / 2
     );
     assert_eq!(
@@ -1360,7 +1373,7 @@ async fn an_agent_killed_mid_apply_converges_with_nothing_duplicated_or_deleted(
             .all(|w| !w.starts_with("delete"))
     );
     let inv: Vec<ObjectRef> = serde_json::from_value(
-        status_of(cp, "a-killed").await.unwrap()["status"]["inventory"].clone(),
+        managed_status_of(cp, "a-killed").await.unwrap()["status"]["inventory"].clone(),
     )
     .unwrap();
     assert_eq!(inv.len(), a.len());
@@ -1448,7 +1461,7 @@ metadata:
     )
     .await
     .unwrap();
-    let mgmt = outcome(&out, &repo.mgmt);
+    let mgmt = capstan_e2e::cluster_outcome(&out, &repo.mgmt);
     assert_eq!(mgmt.phase, Phase::Failed, "{}", mgmt.message);
     assert!(
         mgmt.message.contains("forbidden")
@@ -1457,13 +1470,13 @@ metadata:
         "{}",
         mgmt.message
     );
-    let st = status_of(cp, &repo.mgmt).await.unwrap();
+    let st = managed_status_of(cp, &repo.mgmt).await.unwrap();
     assert_eq!(
         st["status"]["conditions"][0]["reason"], "Forbidden",
         "{st:#}"
     );
     for c in ["a-crd", "b-crd"] {
-        let o = outcome(&out, c);
+        let o = capstan_e2e::cluster_outcome(&out, c);
         assert_ne!(o.phase, Phase::Failed, "{c}: {}", o.message);
     }
     let capi = list_names(cp, &repo.ns, &capi_clusters()).await;
@@ -1478,11 +1491,15 @@ metadata:
     // With them granted (`capstan install --allow`), they are applied in order.
     let allowed = capstan::install::testing::allowing_agent_client(cp).await;
     let out = reconcile(&allowed, &fleet, &opts).await.unwrap();
-    assert!(!out.has_failures(), "{:?}", outcome(&out, &repo.mgmt));
+    assert!(
+        !out.has_failures(),
+        "{:?}",
+        capstan_e2e::cluster_outcome(&out, &repo.mgmt)
+    );
     let widget = Api::<DynamicObject>::namespaced_with(
         cp.client(),
         "widgets-crd",
-        &ar("crd.example.com", "v1", "Widget", "widgets"),
+        &capstan_e2e::resource("crd.example.com", "v1", "Widget", "widgets"),
     )
     .get("w1")
     .await
@@ -1502,7 +1519,7 @@ metadata:
         })
         .collect();
     assert_eq!(again.writes, 0, "{changed:?}");
-    let crd = outcome(&again, &repo.mgmt)
+    let crd = capstan_e2e::cluster_outcome(&again, &repo.mgmt)
         .plan
         .entries
         .iter()

@@ -730,17 +730,10 @@ fn describe(e: &AuditEvent) -> String {
     )
 }
 
-fn outcome<'o>(out: &'o Outcome, cluster: &str) -> &'o capstan::reconcile::ClusterOutcome {
-    out.clusters
-        .iter()
-        .find(|c| c.name == cluster)
-        .unwrap_or_else(|| panic!("no outcome for {cluster}"))
-}
-
 /// The tenant is Failed with AlreadyExists naming `object`, the conflict in its plan, and a
 /// plan shows the same conflict (not a create).
 async fn refused_as_conflict(arena: &Arena, out: &Outcome, object: &str) {
-    let t = outcome(out, &arena.tenant);
+    let t = capstan_e2e::cluster_outcome(out, &arena.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(
         t.message.contains(Reason::AlreadyExists.as_str()) && t.message.contains(object),
@@ -749,7 +742,7 @@ async fn refused_as_conflict(arena: &Arena, out: &Outcome, object: &str) {
     );
     assert!(t.message.contains("capstan.dev/adopt="), "{}", t.message);
     let plan = arena.reconcile("plan", true).await;
-    let entry = outcome(&plan, &arena.tenant)
+    let entry = capstan_e2e::cluster_outcome(&plan, &arena.tenant)
         .plan
         .entries
         .iter()
@@ -758,7 +751,7 @@ async fn refused_as_conflict(arena: &Arena, out: &Outcome, object: &str) {
     assert_eq!(entry.action, Action::Conflict, "{entry:?}");
     // The other clusters go on.
     for c in [&arena.mgmt, &arena.victim] {
-        assert_ne!(outcome(out, c).phase, Phase::Failed);
+        assert_ne!(capstan_e2e::cluster_outcome(out, c).phase, Phase::Failed);
     }
 }
 
@@ -840,7 +833,7 @@ async fn another_clusters_object_named_for_the_tenant_is_not_taken_over() {
     );
     let out = a.harmless(&[&victim], a.reconcile("r1", false)).await;
     refused_as_conflict(&a, &out, &name).await;
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert!(
         t.message
             .contains(&format!("labelled for cluster {}", a.victim)),
@@ -867,7 +860,10 @@ async fn an_object_an_admin_marked_for_adoption_is_adopted() {
         ),
     );
     let out = a.harmless(&[], a.reconcile("r1", false)).await;
-    assert_ne!(outcome(&out, &a.tenant).phase, Phase::Failed);
+    assert_ne!(
+        capstan_e2e::cluster_outcome(&out, &a.tenant).phase,
+        Phase::Failed
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &cm());
     let now = api.get(&name).await.unwrap();
     assert_eq!(now.data["data"]["owner"], "tenant");
@@ -885,7 +881,10 @@ async fn tenant_config_map(a: &Arena) -> String {
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{a: b}}\n"),
     );
     let out = a.reconcile("r1", false).await;
-    assert_ne!(outcome(&out, &a.tenant).phase, Phase::Failed);
+    assert_ne!(
+        capstan_e2e::cluster_outcome(&out, &a.tenant).phase,
+        Phase::Failed
+    );
     name
 }
 
@@ -906,7 +905,7 @@ fn tombstone(a: &Arena) {
 async fn until_deleted(a: &Arena) {
     for round in 0..20 {
         let out = a.reconcile(&format!("d{round}"), false).await;
-        if outcome(&out, &a.tenant).message == capstan::reconcile::DELETED {
+        if capstan_e2e::cluster_outcome(&out, &a.tenant).message == capstan::reconcile::DELETED {
             return;
         }
         // The garbage collector is not running here: a Cluster without finalizers goes at once.
@@ -1009,7 +1008,7 @@ async fn the_agent_never_deletes_its_own_management_cluster() {
             .unwrap(),
     };
     let out = a.harmless(&[&mgmt], a.reconcile("r1", false)).await;
-    let m = outcome(&out, &a.mgmt);
+    let m = capstan_e2e::cluster_outcome(&out, &a.mgmt);
     assert_eq!(m.phase, Phase::Failed, "{}", m.message);
     assert!(
         m.message.contains("does not delete the management cluster"),
@@ -1026,7 +1025,10 @@ async fn a_new_directory_taking_an_orphans_name_gets_nothing() {
     let kept = std::fs::read_to_string(a.files.dir(&a.victim).join("cluster.yaml")).unwrap();
     std::fs::remove_dir_all(a.files.dir(&a.victim)).unwrap();
     let out = a.reconcile("r1", false).await;
-    assert_eq!(outcome(&out, &a.victim).phase, Phase::Orphaned);
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, &a.victim).phase,
+        Phase::Orphaned
+    );
     let capi: Api<DynamicObject> = Api::namespaced_with(cp.client(), &a.ns, &capi_cluster());
     let victim = Victim {
         ar: capi_cluster(),
@@ -1049,7 +1051,7 @@ async fn a_new_directory_taking_an_orphans_name_gets_nothing() {
     )
     .unwrap();
     let out = a.harmless(&[&victim], a.reconcile("r2", false)).await;
-    let v = outcome(&out, &a.victim);
+    let v = capstan_e2e::cluster_outcome(&out, &a.victim);
     assert_eq!(v.phase, Phase::Orphaned, "{}", v.message);
     assert!(v.message.contains("capstan.dev/adopt="), "{}", v.message);
     std::fs::remove_file(dir.join("tombstone.yaml")).unwrap();
@@ -1059,7 +1061,10 @@ async fn a_new_directory_taking_an_orphans_name_gets_nothing() {
     )
     .unwrap();
     let out = a.harmless(&[&victim], a.reconcile("r3", false)).await;
-    assert_eq!(outcome(&out, &a.victim).phase, Phase::Orphaned);
+    assert_eq!(
+        capstan_e2e::cluster_outcome(&out, &a.victim).phase,
+        Phase::Orphaned
+    );
 }
 
 #[tokio::test]
@@ -1086,7 +1091,7 @@ async fn a_cluster_moving_to_another_namespace_reaches_nothing_else() {
     let refs: Vec<&Victim> = victims.iter().collect();
     let out = a.harmless(&refs, a.reconcile("r1", false)).await;
     // EKS Anywhere holds a cluster's namespace immutable: nothing of the revision is applied.
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(t.message.contains("metadata.namespace"), "{}", t.message);
 }
@@ -1166,7 +1171,7 @@ async fn a_service_account_token_secret_is_never_minted() {
         &format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: {attack}\n  annotations: {{kubernetes.io/service-account.name: {account}}}\ntype: kubernetes.io/service-account-token\n"),
     );
     let out = a.harmless(&[], a.reconcile("r1", false)).await;
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     // As the workload identity itself, past validation: refused by the API server.
     let agent = capstan::k8s::connect(Some(&a.kubeconfig), None)
@@ -1226,14 +1231,14 @@ async fn a_cluster_joining_after_a_squat_finds_none_of_its_generated_names_taken
         ),
     );
     let out = a.harmless(&[], a.reconcile("r1", false)).await;
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(t.message.contains("reserved-name"), "{}", t.message);
     // Then it joins: nothing of its generated names is there to poison it.
     let req = joining(&a, &prod, ("172.18.0.0/16", "10.114.0.0/16"));
     a.files.add(req);
     let out = a.reconcile("r2", false).await;
-    let p = outcome(&out, &prod);
+    let p = capstan_e2e::cluster_outcome(&out, &prod);
     assert_ne!(p.phase, Phase::Failed, "{}", p.message);
     for (ar, suffix) in [
         (secret(), "-kubeconfig"),
@@ -1266,7 +1271,10 @@ async fn a_cluster_joining_after_its_rendered_names_were_taken_is_refused_naming
     assert_ne!(renamed, text);
     std::fs::write(&file, renamed).unwrap();
     let out = a.reconcile("r1", false).await;
-    assert_ne!(outcome(&out, &a.tenant).phase, Phase::Failed);
+    assert_ne!(
+        capstan_e2e::cluster_outcome(&out, &a.tenant).phase,
+        Phase::Failed
+    );
     let md = capstan_e2e::resource(
         "cluster.x-k8s.io",
         "v1beta2",
@@ -1290,7 +1298,7 @@ async fn a_cluster_joining_after_its_rendered_names_were_taken_is_refused_naming
     let req = joining(&a, &prod, ("172.18.0.0/16", "10.114.0.0/16"));
     a.files.add(req);
     let out = a.reconcile("r2", false).await;
-    let p = outcome(&out, &prod);
+    let p = capstan_e2e::cluster_outcome(&out, &prod);
     assert_eq!(p.phase, Phase::Failed, "{}", p.message);
     assert!(
         p.message.contains(Reason::AlreadyExists.as_str())
@@ -1301,7 +1309,7 @@ async fn a_cluster_joining_after_its_rendered_names_were_taken_is_refused_naming
         p.message
     );
     // The squatter's names now belong to the longer cluster: it is refused by validation.
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     squatted.unchanged(cp).await;
 }
@@ -1332,7 +1340,7 @@ async fn a_release_of_its_own_is_not_written_as_the_management_identity() {
     );
     let mark = cp.audit().mark();
     let out = a.harmless(&[], a.reconcile("r1", false)).await;
-    let t = outcome(&out, &a.tenant);
+    let t = capstan_e2e::cluster_outcome(&out, &a.tenant);
     assert_eq!(t.phase, Phase::Failed, "{}", t.message);
     assert!(t.message.contains("undeclared-release"), "{}", t.message);
     let written = |since| -> Vec<String> {

@@ -26,7 +26,7 @@ async fn document(client: &kube::Client, gv: &str) -> Value {
 }
 
 /// A schema with its `$ref`s (also under a single-item `allOf`) followed.
-fn resolve<'d>(doc: &'d Value, mut s: &'d Value) -> &'d Value {
+fn resolve_refs<'d>(doc: &'d Value, mut s: &'d Value) -> &'d Value {
     loop {
         let r = s["$ref"].as_str().or_else(|| match s["allOf"].as_array() {
             Some(all) if all.len() == 1 => all[0]["$ref"].as_str(),
@@ -43,9 +43,9 @@ fn resolve<'d>(doc: &'d Value, mut s: &'d Value) -> &'d Value {
 }
 
 fn compare(doc: &Value, shape: &Shape, schema: &Value, path: &str, diffs: &mut Vec<String>) {
-    let schema = resolve(doc, schema);
+    let schema = resolve_refs(doc, schema);
     let props = schema["properties"].as_object();
-    let items = (schema["type"] == "array").then(|| resolve(doc, &schema["items"]));
+    let items = (schema["type"] == "array").then(|| resolve_refs(doc, &schema["items"]));
     let items_have_fields = items.is_some_and(|i| i["properties"].is_object());
     match shape {
         Shape::Fields(fields) => {

@@ -27,6 +27,7 @@ use capstan::reconcile::{Agent, Options};
 use capstan::status::{NAMESPACE, Phase};
 use capstan_e2e::FleetDir;
 use capstan_harness::ControlPlane;
+use capstan_harness::objects::service_account_user;
 use capstan_layout::scaffold::ClusterRequest;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -52,7 +53,7 @@ async fn control_plane() -> &'static ControlPlane {
 /// its cloud-provider interface goes through a ClusterResourceSet with ConfigMap and Secret
 /// payloads) and `d-<tag>` (docker); and two more management clusters, `n-<tag>` (vSphere) and
 /// `i-<tag>` (docker in memory). All in namespace `t-<tag>`.
-fn fleet(tag: &str) -> FleetDir {
+fn every_kind_fleet(tag: &str) -> FleetDir {
     let ns = format!("t-{tag}");
     let vsphere = |host: &str| {
         (
@@ -147,13 +148,9 @@ fn managements(tag: &str) -> [String; 3] {
     [format!("m-{tag}"), format!("n-{tag}"), format!("i-{tag}")]
 }
 
-fn user(sa: &str) -> String {
-    format!("system:serviceaccount:{NAMESPACE}:{sa}")
-}
-
 /// A ServiceAccount bound to a ClusterRole and a Role holding `rules`; a client as it, once the
 /// authorizer grants what they grant.
-async fn account(cp: &ControlPlane, sa: &str, rules: &[Rule]) -> kube::Client {
+async fn account_client(cp: &ControlPlane, sa: &str, rules: &[Rule]) -> kube::Client {
     let admin = cp.client();
     let objects = capstan::install::manifests::rbac_named(sa, rules);
     capstan::install::apply(&admin, &objects, Duration::from_secs(30))
@@ -187,7 +184,7 @@ fn failures(out: &capstan::reconcile::Outcome) -> Result<(), String> {
 
 /// Everything an agent does, as `client`; the first failure.
 async fn scenario(cp: &ControlPlane, client: kube::Client, tag: &str) -> Result<(), String> {
-    let dir = fleet(tag);
+    let dir = every_kind_fleet(tag);
     let mgmt = format!("m-{tag}");
     let w = format!("w-{tag}");
     let lc = capstan::leader::LeaderConfig {
@@ -433,13 +430,13 @@ async fn run_self_upgrade(
     sa: String,
     rules: Vec<Rule>,
 ) -> (Backup, Result<Vec<String>, String>, Refused) {
-    let client = account(cp, &sa, &rules).await;
+    let client = account_client(cp, &sa, &rules).await;
     let (backup, marked) = self_upgrade_scenario(cp, client, &sa).await;
     cp.audit()
         .sync(&cp.client(), Duration::from_secs(10))
         .await
         .unwrap();
-    (backup, marked, refused(cp, &sa))
+    (backup, marked, refused_requests(cp, &sa))
 }
 
 /// Requests refused: `(verb, group, resource[/subresource])`.
@@ -554,12 +551,15 @@ async fn every_self_upgrade_rule_is_needed_and_together_they_suffice() {
 }
 
 /// Requests of `sa` the API server refused (`verb resource[/subresource]`).
-fn refused(cp: &ControlPlane, sa: &str) -> Refused {
+fn refused_requests(cp: &ControlPlane, sa: &str) -> Refused {
     cp.audit()
         .events()
         .unwrap()
         .into_iter()
-        .filter(|e| e.user.username == user(sa) && e.response_status.code == Some(403))
+        .filter(|e| {
+            e.user.username == service_account_user(NAMESPACE, sa)
+                && e.response_status.code == Some(403)
+        })
         .filter_map(|e| {
             let message = e.raw["responseStatus"]["message"].as_str().unwrap_or("");
             // A write the tenancy policy refuses (the probe at start must be) is not RBAC's.
@@ -588,18 +588,18 @@ fn refused(cp: &ControlPlane, sa: &str) -> Refused {
 }
 
 /// Runs the scenario as `sa` with `rules`: its result and the requests refused.
-async fn run(
+async fn run_as(
     cp: &ControlPlane,
     sa: String,
     rules: Vec<Rule>,
 ) -> (String, Result<(), String>, Refused) {
-    let client = account(cp, &sa, &rules).await;
+    let client = account_client(cp, &sa, &rules).await;
     let result = scenario(cp, client, &sa).await;
     cp.audit()
         .sync(&cp.client(), Duration::from_secs(10))
         .await
         .unwrap();
-    let refused = refused(cp, &sa);
+    let refused = refused_requests(cp, &sa);
     (sa, result, refused)
 }
 
@@ -632,7 +632,7 @@ async fn identities(cp: &ControlPlane, rules: &[Rule], denied: &[(&Rule, &str)])
     for (r, verb) in denied {
         let user = identity_of(r.holder).unwrap();
         let start = std::time::Instant::now();
-        while allowed(&admin, user, r, verb).await {
+        while authorizer_allows(&admin, user, r, verb).await {
             assert!(
                 start.elapsed() < Duration::from_secs(30),
                 "{user} still granted {verb} of {r:?}"
@@ -643,7 +643,7 @@ async fn identities(cp: &ControlPlane, rules: &[Rule], denied: &[(&Rule, &str)])
 }
 
 /// Whether the authorizer grants `user` `verb` on the first resource of `rule`.
-async fn allowed(admin: &kube::Client, user: &str, rule: &Rule, verb: &str) -> bool {
+async fn authorizer_allows(admin: &kube::Client, user: &str, rule: &Rule, verb: &str) -> bool {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
     };
@@ -742,7 +742,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
         .await
         .unwrap();
 
-    let (_, ok, denied) = run(cp, "rbac-all".into(), all.clone()).await;
+    let (_, ok, denied) = run_as(cp, "rbac-all".into(), all.clone()).await;
     assert_eq!(ok, Ok(()), "with every rule: {denied:?}");
     assert!(denied.is_empty(), "with every rule, refused: {denied:?}");
 
@@ -769,7 +769,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
     let results: Vec<_> = futures::stream::iter(
         cases
             .iter()
-            .map(|(sa, rules, _)| run(cp, sa.clone(), rules.clone())),
+            .map(|(sa, rules, _)| run_as(cp, sa.clone(), rules.clone())),
     )
     .buffered(4)
     .collect()
@@ -811,7 +811,7 @@ async fn every_rule_is_needed_and_together_they_suffice() {
         .events()
         .unwrap()
         .into_iter()
-        .filter(|e| e.user.username == user("rbac-all") && e.is_write())
+        .filter(|e| e.user.username == service_account_user(NAMESPACE, "rbac-all") && e.is_write())
         .filter(|e| {
             e.response_status
                 .code

@@ -57,12 +57,17 @@ type Suspect = (String, bool);
 /// Every path of a schema (dotted, `[]` for list items, `{}` for map values), and the suspects:
 /// each field that looks like a reference (its `name` when it has one) or is left open
 /// (`x-kubernetes-preserve-unknown-fields`).
-fn walk(schema: &Value, path: &str, all: &mut BTreeSet<String>, suspects: &mut BTreeSet<Suspect>) {
+fn schema_paths(
+    schema: &Value,
+    path: &str,
+    all: &mut BTreeSet<String>,
+    suspects: &mut BTreeSet<Suspect>,
+) {
     if schema["x-kubernetes-preserve-unknown-fields"] == Value::Bool(true) && !path.is_empty() {
         suspects.insert((path.to_string(), true));
     }
     if schema["type"] == "array" {
-        walk(&schema["items"], &format!("{path}[]"), all, suspects);
+        schema_paths(&schema["items"], &format!("{path}[]"), all, suspects);
         return;
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
@@ -81,11 +86,11 @@ fn walk(schema: &Value, path: &str, all: &mut BTreeSet<String>, suspects: &mut B
                     (false, false) => (p.clone(), false),
                 });
             }
-            walk(child, &p, all, suspects);
+            schema_paths(child, &p, all, suspects);
         }
     }
     if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
-        walk(values, &format!("{path}{{}}"), all, suspects);
+        schema_paths(values, &format!("{path}{{}}"), all, suspects);
     }
 }
 
@@ -170,7 +175,7 @@ fn every_field_that_looks_like_a_reference_has_a_row() {
     for k in KINDS.iter().filter(|k| !k.group.is_empty()) {
         for version in k.versions {
             let (mut all, mut suspects) = (BTreeSet::new(), BTreeSet::new());
-            walk(&schema(&crds, k, version), "", &mut all, &mut suspects);
+            schema_paths(&schema(&crds, k, version), "", &mut all, &mut suspects);
             walked += suspects.len();
             let rows: Vec<String> = k.rows.iter().map(spelled).collect();
             // Every row names a field of the schema (a misspelt row checks nothing).
@@ -216,7 +221,7 @@ fn the_walk_finds_what_it_must() {
         "values": {"x-kubernetes-preserve-unknown-fields": true},
         "replicas": {"type": "integer"}}}}});
     let (mut all, mut suspects) = (BTreeSet::new(), BTreeSet::new());
-    walk(&schema, "", &mut all, &mut suspects);
+    schema_paths(&schema, "", &mut all, &mut suspects);
     let found: Vec<(&str, bool)> = suspects.iter().map(|(s, e)| (s.as_str(), *e)).collect();
     assert_eq!(
         found,

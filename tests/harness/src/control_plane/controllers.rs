@@ -165,7 +165,7 @@ struct Ports {
 }
 
 /// `n` distinct free ports ([`crate::ports`]).
-fn free_ports(n: usize) -> Result<Vec<u16>, Error> {
+fn choose_ports(n: usize) -> Result<Vec<u16>, Error> {
     crate::ports::free_ports(n).map_err(io_err("choose ports", Path::new("127.0.0.1")))
 }
 
@@ -268,7 +268,7 @@ async fn start_once(
     let result = async {
         // kube-controller-manager: only what a real cluster does behind every controller's
         // back (owner references collected, namespaces emptied on deletion).
-        let mut chosen = free_ports(1 + 3 * PROVIDERS.len())?.into_iter();
+        let mut chosen = choose_ports(1 + 3 * PROVIDERS.len())?.into_iter();
         let mut next_port = || chosen.next().expect("one port per listener");
         let kcm_port = next_port();
         let kcm_args = vec![

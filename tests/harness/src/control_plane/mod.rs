@@ -584,7 +584,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 /// Three distinct free ports ([`crate::ports`]).
-fn free_ports() -> Result<[u16; 3], Error> {
+fn choose_three_ports() -> Result<[u16; 3], Error> {
     let err = io_err("choose ports", Path::new("127.0.0.1"));
     crate::ports::free_ports(3)
         .map_err(err)?
@@ -629,7 +629,7 @@ pub(crate) async fn launch(
     let files = pki.write(&dir.join("pki"))?;
     let policy = dir.join("audit-policy.yaml");
     std::fs::write(&policy, AUDIT_POLICY).map_err(io_err("write", &policy))?;
-    let [api_port, etcd_port, peer_port] = free_ports()?;
+    let [api_port, etcd_port, peer_port] = choose_three_ports()?;
     let etcd_log = dir.join("etcd.log");
     let api_log = dir.join("kube-apiserver.log");
     let audit_log = dir.join("audit.log");
