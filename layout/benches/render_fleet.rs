@@ -36,7 +36,7 @@ const CLUSTERS: usize = 1000;
 /// says otherwise.
 const RENDER_ROUNDS: usize = 20;
 
-fn setting(var: &str, default: usize) -> usize {
+fn positive_setting(var: &str, default: usize) -> usize {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -61,8 +61,8 @@ fn thread_cpu() -> Duration {
 }
 
 fn main() {
-    let clusters_n = setting("CAPSTAN_BENCH_CLUSTERS", CLUSTERS);
-    let render_rounds = setting("CAPSTAN_BENCH_ROUNDS", RENDER_ROUNDS);
+    let clusters_n = positive_setting("CAPSTAN_BENCH_CLUSTERS", CLUSTERS);
+    let render_rounds = positive_setting("CAPSTAN_BENCH_ROUNDS", RENDER_ROUNDS);
     let mut tree = Tree::new();
     let mgmt = ClusterRequest {
         name: "mgmt".into(),
@@ -172,7 +172,7 @@ fn main() {
     load_cached(&tree, &mut cache);
     let (path, text) = &texts[clusters_n / 2];
     tree.insert(path.clone(), text.replace("count: 2", "count: 3"));
-    for _ in 0..setting("CAPSTAN_BENCH_RELOADS", 1) - 1 {
+    for _ in 0..positive_setting("CAPSTAN_BENCH_RELOADS", 1) - 1 {
         load_cached(&tree, &mut cache);
     }
     let (t3, c3) = (Instant::now(), thread_cpu());

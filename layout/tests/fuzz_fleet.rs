@@ -251,7 +251,7 @@ fn text_mutation() -> impl Strategy<Value = Text> {
     ]
 }
 
-fn mutation() -> impl Strategy<Value = Mutation> {
+fn fleet_edit() -> impl Strategy<Value = Mutation> {
     (
         any::<bool>(),
         0usize..4,
@@ -635,7 +635,7 @@ fn fleets_fuzzed_through_parse_validate_render() {
     let cache_cell = std::cell::RefCell::new(&mut cache);
     let stats_cell = std::cell::RefCell::new(&mut stats);
     let slowest_cell = std::cell::RefCell::new(&mut slowest);
-    let result = runner.run(&mutation(), |m| {
+    let result = runner.run(&fleet_edit(), |m| {
         started_case.fetch_add(1, Ordering::Relaxed);
         let t = Instant::now();
         let r = check(

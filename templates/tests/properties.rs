@@ -208,7 +208,7 @@ enum Mutation {
     Kube(u32),
 }
 
-fn mutation() -> impl Strategy<Value = Mutation> {
+fn template_edit() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (0usize..3, proptest::option::of("[a-z]{1,6}"))
             .prop_map(|(i, l)| Mutation::GroupLabel(i, l)),
@@ -262,7 +262,7 @@ proptest! {
     }
 
     #[test]
-    fn template_names_change_exactly_when_content_changes(s in spec(), m in mutation()) {
+    fn template_names_change_exactly_when_content_changes(s in spec(), m in template_edit()) {
         let t = apply(&s, &m);
         let a = immutable(&render_spec(&s));
         let b = immutable(&render_spec(&t));
@@ -278,7 +278,7 @@ proptest! {
     /// renames the machine templates of docker clusters (their node image), and so of in-memory
     /// ones, whose old templates are then pruned just as on docker.
     #[test]
-    fn in_memory_templates_are_renamed_when_docker_ones_are(s in spec(), m in mutation()) {
+    fn in_memory_templates_are_renamed_when_docker_ones_are(s in spec(), m in template_edit()) {
         let docker = Spec { vsphere: false, in_memory: false, ..s };
         let in_memory = Spec { in_memory: true, ..docker.clone() };
         let renamed = |s: &Spec| -> Vec<(String, bool)> {

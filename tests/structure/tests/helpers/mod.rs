@@ -40,20 +40,9 @@ const TEST_CODE: &[&str] = &[
 /// Names several files may define: entry points, one per binary, that no test calls.
 const NOT_HELPERS: &[&str] = &["main"];
 
-/// Names more than one file may define, each with why it cannot be shared.
-const ALLOWED: &[(&str, &str)] = &[
-    // layout/tests/fuzz_fleet.rs and templates/tests/properties.rs: each file's proptest
-    // strategy for its own `Mutation` type (a fleet edit, a template edit); two helpers of
-    // product crates whose tests take no test crate, to be renamed by their owners.
-    ("mutation", "one strategy per crate's own Mutation type"),
-    // agent/benches/support and layout/benches/render_fleet.rs: the layout crate's bench
-    // cannot use the agent's bench support (nor depend on the harness) without a new
-    // dependency of a product crate.
-    (
-        "setting",
-        "the layout bench cannot reach agent/benches/support",
-    ),
-];
+/// Names more than one file may define, each with why it cannot be shared: none today (a
+/// helper that only shares its name with another is renamed for what it does).
+const ALLOWED: &[(&str, &str)] = &[];
 
 /// Whether an item is a test function (`#[test]`, `#[tokio::test]`, `#[…::test(…)]`).
 fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
