@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use capstan_harness::{ControlPlane, FluxBinaries};
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -89,17 +89,7 @@ fn kube_api(
     plural: &str,
     ns: &str,
 ) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    };
+    let ar = capstan_harness::objects::resource(group, version, kind, plural);
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
