@@ -219,6 +219,29 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// Move Cluster API clusters, whole, from the management cluster given (--kubeconfig,
+    /// --context) to another (--to): what belongs to each (owned or not: kubeconfig, CAs, keys,
+    /// credentials, EKS-A specs, ClusterResourceSets, capstan's records) is paused, copied with
+    /// new owner references, deleted at the source and unpaused in the target. A journal in the
+    /// target lets the same command resume after a crash at any step.
+    Move {
+        /// A cluster to move, NAMESPACE/NAME (repeatable).
+        #[arg(long = "cluster", value_name = "NAMESPACE/NAME", required = true)]
+        clusters: Vec<capstan_plan::moving::ClusterKey>,
+        /// The target's kubeconfig.
+        #[arg(long, value_name = "KUBECONFIG")]
+        to: PathBuf,
+        /// The context of the target's kubeconfig (default: its current context).
+        #[arg(long, value_name = "CONTEXT")]
+        to_context: Option<String>,
+        /// Show what would move (objects by kind, in order) and what would refuse it; change
+        /// nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The source.
+        #[command(flatten)]
+        kube: KubeArgs,
+    },
     /// A local management cluster for trying capstan without one (the `dev` feature, on by
     /// default: it builds the test control plane; an agent's image is built without it).
     #[cfg(feature = "dev")]

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! main       → cli, cmd
-//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, notify, reconcile, rehearse, serve
+//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, mover, notify, reconcile, rehearse, serve
 //! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, trigger
 //! cli        → backup, github, reconcile
 //! serve      → github, metrics, trigger
@@ -19,6 +19,7 @@
 //! leader     → trigger
 //! metrics    →
 //! reconcile  → backup, failpoint, schedule
+//! mover      → backup, failpoint
 //! dashboard  →
 //! backup     →
 //! schedule   →
@@ -45,6 +46,7 @@ pub mod github;
 pub mod install;
 pub mod leader;
 pub mod metrics;
+pub mod mover;
 pub mod notify;
 pub use capstan_client::{k8s, live, status, write};
 pub use capstan_plan as plan;

@@ -27,6 +27,7 @@ pub mod health;
 pub mod holds;
 pub mod impact;
 pub mod live;
+pub mod moving;
 pub mod order;
 pub mod planner;
 pub mod report;

@@ -34,6 +34,15 @@ pub const ADOPT_ANNOTATION: &str = "capstan.dev/adopt";
 /// with a status that lost its `backup` — unpauses exactly that and never an operator's own
 /// pause.
 pub const PAUSED_FOR_ANNOTATION: &str = "capstan.dev/paused-for";
+/// Annotation on a Cluster API Cluster that `capstan move` paused (its value: the move's id).
+/// Like [`PAUSED_FOR_ANNOTATION`], the pause is recorded on the paused object itself, in the
+/// same write: a move resumed after a crash unpauses exactly what it paused, and a cluster an
+/// operator had paused stays paused.
+pub const PAUSED_FOR_MOVE_ANNOTATION: &str = "capstan.dev/paused-for-move";
+/// Annotation on every object `capstan move` created in the target: the UID of the object it
+/// is a copy of. A resumed move knows its own copies by it (and refuses any other object of the
+/// same name), and the source's owner references are rewritten through it.
+pub const MOVED_FROM_ANNOTATION: &str = "capstan.dev/moved-from";
 /// Annotation recording the content hash of what capstan applied.
 pub const HASH_ANNOTATION: &str = "capstan.dev/content-hash";
 

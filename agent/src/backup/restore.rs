@@ -23,42 +23,10 @@ fn uid(o: &Value) -> &str {
 
 /// Orders objects so that every owner comes before what it owns (and otherwise as given):
 /// what `restore` needs to rewrite owner references to the new UIDs. Owners missing from the
-/// set do not hold anything back; a cycle is broken in input order.
+/// set do not hold anything back; a cycle is broken in input order. (The move's order:
+/// [`capstan_plan::moving::owners_first`].)
 pub fn restore_order(objects: Vec<Value>) -> Vec<Value> {
-    let uids: BTreeSet<String> = objects.iter().map(|o| uid(o).to_string()).collect();
-    let owners = |o: &Value| -> Vec<String> {
-        o.pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.get("uid").and_then(Value::as_str))
-            .filter(|u| uids.contains(*u))
-            .map(str::to_string)
-            .collect()
-    };
-    let mut placed: BTreeSet<String> = BTreeSet::new();
-    let mut pending: Vec<Value> = objects;
-    let mut out = Vec::with_capacity(pending.len());
-    while !pending.is_empty() {
-        let before = pending.len();
-        let mut rest = Vec::new();
-        for o in pending {
-            if owners(&o).iter().all(|u| placed.contains(u)) {
-                placed.insert(uid(&o).to_string());
-                out.push(o);
-            } else {
-                rest.push(o);
-            }
-        }
-        if rest.len() == before {
-            // A cycle: take the first as it is.
-            let first = rest.remove(0);
-            placed.insert(uid(&first).to_string());
-            out.push(first);
-        }
-        pending = rest;
-    }
-    out
+    capstan_plan::moving::owners_first(objects)
 }
 
 /// The object as it is created again: without what the server assigns (its status kept), its
@@ -68,39 +36,7 @@ pub fn prepared(o: &Value, new_uids: &BTreeMap<String, String>) -> Value {
     // The status stays: a kind without a status subresource keeps it from the create; where
     // there is one (capstan's ManagedCluster among them), the server ignores it and `restore`
     // writes it after.
-    let mut v = o.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "selfLink",
-        ] {
-            meta.remove(k);
-        }
-        if let Some(refs) = meta
-            .get_mut("ownerReferences")
-            .and_then(Value::as_array_mut)
-        {
-            refs.retain_mut(|r| {
-                let old = r.get("uid").and_then(Value::as_str).unwrap_or("");
-                match new_uids.get(old) {
-                    Some(new) => {
-                        r["uid"] = json!(new);
-                        true
-                    }
-                    None => false,
-                }
-            });
-            if refs.is_empty() {
-                meta.remove("ownerReferences");
-            }
-        }
-    }
+    let mut v = capstan_plan::moving::fresh(o, new_uids);
     if is_capi_cluster(o) {
         v["spec"]["paused"] = json!(true);
     }
@@ -108,10 +44,7 @@ pub fn prepared(o: &Value, new_uids: &BTreeMap<String, String>) -> Value {
 }
 
 fn is_capi_cluster(o: &Value) -> bool {
-    o.get("kind").and_then(Value::as_str) == Some("Cluster")
-        && o.get("apiVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|a| a.starts_with("cluster.x-k8s.io/"))
+    capstan_plan::moving::is_capi_cluster(o)
 }
 
 /// What a restore did.

@@ -8,6 +8,7 @@ mod diff;
 mod install;
 mod intent;
 mod kubeconfig;
+mod moving;
 mod offline;
 mod online;
 mod open_pr;
@@ -61,6 +62,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             identity,
             kube,
         } => online::restore(&from, identity.as_deref(), &kube),
+        Command::Move {
+            clusters,
+            to,
+            to_context,
+            dry_run,
+            kube,
+        } => moving::run(clusters, &to, to_context.as_deref(), dry_run, &kube),
         Command::Reconcile(args) => online::reconcile(args),
         Command::Install(args) => install::install(args),
         Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),

@@ -21,6 +21,7 @@ mod dashboard_local;
 mod fence;
 mod kubeconfig;
 mod leader;
+mod moving;
 mod not_a_fleet;
 mod notifications;
 mod pr_plans;
