@@ -13,13 +13,13 @@
 //! cli        → backup, github, reconcile
 //! serve      → github, metrics, trigger
 //! github     → dashboard, errors, leader, metrics, reconcile, schedule
+//! mover      → backup, failpoint, install
 //! install    → backup, reconcile
 //! rehearse   → backup, reconcile
 //! notify     → metrics
 //! leader     → trigger
 //! metrics    →
 //! reconcile  → backup, failpoint, schedule
-//! mover      → backup, failpoint
 //! dashboard  →
 //! backup     →
 //! schedule   →

@@ -270,6 +270,12 @@ pub enum Refusal {
         /// `Kind/namespace/name`.
         subject: String,
     },
+    /// capstan's agent runs at the source: it would apply the moved clusters there again from
+    /// Git once they are deleted, and two sets of controllers would own the same machines.
+    AgentRunning {
+        /// What shows it.
+        why: String,
+    },
     /// The target does not serve a kind the move needs: its CRD is missing.
     MissingKind {
         /// `Kind.group`.
@@ -291,6 +297,10 @@ impl fmt::Display for Refusal {
             Refusal::Exists { subject } => write!(
                 f,
                 "{subject} already exists in the target and is not a copy of the source's (no {MOVED_FROM_ANNOTATION} naming it): remove or rename it"
+            ),
+            Refusal::AgentRunning { why } => write!(
+                f,
+                "capstan's agent runs at the source ({why}): it would apply the moved clusters there again from Git; stop it first (kubectl -n {RECORDS_NAMESPACE} scale deployment capstan --replicas 0)"
             ),
             Refusal::MissingKind { kind, objects } => write!(
                 f,
@@ -660,6 +670,45 @@ pub fn readiness(objects: &[Value], key: &ClusterKey) -> Option<Refusal> {
     (!verdict.ready).then(|| Refusal::NotReady {
         cluster: key.clone(),
         why: verdict.message,
+    })
+}
+
+/// Whether capstan's agent runs at the source, from its Deployment (`capstan-system/capstan`)
+/// and its leader Lease (`capstan-system/capstan-leader`) as read there, at `now` (Unix
+/// seconds): a Deployment asking for replicas, or a Lease renewed within its duration.
+pub fn agent_running(
+    deployment: Option<&Value>,
+    lease: Option<&Value>,
+    now: i64,
+) -> Option<Refusal> {
+    if let Some(d) = deployment {
+        let replicas = d
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        if replicas > 0 {
+            return Some(Refusal::AgentRunning {
+                why: format!(
+                    "Deployment {RECORDS_NAMESPACE}/capstan asks for {replicas} replica(s)"
+                ),
+            });
+        }
+    }
+    let l = lease?;
+    let holder = text(l, "/spec/holderIdentity");
+    let duration = l
+        .pointer("/spec/leaseDurationSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let renewed = text(l, "/spec/renewTime")
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()?
+        .as_second();
+    (!holder.is_empty() && renewed + duration >= now).then(|| Refusal::AgentRunning {
+        why: format!(
+            "Lease {RECORDS_NAMESPACE}/capstan-leader is held by {holder}, renewed {}s ago",
+            now - renewed
+        ),
     })
 }
 

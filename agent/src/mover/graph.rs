@@ -201,3 +201,30 @@ pub async fn target_facts(target: &Client, objects: &[&Found]) -> Result<TargetF
     }
     Ok(TargetFacts { served, existing })
 }
+
+/// Whether capstan's agent runs at the source (`capstan_plan::moving::agent_running`, from its
+/// Deployment and leader Lease there).
+pub async fn source_agent(
+    source: &Client,
+) -> Result<Option<capstan_plan::moving::Refusal>, MoveError> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::coordination::v1::Lease;
+    let deployments: Api<Deployment> = Api::namespaced(source.clone(), RECORDS_NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(source.clone(), RECORDS_NAMESPACE);
+    let deployment = deployments
+        .get_opt(crate::install::manifests::NAME)
+        .await
+        .map_err(|e| MoveError::kube("reading the source's capstan Deployment", e))?
+        .map(|d| serde_json::to_value(d).expect("objects serialise"));
+    let lease = leases
+        .get_opt(crate::install::manifests::LEASE)
+        .await
+        .map_err(|e| MoveError::kube("reading the source's capstan Lease", e))?
+        .map(|l| serde_json::to_value(l).expect("objects serialise"));
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    Ok(capstan_plan::moving::agent_running(
+        deployment.as_ref(),
+        lease.as_ref(),
+        now,
+    ))
+}

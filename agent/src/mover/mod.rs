@@ -7,8 +7,9 @@
 //!
 //! 1. **Check.** Every cluster exists at the source, is not being deleted, is Ready and not
 //!    rolling out (`capstan_plan::moving::readiness`); the target serves every kind moved and
-//!    holds no object of the same name that is not this move's copy. Any refusal: nothing is
-//!    written anywhere.
+//!    holds no object of the same name that is not this move's copy; capstan's agent does not
+//!    run at the source (it would apply the deleted clusters again from Git; checked again
+//!    before the deletes). Any refusal: nothing is written anywhere.
 //! 2. **Pause** at the source every cluster an operator has not paused: `spec.paused` and the
 //!    `capstan.dev/paused-for-move` mark in one write (the EKS Anywhere Cluster of the same name
 //!    gets EKS-A's pause annotation the same way). The clusters an operator had paused are in
@@ -127,6 +128,7 @@ pub async fn plan(m: &Move) -> Result<(Vec<Found>, MovePlan), MoveError> {
         .iter()
         .filter_map(|c| moving::readiness(&objects, c))
         .collect();
+    refusals.extend(graph::source_agent(&m.source).await?);
     let members: Vec<&Found> = plan.objects.iter().map(|o| &found[o.index]).collect();
     let facts = graph::target_facts(&m.target, &members).await?;
     refusals.extend(moving::target_refusals(&objects, &plan, &facts));
@@ -230,6 +232,10 @@ pub async fn run(m: &Move, say: &mut dyn FnMut(String)) -> Result<Moved, MoveErr
         journal.enter(&m.target, Phase::Deleting).await?;
     }
     if journal.record.phase == Phase::Deleting {
+        // Checked again: an agent started since the move began would re-create what goes.
+        if let Some(r) = graph::source_agent(&m.source).await? {
+            return Err(MoveError::Refused(vec![r]));
+        }
         delete(m, &mut out, say).await?;
         crate::failpoint::stop_here("move-deleted").await;
         journal.enter(&m.target, Phase::Unpausing).await?;

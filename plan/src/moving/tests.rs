@@ -425,3 +425,55 @@ fn a_cluster_key_is_namespace_and_name() {
         assert!(bad.parse::<ClusterKey>().is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_running_agent_at_the_source_refuses_the_move() {
+    let now = "2026-12-02T12:00:00Z"
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .unwrap()
+        .as_second();
+    let deployment = |replicas: i64| json!({"spec": {"replicas": replicas}});
+    let lease = |holder: &str, renewed: &str| json!({"spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed}});
+    let cases: Vec<(&str, Option<Value>, Option<Value>, Option<&str>)> = vec![
+        ("nothing installed", None, None, None),
+        ("scaled to zero", Some(deployment(0)), None, None),
+        (
+            "a Deployment with replicas",
+            Some(deployment(2)),
+            None,
+            Some("asks for 2 replica(s)"),
+        ),
+        (
+            "a Lease renewed within its duration",
+            Some(deployment(0)),
+            Some(lease("capstan-7d9", "2026-12-02T11:59:50.000000Z")),
+            Some("held by capstan-7d9, renewed 10s ago"),
+        ),
+        (
+            "a Lease that expired",
+            None,
+            Some(lease("capstan-7d9", "2026-12-02T11:59:00Z")),
+            None,
+        ),
+        (
+            "a Lease released",
+            None,
+            Some(lease("", "2026-12-02T11:59:59Z")),
+            None,
+        ),
+    ];
+    for (case, d, l, want) in cases {
+        let got = agent_running(d.as_ref(), l.as_ref(), now);
+        match (want, &got) {
+            (None, None) => {}
+            (Some(w), Some(r @ Refusal::AgentRunning { why })) => {
+                assert!(why.contains(w), "{case}: {why}");
+                assert!(
+                    r.to_string()
+                        .contains("scale deployment capstan --replicas 0")
+                );
+            }
+            _ => panic!("{case}: {got:?}"),
+        }
+    }
+}
