@@ -434,7 +434,9 @@ fn a_running_agent_at_the_source_refuses_the_move() {
         .as_second();
     let deployment = |replicas: i64| json!({"spec": {"replicas": replicas}});
     let lease = |holder: &str, renewed: &str| json!({"spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed}});
-    let cases: Vec<(&str, Option<Value>, Option<Value>, Option<&str>)> = vec![
+    /// A case: its name, the Deployment, the Lease, what the refusal says (None: no refusal).
+    type Case<'a> = (&'a str, Option<Value>, Option<Value>, Option<&'a str>);
+    let cases: Vec<Case> = vec![
         ("nothing installed", None, None, None),
         ("scaled to zero", Some(deployment(0)), None, None),
         (
