@@ -7,8 +7,8 @@
 //! provider or an operator made without an owner, kubernetes-sigs/cluster-api#3603, #1404) and
 //! the moved cluster breaks later. Here an object belongs to a cluster when:
 //!
-//! 1. it is the Cluster API Cluster, the EKS Anywhere Cluster or capstan's ManagedCluster of
-//!    that name, or it is labelled for it (`cluster.x-k8s.io/cluster-name`, `capstan.dev/cluster`)
+//! 1. it is the Cluster API Cluster or the EKS Anywhere Cluster of that name, capstan's
+//!    ManagedCluster whose inventory holds that Cluster, or it is labelled for it (`cluster.x-k8s.io/cluster-name`, `capstan.dev/cluster`)
 //!    — a label is the final word: such an object belongs to its labelled cluster only;
 //! 2. it is a Secret or ConfigMap of the cluster's namespace named `<cluster>-…` (the kubeconfig,
 //!    the CAs, etcd and service-account keys, provider credentials), whether owned or not; where
@@ -415,11 +415,24 @@ impl<'a> Belonging<'a> {
                 || (kind == "ManagedCluster" && group == "capstan.dev")
             {
                 if kind == "ManagedCluster" {
-                    // A record names its cluster; records live apart from the clusters.
-                    clusters
-                        .iter()
-                        .copied()
-                        .find(|&c| text(&objects[c], "/metadata/name") == name)
+                    // A record lives apart from its cluster, under the cluster's name; it is that
+                    // cluster's only when its inventory holds the Cluster in that namespace (a
+                    // name alone could be another namespace's cluster).
+                    clusters.iter().copied().find(|&c| {
+                        let (cns, cname) = key_of(c);
+                        cname == name
+                            && o.pointer("/status/inventory")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .any(|r| {
+                                    text(r, "/kind") == "Cluster"
+                                        && text(r, "/namespace") == cns
+                                        && text(r, "/name") == cname
+                                        && identity::group(text(r, "/apiVersion"))
+                                            == "cluster.x-k8s.io"
+                                })
+                    })
                 } else {
                     by_key.get(&(ns, name)).copied()
                 }

@@ -91,7 +91,12 @@ fn fleet() -> Vec<Value> {
         core("ConfigMap", "crs-cm", "cm-crs"),
         owned_by(capi("ClusterResourceSetBinding", "w", "crsb-w"), "c-w"),
         json!({"apiVersion": "capstan.dev/v1alpha1", "kind": "ManagedCluster",
-            "metadata": {"name": "w", "namespace": RECORDS_NAMESPACE, "uid": "mc-w"}}),
+            "metadata": {"name": "w", "namespace": RECORDS_NAMESPACE, "uid": "mc-w"},
+            "status": {"inventory": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "namespace": NS, "name": "w"}]}}),
+        // A record of a cluster w-2 of another namespace (its inventory says so).
+        json!({"apiVersion": "capstan.dev/v1alpha1", "kind": "ManagedCluster",
+            "metadata": {"name": "w-2", "namespace": RECORDS_NAMESPACE, "uid": "mc-w2"},
+            "status": {"inventory": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "namespace": "elsewhere", "name": "w-2"}]}}),
         json!({"apiVersion": "capstan.dev/v1alpha1", "kind": "ManagedCluster",
             "metadata": {"name": "keep", "namespace": RECORDS_NAMESPACE, "uid": "mc-keep"}}),
     ]
@@ -180,6 +185,15 @@ fn moving_both_clusters_that_share_an_object_moves_it_whole() {
         .unwrap();
     assert!(!crs.1, "{got:?}");
     assert!(got.iter().any(|(s, _)| s == "Secret/fleet/w-2-ca"));
+    assert!(
+        !got.iter()
+            .any(|(s, _)| s == "ManagedCluster/capstan-system/w-2"),
+        "another namespace's record: {got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|(s, _)| s == "ManagedCluster/capstan-system/w")
+    );
 }
 
 #[test]
