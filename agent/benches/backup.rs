@@ -26,47 +26,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use capstan_harness::ControlPlane;
-use futures::StreamExt;
-use serde_json::{Value, json};
-use support::{vm, write_fleet};
-
-/// Secrets of one running cluster: (name suffix, [(key, bytes)]).
-fn secrets_of(cluster: &str) -> Vec<(String, Vec<(&'static str, usize)>)> {
-    let cert = [("tls.crt", 1_200), ("tls.key", 1_700)];
-    let mut out = vec![
-        (format!("{cluster}-ca"), cert.to_vec()),
-        (format!("{cluster}-etcd"), cert.to_vec()),
-        (format!("{cluster}-proxy"), cert.to_vec()),
-        (format!("{cluster}-sa"), cert.to_vec()),
-        (format!("{cluster}-kubeconfig"), vec![("value", 5_600)]),
-    ];
-    for m in 0..3 {
-        out.push((format!("{cluster}-bootstrap-{m}"), vec![("value", 9_000)]));
-    }
-    out
-}
-
-/// `len` random bytes as base64 (random characters of its alphabet, a multiple of four).
-fn random_base64(len: usize) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    (0..len.div_ceil(3) * 4)
-        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
-        .collect()
-}
-
-/// Applies `objects` as capstan does, 32 at a time; how many the server took.
-async fn apply_all<'a>(
-    client: &kube::Client,
-    resolver: &capstan::k8s::Resolver,
-    objects: impl Iterator<Item = &'a Value>,
-) -> usize {
-    futures::stream::iter(objects)
-        .map(|o| capstan::k8s::apply::apply_one(client, resolver, o, false))
-        .buffer_unordered(32)
-        .filter(|r| futures::future::ready(r.is_ok()))
-        .count()
-        .await
-}
+use serde_json::Value;
+use support::{apply_all, vm, write_fleet};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -79,19 +40,12 @@ async fn main() {
 
     // What the fleet renders, applied as capstan applies it (namespaces first).
     let started = Instant::now();
-    let namespaces: std::collections::BTreeSet<String> = fleet
-        .rendered
-        .iter()
-        .flat_map(|(_, objs)| objs.iter())
-        .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str))
-        .map(str::to_string)
-        .collect();
-    for ns in &namespaces {
-        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        capstan::k8s::apply::apply_one(&client, &resolver, &obj, false)
-            .await
-            .unwrap();
-    }
+    support::apply_namespaces(
+        &client,
+        &resolver,
+        fleet.rendered.iter().flat_map(|(_, objs)| objs.iter()),
+    )
+    .await;
     let objects: Vec<&Value> = fleet
         .rendered
         .iter()
@@ -106,19 +60,7 @@ async fn main() {
         .iter()
         .filter(|(name, _)| name != "mgmt")
         .enumerate()
-        .flat_map(|(i, (name, _))| {
-            let ns = format!("team-{}", i % 20);
-            secrets_of(name).into_iter().map(move |(s, keys)| {
-                let data: serde_json::Map<String, Value> = keys
-                    .into_iter()
-                    .map(|(k, len)| (k.to_string(), json!(random_base64(len))))
-                    .collect();
-                json!({"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": s, "namespace": ns,
-                        "labels": {"cluster.x-k8s.io/cluster-name": name}},
-                    "type": "cluster.x-k8s.io/secret", "data": data})
-            })
-        })
+        .flat_map(|(i, (name, _))| support::cluster_api_secrets(name, &format!("team-{}", i % 20)))
         .collect();
     let made = apply_all(&client, &resolver, secrets.iter()).await;
     assert_eq!(made, secrets.len(), "every Secret created");

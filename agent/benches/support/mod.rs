@@ -611,3 +611,79 @@ pub fn setting<T: std::str::FromStr + PartialOrd + Default>(var: &str, default: 
         .filter(|n| *n > T::default())
         .unwrap_or(default)
 }
+
+/// Secrets of one running cluster: (name suffix, [(key, bytes)]).
+fn secrets_of(cluster: &str) -> Vec<(String, Vec<(&'static str, usize)>)> {
+    let cert = [("tls.crt", 1_200), ("tls.key", 1_700)];
+    let mut out = vec![
+        (format!("{cluster}-ca"), cert.to_vec()),
+        (format!("{cluster}-etcd"), cert.to_vec()),
+        (format!("{cluster}-proxy"), cert.to_vec()),
+        (format!("{cluster}-sa"), cert.to_vec()),
+        (format!("{cluster}-kubeconfig"), vec![("value", 5_600)]),
+    ];
+    for m in 0..3 {
+        out.push((format!("{cluster}-bootstrap-{m}"), vec![("value", 9_000)]));
+    }
+    out
+}
+
+/// `len` random bytes as base64 (random characters of its alphabet, a multiple of four).
+fn random_base64(len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    (0..len.div_ceil(3) * 4)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Applies `objects` as capstan does, 32 at a time; how many the server took.
+pub async fn apply_all<'a>(
+    client: &kube::Client,
+    resolver: &capstan::k8s::Resolver,
+    objects: impl Iterator<Item = &'a Value>,
+) -> usize {
+    futures::stream::iter(objects)
+        .map(|o| capstan::k8s::apply::apply_one(client, resolver, o, false))
+        .buffer_unordered(32)
+        .filter(|r| futures::future::ready(r.is_ok()))
+        .count()
+        .await
+}
+
+/// The Secrets Cluster API writes for a running cluster `name` in `ns`: its CA, etcd CA,
+/// service-account keys, front-proxy CA, kubeconfig and one bootstrap-data Secret per machine
+/// (three machines), with contents of their real sizes (random bytes, base64: what counts is
+/// volume, not validity).
+pub fn cluster_api_secrets(name: &str, ns: &str) -> Vec<Value> {
+    secrets_of(name)
+        .into_iter()
+        .map(|(s, keys)| {
+            let data: serde_json::Map<String, Value> = keys
+                .into_iter()
+                .map(|(k, len)| (k.to_string(), serde_json::json!(random_base64(len))))
+                .collect();
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": s, "namespace": ns,
+                    "labels": {"cluster.x-k8s.io/cluster-name": name}},
+                "type": "cluster.x-k8s.io/secret", "data": data})
+        })
+        .collect()
+}
+
+/// Applies the Namespaces of `objects` (capstan creates a namespace before what goes in it).
+pub async fn apply_namespaces<'a>(
+    client: &kube::Client,
+    resolver: &capstan::k8s::Resolver,
+    objects: impl Iterator<Item = &'a Value>,
+) {
+    let namespaces: std::collections::BTreeSet<&str> = objects
+        .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str))
+        .collect();
+    for ns in namespaces {
+        let obj =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        capstan::k8s::apply::apply_one(client, resolver, &obj, false)
+            .await
+            .unwrap();
+    }
+}

@@ -351,6 +351,18 @@ pub async fn write(
 }
 
 /// Lists a kind page by page into `out`; returns how many objects it wrote.
+/// An object of a list as JSON, whole: its `apiVersion` and `kind` set (a list's items may
+/// lack them), without `managedFields`.
+pub fn as_listed(o: &DynamicObject, ar: &ApiResource) -> Value {
+    let mut v = serde_json::to_value(o).expect("objects serialise");
+    v["apiVersion"] = json!(ar.api_version);
+    v["kind"] = json!(ar.kind);
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    v
+}
+
 async fn list(
     client: &Client,
     ar: &ApiResource,
@@ -366,13 +378,7 @@ async fn list(
             source,
         })?;
         for o in page.items {
-            let mut v = serde_json::to_value(&o).expect("objects serialise");
-            v["apiVersion"] = json!(ar.api_version);
-            v["kind"] = json!(ar.kind);
-            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("managedFields");
-            }
-            out.object(&v)?;
+            out.object(&as_listed(&o, ar))?;
             written += 1;
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {

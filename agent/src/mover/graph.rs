@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::MoveError;
 
@@ -75,14 +75,8 @@ async fn list(
             .await
             .map_err(|e| MoveError::kube(&format!("listing {}.{}", ar.plural, ar.group), e))?;
         for o in page.items {
-            let mut v = serde_json::to_value(&o).expect("objects serialise");
-            v["apiVersion"] = json!(ar.api_version);
-            v["kind"] = json!(ar.kind);
-            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("managedFields");
-            }
             out.push(Found {
-                object: v,
+                object: crate::backup::as_listed(&o, ar),
                 resource: ar.clone(),
                 namespaced,
                 status,
