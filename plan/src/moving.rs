@@ -16,7 +16,9 @@
 //! 3. an object it belongs to owns it, or refers to it from its `spec` (a `{kind, name}`
 //!    reference: infrastructure, control plane, bootstrap and machine templates, EKS-A's
 //!    datacenter and machine configs, identities, credentials Secrets);
-//! 4. it selects the cluster (a ClusterResourceSet's or a HelmChartProxy's `clusterSelector`).
+//! 4. it selects the cluster (a ClusterResourceSet's or a HelmChartProxy's `clusterSelector`);
+//! 5. it is the EKSARelease (in EKS-A's release namespace) that the cluster's EKS-A Cluster
+//!    names by its `spec.eksaVersion`: EKS-A's controllers read the release from it.
 //!
 //! An object that also belongs to a cluster that stays, or is cluster-scoped, is **shared**: it
 //! is copied to the target but not deleted at the source, so the cluster that stays keeps it.
@@ -27,7 +29,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use capstan_layout::fleet::RELEASE_NAMESPACE;
 use capstan_templates::identity::{self, CLUSTER_LABEL, MOVED_FROM_ANNOTATION};
+use capstan_templates::release::eksa_release_name;
 use serde_json::{Value, json};
 
 use crate::health::{self, Observed, RolloutStatus};
@@ -531,6 +535,29 @@ impl<'a> Belonging<'a> {
                     }
                 }
             }
+        }
+        // 5: EKS-A's release. An EKS-A Cluster's `spec.eksaVersion` names, without a `kind`, the
+        // EKSARelease of the release namespace its controllers read the release from.
+        for (i, o) in objects.iter().enumerate() {
+            let Some(version) = o.pointer("/spec/eksaVersion").and_then(Value::as_str) else {
+                continue;
+            };
+            if text(o, "/kind") != "Cluster" || group_of(o) != "anywhere.eks.amazonaws.com" {
+                continue;
+            }
+            let name = eksa_release_name(version);
+            edges.extend(
+                objects
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| {
+                        text(r, "/kind") == "EKSARelease"
+                            && group_of(r) == "anywhere.eks.amazonaws.com"
+                            && text(r, "/metadata/namespace") == RELEASE_NAMESPACE
+                            && text(r, "/metadata/name") == name
+                    })
+                    .map(|(t, _)| (i, t)),
+            );
         }
         loop {
             let mut changed = false;

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use capstan_layout::fleet::RELEASE_NAMESPACE;
 use capstan_plan::moving::{ClusterKey, RECORDS_NAMESPACE, TargetFacts};
 use capstan_templates::identity::MOVED_FROM_ANNOTATION;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -116,6 +117,10 @@ pub async fn source_objects(
             let mut wanted = namespaces.clone();
             if ar.group == "capstan.dev" {
                 wanted.insert(RECORDS_NAMESPACE);
+            }
+            // EKS-A's releases live in its own namespace, whichever namespace the clusters use.
+            if ar.group == "anywhere.eks.amazonaws.com" {
+                wanted.insert(RELEASE_NAMESPACE);
             }
             for ns in wanted {
                 list(source, &ar, Some(ns), true, status, &mut out).await?;

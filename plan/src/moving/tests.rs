@@ -493,3 +493,48 @@ fn a_running_agent_at_the_source_refuses_the_move() {
         }
     }
 }
+
+#[test]
+fn an_eksa_cluster_takes_the_release_its_eksa_version_names_shared_while_another_uses_it() {
+    let eksa = |name: &str, uid: &str, version: &str| {
+        json!({"apiVersion": "anywhere.eks.amazonaws.com/v1alpha1", "kind": "Cluster", "metadata": meta(name, uid),
+            "spec": {"eksaVersion": version}})
+    };
+    let release = |version: &str, uid: &str| {
+        json!({"apiVersion": "anywhere.eks.amazonaws.com/v1alpha1", "kind": "EKSARelease",
+            "metadata": {"name": eksa_release_name(version), "namespace": RELEASE_NAMESPACE, "uid": uid},
+            "spec": {"version": version}})
+    };
+    let objects = vec![
+        cluster("w", "c-w", "prod"),
+        cluster("keep", "c-keep", "prod"),
+        eksa("w", "e-w", "v0.26.1"),
+        eksa("keep", "e-keep", "v0.25.2"),
+        release("v0.26.1", "r-26"),
+        release("v0.25.2", "r-25"),
+        // Same name, another namespace: not EKS-A's release.
+        with(
+            release("v0.26.1", "r-26-elsewhere"),
+            "/metadata/namespace",
+            json!(NS),
+        ),
+    ];
+    let got = moved(&objects, &["w"]);
+    assert!(
+        got.contains(&("EKSARelease/eksa-system/eksa-v0-26-1".to_string(), false)),
+        "{got:?}"
+    );
+    assert!(
+        !got.iter()
+            .any(|(s, _)| s.contains("eksa-v0-25-2") || s.starts_with("EKSARelease/fleet/")),
+        "{got:?}"
+    );
+    // Both clusters on one release: it goes, and stays for the cluster that stays.
+    let mut shared = objects.clone();
+    shared[3] = eksa("keep", "e-keep", "v0.26.1");
+    let got = moved(&shared, &["w"]);
+    assert!(
+        got.contains(&("EKSARelease/eksa-system/eksa-v0-26-1".to_string(), true)),
+        "{got:?}"
+    );
+}

@@ -175,6 +175,12 @@ pub struct Release {
     pub versions_bundles: Vec<VersionsBundle>,
 }
 
+/// EKS-A's EKSARelease name for a version (`v0.26.1`): `eksa-` and the version with `.` → `-`
+/// and `+` → `-plus-` (`eksa-v0-26-1`), the object a Cluster's `spec.eksaVersion` names.
+pub fn eksa_release_name(version: &str) -> String {
+    format!("eksa-{}", version.replace('+', "-plus-").replace('.', "-"))
+}
+
 impl Release {
     /// The bundle entry of a Kubernetes minor.
     pub fn versions_bundle(&self, v: KubeVersion) -> Option<&VersionsBundle> {
@@ -193,15 +199,9 @@ impl Release {
             .join(", ")
     }
 
-    /// EKS-A's EKSARelease name: `eksa-` and the version with `.` → `-` and `+` → `-plus-`.
+    /// EKS-A's EKSARelease name ([`eksa_release_name`] of the version).
     pub fn eksa_release_name(&self) -> String {
-        format!(
-            "eksa-{}",
-            self.version
-                .to_string()
-                .replace('+', "-plus-")
-                .replace('.', "-")
-        )
+        eksa_release_name(&self.version.to_string())
     }
 
     /// The EKSARelease object for the management cluster.

@@ -553,6 +553,73 @@ async fn install_webhooks(
     Ok(())
 }
 
+/// Undoes [`install_webhooks`]: the webhook configurations it applied are deleted and the CRDs'
+/// conversion goes back to `None`, so that a control plane whose controllers are stopped takes
+/// writes again, as one started with the CRDs alone does.
+pub(crate) async fn uninstall_webhooks(client: &Client) -> Result<(), Error> {
+    let ours = |o: &DynamicObject| {
+        o.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|f| f.manager.as_deref() == Some(WEBHOOK_FIELD_MANAGER))
+    };
+    let kube = |action: &'static str| move |source| Error::Kube { action, source };
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+        )),
+    );
+    let params = PatchParams::apply(WEBHOOK_FIELD_MANAGER).force();
+    for crd in crds
+        .list(&Default::default())
+        .await
+        .map_err(kube("list the CRDs"))?
+        .items
+        .iter()
+        .filter(|c| ours(c))
+    {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let patch = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+            "spec": {"conversion": {"strategy": "None"}},
+        });
+        crds.patch(&name, &params, &Patch::Apply(&patch))
+            .await
+            .map_err(kube("remove a conversion webhook"))?;
+    }
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                kind,
+            )),
+        );
+        for hook in api
+            .list(&Default::default())
+            .await
+            .map_err(kube("list the webhook configurations"))?
+            .items
+            .iter()
+            .filter(|h| ours(h))
+        {
+            let name = hook.metadata.name.clone().unwrap_or_default();
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .map_err(kube("delete a webhook configuration"))?;
+        }
+    }
+    Ok(())
+}
+
 /// A canary Cluster through the webhooks and the core controller, and a canary namespace
 /// through kube-controller-manager's namespace controller.
 async fn readiness(

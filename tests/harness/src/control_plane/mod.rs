@@ -363,6 +363,48 @@ impl ControlPlane {
         Ok(cp)
     }
 
+    /// Starts the controllers on this running control plane (one started without them, or whose
+    /// controllers were stopped) and waits until they reconcile, as installing them into a new
+    /// management cluster would. Expects the CRDs installed (`install_crds`). Only one CAPD runs on
+    /// a machine: another control plane's controllers must be stopped first.
+    pub async fn start_controllers(&mut self) -> Result<(), Error> {
+        if self.controllers.is_some() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let client = self.try_client()?;
+        let running = controllers::start(
+            &self.dir,
+            &self.endpoints.kubeconfig,
+            &client,
+            false,
+            self.watchdog.as_mut(),
+            self.timeout,
+        )
+        .await?;
+        self.controllers = Some(running);
+        self.timings.controllers = t0.elapsed();
+        Ok(())
+    }
+
+    /// Uninstalls the controllers and keeps etcd, the API server and the CRDs: their webhook
+    /// configurations deleted and the CRDs' conversion back to `None`, then the processes stopped
+    /// (SIGTERM, SIGKILL after the grace period). What CAPD's in-memory backend held goes with its
+    /// process, as a management cluster's controllers go when it is retired after a move; the
+    /// control plane is then as one started with the CRDs alone, and takes a move's writes.
+    pub async fn stop_controllers(&mut self) -> Result<(), Error> {
+        if self.controllers.is_none() {
+            return Ok(());
+        }
+        let client = self.try_client()?;
+        controllers::uninstall_webhooks(&client).await?;
+        if let Some(c) = self.controllers.as_mut() {
+            c.stop();
+        }
+        self.controllers = None;
+        Ok(())
+    }
+
     /// Kills etcd (SIGKILL, as a crash would), keeps it down for `down`, then starts it again
     /// on the same data directory and ports and waits until it is healthy. For fault tests;
     /// the API server in front of it sees the outage as it would in production.
