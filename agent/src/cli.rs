@@ -242,6 +242,11 @@ pub enum Command {
         #[command(flatten)]
         kube: KubeArgs,
     },
+    /// A management cluster from its directory in Git: created on a bootstrap cluster
+    /// (--kubeconfig: `capstan dev up`'s, or kind with `clusterctl init`) by capstan's own pass,
+    /// capstan installed into it, every object moved onto it (`capstan move`), and capstan there
+    /// taking over from Git. Running it again resumes wherever a run stopped.
+    Pivot(Box<PivotArgs>),
     /// A local management cluster for trying capstan without one (the `dev` feature, on by
     /// default: it builds the test control plane; an agent's image is built without it).
     #[cfg(feature = "dev")]
@@ -425,6 +430,36 @@ pub struct AgentArgs {
     /// keys.
     #[arg(long, conflicts_with = "backup_recipients_secret")]
     pub backup_plaintext: bool,
+}
+
+/// `capstan pivot`.
+#[derive(Debug, Args)]
+pub struct PivotArgs {
+    /// The fleet's working copy the management cluster is created from.
+    #[arg(long, default_value = ".")]
+    pub checkout: PathBuf,
+    /// The new management cluster's kubeconfig (default: the one Cluster API writes for it on
+    /// the bootstrap cluster, `<name>-kubeconfig`); for an API server reached otherwise, e.g.
+    /// through a bastion.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub to: Option<PathBuf>,
+    /// The context of --to (default: its current context).
+    #[arg(long, value_name = "CONTEXT", requires = "to")]
+    pub to_context: Option<String>,
+    /// How long the management cluster may take to become Ready on the bootstrap cluster, and
+    /// the agent to take over in it.
+    #[arg(long, default_value = "30m", value_parser = parse_interval)]
+    pub timeout: std::time::Duration,
+    /// Show the steps and what would move, in order; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The agent installed into the new cluster: the repository it follows (ssh://, https://,
+    /// git:// or a path), its branch, the management cluster (its directory's name).
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The bootstrap cluster.
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// `capstan bootstrap`.

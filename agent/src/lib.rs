@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! main       → cli, cmd
-//! cmd        → backup, cli, daemon, dashboard, errors, install, leader, mover, notify, reconcile, rehearse, serve
+//! cmd        → backup, cli, daemon, dashboard, errors, failpoint, install, leader, mover, notify, reconcile, rehearse, serve
 //! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, trigger
 //! cli        → backup, github, reconcile
 //! serve      → github, metrics, trigger

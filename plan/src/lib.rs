@@ -29,6 +29,7 @@ pub mod impact;
 pub mod live;
 pub mod moving;
 pub mod order;
+pub mod pivot;
 pub mod planner;
 pub mod report;
 pub mod stages;

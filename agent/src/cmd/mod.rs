@@ -12,6 +12,7 @@ mod moving;
 mod offline;
 mod online;
 mod open_pr;
+mod pivot;
 #[cfg(feature = "dev")]
 mod rehearse;
 mod verify;
@@ -69,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
             kube,
         } => moving::run(clusters, &to, to_context.as_deref(), dry_run, &kube),
+        Command::Pivot(args) => pivot::run(*args),
         Command::Reconcile(args) => online::reconcile(args),
         Command::Install(args) => install::install(args),
         Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),

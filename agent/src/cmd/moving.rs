@@ -35,7 +35,7 @@ pub fn run(
             clusters,
         };
         if dry_run {
-            return dry(&m).await;
+            return print_plan(&m).await;
         }
         let mut say = |line: String| eprintln!("{line}");
         match mover::run(&m, &mut say).await {
@@ -62,7 +62,7 @@ pub fn run(
 }
 
 /// `--dry-run`: the plan, by kind in order and object by object; nothing written.
-async fn dry(m: &Move) -> anyhow::Result<ExitCode> {
+pub(super) async fn print_plan(m: &Move) -> anyhow::Result<ExitCode> {
     match mover::plan(m).await {
         Ok((found, plan)) => {
             let objects: Vec<serde_json::Value> = found.iter().map(|f| f.object.clone()).collect();

@@ -13,7 +13,7 @@ use crate::reconcile::{self, Drift, Options, Outcome};
 use crate::status;
 
 /// The revision of a working copy: its HEAD commit, with `-dirty` when it has changes.
-fn local_revision(repo: &Path) -> String {
+pub(super) fn local_revision(repo: &Path) -> String {
     let git = |args: &[&str]| {
         Process::new("git")
             .arg("-C")
@@ -244,6 +244,25 @@ pub fn restore(from: &Path, identity: Option<&Path>, kube: &KubeArgs) -> anyhow:
 }
 
 /// `capstan reconcile --once [--wait D]`.
+/// While a convergence waits: what each cluster waits for, on stderr, whenever that changes.
+pub(super) fn progress_printer(started: std::time::Instant) -> impl Fn(&Outcome) {
+    let seen = std::sync::Mutex::new(std::collections::BTreeMap::<String, String>::new());
+    move |out: &Outcome| {
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        for c in &out.clusters {
+            let now = format!("{}: {}", c.phase.as_str(), c.message);
+            if seen.get(&c.name) != Some(&now) {
+                eprintln!(
+                    "[{:>5.1}s] {} {now}",
+                    started.elapsed().as_secs_f64(),
+                    c.name
+                );
+                seen.insert(c.name.clone(), now);
+            }
+        }
+    }
+}
+
 pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     let ReconcileArgs {
         once,
@@ -282,23 +301,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(match wait {
             None => vec![reconcile::reconcile(&conn.client, &fleet, &opts).await?],
             Some(timeout) => {
-                // While waiting, say what each cluster waits for, whenever that changes.
-                let seen =
-                    std::sync::Mutex::new(std::collections::BTreeMap::<String, String>::new());
-                let progress = |out: &Outcome| {
-                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-                    for c in &out.clusters {
-                        let now = format!("{}: {}", c.phase.as_str(), c.message);
-                        if seen.get(&c.name) != Some(&now) {
-                            eprintln!(
-                                "[{:>5.1}s] {} {now}",
-                                started.elapsed().as_secs_f64(),
-                                c.name
-                            );
-                            seen.insert(c.name.clone(), now);
-                        }
-                    }
-                };
+                let progress = progress_printer(started);
                 reconcile::converge_with(&conn.client, &fleet, &opts, timeout, progress)
                     .await?
                     .passes

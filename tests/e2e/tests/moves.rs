@@ -1,25 +1,30 @@
-//! Clusters moved to another management cluster and back with `capstan move`, under the real
-//! Cluster API controllers: the pivot's move and the back-out's, on two control planes of this
-//! test's own.
+//! A management cluster made from its directory in Git with `capstan pivot`, managing itself
+//! and a workload cluster from the new end, then moved back out with `capstan move`: on two
+//! control planes of this test's own, under the real Cluster API controllers.
 //!
-//! Each end is a real kube-apiserver + etcd with the upstream CRDs. The clusters are created by
-//! capstan's pass on the first (`boot`), where the controllers run. Only one CAPD can run on a
-//! machine (its in-memory backend holds fixed ports), so after each move the controllers are
-//! uninstalled from the end the clusters left (webhooks and processes; what CAPD's in-memory
-//! backend held goes with them, as it goes with a retired bootstrap cluster) and started on the
-//! end they reached, as installing them into a new management cluster would. What must hold is
-//! what `clusterctl move` promises and what its users report it breaks: no Machine replaced
-//! (the same names and provider IDs, no new Machine), the new controllers serving the same
-//! nodes, the clusters Ready, and capstan's pass on the new end finding nothing to apply.
+//! Each end is a real kube-apiserver + etcd with the upstream CRDs. The bootstrap cluster
+//! (`boot`) runs the controllers; the new one (`next`) starts as `clusterctl init` leaves a
+//! cluster before its pods run: the CRDs. What no process can do here is run pods, so the test
+//! plays the kubelet's part, named as such: once the pivot scales capstan's Deployment up, the
+//! controllers are uninstalled from the end the clusters left (webhooks and processes; only one
+//! CAPD can run on a machine, and what its in-memory backend held goes with it, as it goes with
+//! a retired bootstrap cluster) and started on the new end, and the agent is run as the
+//! Deployment's ServiceAccount. What must hold is what `clusterctl move` promises and what its
+//! users report it breaks: a pivot killed after creating and run again goes on without creating
+//! twice; no Machine replaced (the same names and provider IDs, no new Machine), the new
+//! controllers serving the same nodes; the clusters Available; the new end's agent creating the
+//! workload cluster and finding nothing else to apply; the move back refused while that agent
+//! runs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan::install::testing::agent_client;
 use capstan::status::Phase;
-use capstan_e2e::capi::{Repo, history, summary};
+use capstan_e2e::capi::{Repo, summary};
 use capstan_harness::run::{capstan, kubectl, kubectl_json, kubectl_ok};
 use capstan_harness::{ControlPlane, StartOptions};
 use serde_json::{Value, json};
@@ -174,12 +179,12 @@ fn availability(cp: &ControlPlane, ns: &str) -> BTreeMap<String, (String, String
         .collect()
 }
 
-/// Waits until both Clusters of `ns` on `cp` are Available, as its controllers report it.
-async fn wait_available(cp: &ControlPlane, ns: &str) {
+/// Waits until `n` Clusters of `ns` on `cp` are Available, as its controllers report it.
+async fn wait_available(cp: &ControlPlane, ns: &str, n: usize) {
     let deadline = Instant::now() + TIMEOUT;
     loop {
         let now = availability(cp, ns);
-        if now.len() == 2 && now.values().all(|(s, _)| s == "True") {
+        if now.len() == n && now.values().all(|(s, _)| s == "True") {
             return;
         }
         assert!(Instant::now() < deadline, "not Available: {now:#?}");
@@ -204,8 +209,121 @@ async fn nothing_to_apply(repo: &Repo) {
     );
 }
 
+/// Makes the fleet directory a Git repository with one commit on `main`: what the agent in the
+/// new management cluster follows.
+fn committed(root: &Path) {
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "fleet",
+        ],
+    ] {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Runs `capstan pivot` with the failpoint `pivot-created` armed, waits until it reports it
+/// (the management cluster Ready on the bootstrap cluster) and SIGKILLs it there.
+fn pivot_killed_after_create(args: &[&str]) {
+    let mut child = Killed(
+        capstan(args)
+            .env(capstan::failpoint::ENV, "pivot-created")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut seen = Vec::new();
+    for line in BufReader::new(child.0.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let reached = line.contains("failpoint reached") && line.contains("pivot-created");
+        seen.push(line);
+        if reached {
+            return; // killed as `child` drops
+        }
+    }
+    panic!("pivot ended before its failpoint:\n{}", seen.join("\n"));
+}
+
+/// `path` opened for appending: a process's stdout and stderr into one log, neither over the
+/// other.
+fn appending(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new().append(true).open(path).unwrap()
+}
+
+/// A process killed when dropped (the agent the test runs in the kubelet's place).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The replicas capstan's Deployment asks for on `cp` (None: no Deployment).
+fn agent_replicas(cp: &ControlPlane) -> Option<i64> {
+    let (found, text) = kubectl(
+        cp.kubeconfig_path(),
+        &[
+            "get",
+            "deployment",
+            "capstan",
+            "-n",
+            "capstan-system",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+    );
+    found.then(|| text.trim().parse().ok()).flatten()
+}
+
+/// The phase of a ManagedCluster on `cp` ("" while there is none).
+fn record_phase(cp: &ControlPlane, cluster: &str) -> String {
+    let (_, text) = kubectl(
+        cp.kubeconfig_path(),
+        &[
+            "get",
+            "managedclusters.capstan.dev",
+            cluster,
+            "-n",
+            "capstan-system",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    );
+    text.trim().to_string()
+}
+
+/// Polls `done` until it holds, for at most [`TIMEOUT`]; panics with `what` when it does not.
+async fn polled_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clusters_move_to_a_new_management_cluster_and_back_with_no_machine_replaced() {
+async fn a_management_cluster_pivots_onto_itself_and_moves_back_with_no_machine_replaced() {
     let start = |controllers| {
         ControlPlane::start_with(StartOptions {
             controllers,
@@ -214,88 +332,205 @@ async fn clusters_move_to_a_new_management_cluster_and_back_with_no_machine_repl
             ..Default::default()
         })
     };
+    // The bootstrap cluster runs the controllers; the new one starts as `clusterctl init` leaves
+    // a cluster before its controllers' pods run: the CRDs.
     let mut boot = start(true).await.unwrap();
-    let _logs = boot.logs_on_failure("clusters_move_to_a_new_management_cluster_and_back");
-    let mut repo = Repo::new("mv", &[("w-mv", json!([{"name": "md-0", "count": 1}]))]);
-    repo.client = Some(agent_client(&boot).await);
-    repo.converge(None).await;
+    let _logs = boot.logs_on_failure("a_management_cluster_pivots_onto_itself");
+    let mut next = start(false).await.unwrap();
+    let mut repo = Repo::new("pv", &[("w-pv", json!([{"name": "md-0", "count": 1}]))]);
+    committed(&repo.files.root);
     let (mgmt, ns) = (repo.mgmt.clone(), repo.ns.clone());
-    let clusters = [mgmt.as_str(), "w-mv"];
+    let root = repo.files.root.display().to_string();
+    let boot_cfg = boot.kubeconfig_path().display().to_string();
+    let next_cfg = next.kubeconfig_path().display().to_string();
+    let pivot_args = [
+        "pivot",
+        "--kubeconfig",
+        &boot_cfg,
+        "--to",
+        &next_cfg,
+        "--checkout",
+        &root,
+        "--repo",
+        &root,
+        "--management",
+        &mgmt,
+        "--replicas",
+        "1",
+        "--timeout",
+        "4m",
+    ];
+
+    let t0 = Instant::now();
+    // --dry-run: the steps and what the pass would create to move; nothing written.
+    let mut dry = pivot_args.to_vec();
+    dry.push("--dry-run");
+    let out = capstan(&dry).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("[1/4] create the management cluster")
+            && said.contains("[4/4] hand over")
+            && said.contains("KubeadmControlPlane"),
+        "{said}"
+    );
+    assert_eq!(availability(&boot, &ns), BTreeMap::new(), "a dry run wrote");
+    // A first run, killed once the management cluster is Ready on the bootstrap cluster.
+    pivot_killed_after_create(&pivot_args);
+    eprintln!(
+        "[{:>6.1}s] the first pivot killed",
+        t0.elapsed().as_secs_f64()
+    );
     let before = placed(boot.kubeconfig_path(), &ns);
-    wait_available(&boot, &ns).await;
-    assert_eq!(before.len(), 4, "{before:#?}");
+    assert_eq!(before.len(), 2, "{before:#?}");
     assert!(
         before
             .iter()
-            .all(|(_, _, id, node)| !id.is_empty() && !node.is_empty()),
+            .all(|(c, _, id, node)| *c == mgmt && !id.is_empty() && !node.is_empty()),
         "{before:#?}"
     );
+    assert_eq!(placed(next.kubeconfig_path(), &ns), BTreeSet::new());
 
-    // The new management cluster: the CRDs, capstan's own as `capstan install` writes them.
-    let mut next = start(false).await.unwrap();
-    let next_agent = agent_client(&next).await;
-    let said = capstan_move(&boot, &next, &ns, &clusters);
-    assert!(said.contains("done"), "{said}");
-    assert_eq!(placed(boot.kubeconfig_path(), &ns), BTreeSet::new());
-    assert_eq!(placed(next.kubeconfig_path(), &ns), before);
-
-    boot.stop_controllers().await.unwrap();
-    next.start_controllers().await.unwrap();
-    let _next_logs = next.logs_on_failure("clusters_move_to_a_new_management_cluster");
-    wait_served(&next, &ns, &nodes_by_cluster(&before)).await;
+    // The same command again goes on from there.
+    let pivot_log = tempfile::NamedTempFile::new().unwrap();
+    let mut pivot = Killed(
+        capstan(&pivot_args)
+            .stdout(appending(pivot_log.path()))
+            .stderr(appending(pivot_log.path()))
+            .spawn()
+            .unwrap(),
+    );
+    let read_log = || std::fs::read_to_string(pivot_log.path()).unwrap();
+    // Handing over, it scales the agent up: the move is done. The kubelet's part, played here:
+    // the bootstrap cluster's controllers go, the new cluster's start, and the agent runs.
+    polled_until("the hand-over", || {
+        agent_replicas(&next) == Some(1) || pivot.0.try_wait().unwrap().is_some()
+    })
+    .await;
+    eprintln!("[{:>6.1}s] the move is done", t0.elapsed().as_secs_f64());
+    assert_eq!(
+        placed(boot.kubeconfig_path(), &ns),
+        BTreeSet::new(),
+        "{}",
+        read_log()
+    );
     assert_eq!(
         placed(next.kubeconfig_path(), &ns),
         before,
-        "a Machine replaced"
+        "{}",
+        read_log()
     );
-    wait_available(&next, &ns).await;
-    for c in &clusters {
-        let paused = kubectl_ok(
-            next.kubeconfig_path(),
-            &[
-                "get",
-                "clusters.cluster.x-k8s.io",
-                c,
-                "-n",
-                &ns,
-                "-o",
-                "jsonpath={.spec.paused}",
-            ],
-        );
-        assert_ne!(paused.trim(), "true", "{c} left paused");
-    }
-    repo.client = Some(next_agent);
+    boot.stop_controllers().await.unwrap();
+    next.start_controllers().await.unwrap();
+    eprintln!(
+        "[{:>6.1}s] the new cluster's controllers run",
+        t0.elapsed().as_secs_f64()
+    );
+    let _next_logs = next.logs_on_failure("a_management_cluster_pivots_onto_itself (new)");
+    let agent_cfg = capstan::install::testing::agent_kubeconfig(&next).await;
+    let cache = tempfile::tempdir().unwrap();
+    let agent_args = [
+        "run",
+        "--git",
+        "--repo",
+        &root,
+        "--management",
+        &mgmt,
+        "--interval",
+        "10s",
+        "--cache-dir",
+        &cache.path().display().to_string(),
+        "--kubeconfig",
+        &agent_cfg.display().to_string(),
+    ]
+    .map(str::to_string);
+    let agent_log = tempfile::NamedTempFile::new().unwrap();
+    let mut agent = Killed(
+        capstan(&agent_args.iter().map(String::as_str).collect::<Vec<_>>())
+            .stdout(appending(agent_log.path()))
+            .stderr(appending(agent_log.path()))
+            .spawn()
+            .unwrap(),
+    );
+    eprintln!("[{:>6.1}s] the agent runs", t0.elapsed().as_secs_f64());
+    let status = tokio::task::spawn_blocking(move || pivot.0.wait().unwrap())
+        .await
+        .unwrap();
+    let said = read_log();
+    assert!(
+        status.success() && said.contains("pivoted:"),
+        "{said}\nthe agent:\n{}",
+        std::fs::read_to_string(agent_log.path()).unwrap()
+    );
+    assert!(said.contains("[1/4]") && said.contains("[4/4]"), "{said}");
+
+    // The new management cluster manages itself: the same machines, served by its own
+    // controllers, and the workload cluster its agent creates from Git.
+    wait_served(&next, &ns, &nodes_by_cluster(&before)).await;
+    polled_until(
+        "w-pv Ready, made by the new management cluster's agent",
+        || record_phase(&next, "w-pv") == "Ready",
+    )
+    .await;
+    wait_available(&next, &ns, 2).await;
+    let managed = placed(next.kubeconfig_path(), &ns);
+    assert!(
+        before.is_subset(&managed) && managed.len() == 4,
+        "a Machine replaced: {managed:#?}"
+    );
+    wait_served(&next, &ns, &nodes_by_cluster(&managed)).await;
+    assert_eq!(placed(next.kubeconfig_path(), &ns), managed);
+
+    // Its agent's view: every cluster Ready, nothing to apply.
+    repo.client = Some(agent_client(&next).await);
     nothing_to_apply(&repo).await;
 
-    // Managed from there: a worker more, made by the new end's controllers; none replaced.
-    repo.edit(
-        "w-mv",
-        "- name: \"md-0\"\n      count: 1",
-        "- name: \"md-0\"\n      count: 2",
-    );
-    let out = repo.converge(None).await;
-    let grown = placed(next.kubeconfig_path(), &ns);
+    // Back out onto a temporary cluster (the first, its controllers gone): refused while the
+    // agent would re-create what leaves from Git, then done once it is stopped.
+    let clusters = [mgmt.as_str(), "w-pv"];
+    let mut args = vec!["move", "--kubeconfig", &next_cfg, "--to", &boot_cfg];
+    let keys: Vec<String> = clusters.iter().map(|c| format!("{ns}/{c}")).collect();
+    for k in &keys {
+        args.extend(["--cluster", k.as_str()]);
+    }
+    let refused = capstan(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
     assert!(
-        grown.len() == 5 && before.is_subset(&grown),
-        "{grown:#?}\n{}",
-        history(&out)
+        text.contains("capstan's agent runs at the source"),
+        "{text}"
     );
-
-    // And back: the back-out's move onto a temporary cluster (the first end, its controllers
-    // gone, as a fresh one would be).
+    let _ = agent.0.kill();
+    agent.0.wait().unwrap();
+    kubectl_ok(
+        next.kubeconfig_path(),
+        &[
+            "scale",
+            "deployment",
+            "capstan",
+            "-n",
+            "capstan-system",
+            "--replicas=0",
+        ],
+    );
     let said = capstan_move(&next, &boot, &ns, &clusters);
     assert!(said.contains("done"), "{said}");
     assert_eq!(placed(next.kubeconfig_path(), &ns), BTreeSet::new());
-    assert_eq!(placed(boot.kubeconfig_path(), &ns), grown);
+    assert_eq!(placed(boot.kubeconfig_path(), &ns), managed);
     next.stop_controllers().await.unwrap();
     boot.start_controllers().await.unwrap();
-    wait_served(&boot, &ns, &nodes_by_cluster(&grown)).await;
+    wait_served(&boot, &ns, &nodes_by_cluster(&managed)).await;
+    wait_available(&boot, &ns, 2).await;
     assert_eq!(
         placed(boot.kubeconfig_path(), &ns),
-        grown,
+        managed,
         "a Machine replaced"
     );
-    wait_available(&boot, &ns).await;
     repo.client = Some(agent_client(&boot).await);
     nothing_to_apply(&repo).await;
+    let _ = std::fs::read_to_string(agent_log.path());
 }
