@@ -17,8 +17,18 @@
 //!
 //! Creating is a pass of capstan's own reconciler, which finds nothing to do on a cluster that
 //! exists; installing is server-side apply; the move resumes from its journal.
+//!
+//! The move takes the management cluster and the workload clusters of the fleet already on the
+//! bootstrap cluster, but only those capstan's record there says are this management cluster's
+//! ([`goes_along`]): the fleet's directory names are a tenant's to write, and a name alone must
+//! not pull another team's cluster off a bootstrap cluster that is not throwaway.
 
 use std::fmt;
+
+use capstan_templates::identity;
+
+use crate::moving::ClusterKey;
+use crate::status::ManagedCluster;
 
 /// The steps of a pivot, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,6 +86,24 @@ pub fn start(f: &Facts) -> Step {
     }
 }
 
+/// Whether a workload cluster found on the bootstrap cluster goes with the management cluster:
+/// capstan's record of it (its ManagedCluster there) names this management cluster and holds
+/// that Cluster API Cluster. A directory of the fleet naming a cluster that the bootstrap cluster
+/// holds for someone else (a bootstrap cluster that is not throwaway) does not take it along.
+pub fn goes_along(record: Option<&ManagedCluster>, key: &ClusterKey, management: &str) -> bool {
+    record.is_some_and(|r| {
+        r.spec.management == management
+            && r.status.as_ref().is_some_and(|s| {
+                s.inventory.iter().any(|o| {
+                    o.kind == "Cluster"
+                        && identity::group(&o.api_version) == "cluster.x-k8s.io"
+                        && o.namespace == key.namespace
+                        && o.name == key.name
+                })
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +142,48 @@ mod tests {
                 journal: journal.clone(),
             };
             assert_eq!(start(&f), want, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_workload_cluster_goes_along_only_when_the_fleets_record_of_it_says_so() {
+        let record = |management: &str, ns: &str, name: &str, kind: &str| {
+            let mut r = ManagedCluster::new(
+                name,
+                crate::status::ManagedClusterSpec {
+                    management: management.into(),
+                    directory: format!("clusters/{management}/workload-clusters/{name}"),
+                },
+            );
+            r.status = Some(crate::status::ManagedClusterStatus {
+                inventory: vec![crate::ObjectRef {
+                    api_version: "cluster.x-k8s.io/v1beta2".into(),
+                    kind: kind.into(),
+                    namespace: ns.into(),
+                    name: name.into(),
+                    hash: String::new(),
+                    generation: 0,
+                    fields: String::new(),
+                }],
+                ..Default::default()
+            });
+            r
+        };
+        let key: ClusterKey = "fleet/w".parse().unwrap();
+        let cases = [
+            (Some(record("m", "fleet", "w", "Cluster")), true),
+            (None, false),
+            // Another management cluster's, or a record of a cluster of another namespace.
+            (Some(record("other", "fleet", "w", "Cluster")), false),
+            (Some(record("m", "elsewhere", "w", "Cluster")), false),
+            // Its inventory holds no Cluster of that name.
+            (
+                Some(record("m", "fleet", "w", "KubeadmControlPlane")),
+                false,
+            ),
+        ];
+        for (r, want) in cases {
+            assert_eq!(goes_along(r.as_ref(), &key, "m"), want, "{r:?}");
         }
     }
 }

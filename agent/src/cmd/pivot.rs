@@ -103,6 +103,18 @@ async fn new_cluster(
     Ok(Some((Client::try_from(config)?, server)))
 }
 
+/// capstan's record of a cluster on `client`, if there is one (none either without the CRD).
+async fn record_of(
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<Option<crate::status::ManagedCluster>> {
+    match crate::status::api(client).get_opt(name).await {
+        Ok(r) => Ok(r),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading ManagedCluster {name}")),
+    }
+}
+
 /// What both ends hold now.
 async fn facts(boot: &Client, target: Option<&Client>, key: &ClusterKey) -> anyhow::Result<Facts> {
     let mut f = Facts {
@@ -227,9 +239,11 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if first <= Step::Move {
-            let mut clusters = Vec::new();
-            for k in &fleet_keys {
-                if has_cluster(&boot.client, k).await? || *k == key {
+            let mut clusters = vec![key.clone()];
+            for k in fleet_keys.iter().filter(|k| **k != key) {
+                if has_cluster(&boot.client, k).await?
+                    && pivot::goes_along(record_of(&boot.client, &k.name).await?.as_ref(), k, &o.management)
+                {
                     clusters.push(k.clone());
                 }
             }
@@ -395,6 +409,7 @@ async fn dry_run(
     first: Step,
     entry: &capstan_layout::ClusterEntry,
 ) -> anyhow::Result<ExitCode> {
+    let management = entry.name.as_str();
     for (n, step) in [Step::Create, Step::Install, Step::Move, Step::HandOver]
         .into_iter()
         .enumerate()
@@ -404,7 +419,10 @@ async fn dry_run(
     }
     let mut on_boot = Vec::new();
     for k in fleet_keys {
-        if has_cluster(boot, k).await? {
+        if has_cluster(boot, k).await?
+            && (k.name == management
+                || pivot::goes_along(record_of(boot, &k.name).await?.as_ref(), k, management))
+        {
             on_boot.push(k.clone());
         }
     }

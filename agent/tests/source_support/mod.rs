@@ -86,17 +86,7 @@ impl std::fmt::Debug for Process {
     }
 }
 
-/// Runs git with the user's and the system's configuration ignored; panics on failure.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_command(dir).args(args).output().expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+pub use capstan_harness::run::{git, git_command};
 
 /// A working copy of `examples/fleet` with one commit on `main` (what the diff and rehearse
 /// command tests change on top).
@@ -114,21 +104,6 @@ pub fn example_fleet_repo() -> tempfile::TempDir {
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-q", "-m", "fleet"]);
     dir
-}
-
-/// A git command with isolated configuration and a fixed identity.
-pub fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
-    cmd
 }
 
 /// The repository being served (`<root>/repo.git`, bare) and a working clone that pushes to it.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use capstan::install::testing::agent_client;
 use capstan::status::Phase;
 use capstan_e2e::capi::{Repo, summary};
-use capstan_harness::run::{capstan, kubectl, kubectl_json, kubectl_ok};
+use capstan_harness::run::{capstan, git, kubectl, kubectl_json, kubectl_ok, output_text};
 use capstan_harness::{ControlPlane, StartOptions};
 use serde_json::{Value, json};
 
@@ -80,11 +80,7 @@ fn capstan_move(from: &ControlPlane, to: &ControlPlane, ns: &str, clusters: &[&s
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = capstan(&args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert!(out.status.success(), "capstan {}:\n{text}", args.join(" "));
     text
 }
@@ -209,37 +205,6 @@ async fn nothing_to_apply(repo: &Repo) {
     );
 }
 
-/// Makes the fleet directory a Git repository with one commit on `main`: what the agent in the
-/// new management cluster follows.
-fn committed(root: &Path) {
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@localhost",
-            "commit",
-            "-q",
-            "-m",
-            "fleet",
-        ],
-    ] {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
 /// Runs `capstan pivot` with the failpoint `pivot-created` armed, waits until it reports it
 /// (the management cluster Ready on the bootstrap cluster) and SIGKILLs it there.
 fn pivot_killed_after_create(args: &[&str]) {
@@ -338,7 +303,10 @@ async fn a_management_cluster_pivots_onto_itself_and_moves_back_with_no_machine_
     let _logs = boot.logs_on_failure("a_management_cluster_pivots_onto_itself");
     let mut next = start(false).await.unwrap();
     let mut repo = Repo::new("pv", &[("w-pv", json!([{"name": "md-0", "count": 1}]))]);
-    committed(&repo.files.root);
+    // What the new end's agent follows: the fleet directory as a Git repository, on `main`.
+    git(&repo.files.root, &["init", "-q", "-b", "main"]);
+    git(&repo.files.root, &["add", "-A"]);
+    git(&repo.files.root, &["commit", "-q", "-m", "fleet"]);
     let (mgmt, ns) = (repo.mgmt.clone(), repo.ns.clone());
     let root = repo.files.root.display().to_string();
     let boot_cfg = boot.kubeconfig_path().display().to_string();
