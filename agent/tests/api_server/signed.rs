@@ -515,21 +515,28 @@ async fn no_history_shape_stops_the_agent_and_a_rollback_is_refused_by_a_replace
         Some(c2.as_str())
     );
     assert_eq!(replicas().await, 3);
+    // The Event goes beside the status write, after it: waited for, not read once.
     let events: Api<Event> = Api::namespaced(client.clone(), "capstan-system");
-    let listed = events
-        .list(&ListParams::default().fields("involvedObject.name=w-sigrb"))
-        .await
-        .unwrap();
-    assert!(
-        listed
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("RollbackRefused")
+    let started = Instant::now();
+    loop {
+        let listed = events
+            .list(&ListParams::default().fields("involvedObject.name=w-sigrb"))
+            .await
+            .unwrap();
+        if listed.items.iter().any(|e| {
+            e.reason.as_deref() == Some("RollbackRefused")
                 && e.type_.as_deref() == Some("Warning")
-                && e.message.as_deref().unwrap_or_default().contains(&c1)),
-        "{:?}",
-        listed.items
-    );
+                && e.message.as_deref().unwrap_or_default().contains(&c1)
+        }) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no RollbackRefused Event: {:?}",
+            listed.items
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // An unrelated signed history.
     let orphan = {
