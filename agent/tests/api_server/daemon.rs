@@ -1136,7 +1136,15 @@ async fn a_change_runs_ahead_of_the_confirmations_and_alone() {
         "{order:?}\n{}",
         log_text()
     );
-    let mut confirmed: Vec<&str> = order[2..5].iter().map(String::as_str).collect();
+    // After those two, the confirmations. A watch on the changed cluster's own objects may run
+    // it (or its management cluster) again in between: a re-run is not a confirmation, so only
+    // the first run of each other cluster is counted.
+    let mut confirmed: Vec<&str> = Vec::new();
+    for c in order[2..].iter().map(String::as_str) {
+        if !["m-alone", "d-alone"].contains(&c) && !confirmed.contains(&c) {
+            confirmed.push(c);
+        }
+    }
     confirmed.sort();
     assert_eq!(
         confirmed,
