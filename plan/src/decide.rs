@@ -82,6 +82,9 @@ pub struct GateFacts<'a> {
     /// A kind of the cluster's objects the API server refuses to show the agent: `(kind,
     /// apiVersion, the refusal)`.
     pub denied: Option<(String, String, String)>,
+    /// The pass runs outside the management cluster, on a temporary cluster it was moved to to
+    /// be deleted (`capstan back-out`): its tombstone is carried out there.
+    pub backing_out: bool,
 }
 
 /// The message of a revision refused for a cluster before anything was applied.
@@ -180,13 +183,13 @@ pub fn gate(f: &GateFacts<'_>) -> Gate {
     if tombstone {
         // The agent runs on its management cluster: deleting it would take down the API
         // server the agent and every workload cluster's objects live on.
-        if entry.role == Role::Management {
+        if entry.role == Role::Management && !f.backing_out {
             return Gate::Refuse(refusal(
                 f.revision,
                 f.prev,
                 Reason::DeletionRefused,
                 format!(
-                    "capstan does not delete the management cluster it runs on ({}); remove the tombstone, or delete the cluster from outside it",
+                    "capstan does not delete the management cluster it runs on ({}); `capstan back-out` moves it onto a temporary cluster and deletes it there, or remove the tombstone",
                     entry.name
                 ),
             ));

@@ -18,6 +18,7 @@
 //! where only a comparison can tell, acts on the result, and `capstan plan` prints it.
 
 pub mod addons;
+pub mod back_out;
 pub mod chain;
 pub mod compare;
 pub mod decide;

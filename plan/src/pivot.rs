@@ -104,6 +104,19 @@ pub fn goes_along(record: Option<&ManagedCluster>, key: &ClusterKey, management:
     })
 }
 
+/// The Cluster API Cluster capstan's record of a cluster holds, if it holds one: where a
+/// tombstoned cluster (whose spec the repository no longer has) is found.
+pub fn recorded_cluster(record: &ManagedCluster) -> Option<ClusterKey> {
+    record.status.as_ref()?.inventory.iter().find_map(|o| {
+        (o.kind == "Cluster" && identity::group(&o.api_version) == "cluster.x-k8s.io").then(|| {
+            ClusterKey {
+                namespace: o.namespace.clone(),
+                name: o.name.clone(),
+            }
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +198,14 @@ mod tests {
         for (r, want) in cases {
             assert_eq!(goes_along(r.as_ref(), &key, "m"), want, "{r:?}");
         }
+        // Where a record says its cluster is (a tombstoned directory has no spec to say it).
+        assert_eq!(
+            recorded_cluster(&record("m", "fleet", "w", "Cluster")),
+            Some(key.clone())
+        );
+        assert_eq!(
+            recorded_cluster(&record("m", "fleet", "w", "KubeadmControlPlane")),
+            None
+        );
     }
 }

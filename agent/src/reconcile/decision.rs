@@ -165,6 +165,7 @@ impl Pass<'_> {
             fleet_suspended: fleet.suspended,
             management_upgrading: self.management_upgrading(entry),
             denied,
+            backing_out: self.opts.backing_out,
         });
         let decided = |reclaim, course| Decided {
             home: Home::of(entry),

@@ -94,6 +94,10 @@ pub struct Options {
     /// With `--cluster-profiles NAMESPACE`: every workload cluster's ClusterProfile is kept
     /// there ([`profile`]).
     pub cluster_profiles: Option<String>,
+    /// The pass runs on a temporary cluster the management cluster was moved to for its
+    /// deletion (`capstan back-out`): the management cluster's tombstone is carried out there,
+    /// where it is never carried out on the management cluster itself.
+    pub backing_out: bool,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).

@@ -1059,7 +1059,13 @@ fn check_fields(clusters: &mut [ClusterEntry]) {
 fn check_tenancy(clusters: &mut [ClusterEntry]) {
     let names: BTreeSet<String> = clusters.iter().map(|e| e.name.clone()).collect();
     let mut managing: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in clusters.iter().filter(|e| e.role != Role::Management) {
+    // A workload with a tombstone of its own is being deleted with its management cluster
+    // (`capstan back-out` deletes the workloads first, in Cluster API's order): only the
+    // others keep the management cluster's tombstone from being carried out.
+    for e in clusters
+        .iter()
+        .filter(|e| e.role != Role::Management && e.intent.delete.is_none())
+    {
         managing
             .entry(e.management().to_string())
             .or_default()
@@ -1087,7 +1093,7 @@ fn check_tenancy(clusters: &mut [ClusterEntry]) {
                 Diagnostic::error(
                     Code::ManagementTombstone,
                     format!(
-                        "management cluster `{}` still manages workload clusters ({}): delete them first; its API server holds their objects",
+                        "management cluster `{}` still manages workload clusters ({}): delete them first, or give each a tombstone too; its API server holds their objects",
                         entry.name,
                         workloads.join(", ")
                     ),
@@ -1309,6 +1315,49 @@ mod tests {
             found[0].1
         );
         assert_eq!(found[1].0, Code::ReservedName);
+    }
+
+    /// A management cluster's tombstone is refused while one of its workload directories has
+    /// none, and is valid (the back-out's) once every one has.
+    #[test]
+    fn a_management_tombstone_waits_for_a_tombstone_in_every_workload_directory() {
+        let (mut tree, _) = small_fleet();
+        let tombstone = "apiVersion: capstan.dev/v1alpha1\nkind: Tombstone\nreason: retired\n";
+        let management_errors = |tree: &Tree| -> Vec<String> {
+            let fleet = load(tree);
+            let mgmt = fleet.clusters.iter().find(|c| c.name == "mgmt").unwrap();
+            assert!(mgmt.intent.delete.is_some());
+            mgmt.diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| d.message.clone())
+                .collect()
+        };
+        tree.entries
+            .retain(|p, _| p.parent() != Some(Path::new("clusters/mgmt")));
+        tree.insert("clusters/mgmt/tombstone.yaml", tombstone);
+        let errors = management_errors(&tree);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0].contains("still manages workload clusters (w0, w1, w2)"),
+            "{}",
+            errors[0]
+        );
+        for i in 0..3 {
+            let dir = format!("clusters/mgmt/workload-clusters/w{i}");
+            tree.entries.retain(|p, _| !p.starts_with(&dir));
+            tree.insert(format!("{dir}/tombstone.yaml"), tombstone);
+            let errors = management_errors(&tree);
+            if i < 2 {
+                assert!(
+                    errors[0].contains("still manages workload clusters"),
+                    "{errors:#?}"
+                );
+                assert!(!errors[0].contains(&format!("w{i}")), "{}", errors[0]);
+            } else {
+                assert_eq!(errors, Vec::<String>::new());
+            }
+        }
     }
 
     /// The EKSARelease objects a fleet's management cluster `mgmt` renders, by name.

@@ -65,6 +65,7 @@ fn facts<'a>(entry: &'a ClusterEntry, prev: Option<&'a Recorded>) -> GateFacts<'
         fleet_suspended: false,
         management_upgrading: None,
         denied: None,
+        backing_out: false,
     }
 }
 
@@ -212,7 +213,35 @@ fn the_gate_in_order() {
     assert_eq!(r.reason.as_str(), "DeletionRefused");
     assert_eq!(
         r.message,
-        "revision r2 not applied (r1 stays live): capstan does not delete the management cluster it runs on (m); remove the tombstone, or delete the cluster from outside it"
+        "revision r2 not applied (r1 stays live): capstan does not delete the management cluster it runs on (m); `capstan back-out` moves it onto a temporary cluster and deletes it there, or remove the tombstone"
+    );
+    // On the temporary cluster it was moved to, the back-out's pass carries the tombstone out.
+    let backing_out = GateFacts {
+        backing_out: true,
+        ..facts(&management_tombstone, Some(&applied))
+    };
+    assert_eq!(gate(&backing_out), Gate::Delete);
+    // Backing out does not carry out what is invalid, nor a workload's tombstone differently.
+    let broken_management = {
+        let mut b = management_tombstone.clone();
+        b.diagnostics = broken.diagnostics.clone();
+        b
+    };
+    assert_eq!(
+        refused(gate(&GateFacts {
+            backing_out: true,
+            ..facts(&broken_management, Some(&applied))
+        }))
+        .reason
+        .as_str(),
+        "ValidationFailed"
+    );
+    assert_eq!(
+        gate(&GateFacts {
+            backing_out: true,
+            ..facts(&tombstone, Some(&applied))
+        }),
+        Gate::Delete
     );
     let r = refused(gate(&GateFacts {
         denied: Some(("Widget".into(), "example.com/v1".into(), "forbidden".into())),
