@@ -247,6 +247,12 @@ pub enum Command {
     /// capstan installed into it, every object moved onto it (`capstan move`), and capstan there
     /// taking over from Git. Running it again resumes wherever a run stopped.
     Pivot(Box<PivotArgs>),
+    /// A management cluster that manages itself taken down, driven by the tombstone in its
+    /// directory (and one in each of its workload directories): capstan's agent in it stopped,
+    /// everything moved onto a temporary cluster (--to), and there the workload clusters
+    /// deleted first and the management cluster last, in Cluster API's order. Running it again
+    /// resumes wherever a run stopped.
+    BackOut(Box<BackOutArgs>),
     /// A local management cluster for trying capstan without one (the `dev` feature, on by
     /// default: it builds the test control plane; an agent's image is built without it).
     #[cfg(feature = "dev")]
@@ -458,6 +464,34 @@ pub struct PivotArgs {
     #[command(flatten)]
     pub agent: AgentArgs,
     /// The bootstrap cluster.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// `capstan back-out`.
+#[derive(Debug, Args)]
+pub struct BackOutArgs {
+    /// The fleet's working copy: the management directory's tombstone, and its workload
+    /// directories' (every one must have one).
+    #[arg(long, default_value = ".")]
+    pub checkout: PathBuf,
+    /// The management cluster, by its directory's name (default: the checkout's only one).
+    #[arg(long)]
+    pub management: Option<String>,
+    /// The temporary cluster the clusters are moved to and deleted from (kind with `clusterctl
+    /// init`, or `capstan dev up`'s): it must run Cluster API and the provider's controllers.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub to: PathBuf,
+    /// The context of --to (default: its current context).
+    #[arg(long, value_name = "CONTEXT")]
+    pub to_context: Option<String>,
+    /// How long the agent may take to stop, and each deletion to finish.
+    #[arg(long, default_value = "30m", value_parser = parse_interval)]
+    pub timeout: std::time::Duration,
+    /// Show the steps and what would move, in order; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The management cluster.
     #[command(flatten)]
     pub kube: KubeArgs,
 }

@@ -43,12 +43,30 @@ pub fn delete(what: TargetCommand) -> anyhow::Result<ExitCode> {
 
 fn tombstone(repo: &Path, name: &str, reason: &str) -> anyhow::Result<()> {
     let dir = cluster_dir(repo, name)?;
-    if dir.join("workload-clusters").exists()
-        && fs::read_dir(dir.join("workload-clusters"))?
-            .next()
-            .is_some()
-    {
-        bail!("{name} still manages workload clusters; delete those first");
+    let workloads = dir.join("workload-clusters");
+    let management = workloads.exists();
+    if management {
+        // Workloads with tombstones of their own go first, in the back-out; any other keeps
+        // the management cluster.
+        let mut live = Vec::new();
+        for e in fs::read_dir(&workloads)? {
+            let p = e?.path();
+            if p.is_dir() && !p.join(TOMBSTONE_FILE).exists() {
+                live.push(
+                    p.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+        live.sort();
+        if !live.is_empty() {
+            bail!(
+                "{name} still manages workload clusters ({}); delete those first (`capstan delete cluster NAME` for each)",
+                live.join(", ")
+            );
+        }
     }
     for e in fs::read_dir(&dir)? {
         let p = e?.path();
@@ -59,10 +77,17 @@ fn tombstone(repo: &Path, name: &str, reason: &str) -> anyhow::Result<()> {
     }
     let path = dir.join(TOMBSTONE_FILE);
     fs::write(&path, intent::document("Tombstone", reason))?;
-    println!(
-        "wrote {}: commit and merge it, and the agent deletes cluster {name} (its Cluster first)",
-        path.display()
-    );
+    if management {
+        println!(
+            "wrote {}: commit and merge it, then `capstan back-out --to <a temporary cluster's kubeconfig>` moves {name} and its workload clusters there and deletes them (workload clusters first); the agent in {name} does not delete the cluster it runs on",
+            path.display()
+        );
+    } else {
+        println!(
+            "wrote {}: commit and merge it, and the agent deletes cluster {name} (its Cluster first)",
+            path.display()
+        );
+    }
     Ok(())
 }
 

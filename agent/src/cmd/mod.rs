@@ -1,5 +1,6 @@
 //! One module per command family; each returns the process exit code.
 
+mod back_out;
 mod bootstrap;
 mod dashboard;
 #[cfg(feature = "dev")]
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             kube,
         } => moving::run(clusters, &to, to_context.as_deref(), dry_run, &kube),
         Command::Pivot(args) => pivot::run(*args),
+        Command::BackOut(args) => back_out::run(*args),
         Command::Reconcile(args) => online::reconcile(args),
         Command::Install(args) => install::install(args),
         Command::Uninstall { purge, kube } => install::uninstall(purge, &kube),

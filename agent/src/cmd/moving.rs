@@ -35,7 +35,7 @@ pub fn run(
             clusters,
         };
         if dry_run {
-            return print_plan(&m).await;
+            return print_plan(&m, true).await;
         }
         let mut say = |line: String| eprintln!("{line}");
         match mover::run(&m, &mut say).await {
@@ -61,9 +61,10 @@ pub fn run(
     })
 }
 
-/// `--dry-run`: the plan, by kind in order and object by object; nothing written.
-pub(super) async fn print_plan(m: &Move) -> anyhow::Result<ExitCode> {
-    match mover::plan(m).await {
+/// `--dry-run`: the plan, by kind in order and object by object; nothing written. Without
+/// `agent`, capstan's agent at the source is not reported (the caller stops it first).
+pub(super) async fn print_plan(m: &Move, agent: bool) -> anyhow::Result<ExitCode> {
+    match mover::plan_with(m, agent).await {
         Ok((found, plan)) => {
             let objects: Vec<serde_json::Value> = found.iter().map(|f| f.object.clone()).collect();
             println!(

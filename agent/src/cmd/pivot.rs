@@ -48,7 +48,7 @@ fn pivot_revision(checkout: &Path) -> String {
     format!("pivot-{}", super::online::local_revision(checkout))
 }
 
-fn capi_clusters() -> ApiResource {
+pub(super) fn capi_clusters() -> ApiResource {
     ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
         "cluster.x-k8s.io",
         "v1beta2",
@@ -56,7 +56,7 @@ fn capi_clusters() -> ApiResource {
     ))
 }
 
-async fn has_cluster(client: &Client, key: &ClusterKey) -> anyhow::Result<bool> {
+pub(super) async fn has_cluster(client: &Client, key: &ClusterKey) -> anyhow::Result<bool> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &key.namespace, &capi_clusters());
     match api.get_opt(&key.name).await {
@@ -104,7 +104,7 @@ async fn new_cluster(
 }
 
 /// capstan's record of a cluster on `client`, if there is one (none either without the CRD).
-async fn record_of(
+pub(super) async fn record_of(
     client: &Client,
     name: &str,
 ) -> anyhow::Result<Option<crate::status::ManagedCluster>> {
@@ -434,7 +434,7 @@ async fn dry_run(
                 target: t.clone(),
                 clusters: on_boot,
             };
-            super::moving::print_plan(&m).await
+            super::moving::print_plan(&m, true).await
         }
         _ => {
             let objects: &[capstan_layout::objects::Rendered] =

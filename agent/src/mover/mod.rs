@@ -120,6 +120,12 @@ pub struct Moved {
 
 /// The move's plan as read now: the objects, what goes, or why not. Writes nothing.
 pub async fn plan(m: &Move) -> Result<(Vec<Found>, MovePlan), MoveError> {
+    plan_with(m, true).await
+}
+
+/// [`plan`]; without `agent`, capstan's agent running at the source is not a refusal (a
+/// back-out's dry run: the back-out stops it first).
+pub async fn plan_with(m: &Move, agent: bool) -> Result<(Vec<Found>, MovePlan), MoveError> {
     let found = graph::source_objects(&m.source, &m.clusters).await?;
     let objects: Vec<Value> = found.iter().map(|f| f.object.clone()).collect();
     let plan = moving::plan(&objects, &m.clusters).map_err(MoveError::Refused)?;
@@ -128,7 +134,9 @@ pub async fn plan(m: &Move) -> Result<(Vec<Found>, MovePlan), MoveError> {
         .iter()
         .filter_map(|c| moving::readiness(&objects, c))
         .collect();
-    refusals.extend(graph::source_agent(&m.source).await?);
+    if agent {
+        refusals.extend(graph::source_agent(&m.source).await?);
+    }
     let members: Vec<&Found> = plan.objects.iter().map(|o| &found[o.index]).collect();
     let facts = graph::target_facts(&m.target, &members).await?;
     refusals.extend(moving::target_refusals(&objects, &plan, &facts));

@@ -1,6 +1,6 @@
 //! A management cluster made from its directory in Git with `capstan pivot`, managing itself
-//! and a workload cluster from the new end, then moved back out with `capstan move`: on two
-//! control planes of this test's own, under the real Cluster API controllers.
+//! and a workload cluster from the new end, then taken down by `capstan back-out` from its
+//! tombstone: on two control planes of this test's own, under the real Cluster API controllers.
 //!
 //! Each end is a real kube-apiserver + etcd with the upstream CRDs. The bootstrap cluster
 //! (`boot`) runs the controllers; the new one (`next`) starts as `clusterctl init` leaves a
@@ -9,12 +9,15 @@
 //! controllers are uninstalled from the end the clusters left (webhooks and processes; only one
 //! CAPD can run on a machine, and what its in-memory backend held goes with it, as it goes with
 //! a retired bootstrap cluster) and started on the new end, and the agent is run as the
-//! Deployment's ServiceAccount. What must hold is what `clusterctl move` promises and what its
-//! users report it breaks: a pivot killed after creating and run again goes on without creating
-//! twice; no Machine replaced (the same names and provider IDs, no new Machine), the new
-//! controllers serving the same nodes; the clusters Available; the new end's agent creating the
-//! workload cluster and finding nothing else to apply; the move back refused while that agent
-//! runs.
+//! Deployment's ServiceAccount; once the back-out scales it to zero, the agent is stopped with
+//! SIGTERM, and the controllers go back with the clusters. What must hold is what `clusterctl
+//! move` promises and what its users report it breaks: a pivot killed after creating and run
+//! again goes on without creating twice; no Machine replaced (the same names and provider IDs,
+//! no new Machine), the new controllers serving the same nodes; the clusters Available; the new
+//! end's agent creating the workload cluster and finding nothing else to apply. And for the
+//! back-out: refused without the repository's tombstones; killed once moved and run again, it
+//! deletes the workload cluster before the management cluster (the API server's watch shows
+//! the order), leaving nothing at either end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 use capstan::install::testing::agent_client;
 use capstan::status::Phase;
 use capstan_e2e::capi::{Repo, summary};
-use capstan_harness::run::{capstan, git, kubectl, kubectl_json, kubectl_ok, output_text};
+use capstan_harness::run::{capstan, git, kubectl, kubectl_json, output_text};
 use capstan_harness::{ControlPlane, StartOptions};
 use serde_json::{Value, json};
 
@@ -64,25 +67,6 @@ fn nodes_by_cluster(placed: &BTreeSet<Placed>) -> BTreeMap<String, BTreeSet<Stri
         out.entry(cluster.clone()).or_default().insert(node.clone());
     }
     out
-}
-
-/// `capstan move` of `clusters` from `from` to `to`; panics with its output when it fails.
-fn capstan_move(from: &ControlPlane, to: &ControlPlane, ns: &str, clusters: &[&str]) -> String {
-    let mut args = vec![
-        "move".to_string(),
-        "--kubeconfig".into(),
-        from.kubeconfig_path().display().to_string(),
-        "--to".into(),
-        to.kubeconfig_path().display().to_string(),
-    ];
-    for c in clusters {
-        args.extend(["--cluster".into(), format!("{ns}/{c}")]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = capstan(&args).output().unwrap();
-    let text = output_text(&out);
-    assert!(out.status.success(), "capstan {}:\n{text}", args.join(" "));
-    text
 }
 
 /// The nodes the workload API server of `cluster` serves, reached with the kubeconfig Secret
@@ -288,7 +272,7 @@ async fn polled_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_management_cluster_pivots_onto_itself_and_moves_back_with_no_machine_replaced() {
+async fn a_management_cluster_pivots_onto_itself_and_backs_out_with_no_machine_replaced() {
     let start = |controllers| {
         ControlPlane::start_with(StartOptions {
             controllers,
@@ -457,38 +441,117 @@ async fn a_management_cluster_pivots_onto_itself_and_moves_back_with_no_machine_
     repo.client = Some(agent_client(&next).await);
     nothing_to_apply(&repo).await;
 
-    // Back out onto a temporary cluster (the first, its controllers gone): refused while the
-    // agent would re-create what leaves from Git, then done once it is stopped.
-    let clusters = [mgmt.as_str(), "w-pv"];
+    // Back out onto a temporary cluster (the first, its controllers gone), driven by the
+    // repository: refused without the management cluster's tombstone, and while a workload
+    // directory has none. The tombstones are written into the working copy the back-out reads
+    // and not committed, so the agent (following `main`'s commits) does not race it for the
+    // workload cluster; had it deleted it first, only the management cluster would move.
+    // A bare `capstan move` away is refused while the agent runs: it would apply from Git again
+    // what leaves.
+    let keys: Vec<String> = [mgmt.as_str(), "w-pv"]
+        .iter()
+        .map(|c| format!("{ns}/{c}"))
+        .collect();
     let mut args = vec!["move", "--kubeconfig", &next_cfg, "--to", &boot_cfg];
-    let keys: Vec<String> = clusters.iter().map(|c| format!("{ns}/{c}")).collect();
     for k in &keys {
         args.extend(["--cluster", k.as_str()]);
     }
     let refused = capstan(&args).output().unwrap();
-    let text = String::from_utf8_lossy(&refused.stderr);
+    let text = output_text(&refused);
     assert_eq!(refused.status.code(), Some(2), "{text}");
     assert!(
         text.contains("capstan's agent runs at the source"),
         "{text}"
     );
-    let _ = agent.0.kill();
-    agent.0.wait().unwrap();
-    kubectl_ok(
-        next.kubeconfig_path(),
-        &[
-            "scale",
-            "deployment",
-            "capstan",
-            "-n",
-            "capstan-system",
-            "--replicas=0",
-        ],
+    let backout_args = [
+        "back-out",
+        "--kubeconfig",
+        &next_cfg,
+        "--to",
+        &boot_cfg,
+        "--checkout",
+        &root,
+        "--timeout",
+        "4m",
+    ];
+    let refused = capstan(&backout_args).output().unwrap();
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("clusters/{mgmt}/ has no tombstone")),
+        "{text}"
     );
-    let said = capstan_move(&next, &boot, &ns, &clusters);
-    assert!(said.contains("done"), "{said}");
-    assert_eq!(placed(next.kubeconfig_path(), &ns), BTreeSet::new());
-    assert_eq!(placed(boot.kubeconfig_path(), &ns), managed);
+    let deleted = capstan(&["delete", "cluster", &mgmt, "--repo", &root])
+        .output()
+        .unwrap();
+    assert!(!deleted.status.success(), "{}", output_text(&deleted));
+    assert!(
+        output_text(&deleted).contains("still manages workload clusters (w-pv)"),
+        "{}",
+        output_text(&deleted)
+    );
+    let out = capstan(&["delete", "cluster", "w-pv", "--repo", &root])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = capstan(&["delete", "cluster", &mgmt, "--repo", &root])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && output_text(&out).contains("capstan back-out"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(agent_replicas(&next), Some(1), "a refusal wrote");
+    let mut dry = backout_args.to_vec();
+    dry.push("--dry-run");
+    let out = capstan(&dry).output().unwrap();
+    let said = output_text(&out);
+    assert!(
+        out.status.success()
+            && said.contains("[1/4] stop capstan's agent")
+            && said.contains("[4/4] delete the management cluster")
+            && said.contains("KubeadmControlPlane"),
+        "{said}"
+    );
+    assert_eq!(agent_replicas(&next), Some(1), "a dry run wrote");
+
+    // A first run, killed once everything is on the temporary cluster. The kubelet's part:
+    // when the back-out scales capstan's Deployment to zero, its process is stopped as a pod
+    // is (SIGTERM: it lets its leader lease go).
+    let backout_log = tempfile::NamedTempFile::new().unwrap();
+    let mut backout = Killed(
+        capstan(&backout_args)
+            .env(capstan::failpoint::ENV, "back-out-moved")
+            .stdout(appending(backout_log.path()))
+            .stderr(appending(backout_log.path()))
+            .spawn()
+            .unwrap(),
+    );
+    let read_backout = || std::fs::read_to_string(backout_log.path()).unwrap();
+    polled_until("the agent scaled to zero", || {
+        agent_replicas(&next) == Some(0) || backout.0.try_wait().unwrap().is_some()
+    })
+    .await;
+    terminate(&mut agent.0);
+    polled_until("the back-out's failpoint", || {
+        read_backout().contains("back-out-moved") || backout.0.try_wait().unwrap().is_some()
+    })
+    .await;
+    let said = read_backout();
+    assert!(said.contains("failpoint reached"), "{said}");
+    drop(backout);
+    eprintln!(
+        "[{:>6.1}s] backed out onto the temporary cluster",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        placed(next.kubeconfig_path(), &ns),
+        BTreeSet::new(),
+        "{said}"
+    );
+    assert_eq!(placed(boot.kubeconfig_path(), &ns), managed, "{said}");
+    // The kubelet's part again: the controllers follow the clusters.
     next.stop_controllers().await.unwrap();
     boot.start_controllers().await.unwrap();
     wait_served(&boot, &ns, &nodes_by_cluster(&managed)).await;
@@ -498,7 +561,129 @@ async fn a_management_cluster_pivots_onto_itself_and_moves_back_with_no_machine_
         managed,
         "a Machine replaced"
     );
-    repo.client = Some(agent_client(&boot).await);
-    nothing_to_apply(&repo).await;
+
+    // The same command goes on: the workload cluster deleted, then the management cluster, as
+    // the API server's watch of the Clusters shows them go.
+    let watch = Watch::start(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(boot.kubeconfig_path())
+            .args([
+                "get",
+                "clusters.cluster.x-k8s.io",
+                "-n",
+                &ns,
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = capstan(&backout_args).output().unwrap();
+    let said = output_text(&out);
+    assert!(
+        out.status.success() && said.contains("backed out:"),
+        "{said}"
+    );
+    assert!(
+        said.contains("resuming at step 3") && said.contains("[3/4]"),
+        "{said}"
+    );
+    assert!(!said.contains("[2/4]"), "moved again: {said}");
+    let events = watch.events();
+    eprintln!(
+        "[{:>6.1}s] backed out ({} watch events):\n{said}",
+        t0.elapsed().as_secs_f64(),
+        events.len()
+    );
+    let deleted_at = |name: &str| {
+        events
+            .iter()
+            .position(|(kind, n, _)| kind == "DELETED" && n == name)
+    };
+    let deleting_from = |name: &str| {
+        events
+            .iter()
+            .position(|(_, n, deleting)| n == name && *deleting)
+    };
+    let (w_gone, m_deleting) = (deleted_at("w-pv"), deleting_from(&mgmt));
+    assert!(
+        w_gone.is_some() && deleted_at(&mgmt).is_some() && w_gone < m_deleting,
+        "not in Cluster API's order: {events:#?}\n{said}"
+    );
+    // From the API servers: nothing left at either end, nor capstan's records.
+    assert_eq!(availability(&boot, &ns), BTreeMap::new());
+    assert_eq!(placed(boot.kubeconfig_path(), &ns), BTreeSet::new());
+    for cp in [&boot, &next] {
+        let records = kubectl_json(
+            cp.kubeconfig_path(),
+            &["get", "managedclusters.capstan.dev", "-n", "capstan-system"],
+        );
+        assert_eq!(records["items"], json!([]), "{said}");
+    }
+    // Again: nothing to do.
+    let out = capstan(&backout_args).output().unwrap();
+    assert!(
+        out.status.success() && output_text(&out).contains("nothing to do"),
+        "{}",
+        output_text(&out)
+    );
     let _ = std::fs::read_to_string(agent_log.path());
+}
+
+/// Stops a process as the kubelet stops a pod's: SIGTERM, then waits for it.
+fn terminate(child: &mut Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child.wait().unwrap();
+}
+
+/// A `kubectl get --watch --output-watch-events -o json`, read as it prints (a pipe left
+/// unread would stall it once full).
+struct Watch {
+    child: Killed,
+    read: std::thread::JoinHandle<String>,
+}
+
+impl Watch {
+    fn start(mut child: Child) -> Watch {
+        let mut out = child.stdout.take().unwrap();
+        let read = std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+            text
+        });
+        Watch {
+            child: Killed(child),
+            read,
+        }
+    }
+
+    /// The events printed until now, in order: (type, name, whether it was being deleted).
+    fn events(mut self) -> Vec<(String, String, bool)> {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
+        let text = self.read.join().unwrap();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e["type"].as_str().unwrap_or("").to_string(),
+                    e.pointer("/object/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    e.pointer("/object/metadata/deletionTimestamp").is_some(),
+                )
+            })
+            .collect()
+    }
 }
