@@ -212,6 +212,22 @@ pub fn copy_of(o: &Value, new_uids: &BTreeMap<String, String>) -> Value {
     v
 }
 
+/// The owner references a shared object kept at the source is left with once the move deletes
+/// the objects whose source UIDs are `deleted`: the source's garbage collector deletes an object
+/// whose owners are all gone, and the cluster that stays still needs it. `None` when it names
+/// none of them (nothing to change).
+pub fn kept_owners(o: &Value, deleted: &BTreeSet<String>) -> Option<Vec<Value>> {
+    let refs = o
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?;
+    let kept: Vec<Value> = refs
+        .iter()
+        .filter(|r| !r["uid"].as_str().is_some_and(|u| deleted.contains(u)))
+        .cloned()
+        .collect();
+    (kept.len() < refs.len()).then_some(kept)
+}
+
 /// One object of a move.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {

@@ -425,6 +425,44 @@ async fn delete(m: &Move, out: &mut Moved, say: &mut dyn FnMut(String)) -> Resul
     let members: Vec<&Found> = plan.objects.iter().map(|o| &found[o.index]).collect();
     let facts = graph::target_facts(&m.target, &members).await?;
     let made = copies(&facts.existing);
+    // What stays at the source keeps no owner reference to what is deleted there, before
+    // anything is: the garbage collector would take it from the cluster that stays.
+    let deleted: BTreeSet<String> = plan
+        .objects
+        .iter()
+        .filter(|o| !o.shared)
+        .filter_map(|o| found[o.index].object.pointer("/metadata/uid"))
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    for member in plan.objects.iter().filter(|o| o.shared) {
+        let f = &found[member.index];
+        let Some(kept) = moving::kept_owners(&f.object, &deleted) else {
+            continue;
+        };
+        let read = f
+            .object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let how = crate::write::Merge::read(read).by(journal::MANAGER);
+        let patch = json!({"metadata": {"ownerReferences": kept}});
+        crate::write::merge(&f.api(&m.source), f.name(), &how, &patch)
+            .await
+            .map_err(|e| {
+                MoveError::kube(
+                    &format!(
+                        "dropping the owner references of {} to what leaves the source",
+                        member.subject
+                    ),
+                    e,
+                )
+            })?;
+        say(format!(
+            "{}: kept at the source, its owner references to moved objects dropped",
+            member.subject
+        ));
+    }
     let (clusters, rest): (Vec<_>, Vec<_>) = plan
         .objects
         .iter()

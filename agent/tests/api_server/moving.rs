@@ -1,7 +1,8 @@
 //! `capstan move`, the binary between two real API servers with the upstream CRDs (strict
 //! field validation): clusters move whole — the objects outside the owner chain too — with
 //! new owner references and nothing made twice; a cluster an operator paused stays paused; a
-//! ClusterResourceSet a cluster that stays still uses is copied and kept; the move resumes after
+//! ClusterResourceSet a cluster that stays still uses is copied and kept, and its ConfigMap,
+//! owned by a moved Cluster, loses that owner reference at the source; the move resumes after
 //! a SIGKILL at each of its steps; and it refuses, writing nothing, a cluster that is not
 //! Ready, a target holding a name already, or a target without a kind's CRD.
 //!
@@ -158,10 +159,20 @@ async fn fleet(client: &kube::Client, ns: &str) {
     workload(client, ns, "a", true, false).await;
     workload(client, ns, "b", true, true).await;
     workload(client, ns, "stay", true, false).await;
+    // Owned by a Cluster that moves, used by the one that stays: kept at the source, where it
+    // must not be left to the garbage collector once its owner is deleted there.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    );
+    let a_uid = clusters.get("a").await.unwrap().metadata.uid.unwrap();
     put(
         client,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "cni", "namespace": ns}, "data": {"cni.yaml": "kind: List"}}),
+        "metadata": {"name": "cni", "namespace": ns,
+            "ownerReferences": [{"apiVersion": CAPI, "kind": "Cluster", "name": "a", "uid": a_uid}]},
+        "data": {"cni.yaml": "kind: List"}}),
     )
     .await;
     put(
@@ -216,6 +227,31 @@ fn assert_moved(source: &Path, target: &Path, ns: &str, before: &[(String, Value
         .filter(|n| n != "kube-root-ca.crt")
         .collect();
     assert_eq!(config_maps, ["cni"]);
+    // The ConfigMap kept at the source names no owner deleted there (no garbage collector runs
+    // here: the reference it would act on is what is checked); its copy names the target's a.
+    let cni = |at: &Path| {
+        listed(at, "configmaps", ns)
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == "cni")
+            .unwrap()
+    };
+    let owners = |o: &Value| -> Vec<String> {
+        o["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["uid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(owners(&cni(source)), Vec::<String>::new());
+    let target_a = listed(target, "clusters.cluster.x-k8s.io", ns)
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == "a")
+        .unwrap();
+    assert_eq!(
+        owners(&cni(target)),
+        [target_a["metadata"]["uid"].as_str().unwrap().to_string()]
+    );
     // Everything of a and b is in the target once, each a copy of the source object it names.
     for (key, source_object) in before {
         let (kind, name) = key.split_once(' ').unwrap();

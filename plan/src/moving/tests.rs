@@ -538,3 +538,40 @@ fn an_eksa_cluster_takes_the_release_its_eksa_version_names_shared_while_another
         "{got:?}"
     );
 }
+
+/// A shared object kept at the source loses only its owner references to what the move deletes
+/// there: the source's garbage collector would otherwise take it from the cluster that stays.
+#[test]
+fn a_shared_object_kept_at_the_source_is_not_left_to_the_garbage_collector() {
+    let owner = |uid: &str| json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": uid, "uid": uid});
+    let deleted: BTreeSet<String> = ["u-moved".to_string()].into();
+    let object = |refs: Option<Vec<Value>>| {
+        let mut o =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("cni", "u-cni")});
+        if let Some(r) = refs {
+            o["metadata"]["ownerReferences"] = json!(r);
+        }
+        o
+    };
+    let cases: Vec<(&str, Value, Option<Vec<Value>>)> = vec![
+        ("no owners", object(None), None),
+        (
+            "owned by what stays only",
+            object(Some(vec![owner("u-stay")])),
+            None,
+        ),
+        (
+            "owned by what moves only: kept with none",
+            object(Some(vec![owner("u-moved")])),
+            Some(vec![]),
+        ),
+        (
+            "owned by both: the one that stays kept",
+            object(Some(vec![owner("u-moved"), owner("u-stay")])),
+            Some(vec![owner("u-stay")]),
+        ),
+    ];
+    for (what, o, want) in cases {
+        assert_eq!(kept_owners(&o, &deleted), want, "{what}");
+    }
+}
