@@ -27,7 +27,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use super::pivot::{capi_clusters, has_cluster, record_of};
 use crate::cli::BackOutArgs;
-use crate::mover::{self, Move, MoveError};
+use crate::mover::{self, Move};
 use crate::reconcile;
 
 /// How long the installs into the temporary cluster may take to be enforced.
@@ -258,17 +258,8 @@ pub fn run(args: BackOutArgs) -> anyhow::Result<ExitCode> {
                 target: temporary.client.clone(),
                 clusters: present,
             };
-            let mut said = |line: String| eprintln!("  {line}");
-            match mover::run(&m, &mut said).await {
-                Ok(done) => eprintln!(
-                    "  moved: {} created, {} found made, {} deleted at the management cluster",
-                    done.created, done.found, done.deleted
-                ),
-                Err(e @ MoveError::Refused(_)) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-                Err(e) => return Err(e.into()),
+            if let Some(refused) = super::moving::run_step(&m, "the management cluster").await? {
+                return Ok(refused);
             }
             crate::failpoint::stop_here("back-out-moved").await;
         }

@@ -92,3 +92,23 @@ pub(super) async fn print_plan(m: &Move, agent: bool) -> anyhow::Result<ExitCode
         Err(e) => Err(e.into()),
     }
 }
+
+/// A move as a step of `pivot` or `back-out`: its lines indented, its tally in the words of
+/// `source` (what the source is to the user). `Some(exit code 2)`: refused, said why.
+pub(super) async fn run_step(m: &Move, source: &str) -> anyhow::Result<Option<ExitCode>> {
+    let mut said = |line: String| eprintln!("  {line}");
+    match mover::run(m, &mut said).await {
+        Ok(done) => {
+            eprintln!(
+                "  moved: {} created, {} found made, {} deleted at {source}",
+                done.created, done.found, done.deleted
+            );
+            Ok(None)
+        }
+        Err(e @ MoveError::Refused(_)) => {
+            eprintln!("error: {e}");
+            Ok(Some(ExitCode::from(2)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

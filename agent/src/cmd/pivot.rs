@@ -35,7 +35,7 @@ use kube::discovery::ApiResource;
 
 use crate::cli::PivotArgs;
 use crate::install;
-use crate::mover::{self, Move, MoveError};
+use crate::mover::{self, Move};
 use crate::reconcile::{self, Outcome};
 use crate::status::Phase;
 
@@ -261,17 +261,8 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
                 target: new.clone(),
                 clusters,
             };
-            let mut said = |line: String| eprintln!("  {line}");
-            match mover::run(&m, &mut said).await {
-                Ok(done) => eprintln!(
-                    "  moved: {} created, {} found made, {} deleted at the bootstrap cluster",
-                    done.created, done.found, done.deleted
-                ),
-                Err(e @ MoveError::Refused(_)) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-                Err(e) => return Err(e.into()),
+            if let Some(refused) = super::moving::run_step(&m, "the bootstrap cluster").await? {
+                return Ok(refused);
             }
         }
         say(4, Step::HandOver, &format!("the agent at {} replica(s)", o.replicas));
