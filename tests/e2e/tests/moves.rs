@@ -561,6 +561,15 @@ async fn a_management_cluster_pivots_onto_itself_and_backs_out_with_no_machine_r
         managed,
         "a Machine replaced"
     );
+    // capstan's pass on the temporary cluster, from the repository as it was before the
+    // tombstones (set aside, then put back): every cluster Ready, nothing to apply.
+    git(
+        &repo.files.root,
+        &["stash", "push", "-q", "--include-untracked"],
+    );
+    repo.client = Some(agent_client(&boot).await);
+    nothing_to_apply(&repo).await;
+    git(&repo.files.root, &["stash", "pop", "-q"]);
 
     // The same command goes on: the workload cluster deleted, then the management cluster, as
     // the API server's watch of the Clusters shows them go.
