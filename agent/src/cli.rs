@@ -463,7 +463,8 @@ pub struct PivotArgs {
     /// git:// or a path), its branch, the management cluster (its directory's name).
     #[command(flatten)]
     pub agent: AgentArgs,
-    /// The bootstrap cluster.
+    /// The bootstrap cluster (default: the local control plane `capstan dev up` runs, when one
+    /// runs; else $KUBECONFIG, ~/.kube/config).
     #[command(flatten)]
     pub kube: KubeArgs,
 }

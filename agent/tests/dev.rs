@@ -403,6 +403,34 @@ fn dev_up_validate_against_it_and_down() {
     assert_eq!(String::from_utf8(again.stdout).unwrap().trim(), kubeconfig);
     assert_eq!(pids(&dir), running);
 
+    // `capstan pivot` without --kubeconfig takes the running local control plane as its
+    // bootstrap cluster (its default directory is `$CAPSTAN_CACHE_DIR/dev`); given the same
+    // API server as the new cluster, it stops there, before writing anything.
+    let q = quickstart();
+    let q = q.to_str().unwrap();
+    let cache = tmp.path().to_str().unwrap();
+    let pivot = capstan_with_env(
+        &[
+            "pivot",
+            "--checkout",
+            q,
+            "--repo",
+            q,
+            "--management",
+            "mgmt",
+            "--to",
+            &kubeconfig,
+        ],
+        &[("CAPSTAN_CACHE_DIR", cache)],
+    );
+    let said = String::from_utf8_lossy(&pivot.stderr);
+    assert!(!pivot.status.success(), "{said}");
+    assert!(
+        said.contains("(the local control plane `capstan dev up` runs)")
+            && said.contains("the new cluster and the bootstrap cluster are the same API server"),
+        "{said}"
+    );
+
     let down = capstan_with_env(&["dev", "down", "--dir", d], &[]);
     assert!(
         down.status.success(),

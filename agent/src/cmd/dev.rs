@@ -21,6 +21,15 @@ pub(super) fn default_dir() -> anyhow::Result<PathBuf> {
     Ok(base.join("dev"))
 }
 
+/// The kubeconfig of the local management cluster `capstan dev up` runs (in its default
+/// directory), if one runs: the bootstrap cluster `capstan pivot` takes when none is named.
+pub(super) fn running_kubeconfig() -> Option<PathBuf> {
+    let state = ControlPlane::persistent_state(&default_dir().ok()?).ok()??;
+    state
+        .is_running()
+        .then(|| state.endpoints.kubeconfig.clone())
+}
+
 /// The local management cluster of `dir`: the running one (false), or one started now (true),
 /// with capstan's CRD and tenancy installed so the agent's pass runs on it with its admin
 /// kubeconfig (a production install is `capstan install`). Idempotent, so the quick start can

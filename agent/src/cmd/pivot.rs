@@ -3,8 +3,8 @@
 //! `clusterctl move` and a GitOps install.
 //!
 //! 1. **Create.** The management directory's cluster is applied to the bootstrap cluster (the
-//!    one `--kubeconfig` names: `capstan dev up`'s, or kind with `clusterctl init`) by capstan's
-//!    own pass, the agent's, until Ready.
+//!    one `--kubeconfig` names, by default `capstan dev up`'s when it runs; or kind with
+//!    `clusterctl init`) by capstan's own pass, the agent's, until Ready.
 //! 2. **Install.** capstan goes into the new cluster (`--to`, or the kubeconfig Cluster API
 //!    wrote for it on the bootstrap cluster) as `capstan install` installs it, its agent scaled
 //!    to zero: started now it would apply the management cluster's objects before the move
@@ -180,8 +180,9 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
     let revision = pivot_revision(&args.checkout);
     let started = Instant::now();
     super::runtime()?.block_on(async {
-        let boot = crate::k8s::connect(args.kube.kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
-        eprintln!("bootstrap cluster: {}", boot.server);
+        let (kubeconfig, whose) = bootstrap_kubeconfig(&args);
+        let boot = crate::k8s::connect(kubeconfig.as_deref(), args.kube.context.as_deref()).await?;
+        eprintln!("bootstrap cluster: {}{whose}", boot.server);
         let missing = install::missing_crds(&boot.client).await?;
         if !missing.is_empty() {
             bail!(
@@ -276,6 +277,22 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
         );
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The bootstrap cluster's kubeconfig: `--kubeconfig`; else the local control plane `capstan
+/// dev up` runs, if one runs (a throwaway cluster: never a cluster `$KUBECONFIG` happens to
+/// name); else kube's defaults. With what to say of it.
+fn bootstrap_kubeconfig(args: &PivotArgs) -> (Option<std::path::PathBuf>, &'static str) {
+    if args.kube.kubeconfig.is_some() {
+        return (args.kube.kubeconfig.clone(), "");
+    }
+    #[cfg(feature = "dev")]
+    if args.kube.context.is_none()
+        && let Some(k) = super::dev::running_kubeconfig()
+    {
+        return (Some(k), " (the local control plane `capstan dev up` runs)");
+    }
+    (None, "")
 }
 
 fn say(n: usize, step: Step, what: &str) {
