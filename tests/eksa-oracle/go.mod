@@ -15,6 +15,8 @@ require (
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver v1.5.0 // indirect
 	github.com/Masterminds/sprig v2.22.0+incompatible // indirect
+	github.com/PaesslerAG/gval v1.0.0 // indirect
+	github.com/PaesslerAG/jsonpath v0.1.1 // indirect
 	github.com/aws/eks-anywhere-packages v0.4.5 // indirect
 	github.com/aws/etcdadm-bootstrap-provider v1.0.17 // indirect
 	github.com/aws/etcdadm-controller v1.0.25 // indirect
@@ -39,6 +41,7 @@ require (
 	github.com/google/go-github/v35 v35.3.0 // indirect
 	github.com/google/go-querystring v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/imdario/mergo v0.3.16 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
@@ -52,6 +55,8 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nutanix-cloud-native/cluster-api-provider-nutanix v1.3.2 // indirect
+	github.com/nutanix-cloud-native/prism-go-client v0.3.4 // indirect
 	github.com/onsi/gomega v1.38.2 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
@@ -80,6 +85,8 @@ require (
 	golang.org/x/text v0.38.0 // indirect
 	golang.org/x/time v0.12.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20250528174236-200df99c418a // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250528174236-200df99c418a // indirect
 	google.golang.org/protobuf v1.36.7 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
@@ -99,6 +106,7 @@ require (
 	sigs.k8s.io/cluster-api v1.6.2 // indirect
 	sigs.k8s.io/cluster-api-provider-cloudstack v0.4.9-rc7 // indirect
 	sigs.k8s.io/cluster-api-provider-vsphere v1.14.0 // indirect
+	sigs.k8s.io/cluster-api/api/v1beta1 v0.0.0-00010101000000-000000000000 // indirect
 	sigs.k8s.io/cluster-api/test v1.11.1 // indirect
 	sigs.k8s.io/controller-runtime v0.22.4 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
@@ -113,4 +121,8 @@ replace (
 	// EKS Anywhere takes CAPC from a nested module its module zip leaves out; capc/ is capstan's
 	// own minimal stand-in with just what EKS Anywhere's imported packages reference.
 	sigs.k8s.io/cluster-api-provider-cloudstack => ./capc
+	// Upstream CAPX v1.3.2 imports sigs.k8s.io/cluster-api/api/v1beta1, which the fork has at
+	// api/core/v1beta1 (EKS Anywhere's own copy of CAPX differs from v1.3.2 only in that import);
+	// capi-v1beta1/ is capstan's stand-in with aliases of the fork's types.
+	sigs.k8s.io/cluster-api/api/v1beta1 => ./capi-v1beta1
 )

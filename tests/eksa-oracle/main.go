@@ -8,8 +8,9 @@
 // config, apply the config manager's defaults and validations, build a cluster.Spec from the
 // bundles and EKS-D releases, then ask the provider for its control plane and workers specs
 // (with a Kubernetes client that finds nothing, so immutable templates keep their initial
-// names) and the machine health checks. Provider defaulting that talks to vCenter never runs:
-// corpus specs are written fully specified.
+// names) and the machine health checks. It knows the Docker, vSphere and Nutanix providers.
+// Provider defaulting and validation that talk to vCenter or Prism Central never run: corpus
+// specs are written fully specified.
 //
 // Cilium is not a Cluster API object in EKS Anywhere: its controller renders the Cilium Helm
 // chart into the workload cluster. The oracle captures what it would hand to Helm (chart, version
@@ -43,6 +44,7 @@ import (
 	"github.com/aws/eks-anywhere/pkg/helm"
 	"github.com/aws/eks-anywhere/pkg/networking/cilium"
 	"github.com/aws/eks-anywhere/pkg/providers/docker"
+	"github.com/aws/eks-anywhere/pkg/providers/nutanix"
 	"github.com/aws/eks-anywhere/pkg/providers/vsphere"
 	releasev1 "github.com/aws/eks-anywhere/release/api/v1alpha1"
 )
@@ -112,6 +114,13 @@ func main() {
 	// apiServerExtraArgs is behind a feature flag in EKS Anywhere; capstan accepts it (and says
 	// so in its README), so the oracle renders it too.
 	os.Setenv(features.APIServerExtraArgsEnabledEnvVar, "true")
+	// Nutanix's control plane spec reads the Prism Central credentials from the environment
+	// (nutanix.GetCredsFromEnv) and writes them into the cloud controller manager's Secret
+	// (<cluster>-nutanix-ccm-secret). capstan never renders credentials (the datacenter's
+	// credentialRef names a Secret the user provides), so fixed dummies do: they keep the output
+	// independent of the environment and keep real credentials that may be set there out of it.
+	os.Setenv(constants.EksaNutanixUsernameKey, "eksa-oracle")
+	os.Setenv(constants.EksaNutanixPasswordKey, "eksa-oracle")
 	var in input
 	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
 		fail("reading input: %v", err)
@@ -199,6 +208,16 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 		for _, o := range fd.Objects() {
 			objs = append(objs, o)
 		}
+	case anywherev1.NutanixDatacenterKind:
+		cp, err := nutanix.ControlPlaneSpec(ctx, log, emptyCluster{}, spec)
+		if err != nil {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+		w, err := nutanix.WorkersSpec(ctx, log, emptyCluster{}, spec)
+		if err != nil {
+			return nil, fmt.Errorf("workers: %w", err)
+		}
+		objs = append(cp.Objects(), w.WorkerObjects()...)
 	default:
 		return nil, fmt.Errorf("datacenter kind %s is not in the oracle", cfg.Cluster.Spec.DatacenterRef.Kind)
 	}

@@ -9,6 +9,10 @@ import (
 	_ "github.com/aws/eks-anywhere/pkg/constants"
 	_ "github.com/aws/etcdadm-bootstrap-provider/api/v1beta1"
 	_ "github.com/aws/etcdadm-controller/api/v1beta1"
+	// Not api/v1beta1: CAPX v1.3.2's API imports sigs.k8s.io/cluster-api/api/v1beta1, a path
+	// Cluster API v1.14 no longer has. This package (build tag e2e, which tidy ignores) needs
+	// only Ginkgo.
+	_ "github.com/nutanix-cloud-native/cluster-api-provider-nutanix/test/e2e/log"
 	_ "sigs.k8s.io/cluster-api-addon-provider-helm/version"
 	_ "sigs.k8s.io/cluster-api-provider-vsphere/pkg/version"
 	_ "sigs.k8s.io/cluster-api/version"

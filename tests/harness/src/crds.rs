@@ -59,6 +59,10 @@ pub const CRD_SOURCES: &[(&str, &[&str])] = &[
         &["config/default/crd/bases"],
     ),
     (
+        "github.com/nutanix-cloud-native/cluster-api-provider-nutanix",
+        &["config/crd/bases"],
+    ),
+    (
         "sigs.k8s.io/cluster-api-addon-provider-helm",
         &["config/crd/bases"],
     ),

@@ -130,7 +130,8 @@ pub const ACTIONLINT_MODULE: EmbeddedModule = EmbeddedModule {
 
 /// `tests/eksa-oracle`: EKS Anywhere's own renderer, the oracle of capstan's differential render
 /// test, with capstan's stand-in for the CloudStack provider module EKS Anywhere's module zip
-/// leaves out (`capc/`).
+/// leaves out (`capc/`) and for the Cluster API package path upstream CAPX imports, which EKS
+/// Anywhere's Cluster API fork has elsewhere (`capi-v1beta1/`).
 pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
     dir: "eksa-oracle",
     files: &[
@@ -153,6 +154,14 @@ pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
         EmbeddedFile {
             name: "capc/api/v1beta3/stand_in.go",
             contents: include_str!("../../eksa-oracle/capc/api/v1beta3/stand_in.go"),
+        },
+        EmbeddedFile {
+            name: "capi-v1beta1/go.mod",
+            contents: include_str!("../../eksa-oracle/capi-v1beta1/go.mod"),
+        },
+        EmbeddedFile {
+            name: "capi-v1beta1/stand_in.go",
+            contents: include_str!("../../eksa-oracle/capi-v1beta1/stand_in.go"),
         },
     ],
 };
@@ -325,6 +334,17 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "CAPV_VERSION",
         &CRDS_MODULE,
         "sigs.k8s.io/cluster-api-provider-vsphere",
+    ),
+    (
+        "CAPX_VERSION",
+        &CRDS_MODULE,
+        "github.com/nutanix-cloud-native/cluster-api-provider-nutanix",
+    ),
+    // The oracle renders Nutanix clusters with the CAPX types whose CRDs are installed.
+    (
+        "CAPX_VERSION",
+        &EKSA_ORACLE_MODULE,
+        "github.com/nutanix-cloud-native/cluster-api-provider-nutanix",
     ),
     (
         "CAAPH_VERSION",

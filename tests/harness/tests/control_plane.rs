@@ -67,6 +67,26 @@ const REQUIRED: &[(&str, &str, &str)] = &[
         "v1beta1",
         "VSphereMachineTemplate",
     ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "NutanixCluster",
+    ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "NutanixMachineTemplate",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "NutanixDatacenterConfig",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "NutanixMachineConfig",
+    ),
     ("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
     ("bootstrap.cluster.x-k8s.io", "v1beta1", "EtcdadmConfig"),
     ("addons.cluster.x-k8s.io", "v1alpha1", "HelmChartProxy"),
