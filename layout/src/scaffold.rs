@@ -59,7 +59,7 @@ pub struct ClusterRequest {
     pub name: String,
     /// The managing cluster; None for `capstan init` (a new management cluster).
     pub management: Option<String>,
-    /// docker or vsphere.
+    /// docker, vsphere or nutanix.
     pub provider: String,
     /// Kubernetes minor.
     pub kubernetes_version: Option<String>,
@@ -125,6 +125,9 @@ struct Values {
     service_cidr: String,
     worker_groups: Vec<Value>,
     vsphere: Value,
+    nutanix: Value,
+    datacenter_kind: &'static str,
+    machine_kind: Option<&'static str>,
     machine_roles: Vec<&'static str>,
 }
 
@@ -140,6 +143,23 @@ const VALUE_KEYS: &[&str] = &[
     "externalEtcd",
     "workerGroups",
     "vsphere",
+    "nutanix",
+];
+const NUTANIX_KEYS: &[&str] = &[
+    "endpoint",
+    "port",
+    "insecure",
+    "credentialSecret",
+    "image",
+    "cluster",
+    "subnet",
+    "osFamily",
+    "vcpuSockets",
+    "vcpusPerSocket",
+    "memorySize",
+    "systemDiskSize",
+    "user",
+    "sshAuthorizedKey",
 ];
 const VSPHERE_KEYS: &[&str] = &[
     "server",
@@ -270,14 +290,14 @@ fn template_values(
     management: &str,
 ) -> Result<Values, ScaffoldError> {
     let self_managed = req.management.is_none();
-    let vsphere = req.provider == "vsphere";
-    if vsphere && req.docker_backend.is_some() {
+    let on_vms = req.provider != "docker";
+    if on_vms && req.docker_backend.is_some() {
         return Err(ScaffoldError::Values(
             "--docker-backend applies to docker clusters only".into(),
         ));
     }
-    let required = required(req, given, before, management, vsphere)?;
-    let docker_backend = docker_backend(req, before, management, vsphere)?;
+    let required = required(req, given, before, management)?;
+    let docker_backend = docker_backend(req, before, management, on_vms)?;
     let latest = capstan_templates::ReleaseManifest::embedded().latest();
     let kubernetes_version = req
         .kubernetes_version
@@ -323,6 +343,17 @@ fn template_values(
         service_cidr: required.service_cidr,
         worker_groups,
         vsphere: required.vsphere,
+        nutanix: required.nutanix,
+        datacenter_kind: match req.provider.as_str() {
+            "vsphere" => "VSphereDatacenterConfig",
+            "nutanix" => "NutanixDatacenterConfig",
+            _ => "DockerDatacenterConfig",
+        },
+        machine_kind: match req.provider.as_str() {
+            "vsphere" => Some("VSphereMachineConfig"),
+            "nutanix" => Some("NutanixMachineConfig"),
+            _ => None,
+        },
         machine_roles,
     })
 }
@@ -332,19 +363,22 @@ struct Required {
     pod_cidr: String,
     service_cidr: String,
     endpoint_host: Option<String>,
-    /// vSphere placement (null on docker).
+    /// vSphere placement (null on other providers).
     vsphere: Value,
+    /// Nutanix placement (null on other providers).
+    nutanix: Value,
 }
 
-/// The CIDRs, and on vSphere the endpoint and the placement (which may default from the
-/// management cluster's); refused with every missing flag named.
+/// The CIDRs, and on vSphere and Nutanix the endpoint and the placement (which may default
+/// from the management cluster's); refused with every missing flag named.
 fn required(
     req: &ClusterRequest,
     given: &Given,
     before: &Fleet,
     management: &str,
-    vsphere: bool,
 ) -> Result<Required, ScaffoldError> {
+    let vsphere = req.provider == "vsphere";
+    let nutanix = req.provider == "nutanix";
     let mut missing = Vec::new();
     let mut need = |v: Option<String>, flag: &str| -> String {
         v.unwrap_or_else(|| {
@@ -366,11 +400,16 @@ fn required(
         .endpoint_host
         .clone()
         .or_else(|| given.str("endpointHost"));
-    if vsphere && endpoint_host.is_none() {
+    if (vsphere || nutanix) && endpoint_host.is_none() {
         missing.push("--endpoint-host".into());
     }
     let vs = if vsphere {
         vsphere_values(before, management, given.map.get("vsphere"), &mut missing)?
+    } else {
+        Value::Null
+    };
+    let nx = if nutanix {
+        nutanix_values(before, management, given.map.get("nutanix"), &mut missing)?
     } else {
         Value::Null
     };
@@ -382,6 +421,7 @@ fn required(
         service_cidr,
         endpoint_host,
         vsphere: vs,
+        nutanix: nx,
     })
 }
 
@@ -392,10 +432,10 @@ fn docker_backend(
     req: &ClusterRequest,
     before: &Fleet,
     management: &str,
-    vsphere: bool,
+    on_vms: bool,
 ) -> Result<Option<&'static str>, ScaffoldError> {
-    let docker_backend = match (&req.docker_backend, vsphere) {
-        // (vSphere with a docker backend was refused above.)
+    let docker_backend = match (&req.docker_backend, on_vms) {
+        // (vSphere or Nutanix with a docker backend was refused above.)
         (Some(b), _) => Some(DockerBackend::parse(b).ok_or_else(|| {
             ScaffoldError::Values(format!(
                 "docker backend `{b}`; use one of: {}",
@@ -410,7 +450,7 @@ fn docker_backend(
             .and_then(|c| c.cluster.as_ref())
             .and_then(|c| match c.provider {
                 Provider::Docker(b) => Some(b),
-                Provider::VSphere(_) => None,
+                Provider::VSphere(_) | Provider::Nutanix(_) => None,
             }),
         (None, true) => None,
     };
@@ -651,6 +691,66 @@ fn vsphere_values(
     out.entry("user").or_insert(json!("capv"));
     out.entry("thumbprint").or_insert(json!(""));
     out.entry("insecure").or_insert(json!(false));
+    out.entry("sshAuthorizedKey").or_insert(json!(""));
+    Ok(Value::Object(out))
+}
+
+/// Nutanix placement: values file first, then the management cluster's own Nutanix spec
+/// (Prism Central, and the first machine config's image, cluster, subnet and OS).
+fn nutanix_values(
+    before: &Fleet,
+    management: &str,
+    given: Option<&Value>,
+    missing: &mut Vec<String>,
+) -> Result<Value, ScaffoldError> {
+    let mut out = Map::new();
+    let mgmt = before.cluster(management).and_then(|e| e.cluster.as_ref());
+    if let Some(Provider::Nutanix(n)) = mgmt.map(|c| &c.provider) {
+        out.insert("endpoint".into(), json!(n.endpoint));
+        out.insert("port".into(), json!(n.port));
+        out.insert("insecure".into(), json!(n.insecure));
+        if let Some(m) = n.machines.values().next() {
+            for (k, id) in [
+                ("image", &m.image),
+                ("cluster", &m.cluster),
+                ("subnet", &m.subnet),
+            ] {
+                if id.kind == "name" {
+                    out.insert(k.into(), json!(id.value));
+                }
+            }
+            out.insert("osFamily".into(), json!(m.os_family));
+        }
+    }
+    if let Some(g) = given {
+        let g = g
+            .as_object()
+            .ok_or_else(|| ScaffoldError::Values("nutanix must be a mapping".into()))?;
+        for (k, v) in g {
+            if !NUTANIX_KEYS.contains(&k.as_str()) {
+                return Err(ScaffoldError::Values(format!(
+                    "unknown nutanix key `{k}`; known: {}",
+                    NUTANIX_KEYS.join(", ")
+                )));
+            }
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    for k in ["endpoint", "image", "cluster", "subnet"] {
+        if !out.contains_key(k) {
+            missing.push(format!("nutanix.{k} (values file)"));
+        }
+    }
+    out.entry("port").or_insert(json!(9440));
+    out.entry("insecure").or_insert(json!(false));
+    out.entry("credentialSecret")
+        .or_insert(json!("nutanix-credentials"));
+    out.entry("osFamily").or_insert(json!("ubuntu"));
+    out.entry("vcpuSockets").or_insert(json!(2));
+    out.entry("vcpusPerSocket").or_insert(json!(1));
+    out.entry("memorySize").or_insert(json!("8Gi"));
+    out.entry("systemDiskSize").or_insert(json!("40Gi"));
+    out.entry("user").or_insert(json!("eksa"));
     out.entry("sshAuthorizedKey").or_insert(json!(""));
     Ok(Value::Object(out))
 }

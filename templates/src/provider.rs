@@ -184,8 +184,46 @@ pub const VSPHERE: Descriptor = Descriptor {
     ),
 };
 
+/// CAPX (Nutanix). Its controller is not run here (Prism Central cannot exist in the test bed):
+/// its CRDs admit what capstan renders.
+pub const NUTANIX: Descriptor = Descriptor {
+    name: "nutanix",
+    eksa_kinds: &[
+        ("NutanixDatacenterConfig", "nutanixdatacenterconfigs"),
+        ("NutanixMachineConfig", "nutanixmachineconfigs"),
+    ],
+    infrastructure: &[Infrastructure {
+        api_version: "infrastructure.cluster.x-k8s.io/v1beta1",
+        cluster_kind: "NutanixCluster",
+        cluster_plural: "nutanixclusters",
+        machine_template_kind: "NutanixMachineTemplate",
+        machine_template_plural: "nutanixmachinetemplates",
+    }],
+    kinds: &[],
+    immutable: &[
+        Immutable {
+            kind: "NutanixDatacenterConfig",
+            field: "spec.endpoint",
+            reason: "the Prism Central of a cluster is immutable",
+        },
+        Immutable {
+            kind: "NutanixMachineConfig",
+            field: "spec.osFamily",
+            reason: "a machine config's OS family is immutable",
+        },
+    ],
+    templates: provider_templates!("nutanix":
+        "bootstrap-templates.yaml.j2",
+        "ccm.yaml.j2",
+        "control-plane.yaml.j2",
+        "infrastructure-cluster.yaml.j2",
+        "kube-vip.yaml.j2",
+        "machine-templates.yaml.j2",
+    ),
+};
+
 /// Every provider capstan renders.
-pub const PROVIDERS: &[&Descriptor] = &[&DOCKER, &VSPHERE];
+pub const PROVIDERS: &[&Descriptor] = &[&DOCKER, &VSPHERE, &NUTANIX];
 
 /// The provider named `name`.
 pub fn named(name: &str) -> Option<&'static Descriptor> {

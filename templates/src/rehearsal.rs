@@ -15,6 +15,8 @@
 //!                    machineGroupRef, endpoint, proxy, mirror, KMS ─▶ listed rollouts, networks kept
 //! VSphereDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
 //! VSphereMachineConfig    ─▶ (none: the backend simulates machines), listed
+//! NutanixDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
+//! NutanixMachineConfig    ─▶ (none: the backend simulates machines), listed
 //! DockerDatacenterConfig  ─▶ the same, backend in-memory (containers listed when they were)
 //! anything else           ─▶ as it is
 //! ```
@@ -115,6 +117,51 @@ pub fn in_memory(docs: &[SourceDoc]) -> StandIn {
                         text(spec, "/osFamily"),
                         text(spec, "/datastore"),
                         text(spec, "/resourcePool"),
+                    ),
+                );
+                None
+            }
+            (true, "NutanixDatacenterConfig") => {
+                let spec = &sd.doc.value["spec"];
+                note(
+                    "spec",
+                    format!(
+                        "Nutanix datacenter: Prism Central {}:{}{}{}",
+                        text(spec, "/endpoint"),
+                        text(spec, "/port"),
+                        match spec["failureDomains"].as_array().map(Vec::len) {
+                            Some(n) if n > 0 => format!(", {n} failure domains"),
+                            _ => String::new(),
+                        },
+                        match spec["ccmExcludeNodeIPs"].as_array().map(Vec::len) {
+                            Some(n) if n > 0 => {
+                                format!(", {n} addresses the cloud controller manager ignores")
+                            }
+                            _ => String::new(),
+                        }
+                    ),
+                );
+                Some(datacenter(&sd.doc.value))
+            }
+            (true, "NutanixMachineConfig") => {
+                let spec = &sd.doc.value["spec"];
+                note(
+                    "spec",
+                    format!(
+                        "machine config {} (image {}, {} sockets of {} vCPUs, {} memory, {} system disk, OS {}, Prism Element cluster {}, subnet {}{}): the in-memory backend simulates machines",
+                        text(&sd.doc.value, "/metadata/name"),
+                        nutanix_id(&spec["image"]),
+                        text(spec, "/vcpuSockets"),
+                        text(spec, "/vcpusPerSocket"),
+                        text(spec, "/memorySize"),
+                        text(spec, "/systemDiskSize"),
+                        text(spec, "/osFamily"),
+                        nutanix_id(&spec["cluster"]),
+                        nutanix_id(&spec["subnet"]),
+                        match spec["gpus"].as_array().map(Vec::len) {
+                            Some(n) if n > 0 => format!(", {n} GPUs"),
+                            _ => String::new(),
+                        },
                     ),
                 );
                 None
@@ -287,6 +334,14 @@ fn datacenter(dc: &Value) -> Value {
 }
 
 /// A scalar at `pointer` as text ("?" when absent).
+/// A Nutanix identifier as a reader names it: its name, or `uuid <uuid>`.
+fn nutanix_id(v: &Value) -> String {
+    match v["type"].as_str() {
+        Some("uuid") => format!("uuid {}", text(v, "/uuid")),
+        _ => text(v, "/name"),
+    }
+}
+
 fn text(v: &Value, pointer: &str) -> String {
     match v.pointer(pointer) {
         Some(Value::String(s)) => s.clone(),

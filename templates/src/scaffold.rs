@@ -32,6 +32,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../scaffold/vsphere.yaml.j2"),
     ),
     (
+        "scaffold/nutanix.yaml.j2",
+        include_str!("../scaffold/nutanix.yaml.j2"),
+    ),
+    (
         "scaffold/README.md.j2",
         include_str!("../scaffold/README.md.j2"),
     ),

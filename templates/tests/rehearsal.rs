@@ -325,3 +325,121 @@ fn a_docker_cluster_moves_to_the_in_memory_backend_and_says_so() {
     let again = rehearsal::in_memory(&stand_in.docs);
     assert!(again.not_carried.is_empty(), "{:#?}", again.not_carried);
 }
+
+const NUTANIX: &str = r#"apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: Cluster
+metadata:
+  name: edge-1
+spec:
+  kubernetesVersion: "1.33"
+  managementCluster:
+    name: mgmt
+  controlPlaneConfiguration:
+    count: 3
+    endpoint:
+      host: 10.30.0.10
+    machineGroupRef:
+      kind: NutanixMachineConfig
+      name: edge-1-cp
+  workerNodeGroupConfigurations:
+    - name: md-0
+      count: 2
+      machineGroupRef:
+        kind: NutanixMachineConfig
+        name: edge-1-cp
+  datacenterRef:
+    kind: NutanixDatacenterConfig
+    name: edge-1
+  clusterNetwork:
+    cniConfig:
+      cilium: {}
+    pods:
+      cidrBlocks: [192.168.0.0/16]
+    services:
+      cidrBlocks: [10.96.0.0/12]
+---
+apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: NutanixDatacenterConfig
+metadata:
+  name: edge-1
+spec:
+  endpoint: prism.corp
+  port: 9440
+  credentialRef: {kind: Secret, name: nutanix-credentials}
+  failureDomains:
+    - name: pe1
+      cluster: {type: name, name: pe-1}
+      subnets: [{type: name, name: vlan-10}]
+      workerMachineGroups: [md-0]
+    - name: pe2
+      cluster: {type: uuid, uuid: 0005b0f4-0000-0000-0000-000000000002}
+      subnets: [{type: name, name: vlan-20}]
+      workerMachineGroups: [md-0]
+---
+apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: NutanixMachineConfig
+metadata:
+  name: edge-1-cp
+spec:
+  osFamily: ubuntu
+  vcpuSockets: 2
+  vcpusPerSocket: 1
+  memorySize: 8Gi
+  systemDiskSize: 40Gi
+  image: {type: name, name: ubuntu-2204-kube-v1.33}
+  cluster: {type: name, name: pe-1}
+  subnet: {type: uuid, uuid: 9f6b7c1e-0000-0000-0000-000000000010}
+"#;
+
+/// A Nutanix cluster is rehearsed on the in-memory backend with its shape, and Prism Central,
+/// the failure domains and the machine config (its image, Prism Element cluster and subnet) are
+/// listed at their lines.
+#[test]
+fn a_nutanix_cluster_keeps_its_shape_on_the_in_memory_backend() {
+    let file = "clusters/mgmt/workload-clusters/edge-1/cluster.yaml";
+    let real_docs = docs(&[(file, NUTANIX.to_string())]);
+    let (cluster, diags) = spec::parse_cluster(&real_docs);
+    let real = cluster.unwrap_or_else(|| panic!("the Nutanix spec is valid: {diags:#?}"));
+    assert!(matches!(real.provider, Provider::Nutanix(_)));
+
+    let stand_in = rehearsal::in_memory(&real_docs);
+    let (cluster, diags) = spec::parse_cluster(&stand_in.docs);
+    let rehearsed =
+        cluster.unwrap_or_else(|| panic!("validation accepts the stand-in: {diags:#?}"));
+    assert!(matches!(
+        rehearsed.provider,
+        Provider::Docker(DockerBackend::InMemory)
+    ));
+    assert_eq!(rehearsed.control_plane.count, 3);
+    assert_eq!(
+        rehearsed
+            .workers
+            .iter()
+            .map(|w| (w.name.as_str(), w.replicas))
+            .collect::<Vec<_>>(),
+        [("md-0", Some(2))]
+    );
+    let listed: Vec<String> = stand_in.not_carried.iter().map(|n| n.to_string()).collect();
+    let line_of = |needle: &str| NUTANIX.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    for (needle, what) in [
+        ("host: 10.30.0.10", "virtual IP 10.30.0.10"),
+        (
+            "endpoint: prism.corp",
+            "Prism Central prism.corp:9440, 2 failure domains",
+        ),
+        (
+            "osFamily: ubuntu",
+            "image ubuntu-2204-kube-v1.33, 2 sockets of 1 vCPUs, 8Gi memory, 40Gi system disk, OS ubuntu, Prism Element cluster pe-1, subnet uuid 9f6b7c1e",
+        ),
+    ] {
+        // Each note is at the key above the needle: the endpoint, the datacenter's and the
+        // machine config's `spec`.
+        let line = line_of(needle) - 1;
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.starts_with(&format!("{file}:{line}:")) && l.contains(what)),
+            "{what} at line {line}: {listed:#?}"
+        );
+    }
+}

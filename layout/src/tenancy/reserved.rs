@@ -22,8 +22,8 @@
 
 /// Suffixes controllers append to a cluster's name for the Secrets and ConfigMaps they create,
 /// with who does. From Cluster API's `util/secret` purposes, its kubeadm bootstrap provider's
-/// init lock, etcdadm's lock, and the vSphere credentials EKS Anywhere's templates (and
-/// capstan's) name per cluster.
+/// init lock, etcdadm's lock, and the vSphere and Nutanix credentials EKS Anywhere's templates
+/// (and capstan's) name per cluster.
 pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     ("-kubeconfig", "Cluster API: the cluster's admin kubeconfig"),
     ("-ca", "Cluster API: the cluster's CA"),
@@ -46,6 +46,14 @@ pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     (
         "-cloud-provider-vsphere-credentials",
         "the vSphere cloud provider's login, as the vSphere templates name it",
+    ),
+    (
+        "-nutanix-credentials",
+        "CAPX's login to Prism Central, as capstan's Nutanix templates name it",
+    ),
+    (
+        "-nutanix-ccm-secret",
+        "the Nutanix cloud controller manager's login to Prism Central, as the Nutanix templates name it",
     ),
 ];
 
@@ -108,6 +116,18 @@ pub fn reserved_cluster_name(cluster: &str) -> Option<(&str, &'static str, &'sta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nutanix_logins_are_their_clusters_alone() {
+        assert_eq!(
+            squatted("prod-nutanix-credentials", "evil"),
+            Some(("prod", "-nutanix-credentials"))
+        );
+        assert_eq!(
+            squatted("prod-nutanix-ccm-secret", "evil"),
+            Some(("prod", "-nutanix-ccm-secret"))
+        );
+    }
 
     #[test]
     fn a_generated_name_is_its_clusters_alone() {

@@ -147,6 +147,7 @@ pub const EVERY_KIND: &[Row] = &[
 const NODES: &str = "kubeadm's configuration on the cluster's own machines: its names are the workload cluster's, not the management cluster's";
 const VSPHERE_INVENTORY: &str =
     "a vSphere inventory name: vCenter authorises it for the cluster's own credentials";
+const NUTANIX_INVENTORY: &str = "a Nutanix inventory name or UUID (Prism Element cluster, subnet, image, project, category, GPU): Prism Central authorises it for the cluster's own credentials";
 const PAUSED: &str = "read only by EKS Anywhere's controller, which the pause keeps off the object";
 const BOOTSTRAP_SECRET: &str = "the bootstrap provider copies this Secret of the management cluster onto the cluster's machines (another cluster's kubeconfig or CA key)";
 macro_rules! kubeadm_rows {
@@ -533,6 +534,68 @@ pub const KINDS: &[Kind] = &[
         ],
     },
     Kind {
+        group: INFRA,
+        kind: "NutanixCluster",
+        plural: "nutanixclusters",
+        versions: V1BETA1,
+        rows: &[
+            row(
+                "spec.prismCentral.credentialRef.kind",
+                Must::OneOf(&["Secret"]),
+                "CAPX reads Prism Central's credentials from the Secret it names",
+            ),
+            row(
+                "spec.prismCentral.credentialRef.name",
+                Must::Own,
+                "CAPX logs in to Prism Central with the credentials of the Secret it names",
+            ),
+            row(
+                "spec.prismCentral.credentialRef.namespace",
+                Must::OwnNamespace,
+                "CAPX reads the credentials Secret of the namespace it names",
+            ),
+            row(
+                "spec.prismCentral.additionalTrustBundle.kind",
+                Must::OneOf(&["ConfigMap"]),
+                "CAPX trusts the CA certificates of the ConfigMap it names",
+            ),
+            row(
+                "spec.prismCentral.additionalTrustBundle.name",
+                Must::Own,
+                "CAPX trusts the CA certificates of the ConfigMap it names (another cluster's would be read for this one)",
+            ),
+            row(
+                "spec.prismCentral.additionalTrustBundle.namespace",
+                Must::OwnNamespace,
+                "CAPX reads the trust bundle of the namespace it names",
+            ),
+            row("spec.failureDomains", Must::Free, NUTANIX_INVENTORY),
+        ],
+    },
+    Kind {
+        group: INFRA,
+        kind: "NutanixMachineTemplate",
+        plural: "nutanixmachinetemplates",
+        versions: V1BETA1,
+        rows: &[
+            row(
+                "spec.template.spec.bootstrapRef",
+                Must::Absent,
+                "CAPX boots the VM with the Secret it names as user data (another cluster's bootstrap data holds its certificates); Cluster API sets it on each NutanixMachine",
+            ),
+            row("spec.template.spec.image", Must::Free, NUTANIX_INVENTORY),
+            row("spec.template.spec.cluster", Must::Free, NUTANIX_INVENTORY),
+            row("spec.template.spec.subnet", Must::Free, NUTANIX_INVENTORY),
+            row("spec.template.spec.project", Must::Free, NUTANIX_INVENTORY),
+            row("spec.template.spec.gpus", Must::Free, NUTANIX_INVENTORY),
+            row(
+                "spec.template.spec.additionalCategories",
+                Must::Free,
+                NUTANIX_INVENTORY,
+            ),
+        ],
+    },
+    Kind {
         group: "etcdcluster.cluster.x-k8s.io",
         kind: "EtcdadmCluster",
         plural: "etcdadmclusters",
@@ -673,6 +736,36 @@ pub const KINDS: &[Kind] = &[
                 "spec.hostOSConfiguration",
                 Must::Free,
                 "the operating system's configuration on the cluster's own machines",
+            ),
+        ],
+    },
+    Kind {
+        group: EKSA,
+        kind: "NutanixDatacenterConfig",
+        plural: "nutanixdatacenterconfigs",
+        versions: &["v1alpha1"],
+        rows: &[
+            EKSA_PAUSED_ROW,
+            row("spec.credentialRef", Must::Free, PAUSED),
+            row("spec.failureDomains", Must::Free, NUTANIX_INVENTORY),
+        ],
+    },
+    Kind {
+        group: EKSA,
+        kind: "NutanixMachineConfig",
+        plural: "nutanixmachineconfigs",
+        versions: &["v1alpha1"],
+        rows: &[
+            EKSA_PAUSED_ROW,
+            row("spec.image", Must::Free, NUTANIX_INVENTORY),
+            row("spec.cluster", Must::Free, NUTANIX_INVENTORY),
+            row("spec.subnet", Must::Free, NUTANIX_INVENTORY),
+            row("spec.project", Must::Free, NUTANIX_INVENTORY),
+            row("spec.gpus", Must::Free, NUTANIX_INVENTORY),
+            row(
+                "spec.users[].name",
+                Must::Free,
+                "a user on the cluster's own machines",
             ),
         ],
     },

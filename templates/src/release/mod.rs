@@ -70,6 +70,8 @@ pub struct VersionsBundle {
     pub haproxy: Image,
     /// vSphere images.
     pub vsphere: VSphereBundle,
+    /// Nutanix images.
+    pub nutanix: NutanixBundle,
 }
 
 /// The EKS-D build of one Kubernetes minor.
@@ -151,6 +153,15 @@ pub struct VSphereBundle {
     pub kube_vip: Image,
     /// The vSphere cloud controller manager (CPI).
     pub manager: Image,
+}
+
+/// Nutanix images of a release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NutanixBundle {
+    /// kube-vip image.
+    pub kube_vip: Image,
+    /// The Nutanix cloud controller manager.
+    pub cloud_provider: Image,
 }
 
 /// One EKS Anywhere release and its bundle.

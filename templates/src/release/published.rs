@@ -23,7 +23,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    CiliumBundle, EksD, EtcdBuild, Image, ImageRef, ReleaseError, VSphereBundle, VersionsBundle,
+    CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError, VSphereBundle,
+    VersionsBundle,
 };
 
 /// `spec` of the EKS-A Release manifest.
@@ -73,6 +74,7 @@ pub(crate) struct RawVersionsBundle {
     pub haproxy: ImageHolder,
     #[serde(rename = "vSphere")]
     pub vsphere: RawVSphere,
+    pub nutanix: RawNutanix,
 }
 
 /// `eksD` of a versions bundle.
@@ -104,6 +106,14 @@ pub(crate) struct RawCilium {
 pub(crate) struct RawVSphere {
     pub kube_vip: Image,
     pub manager: Image,
+}
+
+/// `nutanix` of a versions bundle.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RawNutanix {
+    pub kube_vip: Image,
+    pub cloud_provider: Image,
 }
 
 /// `{version}`.
@@ -259,6 +269,10 @@ impl RawVersionsBundle {
             vsphere: VSphereBundle {
                 kube_vip: self.vsphere.kube_vip,
                 manager: self.vsphere.manager,
+            },
+            nutanix: NutanixBundle {
+                kube_vip: self.nutanix.kube_vip,
+                cloud_provider: self.nutanix.cloud_provider,
             },
         })
     }

@@ -119,8 +119,11 @@ pub fn render_with(
     // The context's entries, wrapped as one map for each pass (a merged context would look
     // every name up in each of its parts: 4 % of a render).
     let mut entries = json_object::entries(&root);
-    if matches!(cluster.provider, Provider::VSphere(_)) {
-        with_kube_vip(env, &mut root, kube_vip_at, &mut entries)?;
+    if matches!(
+        cluster.provider,
+        Provider::VSphere(_) | Provider::Nutanix(_)
+    ) {
+        with_kube_vip(env, provider, &mut root, kube_vip_at, &mut entries)?;
     }
     let values = minijinja::Value::from(entries.clone());
 
@@ -158,6 +161,9 @@ pub fn render_with(
     if matches!(cluster.provider, Provider::VSphere(_)) {
         files.push("vsphere/cpi.yaml.j2".into());
         files.push("vsphere/failure-domains.yaml.j2".into());
+    }
+    if matches!(cluster.provider, Provider::Nutanix(_)) {
+        files.push("nutanix/ccm.yaml.j2".into());
     }
     files.extend(
         [
@@ -403,11 +409,12 @@ fn str_at<'v>(v: &'v Value, key: &str, sub: Option<&str>) -> Option<&'v str> {
 /// context, at `at` (`entries` then read the changed context).
 fn with_kube_vip(
     env: &Environment<'_>,
+    provider: &str,
     root: &mut Arc<json_object::Context>,
     at: usize,
     entries: &mut BTreeMap<String, minijinja::Value>,
 ) -> Result<(), RenderError> {
-    let name = "vsphere/kube-vip.yaml.j2";
+    let name = &format!("{provider}/kube-vip.yaml.j2");
     let err = |e: minijinja::Error| RenderError::Template {
         template: name.into(),
         message: e.to_string(),

@@ -57,20 +57,29 @@ pub fn node_labels(labels: &BTreeMap<String, String>) -> Option<String> {
     })
 }
 
+/// Whether the cluster's provider gets EKS Anywhere's component hardening (profiling off, one
+/// TLS cipher suite on the API server, scheduler and etcd): docker and vSphere do; EKS
+/// Anywhere's Nutanix templates leave it out, and capstan renders what EKS Anywhere renders.
+pub fn hardened(c: &Cluster) -> bool {
+    !matches!(c.provider, Provider::Nutanix(_))
+}
+
 /// kube-apiserver flags.
 pub fn apiserver_args(c: &Cluster, minor: u32) -> Args {
-    let vsphere = matches!(c.provider, Provider::VSphere(_));
+    let vm = !matches!(c.provider, Provider::Docker(_));
     let mut a = args(&[
         ("audit-policy-file", AUDIT_POLICY_PATH),
         ("audit-log-path", "/var/log/kubernetes/api-audit.log"),
         ("audit-log-maxage", "30"),
         ("audit-log-maxbackup", "10"),
         ("audit-log-maxsize", "512"),
-        ("profiling", "false"),
     ]);
+    if hardened(c) {
+        a.insert("profiling".into(), "false".into());
+    }
     // kube-apiserver dropped --cloud-provider in 1.33; kubelets and the controller manager keep
-    // cloud-provider=external and the vSphere CPI initialises the nodes.
-    if vsphere && minor < 33 {
+    // cloud-provider=external and the provider's cloud controller manager initialises the nodes.
+    if vm && minor < 33 {
         a.insert("cloud-provider".into(), "external".into());
     }
     if !c.etcd_encryption.is_empty() && minor >= 29 {
@@ -101,7 +110,9 @@ pub fn apiserver_args(c: &Cluster, minor: u32) -> Args {
             "/etc/kubernetes/enc/encryption-config.yaml".into(),
         );
     }
-    a.insert("tls-cipher-suites".into(), CIPHER_SUITES.into());
+    if hardened(c) {
+        a.insert("tls-cipher-suites".into(), CIPHER_SUITES.into());
+    }
     if let Some(issuer) = &c.pod_iam_issuer {
         let joined = match a.get("service-account-issuer") {
             Some(v) => format!("{v},{issuer}"),
@@ -122,6 +133,12 @@ pub fn controller_manager_args(c: &Cluster) -> Args {
         Provider::Docker(_) => {
             a.insert("enable-hostpath-provisioner".into(), "true".into());
         }
+        Provider::Nutanix(_) => {
+            a = args(&[
+                ("cloud-provider", "external"),
+                ("enable-hostpath-provisioner", "true"),
+            ]);
+        }
     }
     if let Some(m) = c.network.node_cidr_mask_size {
         a.insert("node-cidr-mask-size".into(), m.to_string());
@@ -139,6 +156,20 @@ pub fn etcd_args() -> Args {
     args(&[("cipher-suites", CIPHER_SUITES)])
 }
 
+/// Which kubelet a machine's flags are for. EKS Anywhere's Nutanix templates give the first
+/// control-plane node (kubeadm init) and workers `eviction-hard`, and joining control-plane
+/// nodes the read-only-port and anonymous-auth hardening; every other provider gives all its
+/// machines the same flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeletRole {
+    /// The first control-plane node.
+    Init,
+    /// Control-plane nodes that join.
+    Join,
+    /// Worker nodes.
+    Worker,
+}
+
 /// kubelet flags of a machine, and the kubelet configuration patch when one is written (which
 /// replaces the hardening flags, as in EKS-A).
 pub fn kubelet(
@@ -146,6 +177,7 @@ pub fn kubelet(
     minor: u32,
     config: Option<&Map<String, Value>>,
     labels: &BTreeMap<String, String>,
+    role: KubeletRole,
 ) -> (Args, Option<String>) {
     let docker = matches!(c.provider, Provider::Docker(_));
     let mut a = Args::new();
@@ -175,6 +207,11 @@ pub fn kubelet(
                 if minor >= 31 {
                     a.insert("fail-cgroupv1".into(), "false".into());
                 }
+            } else if matches!(c.provider, Provider::Nutanix(_)) && role != KubeletRole::Join {
+                a.insert(
+                    "eviction-hard".into(),
+                    "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%".into(),
+                );
             } else {
                 a.insert("read-only-port".into(), "0".into());
                 a.insert("anonymous-auth".into(), "false".into());
@@ -203,13 +240,21 @@ pub fn kubelet_patch_file(patch: &str) -> Value {
     f
 }
 
+/// The server a provider's machines reach past the proxy: vCenter or Prism Central (None on
+/// docker, whose nodes use the host's network).
+pub fn provider_server(c: &Cluster) -> Option<&str> {
+    match &c.provider {
+        Provider::VSphere(v) => Some(&v.server),
+        Provider::Nutanix(n) => Some(&n.endpoint),
+        Provider::Docker(_) => None,
+    }
+}
+
 /// The proxy drop-in of containerd (not on docker: CAPD nodes use the host's network).
 pub fn proxy_file(c: &Cluster) -> Option<Value> {
     let p = c.proxy.as_ref()?;
-    let Provider::VSphere(v) = &c.provider else {
-        return None;
-    };
-    let no_proxy = no_proxy(c, &v.server);
+    let server = provider_server(c)?;
+    let no_proxy = no_proxy(c, server);
     Some(file(
         "/etc/systemd/system/containerd.service.d/http-proxy.conf",
         format!(
@@ -222,7 +267,7 @@ pub fn proxy_file(c: &Cluster) -> Option<Value> {
 }
 
 /// Destinations that bypass the proxy: the cluster's networks, what the user lists, the
-/// defaults EKS-A adds, vCenter and the API endpoint.
+/// defaults EKS-A adds, vCenter or Prism Central, and the API endpoint.
 pub fn no_proxy(c: &Cluster, server: &str) -> Vec<String> {
     let mut out = vec![c.network.pods.to_string(), c.network.services.to_string()];
     if let Some(p) = &c.proxy {
@@ -334,6 +379,13 @@ pub fn go_duration(secs: u64) -> String {
 /// Commands run before kubeadm on a vSphere machine: containerd restarts for proxy and mirror
 /// settings, then the hostname from cloud-init's metadata.
 pub fn vsphere_pre_commands(c: &Cluster) -> Vec<String> {
+    let mut out = containerd_restart(c);
+    out.extend(hostname_commands());
+    out
+}
+
+/// containerd's restart for proxy and mirror settings (vSphere and Nutanix machines).
+fn containerd_restart(c: &Cluster) -> Vec<String> {
     let mut out = Vec::new();
     if c.registry_mirror.is_some() {
         out.push("cat /etc/containerd/config_append.toml >> /etc/containerd/config.toml".into());
@@ -342,7 +394,21 @@ pub fn vsphere_pre_commands(c: &Cluster) -> Vec<String> {
         out.push("sudo systemctl daemon-reload".into());
         out.push("sudo systemctl restart containerd".into());
     }
-    out.extend(hostname_commands());
+    out
+}
+
+/// Commands run before kubeadm on a Nutanix machine: containerd restarts for proxy and mirror
+/// settings, the hostname from cloud-init's metadata, and on control-plane machines
+/// `/etc/hosts`.
+pub fn nutanix_pre_commands(c: &Cluster, control_plane: bool) -> Vec<String> {
+    const H: &str = "{{ ds.meta_data.hostname }}";
+    let mut out = containerd_restart(c);
+    out.push(format!("hostnamectl set-hostname \"{H}\""));
+    if control_plane {
+        out.push("echo \"::1         ipv6-localhost ipv6-loopback\" >/etc/hosts".into());
+        out.push("echo \"127.0.0.1   localhost\" >>/etc/hosts".into());
+        out.push(format!("echo \"127.0.0.1   {H}\" >> /etc/hosts"));
+    }
     out
 }
 

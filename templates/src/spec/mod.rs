@@ -70,47 +70,39 @@ pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
 pub const UNSUPPORTED_KINDS: &[(&str, &str)] = &[
     (
         "TinkerbellDatacenterConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "TinkerbellMachineConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "TinkerbellTemplateConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker and vSphere clusters",
+        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "CloudStackDatacenterConfig",
-        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker and vSphere clusters",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "CloudStackMachineConfig",
-        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker and vSphere clusters",
-    ),
-    (
-        "NutanixDatacenterConfig",
-        "the Nutanix provider is not supported by capstan yet; capstan renders docker and vSphere clusters",
-    ),
-    (
-        "NutanixMachineConfig",
-        "the Nutanix provider is not supported by capstan yet; capstan renders docker and vSphere clusters",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "SnowDatacenterConfig",
-        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "SnowMachineConfig",
-        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "SnowIPPool",
-        "the Snow provider is not supported by capstan; capstan renders docker and vSphere clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "AWSDatacenterConfig",
-        "the legacy AWS provider is not supported; capstan renders docker and vSphere clusters",
+        "the legacy AWS provider is not supported; capstan renders docker, vSphere and Nutanix clusters",
     ),
     (
         "AWSIamConfig",
@@ -269,14 +261,17 @@ pub enum Provider {
     Docker(DockerBackend),
     /// CAPV.
     VSphere(VSphere),
+    /// CAPX.
+    Nutanix(Nutanix),
 }
 
 impl Provider {
-    /// "docker" or "vsphere".
+    /// "docker", "vsphere" or "nutanix".
     pub fn name(&self) -> &'static str {
         match self {
             Provider::Docker(_) => "docker",
             Provider::VSphere(_) => "vsphere",
+            Provider::Nutanix(_) => "nutanix",
         }
     }
 }
@@ -370,6 +365,79 @@ pub struct VSphereMachine {
     pub networks: Vec<String>,
     /// NTP servers.
     pub ntp_servers: Vec<String>,
+}
+
+/// A Nutanix resource: `type` (`name` or `uuid`) and the name or UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NutanixId {
+    /// `name` or `uuid`.
+    pub kind: String,
+    /// The name or the UUID.
+    pub value: String,
+}
+
+/// A validated Nutanix failure domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NutanixFailureDomain {
+    /// Name.
+    pub name: String,
+    /// The Prism Element cluster.
+    pub cluster: NutanixId,
+    /// Its subnets.
+    pub subnets: Vec<NutanixId>,
+    /// Worker groups spread over this failure domain.
+    pub worker_groups: Vec<String>,
+}
+
+/// Nutanix settings of a cluster.
+#[derive(Debug, Clone)]
+pub struct Nutanix {
+    /// Prism Central's address.
+    pub endpoint: String,
+    /// Prism Central's port.
+    pub port: i64,
+    /// Skip TLS verification of Prism Central.
+    pub insecure: bool,
+    /// CA certificates (PEM) for Prism Central, as written.
+    pub trust_bundle: Option<String>,
+    /// Failure domains.
+    pub failure_domains: Vec<NutanixFailureDomain>,
+    /// The addresses the cloud controller manager ignores, expanded (the control-plane
+    /// endpoint first, as in EKS Anywhere).
+    pub ccm_ignored_ips: Vec<String>,
+    /// Machine configs by name.
+    pub machines: BTreeMap<String, NutanixMachine>,
+}
+
+/// A validated NutanixMachineConfig.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NutanixMachine {
+    /// ubuntu or redhat.
+    pub os_family: String,
+    /// The first user and its first key (EKS Anywhere's defaults: `eksa`, no key).
+    pub user: (String, String),
+    /// vCPUs per socket.
+    pub vcpus_per_socket: i64,
+    /// Sockets.
+    pub vcpu_sockets: i64,
+    /// Memory, as Kubernetes prints the quantity.
+    pub memory_size: String,
+    /// System disk, as Kubernetes prints the quantity.
+    pub system_disk_size: String,
+    /// Disk image.
+    pub image: NutanixId,
+    /// Prism Element cluster.
+    pub cluster: NutanixId,
+    /// Subnet.
+    pub subnet: NutanixId,
+    /// Project.
+    pub project: Option<NutanixId>,
+    /// Categories `(key, value)`.
+    pub categories: Vec<(String, String)>,
+    /// GPUs: `deviceID` with the ID, or `name` with the name.
+    pub gpus: Vec<NutanixId>,
+    /// legacy or uefi (empty: Nutanix's default).
+    pub boot_type: String,
 }
 
 /// HTTP(S) proxy settings, validated.

@@ -43,6 +43,8 @@ pub(crate) struct Objects {
     pub docker_datacenters: Vec<Parsed<raw::DockerDatacenterSpec>>,
     pub vsphere_datacenters: Vec<Parsed<raw::VSphereDatacenterSpec>>,
     pub vsphere_machines: Vec<Parsed<raw::VSphereMachineSpec>>,
+    pub nutanix_datacenters: Vec<Parsed<raw::NutanixDatacenterSpec>>,
+    pub nutanix_machines: Vec<Parsed<raw::NutanixMachineSpec>>,
     pub oidc_configs: Vec<Parsed<raw::OidcSpec>>,
     pub extras: Vec<ExtraObject>,
 }
@@ -116,11 +118,13 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         "DockerDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.docker_datacenters),
         "VSphereDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_datacenters),
         "VSphereMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_machines),
+        "NutanixDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.nutanix_datacenters),
+        "NutanixMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.nutanix_machines),
         "OIDCConfig" => push(typed(sd, src, kind, diags), &mut objects.oidc_configs),
         k => match UNSUPPORTED_KINDS.iter().find(|(u, _)| *u == k) {
             Some((_, why)) => diags.push(here(
                 Code::UnsupportedKind,
-                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, OIDCConfig)"),
+                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, NutanixDatacenterConfig, NutanixMachineConfig, OIDCConfig)"),
                 "kind",
             )),
             None => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),

@@ -630,3 +630,131 @@ pub struct User {
     #[serde(default)]
     pub ssh_authorized_keys: Vec<String>,
 }
+
+/// `NutanixDatacenterConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NutanixDatacenterSpec {
+    /// Prism Central's address.
+    #[serde(default)]
+    pub endpoint: String,
+    /// Prism Central's port (9440 in Nutanix's documentation; required, as in EKS Anywhere).
+    #[serde(default)]
+    pub port: i64,
+    /// CA certificates (PEM) Prism Central's certificate is checked against.
+    #[serde(default)]
+    pub additional_trust_bundle: Option<String>,
+    /// Skip TLS verification of Prism Central.
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    /// The Secret with Prism Central's credentials (kind Secret).
+    #[serde(default)]
+    pub credential_ref: Option<Ref>,
+    /// Failure domains (Prism Element clusters and their subnets).
+    #[serde(default)]
+    pub failure_domains: Vec<NutanixFailureDomain>,
+    /// Addresses, CIDRs and ranges (`a-b`) the cloud controller manager ignores on nodes.
+    #[serde(default, rename = "ccmExcludeNodeIPs")]
+    pub ccm_exclude_node_ips: Vec<String>,
+}
+
+/// A Nutanix failure domain: a Prism Element cluster, its subnets, and the worker groups
+/// spread over the failure domains that name them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NutanixFailureDomain {
+    /// Name.
+    pub name: String,
+    /// The Prism Element cluster.
+    pub cluster: NutanixIdentifier,
+    /// Its subnets.
+    #[serde(default)]
+    pub subnets: Vec<NutanixIdentifier>,
+    /// Worker groups whose machines are spread over this failure domain.
+    #[serde(default)]
+    pub worker_machine_groups: Vec<String>,
+}
+
+/// A Nutanix resource, by name or by UUID (`type: name` or `type: uuid`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NutanixIdentifier {
+    /// `name` or `uuid`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// The name (type name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The UUID (type uuid).
+    #[serde(default)]
+    pub uuid: Option<String>,
+}
+
+/// A category of a Nutanix VM.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NutanixCategory {
+    /// Category key.
+    #[serde(default)]
+    pub key: String,
+    /// Category value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A GPU of a Nutanix VM, by device ID or by name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NutanixGpu {
+    /// `deviceID` or `name`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// The device ID (type deviceID).
+    #[serde(default, rename = "deviceID")]
+    pub device_id: Option<i64>,
+    /// The name (type name).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `NutanixMachineConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NutanixMachineSpec {
+    /// ubuntu (EKS Anywhere's default) or redhat.
+    #[serde(default)]
+    pub os_family: Option<String>,
+    /// Users; only the first user and its first key are used.
+    #[serde(default)]
+    pub users: Vec<User>,
+    /// vCPUs per socket.
+    #[serde(default)]
+    pub vcpus_per_socket: i64,
+    /// Sockets.
+    #[serde(default)]
+    pub vcpu_sockets: i64,
+    /// Memory, a Kubernetes quantity (at least 2Gi).
+    #[serde(default)]
+    pub memory_size: Option<Value>,
+    /// The disk image (its name carries the Kubernetes version).
+    pub image: NutanixIdentifier,
+    /// The Prism Element cluster.
+    pub cluster: NutanixIdentifier,
+    /// The subnet.
+    pub subnet: NutanixIdentifier,
+    /// The Prism Central project.
+    #[serde(default)]
+    pub project: Option<NutanixIdentifier>,
+    /// System disk, a Kubernetes quantity (at least 20Gi).
+    #[serde(default)]
+    pub system_disk_size: Option<Value>,
+    /// Categories attached to the VMs.
+    #[serde(default)]
+    pub additional_categories: Vec<NutanixCategory>,
+    /// GPUs (worker machines only).
+    #[serde(default)]
+    pub gpus: Vec<NutanixGpu>,
+    /// legacy or uefi.
+    #[serde(default)]
+    pub boot_type: Option<String>,
+}

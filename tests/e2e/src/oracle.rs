@@ -9,8 +9,8 @@
 //!   kept only for `taints` (where `[]` and "not set" differ: no taints versus kubeadm's default);
 //! - namespaces are dropped (EKS-A renders into `eksa-system`, capstan into the cluster's
 //!   namespace), and so are capstan's identity labels;
-//! - immutable templates lose their name suffix (EKS-A's `-1`, capstan's content hash), in their
-//!   names and wherever they are referenced;
+//! - immutable templates lose their name suffix (EKS-A's `-1` or its Nutanix workers' creation
+//!   time, capstan's content hash), in their names and wherever they are referenced;
 //! - `extraArgs` and `kubeletExtraArgs` lists become maps (their order means nothing);
 //! - strings holding YAML documents (files written to machines, manifests in ClusterResourceSet
 //!   ConfigMaps and Secrets) are parsed and compared as values, so formatting does not count;
@@ -144,6 +144,27 @@ pub static ALLOWED: &[Allowed] = &[
         when: Some("control-plane-only"),
         reason: "the cloud controller manager tolerates the control plane's taints; without the default taint there is one toleration less",
     },
+    Allowed {
+        kind: "Secret",
+        name_suffix: "-nutanix-ccm-secret",
+        path: "",
+        when: None,
+        reason: "credentials are left to the admin: the Nutanix cloud controller manager's ClusterResourceSet names <cluster>-nutanix-ccm-secret, which the admin keeps on the management cluster (EKS-A writes it from its CLI's environment)",
+    },
+    Allowed {
+        kind: "NutanixCluster",
+        name_suffix: "",
+        path: "spec.prismCentral.credentialRef.name",
+        when: None,
+        reason: "credentials are left to the admin, under the cluster's own name: CAPX's login is the Secret <cluster>-nutanix-credentials (EKS-A's CLI writes capx-<cluster>); every Secret of a cluster is named <cluster>-…, the one shape the tenancy policy lets a workload name, and the name is reserved for its cluster",
+    },
+    Allowed {
+        kind: "ClusterResourceSet",
+        name_suffix: "-nutanix-ccm-crs",
+        path: "spec.resources",
+        when: Some("nutanix-trust-bundle"),
+        reason: "EKS-A's ClusterResourceSet also names a ConfigMap user-ca-bundle in the management cluster's namespace, which nothing creates there (a missing resource keeps the set from applying); the trust bundle reaches the workload cluster inside the <cluster>-nutanix-ccm manifests, as in EKS-A",
+    },
 ];
 
 fn as_obj(v: &mut Value) -> Option<&mut Map<String, Value>> {
@@ -154,8 +175,31 @@ fn as_obj(v: &mut Value) -> Option<&mut Map<String, Value>> {
 const IMMUTABLE: &[&str] = &[
     "DockerMachineTemplate",
     "VSphereMachineTemplate",
+    "NutanixMachineTemplate",
     "KubeadmConfigTemplate",
 ];
+
+/// EKS Anywhere's name of an immutable template without its suffix: `-1` (what it names a new
+/// cluster's templates), or the creation time in Unix milliseconds its Nutanix workers are named
+/// with (`<cluster>-<group>-<ms>`, `<cluster>-<group>-template-<ms>`, and per failure domain
+/// `<cluster>-<group>-<ms>-<fd>`).
+fn eksa_base_name(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split('-').collect();
+    let stamp = parts
+        .iter()
+        .position(|p| p.len() >= 10 && p.bytes().all(|b| b.is_ascii_digit()));
+    match stamp {
+        Some(i) => {
+            let mut kept: Vec<&str> = parts[..i].to_vec();
+            if kept.last() == Some(&"template") {
+                kept.pop();
+            }
+            kept.extend(&parts[i + 1..]);
+            Some(kept.join("-"))
+        }
+        None => name.strip_suffix("-1").map(str::to_string),
+    }
+}
 
 /// Which side an object comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,14 +224,14 @@ pub fn normalise(objects: &[Value], side: Side) -> BTreeMap<String, Value> {
             .and_then(Value::as_str)
             .unwrap_or("");
         let base = match side {
-            Side::Eksa => name.strip_suffix("-1"),
+            Side::Eksa => eksa_base_name(name),
             Side::Capstan => name
                 .rsplit_once('-')
                 .filter(|(_, h)| h.len() == capstan_templates::render::HASH_LEN)
-                .map(|(b, _)| b),
+                .map(|(b, _)| b.to_string()),
         };
         if let Some(b) = base {
-            renames.insert(name.to_string(), b.to_string());
+            renames.insert(name.to_string(), b);
         }
     }
     let mut out = BTreeMap::new();
@@ -539,6 +583,19 @@ pub fn with_versions(text: &str, minor: u32, lag: u32, eksa: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eksa_template_suffixes_are_dropped() {
+        for (name, base) in [
+            ("v-control-plane-1", Some("v-control-plane")),
+            ("n-md-0-1764733800123", Some("n-md-0")),
+            ("n-md-0-template-1764733800123", Some("n-md-0")),
+            ("n-md-0-1764733800123-pe1", Some("n-md-0-pe1")),
+            ("n-md-0", None),
+        ] {
+            assert_eq!(eksa_base_name(name).as_deref(), base, "{name}");
+        }
+    }
 
     #[test]
     fn argument_order_formatting_and_template_suffixes_do_not_count() {

@@ -4,15 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    Shared, default_audit_policy, default_cp_taint, machine_json, taints_json, users_json, with,
-};
+use super::{Shared, default_audit_policy, default_cp_taint, taints_json, with};
 use crate::release::VersionsBundle;
 use crate::render::node::{self, args_json};
-use crate::spec::Cluster;
+use crate::spec::{Cluster, Provider};
 
 /// Control-plane taints: as written; none written means the default NoSchedule taint on
-/// vSphere and kubeadm's own on docker, except on a cluster without workers, whose control
+/// vSphere and kubeadm's own on docker and Nutanix, except on a cluster without workers, whose control
 /// plane must take workloads.
 pub(super) fn cp_taints(s: &Shared) -> Value {
     match (
@@ -39,6 +37,14 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
         minor,
         cp.kubelet_configuration.as_ref(),
         &cp.labels,
+        node::KubeletRole::Init,
+    );
+    let (cp_join_kubelet_args, _) = node::kubelet(
+        cluster,
+        minor,
+        cp.kubelet_configuration.as_ref(),
+        &cp.labels,
+        node::KubeletRole::Join,
     );
     let encryption = node::encryption_config(cluster);
     let (cp_files, kube_vip_index) =
@@ -59,10 +65,11 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
             "pre_commands": cp_pre_commands(s),
         }),
         [
-            ("machine", machine_json(cp_machine, 0, false)),
-            ("users", users_json(cp_machine)),
+            ("machine", s.machine(&cp.machine, 0, false)),
+            ("users", s.users(&cp.machine, false)),
             ("taints", cp_taints.clone()),
             ("kubelet_args", args_json(&cp_kubelet_args)),
+            ("kubelet_join_args", args_json(&cp_join_kubelet_args)),
             (
                 "apiserver_args",
                 args_json(&node::apiserver_args(cluster, minor)),
@@ -105,14 +112,22 @@ fn cp_files(
     }
     // The kube-vip manifest goes here (vSphere), rendered by the template itself.
     let kube_vip_index = cp_files.len();
-    cp_files.push(
-        json!({"path": node::AUDIT_POLICY_PATH, "owner": "root:root", "content": audit_policy}),
-    );
+    let audit =
+        json!({"path": node::AUDIT_POLICY_PATH, "owner": "root:root", "content": audit_policy});
+    // EKS Anywhere's Nutanix template writes the audit policy last, its vSphere one before the
+    // proxy and mirror files.
+    let nutanix = matches!(cluster.provider, Provider::Nutanix(_));
+    if !nutanix {
+        cp_files.push(audit.clone());
+    }
     if let Some(f) = node::proxy_file(cluster) {
         cp_files.push(f);
     }
     if let Some(m) = &cluster.registry_mirror {
         cp_files.extend(node::mirror_files(m));
+    }
+    if nutanix {
+        cp_files.push(audit);
     }
     (cp_files, kube_vip_index)
 }
@@ -131,11 +146,15 @@ fn cp_extra_volumes(encrypted: bool) -> Vec<Value> {
     extra_volumes
 }
 
-/// The API server certificate's SANs: localhost on docker, then the written ones.
+/// The API server certificate's SANs: localhost on docker and Nutanix (and 0.0.0.0 there, as
+/// EKS Anywhere's Nutanix template has it), then the written ones.
 fn cp_cert_sans(s: &Shared) -> Vec<String> {
     let mut cert_sans: Vec<String> = Vec::new();
     if !s.is_vsphere() {
         cert_sans.extend(["localhost", "127.0.0.1"].map(String::from));
+    }
+    if s.nutanix.is_some() {
+        cert_sans.push("0.0.0.0".into());
     }
     cert_sans.extend(s.cluster.control_plane.cert_sans.iter().cloned());
     cert_sans
@@ -144,8 +163,8 @@ fn cp_cert_sans(s: &Shared) -> Vec<String> {
 /// Commands a control-plane node runs before kubeadm: the provider's, and on vSphere from 1.29
 /// kube-vip's switch to super-admin.conf on the first node.
 fn cp_pre_commands(s: &Shared) -> Vec<String> {
-    let mut cp_pre = s.pre_commands();
-    if s.is_vsphere() && s.minor >= 29 {
+    let mut cp_pre = s.pre_commands(true);
+    if s.on_vms() && s.minor >= 29 {
         // kubeadm init (only the first control-plane node has /run/kubeadm/kubeadm.yaml) hands
         // admin.conf its RBAC only after the API server is up, which kube-vip must front first.
         cp_pre.push("if [ -f /run/kubeadm/kubeadm.yaml ]; then sed -i 's#path: /etc/kubernetes/admin.conf#path: /etc/kubernetes/super-admin.conf#' /etc/kubernetes/manifests/kube-vip.yaml; fi".into());

@@ -26,8 +26,8 @@ use super::RenderError;
 use super::node::{self, args_json};
 use crate::release::{Release, VersionsBundle};
 use crate::spec::{
-    Cluster, DockerBackend, HealthOverride, KubeVersion, Provider, Taint, VSphere, VSphereMachine,
-    WorkerGroup,
+    Cluster, DockerBackend, HealthOverride, KubeVersion, Nutanix, NutanixId, NutanixMachine,
+    Provider, Taint, VSphere, VSphereMachine, WorkerGroup,
 };
 
 pub use crate::spec::ETCD_MIN_MEMORY_MIB;
@@ -79,6 +79,43 @@ fn machine_json(m: Option<&VSphereMachine>, min_memory: i64, own_networks: bool)
             "networks": if own_networks { m.networks.clone() } else { Vec::new() },
         }),
     }
+}
+
+/// `{type: name, name: …}` or `{type: uuid, uuid: …}`.
+fn nutanix_id(id: &NutanixId) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), json!(id.kind));
+    m.insert(id.kind.clone(), json!(id.value));
+    Value::Object(m)
+}
+
+/// A Nutanix machine config for the templates (the CAPX field shapes).
+fn nutanix_machine_json(m: &NutanixMachine) -> Value {
+    json!({
+        "vcpus_per_socket": m.vcpus_per_socket, "vcpu_sockets": m.vcpu_sockets,
+        "memory_size": m.memory_size, "system_disk_size": m.system_disk_size,
+        "boot_type": m.boot_type,
+        "image": nutanix_id(&m.image), "cluster": nutanix_id(&m.cluster),
+        "subnet": nutanix_id(&m.subnet),
+        "project": m.project.as_ref().map(nutanix_id),
+        "categories": m.categories.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
+        "gpus": m.gpus.iter().map(|g| if g.kind == "deviceID" {
+            json!({"type": "deviceID", "deviceID": g.value.parse::<i64>().unwrap_or_default()})
+        } else {
+            json!({"type": "name", "name": g.value})
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// `users` of a Nutanix machine's kubeadm config (`lock_password`) or etcdadm config.
+fn nutanix_users_json(m: &NutanixMachine, lock_password: bool) -> Value {
+    let mut u = json!({
+        "name": m.user.0, "sshAuthorizedKeys": [m.user.1], "sudo": "ALL=(ALL) NOPASSWD:ALL",
+    });
+    if lock_password {
+        u["lockPassword"] = json!(false);
+    }
+    json!([u])
 }
 
 /// `users` of a kubeadm or etcdadm config: the machine config's first user and key.
@@ -229,7 +266,11 @@ pub(super) fn context(
         minor: cluster.kubernetes_version.minor,
         vsphere: match &cluster.provider {
             Provider::VSphere(v) => Some(v),
-            Provider::Docker(_) => None,
+            _ => None,
+        },
+        nutanix: match &cluster.provider {
+            Provider::Nutanix(n) => Some(n),
+            _ => None,
         },
     };
     let cp_taints = cp_taints(&s);
@@ -241,9 +282,14 @@ pub(super) fn context(
         Provider::Docker(DockerBackend::Docker) => &crate::provider::DOCKER.infrastructure[0],
         Provider::Docker(DockerBackend::InMemory) => &crate::provider::DOCKER.infrastructure[1],
         Provider::VSphere(_) => &crate::provider::VSPHERE.infrastructure[0],
+        Provider::Nutanix(_) => &crate::provider::NUTANIX.infrastructure[0],
     };
     let vsphere = match s.vsphere {
         Some(v) => vsphere_json(cluster, v, &cp_taints),
+        None => Value::Null,
+    };
+    let nutanix = match s.nutanix {
+        Some(n) => nutanix_json(cluster, n),
         None => Value::Null,
     };
     let strategy = if cluster.network.cilium.skip_upgrade == Some(true) {
@@ -270,6 +316,7 @@ pub(super) fn context(
     ctx.insert("etcd".into(), etcd);
     ctx.insert("workers".into(), Value::Array(workers));
     ctx.insert("vsphere".into(), vsphere);
+    ctx.insert("nutanix".into(), nutanix);
     // Read from the datacenter as written (an annotation, no field of the spec).
     let instant = in_memory
         && cluster.eksa_objects.iter().any(|o| {
@@ -312,11 +359,12 @@ pub(super) fn context(
 }
 
 /// What the parts of a context share: the cluster, its control plane's Kubernetes minor, and
-/// its vSphere settings (None on docker).
+/// its vSphere or Nutanix settings (None on other providers).
 struct Shared<'a> {
     cluster: &'a Cluster,
     minor: u32,
     vsphere: Option<&'a VSphere>,
+    nutanix: Option<&'a Nutanix>,
 }
 
 impl<'a> Shared<'a> {
@@ -325,16 +373,47 @@ impl<'a> Shared<'a> {
         self.vsphere.is_some()
     }
 
+    /// Whether the cluster runs on virtual machines (vSphere or Nutanix), whose machines get
+    /// their hostname from cloud-init and a kube-vip address.
+    fn on_vms(&self) -> bool {
+        self.vsphere.is_some() || self.nutanix.is_some()
+    }
+
     /// The vSphere machine config a part names (None on docker, or when it names none).
     fn machine_of(&self, name: &Option<String>) -> Option<&'a VSphereMachine> {
         name.as_ref()
             .and_then(|n| self.vsphere.and_then(|v| v.machines.get(n)))
     }
 
+    /// The Nutanix machine config a part names (None on other providers).
+    fn nutanix_machine_of(&self, name: &Option<String>) -> Option<&'a NutanixMachine> {
+        name.as_ref()
+            .and_then(|n| self.nutanix.and_then(|v| v.machines.get(n)))
+    }
+
+    /// The machine config a part names, for the templates; `min_memory` raises a vSphere
+    /// machine's memory (etcd), and only worker machines keep their own networks.
+    fn machine(&self, name: &Option<String>, min_memory: i64, own_networks: bool) -> Value {
+        match self.nutanix_machine_of(name) {
+            Some(m) => nutanix_machine_json(m),
+            None => machine_json(self.machine_of(name), min_memory, own_networks),
+        }
+    }
+
+    /// `users` of a part's kubeadm config (`etcd`: etcdadm's).
+    fn users(&self, name: &Option<String>, etcd: bool) -> Value {
+        match self.nutanix_machine_of(name) {
+            Some(m) => nutanix_users_json(m, !etcd),
+            None => users_json(self.machine_of(name)),
+        }
+    }
+
     /// The commands a control-plane or worker node runs before kubeadm, by provider.
-    fn pre_commands(&self) -> Vec<String> {
+    fn pre_commands(&self, control_plane: bool) -> Vec<String> {
         if self.is_vsphere() {
             node::vsphere_pre_commands(self.cluster)
+        } else if self.nutanix.is_some() {
+            node::nutanix_pre_commands(self.cluster, control_plane)
         } else {
             node::docker_pre_commands(self.cluster)
         }
@@ -363,6 +442,8 @@ fn bundle_json(cp_bundle: &VersionsBundle) -> Value {
         "haproxy_tag": haproxy_tag,
         "kube_vip_image": cp_bundle.vsphere.kube_vip.uri,
         "cpi_manager_image": cp_bundle.vsphere.manager.uri,
+        "nutanix_kube_vip_image": cp_bundle.nutanix.kube_vip.uri,
+        "nutanix_ccm_image": cp_bundle.nutanix.cloud_provider.uri,
         "cilium_repository": format!("oci://{chart_repo}"),
         "cilium_chart": chart_name,
         "cilium_version": chart_version,
@@ -398,6 +479,7 @@ fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
         w.kubernetes_version.minor,
         w.kubelet_configuration.as_ref(),
         &w.labels,
+        node::KubeletRole::Worker,
     );
     let mut files = Vec::new();
     if let Some(p) = &patch {
@@ -413,6 +495,17 @@ fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
         (Some(fd), Some(v)) => Some(format!("{}-{}-{fd}", cluster.name, v.datacenter_config)),
         _ => None,
     };
+    let deployments = match s.nutanix {
+        Some(n) => nutanix_deployments(n, w),
+        None => Vec::new(),
+    };
+    let deployments = if deployments.is_empty() {
+        vec![
+            json!({"name": w.name, "replicas": w.replicas, "failure_domain": failure_domain, "failure_domain_spec": null}),
+        ]
+    } else {
+        deployments
+    };
     with(
         json!({
             "name": w.name,
@@ -422,14 +515,15 @@ fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
             "node_image": b.eks_d.kind_node.uri,
             "ntp": machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
             "patches": patch.is_some(),
-            "pre_commands": s.pre_commands(),
+            "pre_commands": s.pre_commands(false),
             "rollout": w.rollout.map(|(surge, u)| json!({"max_surge": surge, "max_unavailable": u})),
             "failure_domain": failure_domain,
         }),
         [
             ("taints", taints_json(&w.taints)),
-            ("machine", machine_json(machine, 0, true)),
-            ("users", users_json(machine)),
+            ("machine", s.machine(&w.machine, 0, true)),
+            ("users", s.users(&w.machine, false)),
+            ("deployments", Value::Array(deployments)),
             ("kubelet_args", args_json(&kubelet_args)),
             ("files", Value::Array(files)),
         ],
@@ -444,10 +538,11 @@ fn etcd(s: &Shared) -> Value {
         return Value::Null;
     };
     let m = s.machine_of(&e.machine);
-    let proxy = match (&cluster.proxy, s.vsphere) {
-        (Some(p), Some(v)) => json!({
+    let nm = s.nutanix_machine_of(&e.machine);
+    let proxy = match (&cluster.proxy, node::provider_server(cluster)) {
+        (Some(p), Some(server)) => json!({
             "httpProxy": p.http, "httpsProxy": p.https,
-            "noProxy": node::no_proxy(cluster, &v.server),
+            "noProxy": node::no_proxy(cluster, server),
         }),
         _ => Value::Null,
     };
@@ -468,11 +563,17 @@ fn etcd(s: &Shared) -> Value {
             "count": e.count,
             "ntp": m.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
             "cipher_suites": node::CIPHER_SUITES,
-            "pre_commands": if s.is_vsphere() { node::hostname_commands() } else { Vec::new() },
+            "pre_commands": if s.on_vms() { node::hostname_commands() } else { Vec::new() },
         }),
         [
-            ("machine", machine_json(m, ETCD_MIN_MEMORY_MIB, false)),
-            ("users", users_json(m)),
+            (
+                "machine",
+                match nm {
+                    Some(nm) => nutanix_machine_json(nm),
+                    None => machine_json(m, ETCD_MIN_MEMORY_MIB, false),
+                },
+            ),
+            ("users", s.users(&e.machine, true)),
             ("proxy", proxy),
             ("registry_mirror", mirror.unwrap_or(Value::Null)),
         ],
@@ -502,4 +603,63 @@ fn vsphere_json(cluster: &Cluster, v: &VSphere, cp_taints: &Value) -> Value {
             ),
         ],
     )
+}
+
+/// The MachineDeployments of a Nutanix worker group spread over failure domains (empty when the
+/// group is in none): one per failure domain naming the group, the replicas split as EKS
+/// Anywhere splits them (the first failure domain takes the remainder; none with autoscaling).
+fn nutanix_deployments(n: &Nutanix, w: &WorkerGroup) -> Vec<Value> {
+    let fds: Vec<_> = n
+        .failure_domains
+        .iter()
+        .filter(|f| f.worker_groups.contains(&w.name))
+        .collect();
+    if fds.is_empty() {
+        return Vec::new();
+    }
+    let count = fds.len() as u32;
+    fds.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let replicas = w.replicas.map(|r| {
+                let each = r / count;
+                if i == 0 { r - (count - 1) * each } else { each }
+            });
+            json!({
+                "name": format!("{}-{}", w.name, f.name),
+                "replicas": replicas,
+                "failure_domain": f.name,
+                "failure_domain_spec": {
+                    "cluster": nutanix_id(&f.cluster),
+                    "subnets": f.subnets.iter().map(nutanix_id).collect::<Vec<_>>(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// The Nutanix part of the context: Prism Central, the credentials Secrets' names, the failure
+/// domains and the addresses the cloud controller manager ignores.
+fn nutanix_json(cluster: &Cluster, n: &Nutanix) -> Value {
+    let mut ignored: Vec<String> = cluster
+        .control_plane
+        .endpoint_host
+        .iter()
+        .cloned()
+        .collect();
+    ignored.extend(n.ccm_ignored_ips.iter().cloned());
+    json!({
+        "endpoint": n.endpoint, "port": n.port, "insecure": n.insecure,
+        "trust_bundle": n.trust_bundle,
+        // EKS Anywhere's CLI names CAPX's copy `capx-<cluster>`; capstan names every Secret of a
+        // cluster `<cluster>-…`, the one shape the tenancy policy lets a cluster name.
+        "credentials_secret": format!("{}-nutanix-credentials", cluster.name),
+        "ccm_secret": format!("{}-nutanix-ccm-secret", cluster.name),
+        "ccm_ignored_ips": ignored,
+        "failure_domains": n.failure_domains.iter().map(|f| json!({
+            "name": f.name,
+            "cluster": nutanix_id(&f.cluster),
+            "subnets": f.subnets.iter().map(nutanix_id).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
 }

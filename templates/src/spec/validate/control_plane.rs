@@ -26,8 +26,16 @@ pub(super) fn control_plane(
         .as_ref()
         .map(|e| e.host.clone())
         .filter(|h| !h.is_empty());
-    if machines.is_vsphere && endpoint_host.is_none() {
-        at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "vSphere clusters need controlPlaneConfiguration.endpoint.host (the kube-vip address of the API server)");
+    match (machines.kind, &endpoint_host) {
+        (Some("VSphereMachineConfig"), None) => at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "vSphere clusters need controlPlaneConfiguration.endpoint.host (the kube-vip address of the API server)"),
+        (Some(_), None) => at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "Nutanix clusters need controlPlaneConfiguration.endpoint.host (the kube-vip address of the API server)"),
+        // EKS Anywhere's Nutanix validator: kube-vip's address is an IP address.
+        (Some("NutanixMachineConfig"), Some(h)) if h.parse::<std::net::IpAddr>().is_err() => at.err(
+            Code::InvalidValue,
+            "spec.controlPlaneConfiguration.endpoint.host",
+            format!("controlPlaneConfiguration.endpoint.host `{h}` must be an IP address on Nutanix (kube-vip announces it)"),
+        ),
+        _ => {}
     }
     let machine = machines.resolve(
         at,
@@ -44,6 +52,13 @@ pub(super) fn control_plane(
         &cpc.upgrade_rollout_strategy,
         "spec.controlPlaneConfiguration.upgradeRolloutStrategy",
     );
+    if machines.kind == Some("NutanixMachineConfig") && cpc.upgrade_rollout_strategy.is_some() {
+        at.err(
+            Code::InvalidValue,
+            "spec.controlPlaneConfiguration.upgradeRolloutStrategy",
+            super::nutanix::NO_ROLLOUT_STRATEGY,
+        );
+    }
     options::cert_sans(at, &cpc.cert_sans);
     let oidc = oidc(at, spec, oidc_configs, machines.docs);
     options::api_server_extra_args(at, &cpc.api_server_extra_args, oidc.is_some());
@@ -130,8 +145,8 @@ pub(super) fn external_etcd(
             machine: Some(m), ..
         }),
         true,
-    ) = (&etcd, machines.is_vsphere)
-        && let Some(p) = machines.machines.iter().find(|p| &p.meta.name == m)
+    ) = (&etcd, machines.is_vsphere())
+        && let Some(p) = machines.vsphere_machines.iter().find(|p| &p.meta.name == m)
         && let Some(mem) = p.spec.memory_mib
         && mem < crate::spec::ETCD_MIN_MEMORY_MIB
     {

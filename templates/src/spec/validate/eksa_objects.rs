@@ -22,6 +22,8 @@ pub(super) fn eksa_objects(
         .map(|p| &p.value)
         .chain(objects.vsphere_datacenters.iter().map(|p| &p.value))
         .chain(objects.vsphere_machines.iter().map(|p| &p.value))
+        .chain(objects.nutanix_datacenters.iter().map(|p| &p.value))
+        .chain(objects.nutanix_machines.iter().map(|p| &p.value))
         .chain(objects.oidc_configs.iter().map(|p| &p.value))
         .chain(objects.clusters.iter().map(|p| &p.value));
     values
@@ -35,6 +37,12 @@ pub(super) fn eksa_objects(
             {
                 spec.entry("insecure").or_insert(json!(false));
                 spec.entry("thumbprint").or_insert(json!(""));
+            }
+            // EKS-A's CRD requires `osFamily` (its defaulter fills in ubuntu on Nutanix).
+            if obj.get("kind").and_then(Value::as_str) == Some("NutanixMachineConfig")
+                && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.entry("osFamily").or_insert(json!("ubuntu"));
             }
             // A DockerDatacenterConfig written with a null spec is applied with an empty one.
             if obj.get("spec").is_some_and(Value::is_null) {

@@ -20,6 +20,7 @@
 //!   fields.rs         taints, labels, rollouts, CIDRs, Cilium, health checks
 //!   options.rs        proxy, registry mirror, pod IAM, etcd encryption, OIDC flags, kubelet patches
 //!   vsphere.rs        datacenter and machine configs
+//!   nutanix.rs        datacenter and machine configs
 //!   eksa_objects.rs   the EKS-A objects as capstan applies them
 //! ```
 
@@ -28,6 +29,7 @@ mod eksa_objects;
 mod fields;
 mod identity;
 mod network;
+mod nutanix;
 mod options;
 mod provider;
 mod vsphere;
@@ -41,7 +43,7 @@ use self::fields::health;
 use self::provider::MachineRefs;
 use super::parse::{Objects, Parsed, SourceDoc};
 use super::raw;
-use super::{Cluster, DEFAULT_NAMESPACE, KubeVersion, Source, is_dns_label};
+use super::{Cluster, DEFAULT_NAMESPACE, KubeVersion, Provider, Source, is_dns_label};
 use crate::diag::{Code, Diagnostic};
 
 /// Maximum length of a cluster name (EKS Anywhere's limit).
@@ -108,14 +110,30 @@ pub(crate) fn validate(
     check_cluster_names(&mut at, &name, &namespace);
     check_object_names(at.diags, docs, &objects, &namespace);
     let versions = versions(&mut at, spec, &name);
-    let provider = provider::provider(&mut at, docs, &objects, &spec.datacenter_ref);
+    let provider = provider::provider(
+        &mut at,
+        docs,
+        &objects,
+        &spec.datacenter_ref,
+        &spec.worker_node_group_configurations,
+    );
     // From the reference, not the resolved provider: a broken datacenter config must not make
     // the cluster look like docker.
-    let is_vsphere = spec.datacenter_ref.kind == "VSphereDatacenterConfig";
-    let mut machines = MachineRefs::new(docs, &objects.vsphere_machines, is_vsphere);
+    let mut machines = MachineRefs::new(docs, &objects, &spec.datacenter_ref.kind);
     let (control_plane, oidc) =
         control_plane::control_plane(&mut at, spec, &mut machines, &objects.oidc_configs);
     let etcd = control_plane::external_etcd(&mut at, spec, &mut machines);
+    if matches!(provider, Some(Provider::Nutanix(_))) {
+        nutanix::gpus_on_workers_only(
+            &objects.nutanix_machines,
+            &[
+                ("the control plane", control_plane.machine.as_ref()),
+                ("etcd", etcd.as_ref().and_then(|e| e.machine.as_ref())),
+            ],
+            docs,
+            at.diags,
+        );
+    }
     let workers = workers::workers(
         &mut at,
         spec,
@@ -131,8 +149,11 @@ pub(crate) fn validate(
     let registry_mirror =
         options::registry_mirror(&mut at, spec.registry_mirror_configuration.as_ref());
     let pod_iam_issuer = options::pod_iam(&mut at, spec.pod_iam_config.as_ref());
-    let etcd_encryption =
-        options::etcd_encryption(&mut at, spec.etcd_encryption.as_ref(), is_vsphere);
+    let etcd_encryption = options::etcd_encryption(
+        &mut at,
+        spec.etcd_encryption.as_ref(),
+        machines.kind.is_some(),
+    );
 
     // Health checks.
     let health = health(&mut at, spec.machine_health_check.as_ref());
@@ -256,6 +277,18 @@ fn check_object_names(
                 .vsphere_machines
                 .iter()
                 .map(|p| ("VSphereMachineConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .nutanix_datacenters
+                .iter()
+                .map(|p| ("NutanixDatacenterConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .nutanix_machines
+                .iter()
+                .map(|p| ("NutanixMachineConfig", &p.meta, p.src)),
         )
         .chain(
             objects

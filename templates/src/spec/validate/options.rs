@@ -156,7 +156,7 @@ pub(super) fn pod_iam(at: &mut At, p: Option<&raw::PodIamConfig>) -> Option<Stri
 pub(super) fn etcd_encryption(
     at: &mut At,
     e: Option<&Vec<raw::EtcdEncryption>>,
-    is_vsphere: bool,
+    on_vms: bool,
 ) -> Vec<raw::EtcdEncryption> {
     let Some(list) = e else {
         return Vec::new();
@@ -169,8 +169,8 @@ pub(super) fn etcd_encryption(
             "etcdEncryption takes exactly one entry (EKS Anywhere supports one encryption configuration)",
         );
     }
-    if !list.is_empty() && !is_vsphere {
-        at.err(Code::InvalidValue, base, "etcdEncryption needs a KMS plugin running on the control-plane machines; EKS Anywhere supports it on vSphere (not docker), and so does capstan");
+    if !list.is_empty() && !on_vms {
+        at.err(Code::InvalidValue, base, "etcdEncryption needs a KMS plugin running on the control-plane machines; EKS Anywhere supports it on vSphere and Nutanix (not docker), and so does capstan");
     }
     for (i, enc) in list.iter().enumerate() {
         let path = format!("{base}[{i}]");

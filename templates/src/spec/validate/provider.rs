@@ -1,13 +1,15 @@
 //! The provider a cluster runs on and the machine configs its parts use.
 //!
 //! `datacenterRef` picks the provider: a DockerDatacenterConfig (whose annotation chooses CAPD's
-//! backend) or a VSphereDatacenterConfig (checked in `vsphere`). On vSphere every part of the
-//! cluster (control plane, etcd, each worker group) needs a VSphereMachineConfig of the directory;
-//! the docker provider ignores `machineGroupRef`. A reference to an object that is in the
-//! directory but failed to parse is not reported again: its own error says why.
+//! backend), a VSphereDatacenterConfig (checked in `vsphere`) or a NutanixDatacenterConfig
+//! (checked in `nutanix`). On vSphere and Nutanix every part of the cluster (control plane,
+//! etcd, each worker group) needs a machine config of the provider's kind in the directory; the
+//! docker provider ignores `machineGroupRef`. A reference to an object that is in the directory
+//! but failed to parse is not reported again: its own error says why.
 
 use std::collections::BTreeSet;
 
+use super::nutanix::nutanix;
 use super::vsphere::vsphere;
 use super::{At, present};
 use crate::diag::{Code, Diagnostic};
@@ -21,6 +23,7 @@ pub(super) fn provider(
     docs: &[SourceDoc],
     objects: &Objects,
     dc: &raw::Ref,
+    workers: &[raw::WorkerNodeGroupConfiguration],
 ) -> Option<Provider> {
     match dc.kind.as_str() {
         "DockerDatacenterConfig" => {
@@ -72,8 +75,36 @@ pub(super) fn provider(
                 ))),
             }
         }
+        "NutanixDatacenterConfig" => {
+            match objects
+                .nutanix_datacenters
+                .iter()
+                .find(|d| d.meta.name == dc.name)
+            {
+                // Present but broken: its own error says why; no follow-on dangling-ref.
+                None if present(docs, "NutanixDatacenterConfig", Some(&dc.name)) => None,
+                None => {
+                    at.err(
+                        Code::DanglingRef,
+                        "spec.datacenterRef.name",
+                        format!(
+                            "NutanixDatacenterConfig `{}` is not in this cluster directory",
+                            dc.name
+                        ),
+                    );
+                    None
+                }
+                Some(d) => Some(Provider::Nutanix(nutanix(
+                    d,
+                    &objects.nutanix_machines,
+                    docs,
+                    at.diags,
+                    workers,
+                ))),
+            }
+        }
         other => {
-            at.err(Code::InvalidValue, "spec.datacenterRef.kind", format!("datacenterRef kind `{other}` is not supported; use DockerDatacenterConfig or VSphereDatacenterConfig"));
+            at.err(Code::InvalidValue, "spec.datacenterRef.kind", format!("datacenterRef kind `{other}` is not supported; use DockerDatacenterConfig, VSphereDatacenterConfig or NutanixDatacenterConfig"));
             None
         }
     }
@@ -111,30 +142,52 @@ fn docker_backend(
 pub(super) struct MachineRefs<'a> {
     /// The directory's documents.
     pub(super) docs: &'a [SourceDoc],
-    /// The directory's machine configs.
-    pub(super) machines: &'a [Parsed<raw::VSphereMachineSpec>],
-    /// Whether `datacenterRef` is a VSphereDatacenterConfig (written so, resolved or not).
-    pub(super) is_vsphere: bool,
+    /// The directory's vSphere machine configs (etcd's memory is checked against them).
+    pub(super) vsphere_machines: &'a [Parsed<raw::VSphereMachineSpec>],
+    /// The machine config kind `datacenterRef`'s provider needs (written so, resolved or not);
+    /// None on docker.
+    pub(super) kind: Option<&'static str>,
+    /// The directory's machine configs, of every provider: kind, name and document.
+    configs: Vec<(&'static str, &'a str, usize)>,
     used: BTreeSet<String>,
 }
 
 impl<'a> MachineRefs<'a> {
-    /// No machine config used yet.
-    pub(super) fn new(
-        docs: &'a [SourceDoc],
-        machines: &'a [Parsed<raw::VSphereMachineSpec>],
-        is_vsphere: bool,
-    ) -> Self {
+    /// No machine config used yet, for a cluster whose `datacenterRef` is of `datacenter_kind`.
+    pub(super) fn new(docs: &'a [SourceDoc], objects: &'a Objects, datacenter_kind: &str) -> Self {
+        let kind = match datacenter_kind {
+            "VSphereDatacenterConfig" => Some("VSphereMachineConfig"),
+            "NutanixDatacenterConfig" => Some("NutanixMachineConfig"),
+            _ => None,
+        };
+        let configs = objects
+            .vsphere_machines
+            .iter()
+            .map(|m| ("VSphereMachineConfig", m.meta.name.as_str(), m.src))
+            .chain(
+                objects
+                    .nutanix_machines
+                    .iter()
+                    .map(|m| ("NutanixMachineConfig", m.meta.name.as_str(), m.src)),
+            )
+            .collect();
         MachineRefs {
             docs,
-            machines,
-            is_vsphere,
+            vsphere_machines: &objects.vsphere_machines,
+            kind,
+            configs,
             used: BTreeSet::new(),
         }
     }
 
-    /// The machine config a part (`what`, at `path`) uses: required on vSphere and naming a
-    /// VSphereMachineConfig of the directory; ignored (warned) on docker.
+    /// Whether `datacenterRef` is a VSphereDatacenterConfig.
+    pub(super) fn is_vsphere(&self) -> bool {
+        self.kind == Some("VSphereMachineConfig")
+    }
+
+    /// The machine config a part (`what`, at `path`) uses: required on vSphere and Nutanix and
+    /// naming a machine config of the provider's kind in the directory; ignored (warned) on
+    /// docker.
     pub(super) fn resolve(
         &mut self,
         at: &mut At,
@@ -142,67 +195,58 @@ impl<'a> MachineRefs<'a> {
         path: &str,
         what: &str,
     ) -> Option<String> {
-        match r {
-            None if self.is_vsphere => {
-                at.err(
-                    Code::MissingField,
-                    path,
-                    format!("{what} needs a machineGroupRef to a VSphereMachineConfig"),
-                );
-                None
-            }
-            None => None,
-            Some(r) if self.is_vsphere => {
-                if r.kind != "VSphereMachineConfig" {
-                    at.err(
-                        Code::InvalidValue,
-                        &format!("{path}.kind"),
-                        format!(
-                            "machineGroupRef kind `{}` must be VSphereMachineConfig",
-                            r.kind
-                        ),
-                    );
-                } else if !self.machines.iter().any(|m| m.meta.name == r.name)
-                    && !present(self.docs, "VSphereMachineConfig", Some(&r.name))
-                {
-                    at.err(
-                        Code::DanglingRef,
-                        &format!("{path}.name"),
-                        format!(
-                            "VSphereMachineConfig `{}` is not in this cluster directory",
-                            r.name
-                        ),
-                    );
-                }
-                self.used.insert(r.name.clone());
-                Some(r.name.clone())
-            }
-            Some(_) => {
+        let Some(kind) = self.kind else {
+            if r.is_some() {
                 at.warn(
                     Code::UnusedObject,
                     path,
                     "the docker provider ignores machineGroupRef",
                 );
-                None
             }
+            return None;
+        };
+        let Some(r) = r else {
+            at.err(
+                Code::MissingField,
+                path,
+                format!("{what} needs a machineGroupRef to a {kind}"),
+            );
+            return None;
+        };
+        if r.kind != kind {
+            at.err(
+                Code::InvalidValue,
+                &format!("{path}.kind"),
+                format!("machineGroupRef kind `{}` must be {kind}", r.kind),
+            );
+        } else if !self
+            .configs
+            .iter()
+            .any(|(k, n, _)| *k == kind && *n == r.name)
+            && !present(self.docs, kind, Some(&r.name))
+        {
+            at.err(
+                Code::DanglingRef,
+                &format!("{path}.name"),
+                format!("{kind} `{}` is not in this cluster directory", r.name),
+            );
         }
+        self.used.insert(r.name.clone());
+        Some(r.name.clone())
     }
 
     /// Warns about each machine config no part of the cluster referenced.
     pub(super) fn warn_unused(&self, diags: &mut Vec<Diagnostic>) {
-        for m in self.machines {
-            if !self.used.contains(&m.meta.name) {
+        for (kind, name, src) in &self.configs {
+            if !self.used.contains(*name) {
                 At {
-                    sd: &self.docs[m.src],
+                    sd: &self.docs[*src],
                     diags: &mut *diags,
                 }
                 .warn(
                     Code::UnusedObject,
                     "metadata.name",
-                    format!(
-                        "VSphereMachineConfig `{}` is not referenced by the cluster",
-                        m.meta.name
-                    ),
+                    format!("{kind} `{name}` is not referenced by the cluster"),
                 );
             }
         }

@@ -40,7 +40,7 @@ pub(super) fn workers(
     let mut groups = Groups {
         cluster: name,
         kubernetes_version: versions.kubernetes,
-        is_vsphere: machines.is_vsphere,
+        is_vsphere: machines.is_vsphere(),
         failure_domains: match provider {
             Some(Provider::VSphere(v)) => {
                 v.failure_domains.iter().map(|f| f.name.clone()).collect()
@@ -107,6 +107,13 @@ impl Groups<'_> {
             &w.upgrade_rollout_strategy,
             &format!("{path}.upgradeRolloutStrategy"),
         );
+        if machines.kind == Some("NutanixMachineConfig") && w.upgrade_rollout_strategy.is_some() {
+            at.err(
+                Code::InvalidValue,
+                &format!("{path}.upgradeRolloutStrategy"),
+                super::nutanix::NO_ROLLOUT_STRATEGY,
+            );
+        }
         let kubelet_configuration = options::kubelet_configuration(
             at,
             w.kubelet_configuration.as_ref(),

@@ -68,6 +68,7 @@ pub const W: &str = "clusters/mgmt/workload-clusters/w/cluster.yaml";
 pub const W_DC: &str = "clusters/mgmt/workload-clusters/w/datacenter.yaml";
 /// Its VSphereDatacenterConfig and machine configs (vSphere cases).
 pub const W_VS: &str = "clusters/mgmt/workload-clusters/w/vsphere.yaml";
+pub const W_NX: &str = "clusters/mgmt/workload-clusters/w/nutanix.yaml";
 
 pub const MGMT_CLUSTER: &str = r#"
     apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -193,6 +194,65 @@ pub const W_VSPHERE: &str = r#"
       resourcePool: /dc1/host/c1/Resources
       template: ubuntu-2204-kube-v1.33
       osFamily: ubuntu
+"#;
+
+/// The Nutanix workload under test, valid (with `W_NUTANIX`).
+pub const W_NUTANIX_CLUSTER: &str = r#"
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: Cluster
+    metadata:
+      name: w
+    spec:
+      kubernetesVersion: "1.33"
+      managementCluster: {name: mgmt}
+      datacenterRef: {kind: NutanixDatacenterConfig, name: w}
+      controlPlaneConfiguration:
+        count: 1
+        endpoint: {host: 10.30.0.10}
+        machineGroupRef: {kind: NutanixMachineConfig, name: w-cp}
+      workerNodeGroupConfigurations:
+        - name: md-0
+          count: 1
+          machineGroupRef: {kind: NutanixMachineConfig, name: w-workers}
+      clusterNetwork:
+        pods: {cidrBlocks: [172.17.0.0/16]}
+        services: {cidrBlocks: [10.113.0.0/16]}
+"#;
+
+pub const W_NUTANIX: &str = r#"
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: NutanixDatacenterConfig
+    metadata: {name: w}
+    spec:
+      endpoint: prism.example.internal
+      port: 9440
+      credentialRef: {kind: Secret, name: nutanix-credentials}
+    ---
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: NutanixMachineConfig
+    metadata: {name: w-cp}
+    spec:
+      osFamily: ubuntu
+      vcpuSockets: 2
+      vcpusPerSocket: 1
+      memorySize: 8Gi
+      systemDiskSize: 40Gi
+      image: {type: name, name: ubuntu-2204-kube-v1.33}
+      cluster: {type: name, name: pe1}
+      subnet: {type: name, name: vlan-100}
+    ---
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: NutanixMachineConfig
+    metadata: {name: w-workers}
+    spec:
+      osFamily: ubuntu
+      vcpuSockets: 2
+      vcpusPerSocket: 1
+      memorySize: 8Gi
+      systemDiskSize: 40Gi
+      image: {type: name, name: ubuntu-2204-kube-v1.33}
+      cluster: {type: name, name: pe1}
+      subnet: {type: name, name: vlan-100}
 "#;
 
 /// Removes the first line when it is empty, the last when it is only spaces, and the common
@@ -373,7 +433,15 @@ pub struct Case {
     owner: Owner,
 }
 
-fn base_files(vsphere: bool, with_workload: bool) -> BTreeMap<String, FileEdit> {
+/// The provider of the workload under test.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    Docker,
+    VSphere,
+    Nutanix,
+}
+
+fn base_files(workload: Workload, with_workload: bool) -> BTreeMap<String, FileEdit> {
     let mut files = BTreeMap::new();
     let mut put = |p: &str, t: &str| {
         files.insert(p.to_string(), FileEdit::Put(dedent(t).into_bytes()));
@@ -382,12 +450,19 @@ fn base_files(vsphere: bool, with_workload: bool) -> BTreeMap<String, FileEdit> 
     put(M_DC, MGMT_DATACENTER);
     put(OK, OK_CLUSTER);
     if with_workload {
-        if vsphere {
-            put(W, W_VSPHERE_CLUSTER);
-            put(W_VS, W_VSPHERE);
-        } else {
-            put(W, W_CLUSTER);
-            put(W_DC, W_DATACENTER);
+        match workload {
+            Workload::VSphere => {
+                put(W, W_VSPHERE_CLUSTER);
+                put(W_VS, W_VSPHERE);
+            }
+            Workload::Nutanix => {
+                put(W, W_NUTANIX_CLUSTER);
+                put(W_NX, W_NUTANIX);
+            }
+            Workload::Docker => {
+                put(W, W_CLUSTER);
+                put(W_DC, W_DATACENTER);
+            }
         }
     }
     files
@@ -415,17 +490,22 @@ impl Case {
 
     /// mgmt + ok + a valid docker workload `w`, which the case breaks.
     pub fn workload() -> Case {
-        Case::new(base_files(false, true), W_DIR)
+        Case::new(base_files(Workload::Docker, true), W_DIR)
     }
 
     /// mgmt + ok + a valid vSphere workload `w`, which the case breaks.
     pub fn vsphere() -> Case {
-        Case::new(base_files(true, true), W_DIR)
+        Case::new(base_files(Workload::VSphere, true), W_DIR)
+    }
+
+    /// mgmt + ok + a valid Nutanix workload `w`; the case breaks w.
+    pub fn nutanix() -> Case {
+        Case::new(base_files(Workload::Nutanix, true), W_DIR)
     }
 
     /// mgmt + ok; the case breaks mgmt.
     pub fn management() -> Case {
-        Case::new(base_files(false, false), MGMT_DIR)
+        Case::new(base_files(Workload::Docker, false), MGMT_DIR)
     }
 
     /// Sets a file (dedented).
@@ -898,6 +978,11 @@ pub fn base_fleet() -> &'static Fleet {
 pub fn base_vsphere_fleet() -> &'static Fleet {
     static BASE: OnceLock<Fleet> = OnceLock::new();
     BASE.get_or_init(|| load(&Case::vsphere().memory_tree()))
+}
+
+pub fn base_nutanix_fleet() -> &'static Fleet {
+    static BASE: OnceLock<Fleet> = OnceLock::new();
+    BASE.get_or_init(|| load(&Case::nutanix().memory_tree()))
 }
 
 fn objects_of<'a>(fleet: &'a Fleet, dir: &str) -> Option<&'a capstan_layout::Objects> {

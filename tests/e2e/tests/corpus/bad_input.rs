@@ -1099,6 +1099,73 @@ corpus! {
             "#)
             .err(InvalidValue, W, "oidc-issuer-url");
 
+    // ───────────────────────────── Nutanix ───────────────────────────────
+    invalid_value_nutanix_memory_below_2gi:
+        Case::nutanix()
+            .set(W_NX, "metadata: {name: w-cp} >> memorySize:", "memorySize: 1024Mi")
+            .err(InvalidValue, W_NX, "memorySize: 1024Mi");
+
+    invalid_value_nutanix_disk_not_a_quantity:
+        Case::nutanix()
+            .set(W_NX, "metadata: {name: w-workers} >> systemDiskSize:", "systemDiskSize: 40GB")
+            .err(InvalidValue, W_NX, "systemDiskSize: 40GB");
+
+    invalid_value_nutanix_identifier_type:
+        Case::nutanix()
+            .set(W_NX, "metadata: {name: w-cp} >> subnet:", "subnet: {type: id, name: vlan-100}")
+            .err(InvalidValue, W_NX, "type: id");
+
+    missing_field_nutanix_identifier_uuid:
+        Case::nutanix()
+            .set(W_NX, "metadata: {name: w-workers} >> image:", "image: {type: uuid, name: ubuntu}")
+            .err(MissingField, W_NX, "image: {type: uuid");
+
+    missing_field_nutanix_credential_ref:
+        Case::nutanix()
+            .delete(W_NX, "credentialRef: {kind: Secret")
+            .err_col(MissingField, W_NX, "kind: NutanixDatacenterConfig >> spec:", 1);
+
+    invalid_value_nutanix_endpoint_host_not_an_ip:
+        Case::nutanix()
+            .set(W, "endpoint: {host: 10.30.0.10}", "endpoint: {host: api.w.example.internal}")
+            .err(InvalidValue, W, "host: api.w.example.internal");
+
+    invalid_value_nutanix_rollout_strategy:
+        Case::nutanix()
+            .after(W, "machineGroupRef: {kind: NutanixMachineConfig, name: w-workers}", r#"
+                  upgradeRolloutStrategy:
+                    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
+            "#)
+            .err(InvalidValue, W, "upgradeRolloutStrategy");
+
+    invalid_value_nutanix_gpus_on_control_plane:
+        Case::nutanix()
+            .after(W_NX, "metadata: {name: w-cp} >> osFamily:", "gpus: [{type: name, name: Ampere 40}]")
+            .err(InvalidValue, W_NX, "gpus: [{type");
+
+    invalid_value_nutanix_ccm_exclude_too_wide:
+        Case::nutanix()
+            .after(W_NX, "credentialRef: {kind: Secret", "ccmExcludeNodeIPs: [10.0.0.0/8]")
+            .err(InvalidValue, W_NX, "10.0.0.0/8");
+
+    dangling_ref_nutanix_failure_domain_worker_group:
+        Case::nutanix()
+            .after(W_NX, "credentialRef: {kind: Secret", r#"
+                  failureDomains:
+                    - name: pe1
+                      cluster: {type: name, name: pe1}
+                      subnets: [{type: name, name: vlan-100}]
+                      workerMachineGroups: [md-9]
+            "#)
+            .err(DanglingRef, W_NX, "md-9");
+
+    dangling_ref_nutanix_machine_config:
+        Case::nutanix()
+            .set(W, "machineGroupRef: {kind: NutanixMachineConfig, name: w-workers}", "machineGroupRef: {kind: NutanixMachineConfig, name: w-nope}")
+            .err(DanglingRef, W, "name: w-nope")
+            // w-workers is then referenced by nothing.
+            .warn(UnusedObject, W_NX, "name: w-workers");
+
     // ───────────────────────────── missing-field ───────────────────────────
     missing_field_vsphere_endpoint:
         Case::vsphere()
@@ -2864,7 +2931,11 @@ fn corpus_covers_every_code_that_input_can_trigger() {
 
 #[test]
 fn the_base_fleets_are_clean() {
-    for (name, fleet) in [("docker", base_fleet()), ("vsphere", base_vsphere_fleet())] {
+    for (name, fleet) in [
+        ("docker", base_fleet()),
+        ("vsphere", base_vsphere_fleet()),
+        ("nutanix", base_nutanix_fleet()),
+    ] {
         let diags: Vec<String> = fleet
             .all_diagnostics()
             .iter()
