@@ -397,6 +397,7 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "vspherevms",
                 "vsphereclustertemplates",
                 "vsphereclusteridentities",
+                "nutanixmachines",
             ],
         ),
         list(
@@ -420,8 +421,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "awsdatacenterconfigs",
                 "cloudstackdatacenterconfigs",
                 "cloudstackmachineconfigs",
-                "nutanixdatacenterconfigs",
-                "nutanixmachineconfigs",
                 "snowdatacenterconfigs",
                 "snowippools",
                 "snowmachineconfigs",
