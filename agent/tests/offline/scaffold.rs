@@ -135,10 +135,91 @@ fn init_new_validate_render_round_trip() {
     );
     assert!(out.contains("validates"), "{out}");
 
+    // nutanix, stacked etcd, Prism Central's names from a values file, the rest defaulted
+    let values = tmp.path().join("nutanix.yaml");
+    fs::write(&values, "nutanix:\n  endpoint: prism.example\n  image: ubuntu-2204-kube-v1.33\n  cluster: pe-1\n  subnet: vm-net\n  sshAuthorizedKey: ssh-ed25519 AAAA test\n").unwrap();
+    let out = ok(&[
+        "new",
+        "cluster",
+        "nx",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "nutanix",
+        "--kubernetes-version",
+        "1.33",
+        "--control-plane-count",
+        "3",
+        "--worker-count",
+        "2",
+        "--pod-cidr",
+        "172.19.0.0/16",
+        "--service-cidr",
+        "10.115.0.0/16",
+        "--endpoint-host",
+        "10.0.0.6",
+        "--values",
+        values.to_str().unwrap(),
+    ]);
+    assert!(out.contains("validates"), "{out}");
+    let spec =
+        fs::read_to_string(repo.join("clusters/mgmt/workload-clusters/nx/cluster.yaml")).unwrap();
+    for want in [
+        "kind: NutanixDatacenterConfig",
+        "kind: NutanixMachineConfig",
+        "endpoint: \"prism.example\"",
+        "memorySize: \"8Gi\"",
+    ] {
+        assert!(spec.contains(want), "{want} missing from\n{spec}");
+    }
+    let rendered = ok(&["render", r, "--cluster", "nx"]);
+    for want in [
+        "kind: NutanixCluster",
+        "kind: NutanixMachineTemplate",
+        "name: nx-nutanix-credentials",
+    ] {
+        assert!(rendered.contains(want), "{want} missing from the render");
+    }
+    // Prism Central's names are never guessed.
+    let empty = tmp.path().join("nutanix-empty.yaml");
+    fs::write(&empty, "nutanix:\n  endpoint: prism.example\n").unwrap();
+    let before = snapshot(&repo);
+    let out = capstan_output(&[
+        "new",
+        "cluster",
+        "nx2",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "nutanix",
+        "--pod-cidr",
+        "172.20.0.0/16",
+        "--service-cidr",
+        "10.116.0.0/16",
+        "--endpoint-host",
+        "10.0.0.7",
+        "--values",
+        empty.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for key in ["nutanix.image", "nutanix.cluster", "nutanix.subnet"] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "a refused scaffold wrote something"
+    );
+
     let v = ok(&["validate", r, "--output", "json"]);
     let report: serde_json::Value = serde_json::from_str(&v).unwrap();
     assert_eq!(report["valid"], true, "{v}");
-    assert_eq!(report["clusters"].as_array().unwrap().len(), 4);
+    assert_eq!(report["clusters"].as_array().unwrap().len(), 5);
 
     let rendered = ok(&["render", r, "--cluster", "vs"]);
     assert!(rendered.contains("kind: EtcdadmCluster"));
@@ -146,7 +227,7 @@ fn init_new_validate_render_round_trip() {
     let outdir = tmp.path().join("out");
     let out = capstan_output(&["render", r, "--output-dir", outdir.to_str().unwrap()]);
     assert!(out.status.success());
-    for c in ["mgmt", "dev", "etcd", "vs"] {
+    for c in ["mgmt", "dev", "etcd", "vs", "nx"] {
         assert!(outdir.join(format!("{c}.yaml")).exists());
     }
 }

@@ -63,7 +63,7 @@ async fn every_example_object_is_admitted_strictly() {
     );
 }
 
-/// Every scaffolded shape: provider x etcd topology x autoscaling.
+/// Every scaffolded shape: provider (docker, vSphere, Nutanix) x etcd topology x autoscaling.
 fn variants() -> Tree {
     let mut tree = Tree::new();
     let mgmt = ClusterRequest {
@@ -77,7 +77,7 @@ fn variants() -> Tree {
         tree.insert(p, t);
     }
     let mut i = 0;
-    for provider in ["docker", "vsphere"] {
+    for provider in ["docker", "vsphere", "nutanix"] {
         for external in [false, true] {
             for autoscale in [false, true] {
                 i += 1;
@@ -88,6 +88,9 @@ fn variants() -> Tree {
                 if provider == "vsphere" {
                     values["vsphere"] = json!({"server": "vc.example", "datacenter": "dc1", "network": "VM Network", "datastore": "ds1", "resourcePool": "rp", "template": "ubuntu", "sshAuthorizedKey": "ssh-ed25519 AAAA x"});
                 }
+                if provider == "nutanix" {
+                    values["nutanix"] = json!({"endpoint": "prism.example", "image": "ubuntu-2204", "cluster": "pe-1", "subnet": "vm-net", "sshAuthorizedKey": "ssh-ed25519 AAAA x"});
+                }
                 let req = ClusterRequest {
                     name: format!("v{i}-{provider}"),
                     management: Some("mgmt".into()),
@@ -96,7 +99,7 @@ fn variants() -> Tree {
                     external_etcd: external.then_some(3),
                     pod_cidr: Some(format!("172.{}.0.0/16", 15 + i)),
                     service_cidr: Some(format!("10.{}.0.0/16", 111 + i)),
-                    endpoint_host: (provider == "vsphere").then(|| format!("10.0.0.{i}")),
+                    endpoint_host: (provider != "docker").then(|| format!("10.0.0.{i}")),
                     values: Some(values),
                     ..Default::default()
                 };
@@ -113,7 +116,7 @@ fn variants() -> Tree {
 async fn every_scaffolded_variant_is_admitted_strictly() {
     let fleet = load(&variants());
     assert!(!fleet.has_errors(), "{:#?}", fleet.all_diagnostics());
-    assert_eq!(fleet.clusters.len(), 9);
+    assert_eq!(fleet.clusters.len(), 13);
     for c in &fleet.clusters {
         let errors = admit(&c.objects.as_ref().unwrap().values()).await;
         assert!(
