@@ -21,6 +21,7 @@ pub mod objects;
 pub mod rehearsal;
 pub mod releases;
 pub mod scaffold;
+pub mod sops;
 pub mod step;
 pub mod tenancy;
 pub mod tree;

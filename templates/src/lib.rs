@@ -25,7 +25,7 @@ pub mod rehearsal;
 pub mod release;
 pub mod render;
 pub mod scaffold;
-mod scalar;
+pub mod scalar;
 pub mod spec;
 pub mod yaml;
 

@@ -419,6 +419,31 @@ pub fn ensure_actionlint() -> Result<PathBuf, BinariesError> {
     Ok(path)
 }
 
+static SOPS_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes sure sops of the pinned version exists in the cache (`<cache>/tools/<key>/bin/sops`),
+/// building it from `tests/control-plane/sops` when missing (about two minutes cold); returns
+/// its path. The SOPS tests encrypt with it: the real tool is the oracle of capstan's reader.
+pub fn ensure_sops() -> Result<PathBuf, BinariesError> {
+    let mut memo = SOPS_MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = memo.as_ref() {
+        return Ok(p.clone());
+    }
+    let version = versions::module_version(&versions::SOPS_MODULE, "github.com/getsops/sops/v3")?;
+    let target = Target {
+        name: "sops",
+        module: &versions::SOPS_MODULE,
+        package: "github.com/getsops/sops/v3/cmd/sops",
+        ldflags: "-s -w".into(),
+        // `sops --version` prints `sops 3.13.3`, without the module's `v`.
+        version: Some(version.trim_start_matches('v').to_string()),
+    };
+    let (dir, _) = ensure_set("tools", std::slice::from_ref(&target))?;
+    let path = dir.join("bin").join("sops");
+    *memo = Some(path.clone());
+    Ok(path)
+}
+
 static ORACLE_MEMO: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Makes sure the EKS Anywhere oracle (`tests/eksa-oracle`, EKS Anywhere's own renderer) of the

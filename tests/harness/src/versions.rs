@@ -128,6 +128,26 @@ pub const ACTIONLINT_MODULE: EmbeddedModule = EmbeddedModule {
     ],
 };
 
+/// `tests/control-plane/sops`: sops, which writes the encrypted files capstan's SOPS reader is
+/// checked against.
+pub const SOPS_MODULE: EmbeddedModule = EmbeddedModule {
+    dir: "sops",
+    files: &[
+        EmbeddedFile {
+            name: "go.mod",
+            contents: include_str!("../../control-plane/sops/go.mod"),
+        },
+        EmbeddedFile {
+            name: "go.sum",
+            contents: include_str!("../../control-plane/sops/go.sum"),
+        },
+        EmbeddedFile {
+            name: "tools.go",
+            contents: include_str!("../../control-plane/sops/tools.go"),
+        },
+    ],
+};
+
 /// `tests/eksa-oracle`: EKS Anywhere's own renderer, the oracle of capstan's differential render
 /// test, with capstan's stand-in for the CloudStack provider module EKS Anywhere's module zip
 /// leaves out (`capc/`) and for the Cluster API package path upstream CAPX imports, which EKS
@@ -403,6 +423,7 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         &ACTIONLINT_MODULE,
         "github.com/rhysd/actionlint",
     ),
+    ("SOPS_VERSION", &SOPS_MODULE, "github.com/getsops/sops/v3"),
 ];
 
 /// Fails when `versions.env` and the `go.mod` files disagree.
