@@ -290,11 +290,18 @@ pub struct UpgradeArgs {
     /// How that backup is encrypted.
     #[command(flatten)]
     pub backup_encryption: BackupEncryptionArgs,
+    /// The Secret holding the age identities SOPS-encrypted add-ons are decrypted with (every
+    /// key ending in `.agekey`, one `AGE-SECRET-KEY-1…` per line), read when a pass applies an
+    /// encrypted add-on; the decrypted values stay in memory
+    /// [default: capstan-system/capstan-sops-age].
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_secret_ref)]
+    pub sops_age_secret: Option<(String, String)>,
 }
 
 impl UpgradeArgs {
     /// Sets these in reconcile options.
     pub fn apply(&self, opts: &mut crate::reconcile::Options) {
+        opts.sops_age_secret = self.sops_age_secret.clone();
         opts.no_chain = self.no_chain;
         opts.stage_timeout = Some(self.stage_timeout);
         opts.backup_dir = Some(self.backup_dir.clone());

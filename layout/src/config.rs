@@ -89,6 +89,19 @@ pub struct RawSpec {
     /// The EKS Anywhere releases workload clusters may name besides the management cluster's.
     #[serde(default)]
     pub eksa_versions: Vec<String>,
+    /// Who the fleet's SOPS files are encrypted for.
+    #[serde(default)]
+    pub sops: Option<RawSops>,
+}
+
+/// `spec.sops`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawSops {
+    /// The age recipients (`age1…`) every SOPS file of the management cluster's tree must be
+    /// encrypted for: the public half of the identity the agent holds, and any the admins keep.
+    #[serde(default)]
+    pub age_recipients: Vec<String>,
 }
 
 /// `spec.addons[]`, as written.
@@ -195,6 +208,9 @@ pub struct FleetConfig {
     /// bundlesRef) besides the management cluster's own: each needs an EKSARelease object on the
     /// management cluster, a fleet-wide object, so which ones exist is an admin's decision.
     pub eksa_versions: BTreeSet<SemVer>,
+    /// The age recipients every SOPS file must be encrypted for (`spec.sops.ageRecipients`);
+    /// empty: any (the agent's identity decides at apply time).
+    pub sops_recipients: Vec<String>,
 }
 
 /// When a control plane's rollout counts as done and the next stage may start.
@@ -435,6 +451,7 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
         notifications: None,
         addons: Vec::new(),
         eksa_versions: BTreeSet::new(),
+        sops_recipients: Vec::new(),
     };
     if let Some(r) = &spec.release {
         config.release = check_release(r, &sd, &mut diags);
@@ -447,8 +464,34 @@ pub fn parse(file: &Path, text: &str) -> (Option<FleetConfig>, Vec<Diagnostic>) 
     }
     config.addons = check_addons(&spec.addons, &sd, &mut diags);
     config.eksa_versions = check_eksa_versions(&spec.eksa_versions, &sd, &mut diags);
+    if let Some(sops) = &spec.sops {
+        config.sops_recipients = check_sops(sops, &sd, &mut diags);
+    }
     let ok = !capstan_templates::diag::has_errors(&diags);
     (ok.then_some(config), diags)
+}
+
+/// `spec.sops.ageRecipients`: age public keys, each once.
+fn check_sops(raw: &RawSops, sd: &SourceDoc, diags: &mut Vec<Diagnostic>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, r) in raw.age_recipients.iter().enumerate() {
+        let path = format!("spec.sops.ageRecipients[{i}]");
+        let bad = |msg: String| {
+            Diagnostic::error(Code::InvalidValue, msg)
+                .in_file(&sd.file)
+                .at(sd.doc.pos(&path))
+        };
+        if r.parse::<age::x25519::Recipient>().is_err() {
+            diags.push(bad(format!(
+                "`{r}` is not an age recipient (a public key `age1…`; never put the identity `AGE-SECRET-KEY-1…` here)"
+            )));
+        } else if out.contains(r) {
+            diags.push(bad(format!("`{r}` is listed twice")));
+        } else {
+            out.push(r.clone());
+        }
+    }
+    out
 }
 
 /// `spec.addons`: each set named once, by a directory name.

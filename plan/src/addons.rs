@@ -59,9 +59,14 @@ fn ref_key(r: &ObjectRef) -> String {
     loose_key(r.group(), &r.kind, &r.namespace, &r.name)
 }
 
-/// The content hash an inventory records for an add-on: of the object as written.
+/// The content hash an inventory records for an add-on: of the object as written — for a
+/// document of a SOPS file, of the encrypted file and its place in it, so no hash of a
+/// decrypted value is ever recorded (a short secret's hash could be guessed back).
 pub fn content_hash(a: &Addon) -> String {
-    capstan_templates::identity::content_hash(&a.value)
+    match &a.sealed {
+        Some(s) => capstan_templates::identity::hash_json(&format!("sops:{}:{}", s.doc, s.text)),
+        None => capstan_templates::identity::content_hash(&a.value),
+    }
 }
 
 /// What two revisions' add-ons differ in (`capstan diff`): created, updated (with the diff) and
@@ -74,7 +79,8 @@ pub fn compare(base: &[Addon], head: &[Addon]) -> Vec<Entry> {
     for a in head {
         let key = addon_key(a);
         seen.insert(key.clone());
-        let old = before.get(&key).map(|o| &o.value);
+        let was = before.get(&key);
+        let old = was.map(|o| &o.value);
         if old == Some(&a.value) {
             continue;
         }
@@ -83,13 +89,20 @@ pub fn compare(base: &[Addon], head: &[Addon]) -> Vec<Entry> {
         } else {
             Action::Create
         };
+        // An encrypted Secret's values are never shown, not even as ciphertext: only that the
+        // file changed (a re-encryption changes every ciphertext without changing a value).
+        let diff = if a.sealed.is_some() || was.is_some_and(|o| o.sealed.is_some()) {
+            format!(
+                "{}: encrypted with SOPS ({}), {} (values are not shown)\n",
+                a.subject(),
+                a.place(),
+                if old.is_some() { "changed" } else { "new" }
+            )
+        } else {
+            crate::diff_between(old, Some(&a.value), &a.subject(), ("base", "head"))
+        };
         out.push(Entry {
-            diff: Some(crate::diff_between(
-                old,
-                Some(&a.value),
-                &a.subject(),
-                ("base", "head"),
-            )),
+            diff: Some(diff),
             ..Entry::new(ObjectRef::of(&a.value), action, Some(INSIDE.into()))
         });
     }
@@ -593,6 +606,7 @@ mod tests {
             file: "a.yaml".into(),
             line: 1,
             set: None,
+            sealed: None,
         }
     }
 

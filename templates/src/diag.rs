@@ -119,6 +119,10 @@ codes! {
     ForeignNamespace = "foreign-namespace",
     /// A Secret with data in the repository.
     SecretWithData = "secret-with-data",
+    /// A SOPS-encrypted file that is malformed, uses what capstan refuses (PGP or KMS only,
+    /// Shamir groups, a MAC over the encrypted values only), is not encrypted for the fleet's
+    /// recipients, or encrypts more than Secrets' data.
+    SopsInvalid = "sops-invalid",
     /// A workload cluster (or an object of its directory) in a namespace workload clusters may
     /// not use: Kubernetes' own, capstan's, a controller's, the management cluster's.
     ReservedNamespace = "reserved-namespace",

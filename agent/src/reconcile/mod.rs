@@ -98,6 +98,9 @@ pub struct Options {
     /// deletion (`capstan back-out`): the management cluster's tombstone is carried out there,
     /// where it is never carried out on the management cluster itself.
     pub backing_out: bool,
+    /// The Secret of the age identities SOPS-encrypted add-ons are decrypted with
+    /// (`NAMESPACE`, `NAME`); None: [`addons::SOPS_AGE_SECRET`] in `capstan-system`.
+    pub sops_age_secret: Option<(String, String)>,
 }
 
 /// Why a pass failed as a whole (per-cluster failures are in the outcome instead).

@@ -412,7 +412,7 @@ impl Pass<'_> {
                     self.agent.fence.as_ref(),
                     entry,
                     prev,
-                    &self.opts.revision,
+                    self.opts,
                 )
                 .await
             }

@@ -61,6 +61,43 @@ pub struct Addon {
     pub line: usize,
     /// The shared set it comes from; None: the cluster's own `addons/`.
     pub set: Option<String>,
+    /// The encrypted file it is a document of, when it comes from a SOPS file: `value` then
+    /// holds its data as ciphertext, and the agent decrypts the file in memory to apply it.
+    pub sealed: Option<Sealed>,
+}
+
+/// A document of a SOPS file: the whole file (its MAC covers every document), and which one.
+#[derive(Clone, PartialEq)]
+pub struct Sealed {
+    /// The file's text, as written (ciphertext and metadata).
+    pub text: Arc<str>,
+    /// The document's index in the file.
+    pub doc: usize,
+}
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Sealed(document {} of {} bytes)",
+            self.doc,
+            self.text.len()
+        )
+    }
+}
+
+impl Sealed {
+    /// The document decrypted with `identities`: in memory only, never written anywhere.
+    pub fn open(
+        &self,
+        identities: &[age::x25519::Identity],
+    ) -> Result<Value, crate::sops::SopsError> {
+        let mut docs = crate::sops::decrypt(&self.text, identities)?;
+        if self.doc >= docs.len() {
+            return Err(crate::sops::SopsError::NotSops);
+        }
+        Ok(docs.swap_remove(self.doc))
+    }
 }
 
 impl Addon {
@@ -178,21 +215,42 @@ pub fn files_under(tree: &Tree, dir: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
 }
 
 /// Reads add-on files into objects, in file order then document order; every problem at its
-/// file:line.
-pub fn read(tree: &Tree, files: &[PathBuf], set: Option<&str>) -> (Vec<Addon>, Vec<Diagnostic>) {
+/// file:line. A SOPS file ([`crate::sops`]) is checked without a key — well-formed, encrypted for
+/// every recipient of `recipients` (the fleet's), Secrets only, their identity in plain text —
+/// and its documents keep their ciphertext ([`Addon::sealed`]).
+pub fn read(
+    tree: &Tree,
+    files: &[PathBuf],
+    set: Option<&str>,
+    recipients: &[String],
+) -> (Vec<Addon>, Vec<Diagnostic>) {
     let mut out = Vec::new();
     let mut diags = Vec::new();
     for file in files {
         match crate::fleet::file_documents(tree, file) {
             Err(d) => diags.push(d),
-            Ok(docs) => {
-                for doc in docs {
-                    match check(&doc, file) {
+            Ok(mut docs) => {
+                let sealed_text = crate::fleet::file_text(tree, file)
+                    .filter(|t| crate::sops::is_sops(t))
+                    .map(Arc::<str>::from);
+                if let Some(text) = &sealed_text
+                    && let Err(d) = check_sealed(text, &mut docs, file, recipients)
+                {
+                    diags.push(d);
+                    continue;
+                }
+                for (i, doc) in docs.into_iter().enumerate() {
+                    let sealed = sealed_text.as_ref().map(|t| Sealed {
+                        text: t.clone(),
+                        doc: i,
+                    });
+                    match check(&doc, file, sealed.is_some()) {
                         Ok(()) => out.push(Addon {
                             line: doc.pos("metadata.name").line,
                             value: doc.value,
                             file: file.clone(),
                             set: set.map(str::to_string),
+                            sealed,
                         }),
                         Err(d) => diags.push(d),
                     }
@@ -203,8 +261,90 @@ pub fn read(tree: &Tree, files: &[PathBuf], set: Option<&str>) -> (Vec<Addon>, V
     (out, diags)
 }
 
-/// One document's own rules.
-fn check(doc: &Document, file: &Path) -> Result<(), Diagnostic> {
+/// A SOPS file's rules (see [`read`]); its documents lose the `sops` metadata.
+fn check_sealed(
+    text: &str,
+    docs: &mut [Document],
+    file: &Path,
+    recipients: &[String],
+) -> Result<(), Diagnostic> {
+    let err = |msg: String, pos: Option<capstan_templates::yaml::Pos>| {
+        let d = Diagnostic::error(Code::SopsInvalid, msg).in_file(file);
+        Err(match pos {
+            Some(p) => d.at(p),
+            None => d,
+        })
+    };
+    let envelope = match crate::sops::check(text) {
+        Ok(e) => e,
+        Err(e) => {
+            let pos = match &e {
+                crate::sops::SopsError::Value { path, .. } => {
+                    docs.iter().find(|d| d.has(path)).map(|d| d.pos(path))
+                }
+                _ => None,
+            };
+            return err(format!("SOPS: {e}"), pos);
+        }
+    };
+    let missing: Vec<&String> = recipients
+        .iter()
+        .filter(|r| !envelope.age.iter().any(|a| &a.recipient == *r))
+        .collect();
+    if !missing.is_empty() {
+        return err(
+            format!(
+                "SOPS: not encrypted for the fleet's recipient(s) {} (fleet.yaml spec.sops.ageRecipients); it is encrypted for {}: a file encrypted for another fleet, or written before a recipient was added (run `sops updatekeys`)",
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                envelope.recipients()
+            ),
+            None,
+        );
+    }
+    for d in docs.iter_mut() {
+        if let Some(m) = d.value.as_object_mut() {
+            m.remove("sops");
+        }
+        let v = &d.value;
+        let plain = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.starts_with("ENC["))
+        };
+        if !(plain("/apiVersion") && plain("/kind") && plain("/metadata/name")) {
+            return err(
+                "SOPS: the object's apiVersion, kind and metadata are encrypted; encrypt only a Secret's data (`sops encrypt --encrypted-regex '^(data|stringData)$'`, or a .sops.yaml creation rule) so the object can be checked without a key".into(),
+                Some(d.pos("kind")),
+            );
+        }
+        if let Some(m) = v.get("metadata")
+            && serde_json::to_string(m).is_ok_and(|t| t.contains("ENC[AES256_GCM"))
+        {
+            return err(
+                "SOPS: the object's metadata is encrypted; encrypt only a Secret's data (`--encrypted-regex '^(data|stringData)$'`)".into(),
+                Some(d.pos("metadata")),
+            );
+        }
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+        let api = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if kind != "Secret" || !identity::group(api).is_empty() {
+            return err(
+                format!(
+                    "SOPS: only Secrets are kept encrypted; this is a {kind} (decrypted, it would be readable by whoever reads {kind}s)"
+                ),
+                Some(d.pos("kind")),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One document's own rules; `sealed`: a document of a SOPS file (its data is ciphertext).
+fn check(doc: &Document, file: &Path, sealed: bool) -> Result<(), Diagnostic> {
     let err = |code, msg: String, path: &str| {
         Err(Diagnostic::error(code, msg).in_file(file).at(doc.pos(path)))
     };
@@ -253,7 +393,7 @@ fn check(doc: &Document, file: &Path) -> Result<(), Diagnostic> {
             "metadata.namespace",
         );
     }
-    if kind == "Secret" && identity::group(api_version).is_empty() {
+    if kind == "Secret" && identity::group(api_version).is_empty() && !sealed {
         let has = |k: &str| {
             v.get(k)
                 .and_then(Value::as_object)
@@ -263,7 +403,7 @@ fn check(doc: &Document, file: &Path) -> Result<(), Diagnostic> {
             return err(
                 Code::SecretWithData,
                 format!(
-                    "Secret/{name} carries {key}; credentials are never kept in Git (create the Secret in the cluster from a secret store, or keep an empty one here)"
+                    "Secret/{name} carries {key} in plain text; credentials are never kept in Git unencrypted: encrypt it for the fleet's recipients (`sops encrypt --age <fleet.yaml's spec.sops.ageRecipients> --encrypted-regex '^(data|stringData)$' --in-place FILE`), or create the Secret in the cluster from a secret store"
                 ),
                 key,
             );
@@ -327,7 +467,7 @@ pub fn selects(config: Option<&FleetConfig>, set: &str, labels: &BTreeMap<String
 type Sets = BTreeMap<String, (Vec<Addon>, Vec<Diagnostic>)>;
 
 /// The shared sets of a management cluster's directory.
-fn shared_sets(tree: &Tree, mgmt: &str) -> Sets {
+fn shared_sets(tree: &Tree, mgmt: &str, recipients: &[String]) -> Sets {
     let root = PathBuf::from(CLUSTERS_DIR).join(mgmt).join(DIR);
     let names: BTreeSet<String> = tree
         .entries
@@ -345,7 +485,7 @@ fn shared_sets(tree: &Tree, mgmt: &str) -> Sets {
         .into_iter()
         .map(|set| {
             let (files, mut diags) = files_under(tree, &root.join(&set));
-            let (objects, more) = read(tree, &files, Some(&set));
+            let (objects, more) = read(tree, &files, Some(&set), recipients);
             diags.extend(more);
             (set, (objects, diags))
         })
@@ -369,7 +509,11 @@ pub fn attach(
         .collect();
     let mut sets: BTreeMap<String, Sets> = BTreeMap::new();
     for m in &mgmts {
-        let found = shared_sets(tree, m);
+        let recipients = configs
+            .get(m)
+            .map(|c| c.sops_recipients.as_slice())
+            .unwrap_or_default();
+        let found = shared_sets(tree, m, recipients);
         let entry = clusters.iter_mut().find(|c| &c.name == m);
         if let Some(entry) = entry {
             for (_, diags) in found.values() {
@@ -402,7 +546,11 @@ pub fn attach(
             continue;
         };
         let (files, mut diags) = files_under(tree, &entry.dir.join(DIR));
-        let (mut objects, more) = read(tree, &files, None);
+        let recipients = configs
+            .get(management)
+            .map(|c| c.sops_recipients.as_slice())
+            .unwrap_or_default();
+        let (mut objects, more) = read(tree, &files, None, recipients);
         diags.extend(more);
         let labels = labels(entry);
         for (set, (set_objects, set_diags)) in sets.get(management).into_iter().flatten() {
@@ -473,7 +621,7 @@ mod tests {
             "a.yaml",
             "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: hook}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: app}\n",
         )]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
         assert!(diags.is_empty(), "{diags:?}");
         let (objects, dups) = order(objects);
         assert!(dups.is_empty());
@@ -497,7 +645,7 @@ mod tests {
             "a.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\nkind: ConfigMap\nmetadata: {name: no-version}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata:\n  token: c2VjcmV0\n---\napiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: Not_A_Namespace}\n",
         )]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
         assert_eq!(objects.len(), 1);
         let found: Vec<(Code, usize)> = diags.iter().map(|d| (d.code, d.line)).collect();
         assert_eq!(
@@ -524,6 +672,7 @@ mod tests {
             &t,
             &[PathBuf::from("a.yaml"), PathBuf::from("b.yaml")],
             None,
+            &[],
         );
         let (objects, dups) = order(objects);
         assert_eq!(objects.len(), 1);
@@ -536,7 +685,7 @@ mod tests {
     fn a_yaml_bomb_is_refused_not_expanded() {
         let bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
         let t = tree(&[("a.yaml", bomb)]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
         assert!(objects.is_empty());
         assert_eq!(diags[0].code, Code::YamlSyntax, "{diags:?}");
     }

@@ -772,6 +772,14 @@ fn read_cluster(
     entry
 }
 
+/// A file's text, when it is a readable UTF-8 file of the tree (what [`file_documents`] parses).
+pub(crate) fn file_text<'t>(tree: &'t Tree, file: &Path) -> Option<&'t str> {
+    match tree.entries.get(file) {
+        Some(Entry::File(bytes)) => std::str::from_utf8(bytes).ok(),
+        _ => None,
+    }
+}
+
 /// A file of the tree as YAML documents, or why it cannot be read (too large, a symlink out
 /// of the repository or into `.git`, binary, not UTF-8, not YAML) at its file and line. The one
 /// set of file rules for spec files and add-ons alike.

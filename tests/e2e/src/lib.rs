@@ -1,6 +1,7 @@
 //! Shared helpers of capstan's end-to-end tests.
 
 pub mod oracle;
+pub mod sops;
 
 pub use capstan_harness::objects::resource;
 pub use capstan_harness::run::example_fleet;

@@ -38,6 +38,112 @@ const CRD_ESTABLISHED: Duration = Duration::from_secs(30);
 /// deletes only what carries it.
 pub const ADDON_LABEL: &str = "capstan.dev/addon-of";
 
+/// The Secret of the age identities encrypted add-ons are decrypted with, unless one is named
+/// (in [`crate::status::NAMESPACE`]).
+pub const SOPS_AGE_SECRET: &str = "capstan-sops-age";
+
+/// The identities' Secret of a pass (`--sops-age-secret`, else [`SOPS_AGE_SECRET`]).
+pub(crate) fn sops_secret(opts: &super::Options) -> (String, String) {
+    opts.sops_age_secret.clone().unwrap_or_else(|| {
+        (
+            crate::status::NAMESPACE.to_string(),
+            SOPS_AGE_SECRET.to_string(),
+        )
+    })
+}
+
+/// The age identities of the Secret `ns/name` on the management cluster: every key ending in
+/// `.agekey` (as Flux names them), one identity per line, comments and blank lines aside.
+async fn sops_identities(
+    mgmt: &Client,
+    (ns, name): &(String, String),
+) -> Result<Vec<age::x25519::Identity>, String> {
+    use k8s_openapi::api::core::v1::Secret;
+    let api: Api<Secret> = Api::namespaced(mgmt.clone(), ns);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading Secret {ns}/{name}, the SOPS identities: {e}"))?
+        .ok_or_else(|| {
+            format!("some add-ons are encrypted with SOPS, and Secret {ns}/{name} (the fleet's age identity, a key ending in .agekey) does not exist")
+        })?;
+    let mut out = Vec::new();
+    for (key, value) in secret.data.unwrap_or_default() {
+        if !key.ends_with(".agekey") {
+            continue;
+        }
+        let text = String::from_utf8(value.0)
+            .map_err(|_| format!("Secret {ns}/{name}: key {key} is not text"))?;
+        for (i, line) in text.lines().map(str::trim).enumerate() {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            // The error of a bad line says which line, never what it holds.
+            out.push(line.parse::<age::x25519::Identity>().map_err(|_| {
+                format!("Secret {ns}/{name}: line {} of key {key} is not an age identity (AGE-SECRET-KEY-1…)", i + 1)
+            })?);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "Secret {ns}/{name} holds no age identity (a key ending in .agekey, one AGE-SECRET-KEY-1… per line)"
+        ));
+    }
+    Ok(out)
+}
+
+/// The add-ons with every SOPS-encrypted one decrypted (in memory: the copies live for this
+/// step only); the first that does not decrypt fails the step, named by its file and line.
+async fn opened(
+    mgmt: &Client,
+    secret: &(String, String),
+    wanted: &[Addon],
+) -> Result<Option<Vec<Addon>>, String> {
+    if wanted.iter().all(|a| a.sealed.is_none()) {
+        return Ok(None);
+    }
+    let ids = sops_identities(mgmt, secret).await?;
+    let mut files: std::collections::HashMap<*const str, Vec<Value>> = Default::default();
+    let mut out = Vec::with_capacity(wanted.len());
+    for a in wanted {
+        let Some(s) = &a.sealed else {
+            out.push(a.clone());
+            continue;
+        };
+        let docs = match files.entry(std::sync::Arc::as_ptr(&s.text)) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(
+                capstan_layout::sops::decrypt(&s.text, &ids)
+                    .map_err(|e| format!("{} ({}): SOPS: {e}", a.subject(), a.place()))?,
+            ),
+        };
+        let mut doc = docs.get(s.doc).cloned().ok_or_else(|| {
+            format!(
+                "{} ({}): SOPS: the document is missing",
+                a.subject(),
+                a.place()
+            )
+        })?;
+        if let Some(m) = doc.as_object_mut() {
+            m.remove("sops");
+        }
+        // The MAC covers the plain metadata, so the decrypted object is the one validated: a
+        // mismatch here would be a bug, never applied.
+        if ObjectRef::of(&doc).key() != ObjectRef::of(&a.value).key() {
+            return Err(format!(
+                "{} ({}): SOPS: the decrypted document is another object",
+                a.subject(),
+                a.place()
+            ));
+        }
+        out.push(Addon {
+            value: doc,
+            ..a.clone()
+        });
+    }
+    Ok(Some(out))
+}
+
 /// The object as applied: the add-on label set, the namespace `kinds` resolved.
 fn desired(a: &Addon, cluster: &str, namespace: &str) -> Value {
     let mut v = a.value.clone();
@@ -241,8 +347,9 @@ pub(super) async fn step(
     fence: Option<&Fence>,
     entry: &ClusterEntry,
     prev: Option<&Recorded>,
-    revision: &str,
+    opts: &super::Options,
 ) -> Option<Outcome> {
+    let revision = opts.revision.as_str();
     let recorded = prev.and_then(|p| p.status.addons.clone());
     let wanted = entry.addons.as_deref().map(Vec::as_slice).unwrap_or(&[]);
     if wanted.is_empty() && recorded.as_ref().is_none_or(|r| r.inventory.is_empty()) {
@@ -280,7 +387,21 @@ pub(super) async fn step(
         client: client.clone(),
         found: conns.kinds(&entry.name),
     };
-    let (failure, applied) = match apply_all(&mut kinds, &entry.name, wanted, !unchanged).await {
+    // Encrypted add-ons are decrypted only now, once the cluster is reached; one that does not
+    // decrypt applies nothing of the set (and prunes nothing).
+    let plain = match opened(mgmt, &sops_secret(opts), wanted).await {
+        Ok(p) => p,
+        Err(failure) => {
+            return Some(Outcome {
+                verdict: addons::verdict(&Reach::Ready, Some(&failure), &[]),
+                status: recorded,
+                applied: 0,
+                pruned: 0,
+            });
+        }
+    };
+    let to_apply = plain.as_deref().unwrap_or(wanted);
+    let (failure, applied) = match apply_all(&mut kinds, &entry.name, to_apply, !unchanged).await {
         Ok(done) => (None, done),
         Err((f, done)) => (Some(f), done),
     };

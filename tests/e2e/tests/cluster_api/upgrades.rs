@@ -1057,6 +1057,7 @@ async fn the_daemon_starts_held_upgrades_when_the_window_opens_and_the_next_wave
                 backup_recipient: vec![repo.backup_key.to_public()],
                 ..Default::default()
             },
+            sops_age_secret: None,
         },
         leader: None,
         ca_file: None,

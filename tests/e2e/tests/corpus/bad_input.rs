@@ -81,6 +81,17 @@ fn values_chart(line: &str) -> String {
     )
 }
 
+/// A file as `sops` writes one with `--encrypted-regex '^(data|stringData)$'` (for checks that
+/// need no key): each `ENC` of `doc` becomes a well-formed encrypted value, and the metadata
+/// names version `version`.
+fn sops_file(doc: &str, version: &str) -> String {
+    let enc = "ENC[AES256_GCM,data:AA==,iv:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,tag:AAAAAAAAAAAAAAAAAAAAAA==,type:str]";
+    format!(
+        "{}sops:\n  age:\n    - recipient: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n      enc: x\n  lastmodified: \"2026-12-03T07:44:00Z\"\n  mac: {enc}\n  encrypted_regex: ^(data|stringData)$\n  version: {version}\n",
+        doc.replace("ENC\n", &format!("{enc}\n"))
+    )
+}
+
 /// A fleet config (`clusters/mgmt/fleet.yaml`, which the base fleet does not have) with a problem
 /// of the management cluster's: every cluster of the fleet is held with it, and `ok` and `w`,
 /// whose release comes from it, cannot resolve one. The case adds the management cluster's error.
@@ -1927,6 +1938,37 @@ corpus! {
               password: aHVudGVyMg==
         "#)
             .err_col(SecretWithData, W_ADDON, "data:", 1);
+
+    // SOPS files, checked without a key (their decryption: corpus/sops.rs, with the real sops).
+    addon_sops_version_unknown:
+        Case::workload()
+            .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: registry, namespace: apps}\nstringData:\n  password: ENC\n", "2.0.0"))
+            .err_file(SopsInvalid, W_ADDON);
+
+    addon_sops_config_map_encrypted:
+        Case::workload()
+            .file(W_ADDON, &sops_file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\ndata:\n  level: ENC\n", "3.13.3"))
+            .err_line(SopsInvalid, W_ADDON, "kind: ConfigMap");
+
+    addon_sops_value_left_in_plain_text:
+        Case::workload()
+            .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: registry, namespace: apps}\nstringData:\n  user: ENC\n  password: hunter2\n", "3.13.3"))
+            .err_line(SopsInvalid, W_ADDON, "password: hunter2");
+
+    addon_sops_pgp_only:
+        Case::workload()
+            .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: registry, namespace: apps}\nstringData:\n  password: ENC\n", "3.13.3").replace("  age:\n    - recipient: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n      enc: x\n", "  pgp:\n    - fp: 85D77543B3D624B63CEA9E6DBC17301B491B3F21\n"))
+            .err_file(SopsInvalid, W_ADDON);
+
+    invalid_value_sops_identity_as_recipient:
+        held_by_fleet_config(r#"
+            apiVersion: capstan.dev/v1alpha1
+            kind: FleetConfig
+            spec:
+              sops:
+                ageRecipients: [AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ]
+        "#)
+            .err(InvalidValue, FLEET, "AGE-SECRET-KEY");
 
     addon_alias_expansion_bomb:
         Case::workload()

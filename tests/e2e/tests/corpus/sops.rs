@@ -43,22 +43,7 @@ fn sops_bin() -> PathBuf {
 
 /// `sops encrypt` of `plain` (written as `name`, whose extension tells sops the format).
 fn encrypt(keys: &Keys, name: &str, plain: &str, args: &[&str]) -> String {
-    let file = keys.dir.path().join(name);
-    std::fs::write(&file, plain).unwrap();
-    let out = Command::new(sops_bin())
-        .arg("encrypt")
-        .args(args)
-        .arg(&file)
-        .env("SOPS_AGE_KEY_FILE", keys.key_file())
-        .current_dir(keys.dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sops encrypt: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    capstan_e2e::sops::encrypt(keys.dir.path(), &keys.key_file(), name, plain, args)
 }
 
 /// What `sops decrypt` makes of `text` (as `name`), read as capstan reads YAML; `None` when it
@@ -304,4 +289,133 @@ fn a_change_after_encryption_is_refused_as_sops_refuses_it() {
     assert!(sops::decrypt(&regex, std::slice::from_ref(&keys.fleet)).is_ok());
     assert!(sops_decrypt(&keys, "t.yaml", &regex).is_some());
     println!("{} changes after encryption refused", cases.len());
+}
+
+/// A copy of the example fleet whose `dev` cluster carries `file` (a path under the fleet) and
+/// whose fleet.yaml lists `recipients`.
+fn fleet_with(files: &[(&str, &str)], recipients: &[String]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = capstan_harness::run::example_fleet();
+    for f in capstan_harness::run::files_under(&src, &[".git"]) {
+        let to = dir.path().join(f.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&f, &to).unwrap();
+    }
+    if !recipients.is_empty() {
+        let cfg = dir.path().join("clusters/mgmt/fleet.yaml");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "spec:\n",
+            &format!(
+                "spec:\n  sops:\n    ageRecipients: [{}]\n",
+                recipients.join(", ")
+            ),
+        );
+        std::fs::write(cfg, text).unwrap();
+    }
+    for (path, text) in files {
+        let to = dir.path().join(path);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, text).unwrap();
+    }
+    dir
+}
+
+/// `capstan validate` of a fleet: exit status, and stdout with stderr.
+fn validate(dir: &Path) -> (bool, String) {
+    let out = capstan_harness::run::capstan_output(&["validate", dir.to_str().unwrap()]);
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+const ADDON: &str = "clusters/mgmt/workload-clusters/dev/addons/db.sops.yaml";
+
+/// At PR time, without any key: an encrypted add-on Secret for the fleet's recipients validates;
+/// each way of getting it wrong is refused naming the file, and never shows a value.
+#[test]
+fn validate_checks_encrypted_add_ons_without_a_key() {
+    let keys = Keys::new();
+    let r = keys.recipient();
+    let foreign = keys.other.to_public().to_string();
+    let data_only = [
+        "--age",
+        r.as_str(),
+        "--encrypted-regex",
+        "^(data|stringData)$",
+    ];
+    let secret = SECRET
+        .replace("team-a-db", "db")
+        .replace("  namespace: team-a\n", "");
+    let good = encrypt(&keys, "g.yaml", &secret, &data_only);
+    let (ok, out) = validate(fleet_with(&[(ADDON, &good)], std::slice::from_ref(&r)).path());
+    assert!(ok, "{out}");
+
+    let whole = encrypt(&keys, "w.yaml", &secret, &["--age", &r]);
+    let other_fleet = encrypt(
+        &keys,
+        "o.yaml",
+        &secret,
+        &[
+            "--age",
+            &foreign,
+            "--encrypted-regex",
+            "^(data|stringData)$",
+        ],
+    );
+    let config_map = encrypt(
+        &keys,
+        "c.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n",
+        &data_only,
+    );
+    let plain_added = good.replace("    flag:", "    injected: plain\n    flag:");
+    let cases: Vec<(&str, String, Vec<String>, &str)> = vec![
+        ("plain Secret", secret.clone(), vec![], "sops encrypt --age"),
+        (
+            "whole file encrypted",
+            whole,
+            vec![],
+            "encrypt only a Secret's data",
+        ),
+        (
+            "another fleet's recipient",
+            other_fleet,
+            vec![r.clone()],
+            "not encrypted for the fleet's recipient",
+        ),
+        (
+            "a ConfigMap encrypted",
+            config_map,
+            vec![],
+            "only Secrets are kept encrypted",
+        ),
+        (
+            "a value added in plain text",
+            plain_added,
+            vec![],
+            "stringData.injected",
+        ),
+        (
+            "mac_only_encrypted",
+            good.replace("    version:", "    mac_only_encrypted: true\n    version:"),
+            vec![],
+            "mac_only_encrypted",
+        ),
+    ];
+    for (what, text, recipients, needle) in &cases {
+        let (ok, out) = validate(fleet_with(&[(ADDON, text)], recipients).path());
+        assert!(!ok, "{what}: validates\n{out}");
+        assert!(
+            out.contains("db.sops.yaml"),
+            "{what}: file not named\n{out}"
+        );
+        assert!(out.contains(needle), "{what}: `{needle}` not said\n{out}");
+        assert!(!out.contains("hunter2"), "{what}: a value shown\n{out}");
+    }
+    println!("{} encrypted add-on files refused at validate", cases.len());
 }

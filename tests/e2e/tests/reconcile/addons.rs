@@ -51,6 +51,8 @@ struct Bed {
     files: FleetDir,
     mgmt: String,
     ns: String,
+    /// The Secret of the SOPS identities (`--sops-age-secret`); None: the default.
+    sops: Option<(String, String)>,
 }
 
 impl Bed {
@@ -75,7 +77,12 @@ impl Bed {
         for (i, w) in workloads.iter().enumerate() {
             files.add(req(w, Some(&mgmt), i as u8 + 1));
         }
-        Bed { files, mgmt, ns }
+        Bed {
+            files,
+            mgmt,
+            ns,
+            sops: None,
+        }
     }
 
     fn write(&self, rel: &str, text: &str) {
@@ -102,6 +109,7 @@ impl Bed {
         Options {
             revision: revision.into(),
             management: Some(self.mgmt.clone()),
+            sops_age_secret: self.sops.clone(),
             ..Default::default()
         }
     }
@@ -591,4 +599,130 @@ async fn a_replica_whose_leader_fence_is_shut_writes_nothing_into_a_workload_clu
     // The leader (no fence shut) applies it.
     bed.reconcile("r1").await;
     assert!(exists(w.kubeconfig_path(), &["get", "namespace", "fenced"]));
+}
+
+/// The admin's Secret of age identities on the management cluster (`capstan-system/<name>`,
+/// key `fleet.agekey`), replaced if present.
+async fn identities_secret(name: &str, identity: &age::x25519::Identity) {
+    use age::secrecy::ExposeSecret;
+    use k8s_openapi::api::core::v1::Secret;
+    let cp = capstan_harness::shared().await;
+    let api: Api<Secret> = Api::namespaced(cp.client(), "capstan-system");
+    let s: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": "capstan-system"},
+        "stringData": {"fleet.agekey": format!("# the fleet's key\n{}\n", identity.to_string().expose_secret())}
+    }))
+    .unwrap();
+    api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&s))
+        .await
+        .unwrap();
+}
+
+/// An add-on Secret kept in Git encrypted with SOPS (by the real `sops`) is decrypted in memory
+/// and applied inside its cluster; nothing outside the workload cluster ever holds the value (the
+/// ManagedCluster's status and the plan carry neither it nor its base64); a file changed after
+/// encryption, or the identity replaced by one the file is not encrypted for, fails the add-ons
+/// naming the file, and what is inside the cluster stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_add_on_is_decrypted_in_memory_and_applied_only_inside_its_cluster() {
+    let cp = capstan_harness::shared().await;
+    let w = workload_server().await;
+    let mut bed = Bed::new("sops", &["ws-sops"]);
+    bed.sops = Some(("capstan-system".into(), "sops-age-addons-test".into()));
+    let fleet_key = age::x25519::Identity::generate();
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("keys.txt");
+    let recipient = fleet_key.to_public().to_string();
+    bed.write(
+        &format!("clusters/{}/fleet.yaml", bed.mgmt),
+        &format!("apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  sops:\n    ageRecipients: [{recipient}]\n"),
+    );
+    let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: default\ntype: Opaque\nstringData:\n  password: hunter2\n";
+    let sealed = capstan_e2e::sops::encrypt(
+        keys.path(),
+        &key_file,
+        "db.yaml",
+        plain,
+        &capstan_e2e::sops::data_only(&recipient),
+    );
+    assert!(!sealed.contains("hunter2"));
+    bed.addon("ws-sops", "db.sops.yaml", &sealed);
+    ready_node_1(&w).await;
+    // The first pass creates the namespaces (capstan's, where the identities' Secret goes, and
+    // the clusters', where Cluster API writes kubeconfigs).
+    bed.reconcile("r1").await;
+    identities_secret("sops-age-addons-test", &fleet_key).await;
+    bed.kubeconfig_secret("ws-sops", w.kubeconfig_yaml()).await;
+    let planned = bed.plan("r1").await;
+    let plan_text = format!("{planned:?}");
+    bed.reconcile("r1").await;
+
+    let wk = w.kubeconfig_path();
+    let got = kubectl_json(wk, &["-n", "default", "get", "secret", "db"]);
+    assert_eq!(got["data"]["password"], "aHVudGVyMg==", "{got}");
+    assert_eq!(bed.addons_ready("ws-sops").0, "True");
+    // Nothing on the management cluster, nothing in the plan, holds the value.
+    let status = kubectl(
+        cp.kubeconfig_path(),
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "managedclusters.capstan.dev",
+            "ws-sops",
+            "-o",
+            "json",
+        ],
+    )
+    .1;
+    assert!(
+        status.contains("Secret/default/db") || status.contains("\"db\""),
+        "{status}"
+    );
+    for text in [&status, &plan_text] {
+        assert!(
+            !text.contains("hunter2") && !text.contains("aHVudGVyMg"),
+            "{text}"
+        );
+    }
+    assert!(!exists(
+        cp.kubeconfig_path(),
+        &["-n", "default", "get", "secret", "db"]
+    ));
+
+    // Changed after encryption: the MAC refuses it; the cluster keeps what it had.
+    bed.addon(
+        "ws-sops",
+        "db.sops.yaml",
+        &sealed.replace("namespace: default", "namespace: kube-public"),
+    );
+    bed.reconcile("r2").await;
+    let (status, reason, message) = bed.addons_ready("ws-sops");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "AddonsFailed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("db.sops.yaml") && message.contains("MAC"),
+        "{message}"
+    );
+    assert!(!exists(wk, &["-n", "kube-public", "get", "secret", "db"]));
+    assert_eq!(
+        kubectl_json(wk, &["-n", "default", "get", "secret", "db"])["data"]["password"],
+        "aHVudGVyMg=="
+    );
+
+    // The file back, the identity replaced by another fleet's: nothing decrypts.
+    bed.addon("ws-sops", "db.sops.yaml", &sealed);
+    identities_secret("sops-age-addons-test", &age::x25519::Identity::generate()).await;
+    bed.reconcile("r3").await;
+    let (status, _, message) = bed.addons_ready("ws-sops");
+    assert_eq!(status, "False", "{message}");
+    assert!(
+        message.contains("no key capstan holds decrypts") && message.contains(&recipient),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
 }

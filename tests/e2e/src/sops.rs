@@ -1,0 +1,37 @@
+//! Files encrypted by the real `sops` (built from Go modules at the version of versions.env),
+//! for the tests of capstan's SOPS reader and of encrypted add-ons.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `sops encrypt` of `plain`, written as `name` in `dir` (its extension tells sops the format),
+/// with `args` (recipients, rules); sops's output. `key_file`: the identities sops may use.
+pub fn encrypt(dir: &Path, key_file: &Path, name: &str, plain: &str, args: &[&str]) -> String {
+    let sops = capstan_harness::binaries::ensure_sops().expect("building sops");
+    let file = dir.join(name);
+    std::fs::write(&file, plain).unwrap();
+    let out = Command::new(sops)
+        .arg("encrypt")
+        .args(args)
+        .arg(&file)
+        .env("SOPS_AGE_KEY_FILE", key_file)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sops encrypt: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A Secret's data only, as capstan wants encrypted files written.
+pub fn data_only(recipient: &str) -> [&str; 4] {
+    [
+        "--age",
+        recipient,
+        "--encrypted-regex",
+        "^(data|stringData)$",
+    ]
+}
