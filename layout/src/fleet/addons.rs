@@ -216,13 +216,15 @@ pub fn files_under(tree: &Tree, dir: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
 
 /// Reads add-on files into objects, in file order then document order; every problem at its
 /// file:line. A SOPS file ([`crate::sops`]) is checked without a key — well-formed, encrypted for
-/// every recipient of `recipients` (the fleet's), Secrets only, their identity in plain text —
-/// and its documents keep their ciphertext ([`Addon::sealed`]).
+/// every recipient of `recipients` (the fleet's), Secrets only, their identity in plain text,
+/// each bound to where it may be decrypted ([`ENCRYPTED_FOR`] is `scope`) — and its documents
+/// keep their ciphertext ([`Addon::sealed`]).
 pub fn read(
     tree: &Tree,
     files: &[PathBuf],
     set: Option<&str>,
     recipients: &[String],
+    scope: &str,
 ) -> (Vec<Addon>, Vec<Diagnostic>) {
     let mut out = Vec::new();
     let mut diags = Vec::new();
@@ -234,7 +236,7 @@ pub fn read(
                     .filter(|t| crate::sops::is_sops(t))
                     .map(Arc::<str>::from);
                 if let Some(text) = &sealed_text
-                    && let Err(d) = check_sealed(text, &mut docs, file, recipients)
+                    && let Err(d) = check_sealed(text, &mut docs, file, recipients, scope)
                 {
                     diags.push(d);
                     continue;
@@ -261,12 +263,28 @@ pub fn read(
     (out, diags)
 }
 
+/// The annotation that binds an encrypted Secret to where it may be decrypted: the workload
+/// cluster's name for its own add-ons, `<management>/<set>` for a shared set. Written before
+/// encryption, it is covered by the MAC, so a file copied into another directory (to have the
+/// agent decrypt another cluster's Secret into the copier's cluster) is refused there, and
+/// changing the annotation breaks the MAC.
+pub const ENCRYPTED_FOR: &str = "capstan.dev/encrypted-for";
+
+/// What [`ENCRYPTED_FOR`] must say for the add-ons of `cluster`, or of `mgmt`'s shared `set`.
+pub fn scope(cluster_or_mgmt: &str, set: Option<&str>) -> String {
+    match set {
+        Some(set) => format!("{cluster_or_mgmt}/{set}"),
+        None => cluster_or_mgmt.to_string(),
+    }
+}
+
 /// A SOPS file's rules (see [`read`]); its documents lose the `sops` metadata.
 fn check_sealed(
     text: &str,
     docs: &mut [Document],
     file: &Path,
     recipients: &[String],
+    scope: &str,
 ) -> Result<(), Diagnostic> {
     let err = |msg: String, pos: Option<capstan_templates::yaml::Pos>| {
         let d = Diagnostic::error(Code::SopsInvalid, msg).in_file(file);
@@ -337,6 +355,26 @@ fn check_sealed(
                     "SOPS: only Secrets are kept encrypted; this is a {kind} (decrypted, it would be readable by whoever reads {kind}s)"
                 ),
                 Some(d.pos("kind")),
+            );
+        }
+        let bound = v
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                ENCRYPTED_FOR.replace('/', "~1")
+            ))
+            .and_then(Value::as_str);
+        if bound != Some(scope) {
+            let said = match bound {
+                Some(b) => {
+                    format!("it says `{b}`: a Secret encrypted for another place, copied here")
+                }
+                None => "it has none".into(),
+            };
+            return err(
+                format!(
+                    "SOPS: an encrypted Secret names where it may be decrypted, before encryption (so the MAC binds it): annotation {ENCRYPTED_FOR}: {scope} here; {said}"
+                ),
+                Some(d.pos("metadata")),
             );
         }
     }
@@ -485,7 +523,13 @@ fn shared_sets(tree: &Tree, mgmt: &str, recipients: &[String]) -> Sets {
         .into_iter()
         .map(|set| {
             let (files, mut diags) = files_under(tree, &root.join(&set));
-            let (objects, more) = read(tree, &files, Some(&set), recipients);
+            let (objects, more) = read(
+                tree,
+                &files,
+                Some(&set),
+                recipients,
+                &scope(mgmt, Some(&set)),
+            );
             diags.extend(more);
             (set, (objects, diags))
         })
@@ -550,7 +594,7 @@ pub fn attach(
             .get(management)
             .map(|c| c.sops_recipients.as_slice())
             .unwrap_or_default();
-        let (mut objects, more) = read(tree, &files, None, recipients);
+        let (mut objects, more) = read(tree, &files, None, recipients, &scope(&entry.name, None));
         diags.extend(more);
         let labels = labels(entry);
         for (set, (set_objects, set_diags)) in sets.get(management).into_iter().flatten() {
@@ -621,7 +665,7 @@ mod tests {
             "a.yaml",
             "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: hook}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: app}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: app}\n",
         )]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[], "w");
         assert!(diags.is_empty(), "{diags:?}");
         let (objects, dups) = order(objects);
         assert!(dups.is_empty());
@@ -645,7 +689,7 @@ mod tests {
             "a.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\nkind: ConfigMap\nmetadata: {name: no-version}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata:\n  token: c2VjcmV0\n---\napiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: Not_A_Namespace}\n",
         )]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[], "w");
         assert_eq!(objects.len(), 1);
         let found: Vec<(Code, usize)> = diags.iter().map(|d| (d.code, d.line)).collect();
         assert_eq!(
@@ -673,6 +717,7 @@ mod tests {
             &[PathBuf::from("a.yaml"), PathBuf::from("b.yaml")],
             None,
             &[],
+            "w",
         );
         let (objects, dups) = order(objects);
         assert_eq!(objects.len(), 1);
@@ -685,7 +730,7 @@ mod tests {
     fn a_yaml_bomb_is_refused_not_expanded() {
         let bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
         let t = tree(&[("a.yaml", bomb)]);
-        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[]);
+        let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[], "w");
         assert!(objects.is_empty());
         assert_eq!(diags[0].code, Code::YamlSyntax, "{diags:?}");
     }

@@ -348,9 +348,10 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
         "--encrypted-regex",
         "^(data|stringData)$",
     ];
-    let secret = SECRET
-        .replace("team-a-db", "db")
-        .replace("  namespace: team-a\n", "");
+    let secret = SECRET.replace("team-a-db", "db").replace(
+        "  namespace: team-a\n",
+        "  annotations:\n    capstan.dev/encrypted-for: dev\n",
+    );
     let good = encrypt(&keys, "g.yaml", &secret, &data_only);
     let (ok, out) = validate(fleet_with(&[(ADDON, &good)], std::slice::from_ref(&r)).path());
     assert!(ok, "{out}");

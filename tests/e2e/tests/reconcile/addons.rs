@@ -638,7 +638,7 @@ async fn an_encrypted_add_on_is_decrypted_in_memory_and_applied_only_inside_its_
         &format!("clusters/{}/fleet.yaml", bed.mgmt),
         &format!("apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  sops:\n    ageRecipients: [{recipient}]\n"),
     );
-    let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: default\ntype: Opaque\nstringData:\n  password: hunter2\n";
+    let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: default\n  annotations:\n    capstan.dev/encrypted-for: ws-sops\ntype: Opaque\nstringData:\n  password: hunter2\n";
     let sealed = capstan_e2e::sops::encrypt(
         keys.path(),
         &key_file,
