@@ -109,9 +109,12 @@ fn nutanix_machine_json(m: &NutanixMachine) -> Value {
 
 /// `users` of a Nutanix machine's kubeadm config (`lock_password`) or etcdadm config.
 fn nutanix_users_json(m: &NutanixMachine, lock_password: bool) -> Value {
-    let mut u = json!({
-        "name": m.user.0, "sshAuthorizedKeys": [m.user.1], "sudo": "ALL=(ALL) NOPASSWD:ALL",
-    });
+    let mut u = json!({"name": m.user.0, "sudo": "ALL=(ALL) NOPASSWD:ALL"});
+    // No key, no SSH access: Cluster API's CRDs refuse an empty key (EKS-A's CLI would have
+    // generated one; capstan never writes keys into the repository).
+    if !m.user.1.is_empty() {
+        u["sshAuthorizedKeys"] = json!([m.user.1]);
+    }
     if lock_password {
         u["lockPassword"] = json!(false);
     }

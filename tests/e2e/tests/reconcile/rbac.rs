@@ -51,8 +51,9 @@ async fn control_plane() -> &'static ControlPlane {
 /// writes each kind as each identity that may: management `m-<tag>` (docker, external etcd) with
 /// workloads `w-<tag>` (docker on CAPD's in-memory backend, external etcd), `v-<tag>` (vSphere:
 /// its cloud-provider interface goes through a ClusterResourceSet with ConfigMap and Secret
-/// payloads) and `d-<tag>` (docker); and two more management clusters, `n-<tag>` (vSphere) and
-/// `i-<tag>` (docker in memory). All in namespace `t-<tag>`.
+/// payloads), `x-<tag>` (Nutanix: its cloud controller manager goes through a ClusterResourceSet
+/// too) and `d-<tag>` (docker); and three more management clusters, `n-<tag>` (vSphere),
+/// `p-<tag>` (Nutanix) and `i-<tag>` (docker in memory). All in namespace `t-<tag>`.
 fn every_kind_fleet(tag: &str) -> FleetDir {
     let ns = format!("t-{tag}");
     let vsphere = |host: &str| {
@@ -60,6 +61,14 @@ fn every_kind_fleet(tag: &str) -> FleetDir {
             Some(host.to_string()),
             Some(
                 serde_json::json!({"vsphere": {"server": "vc", "datacenter": "dc", "network": "net", "datastore": "ds", "resourcePool": "rp", "template": "t"}}),
+            ),
+        )
+    };
+    let nutanix = |host: &str| {
+        (
+            Some(host.to_string()),
+            Some(
+                serde_json::json!({"nutanix": {"endpoint": "prism.example", "image": "ubuntu", "cluster": "pe", "subnet": "net"}}),
             ),
         )
     };
@@ -109,6 +118,23 @@ fn every_kind_fleet(tag: &str) -> FleetDir {
         docker_backend: Some("in-memory".into()),
         ..req("i", None, "docker", ("192.168.0.0/16", "10.96.0.0/12"))
     });
+    let (endpoint_host, values) = nutanix("10.250.0.12");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req(
+            "x",
+            Some("m"),
+            "nutanix",
+            ("172.28.0.0/16", "10.128.0.0/16"),
+        )
+    });
+    let (endpoint_host, values) = nutanix("10.250.0.13");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req("p", None, "nutanix", ("192.168.0.0/16", "10.96.0.0/12"))
+    });
     // Both vSphere clusters declare a failure domain (the workload's workers are placed in it):
     // each renders a VSphereFailureDomain and a VSphereDeploymentZone, cluster-scoped.
     failure_domain(&dir.dir(&format!("v-{tag}")), true);
@@ -144,8 +170,13 @@ fn failure_domain(dir: &std::path::Path, workers: bool) {
 }
 
 /// The management clusters of [`fleet`].
-fn managements(tag: &str) -> [String; 3] {
-    [format!("m-{tag}"), format!("n-{tag}"), format!("i-{tag}")]
+fn managements(tag: &str) -> [String; 4] {
+    [
+        format!("m-{tag}"),
+        format!("n-{tag}"),
+        format!("i-{tag}"),
+        format!("p-{tag}"),
+    ]
 }
 
 /// A ServiceAccount bound to a ClusterRole and a Role holding `rules`; a client as it, once the

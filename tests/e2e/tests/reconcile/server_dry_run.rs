@@ -90,6 +90,11 @@ fn variants() -> Tree {
                 }
                 if provider == "nutanix" {
                     values["nutanix"] = json!({"endpoint": "prism.example", "image": "ubuntu-2204", "cluster": "pe-1", "subnet": "vm-net", "sshAuthorizedKey": "ssh-ed25519 AAAA x"});
+                    // Without a key (the scaffold's default): no SSH access, and nothing the
+                    // CRDs refuse.
+                    if external {
+                        values["nutanix"]["sshAuthorizedKey"] = json!("");
+                    }
                 }
                 let req = ClusterRequest {
                     name: format!("v{i}-{provider}"),
