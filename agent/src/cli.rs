@@ -267,6 +267,37 @@ pub enum Command {
         #[command(subcommand)]
         what: NewCommand,
     },
+    /// Secrets kept in the repository, encrypted with SOPS.
+    Secret {
+        /// What to do.
+        #[command(subcommand)]
+        what: SecretCommand,
+    },
+}
+
+/// `capstan secret ...`.
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Encrypt an add-on Secret's data with SOPS for the fleet's age recipients, as `sops encrypt
+    /// --encrypted-regex '^(data|stringData)$'` would (a file `sops` decrypts and edits), naming
+    /// where it may be decrypted (the annotation capstan.dev/encrypted-for, from the file's
+    /// place). Needs no key: only the recipients' public keys. Prints the file, or rewrites it.
+    Encrypt(SecretEncryptArgs),
+}
+
+/// `capstan secret encrypt`.
+#[derive(Debug, Args)]
+pub struct SecretEncryptArgs {
+    /// The file: one or more Secrets in YAML, under a cluster's `addons/` or a shared set's
+    /// directory of a fleet repository.
+    pub file: PathBuf,
+    /// Encrypt for this age recipient (`age1…`; repeatable) instead of the recipients of the
+    /// management cluster's fleet.yaml (`spec.sops.ageRecipients`).
+    #[arg(long = "age", value_name = "AGE_PUBLIC_KEY", value_parser = crate::backup::encryption::parse_recipient)]
+    pub recipients: Vec<age::x25519::Recipient>,
+    /// Rewrite the file instead of printing the encrypted one.
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 pub use crate::backup::default_backup_dir;

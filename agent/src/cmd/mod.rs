@@ -16,6 +16,7 @@ mod open_pr;
 mod pivot;
 #[cfg(feature = "dev")]
 mod rehearse;
+mod secret;
 mod verify;
 
 use std::process::ExitCode;
@@ -40,6 +41,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New {
             what: NewCommand::Cluster(args),
         } => offline::new_cluster(args),
+        Command::Secret {
+            what: crate::cli::SecretCommand::Encrypt(args),
+        } => secret::encrypt(&args),
         #[cfg(feature = "dev")]
         Command::Dev { what } => dev::run(what),
         Command::Diff(args) => diff::run(args),

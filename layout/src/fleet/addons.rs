@@ -278,6 +278,25 @@ pub fn scope(cluster_or_mgmt: &str, set: Option<&str>) -> String {
     }
 }
 
+/// Where an add-on file sits in a fleet repository, from its path: the repository's root, the
+/// management cluster, and the [`scope`] its encrypted Secrets must name. None outside a
+/// cluster's `addons/` or a shared set's directory.
+pub fn place_of(path: &Path) -> Option<(PathBuf, String, String)> {
+    let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
+    let at = parts.iter().rposition(|p| *p == CLUSTERS_DIR)?;
+    let root: PathBuf = parts[..at].iter().collect();
+    let rest = &parts[at + 1..];
+    match rest {
+        [mgmt, w, cluster, a, _, ..] if *w == WORKLOADS_DIR && *a == DIR => {
+            Some((root, mgmt.to_string(), scope(cluster, None)))
+        }
+        [mgmt, a, set, _, ..] if *a == DIR => {
+            Some((root, mgmt.to_string(), scope(mgmt, Some(set))))
+        }
+        _ => None,
+    }
+}
+
 /// A SOPS file's rules (see [`read`]); its documents lose the `sops` metadata.
 fn check_sealed(
     text: &str,
@@ -733,6 +752,21 @@ mod tests {
         let (objects, diags) = read(&t, &[PathBuf::from("a.yaml")], None, &[], "w");
         assert!(objects.is_empty());
         assert_eq!(diags[0].code, Code::YamlSyntax, "{diags:?}");
+    }
+
+    #[test]
+    fn an_add_on_file_knows_its_place() {
+        let place = |p: &str| place_of(Path::new(p));
+        assert_eq!(
+            place("repo/clusters/m/workload-clusters/dev/addons/a/b.yaml"),
+            Some(("repo".into(), "m".into(), "dev".into()))
+        );
+        assert_eq!(
+            place("clusters/m/addons/base/b.yaml"),
+            Some(("".into(), "m".into(), "m/base".into()))
+        );
+        assert_eq!(place("clusters/m/cluster.yaml"), None);
+        assert_eq!(place("clusters/m/workload-clusters/dev/cluster.yaml"), None);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use zeroize::Zeroizing;
 
 use super::{Envelope, SopsError, joined, open, walk};
 
-type Cipher = AesGcm<Aes256, U32>;
+/// AES-256-GCM with the 32-byte nonces sops uses.
+pub(super) type Cipher = AesGcm<Aes256, U32>;
 
 /// The parts of an ENC[…] value.
 pub(super) struct Enc {
@@ -141,7 +142,7 @@ fn typed(bytes: &[u8], kind: &str) -> Option<Value> {
 }
 
 /// A value's bytes in the MAC, as sops's ToBytes spells them.
-fn mac_bytes(v: &Value) -> Result<Vec<u8>, ()> {
+pub(super) fn mac_bytes(v: &Value) -> Result<Vec<u8>, ()> {
     Ok(match v {
         Value::String(s) => s.as_bytes().to_vec(),
         Value::Bool(true) => b"True".to_vec(),

@@ -18,6 +18,7 @@
 //! refused with a reason.
 
 mod decrypt;
+mod encrypt;
 mod tree;
 
 use std::fmt;
@@ -27,6 +28,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 pub use decrypt::decrypt;
+pub use encrypt::{DATA_ONLY, FORMAT_VERSION, encrypt, rfc3339};
 use tree::Node;
 
 /// Why a SOPS file cannot be read, checked or decrypted. Never carries a decrypted value.

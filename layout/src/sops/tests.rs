@@ -103,3 +103,33 @@ fn the_check_names_a_value_left_in_plain_text() {
     let unknown = ok.replace("type:int", "type:blob");
     assert!(check(&unknown).unwrap_err().to_string().contains("blob"));
 }
+
+#[test]
+fn times_are_written_as_sops_writes_them() {
+    use std::time::{Duration, UNIX_EPOCH};
+    for (secs, want) in [
+        (0, "1970-01-01T00:00:00Z"),
+        (951_782_400, "2000-02-29T00:00:00Z"),
+        (1_796_283_840, "2026-12-03T07:44:00Z"),
+        (4_107_542_399, "2100-02-28T23:59:59Z"),
+    ] {
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(secs)), want);
+    }
+}
+
+#[test]
+fn what_capstan_encrypts_it_decrypts_and_checks() {
+    let id = age::x25519::Identity::generate();
+    let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: hunter2\n  port: 5432\n  on: true\n  empty: \"\"\n";
+    let text = encrypt(plain, &[id.to_public()], DATA_ONLY, "2026-12-03T07:44:00Z").unwrap();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("name: db"), "{text}");
+    let env = check(&text).unwrap();
+    assert_eq!(env.recipients(), id.to_public().to_string());
+    let docs = decrypt(&text, std::slice::from_ref(&id)).unwrap();
+    assert_eq!(
+        docs[0],
+        capstan_templates::yaml::parse_values(plain).unwrap()[0]
+    );
+    assert!(encrypt(&text, &[id.to_public()], DATA_ONLY, "2026-12-03T07:44:00Z").is_err());
+}

@@ -420,3 +420,101 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
     }
     println!("{} encrypted add-on files refused at validate", cases.len());
 }
+
+/// `capstan secret encrypt` writes what `sops` decrypts (the real tool is the oracle of the
+/// writer too), bound to the file's place, for fleet.yaml's recipients; validate takes it; and it
+/// refuses what it must, writing nothing.
+#[test]
+fn capstan_encrypts_what_sops_decrypts() {
+    let keys = Keys::new();
+    let r = keys.recipient();
+    let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\nstringData:\n  password: hunter2\n  port: 5432\n  on: true\n  ratio: 0.25\n  empty: \"\"\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: second\ndata:\n  token: aHVudGVyMg==\n";
+    let fleet = fleet_with(&[(ADDON, plain)], std::slice::from_ref(&r));
+    let file = fleet.path().join(ADDON);
+    let out = capstan_harness::run::capstan_output(&[
+        "secret",
+        "encrypt",
+        "--in-place",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sealed = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !sealed.contains("hunter2") && !sealed.contains("aHVudGVyMg=="),
+        "{sealed}"
+    );
+    let (ok, text) = validate(fleet.path());
+    assert!(ok, "{text}");
+    let theirs = sops_decrypt(&keys, "x.yaml", &sealed).expect("sops decrypts capstan's file");
+    let ours = sops::decrypt(&sealed, std::slice::from_ref(&keys.fleet)).unwrap();
+    assert_eq!(ours, theirs);
+    let mut want = capstan_templates::yaml::parse_values(plain).unwrap();
+    for d in &mut want {
+        d["metadata"]["annotations"] = serde_json::json!({"capstan.dev/encrypted-for": "dev"});
+    }
+    assert_eq!(theirs, want);
+
+    // Refusals: nothing written.
+    let refused = |path: &Path, args: &[&str], needle: &str| {
+        let before = std::fs::read(path).ok();
+        let mut all = vec!["secret", "encrypt", "--in-place"];
+        all.extend_from_slice(args);
+        all.push(path.to_str().unwrap());
+        let out = capstan_harness::run::capstan_output(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} {}", path.display());
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+        assert_eq!(
+            std::fs::read(path).ok(),
+            before,
+            "{} changed",
+            path.display()
+        );
+    };
+    refused(&file, &[], "encrypted already");
+    let outside = fleet
+        .path()
+        .join("clusters/mgmt/workload-clusters/dev/secret.yaml");
+    std::fs::write(&outside, plain).unwrap();
+    refused(&outside, &[], "not in a cluster's addons/");
+    let config_map = fleet
+        .path()
+        .join("clusters/mgmt/workload-clusters/dev/addons/cm.yaml");
+    std::fs::write(
+        &config_map,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    refused(&config_map, &[], "only Secrets are kept encrypted");
+    let elsewhere = fleet
+        .path()
+        .join("clusters/mgmt/workload-clusters/dev/addons/other.yaml");
+    std::fs::write(&elsewhere, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: o\n  annotations: {capstan.dev/encrypted-for: legacy}\nstringData:\n  k: v\n").unwrap();
+    refused(&elsewhere, &[], "capstan.dev/encrypted-for: legacy");
+    let no_recipients = fleet_with(&[(ADDON, plain)], &[]);
+    refused(
+        &no_recipients.path().join(ADDON),
+        &[],
+        "spec.sops.ageRecipients",
+    );
+    // --age instead of fleet.yaml's.
+    let out = capstan_harness::run::capstan_output(&[
+        "secret",
+        "encrypt",
+        "--age",
+        &keys.other.to_public().to_string(),
+        no_recipients.path().join(ADDON).to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(sops::decrypt(&printed, std::slice::from_ref(&keys.other)).is_ok());
+    assert!(sops::decrypt(&printed, std::slice::from_ref(&keys.fleet)).is_err());
+}
