@@ -611,6 +611,38 @@ mod tests {
     }
 
     #[test]
+    fn an_encrypted_add_on_diffs_without_its_values_and_hashes_its_file() {
+        let sealed = |cipher: &str, file: &str| Addon {
+            sealed: Some(capstan_layout::addons::Sealed {
+                text: std::sync::Arc::from(file),
+                doc: 0,
+            }),
+            ..addon(&format!(
+                r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"s"}},"stringData":{{"p":"{cipher}"}}}}"#
+            ))
+        };
+        let (old, new) = (
+            sealed("ENC[old]", "file one"),
+            sealed("ENC[new]", "file two"),
+        );
+        let d = compare(std::slice::from_ref(&old), std::slice::from_ref(&new));
+        let text = d[0].diff.as_deref().unwrap();
+        assert!(
+            text.contains("encrypted with SOPS") && text.contains("changed"),
+            "{text}"
+        );
+        assert!(!text.contains("ENC["), "{text}");
+        let created = compare(&[], std::slice::from_ref(&new));
+        assert!(created[0].diff.as_deref().unwrap().contains("new"));
+        // The inventory's hash is of the encrypted file, not of any value.
+        assert_ne!(content_hash(&old), content_hash(&new));
+        assert_ne!(
+            content_hash(&new),
+            capstan_templates::identity::content_hash(&new.value)
+        );
+    }
+
+    #[test]
     fn a_diff_and_a_plan_show_the_add_on_changes() {
         let ns = addon(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"p"}}"#);
         let cm1 = addon(
