@@ -376,6 +376,23 @@ fn check_sealed(
                 Some(d.pos("kind")),
             );
         }
+        // A file whose rules encrypt nothing would carry a plain Secret past the refusal of
+        // plain Secrets: every value of `data` and `stringData` must be encrypted.
+        for key in ["data", "stringData"] {
+            for (k, value) in v.get(key).and_then(Value::as_object).into_iter().flatten() {
+                if !value
+                    .as_str()
+                    .is_some_and(|s| s.is_empty() || s.starts_with("ENC[AES256_GCM,"))
+                {
+                    return err(
+                        format!(
+                            "SOPS: `{key}.{k}` is in plain text: the file's rules must encrypt every value of a Secret's data and stringData (encrypted_regex: ^(data|stringData)$)"
+                        ),
+                        Some(d.pos(&format!("{key}.{k}"))),
+                    );
+                }
+            }
+        }
         let bound = v
             .pointer(&format!(
                 "/metadata/annotations/{}",

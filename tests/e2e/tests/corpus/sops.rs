@@ -348,10 +348,8 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
         "--encrypted-regex",
         "^(data|stringData)$",
     ];
-    let secret = SECRET.replace("team-a-db", "db").replace(
-        "  namespace: team-a\n",
-        "  annotations:\n    capstan.dev/encrypted-for: dev\n",
-    );
+    // A Secret as the API server takes it: string values only.
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  annotations:\n    capstan.dev/encrypted-for: dev\n  labels:\n    tier: data\ntype: Opaque\nstringData:\n  password: hunter2\n  port: \"5432\"\n  flag: \"true\"\n".to_string();
     let good = encrypt(&keys, "g.yaml", &secret, &data_only);
     let (ok, out) = validate(fleet_with(&[(ADDON, &good)], std::slice::from_ref(&r)).path());
     assert!(ok, "{out}");
