@@ -691,6 +691,37 @@ async fn an_encrypted_add_on_is_decrypted_in_memory_and_applied_only_inside_its_
         &["-n", "default", "get", "secret", "db"]
     ));
 
+    // Keys rotated: the same Secret encrypted again for the fleet's key and a new one (a new
+    // data key, every ciphertext new), then the agent given only the new key. The file changed,
+    // the Secret did not: nothing is written inside the cluster.
+    let version = |wk: &Path| {
+        kubectl_json(wk, &["-n", "default", "get", "secret", "db"])["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let before = version(wk);
+    let new_key = age::x25519::Identity::generate();
+    let both = format!("{recipient},{}", new_key.to_public());
+    let rotated = capstan_e2e::sops::encrypt(
+        keys.path(),
+        &key_file,
+        "db2.yaml",
+        plain,
+        &capstan_e2e::sops::data_only(&both),
+    );
+    assert_ne!(rotated, sealed);
+    bed.addon("ws-sops", "db.sops.yaml", &rotated);
+    identities_secret("sops-age-addons-test", &new_key).await;
+    bed.reconcile("r1b").await;
+    assert_eq!(bed.addons_ready("ws-sops").0, "True");
+    assert_eq!(
+        version(wk),
+        before,
+        "a re-encryption rewrote the Secret inside the cluster"
+    );
+    identities_secret("sops-age-addons-test", &fleet_key).await;
+
     // Changed after encryption: the MAC refuses it; the cluster keeps what it had.
     bed.addon(
         "ws-sops",
