@@ -272,10 +272,17 @@ fn check_secret(cluster: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
             o,
             key,
             Code::SecretWithData,
-            format!(
-                "{} carries data; keep credentials on the management cluster, never in Git",
-                subject(v)
-            ),
+            if v.get("sops").is_some() {
+                format!(
+                    "{} is encrypted with SOPS, which capstan decrypts in add-ons only (a cluster's addons/, a shared set): Secrets applied to the management cluster are created there by an admin",
+                    subject(v)
+                )
+            } else {
+                format!(
+                    "{} carries data; keep credentials on the management cluster, never in Git",
+                    subject(v)
+                )
+            },
         ));
     }
 }

@@ -1965,6 +1965,12 @@ corpus! {
             .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: registry\n  namespace: apps\n  annotations: {capstan.dev/encrypted-for: w}\nstringData:\n  password: hunter2\n", "3.13.3").replace("^(data|stringData)$", "^nothing$"))
             .err_line(SopsInvalid, W_ADDON, "password: hunter2");
 
+    sops_secret_outside_add_ons:
+        Case::workload()
+            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: w-registry}\ntype: Opaque\nstringData:\n  password: ENC\n", "3.13.3"))
+            .err_col(SecretWithData, W_EXTRA, "stringData:", 1)
+            .err_col(UnknownField, W_EXTRA, "sops:", 1);
+
     addon_sops_pgp_only:
         Case::workload()
             .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: registry, namespace: apps}\nstringData:\n  password: ENC\n", "3.13.3").replace("  age:\n    - recipient: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n      enc: x\n", "  pgp:\n    - fp: 85D77543B3D624B63CEA9E6DBC17301B491B3F21\n"))
