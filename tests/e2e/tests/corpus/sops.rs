@@ -42,7 +42,7 @@ fn sops_bin() -> PathBuf {
 }
 
 /// `sops encrypt` of `plain` (written as `name`, whose extension tells sops the format).
-fn encrypt(keys: &Keys, name: &str, plain: &str, args: &[&str]) -> String {
+fn sops_encrypt(keys: &Keys, name: &str, plain: &str, args: &[&str]) -> String {
     capstan_e2e::sops::encrypt(keys.dir.path(), &keys.key_file(), name, plain, args)
 }
 
@@ -132,7 +132,7 @@ fn what_sops_writes_capstan_decrypts_to_what_sops_reads() {
         ("two-recipients.yaml", SECRET.into(), vec!["--age", &both]),
     ];
     for (name, plain, args) in &cases {
-        let text = encrypt(&keys, name, plain, args);
+        let text = sops_encrypt(&keys, name, plain, args);
         assert!(sops::is_sops(&text), "{name}");
         let env = sops::check(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(env.recipients().contains(&keys.recipient()), "{name}");
@@ -165,14 +165,14 @@ type Expected = fn(&SopsError) -> bool;
 fn a_change_after_encryption_is_refused_as_sops_refuses_it() {
     let keys = Keys::new();
     let r = keys.recipient();
-    let regex = encrypt(
+    let regex = sops_encrypt(
         &keys,
         "a.yaml",
         SECRET,
         &["--age", &r, "--encrypted-regex", "^(data|stringData)$"],
     );
-    let whole = encrypt(&keys, "w.yaml", SECRET, &["--age", &r]);
-    let other_file = encrypt(
+    let whole = sops_encrypt(&keys, "w.yaml", SECRET, &["--age", &r]);
+    let other_file = sops_encrypt(
         &keys,
         "b.yaml",
         &SECRET
@@ -293,7 +293,7 @@ fn a_change_after_encryption_is_refused_as_sops_refuses_it() {
 
 /// A copy of the example fleet whose `dev` cluster carries `file` (a path under the fleet) and
 /// whose fleet.yaml lists `recipients`.
-fn fleet_with(files: &[(&str, &str)], recipients: &[String]) -> tempfile::TempDir {
+fn example_fleet_with(files: &[(&str, &str)], recipients: &[String]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let src = capstan_harness::run::example_fleet();
     for f in capstan_harness::run::files_under(&src, &[".git"]) {
@@ -350,12 +350,13 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
     ];
     // A Secret as the API server takes it: string values only.
     let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  annotations:\n    capstan.dev/encrypted-for: dev\n  labels:\n    tier: data\ntype: Opaque\nstringData:\n  password: hunter2\n  port: \"5432\"\n  flag: \"true\"\n".to_string();
-    let good = encrypt(&keys, "g.yaml", &secret, &data_only);
-    let (ok, out) = validate(fleet_with(&[(ADDON, &good)], std::slice::from_ref(&r)).path());
+    let good = sops_encrypt(&keys, "g.yaml", &secret, &data_only);
+    let (ok, out) =
+        validate(example_fleet_with(&[(ADDON, &good)], std::slice::from_ref(&r)).path());
     assert!(ok, "{out}");
 
-    let whole = encrypt(&keys, "w.yaml", &secret, &["--age", &r]);
-    let other_fleet = encrypt(
+    let whole = sops_encrypt(&keys, "w.yaml", &secret, &["--age", &r]);
+    let other_fleet = sops_encrypt(
         &keys,
         "o.yaml",
         &secret,
@@ -366,7 +367,7 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
             "^(data|stringData)$",
         ],
     );
-    let config_map = encrypt(
+    let config_map = sops_encrypt(
         &keys,
         "c.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n",
@@ -407,7 +408,7 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
         ),
     ];
     for (what, text, recipients, needle) in &cases {
-        let (ok, out) = validate(fleet_with(&[(ADDON, text)], recipients).path());
+        let (ok, out) = validate(example_fleet_with(&[(ADDON, text)], recipients).path());
         assert!(!ok, "{what}: validates\n{out}");
         assert!(
             out.contains("db.sops.yaml"),
@@ -427,7 +428,7 @@ fn capstan_encrypts_what_sops_decrypts() {
     let keys = Keys::new();
     let r = keys.recipient();
     let plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\nstringData:\n  password: hunter2\n  port: 5432\n  on: true\n  ratio: 0.25\n  empty: \"\"\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: second\ndata:\n  token: aHVudGVyMg==\n";
-    let fleet = fleet_with(&[(ADDON, plain)], std::slice::from_ref(&r));
+    let fleet = example_fleet_with(&[(ADDON, plain)], std::slice::from_ref(&r));
     let file = fleet.path().join(ADDON);
     let out = capstan_harness::run::capstan_output(&[
         "secret",
@@ -493,7 +494,7 @@ fn capstan_encrypts_what_sops_decrypts() {
         .join("clusters/mgmt/workload-clusters/dev/addons/other.yaml");
     std::fs::write(&elsewhere, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: o\n  annotations: {capstan.dev/encrypted-for: legacy}\nstringData:\n  k: v\n").unwrap();
     refused(&elsewhere, &[], "capstan.dev/encrypted-for: legacy");
-    let no_recipients = fleet_with(&[(ADDON, plain)], &[]);
+    let no_recipients = example_fleet_with(&[(ADDON, plain)], &[]);
     refused(
         &no_recipients.path().join(ADDON),
         &[],
