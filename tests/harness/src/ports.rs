@@ -7,10 +7,17 @@
 //! therefore chosen below the ephemeral range, where no outgoing connection is ever given a
 //! port, from a start that differs per process and call so that concurrent tests rarely probe
 //! the same ones. What remains (another test choosing the same port in the same window) is
-//! rare, and the callers retry on it.
+//! rare, and the callers retry on it. Within one process a port is handed out once only: two
+//! calls a moment apart (a webhook port, then a metrics port) could otherwise draw starts that
+//! land on the same free port, and the second server would find it taken by the first.
 
+use std::collections::HashSet;
 use std::net::TcpListener;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Every port this process has handed out: never handed out again.
+static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// Lowest port handed out: above the well-known and most registered service ports.
 const LOWEST: u16 = 10_000;
@@ -54,12 +61,17 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     let top = top();
     let span = u32::from(top - LOWEST);
     let start = seed() % span;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(HashSet::new);
     let mut held = Vec::with_capacity(n);
     for step in 0..span {
         if held.len() == n {
             break;
         }
         let port = LOWEST + ((start + step) % span) as u16;
+        if given.contains(&port) {
+            continue;
+        }
         // The whole-host address: a manager's webhook server listens on every interface.
         if let Ok(l) = TcpListener::bind(("0.0.0.0", port)) {
             held.push(l);
@@ -71,9 +83,12 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
             format!("fewer than {n} free ports between {LOWEST} and {top}"),
         ));
     }
-    held.iter()
+    let ports = held
+        .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+        .collect::<std::io::Result<Vec<u16>>>()?;
+    given.extend(&ports);
+    Ok(ports)
 }
 
 /// A port that was free a moment ago, outside the range client connections take theirs from.
@@ -98,12 +113,25 @@ mod tests {
     }
 
     #[test]
+    fn a_port_is_handed_out_once_per_process() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let p = free_port();
+            assert!(seen.insert(p), "{p} handed out twice");
+        }
+    }
+
+    #[test]
     fn a_taken_port_is_skipped() {
-        let ports = free_ports(4).unwrap();
-        let _taken = TcpListener::bind(("127.0.0.1", ports[0])).unwrap();
+        // Taken by someone else: bound here directly, never handed out by this module.
+        let taken = (LOWEST..top())
+            .rev()
+            .find_map(|p| TcpListener::bind(("0.0.0.0", p)).ok())
+            .unwrap();
+        let port = taken.local_addr().unwrap().port();
         // Whatever start the next call draws, it never hands out the taken port.
         for _ in 0..50 {
-            assert!(!free_ports(8).unwrap().contains(&ports[0]));
+            assert!(!free_ports(8).unwrap().contains(&port));
         }
     }
 }
