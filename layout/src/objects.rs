@@ -41,6 +41,14 @@ impl Rendered {
         }
     }
 
+    /// Captures an object whose content hash is given: a Secret decrypted from SOPS, whose hash
+    /// is keyed ([`crate::sops::Opened::hash`]) so that it says nothing of the values.
+    pub fn with_hash(obj: &Value, hash: String) -> Rendered {
+        let mut r = Rendered::new(obj);
+        r.hash = hash.into();
+        r
+    }
+
     /// The object, parsed.
     pub fn value(&self) -> Value {
         self.json.value()

@@ -49,6 +49,7 @@ pub mod reserved;
 pub mod table;
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use capstan_templates::diag::{Code, Diagnostic};
 use capstan_templates::spec::{Cluster, ExtraObject};
@@ -132,6 +133,9 @@ pub struct Fleet<'a> {
     pub directory: &'a str,
     /// Every cluster name of the repository.
     pub names: &'a BTreeSet<String>,
+    /// The directory's SOPS files (checked by `fleet::sealed`): their Secrets carry
+    /// ciphertext, decrypted by the agent.
+    pub sealed: &'a BTreeSet<PathBuf>,
 }
 
 fn group(api_version: &str) -> &str {
@@ -188,7 +192,7 @@ pub fn check_workload(cluster: &Cluster, fleet: Fleet<'_>) -> Vec<Diagnostic> {
             continue;
         }
         check_namespace(c, &cluster.namespace, o, &mut out);
-        check_secret(c, o, &mut out);
+        check_secret(c, o, fleet.sealed, &mut out);
         check_table(c, &cluster.namespace, o, fleet, &mut out);
         if kind == "HelmChartProxy" {
             check_values_template(c, o, true, &mut out);
@@ -237,11 +241,11 @@ pub fn check_workload(cluster: &Cluster, fleet: Fleet<'_>) -> Vec<Diagnostic> {
     out
 }
 
-/// Checks the extra objects of a management cluster directory.
-pub fn check_management(cluster: &Cluster) -> Vec<Diagnostic> {
+/// Checks the extra objects of a management cluster directory (`sealed`: its SOPS files).
+pub fn check_management(cluster: &Cluster, sealed: &BTreeSet<PathBuf>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for o in &cluster.extra_objects {
-        check_secret(&cluster.name, o, &mut out);
+        check_secret(&cluster.name, o, sealed, &mut out);
         check_values_template(&cluster.name, o, false, &mut out);
     }
     out
@@ -255,10 +259,16 @@ fn check_namespace(cluster: &str, namespace: &str, o: &ExtraObject, out: &mut Ve
     }
 }
 
-fn check_secret(cluster: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
+fn check_secret(
+    cluster: &str,
+    o: &ExtraObject,
+    sealed: &BTreeSet<PathBuf>,
+    out: &mut Vec<Diagnostic>,
+) {
     let v = o.value();
     if str_at(v, "/kind") != Some("Secret")
         || !group(str_at(v, "/apiVersion").unwrap_or("")).is_empty()
+        || sealed.contains(&o.file)
     {
         return;
     }
@@ -272,17 +282,12 @@ fn check_secret(cluster: &str, o: &ExtraObject, out: &mut Vec<Diagnostic>) {
             o,
             key,
             Code::SecretWithData,
-            if v.get("sops").is_some() {
-                format!(
-                    "{} is encrypted with SOPS, which capstan decrypts in add-ons only (a cluster's addons/, a shared set): Secrets applied to the management cluster are created there by an admin",
-                    subject(v)
-                )
-            } else {
-                format!(
-                    "{} carries data; keep credentials on the management cluster, never in Git",
-                    subject(v)
-                )
-            },
+            format!(
+                "{} carries {key} in plain text; credentials are never kept in Git unencrypted: encrypt it for the fleet's recipients (`capstan secret encrypt FILE`, or `sops encrypt --age <fleet.yaml's spec.sops.ageRecipients> --encrypted-regex '^(data|stringData)$' --in-place FILE`, with annotation {}: {}), or create it on the management cluster by hand",
+                subject(v),
+                crate::fleet::addons::ENCRYPTED_FOR,
+                crate::fleet::sealed::scope("<management>", cluster),
+            ),
         ));
     }
 }

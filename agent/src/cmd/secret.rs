@@ -1,7 +1,9 @@
 //! `capstan secret encrypt`: a Secret's data encrypted with SOPS for the fleet's age recipients
 //! ([`capstan_layout::sops::encrypt`]), bound to its place in the repository (the annotation
 //! [`capstan_layout::addons::ENCRYPTED_FOR`], from the file's path), checked as `validate` will
-//! check it before anything is printed or written. Needs public keys only.
+//! check it before anything is printed or written. Needs public keys only. A file in a cluster's
+//! own directory (applied on the management cluster) is bound to `<management>:<cluster>`, one
+//! in add-ons to the cluster (or `<management>/<set>`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -52,7 +54,7 @@ pub(super) fn encrypt(args: &SecretEncryptArgs) -> anyhow::Result<ExitCode> {
     let absolute = std::path::absolute(file)?;
     let Some((root, mgmt, scope)) = place_of(&absolute) else {
         bail!(
-            "{} is not in a cluster's addons/ or a shared set's directory (clusters/<mgmt>/workload-clusters/<name>/addons/, clusters/<mgmt>/addons/<set>/): only add-on Secrets are kept encrypted",
+            "{} is not in a cluster's directory, its addons/ or a shared set's directory (clusters/<mgmt>/, clusters/<mgmt>/workload-clusters/<name>/, …/addons/, clusters/<mgmt>/addons/<set>/): encrypted Secrets are read there only",
             file.display()
         );
     };
@@ -82,7 +84,7 @@ pub(super) fn encrypt(args: &SecretEncryptArgs) -> anyhow::Result<ExitCode> {
         }
         match annotations.get(ENCRYPTED_FOR).and_then(Value::as_str) {
             Some(s) if s != scope => bail!(
-                "{}: document {} says {ENCRYPTED_FOR}: {s}, but the file is in {scope}'s add-ons",
+                "{}: document {} says {ENCRYPTED_FOR}: {s}, but where the file is says {scope}",
                 file.display(),
                 i + 1
             ),

@@ -233,6 +233,25 @@ impl Pass<'_> {
             (None, Some(objs)) => objs,
             (None, None) => entry.objects.clone().unwrap_or_default(),
         };
+        // The Secrets kept encrypted in its directory, decrypted in memory for this pass.
+        let objects = match super::sops::open_sealed(
+            self.client(),
+            &super::sops::sops_secret(self.opts),
+            &entry.sealed,
+            objects,
+        )
+        .await
+        {
+            Ok(objects) => objects,
+            Err(why) => {
+                let refusal =
+                    decide::refusal(&self.opts.revision, prev, Reason::DecryptionFailed, why);
+                return Course::Refused {
+                    refusal,
+                    plan: None,
+                };
+            }
+        };
         let previous_inventory = prev.map(Recorded::inventory).unwrap_or_default();
         let (plan, holds, staged) = {
             let refs = references(&objects);

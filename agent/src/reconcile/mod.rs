@@ -53,6 +53,7 @@ mod pass;
 mod perform;
 pub mod profile;
 pub mod self_upgrade;
+mod sops;
 mod staging;
 
 use decision::Decided;

@@ -278,9 +278,11 @@ pub fn scope(cluster_or_mgmt: &str, set: Option<&str>) -> String {
     }
 }
 
-/// Where an add-on file sits in a fleet repository, from its path: the repository's root, the
-/// management cluster, and the [`scope`] its encrypted Secrets must name. None outside a
-/// cluster's `addons/` or a shared set's directory.
+/// Where a file that may hold encrypted Secrets sits in a fleet repository, from its path: the
+/// repository's root, the management cluster, and the scope its encrypted Secrets must name —
+/// an add-on's ([`scope`]: a cluster's `addons/`, a shared set's directory), or a cluster
+/// directory's own (`super::sealed::scope`: a workload directory's or the management
+/// directory's files, applied on the management cluster). None elsewhere.
 pub fn place_of(path: &Path) -> Option<(PathBuf, String, String)> {
     let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
     let at = parts.iter().rposition(|p| *p == CLUSTERS_DIR)?;
@@ -293,12 +295,18 @@ pub fn place_of(path: &Path) -> Option<(PathBuf, String, String)> {
         [mgmt, a, set, _, ..] if *a == DIR => {
             Some((root, mgmt.to_string(), scope(mgmt, Some(set))))
         }
+        [mgmt, w, cluster, _] if *w == WORKLOADS_DIR => {
+            Some((root, mgmt.to_string(), super::sealed::scope(mgmt, cluster)))
+        }
+        [mgmt, file] if *file != crate::config::FILE => {
+            Some((root, mgmt.to_string(), super::sealed::scope(mgmt, mgmt)))
+        }
         _ => None,
     }
 }
 
 /// A SOPS file's rules (see [`read`]); its documents lose the `sops` metadata.
-fn check_sealed(
+pub(crate) fn check_sealed(
     text: &str,
     docs: &mut [Document],
     file: &Path,
@@ -772,7 +780,7 @@ mod tests {
     }
 
     #[test]
-    fn an_add_on_file_knows_its_place() {
+    fn a_file_that_may_hold_encrypted_secrets_knows_its_place() {
         let place = |p: &str| place_of(Path::new(p));
         assert_eq!(
             place("repo/clusters/m/workload-clusters/dev/addons/a/b.yaml"),
@@ -782,8 +790,18 @@ mod tests {
             place("clusters/m/addons/base/b.yaml"),
             Some(("".into(), "m".into(), "m/base".into()))
         );
-        assert_eq!(place("clusters/m/cluster.yaml"), None);
-        assert_eq!(place("clusters/m/workload-clusters/dev/cluster.yaml"), None);
+        // A cluster directory's own files: applied on the management cluster.
+        assert_eq!(
+            place("clusters/m/cluster.yaml"),
+            Some(("".into(), "m".into(), "m:m".into()))
+        );
+        assert_eq!(
+            place("r/clusters/m/workload-clusters/dev/creds.yaml"),
+            Some(("r".into(), "m".into(), "m:dev".into()))
+        );
+        assert_eq!(place("clusters/m/fleet.yaml"), None);
+        assert_eq!(place("clusters/suspend.yaml"), None);
+        assert_eq!(place("docs/creds.yaml"), None);
     }
 
     #[test]

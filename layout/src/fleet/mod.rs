@@ -22,6 +22,7 @@
 
 pub mod addons;
 mod discover;
+pub mod sealed;
 
 use std::collections::hash_map::Entry as Slot;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -83,6 +84,9 @@ pub struct ClusterEntry {
     /// What is applied inside the workload cluster ([`crate::addons`]), in apply order; None:
     /// nothing (a management cluster always).
     pub addons: Option<addons::Addons>,
+    /// The Secrets of its own directory kept encrypted with SOPS ([`sealed`]): their rendered
+    /// objects hold ciphertext until the agent decrypts them.
+    pub sealed: Vec<sealed::SealedObject>,
 }
 
 impl ClusterEntry {
@@ -296,10 +300,11 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     let mut configs = read_configs(tree, &mut clusters);
     check_waves(tree, &mut clusters, &mut configs);
     let missing_documents = resolve_releases(tree, fetched, &configs, &mut clusters);
+    sealed::attach(tree, &mut clusters, &configs);
 
     check_names(&mut clusters);
     check_cidrs(&mut clusters);
-    check_tenancy(&mut clusters);
+    check_tenancy(tree, &mut clusters);
     check_fields(&mut clusters);
 
     render_all(tree, &mut clusters, cache);
@@ -717,10 +722,19 @@ fn read_cluster(
         let before = diags.len();
         match file_documents(tree, file) {
             Err(d) => diags.push(d.for_cluster(&name)),
-            Ok(parsed) => docs.extend(parsed.into_iter().map(|doc| SourceDoc {
-                file: file.clone(),
-                doc,
-            })),
+            Ok(mut parsed) => docs.extend(
+                {
+                    if sealed::is_sealed_file(tree, file) {
+                        sealed::strip(&mut parsed);
+                    }
+                    parsed
+                }
+                .into_iter()
+                .map(|doc| SourceDoc {
+                    file: file.clone(),
+                    doc,
+                }),
+            ),
         }
         file_errors |= diags.len() > before;
     }
@@ -737,6 +751,7 @@ fn read_cluster(
             diagnostics: diags,
             intent,
             addons: None,
+            sealed: Vec::new(),
         };
     }
     let (cluster, cluster_diags) = parse_cluster(&docs);
@@ -764,6 +779,7 @@ fn read_cluster(
         diagnostics: diags,
         intent,
         addons: None,
+        sealed: Vec::new(),
     };
     check_layout(&mut entry, &docs);
     if !file_errors {
@@ -1064,7 +1080,7 @@ fn check_fields(clusters: &mut [ClusterEntry]) {
 /// What a cluster directory may put on the management cluster ([`tenancy`]): workload
 /// directories confined to their cluster, no Secret data anywhere, and no tombstone for a
 /// management cluster while it still manages workload clusters.
-fn check_tenancy(clusters: &mut [ClusterEntry]) {
+fn check_tenancy(tree: &Tree, clusters: &mut [ClusterEntry]) {
     let names: BTreeSet<String> = clusters.iter().map(|e| e.name.clone()).collect();
     let mut managing: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // A workload with a tombstone of its own is being deleted with its management cluster
@@ -1080,15 +1096,24 @@ fn check_tenancy(clusters: &mut [ClusterEntry]) {
             .push(e.name.clone());
     }
     for entry in clusters.iter_mut() {
+        // SOPS files: checked by `sealed::attach`, their Secrets' data is ciphertext.
+        let sops: BTreeSet<PathBuf> = entry
+            .cluster
+            .iter()
+            .flat_map(|c| &c.extra_objects)
+            .map(|o| o.file.clone())
+            .filter(|f| sealed::is_sealed_file(tree, f))
+            .collect();
         let found = match (&entry.role, &entry.cluster) {
             (Role::Workload { .. }, Some(cluster)) => tenancy::check_workload(
                 cluster,
                 tenancy::Fleet {
                     directory: &entry.name,
                     names: &names,
+                    sealed: &sops,
                 },
             ),
-            (Role::Management, Some(cluster)) => tenancy::check_management(cluster),
+            (Role::Management, Some(cluster)) => tenancy::check_management(cluster, &sops),
             _ => Vec::new(),
         };
         entry.diagnostics.extend(found);

@@ -12,7 +12,7 @@ use aes_gcm::{AesGcm, aes::Aes256};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Number, Value};
-use sha2::{Digest, Sha512};
+use sha2::{Digest, Sha256, Sha512};
 use zeroize::Zeroizing;
 
 use super::{Envelope, SopsError, joined, open, walk};
@@ -183,6 +183,41 @@ fn data_key(
 /// Decrypts a SOPS file with the given age identities: its documents, without `sops`, every
 /// value in plain text — only once every value opened and the MAC matched.
 pub fn decrypt(text: &str, identities: &[age::x25519::Identity]) -> Result<Vec<Value>, SopsError> {
+    Ok(decrypt_keyed(text, identities)?.documents)
+}
+
+/// A decrypted file, and a hash keyed by its data key for what is made of it.
+pub struct Opened {
+    /// Its documents, without `sops`, in plain text.
+    pub documents: Vec<Value>,
+    /// Derived from the data key (never the key itself).
+    salt: Zeroizing<[u8; 32]>,
+}
+
+impl Opened {
+    /// The first 16 hex digits of SHA-256 over the salt and `text`: the content hash of an
+    /// object made of decrypted values. Keyed, so that the hash (recorded on the object and in
+    /// the status inventory) cannot be used to guess a value offline; stable while the data key
+    /// is (`sops updatekeys` re-encrypts the data key for new recipients and keeps it).
+    pub fn hash(&self, text: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(self.salt.as_slice());
+        h.update(text.as_bytes());
+        hex::encode(h.finalize())[..16].to_string()
+    }
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Opened({} documents)", self.documents.len())
+    }
+}
+
+/// [`decrypt`], keeping a salt derived from the data key ([`Opened::hash`]).
+pub fn decrypt_keyed(
+    text: &str,
+    identities: &[age::x25519::Identity],
+) -> Result<Opened, SopsError> {
     let (mut docs, env) = open(text)?;
     let key = data_key(&env, identities)?;
     let mut hash = Sha512::new();
@@ -233,5 +268,13 @@ pub fn decrypt(text: &str, identities: &[age::x25519::Identity]) -> Result<Vec<V
     if stored.as_slice() != computed.as_bytes() {
         return Err(SopsError::Mac);
     }
-    Ok(docs.iter().map(|d| d.to_value()).collect())
+    let mut salt = Zeroizing::new([0u8; 32]);
+    let mut h = Sha256::new();
+    h.update(b"capstan sealed content hash v1\0");
+    h.update(key.as_slice());
+    salt.copy_from_slice(&h.finalize());
+    Ok(Opened {
+        documents: docs.iter().map(|d| d.to_value()).collect(),
+        salt,
+    })
 }

@@ -27,7 +27,7 @@ use regex::Regex;
 use serde_json::Value;
 use thiserror::Error;
 
-pub use decrypt::decrypt;
+pub use decrypt::{Opened, decrypt, decrypt_keyed};
 pub use encrypt::{DATA_ONLY, FORMAT_VERSION, encrypt, rfc3339};
 use tree::Node;
 

@@ -151,6 +151,9 @@ reasons! {
         Forbidden => "Forbidden",
         /// The Kubernetes version change is not one EKS Anywhere upgrades.
         UpgradeRefused => "UpgradeRefused",
+        /// A Secret of its directory kept encrypted with SOPS does not decrypt (no identity, a
+        /// key that is not a recipient, a changed file).
+        DecryptionFailed => "DecryptionFailed",
         /// A field EKS Anywhere holds immutable would change.
         ImmutableField => "ImmutableField",
         /// The live EKS-A objects could not be read.

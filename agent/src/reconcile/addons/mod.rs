@@ -38,59 +38,8 @@ const CRD_ESTABLISHED: Duration = Duration::from_secs(30);
 /// deletes only what carries it.
 pub const ADDON_LABEL: &str = "capstan.dev/addon-of";
 
-/// The Secret of the age identities encrypted add-ons are decrypted with, unless one is named
-/// (in [`crate::status::NAMESPACE`]).
-pub const SOPS_AGE_SECRET: &str = "capstan-sops-age";
-
-/// The identities' Secret of a pass (`--sops-age-secret`, else [`SOPS_AGE_SECRET`]).
-pub(crate) fn sops_secret(opts: &super::Options) -> (String, String) {
-    opts.sops_age_secret.clone().unwrap_or_else(|| {
-        (
-            crate::status::NAMESPACE.to_string(),
-            SOPS_AGE_SECRET.to_string(),
-        )
-    })
-}
-
-/// The age identities of the Secret `ns/name` on the management cluster: every key ending in
-/// `.agekey` (as Flux names them), one identity per line, comments and blank lines aside.
-async fn sops_identities(
-    mgmt: &Client,
-    (ns, name): &(String, String),
-) -> Result<Vec<age::x25519::Identity>, String> {
-    use k8s_openapi::api::core::v1::Secret;
-    let api: Api<Secret> = Api::namespaced(mgmt.clone(), ns);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| format!("reading Secret {ns}/{name}, the SOPS identities: {e}"))?
-        .ok_or_else(|| {
-            format!("some add-ons are encrypted with SOPS, and Secret {ns}/{name} (the fleet's age identity, a key ending in .agekey) does not exist")
-        })?;
-    let mut out = Vec::new();
-    for (key, value) in secret.data.unwrap_or_default() {
-        if !key.ends_with(".agekey") {
-            continue;
-        }
-        let text = String::from_utf8(value.0)
-            .map_err(|_| format!("Secret {ns}/{name}: key {key} is not text"))?;
-        for (i, line) in text.lines().map(str::trim).enumerate() {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            // The error of a bad line says which line, never what it holds.
-            out.push(line.parse::<age::x25519::Identity>().map_err(|_| {
-                format!("Secret {ns}/{name}: line {} of key {key} is not an age identity (AGE-SECRET-KEY-1…)", i + 1)
-            })?);
-        }
-    }
-    if out.is_empty() {
-        return Err(format!(
-            "Secret {ns}/{name} holds no age identity (a key ending in .agekey, one AGE-SECRET-KEY-1… per line)"
-        ));
-    }
-    Ok(out)
-}
+pub use super::sops::SOPS_AGE_SECRET;
+use super::sops::{sops_identities, sops_secret};
 
 /// The add-ons with every SOPS-encrypted one decrypted (in memory: the copies live for this
 /// step only); the first that does not decrypt fails the step, named by its file and line.

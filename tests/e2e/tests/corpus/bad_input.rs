@@ -1965,11 +1965,32 @@ corpus! {
             .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: registry\n  namespace: apps\n  annotations: {capstan.dev/encrypted-for: w}\nstringData:\n  password: hunter2\n", "3.13.3").replace("^(data|stringData)$", "^nothing$"))
             .err_line(SopsInvalid, W_ADDON, "password: hunter2");
 
-    sops_secret_outside_add_ons:
+    // A cluster directory's own encrypted Secrets (applied on the management cluster) name
+    // `<management>:<cluster>`; an add-on names its cluster. Neither goes where the other does.
+    sops_secret_of_a_cluster_directory_encrypted_as_an_add_on:
         Case::workload()
-            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata: {name: w-registry}\ntype: Opaque\nstringData:\n  password: ENC\n", "3.13.3"))
-            .err_col(SecretWithData, W_EXTRA, "stringData:", 1)
-            .err_col(UnknownField, W_EXTRA, "sops:", 1);
+            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: w-registry\n  annotations: {capstan.dev/encrypted-for: w}\ntype: Opaque\nstringData:\n  password: ENC\n", "3.13.3"))
+            .err_line(SopsInvalid, W_EXTRA, "metadata:");
+
+    sops_add_on_encrypted_for_the_management_cluster:
+        Case::workload()
+            .file(W_ADDON, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: registry\n  namespace: apps\n  annotations: {capstan.dev/encrypted-for: \"mgmt:w\"}\nstringData:\n  password: ENC\n", "3.13.3"))
+            .err_line(SopsInvalid, W_ADDON, "metadata:");
+
+    sops_secret_of_a_cluster_directory_copied_from_another:
+        Case::workload()
+            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: w-registry\n  annotations: {capstan.dev/encrypted-for: \"mgmt:ok\"}\ntype: Opaque\nstringData:\n  password: ENC\n", "3.13.3"))
+            .err_line(SopsInvalid, W_EXTRA, "metadata:");
+
+    sops_secret_named_for_another_cluster:
+        Case::workload()
+            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: ok-vsphere-credentials\n  annotations: {capstan.dev/encrypted-for: \"mgmt:w\"}\ntype: Opaque\nstringData:\n  password: ENC\n", "3.13.3"))
+            .err_line(NameOutsideCluster, W_EXTRA, "name: ok-vsphere-credentials");
+
+    sops_secret_of_a_cluster_directory_whose_rules_encrypt_nothing:
+        Case::workload()
+            .file(W_EXTRA, &sops_file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: w-registry\n  annotations: {capstan.dev/encrypted-for: \"mgmt:w\"}\ntype: Opaque\nstringData:\n  password: hunter2\n", "3.13.3").replace("^(data|stringData)$", "^nothing$"))
+            .err_line(SopsInvalid, W_EXTRA, "password: hunter2");
 
     addon_sops_pgp_only:
         Case::workload()

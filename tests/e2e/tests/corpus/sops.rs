@@ -420,6 +420,106 @@ fn validate_checks_encrypted_add_ons_without_a_key() {
     println!("{} encrypted add-on files refused at validate", cases.len());
 }
 
+const OWN: &str = "clusters/mgmt/workload-clusters/dev/registry.sops.yaml";
+const MGMT_OWN: &str = "clusters/mgmt/credentials.sops.yaml";
+
+/// A cluster directory's own encrypted Secrets (applied on the management cluster): bound to
+/// `<management>:<cluster>` by `capstan secret encrypt` from where the file is, validated without a
+/// key; copied into the cluster's add-ons (to have management-side credentials applied inside
+/// the workload cluster, where its users read them), into another cluster's directory, or
+/// renamed for another cluster, each is refused naming the file.
+#[test]
+fn a_cluster_directorys_encrypted_secrets_are_bound_to_the_management_side() {
+    let keys = Keys::new();
+    let r = keys.recipient();
+    let own = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: dev-registry-credentials\ntype: Opaque\nstringData:\n  username: robot\n  password: hunter2\n";
+    let mgmt_plain = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: prod-vsphere-credentials\n  namespace: eksa-system\n  annotations:\n    capstan.dev/encrypted-for: mgmt:mgmt\ntype: Opaque\nstringData:\n  username: admin@vsphere.local\n  password: hunter2\n";
+    let mgmt_sealed = sops_encrypt(
+        &keys,
+        "m.yaml",
+        mgmt_plain,
+        &["--age", &r, "--encrypted-regex", "^(data|stringData)$"],
+    );
+    let fleet = example_fleet_with(
+        &[(OWN, own), (MGMT_OWN, &mgmt_sealed)],
+        std::slice::from_ref(&r),
+    );
+    let out = capstan_harness::run::capstan_output(&[
+        "secret",
+        "encrypt",
+        "--in-place",
+        fleet.path().join(OWN).to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("capstan.dev/encrypted-for: mgmt:dev"), "{err}");
+    let sealed = std::fs::read_to_string(fleet.path().join(OWN)).unwrap();
+    assert!(!sealed.contains("hunter2"), "{sealed}");
+    let (ok, text) = validate(fleet.path());
+    assert!(ok, "{text}");
+    // The real sops opens what capstan wrote, bound where it is.
+    let theirs = sops_decrypt(&keys, "x.yaml", &sealed).expect("sops decrypts it");
+    assert_eq!(
+        theirs[0]["metadata"]["annotations"]["capstan.dev/encrypted-for"],
+        "mgmt:dev"
+    );
+    assert_eq!(theirs[0]["stringData"]["password"], "hunter2");
+
+    let cases: Vec<(&str, Vec<(&str, String)>, &str, &str)> = vec![
+        (
+            "the cluster's own Secret copied into its add-ons",
+            vec![(ADDON, sealed.clone())],
+            "db.sops.yaml",
+            "it says `mgmt:dev`",
+        ),
+        (
+            "the management directory's Secret copied into a workload directory",
+            vec![(OWN, mgmt_sealed.clone())],
+            "registry.sops.yaml",
+            "it says `mgmt:mgmt`",
+        ),
+        (
+            "dev's Secret copied into legacy's directory",
+            vec![(
+                "clusters/mgmt/workload-clusters/legacy/registry.sops.yaml",
+                sealed.clone(),
+            )],
+            "legacy/registry.sops.yaml",
+            "it says `mgmt:dev`",
+        ),
+        (
+            "a Secret named for another cluster",
+            vec![(
+                OWN,
+                sops_encrypt(
+                    &keys,
+                    "n.yaml",
+                    &own.replace("dev-registry", "prod-registry").replace(
+                        "type:",
+                        "  annotations:\n    capstan.dev/encrypted-for: mgmt:dev\ntype:",
+                    ),
+                    &["--age", &r, "--encrypted-regex", "^(data|stringData)$"],
+                ),
+            )],
+            "registry.sops.yaml",
+            "the name belongs to cluster `prod`",
+        ),
+    ];
+    for (what, files, file, needle) in &cases {
+        let mut all: Vec<(&str, &str)> = vec![(MGMT_OWN, mgmt_sealed.as_str())];
+        all.extend(files.iter().map(|(p, t)| (*p, t.as_str())));
+        let (ok, out) = validate(example_fleet_with(&all, std::slice::from_ref(&r)).path());
+        assert!(!ok, "{what}: validates\n{out}");
+        assert!(out.contains(file), "{what}: file not named\n{out}");
+        assert!(out.contains(needle), "{what}: `{needle}` not said\n{out}");
+        assert!(!out.contains("hunter2"), "{what}: a value shown\n{out}");
+    }
+    println!(
+        "{} misplaced cluster-directory Secrets refused at validate",
+        cases.len()
+    );
+}
+
 /// `capstan secret encrypt` writes what `sops` decrypts (the real tool is the oracle of the
 /// writer too), bound to the file's place, for fleet.yaml's recipients; validate takes it; and it
 /// refuses what it must, writing nothing.
@@ -475,11 +575,10 @@ fn capstan_encrypts_what_sops_decrypts() {
         );
     };
     refused(&file, &[], "encrypted already");
-    let outside = fleet
-        .path()
-        .join("clusters/mgmt/workload-clusters/dev/secret.yaml");
+    let outside = fleet.path().join("docs/secret.yaml");
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
     std::fs::write(&outside, plain).unwrap();
-    refused(&outside, &[], "not in a cluster's addons/");
+    refused(&outside, &[], "not in a cluster's directory");
     let config_map = fleet
         .path()
         .join("clusters/mgmt/workload-clusters/dev/addons/cm.yaml");
