@@ -58,6 +58,7 @@ pub fn stand_in(tree: &Tree, fleet: &Fleet, names: &BTreeSet<String>) -> Rehears
     // The YAML files of each kept directory, mapped together (a machine config may sit in
     // another file than the cluster that names it).
     let mut docs: BTreeMap<&Path, Vec<SourceDoc>> = BTreeMap::new();
+    let mut sealed_left_out: Vec<(String, PathBuf)> = Vec::new();
     for (path, entry) in &tree.entries {
         let parent = path.parent().unwrap_or(Path::new(""));
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -67,6 +68,11 @@ pub fn stand_in(tree: &Tree, fleet: &Fleet, names: &BTreeSet<String>) -> Rehears
             .find(|d| path.starts_with(d) && path != *d)
             .copied();
         match (cluster_dir, kept.get(parent)) {
+            // An encrypted file of a kept cluster's directory: left out (the rehearsal holds no
+            // key, and the in-memory backend reads no provider credentials), and said so.
+            (_, Some(name)) if !own_file && crate::fleet::sealed::is_sealed_file(tree, path) => {
+                sealed_left_out.push((name.to_string(), path.clone()));
+            }
             // A file of a kept cluster's directory.
             (_, Some(_)) if !own_file => match entry {
                 Entry::File(bytes) if is_yaml(path) => {
@@ -122,6 +128,13 @@ pub fn stand_in(tree: &Tree, fleet: &Fleet, names: &BTreeSet<String>) -> Rehears
                 .insert(name.to_string(), stand_in.not_carried);
         }
     }
+    for (name, file) in sealed_left_out {
+        out.not_carried.entry(name).or_default().push(NotCarried {
+            file,
+            pos: capstan_templates::yaml::Pos { line: 1, column: 1 },
+            what: "Secrets encrypted with SOPS: left out (the rehearsal holds no key to decrypt them, and the in-memory backend reads no provider credentials)".into(),
+        });
+    }
     out
 }
 
@@ -174,6 +187,32 @@ mod tests {
             "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\n",
         );
         tree
+    }
+
+    #[test]
+    fn an_encrypted_file_is_left_out_and_said_so() {
+        let mut tree = fleet(&["a"]);
+        let key = age::x25519::Identity::generate();
+        let sealed = crate::sops::encrypt(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: a-vsphere-credentials\n  annotations: {capstan.dev/encrypted-for: \"mgmt:a\"}\nstringData:\n  password: hunter2\n",
+            &[key.to_public()],
+            crate::sops::DATA_ONLY,
+            "2026-12-03T00:00:00Z",
+        )
+        .unwrap();
+        let file = "clusters/mgmt/workload-clusters/a/credentials.sops.yaml";
+        tree.insert(file, sealed);
+        let loaded = crate::load(&tree);
+        assert!(!loaded.has_errors(), "{:#?}", loaded.all_diagnostics());
+        let r = stand_in(&tree, &loaded, &BTreeSet::from(["a".to_string()]));
+        assert!(!r.tree.entries.contains_key(Path::new(file)));
+        let said: Vec<String> = r.not_carried["a"].iter().map(ToString::to_string).collect();
+        assert!(
+            said.iter()
+                .any(|s| s.starts_with(file) && s.contains("SOPS")),
+            "{said:?}"
+        );
+        assert!(!crate::load(&r.tree).has_errors());
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub fn scope(mgmt: &str, cluster: &str) -> String {
 }
 
 /// Whether a file of the tree is a SOPS file.
-pub(super) fn is_sealed_file(tree: &Tree, file: &Path) -> bool {
+pub(crate) fn is_sealed_file(tree: &Tree, file: &Path) -> bool {
     file_text(tree, file).is_some_and(crate::sops::is_sops)
 }
 
