@@ -35,3 +35,32 @@ pub fn data_only(recipient: &str) -> [&str; 4] {
         "^(data|stringData)$",
     ]
 }
+
+/// `sops updatekeys` of `text` (written as `name` in `dir`) to the age `recipients`
+/// (comma-separated) through a `.sops.yaml` creation rule, as an admin rotates keys: the data key
+/// stays, re-encrypted for the new recipients. `key_file` holds an identity that opens it.
+pub fn updatekeys(dir: &Path, key_file: &Path, name: &str, text: &str, recipients: &str) -> String {
+    let sops = capstan_harness::binaries::ensure_sops().expect("building sops");
+    std::fs::write(
+        dir.join(".sops.yaml"),
+        format!(
+            "creation_rules:\n  - age: \"{recipients}\"\n    encrypted_regex: ^(data|stringData)$\n"
+        ),
+    )
+    .unwrap();
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(sops)
+        .args(["updatekeys", "-y"])
+        .arg(&file)
+        .env("SOPS_AGE_KEY_FILE", key_file)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sops updatekeys: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&file).unwrap()
+}

@@ -465,49 +465,48 @@ fn a_cluster_directorys_encrypted_secrets_are_bound_to_the_management_side() {
     );
     assert_eq!(theirs[0]["stringData"]["password"], "hunter2");
 
-    let cases: Vec<(&str, Vec<(&str, String)>, &str, &str)> = vec![
+    let renamed = sops_encrypt(
+        &keys,
+        "n.yaml",
+        &own.replace("dev-registry", "prod-registry").replace(
+            "type:",
+            "  annotations:\n    capstan.dev/encrypted-for: mgmt:dev\ntype:",
+        ),
+        &["--age", &r, "--encrypted-regex", "^(data|stringData)$"],
+    );
+    // (what, where the file goes, its text, the file named, what is said)
+    let cases: Vec<(&str, &str, &str, &str, &str)> = vec![
         (
             "the cluster's own Secret copied into its add-ons",
-            vec![(ADDON, sealed.clone())],
+            ADDON,
+            &sealed,
             "db.sops.yaml",
             "it says `mgmt:dev`",
         ),
         (
             "the management directory's Secret copied into a workload directory",
-            vec![(OWN, mgmt_sealed.clone())],
+            OWN,
+            &mgmt_sealed,
             "registry.sops.yaml",
             "it says `mgmt:mgmt`",
         ),
         (
             "dev's Secret copied into legacy's directory",
-            vec![(
-                "clusters/mgmt/workload-clusters/legacy/registry.sops.yaml",
-                sealed.clone(),
-            )],
+            "clusters/mgmt/workload-clusters/legacy/registry.sops.yaml",
+            &sealed,
             "legacy/registry.sops.yaml",
             "it says `mgmt:dev`",
         ),
         (
             "a Secret named for another cluster",
-            vec![(
-                OWN,
-                sops_encrypt(
-                    &keys,
-                    "n.yaml",
-                    &own.replace("dev-registry", "prod-registry").replace(
-                        "type:",
-                        "  annotations:\n    capstan.dev/encrypted-for: mgmt:dev\ntype:",
-                    ),
-                    &["--age", &r, "--encrypted-regex", "^(data|stringData)$"],
-                ),
-            )],
+            OWN,
+            &renamed,
             "registry.sops.yaml",
             "the name belongs to cluster `prod`",
         ),
     ];
-    for (what, files, file, needle) in &cases {
-        let mut all: Vec<(&str, &str)> = vec![(MGMT_OWN, mgmt_sealed.as_str())];
-        all.extend(files.iter().map(|(p, t)| (*p, t.as_str())));
+    for (what, path, text, file, needle) in &cases {
+        let all = [(MGMT_OWN, mgmt_sealed.as_str()), (*path, *text)];
         let (ok, out) = validate(example_fleet_with(&all, std::slice::from_ref(&r)).path());
         assert!(!ok, "{what}: validates\n{out}");
         assert!(out.contains(file), "{what}: file not named\n{out}");

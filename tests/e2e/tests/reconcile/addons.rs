@@ -47,16 +47,16 @@ impl Heard {
     }
 }
 
-struct Bed {
+pub(super) struct Bed {
     files: FleetDir,
-    mgmt: String,
-    ns: String,
+    pub(super) mgmt: String,
+    pub(super) ns: String,
     /// The Secret of the SOPS identities (`--sops-age-secret`); None: the default.
-    sops: Option<(String, String)>,
+    pub(super) sops: Option<(String, String)>,
 }
 
 impl Bed {
-    fn new(tag: &str, workloads: &[&str]) -> Bed {
+    pub(super) fn new(tag: &str, workloads: &[&str]) -> Bed {
         let mgmt = format!("m-{tag}");
         let ns = format!("t-{tag}");
         let req = |name: &str, mgmt: Option<&str>, i: u8| ClusterRequest {
@@ -85,7 +85,7 @@ impl Bed {
         }
     }
 
-    fn write(&self, rel: &str, text: &str) {
+    pub(super) fn write(&self, rel: &str, text: &str) {
         let path = self.files.root.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
@@ -114,7 +114,7 @@ impl Bed {
         }
     }
 
-    async fn reconcile(&self, revision: &str) -> Outcome {
+    pub(super) async fn reconcile(&self, revision: &str) -> Outcome {
         let cp = capstan_harness::shared().await;
         let fleet = self.files.fleet();
         assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
@@ -123,13 +123,9 @@ impl Bed {
         reconcile(&client, &fleet, &opts).await.unwrap()
     }
 
-    async fn plan(&self, revision: &str) -> Outcome {
+    pub(super) async fn plan(&self, revision: &str) -> Outcome {
         let cp = capstan_harness::shared().await;
-        let opts = Options {
-            revision: revision.into(),
-            management: Some(self.mgmt.clone()),
-            ..Default::default()
-        };
+        let opts = self.opts(revision);
         let client = capstan::install::testing::agent_client(cp).await;
         capstan::reconcile::plan(&client, &self.files.fleet(), &opts)
             .await
@@ -603,7 +599,7 @@ async fn a_replica_whose_leader_fence_is_shut_writes_nothing_into_a_workload_clu
 
 /// The admin's Secret of age identities on the management cluster (`capstan-system/<name>`,
 /// key `fleet.agekey`), replaced if present.
-async fn identities_secret(name: &str, identity: &age::x25519::Identity) {
+pub(super) async fn identities_secret(name: &str, identity: &age::x25519::Identity) {
     use age::secrecy::ExposeSecret;
     use k8s_openapi::api::core::v1::Secret;
     let cp = capstan_harness::shared().await;

@@ -15,4 +15,5 @@ mod hostile_tenant;
 mod known_fields;
 mod rbac;
 mod reference_table;
+mod sealed;
 mod server_dry_run;

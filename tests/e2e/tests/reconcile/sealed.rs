@@ -1,0 +1,226 @@
+//! Secrets of a cluster's own directory kept encrypted with SOPS (written by the real `sops`),
+//! decrypted by the agent in memory and applied on the management cluster: the management
+//! directory's and a workload directory's. Asserted from the API server with kubectl.
+
+use std::path::Path;
+
+use capstan_harness::run::{kubectl, kubectl_json};
+
+use super::addons::{Bed, identities_secret};
+
+const IDENTITIES: &str = "sops-age-sealed-test";
+
+/// The ManagedCluster's conditions as kubectl reads them: (type, status, reason, message).
+fn conditions(cluster: &str) -> Vec<(String, String, String, String)> {
+    let cp = capstan_harness::shared_if_started().expect("started");
+    let mc = kubectl_json(
+        cp.kubeconfig_path(),
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "managedclusters.capstan.dev",
+            cluster,
+        ],
+    );
+    mc["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (s("type"), s("status"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+/// The message of the condition whose reason is `reason`, if any.
+fn reason_message(cluster: &str, reason: &str) -> Option<String> {
+    conditions(cluster)
+        .into_iter()
+        .find(|c| c.2 == reason)
+        .map(|c| c.3)
+}
+
+/// A Secret on the management cluster, as kubectl reads it; None when there is none.
+fn secret(kubeconfig: &Path, ns: &str, name: &str) -> Option<serde_json::Value> {
+    let (ok, text) = kubectl(kubeconfig, &["-n", ns, "get", "secret", name, "-o", "json"]);
+    if !ok {
+        assert!(text.contains("NotFound"), "{text}");
+        return None;
+    }
+    Some(serde_json::from_str(&text).unwrap())
+}
+
+/// The management directory's and a workload directory's encrypted Secrets are decrypted with
+/// the identities of the Secret the admin names and applied on the management cluster; the
+/// value is nowhere else (the ManagedCluster status, the plan), and the recorded content hash
+/// is keyed (not the hash of the plain Secret). Without the identities, with a foreign key, or
+/// with a file changed after encryption, that cluster's revision is refused (DecryptionFailed,
+/// naming the file) and nothing of it is applied, the other cluster going on; rotating the
+/// keys with `sops updatekeys` writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_management_cluster() {
+    let cp = capstan_harness::shared().await;
+    let kc = cp.kubeconfig_path();
+    let mut bed = Bed::new("sealed", &["ws-seal"]);
+    bed.sops = Some(("capstan-system".into(), IDENTITIES.into()));
+    let (mgmt, ns) = (bed.mgmt.clone(), bed.ns.clone());
+    let fleet_key = age::x25519::Identity::generate();
+    let recipient = fleet_key.to_public().to_string();
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("keys.txt");
+    {
+        use age::secrecy::ExposeSecret;
+        std::fs::write(&key_file, fleet_key.to_string().expose_secret()).unwrap();
+    }
+    bed.write(
+        &format!("clusters/{mgmt}/fleet.yaml"),
+        &format!("apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  sops:\n    ageRecipients: [{recipient}]\n"),
+    );
+    let args = capstan_e2e::sops::data_only(&recipient);
+    let mgmt_plain = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {mgmt}-registry\n  namespace: {ns}\n  annotations:\n    capstan.dev/encrypted-for: {mgmt}:{mgmt}\ntype: Opaque\nstringData:\n  password: hunter2-mgmt\n"
+    );
+    let ws_plain = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ws-seal-credentials\n  annotations:\n    capstan.dev/encrypted-for: {mgmt}:ws-seal\ntype: Opaque\nstringData:\n  username: admin\n  password: hunter2-ws\n"
+    );
+    let mgmt_sealed =
+        capstan_e2e::sops::encrypt(keys.path(), &key_file, "m.yaml", &mgmt_plain, &args);
+    let ws_sealed = capstan_e2e::sops::encrypt(keys.path(), &key_file, "w.yaml", &ws_plain, &args);
+    let mgmt_file = format!("clusters/{mgmt}/registry.sops.yaml");
+    let ws_file = format!("clusters/{mgmt}/workload-clusters/ws-seal/credentials.sops.yaml");
+    bed.write(&mgmt_file, &mgmt_sealed);
+    bed.write(&ws_file, &ws_sealed);
+
+    // No identities yet: both clusters refused, naming the Secret; nothing of them applied.
+    let out = bed.reconcile("r0").await;
+    for name in [mgmt.as_str(), "ws-seal"] {
+        let c = out.clusters.iter().find(|c| c.name == name).unwrap();
+        assert!(
+            c.message.contains(IDENTITIES) && c.message.contains("does not exist"),
+            "{name}: {}",
+            c.message
+        );
+        let why = reason_message(name, "DecryptionFailed")
+            .unwrap_or_else(|| panic!("{name}: {:?}", conditions(name)));
+        assert!(why.contains(IDENTITIES), "{why}");
+    }
+    assert!(secret(kc, &ns, "ws-seal-credentials").is_none());
+    assert!(
+        !kubectl(
+            kc,
+            &["-n", &ns, "get", "clusters.cluster.x-k8s.io", "ws-seal"]
+        )
+        .0,
+        "the refused cluster was applied"
+    );
+
+    identities_secret(IDENTITIES, &fleet_key).await;
+    let planned = format!("{:?}", bed.plan("r1").await);
+    bed.reconcile("r1").await;
+    let b64 = |s: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let m = secret(kc, &ns, &format!("{mgmt}-registry")).expect("the management's Secret");
+    assert_eq!(m["data"]["password"], b64("hunter2-mgmt"), "{m}");
+    let w = secret(kc, &ns, "ws-seal-credentials").expect("the workload's Secret");
+    assert_eq!(w["data"]["password"], b64("hunter2-ws"), "{w}");
+    assert_eq!(w["data"]["username"], b64("admin"), "{w}");
+    // Nowhere else: the statuses and the plan hold neither value nor its base64.
+    for name in [mgmt.as_str(), "ws-seal"] {
+        let status = kubectl(
+            kc,
+            &[
+                "-n",
+                "capstan-system",
+                "get",
+                "managedclusters.capstan.dev",
+                name,
+                "-o",
+                "json",
+            ],
+        )
+        .1;
+        assert!(
+            reason_message(name, "DecryptionFailed").is_none(),
+            "{status}"
+        );
+        for text in [&status, &planned] {
+            for v in ["hunter2", &b64("hunter2-ws"), &b64("hunter2-mgmt")] {
+                assert!(!text.contains(v), "{v} in {text}");
+            }
+        }
+    }
+
+    // Keys rotated: both files re-encrypted for the fleet's key and a new one (`sops
+    // updatekeys`), the agent given only the new key: nothing is written.
+    let version = |name: &str| {
+        secret(kc, &ns, name).unwrap()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let before = (
+        version(&format!("{mgmt}-registry")),
+        version("ws-seal-credentials"),
+    );
+    let new_key = age::x25519::Identity::generate();
+    let both = format!("{recipient},{}", new_key.to_public());
+    let rotated_ws =
+        capstan_e2e::sops::updatekeys(keys.path(), &key_file, "w2.yaml", &ws_sealed, &both);
+    let rotated_mgmt =
+        capstan_e2e::sops::updatekeys(keys.path(), &key_file, "m2.yaml", &mgmt_sealed, &both);
+    assert_ne!(rotated_ws, ws_sealed);
+    assert!(rotated_ws.contains(&new_key.to_public().to_string()));
+    bed.write(&ws_file, &rotated_ws);
+    bed.write(&mgmt_file, &rotated_mgmt);
+    identities_secret(IDENTITIES, &new_key).await;
+    bed.reconcile("r2").await;
+    assert!(reason_message("ws-seal", "DecryptionFailed").is_none());
+    assert_eq!(
+        (
+            version(&format!("{mgmt}-registry")),
+            version("ws-seal-credentials")
+        ),
+        before,
+        "a re-encryption rewrote a Secret"
+    );
+
+    // Changed after encryption (renamed, still a name of its cluster): the MAC refuses it; the
+    // workload is refused naming the file and keeps what it had; the management cluster goes on.
+    bed.write(
+        &ws_file,
+        &rotated_ws.replace("ws-seal-credentials", "ws-seal-credentialz"),
+    );
+    let out = bed.reconcile("r3").await;
+    let why = reason_message("ws-seal", "DecryptionFailed")
+        .unwrap_or_else(|| panic!("{:?}", conditions("ws-seal")));
+    assert!(
+        why.contains("credentials.sops.yaml") && why.contains("MAC"),
+        "{why}"
+    );
+    assert!(!why.contains("hunter2"), "{why}");
+    assert!(secret(kc, &ns, "ws-seal-credentialz").is_none());
+    assert_eq!(
+        secret(kc, &ns, "ws-seal-credentials").unwrap()["data"]["password"],
+        b64("hunter2-ws")
+    );
+    let m = out.clusters.iter().find(|c| c.name == mgmt).unwrap();
+    assert!(
+        reason_message(&mgmt, "DecryptionFailed").is_none(),
+        "{}",
+        m.message
+    );
+
+    // A key the files are not encrypted for: nothing decrypts, the recipients named.
+    bed.write(&ws_file, &rotated_ws);
+    identities_secret(IDENTITIES, &age::x25519::Identity::generate()).await;
+    bed.reconcile("r4").await;
+    for name in [mgmt.as_str(), "ws-seal"] {
+        let why = reason_message(name, "DecryptionFailed")
+            .unwrap_or_else(|| panic!("{name}: {:?}", conditions(name)));
+        assert!(why.contains(&recipient), "{why}");
+    }
+}
