@@ -285,8 +285,8 @@ fn check_secret(
             format!(
                 "{} carries {key} in plain text; credentials are never kept in Git unencrypted: encrypt it for the fleet's recipients (`capstan secret encrypt FILE`, or `sops encrypt --age <fleet.yaml's spec.sops.ageRecipients> --encrypted-regex '^(data|stringData)$' --in-place FILE`, with annotation {}: {}), or create it on the management cluster by hand",
                 subject(v),
-                crate::fleet::addons::ENCRYPTED_FOR,
-                crate::fleet::sealed::scope("<management>", cluster),
+                crate::sops::ENCRYPTED_FOR,
+                crate::sops::management_scope("<management>", cluster),
             ),
         ));
     }

@@ -263,12 +263,7 @@ pub fn read(
     (out, diags)
 }
 
-/// The annotation that binds an encrypted Secret to where it may be decrypted: the workload
-/// cluster's name for its own add-ons, `<management>/<set>` for a shared set. Written before
-/// encryption, it is covered by the MAC, so a file copied into another directory (to have the
-/// agent decrypt another cluster's Secret into the copier's cluster) is refused there, and
-/// changing the annotation breaks the MAC.
-pub const ENCRYPTED_FOR: &str = "capstan.dev/encrypted-for";
+pub use crate::sops::ENCRYPTED_FOR;
 
 /// What [`ENCRYPTED_FOR`] must say for the add-ons of `cluster`, or of `mgmt`'s shared `set`.
 pub fn scope(cluster_or_mgmt: &str, set: Option<&str>) -> String {
@@ -281,7 +276,7 @@ pub fn scope(cluster_or_mgmt: &str, set: Option<&str>) -> String {
 /// Where a file that may hold encrypted Secrets sits in a fleet repository, from its path: the
 /// repository's root, the management cluster, and the scope its encrypted Secrets must name —
 /// an add-on's ([`scope`]: a cluster's `addons/`, a shared set's directory), or a cluster
-/// directory's own (`super::sealed::scope`: a workload directory's or the management
+/// directory's own ([`crate::sops::management_scope`]: a workload directory's or the management
 /// directory's files, applied on the management cluster). None elsewhere.
 pub fn place_of(path: &Path) -> Option<(PathBuf, String, String)> {
     let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
@@ -295,12 +290,16 @@ pub fn place_of(path: &Path) -> Option<(PathBuf, String, String)> {
         [mgmt, a, set, _, ..] if *a == DIR => {
             Some((root, mgmt.to_string(), scope(mgmt, Some(set))))
         }
-        [mgmt, w, cluster, _] if *w == WORKLOADS_DIR => {
-            Some((root, mgmt.to_string(), super::sealed::scope(mgmt, cluster)))
-        }
-        [mgmt, file] if *file != crate::config::FILE => {
-            Some((root, mgmt.to_string(), super::sealed::scope(mgmt, mgmt)))
-        }
+        [mgmt, w, cluster, _] if *w == WORKLOADS_DIR => Some((
+            root,
+            mgmt.to_string(),
+            crate::sops::management_scope(mgmt, cluster),
+        )),
+        [mgmt, file] if *file != crate::config::FILE => Some((
+            root,
+            mgmt.to_string(),
+            crate::sops::management_scope(mgmt, mgmt),
+        )),
         _ => None,
     }
 }

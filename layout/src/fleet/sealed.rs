@@ -8,8 +8,8 @@
 //! just before it plans the cluster, and they then pass the tenancy policy exactly as a plain
 //! Secret would.
 //!
-//! Where a file may be decrypted is bound by [`super::addons::ENCRYPTED_FOR`], covered by the MAC: here
-//! `<management>:<cluster>` ([`scope`]), the management cluster it is applied to and the
+//! Where a file may be decrypted is bound by [`crate::sops::ENCRYPTED_FOR`], covered by the MAC: here
+//! `<management>:<cluster>` ([`crate::sops::management_scope`]), the management cluster it is applied to and the
 //! cluster it belongs to. An add-on says only its cluster (`dev`), so a file encrypted for the
 //! management side cannot be copied into `addons/` to have its credentials applied inside the
 //! workload cluster (where the cluster's users read them), nor an add-on's Secret the other
@@ -50,12 +50,6 @@ impl SealedObject {
     pub fn place(&self) -> String {
         format!("{}:{}", self.file.display(), self.line)
     }
-}
-
-/// What [`super::addons::ENCRYPTED_FOR`] must say for a Secret of `cluster`'s own directory, applied on
-/// management cluster `mgmt` (`mgmt:mgmt` for the management directory's own).
-pub fn scope(mgmt: &str, cluster: &str) -> String {
-    format!("{mgmt}:{cluster}")
 }
 
 /// Whether a file of the tree is a SOPS file.
@@ -99,7 +93,7 @@ pub(super) fn attach(
             .and_then(Option::as_ref)
             .map(|c| c.sops_recipients.as_slice())
             .unwrap_or_default();
-        let scope = scope(&mgmt, &entry.name);
+        let scope = crate::sops::management_scope(&mgmt, &entry.name);
         for file in files {
             let Some(text) = file_text(tree, file).map(Arc::<str>::from) else {
                 continue;

@@ -31,6 +31,20 @@ pub use decrypt::{Opened, decrypt, decrypt_keyed};
 pub use encrypt::{DATA_ONLY, FORMAT_VERSION, encrypt, rfc3339};
 use tree::Node;
 
+/// The annotation that binds an encrypted Secret to where it may be decrypted: for an add-on the
+/// workload cluster's name (`<management>/<set>` for a shared set), for a Secret applied on the
+/// management cluster [`management_scope`]. Written before encryption, it is covered by the MAC,
+/// so a file copied into another directory (to have the agent decrypt another cluster's Secret
+/// into the copier's cluster, or a management-side Secret inside a workload cluster) is refused
+/// there, and changing the annotation breaks the MAC.
+pub const ENCRYPTED_FOR: &str = "capstan.dev/encrypted-for";
+
+/// What [`ENCRYPTED_FOR`] says for a Secret of `cluster`'s own directory (the management
+/// directory's: `cluster` is `mgmt`), applied on management cluster `mgmt`: `<mgmt>:<cluster>`.
+pub fn management_scope(mgmt: &str, cluster: &str) -> String {
+    format!("{mgmt}:{cluster}")
+}
+
 /// Why a SOPS file cannot be read, checked or decrypted. Never carries a decrypted value.
 #[derive(Debug, Error, PartialEq)]
 pub enum SopsError {

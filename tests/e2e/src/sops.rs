@@ -7,11 +7,17 @@ use std::process::Command;
 /// `sops encrypt` of `plain`, written as `name` in `dir` (its extension tells sops the format),
 /// with `args` (recipients, rules); sops's output. `key_file`: the identities sops may use.
 pub fn encrypt(dir: &Path, key_file: &Path, name: &str, plain: &str, args: &[&str]) -> String {
+    let mut all = vec!["encrypt"];
+    all.extend_from_slice(args);
+    sops(dir, key_file, name, plain, &all)
+}
+
+/// `sops ARGS FILE` in `dir`, `text` written as `name` there first; its output, once it succeeded.
+fn sops(dir: &Path, key_file: &Path, name: &str, text: &str, args: &[&str]) -> String {
     let sops = capstan_harness::binaries::ensure_sops().expect("building sops");
     let file = dir.join(name);
-    std::fs::write(&file, plain).unwrap();
+    std::fs::write(&file, text).unwrap();
     let out = Command::new(sops)
-        .arg("encrypt")
         .args(args)
         .arg(&file)
         .env("SOPS_AGE_KEY_FILE", key_file)
@@ -20,7 +26,7 @@ pub fn encrypt(dir: &Path, key_file: &Path, name: &str, plain: &str, args: &[&st
         .unwrap();
     assert!(
         out.status.success(),
-        "sops encrypt: {}",
+        "sops {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -40,7 +46,6 @@ pub fn data_only(recipient: &str) -> [&str; 4] {
 /// (comma-separated) through a `.sops.yaml` creation rule, as an admin rotates keys: the data key
 /// stays, re-encrypted for the new recipients. `key_file` holds an identity that opens it.
 pub fn updatekeys(dir: &Path, key_file: &Path, name: &str, text: &str, recipients: &str) -> String {
-    let sops = capstan_harness::binaries::ensure_sops().expect("building sops");
     std::fs::write(
         dir.join(".sops.yaml"),
         format!(
@@ -48,19 +53,6 @@ pub fn updatekeys(dir: &Path, key_file: &Path, name: &str, text: &str, recipient
         ),
     )
     .unwrap();
-    let file = dir.join(name);
-    std::fs::write(&file, text).unwrap();
-    let out = Command::new(sops)
-        .args(["updatekeys", "-y"])
-        .arg(&file)
-        .env("SOPS_AGE_KEY_FILE", key_file)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sops updatekeys: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read_to_string(&file).unwrap()
+    sops(dir, key_file, name, text, &["updatekeys", "-y"]);
+    std::fs::read_to_string(dir.join(name)).unwrap()
 }

@@ -134,24 +134,16 @@ impl Bed {
 
     /// The ManagedCluster's AddonsReady condition as kubectl reads it: (status, reason, message).
     fn addons_ready(&self, cluster: &str) -> (String, String, String) {
-        let cp = capstan_harness::shared_if_started().expect("started");
-        let mc = kubectl_json(
-            cp.kubeconfig_path(),
-            &[
-                "-n",
-                "capstan-system",
-                "get",
-                "managedclusters.capstan.dev",
-                cluster,
-            ],
-        );
-        let c = mc["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "AddonsReady"))
-            .cloned()
-            .unwrap_or_else(|| panic!("no AddonsReady condition: {}", mc["status"]));
-        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
-        (s("status"), s("reason"), s("message"))
+        let c = managed_cluster_conditions(cluster)
+            .into_iter()
+            .find(|c| c.0 == "AddonsReady")
+            .unwrap_or_else(|| {
+                panic!(
+                    "no AddonsReady condition: {:?}",
+                    managed_cluster_conditions(cluster)
+                )
+            });
+        (c.1, c.2, c.3)
     }
 
     /// Plays Cluster API's part: the workload cluster's kubeconfig Secret
@@ -599,6 +591,30 @@ async fn a_replica_whose_leader_fence_is_shut_writes_nothing_into_a_workload_clu
 
 /// The admin's Secret of age identities on the management cluster (`capstan-system/<name>`,
 /// key `fleet.agekey`), replaced if present.
+/// A ManagedCluster's conditions as kubectl reads them: (type, status, reason, message).
+pub(super) fn managed_cluster_conditions(cluster: &str) -> Vec<(String, String, String, String)> {
+    let cp = capstan_harness::shared_if_started().expect("started");
+    let mc = kubectl_json(
+        cp.kubeconfig_path(),
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "managedclusters.capstan.dev",
+            cluster,
+        ],
+    );
+    mc["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (s("type"), s("status"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
 pub(super) async fn identities_secret(name: &str, identity: &age::x25519::Identity) {
     use age::secrecy::ExposeSecret;
     use k8s_openapi::api::core::v1::Secret;

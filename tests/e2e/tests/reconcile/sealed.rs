@@ -4,46 +4,22 @@
 
 use std::path::Path;
 
-use capstan_harness::run::{kubectl, kubectl_json};
+use capstan_harness::run::kubectl;
 
-use super::addons::{Bed, identities_secret};
+use super::addons::{Bed, identities_secret, managed_cluster_conditions};
 
 const IDENTITIES: &str = "sops-age-sealed-test";
 
-/// The ManagedCluster's conditions as kubectl reads them: (type, status, reason, message).
-fn conditions(cluster: &str) -> Vec<(String, String, String, String)> {
-    let cp = capstan_harness::shared_if_started().expect("started");
-    let mc = kubectl_json(
-        cp.kubeconfig_path(),
-        &[
-            "-n",
-            "capstan-system",
-            "get",
-            "managedclusters.capstan.dev",
-            cluster,
-        ],
-    );
-    mc["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
-            (s("type"), s("status"), s("reason"), s("message"))
-        })
-        .collect()
-}
-
 /// The message of the condition whose reason is `reason`, if any.
 fn reason_message(cluster: &str, reason: &str) -> Option<String> {
-    conditions(cluster)
+    managed_cluster_conditions(cluster)
         .into_iter()
         .find(|c| c.2 == reason)
         .map(|c| c.3)
 }
 
 /// A Secret on the management cluster, as kubectl reads it; None when there is none.
-fn secret(kubeconfig: &Path, ns: &str, name: &str) -> Option<serde_json::Value> {
+fn live_secret(kubeconfig: &Path, ns: &str, name: &str) -> Option<serde_json::Value> {
     let (ok, text) = kubectl(kubeconfig, &["-n", ns, "get", "secret", name, "-o", "json"]);
     if !ok {
         assert!(text.contains("NotFound"), "{text}");
@@ -103,10 +79,10 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
             c.message
         );
         let why = reason_message(name, "DecryptionFailed")
-            .unwrap_or_else(|| panic!("{name}: {:?}", conditions(name)));
+            .unwrap_or_else(|| panic!("{name}: {:?}", managed_cluster_conditions(name)));
         assert!(why.contains(IDENTITIES), "{why}");
     }
-    assert!(secret(kc, &ns, "ws-seal-credentials").is_none());
+    assert!(live_secret(kc, &ns, "ws-seal-credentials").is_none());
     assert!(
         !kubectl(
             kc,
@@ -123,9 +99,9 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(s)
     };
-    let m = secret(kc, &ns, &format!("{mgmt}-registry")).expect("the management's Secret");
+    let m = live_secret(kc, &ns, &format!("{mgmt}-registry")).expect("the management's Secret");
     assert_eq!(m["data"]["password"], b64("hunter2-mgmt"), "{m}");
-    let w = secret(kc, &ns, "ws-seal-credentials").expect("the workload's Secret");
+    let w = live_secret(kc, &ns, "ws-seal-credentials").expect("the workload's Secret");
     assert_eq!(w["data"]["password"], b64("hunter2-ws"), "{w}");
     assert_eq!(w["data"]["username"], b64("admin"), "{w}");
     // Nowhere else: the statuses and the plan hold neither value nor its base64.
@@ -157,7 +133,7 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
     // Keys rotated: both files re-encrypted for the fleet's key and a new one (`sops
     // updatekeys`), the agent given only the new key: nothing is written.
     let version = |name: &str| {
-        secret(kc, &ns, name).unwrap()["metadata"]["resourceVersion"]
+        live_secret(kc, &ns, name).unwrap()["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .to_string()
@@ -196,15 +172,15 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
     );
     let out = bed.reconcile("r3").await;
     let why = reason_message("ws-seal", "DecryptionFailed")
-        .unwrap_or_else(|| panic!("{:?}", conditions("ws-seal")));
+        .unwrap_or_else(|| panic!("{:?}", managed_cluster_conditions("ws-seal")));
     assert!(
         why.contains("credentials.sops.yaml") && why.contains("MAC"),
         "{why}"
     );
     assert!(!why.contains("hunter2"), "{why}");
-    assert!(secret(kc, &ns, "ws-seal-credentialz").is_none());
+    assert!(live_secret(kc, &ns, "ws-seal-credentialz").is_none());
     assert_eq!(
-        secret(kc, &ns, "ws-seal-credentials").unwrap()["data"]["password"],
+        live_secret(kc, &ns, "ws-seal-credentials").unwrap()["data"]["password"],
         b64("hunter2-ws")
     );
     let m = out.clusters.iter().find(|c| c.name == mgmt).unwrap();
@@ -220,7 +196,7 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
     bed.reconcile("r4").await;
     for name in [mgmt.as_str(), "ws-seal"] {
         let why = reason_message(name, "DecryptionFailed")
-            .unwrap_or_else(|| panic!("{name}: {:?}", conditions(name)));
+            .unwrap_or_else(|| panic!("{name}: {:?}", managed_cluster_conditions(name)));
         assert!(why.contains(&recipient), "{why}");
     }
 }
