@@ -170,17 +170,27 @@ async fn an_unsigned_push_is_refused_and_the_last_verified_revision_stays() {
         md.get("w-sig-md-0").await.unwrap().data["spec"]["replicas"],
         2
     );
-    // The Event on the ManagedCluster says why.
+    // The Event on the ManagedCluster says why. It is written beside the status, not before it:
+    // waited for (a minute at most), as the status was.
     let events: Api<Event> = Api::namespaced(client.clone(), "capstan-system");
-    let listed = events
-        .list(&ListParams::default().fields("involvedObject.name=w-sig"))
-        .await
-        .unwrap();
-    let ev = listed
-        .items
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("UnverifiedRevision"))
-        .unwrap_or_else(|| panic!("no UnverifiedRevision event: {:?}", listed.items));
+    let mut listed = Vec::new();
+    let mut found = None;
+    for _ in 0..600 {
+        listed = events
+            .list(&ListParams::default().fields("involvedObject.name=w-sig"))
+            .await
+            .unwrap()
+            .items;
+        found = listed
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("UnverifiedRevision"))
+            .cloned();
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ev = found.unwrap_or_else(|| panic!("no UnverifiedRevision event: {listed:?}"));
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     assert!(
         ev.message.as_deref().unwrap_or_default().contains(&c2),
