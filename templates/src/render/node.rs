@@ -26,6 +26,24 @@ pub const KUBELET_PATCH_PATH: &str = "/etc/kubernetes/patches/kubeletconfigurati
 pub const ENCRYPTION_CONFIG_PATH: &str = "/var/lib/kubeadm/encryption-config.yaml";
 /// The default audit policy (audit.k8s.io/v1), capstan's copy of the rules EKS Anywhere applies.
 pub const DEFAULT_AUDIT_POLICY: &str = include_str!("../../providers/common/audit-policy.yaml");
+/// Where the admission exclusion rules are written on control-plane machines
+/// (`skipAdmissionForSystemResources`).
+pub const ADMISSION_EXCLUSION_PATH: &str = "/etc/kubernetes/admission-plugin-exclusion-rules.json";
+/// The environment variable that names the rules file to EKS Distro's API server.
+pub const ADMISSION_EXCLUSION_ENV: &str = "EKS_PATCH_EXCLUSION_RULES_FILE";
+/// The admission exclusion rules, capstan's copy of EKS Anywhere's, as YAML.
+const ADMISSION_EXCLUSION_RULES: &str =
+    include_str!("../../providers/common/admission-exclusion-rules.yaml");
+
+/// The admission exclusion rules as the JSON file the API server reads.
+pub fn admission_exclusion_rules() -> &'static str {
+    static R: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        let v = crate::yaml::parse_values(ADMISSION_EXCLUSION_RULES)
+            .expect("the admission exclusion rules parse; checked by a test");
+        serde_json::to_string_pretty(&v[0]).expect("JSON values serialise")
+    })
+}
 
 /// Flags as an ordered map (name → value); rendered as Cluster API v1beta2 `[{name, value}]`.
 pub type Args = BTreeMap<String, String>;
@@ -454,6 +472,26 @@ mod tests {
         assert_eq!(go_duration(3), "3s");
         assert_eq!(go_duration(90), "1m30s");
         assert_eq!(go_duration(3600), "1h0m0s");
+    }
+
+    #[test]
+    fn the_admission_exclusion_rules_are_a_list_of_complete_rules() {
+        let rules: Vec<Value> = serde_json::from_str(admission_exclusion_rules()).unwrap();
+        assert_eq!(rules.len(), 17);
+        for r in &rules {
+            for key in [
+                "apiGroup",
+                "apiVersion",
+                "kind",
+                "scope",
+                "name",
+                "username",
+            ] {
+                assert!(r.get(key).is_some(), "{key} missing in {r}");
+            }
+            let namespaced = r["scope"] == "Namespaced";
+            assert_eq!(r.get("namespace").is_some(), namespaced, "{r}");
+        }
     }
 
     #[test]

@@ -58,11 +58,6 @@ pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
         "spec.licenseToken",
         "extended-support license tokens are checked by EKS Anywhere's own controller, which capstan does not run: remove licenseToken",
     ),
-    (
-        "Cluster",
-        "spec.controlPlaneConfiguration.skipAdmissionForSystemResources",
-        "not supported by capstan yet: remove it (system resources then go through admission as usual)",
-    ),
 ];
 
 /// EKS Anywhere kinds capstan does not handle, with the reason, so the error can say why and
@@ -502,6 +497,9 @@ pub struct ControlPlane {
     pub kubelet_configuration: Option<serde_json::Map<String, Value>>,
     /// Audit policy replacing the default.
     pub audit_policy: Option<String>,
+    /// Whether the API server exempts system components' objects from admission plugins
+    /// (`skipAdmissionForSystemResources`).
+    pub skip_admission: bool,
     /// Health check overrides.
     pub health: HealthOverride,
 }

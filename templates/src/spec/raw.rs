@@ -264,6 +264,10 @@ pub struct ControlPlaneConfiguration {
     /// Skip the in-cluster load balancer EKS-A deploys (no effect on Cluster API objects).
     #[serde(default)]
     pub skip_load_balancer_deployment: Option<bool>,
+    /// Exempt system components' own objects from admission plugins (EKS-A's patched API
+    /// server reads the exclusion rules from a file).
+    #[serde(default)]
+    pub skip_admission_for_system_resources: Option<bool>,
 }
 
 /// `endpoint`.

@@ -387,12 +387,13 @@ fn clean(v: Value, key: &str) -> Value {
     }
 }
 
-/// A string holding one or more YAML mappings, parsed (one document: the mapping; several: a
-/// list, without empty documents).
+/// A string holding one or more YAML mappings, or one list (a JSON file's rules), parsed (one
+/// document: the mapping or list; several: a list, without empty documents).
 fn yaml_documents(s: &str) -> Option<Value> {
     let docs = capstan_templates::yaml::parse_values(s).ok()?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
-    if docs.is_empty() || !docs.iter().all(Value::is_object) {
+    let one_list = docs.len() == 1 && docs[0].is_array();
+    if docs.is_empty() || !(one_list || docs.iter().all(Value::is_object)) {
         return None;
     }
     Some(if docs.len() == 1 {

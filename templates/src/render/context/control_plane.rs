@@ -82,8 +82,9 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
             ("etcd_args", args_json(&node::etcd_args())),
             (
                 "extra_volumes",
-                Value::Array(cp_extra_volumes(encryption.is_some())),
+                Value::Array(cp_extra_volumes(cp.skip_admission, encryption.is_some())),
             ),
+            ("apiserver_envs", apiserver_envs(cp.skip_admission)),
             ("files", Value::Array(cp_files)),
             ("feature_gates", feature_gates.unwrap_or(Value::Null)),
         ],
@@ -117,7 +118,12 @@ fn cp_files(
     // EKS Anywhere's Nutanix template writes the audit policy last, its vSphere one before the
     // proxy and mirror files.
     let nutanix = matches!(cluster.provider, Provider::Nutanix(_));
+    // The exclusion rules come right before the audit policy on every provider.
+    let admission = cluster.control_plane.skip_admission.then(|| {
+        json!({"path": node::ADMISSION_EXCLUSION_PATH, "owner": "root:root", "content": node::admission_exclusion_rules()})
+    });
     if !nutanix {
+        cp_files.extend(admission.clone());
         cp_files.push(audit.clone());
     }
     if let Some(f) = node::proxy_file(cluster) {
@@ -127,18 +133,31 @@ fn cp_files(
         cp_files.extend(node::mirror_files(m));
     }
     if nutanix {
+        cp_files.extend(admission);
         cp_files.push(audit);
     }
     (cp_files, kube_vip_index)
 }
 
-/// The API server's extra volumes: the audit policy and log, and with etcd encryption its
-/// config and the KMS plugin's socket directory.
-fn cp_extra_volumes(encrypted: bool) -> Vec<Value> {
+/// The API server's environment: with `skipAdmissionForSystemResources`, where its exclusion
+/// rules are (EKS Distro's API server reads them; upstream's ignores the variable).
+fn apiserver_envs(skip_admission: bool) -> Value {
+    if !skip_admission {
+        return Value::Null;
+    }
+    json!([{"name": node::ADMISSION_EXCLUSION_ENV, "value": node::ADMISSION_EXCLUSION_PATH}])
+}
+
+/// The API server's extra volumes: the audit policy and log, the admission exclusion rules when
+/// they are written, and with etcd encryption its config and the KMS plugin's socket directory.
+fn cp_extra_volumes(skip_admission: bool, encrypted: bool) -> Vec<Value> {
     let mut extra_volumes = vec![
         json!({"name": "audit-policy", "hostPath": node::AUDIT_POLICY_PATH, "mountPath": node::AUDIT_POLICY_PATH, "pathType": "File", "readOnly": true}),
         json!({"name": "audit-log-dir", "hostPath": "/var/log/kubernetes", "mountPath": "/var/log/kubernetes", "pathType": "DirectoryOrCreate", "readOnly": false}),
     ];
+    if skip_admission {
+        extra_volumes.push(json!({"name": "admission-exclusion-rules", "hostPath": node::ADMISSION_EXCLUSION_PATH, "mountPath": node::ADMISSION_EXCLUSION_PATH, "pathType": "File", "readOnly": true}));
+    }
     if encrypted {
         extra_volumes.push(json!({"name": "encryption-config", "hostPath": node::ENCRYPTION_CONFIG_PATH, "mountPath": "/etc/kubernetes/enc/encryption-config.yaml", "pathType": "File", "readOnly": true}));
         extra_volumes.push(json!({"name": "kms-plugin", "hostPath": "/var/run/kmsplugin/", "mountPath": "/var/run/kmsplugin/", "readOnly": false}));

@@ -84,6 +84,7 @@ pub(super) fn control_plane(
         api_server_extra_args: cpc.api_server_extra_args.clone(),
         kubelet_configuration,
         audit_policy,
+        skip_admission: cpc.skip_admission_for_system_resources == Some(true),
         health,
     };
     (control_plane, oidc)

@@ -1044,15 +1044,9 @@ corpus! {
     unsupported_fields_many_reported_together:
         Case::workload()
             .after(W, "managementCluster:", "packages: {disable: true}\nlicenseToken: abc")
-            .set(W, "controlPlaneConfiguration:", r#"
-                controlPlaneConfiguration:
-                  count: 1
-                  skipAdmissionForSystemResources: true
-            "#)
             .after(W, "services:", "|  gitOpsRef: {kind: FluxConfig, name: w}")
             .err(UnsupportedField, W, "packages")
             .err(UnsupportedField, W, "licenseToken")
-            .err(UnsupportedField, W, "skipAdmissionForSystemResources")
             .err(UnsupportedField, W, "gitOpsRef");
 
     invalid_value_etcd_encryption_on_docker:
