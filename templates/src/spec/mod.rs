@@ -53,11 +53,6 @@ pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
         "spec.packages",
         "curated packages are installed by EKS Anywhere's package controller, which capstan does not run: install the packages as add-on objects of the cluster directory",
     ),
-    (
-        "Cluster",
-        "spec.licenseToken",
-        "extended-support license tokens are checked by EKS Anywhere's own controller, which capstan does not run: remove licenseToken",
-    ),
 ];
 
 /// EKS Anywhere kinds capstan does not handle, with the reason, so the error can say why and

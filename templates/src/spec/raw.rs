@@ -85,6 +85,9 @@ pub struct ClusterSpec {
     /// Encryption of resources in etcd through KMS plugins.
     #[serde(default)]
     pub etcd_encryption: Option<Vec<EtcdEncryption>>,
+    /// EKS Anywhere's extended-support license (a JWT), carried on the Cluster object.
+    #[serde(default)]
+    pub license_token: Option<String>,
 }
 
 /// `proxyConfiguration`.

@@ -28,6 +28,7 @@ mod control_plane;
 mod eksa_objects;
 mod fields;
 mod identity;
+mod license;
 mod network;
 mod nutanix;
 mod options;
@@ -149,6 +150,7 @@ pub(crate) fn validate(
     let registry_mirror =
         options::registry_mirror(&mut at, spec.registry_mirror_configuration.as_ref());
     let pod_iam_issuer = options::pod_iam(&mut at, spec.pod_iam_config.as_ref());
+    license::license_token(&mut at, spec.license_token.as_ref());
     let etcd_encryption = options::etcd_encryption(
         &mut at,
         spec.etcd_encryption.as_ref(),

@@ -1043,11 +1043,15 @@ corpus! {
 
     unsupported_fields_many_reported_together:
         Case::workload()
-            .after(W, "managementCluster:", "packages: {disable: true}\nlicenseToken: abc")
+            .after(W, "managementCluster:", "packages: {disable: true}")
             .after(W, "services:", "|  gitOpsRef: {kind: FluxConfig, name: w}")
             .err(UnsupportedField, W, "packages")
-            .err(UnsupportedField, W, "licenseToken")
             .err(UnsupportedField, W, "gitOpsRef");
+
+    invalid_value_license_token_not_a_jwt:
+        Case::workload()
+            .after(W, "managementCluster:", "licenseToken: my-licence-1234")
+            .err(InvalidValue, W, "licenseToken");
 
     invalid_value_etcd_encryption_on_docker:
         Case::workload()
