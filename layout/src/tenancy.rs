@@ -350,7 +350,7 @@ fn code(v: &references::Violation) -> Code {
 fn violation(v: &references::Violation, c: &str) -> String {
     let (at, found, why) = (&v.at, &v.found, v.row.why);
     match v.row.must {
-        table::Must::Own => format!(
+        table::Must::Own | table::Must::OwnUnless(..) => format!(
             "{at} names {found}, which is not cluster `{c}`'s (its objects are named `{c}` or `{c}-…`): {why}"
         ),
         must => format!(

@@ -45,7 +45,7 @@ pub fn check(obj: &Value, owner: &Owner<'_>) -> Vec<Violation> {
         let mut found = Vec::new();
         walk(obj, &table::steps(row.path), String::new(), &mut found);
         for (at, value) in found {
-            judge(row, at, value, owner, &mut out);
+            judge(row, at, value, obj, owner, &mut out);
         }
     }
     out
@@ -105,6 +105,7 @@ fn judge(
     row: &'static Row,
     at: String,
     value: Option<&Value>,
+    obj: &Value,
     owner: &Owner<'_>,
     out: &mut Vec<Violation>,
 ) {
@@ -112,6 +113,12 @@ fn judge(
     let ok = match row.must {
         Must::Free => true,
         Must::Own => value.is_none() || text.is_some_and(|s| (owner.owns)(s)),
+        Must::OwnUnless(path, exempt) => {
+            let pointer = format!("/{}", path.replace('.', "/"));
+            value.is_none()
+                || text.is_some_and(|s| (owner.owns)(s))
+                || obj.pointer(&pointer).and_then(Value::as_str) == Some(exempt)
+        }
         Must::Cluster => value.is_none() || text == Some(owner.cluster),
         Must::OwnNamespace => {
             value.is_none() || text.is_some_and(|s| s.is_empty() || s == owner.namespace)
@@ -193,6 +200,30 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_failure_domain_is_the_clusters_own_unless_the_machines_are_nutanix() {
+        let md = |kind: &str, fd: &str| {
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                "metadata": {"name": "dev-md-0"},
+                "spec": {"clusterName": "dev", "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "dev"}},
+                    "template": {"spec": {"clusterName": "dev", "failureDomain": fd,
+                        "infrastructureRef": {"kind": kind, "name": "dev-md-0"}}}}})
+        };
+        let at = "spec.template.spec.failureDomain".to_string();
+        // vSphere (and any other kind): the name of a cluster-scoped zone, so the cluster's own.
+        assert_eq!(
+            violations(md("VSphereMachineTemplate", "zone-a")),
+            vec![(at.clone(), "`zone-a`".into())]
+        );
+        assert_eq!(
+            violations(md("DockerMachineTemplate", "zone-a")),
+            vec![(at, "`zone-a`".into())]
+        );
+        assert!(violations(md("VSphereMachineTemplate", "dev-dc-zone-a")).is_empty());
+        // Nutanix: an entry of the cluster's own NutanixCluster, as EKS Anywhere names it.
+        assert!(violations(md("NutanixMachineTemplate", "pe-1")).is_empty());
     }
 
     #[test]

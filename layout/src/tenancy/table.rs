@@ -21,6 +21,10 @@ pub enum Must {
     /// A name of the cluster's own objects: `<c>` or `<c>-…` (validation: and not a longer
     /// cluster name of the fleet).
     Own,
+    /// As [`Must::Own`], unless the object's field at the first path (from the object's root,
+    /// dotted) is the second value: the same field names a cluster-scoped object for one
+    /// provider and an entry of the cluster's own objects for another.
+    OwnUnless(&'static str, &'static str),
     /// The cluster's name.
     Cluster,
     /// Empty or the object's own namespace.
@@ -339,8 +343,11 @@ pub const KINDS: &[Kind] = &[
             ),
             row(
                 "spec.template.spec.failureDomain",
-                Must::Own,
-                "on vSphere the machines are placed by the cluster-scoped VSphereDeploymentZone it names",
+                Must::OwnUnless(
+                    "spec.template.spec.infrastructureRef.kind",
+                    "NutanixMachineTemplate",
+                ),
+                "on vSphere the machines are placed by the cluster-scoped VSphereDeploymentZone it names; a Nutanix machine's failure domain is an entry of its own cluster's NutanixCluster (CAPX v1.3), so there any name is the cluster's own",
             ),
         ],
     },
@@ -829,6 +836,7 @@ impl Must {
         };
         match self {
             Must::Own => "`<c>` or `<c>-…`".into(),
+            Must::OwnUnless(path, value) => format!("`<c>` or `<c>-…` unless `{path}` is `{value}`"),
             Must::Cluster => "`<c>`".into(),
             Must::OwnNamespace => "empty or the object's namespace".into(),
             Must::OneOf(v) => format!("one of {}", list(v)),

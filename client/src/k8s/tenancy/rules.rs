@@ -88,6 +88,21 @@ fn check(row: &Row) -> Option<String> {
         match row.must {
             Must::Free => "true".into(),
             Must::Own => format!("(!{p} || {})", named(v)),
+            Must::OwnUnless(path, exempt) => {
+                // Each step of the exempting field tested in turn, as `walk` does.
+                let mut expr = "object".to_string();
+                let mut present = Vec::new();
+                for k in path.split('.') {
+                    present.push(format!("has({expr}.{k})"));
+                    expr = format!("{expr}.{k}");
+                }
+                format!(
+                    "(!{p} || {} || ({} && {expr} == {}))",
+                    named(v),
+                    present.join(" && "),
+                    lit(exempt)
+                )
+            }
             Must::Cluster => format!("(!{p} || {v} == variables.cluster)"),
             Must::OwnNamespace => format!("(!{p} || {v} in ['', request.namespace])"),
             Must::OneOf(allowed) => {

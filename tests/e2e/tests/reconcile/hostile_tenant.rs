@@ -1610,6 +1610,16 @@ fn past_validation() -> Vec<(&'static str, &'static str, ApiResource, Value, &'s
             "ForeignReference",
         ),
         (
+            "reference",
+            "machines_placed_in_anothers_vsphere_zone",
+            capi("MachineDeployment", "machinedeployments"),
+            json!({"metadata": meta("hp-t-md", "hp-ns"), "spec": {"clusterName": "hp-t", "selector": sel("hp-t"),
+                "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "hp-t"}}, "spec": {"clusterName": "hp-t",
+                    "bootstrap": {"dataSecretName": "hp-t-md-0"}, "failureDomain": "hp-v-dc-zone-a",
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereMachineTemplate", "name": "hp-t-md-0"}}}}}),
+            "ForeignReference",
+        ),
+        (
             "selector",
             "machines_adopting_anothers_machine_sets",
             capi("MachineDeployment", "machinedeployments"),
@@ -1869,6 +1879,31 @@ async fn writes_past_validation_are_refused_by_the_api_server() {
         refusals.insert(name, reason);
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+    // The other side of the failure-domain row: a Nutanix worker group's failure domain is an
+    // entry of the cluster's own NutanixCluster (EKS Anywhere names it as written), admitted.
+    let mds: Api<DynamicObject> = Api::namespaced_with(
+        writer.clone(),
+        "hp-ns",
+        &capstan_e2e::resource(
+            "cluster.x-k8s.io",
+            "v1beta2",
+            "MachineDeployment",
+            "machinedeployments",
+        ),
+    );
+    let nutanix_md = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": "hp-t-md-0-pe-1", "namespace": "hp-ns", "labels": {capstan_templates::identity::MANAGED_BY_LABEL: "capstan", capstan_templates::identity::CLUSTER_LABEL: "hp-t"}},
+        "spec": {"clusterName": "hp-t", "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "hp-t"}},
+            "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "hp-t"}}, "spec": {"clusterName": "hp-t",
+                "bootstrap": {"dataSecretName": "hp-t-md-0"}, "failureDomain": "pe-1",
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "NutanixMachineTemplate", "name": "hp-t-md-0-pe-1"}}}}});
+    mds.patch(
+        "hp-t-md-0-pe-1",
+        &PatchParams::apply("capstan").force().dry_run(),
+        &Patch::Apply(&nutanix_md),
+    )
+    .await
+    .expect("a Nutanix worker group in its own failure domain is admitted");
     // And the deletion of another's object.
     let victims: Api<DynamicObject> = Api::namespaced_with(writer.clone(), "hp-ns", &cm());
     let Err(kube::Error::Api(s)) = victims.delete("hp-t-admin", &Default::default()).await else {
