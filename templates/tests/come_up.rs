@@ -192,6 +192,23 @@ fn kube_vip_reads_super_admin_conf_on_the_first_node_from_1_29() {
     }
 }
 
+/// A custom CNI (EKS Anywhere's `cilium.skipUpgrade`): Cilium is installed once, for the cluster
+/// to come up, and then left to whoever replaces or upgrades it.
+#[test]
+fn a_custom_cni_gets_cilium_installed_once() {
+    let strategy = |text: &str| {
+        find(&render_text(text), "HelmChartProxy")["spec"]["reconcileStrategy"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let plain = vsphere(33, false);
+    assert_eq!(strategy(&plain), "Continuous");
+    let custom = plain.replace("cniConfig: {cilium: {}}", "cniConfig: {cilium: {skipUpgrade: true}}");
+    assert_ne!(custom, plain);
+    assert_eq!(strategy(&custom), "InstallOnce");
+}
+
 #[test]
 fn cilium_values_can_be_pulled_and_run() {
     let objs = render_text(&vsphere(33, false));

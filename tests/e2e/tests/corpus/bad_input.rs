@@ -1017,6 +1017,15 @@ corpus! {
             "#)
             .err(InvalidValue, W_VS, "certBundles");
 
+    invalid_value_vsphere_bottlerocket_configuration_on_ubuntu:
+        Case::vsphere()
+            .after(W_VS, "metadata: {name: w-cp} >> osFamily:", r#"
+                hostOSConfiguration:
+                  bottlerocketConfiguration:
+                    kernel: {sysctlSettings: {vm.max_map_count: "262144"}}
+            "#)
+            .err(InvalidValue, W_VS, "bottlerocketConfiguration");
+
     missing_field_vsphere_failure_domain:
         Case::vsphere()
             .set(W_VS, "spec: {datacenter:", r#"
