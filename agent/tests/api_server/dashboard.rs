@@ -38,7 +38,7 @@ fn get_with_token(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
 
 /// `GET path` with an optional bearer token: the status code and the whole response (0 and
 /// why, when nothing listens there yet).
-fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) fn response(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     raw(port, path, &auth)
 }

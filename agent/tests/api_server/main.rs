@@ -26,4 +26,5 @@ mod not_a_fleet;
 mod notifications;
 mod pr_plans;
 mod profiles;
+mod sealed;
 mod signed;

@@ -29,7 +29,7 @@ use crate::source_support::free_port;
 use crate::source_support::agent::Running as Agent;
 
 #[derive(Clone, Copy)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     TooMany(u64),
     Hang,
@@ -37,9 +37,9 @@ enum Answer {
 
 /// A stand-in endpoint: answers as scripted (then 200), records (when, headers, raw body).
 #[derive(Default)]
-struct Stand {
+pub(crate) struct Stand {
     script: Mutex<VecDeque<Answer>>,
-    got: Mutex<Vec<(Instant, HeaderMap, Bytes)>>,
+    pub(crate) got: Mutex<Vec<(Instant, HeaderMap, Bytes)>>,
 }
 
 impl Stand {
@@ -72,7 +72,7 @@ async fn handle_notification(
     }
 }
 
-async fn stand_in(script: &[Answer]) -> (Arc<Stand>, String) {
+pub(crate) async fn stand_in(script: &[Answer]) -> (Arc<Stand>, String) {
     let s = Arc::new(Stand::default());
     s.script.lock().unwrap().extend(script.iter().copied());
     let app = Router::new()
@@ -89,7 +89,7 @@ async fn phase(client: &kube::Client, cluster: &str) -> Option<String> {
     o.data["status"]["phase"].as_str().map(str::to_string)
 }
 
-async fn wait_until_phase(
+pub(crate) async fn wait_until_phase(
     client: &kube::Client,
     cluster: &str,
     want: &str,
