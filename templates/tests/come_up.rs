@@ -204,7 +204,10 @@ fn a_custom_cni_gets_cilium_installed_once() {
     };
     let plain = vsphere(33, false);
     assert_eq!(strategy(&plain), "Continuous");
-    let custom = plain.replace("cniConfig: {cilium: {}}", "cniConfig: {cilium: {skipUpgrade: true}}");
+    let custom = plain.replace(
+        "cniConfig: {cilium: {}}",
+        "cniConfig: {cilium: {skipUpgrade: true}}",
+    );
     assert_ne!(custom, plain);
     assert_eq!(strategy(&custom), "InstallOnce");
 }
