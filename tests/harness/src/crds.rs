@@ -8,7 +8,14 @@
 //!
 //! Some CRDs ship twice (EKS Anywhere has `bundles` and `eksareleases` in both
 //! `config/crd/bases` and `release/config/crd/bases`); the first file seen for a
-//! `metadata.name` wins, in the order of [`CRD_SOURCES`].
+//! `metadata.name` wins, in the order of [`CRD_SOURCES`], and [`shadowed_crds`] lists the
+//! others (a test pins that list, so a second module shipping a CRD already installed is
+//! noticed rather than silently dropped).
+//!
+//! A source may also name a single file holding several CRDs (EKS Anywhere's copy of CAPT's: the
+//! module proxy serves no version of CAPT's own module): [`crd_files`] writes each document of
+//! it, byte for byte, to a file of its own under the cache directory, so that every [`CrdFile`]
+//! holds exactly one CRD (other tests read a `CrdFile`'s path as one CRD).
 //!
 //! The bases lack the labels kustomize adds in a real install: the contract labels
 //! (`cluster.x-k8s.io/v1beta2: v1beta2`, ...) through which Cluster API's controllers learn which
@@ -40,7 +47,8 @@ use crate::versions::{self, VersionsError};
 /// Field manager used for everything the harness applies.
 pub const FIELD_MANAGER: &str = "capstan-harness";
 
-/// Which directories of which module hold CRDs, in precedence order.
+/// Which directories of which module hold CRDs, in precedence order. An entry ending in `.yaml`
+/// names one file, which may hold several CRDs (see the module documentation).
 pub const CRD_SOURCES: &[(&str, &[&str])] = &[
     (
         "sigs.k8s.io/cluster-api",
@@ -114,6 +122,12 @@ pub enum CrdError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Writing a CRD of a several-CRD file to the cache failed.
+    #[error("write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A CRD file is not valid YAML / not a CRD.
     #[error("parse {path}: {detail}")]
     Parse { path: PathBuf, detail: String },
@@ -149,53 +163,197 @@ struct HeadMeta {
     name: Option<String>,
 }
 
-static MEMO: Mutex<Option<Vec<CrdFile>>> = Mutex::new(None);
+/// A CRD file of [`CRD_SOURCES`] left out because an earlier one has the same `metadata.name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    /// `metadata.name`.
+    pub name: String,
+    /// The file installed (module and path).
+    pub kept: (String, PathBuf),
+    /// The file left out (module and path).
+    pub dropped: (String, PathBuf),
+}
+
+#[derive(Clone)]
+struct Scan {
+    files: Vec<CrdFile>,
+    shadowed: Vec<Shadowed>,
+}
+
+static MEMO: Mutex<Option<Scan>> = Mutex::new(None);
 
 /// The CRD files to install, deduplicated by `metadata.name` (blocking: runs
 /// `go mod download`, which downloads the modules on first use).
 pub fn crd_files() -> Result<Vec<CrdFile>, CrdError> {
+    Ok(scan()?.files)
+}
+
+/// The CRD files [`crd_files`] leaves out because a file earlier in [`CRD_SOURCES`] has the
+/// same `metadata.name` (blocking, like [`crd_files`]).
+pub fn shadowed_crds() -> Result<Vec<Shadowed>, CrdError> {
+    Ok(scan()?.shadowed)
+}
+
+fn scan() -> Result<Scan, CrdError> {
     let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(files) = memo.as_ref() {
-        return Ok(files.clone());
+    if let Some(scan) = memo.as_ref() {
+        return Ok(scan.clone());
     }
     let dirs = module_dirs()?;
-    let mut seen = BTreeSet::new();
+    let mut seen: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
     let mut out = Vec::new();
+    let mut shadowed = Vec::new();
     for (module, subdirs) in CRD_SOURCES {
         let (version, root) = dirs.get(*module).ok_or_else(|| CrdError::Module {
             module: (*module).to_owned(),
             detail: "not downloaded".into(),
         })?;
         for sub in *subdirs {
-            let dir = root.join(sub);
-            let labels = kustomize_labels(&dir)?;
-            let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map_err(|source| CrdError::Read {
-                    path: dir.clone(),
-                    source,
-                })?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            paths.sort();
-            for path in paths {
-                let Some(name) = crd_name(&path)? else {
-                    continue;
-                };
-                if seen.insert(name.clone()) {
-                    out.push(CrdFile {
+            let source = root.join(sub);
+            let (found, labels) = if is_yaml(&source) {
+                let split = documents_dir(module, version, &source)?;
+                (split_crds(&source, &split)?, BTreeMap::new())
+            } else {
+                (crds_in_dir(&source)?, kustomize_labels(&source)?)
+            };
+            for (name, path) in found {
+                if let Some(kept) = seen.get(&name) {
+                    shadowed.push(Shadowed {
                         name,
-                        path,
-                        module: (*module).to_owned(),
-                        version: version.clone(),
-                        labels: labels.clone(),
+                        kept: kept.clone(),
+                        dropped: ((*module).to_owned(), path),
                     });
+                    continue;
                 }
+                seen.insert(name.clone(), ((*module).to_owned(), path.clone()));
+                out.push(CrdFile {
+                    name,
+                    path,
+                    module: (*module).to_owned(),
+                    version: version.clone(),
+                    labels: labels.clone(),
+                });
             }
         }
     }
-    *memo = Some(out.clone());
+    let scan = Scan {
+        files: out,
+        shadowed,
+    };
+    *memo = Some(scan.clone());
+    Ok(scan)
+}
+
+fn is_yaml(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "yaml" || x == "yml")
+}
+
+/// `(metadata.name, path)` of each CRD file in `dir`, sorted by path.
+fn crds_in_dir(dir: &Path) -> Result<Vec<(String, PathBuf)>, CrdError> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| CrdError::Read {
+            path: dir.to_owned(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| is_yaml(p))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        if let Some(name) = crd_name(&path)? {
+            out.push((name, path));
+        }
+    }
+    Ok(out)
+}
+
+/// Where the CRDs of the several-CRD file `file` of `module@version` are written: the cache's
+/// `control-plane/crd-documents/<module>@<version>/<file name>/`.
+fn documents_dir(module: &str, version: &str, file: &Path) -> Result<PathBuf, CrdError> {
+    let name = file.file_name().unwrap_or_default();
+    Ok(binaries::cache_root()?
+        .join("control-plane")
+        .join("crd-documents")
+        .join(format!("{module}@{version}"))
+        .join(name))
+}
+
+/// The YAML documents of `text`, as they are written (`---` lines separate them; documents
+/// holding only comments or whitespace are left out).
+fn yaml_documents(text: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end();
+        if bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t") {
+            docs.push(String::new());
+        } else if let Some(doc) = docs.last_mut() {
+            doc.push_str(line);
+        }
+    }
+    docs.retain(|d| {
+        d.lines()
+            .map(str::trim)
+            .any(|l| !l.is_empty() && !l.starts_with('#'))
+    });
+    docs
+}
+
+/// Writes each CRD of the several-CRD file `file` to `<dir>/<metadata.name>.yaml` (unless the
+/// file there already holds it) and returns `(metadata.name, path)` of each, in file order.
+fn split_crds(file: &Path, dir: &Path) -> Result<Vec<(String, PathBuf)>, CrdError> {
+    let text = std::fs::read_to_string(file).map_err(|source| CrdError::Read {
+        path: file.to_owned(),
+        source,
+    })?;
+    let parse_err = |detail: String| CrdError::Parse {
+        path: file.to_owned(),
+        detail,
+    };
+    std::fs::create_dir_all(dir).map_err(|source| CrdError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for doc in yaml_documents(&text) {
+        let head: Head = serde_saphyr::from_str(&doc).map_err(|e| parse_err(e.to_string()))?;
+        if head.kind.as_deref() != Some("CustomResourceDefinition") {
+            continue;
+        }
+        let name = head
+            .metadata
+            .and_then(|m| m.name)
+            .ok_or_else(|| parse_err("a CRD without metadata.name".into()))?;
+        if name.contains('/') || out.iter().any(|(n, _)| *n == name) {
+            return Err(parse_err(format!("CRD name {name:?} unusable or repeated")));
+        }
+        let path = dir.join(format!("{name}.yaml"));
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(doc.as_str()) {
+            // Another test process may be writing the same file: write aside, then rename.
+            let tmp = dir.join(format!(".{name}.yaml.{}", std::process::id()));
+            let write_err = |source| CrdError::Write {
+                path: path.clone(),
+                source,
+            };
+            std::fs::write(&tmp, &doc).map_err(write_err)?;
+            std::fs::rename(&tmp, &path).map_err(write_err)?;
+        }
+        out.push((name, path));
+    }
+    // The documents split here must be the documents a YAML parser sees.
+    let parsed: Vec<serde_json::Value> =
+        serde_saphyr::from_str_multiple(&text).map_err(|e| parse_err(e.to_string()))?;
+    let crds = parsed
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .count();
+    if crds != out.len() {
+        return Err(parse_err(format!(
+            "{crds} CRDs parsed but {} split at `---` lines",
+            out.len()
+        )));
+    }
     Ok(out)
 }
 
@@ -486,6 +644,32 @@ mod tests {
             l.get("cluster.x-k8s.io/v1beta1").map(String::as_str),
             Some("v1alpha3_v1beta1")
         );
+    }
+
+    #[test]
+    fn a_several_crd_file_is_split_into_one_file_per_crd_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("two.yaml");
+        let a = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: as.example.com\n# kept\nspec: {group: example.com}\n";
+        let b = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: bs.example.com\nspec:\n  group: example.com\n";
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+        std::fs::write(
+            &file,
+            format!("---\n{a}---\n{cm}--- # b\n{b}---\n# nothing\n"),
+        )
+        .unwrap();
+        let out = dir.path().join("split");
+        let crds = split_crds(&file, &out).unwrap();
+        let names: Vec<_> = crds.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["as.example.com", "bs.example.com"]);
+        assert_eq!(std::fs::read_to_string(&crds[0].1).unwrap(), a);
+        assert_eq!(std::fs::read_to_string(&crds[1].1).unwrap(), b);
+        for (name, path) in &crds {
+            assert_eq!(crd_name(path).unwrap().as_deref(), Some(name.as_str()));
+        }
+        // Again: the files are there already and stay as they are.
+        assert_eq!(split_crds(&file, &out).unwrap(), crds);
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
     }
 
     #[test]
