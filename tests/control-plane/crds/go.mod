@@ -17,6 +17,7 @@ require (
 	github.com/aws/etcdadm-bootstrap-provider v1.0.20
 	github.com/aws/etcdadm-controller v1.0.28
 	github.com/nutanix-cloud-native/cluster-api-provider-nutanix v1.3.2
+	github.com/tinkerbell/tinkerbell v0.23.0
 	sigs.k8s.io/cluster-api v1.13.2
 	sigs.k8s.io/cluster-api-addon-provider-helm v0.6.4
 	sigs.k8s.io/cluster-api-provider-vsphere v1.16.1
@@ -101,6 +102,7 @@ replace (
 	github.com/aws/etcdadm-bootstrap-provider => github.com/aws/etcdadm-bootstrap-provider v1.0.19
 	github.com/aws/etcdadm-controller => github.com/aws/etcdadm-controller v1.0.28
 	github.com/nutanix-cloud-native/cluster-api-provider-nutanix => github.com/nutanix-cloud-native/cluster-api-provider-nutanix v1.3.2
+	github.com/tinkerbell/tinkerbell => github.com/tinkerbell/tinkerbell v0.23.0
 	sigs.k8s.io/cluster-api => sigs.k8s.io/cluster-api v1.14.2
 	sigs.k8s.io/cluster-api-addon-provider-helm => sigs.k8s.io/cluster-api-addon-provider-helm v0.6.4
 	sigs.k8s.io/cluster-api-provider-vsphere => sigs.k8s.io/cluster-api-provider-vsphere v1.16.1

@@ -13,6 +13,8 @@ import (
 	// Cluster API v1.14 no longer has. This package (build tag e2e, which tidy ignores) needs
 	// only Ginkgo.
 	_ "github.com/nutanix-cloud-native/cluster-api-provider-nutanix/test/e2e/log"
+	// Not crd (it imports client-go and more): pkg/build imports the standard library only.
+	_ "github.com/tinkerbell/tinkerbell/pkg/build"
 	_ "sigs.k8s.io/cluster-api-addon-provider-helm/version"
 	_ "sigs.k8s.io/cluster-api-provider-vsphere/pkg/version"
 	_ "sigs.k8s.io/cluster-api/version"

@@ -74,9 +74,19 @@ pub const CRD_SOURCES: &[(&str, &[&str])] = &[
         "sigs.k8s.io/cluster-api-addon-provider-helm",
         &["config/crd/bases"],
     ),
+    // Bare metal: Tinkerbell's own CRDs (tinkerbell.org: Hardware, Template, Workflow,
+    // WorkflowRuleSet) and Rufio's (bmc.tinkerbell.org: Machine, Task, Job), both in Tinkerbell's
+    // mono-repo, which EKS Anywhere v0.26 deploys.
+    ("github.com/tinkerbell/tinkerbell", &["crd/bases"]),
     (
         "github.com/aws/eks-anywhere",
-        &["config/crd/bases", "release/config/crd/bases"],
+        &[
+            "config/crd/bases",
+            "release/config/crd/bases",
+            // CAPT's TinkerbellCluster, TinkerbellMachine and TinkerbellMachineTemplate: the
+            // proxy serves no version of CAPT's own module (tests/control-plane/versions.env).
+            "internal/test/envtest/config/capt-crds.yaml",
+        ],
     ),
     ("github.com/aws/etcdadm-controller", &["config/crd/bases"]),
     (

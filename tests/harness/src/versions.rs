@@ -367,6 +367,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "github.com/nutanix-cloud-native/cluster-api-provider-nutanix",
     ),
     (
+        "TINKERBELL_VERSION",
+        &CRDS_MODULE,
+        "github.com/tinkerbell/tinkerbell",
+    ),
+    (
         "CAAPH_VERSION",
         &CRDS_MODULE,
         "sigs.k8s.io/cluster-api-addon-provider-helm",

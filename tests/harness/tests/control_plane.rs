@@ -87,6 +87,44 @@ const REQUIRED: &[(&str, &str, &str)] = &[
         "v1alpha1",
         "NutanixMachineConfig",
     ),
+    // Bare metal: CAPT (from EKS Anywhere's copy), Tinkerbell's own kinds and Rufio's (from
+    // Tinkerbell's mono-repo), and EKS Anywhere's Tinkerbell configs.
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "TinkerbellCluster",
+    ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "TinkerbellMachine",
+    ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "TinkerbellMachineTemplate",
+    ),
+    ("tinkerbell.org", "v1alpha1", "Hardware"),
+    ("tinkerbell.org", "v1alpha1", "Template"),
+    ("tinkerbell.org", "v1alpha1", "Workflow"),
+    ("bmc.tinkerbell.org", "v1alpha1", "Machine"),
+    ("bmc.tinkerbell.org", "v1alpha1", "Task"),
+    ("bmc.tinkerbell.org", "v1alpha1", "Job"),
+    (
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "TinkerbellDatacenterConfig",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "TinkerbellMachineConfig",
+    ),
+    (
+        "anywhere.eks.amazonaws.com",
+        "v1alpha1",
+        "TinkerbellTemplateConfig",
+    ),
     ("etcdcluster.cluster.x-k8s.io", "v1beta1", "EtcdadmCluster"),
     ("bootstrap.cluster.x-k8s.io", "v1beta1", "EtcdadmConfig"),
     ("addons.cluster.x-k8s.io", "v1alpha1", "HelmChartProxy"),
@@ -157,6 +195,50 @@ async fn serves_every_crd_group_capstan_needs() {
     let names: std::collections::BTreeSet<_> = cp.crds().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names.len(), cp.crds().len());
     assert!(names.contains("bundles.anywhere.eks.amazonaws.com"));
+    // ... and those two are the only CRDs left out for a same-named one earlier in CRD_SOURCES:
+    // a module added later that ships a CRD another already installs must be looked at.
+    let shadowed: Vec<_> = tokio::task::spawn_blocking(capstan_harness::crds::shadowed_crds)
+        .await
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.name, s.kept.0, s.dropped.0))
+        .collect();
+    let eksa = "github.com/aws/eks-anywhere";
+    assert_eq!(
+        shadowed,
+        [
+            (
+                "bundles.anywhere.eks.amazonaws.com".to_owned(),
+                eksa.into(),
+                eksa.into()
+            ),
+            (
+                "eksareleases.anywhere.eks.amazonaws.com".to_owned(),
+                eksa.into(),
+                eksa.into()
+            ),
+        ]
+    );
+    // Where the bare-metal CRDs come from (tests/control-plane/versions.env says why).
+    let from = |name: &str| {
+        let f = cp.crds().iter().find(|c| c.name == name);
+        f.map(|f| f.module.as_str()).unwrap_or("none")
+    };
+    assert_eq!(
+        from("tinkerbellmachinetemplates.infrastructure.cluster.x-k8s.io"),
+        eksa
+    );
+    for name in [
+        "hardware.tinkerbell.org",
+        "templates.tinkerbell.org",
+        "workflows.tinkerbell.org",
+        "machines.bmc.tinkerbell.org",
+        "tasks.bmc.tinkerbell.org",
+        "jobs.bmc.tinkerbell.org",
+    ] {
+        assert_eq!(from(name), "github.com/tinkerbell/tinkerbell", "{name}");
+    }
 }
 
 #[tokio::test]
@@ -258,6 +340,161 @@ async fn strict_dry_run_apply_rejects_unknown_fields() {
         ]
     );
     assert!(api.get_opt("mgmt").await.unwrap().is_none());
+}
+
+/// A strict server-side dry-run apply of `obj`: `Ok` or the API server's refusal.
+async fn strict_dry_run(
+    discovery: &Discovery,
+    client: &kube::Client,
+    obj: &serde_json::Value,
+) -> Result<(), kube::core::Status> {
+    let (group, version) = obj["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+    let gvk = GroupVersionKind::gvk(group, version, obj["kind"].as_str().unwrap());
+    let (ar, _) = discovery.resolve_gvk(&gvk).unwrap();
+    let ns = obj["metadata"]["namespace"].as_str().unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let strict = PatchParams::apply(FIELD_MANAGER)
+        .force()
+        .dry_run()
+        .validation_strict();
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    match api.patch(name, &strict, &Patch::Apply(obj)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err(*status),
+        Err(e) => panic!("{gvk:?} {name}: {e:?}"),
+    }
+}
+
+/// Bare metal, strictly: the API server admits a TinkerbellMachineTemplate as EKS Anywhere
+/// v0.26.1's template-cp.yaml renders it (hardwareAffinity, bootOptions, templateOverride), and a
+/// Hardware and a Rufio Machine as its hardware CSV import writes them
+/// (pkg/providers/tinkerbell/hardware: hardwareFromMachine, toRufioMachine), and refuses each with
+/// a misspelt field.
+#[tokio::test]
+async fn strict_dry_run_apply_of_bare_metal_objects() {
+    let cp = shared().await;
+    let ns = cp.test_namespace("baremetal").await.unwrap();
+    let client = cp.client();
+    let discovery = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let ns = ns.name();
+
+    let template = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "TinkerbellMachineTemplate",
+        "metadata": {"name": "mgmt-control-plane-template-1", "namespace": ns},
+        "spec": {"template": {"spec": {
+            "hardwareAffinity": {
+                "required": [{"labelSelector": {"matchLabels": {"type": "cp"}}}],
+                "preferred": [{
+                    "weight": 50,
+                    "hardwareAffinityTerm": {"labelSelector": {"matchExpressions": [
+                        {"key": "rack", "operator": "In", "values": ["r1", "r2"]}
+                    ]}}
+                }]
+            },
+            "bootOptions": {"bootMode": "iso", "isoURL": "http://5.6.7.8:7171/iso/hook.iso"},
+            "templateOverride": "global_timeout: 6000\nid: \"\"\nname: mgmt\ntasks:\n- actions:\n  - environment:\n      COMPRESSED: \"true\"\n      DEST_DISK: '{{ index .Hardware.Disks 0 }}'\n      IMG_URL: https://ubuntu-1-33.gz\n    image: 127.0.0.1/embedded/image2disk\n    name: stream image to disk\n    timeout: 600\n  name: mgmt\n  volumes:\n  - /dev:/dev\n  worker: '{{.device_1}}'\nversion: \"0.1\"\n"
+        }}}
+    });
+    let hardware = json!({
+        "apiVersion": "tinkerbell.org/v1alpha1",
+        "kind": "Hardware",
+        "metadata": {"name": "worker1", "namespace": ns, "labels": {"type": "cp"}},
+        "spec": {
+            "bmcRef": {"kind": "Machine", "name": "bmc-worker1"},
+            "disks": [{"device": "/dev/sda"}],
+            "metadata": {
+                "facility": {"facility_code": "onprem", "plan_slug": "c2.medium.x86"},
+                "instance": {
+                    "id": "00:00:00:00:00:01",
+                    "hostname": "worker1",
+                    "ips": [{
+                        "address": "10.10.10.10",
+                        "netmask": "255.255.255.0",
+                        "gateway": "10.10.10.1",
+                        "family": 4,
+                        "public": true
+                    }],
+                    "operating_system": {},
+                    "allow_pxe": true,
+                    "always_pxe": true
+                }
+            },
+            "interfaces": [{
+                "netboot": {"allowPXE": true, "allowWorkflow": true},
+                "dhcp": {
+                    "arch": "x86_64",
+                    "mac": "00:00:00:00:00:01",
+                    "ip": {
+                        "address": "10.10.10.10",
+                        "netmask": "255.255.255.0",
+                        "gateway": "10.10.10.1",
+                        "family": 4
+                    },
+                    "lease_time": 4294967294_i64,
+                    "hostname": "worker1",
+                    "name_servers": ["1.1.1.1"],
+                    "uefi": true,
+                    "vlan_id": "100"
+                }
+            }]
+        }
+    });
+    let bmc = json!({
+        "apiVersion": "bmc.tinkerbell.org/v1alpha1",
+        "kind": "Machine",
+        "metadata": {"name": "bmc-worker1", "namespace": ns},
+        "spec": {"connection": {
+            "host": "192.168.0.10",
+            "authSecretRef": {"name": "bmc-worker1-auth", "namespace": ns},
+            "insecureTLS": true,
+            "providerOptions": {"preferredOrder": ["gofish"]}
+        }}
+    });
+
+    // (object, where to add a misspelt field, its name, the path the API server reports)
+    for (valid, pointer, typo, reported) in [
+        (
+            &template,
+            "/spec/template/spec",
+            "hardwareAfinity",
+            ".spec.template.spec.hardwareAfinity",
+        ),
+        (
+            &hardware,
+            "/spec/interfaces/0",
+            "netbot",
+            ".spec.interfaces[0].netbot",
+        ),
+        (
+            &bmc,
+            "/spec/connection",
+            "insecureTLSS",
+            ".spec.connection.insecureTLSS",
+        ),
+    ] {
+        let kind = valid["kind"].as_str().unwrap();
+        let ok = strict_dry_run(&discovery, &client, valid).await;
+        assert!(ok.is_ok(), "valid {kind} refused: {ok:?}");
+
+        let mut bad = valid.clone();
+        bad.pointer_mut(pointer).unwrap()[typo] = json!(true);
+        let status = strict_dry_run(&discovery, &client, &bad)
+            .await
+            .expect_err(kind);
+        // An HTTP 500, as for the Cluster above.
+        assert!(status.code >= 400, "{kind}: {status:?}");
+        assert!(
+            status
+                .message
+                .contains(&format!("{reported}: field not declared in schema")),
+            "{kind}: {status:?}"
+        );
+        println!("{kind}: {} {}", status.code, status.message);
+    }
 }
 
 #[tokio::test]
