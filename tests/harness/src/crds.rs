@@ -292,7 +292,7 @@ fn documents_dir(module: &str, version: &str, file: &Path) -> Result<PathBuf, Cr
 
 /// The YAML documents of `text`, as they are written (`---` lines separate them; documents
 /// holding only comments or whitespace are left out).
-fn yaml_documents(text: &str) -> Vec<String> {
+fn document_texts(text: &str) -> Vec<String> {
     let mut docs = vec![String::new()];
     for line in text.split_inclusive('\n') {
         let bare = line.trim_end();
@@ -326,7 +326,7 @@ fn split_crds(file: &Path, dir: &Path) -> Result<Vec<(String, PathBuf)>, CrdErro
         source,
     })?;
     let mut out = Vec::new();
-    for doc in yaml_documents(&text) {
+    for doc in document_texts(&text) {
         let head: Head = serde_saphyr::from_str(&doc).map_err(|e| parse_err(e.to_string()))?;
         if head.kind.as_deref() != Some("CustomResourceDefinition") {
             continue;
