@@ -8,7 +8,7 @@
 // config, apply the config manager's defaults and validations, build a cluster.Spec from the
 // bundles and EKS-D releases, then ask the provider for its control plane and workers specs
 // (with a Kubernetes client that finds nothing, so immutable templates keep their initial
-// names) and the machine health checks. It knows the Docker, vSphere and Nutanix providers.
+// names) and the machine health checks. It knows the Docker, vSphere, Nutanix and Tinkerbell (bare metal) providers.
 // Provider defaulting and validation that talk to vCenter or Prism Central never run: corpus
 // specs are written fully specified.
 //
@@ -45,6 +45,7 @@ import (
 	"github.com/aws/eks-anywhere/pkg/networking/cilium"
 	"github.com/aws/eks-anywhere/pkg/providers/docker"
 	"github.com/aws/eks-anywhere/pkg/providers/nutanix"
+	"github.com/aws/eks-anywhere/pkg/providers/tinkerbell"
 	"github.com/aws/eks-anywhere/pkg/providers/vsphere"
 	releasev1 "github.com/aws/eks-anywhere/release/api/v1alpha1"
 )
@@ -218,6 +219,16 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 			return nil, fmt.Errorf("workers: %w", err)
 		}
 		objs = append(cp.Objects(), w.WorkerObjects()...)
+	case anywherev1.TinkerbellDatacenterKind:
+		cp, err := tinkerbell.ControlPlaneSpec(ctx, log, emptyCluster{}, spec)
+		if err != nil {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+		w, err := tinkerbell.WorkersSpec(ctx, log, emptyCluster{}, spec)
+		if err != nil {
+			return nil, fmt.Errorf("workers: %w", err)
+		}
+		objs = append(cp.Objects(), w.WorkerObjects()...)
 	default:
 		return nil, fmt.Errorf("datacenter kind %s is not in the oracle", cfg.Cluster.Spec.DatacenterRef.Kind)
 	}
@@ -242,6 +253,10 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 		b, err := json.Marshal(o)
 		if err != nil {
 			return nil, err
+		}
+		// A provider's optional object left nil (Tinkerbell's registry credentials Secret).
+		if string(b) == "null" {
+			continue
 		}
 		out = append(out, b)
 	}

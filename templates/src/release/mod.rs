@@ -72,6 +72,8 @@ pub struct VersionsBundle {
     pub vsphere: VSphereBundle,
     /// Nutanix images.
     pub nutanix: NutanixBundle,
+    /// Tinkerbell (bare metal) images.
+    pub tinkerbell: TinkerbellBundle,
 }
 
 /// The EKS-D build of one Kubernetes minor.
@@ -162,6 +164,13 @@ pub struct NutanixBundle {
     pub kube_vip: Image,
     /// The Nutanix cloud controller manager.
     pub cloud_provider: Image,
+}
+
+/// Tinkerbell (bare metal) images of a release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TinkerbellBundle {
+    /// kube-vip image.
+    pub kube_vip: Image,
 }
 
 /// One EKS Anywhere release and its bundle.

@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError, VSphereBundle,
-    VersionsBundle,
+    CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError, TinkerbellBundle,
+    VSphereBundle, VersionsBundle,
 };
 
 /// `spec` of the EKS-A Release manifest.
@@ -75,6 +75,7 @@ pub(crate) struct RawVersionsBundle {
     #[serde(rename = "vSphere")]
     pub vsphere: RawVSphere,
     pub nutanix: RawNutanix,
+    pub tinkerbell: RawTinkerbell,
 }
 
 /// `eksD` of a versions bundle.
@@ -114,6 +115,13 @@ pub(crate) struct RawVSphere {
 pub(crate) struct RawNutanix {
     pub kube_vip: Image,
     pub cloud_provider: Image,
+}
+
+/// `tinkerbell` of a versions bundle.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RawTinkerbell {
+    pub kube_vip: Image,
 }
 
 /// `{version}`.
@@ -273,6 +281,9 @@ impl RawVersionsBundle {
             nutanix: NutanixBundle {
                 kube_vip: self.nutanix.kube_vip,
                 cloud_provider: self.nutanix.cloud_provider,
+            },
+            tinkerbell: TinkerbellBundle {
+                kube_vip: self.tinkerbell.kube_vip,
             },
         })
     }
