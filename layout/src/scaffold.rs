@@ -290,6 +290,12 @@ fn template_values(
     management: &str,
 ) -> Result<Values, ScaffoldError> {
     let self_managed = req.management.is_none();
+    if req.provider == "tinkerbell" {
+        // The Hardware inventory a bare-metal cluster is sized against is not read yet.
+        return Err(ScaffoldError::Values(
+            "scaffolding bare-metal (tinkerbell) clusters is not implemented yet: write the TinkerbellDatacenterConfig and TinkerbellMachineConfigs by hand (docs/fleet.md)".into(),
+        ));
+    }
     let on_vms = req.provider != "docker";
     if on_vms && req.docker_backend.is_some() {
         return Err(ScaffoldError::Values(
@@ -450,7 +456,7 @@ fn docker_backend(
             .and_then(|c| c.cluster.as_ref())
             .and_then(|c| match c.provider {
                 Provider::Docker(b) => Some(b),
-                Provider::VSphere(_) | Provider::Nutanix(_) => None,
+                Provider::VSphere(_) | Provider::Nutanix(_) | Provider::Tinkerbell(_) => None,
             }),
         (None, true) => None,
     };

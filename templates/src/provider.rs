@@ -222,8 +222,52 @@ pub const NUTANIX: Descriptor = Descriptor {
     ),
 };
 
+/// CAPT (bare metal): machines are Hardware objects of the Tinkerbell stack, provisioned by
+/// Tinkerbell workflows. Neither CAPT's controller nor the stack runs here (machines that PXE
+/// boot cannot exist in the test bed): their CRDs admit what capstan renders.
+pub const TINKERBELL: Descriptor = Descriptor {
+    name: "tinkerbell",
+    eksa_kinds: &[
+        ("TinkerbellDatacenterConfig", "tinkerbelldatacenterconfigs"),
+        ("TinkerbellMachineConfig", "tinkerbellmachineconfigs"),
+        ("TinkerbellTemplateConfig", "tinkerbelltemplateconfigs"),
+    ],
+    infrastructure: &[Infrastructure {
+        api_version: "infrastructure.cluster.x-k8s.io/v1beta1",
+        cluster_kind: "TinkerbellCluster",
+        cluster_plural: "tinkerbellclusters",
+        machine_template_kind: "TinkerbellMachineTemplate",
+        machine_template_plural: "tinkerbellmachinetemplates",
+    }],
+    kinds: &[],
+    immutable: &[
+        Immutable {
+            kind: "TinkerbellDatacenterConfig",
+            field: "spec.tinkerbellIP",
+            reason: "the Tinkerbell stack's address of a cluster is immutable",
+        },
+        Immutable {
+            kind: "TinkerbellDatacenterConfig",
+            field: "spec.skipLoadBalancerDeployment",
+            reason: "whether kube-vip holds a bare-metal cluster's endpoint is immutable",
+        },
+        Immutable {
+            kind: "TinkerbellMachineConfig",
+            field: "spec.osFamily",
+            reason: "a machine config's OS family is immutable",
+        },
+    ],
+    templates: provider_templates!("tinkerbell":
+        "bootstrap-templates.yaml.j2",
+        "control-plane.yaml.j2",
+        "infrastructure-cluster.yaml.j2",
+        "kube-vip.yaml.j2",
+        "machine-templates.yaml.j2",
+    ),
+};
+
 /// Every provider capstan renders.
-pub const PROVIDERS: &[&Descriptor] = &[&DOCKER, &VSPHERE, &NUTANIX];
+pub const PROVIDERS: &[&Descriptor] = &[&DOCKER, &VSPHERE, &NUTANIX, &TINKERBELL];
 
 /// The provider named `name`.
 pub fn named(name: &str) -> Option<&'static Descriptor> {

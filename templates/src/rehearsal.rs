@@ -17,6 +17,9 @@
 //! VSphereMachineConfig    ─▶ (none: the backend simulates machines), listed
 //! NutanixDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
 //! NutanixMachineConfig    ─▶ (none: the backend simulates machines), listed
+//! TinkerbellDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
+//! TinkerbellMachineConfig ─▶ (none: the backend simulates machines, not Hardware), listed
+//! TinkerbellTemplateConfig ─▶ (none: nothing is provisioned), listed
 //! DockerDatacenterConfig  ─▶ the same, backend in-memory (containers listed when they were)
 //! anything else           ─▶ as it is
 //! ```
@@ -162,6 +165,58 @@ pub fn in_memory(docs: &[SourceDoc]) -> StandIn {
                             Some(n) if n > 0 => format!(", {n} GPUs"),
                             _ => String::new(),
                         },
+                    ),
+                );
+                None
+            }
+            (true, "TinkerbellDatacenterConfig") => {
+                let spec = &sd.doc.value["spec"];
+                note(
+                    "spec",
+                    format!(
+                        "bare-metal datacenter: Tinkerbell stack at {}, OS image {}{}{}",
+                        text(spec, "/tinkerbellIP"),
+                        text(spec, "/osImageURL"),
+                        if spec["isoBoot"] == true {
+                            ", ISO boot"
+                        } else {
+                            ""
+                        },
+                        if spec["skipLoadBalancerDeployment"] == true {
+                            ", external load balancer"
+                        } else {
+                            ""
+                        },
+                    ),
+                );
+                Some(datacenter(&sd.doc.value))
+            }
+            (true, "TinkerbellMachineConfig") => {
+                let spec = &sd.doc.value["spec"];
+                let hardware = match spec["hardwareSelector"].as_object() {
+                    Some(m) if !m.is_empty() => m
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    _ => "hardwareAffinity terms".to_string(),
+                };
+                note(
+                    "spec",
+                    format!(
+                        "machine config {} (Hardware {hardware}, OS {}): the in-memory backend simulates machines, not Hardware, so whether enough Hardware matches is not rehearsed",
+                        text(&sd.doc.value, "/metadata/name"),
+                        text(spec, "/osFamily"),
+                    ),
+                );
+                None
+            }
+            (true, "TinkerbellTemplateConfig") => {
+                note(
+                    "spec",
+                    format!(
+                        "provisioning workflow {}: nothing is provisioned in a rehearsal",
+                        text(&sd.doc.value, "/metadata/name"),
                     ),
                 );
                 None

@@ -443,3 +443,107 @@ fn a_nutanix_cluster_keeps_its_shape_on_the_in_memory_backend() {
         );
     }
 }
+
+const TINKERBELL: &str = r#"apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: Cluster
+metadata:
+  name: rack-1
+spec:
+  kubernetesVersion: "1.33"
+  managementCluster:
+    name: mgmt
+  controlPlaneConfiguration:
+    count: 3
+    endpoint:
+      host: 10.40.0.10
+    machineGroupRef:
+      kind: TinkerbellMachineConfig
+      name: rack-1-cp
+  workerNodeGroupConfigurations:
+    - name: md-0
+      count: 2
+      machineGroupRef:
+        kind: TinkerbellMachineConfig
+        name: rack-1-cp
+  datacenterRef:
+    kind: TinkerbellDatacenterConfig
+    name: rack-1
+  clusterNetwork:
+    cniConfig:
+      cilium: {}
+    pods:
+      cidrBlocks: [192.168.0.0/16]
+    services:
+      cidrBlocks: [10.96.0.0/12]
+---
+apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: TinkerbellDatacenterConfig
+metadata:
+  name: rack-1
+spec:
+  tinkerbellIP: 10.40.0.20
+  osImageURL: https://images.example.com/ubuntu-2204-kube-1-33.gz
+---
+apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: TinkerbellMachineConfig
+metadata:
+  name: rack-1-cp
+spec:
+  hardwareSelector:
+    cluster.x-k8s.io/cluster-name: rack-1
+  osFamily: ubuntu
+  users:
+    - name: ec2-user
+      sshAuthorizedKeys:
+        - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBAlf8UkQwwdm0/3owGGfFx0nralmWRxinY3cBBi24tm
+"#;
+
+/// A bare-metal cluster is rehearsed on the in-memory backend with its shape; the Tinkerbell
+/// stack, the OS image and the Hardware its machines take are listed at their lines.
+#[test]
+fn a_bare_metal_cluster_keeps_its_shape_on_the_in_memory_backend() {
+    let file = "clusters/mgmt/workload-clusters/rack-1/cluster.yaml";
+    let real_docs = docs(&[(file, TINKERBELL.to_string())]);
+    let (cluster, diags) = spec::parse_cluster(&real_docs);
+    let real = cluster.unwrap_or_else(|| panic!("the Tinkerbell spec is valid: {diags:#?}"));
+    assert!(matches!(real.provider, Provider::Tinkerbell(_)));
+
+    let stand_in = rehearsal::in_memory(&real_docs);
+    let (cluster, diags) = spec::parse_cluster(&stand_in.docs);
+    let rehearsed =
+        cluster.unwrap_or_else(|| panic!("validation accepts the stand-in: {diags:#?}"));
+    assert!(matches!(
+        rehearsed.provider,
+        Provider::Docker(DockerBackend::InMemory)
+    ));
+    assert_eq!(rehearsed.control_plane.count, 3);
+    assert_eq!(
+        rehearsed
+            .workers
+            .iter()
+            .map(|w| (w.name.as_str(), w.replicas))
+            .collect::<Vec<_>>(),
+        [("md-0", Some(2))]
+    );
+    let listed: Vec<String> = stand_in.not_carried.iter().map(|n| n.to_string()).collect();
+    let line_of = |needle: &str| TINKERBELL.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    for (needle, what) in [
+        ("host: 10.40.0.10", "virtual IP 10.40.0.10"),
+        (
+            "tinkerbellIP: 10.40.0.20",
+            "Tinkerbell stack at 10.40.0.20, OS image https://images.example.com/ubuntu-2204-kube-1-33.gz",
+        ),
+        (
+            "hardwareSelector:",
+            "Hardware cluster.x-k8s.io/cluster-name=rack-1, OS ubuntu",
+        ),
+    ] {
+        let line = line_of(needle) - 1;
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.starts_with(&format!("{file}:{line}:")) && l.contains(what)),
+            "{what} at line {line}: {listed:#?}"
+        );
+    }
+}

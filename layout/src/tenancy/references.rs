@@ -132,6 +132,9 @@ fn judge(
                 .and_then(Value::as_str)
                 == Some(owner.cluster)
         }
+        Must::NonEmpty => value
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty()),
         Must::Absent => value.is_none(),
         // An object of a directory or rendered names no owner (the agent adds the Cluster's).
         Must::Owners => value.and_then(Value::as_array).is_none_or(|a| a.is_empty()),
@@ -224,6 +227,42 @@ mod tests {
         assert!(violations(md("VSphereMachineTemplate", "dev-dc-zone-a")).is_empty());
         // Nutanix: an entry of the cluster's own NutanixCluster, as EKS Anywhere names it.
         assert!(violations(md("NutanixMachineTemplate", "pe-1")).is_empty());
+    }
+
+    #[test]
+    fn bare_metal_machines_take_only_the_hardware_labelled_for_their_cluster() {
+        let tmt = |affinity: Value| {
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "TinkerbellMachineTemplate",
+                "metadata": {"name": "dev-md-0"},
+                "spec": {"template": {"spec": {"hardwareAffinity": affinity, "templateOverride": "tasks: []"}}}})
+        };
+        let own = json!({"labelSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "dev", "type": "worker"}}});
+        assert!(violations(tmt(json!({"required": [own]}))).is_empty());
+        // Every required term is OR'd: one without the label opens all free Hardware to it.
+        assert_eq!(
+            violations(tmt(
+                json!({"required": [own, {"labelSelector": {"matchLabels": {"type": "cp"}}}]})
+            )),
+            vec![(
+                "spec.template.spec.hardwareAffinity.required[1].labelSelector".into(),
+                "{\"matchLabels\":{\"type\":\"cp\"}}".into()
+            )]
+        );
+        // No required term: any free Hardware.
+        assert_eq!(
+            violations(tmt(json!({"preferred": []}))),
+            vec![(
+                "spec.template.spec.hardwareAffinity.required".into(),
+                "nothing".into()
+            )]
+        );
+        assert_eq!(
+            violations(tmt(json!({"required": []}))),
+            vec![(
+                "spec.template.spec.hardwareAffinity.required".into(),
+                "[]".into()
+            )]
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum Must {
     /// A label selector whose `matchLabels` require `cluster.x-k8s.io/cluster-name: <c>`
     /// (other terms can only narrow it), required.
     Selects,
+    /// A list with at least one item, required (its items' own rows say what each must be).
+    NonEmpty,
     /// Not set at all.
     Absent,
     /// Owner references: those the object already had (by UID), and its cluster's Cluster API
@@ -97,6 +99,16 @@ const fn selector(path: &'static str, why: &'static str) -> Row {
     }
 }
 
+/// A selector row with another rule than [`Must::Selects`] (the list of terms must be there).
+const fn selector_row(path: &'static str, must: Must, why: &'static str) -> Row {
+    Row {
+        path,
+        must,
+        why,
+        class: Class::Selector,
+    }
+}
+
 const fn fillable(path: &'static str, must: Must, why: &'static str) -> Row {
     Row {
         path,
@@ -153,6 +165,8 @@ const VSPHERE_INVENTORY: &str =
     "a vSphere inventory name: vCenter authorises it for the cluster's own credentials";
 const NUTANIX_INVENTORY: &str = "a Nutanix inventory name or UUID (Prism Element cluster, subnet, image, project, category, GPU): Prism Central authorises it for the cluster's own credentials";
 const PAUSED: &str = "read only by EKS Anywhere's controller, which the pause keeps off the object";
+const HARDWARE: &str = "CAPT provisions the machines on any free Hardware of the namespace a required term matches (OR'd): each term must require the cluster's label, which the admin puts on the Hardware the cluster may take, or the machines would take Hardware kept for another cluster";
+const OWN_MACHINES: &str = "what runs on the cluster's own machines (the OS image, the provisioning workflow's actions, the boot ISO)";
 const BOOTSTRAP_SECRET: &str = "the bootstrap provider copies this Secret of the management cluster onto the cluster's machines (another cluster's kubeconfig or CA key)";
 macro_rules! kubeadm_rows {
     ($prefix:literal) => {
@@ -603,6 +617,69 @@ pub const KINDS: &[Kind] = &[
         ],
     },
     Kind {
+        group: INFRA,
+        kind: "TinkerbellCluster",
+        plural: "tinkerbellclusters",
+        versions: V1BETA1,
+        rows: &[
+            row(
+                "spec.controlPlaneEndpoint",
+                Must::Free,
+                "the cluster's own API endpoint (CAPT copies it from the Cluster API Cluster)",
+            ),
+            row("spec.imageLookupBaseRegistry", Must::Free, OWN_MACHINES),
+            row("spec.imageLookupFormat", Must::Free, OWN_MACHINES),
+        ],
+    },
+    Kind {
+        group: INFRA,
+        kind: "TinkerbellMachineTemplate",
+        plural: "tinkerbellmachinetemplates",
+        versions: V1BETA1,
+        rows: &[
+            selector_row(
+                "spec.template.spec.hardwareAffinity.required",
+                Must::NonEmpty,
+                HARDWARE,
+            ),
+            selector(
+                "spec.template.spec.hardwareAffinity.required[].labelSelector",
+                HARDWARE,
+            ),
+            row(
+                "spec.template.spec.hardwareAffinity.preferred",
+                Must::Free,
+                "preferred terms only order the Hardware the required terms already allow",
+            ),
+            row(
+                "spec.template.spec.hardwareName",
+                Must::Absent,
+                "names one Hardware outright (another cluster's, or one kept for the management cluster), past every selector",
+            ),
+            row(
+                "spec.template.spec.providerID",
+                Must::Absent,
+                "CAPT sets it on each TinkerbellMachine from the Hardware it took",
+            ),
+            row(
+                "spec.template.spec.templateOverride",
+                Must::Free,
+                OWN_MACHINES,
+            ),
+            row("spec.template.spec.bootOptions", Must::Free, OWN_MACHINES),
+            row(
+                "spec.template.spec.imageLookupFormat",
+                Must::Free,
+                OWN_MACHINES,
+            ),
+            row(
+                "spec.template.spec.imageLookupBaseRegistry",
+                Must::Free,
+                OWN_MACHINES,
+            ),
+        ],
+    },
+    Kind {
         group: "etcdcluster.cluster.x-k8s.io",
         kind: "EtcdadmCluster",
         plural: "etcdadmclusters",
@@ -778,6 +855,37 @@ pub const KINDS: &[Kind] = &[
     },
     Kind {
         group: EKSA,
+        kind: "TinkerbellDatacenterConfig",
+        plural: "tinkerbelldatacenterconfigs",
+        versions: &["v1alpha1"],
+        rows: &[EKSA_PAUSED_ROW],
+    },
+    Kind {
+        group: EKSA,
+        kind: "TinkerbellMachineConfig",
+        plural: "tinkerbellmachineconfigs",
+        versions: &["v1alpha1"],
+        rows: &[
+            EKSA_PAUSED_ROW,
+            row("spec.hardwareSelector", Must::Free, PAUSED),
+            row("spec.hardwareAffinity", Must::Free, PAUSED),
+            row("spec.templateRef", Must::Free, PAUSED),
+            row(
+                "spec.users[].name",
+                Must::Free,
+                "a user on the cluster's own machines",
+            ),
+        ],
+    },
+    Kind {
+        group: EKSA,
+        kind: "TinkerbellTemplateConfig",
+        plural: "tinkerbelltemplateconfigs",
+        versions: &["v1alpha1"],
+        rows: &[EKSA_PAUSED_ROW],
+    },
+    Kind {
+        group: EKSA,
         kind: "OIDCConfig",
         plural: "oidcconfigs",
         versions: &["v1alpha1"],
@@ -844,6 +952,7 @@ impl Must {
             Must::Selects => {
                 "requires `cluster.x-k8s.io/cluster-name: <c>` in `matchLabels` (required)".into()
             }
+            Must::NonEmpty => "a list of at least one item (required)".into(),
             Must::Absent => "absent".into(),
             Must::Owners => "owners it had, or the Cluster `<c>` without `controller` or `blockOwnerDeletion` (none in a directory)".into(),
             Must::Unprefixed(p) => format!("keys without a prefix, or under {}", list(p)),

@@ -119,10 +119,12 @@ pub fn render_with(
     // The context's entries, wrapped as one map for each pass (a merged context would look
     // every name up in each of its parts: 4 % of a render).
     let mut entries = json_object::entries(&root);
-    if matches!(
-        cluster.provider,
-        Provider::VSphere(_) | Provider::Nutanix(_)
-    ) {
+    let kube_vip = match &cluster.provider {
+        Provider::VSphere(_) | Provider::Nutanix(_) => true,
+        Provider::Tinkerbell(t) => !t.skip_load_balancer,
+        Provider::Docker(_) => false,
+    };
+    if kube_vip {
         with_kube_vip(env, provider, &mut root, kube_vip_at, &mut entries)?;
     }
     let values = minijinja::Value::from(entries.clone());

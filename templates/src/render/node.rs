@@ -79,12 +79,12 @@ pub fn node_labels(labels: &BTreeMap<String, String>) -> Option<String> {
 /// TLS cipher suite on the API server, scheduler and etcd): docker and vSphere do; EKS
 /// Anywhere's Nutanix templates leave it out, and capstan renders what EKS Anywhere renders.
 pub fn hardened(c: &Cluster) -> bool {
-    !matches!(c.provider, Provider::Nutanix(_))
+    !matches!(c.provider, Provider::Nutanix(_) | Provider::Tinkerbell(_))
 }
 
 /// kube-apiserver flags.
 pub fn apiserver_args(c: &Cluster, minor: u32) -> Args {
-    let vm = !matches!(c.provider, Provider::Docker(_));
+    let vm = matches!(c.provider, Provider::VSphere(_) | Provider::Nutanix(_));
     let mut a = args(&[
         ("audit-policy-file", AUDIT_POLICY_PATH),
         ("audit-log-path", "/var/log/kubernetes/api-audit.log"),
@@ -157,6 +157,8 @@ pub fn controller_manager_args(c: &Cluster) -> Args {
                 ("enable-hostpath-provisioner", "true"),
             ]);
         }
+        // EKS Anywhere's bare-metal template gives the controller manager no flags.
+        Provider::Tinkerbell(_) => a = Args::new(),
     }
     if let Some(m) = c.network.node_cidr_mask_size {
         a.insert("node-cidr-mask-size".into(), m.to_string());
@@ -198,8 +200,12 @@ pub fn kubelet(
     role: KubeletRole,
 ) -> (Args, Option<String>) {
     let docker = matches!(c.provider, Provider::Docker(_));
+    let bare_metal = matches!(c.provider, Provider::Tinkerbell(_));
     let mut a = Args::new();
-    if !docker {
+    if bare_metal {
+        // CAPT replaces the placeholder with the Hardware's provider ID.
+        a.insert("provider-id".into(), "PROVIDER_ID".into());
+    } else if !docker {
         a.insert("cloud-provider".into(), "external".into());
     }
     let patch = match config {
@@ -264,6 +270,7 @@ pub fn provider_server(c: &Cluster) -> Option<&str> {
     match &c.provider {
         Provider::VSphere(v) => Some(&v.server),
         Provider::Nutanix(n) => Some(&n.endpoint),
+        Provider::Tinkerbell(t) => Some(&t.tinkerbell_ip),
         Provider::Docker(_) => None,
     }
 }
@@ -292,9 +299,16 @@ pub fn no_proxy(c: &Cluster, server: &str) -> Vec<String> {
         out.extend(p.no_proxy.iter().cloned());
     }
     out.extend(["localhost", "127.0.0.1", ".svc"].map(String::from));
-    out.push(server.to_string());
+    // EKS Anywhere's bare-metal template names the Tinkerbell stack after the endpoint.
+    let last = matches!(c.provider, Provider::Tinkerbell(_));
+    if !last {
+        out.push(server.to_string());
+    }
     if let Some(h) = &c.control_plane.endpoint_host {
         out.push(h.clone());
+    }
+    if last {
+        out.push(server.to_string());
     }
     out
 }
@@ -402,7 +416,7 @@ pub fn vsphere_pre_commands(c: &Cluster) -> Vec<String> {
     out
 }
 
-/// containerd's restart for proxy and mirror settings (vSphere and Nutanix machines).
+/// containerd's restart for proxy and mirror settings (vSphere, Nutanix and bare-metal machines).
 fn containerd_restart(c: &Cluster) -> Vec<String> {
     let mut out = Vec::new();
     if c.registry_mirror.is_some() {
@@ -413,6 +427,12 @@ fn containerd_restart(c: &Cluster) -> Vec<String> {
         out.push("sudo systemctl restart containerd".into());
     }
     out
+}
+
+/// Commands run before kubeadm on a bare-metal machine: containerd restarts for proxy and mirror
+/// settings (the hostname comes from the Hardware through Tinkerbell's metadata service).
+pub fn tinkerbell_pre_commands(c: &Cluster) -> Vec<String> {
+    containerd_restart(c)
 }
 
 /// Commands run before kubeadm on a Nutanix machine: containerd restarts for proxy and mirror

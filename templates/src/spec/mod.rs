@@ -59,40 +59,28 @@ pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
 /// what to use instead rather than "unknown".
 pub const UNSUPPORTED_KINDS: &[(&str, &str)] = &[
     (
-        "TinkerbellDatacenterConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
-    ),
-    (
-        "TinkerbellMachineConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
-    ),
-    (
-        "TinkerbellTemplateConfig",
-        "the Tinkerbell (bare metal) provider needs EKS Anywhere's Tinkerbell stack; capstan renders docker, vSphere and Nutanix clusters",
-    ),
-    (
         "CloudStackDatacenterConfig",
-        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere and Nutanix clusters",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "CloudStackMachineConfig",
-        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere and Nutanix clusters",
+        "EKS Anywhere removed the CloudStack provider in v0.26; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "SnowDatacenterConfig",
-        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "SnowMachineConfig",
-        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "SnowIPPool",
-        "the Snow provider is not supported by capstan; capstan renders docker, vSphere and Nutanix clusters",
+        "the Snow provider is not supported by capstan; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "AWSDatacenterConfig",
-        "the legacy AWS provider is not supported; capstan renders docker, vSphere and Nutanix clusters",
+        "the legacy AWS provider is not supported; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
         "AWSIamConfig",
@@ -253,15 +241,18 @@ pub enum Provider {
     VSphere(VSphere),
     /// CAPX.
     Nutanix(Nutanix),
+    /// CAPT (bare metal).
+    Tinkerbell(Tinkerbell),
 }
 
 impl Provider {
-    /// "docker", "vsphere" or "nutanix".
+    /// "docker", "vsphere", "nutanix" or "tinkerbell".
     pub fn name(&self) -> &'static str {
         match self {
             Provider::Docker(_) => "docker",
             Provider::VSphere(_) => "vsphere",
             Provider::Nutanix(_) => "nutanix",
+            Provider::Tinkerbell(_) => "tinkerbell",
         }
     }
 }
@@ -428,6 +419,44 @@ pub struct NutanixMachine {
     pub gpus: Vec<NutanixId>,
     /// legacy or uefi (empty: Nutanix's default).
     pub boot_type: String,
+}
+
+/// Tinkerbell (bare metal) settings of a cluster.
+#[derive(Debug, Clone)]
+pub struct Tinkerbell {
+    /// The Tinkerbell stack's address (metadata service, ISO server).
+    pub tinkerbell_ip: String,
+    /// Leave kube-vip out of the control plane (an external load balancer holds the endpoint).
+    pub skip_load_balancer: bool,
+    /// Boot HookOS from an ISO instead of the network.
+    pub iso_boot: bool,
+    /// Machine configs by name.
+    pub machines: BTreeMap<String, TinkerbellMachine>,
+}
+
+/// How a Tinkerbell machine config picks its Hardware: one label, or affinity terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HardwareChoice {
+    /// `hardwareSelector`: one label (key, value).
+    Selector(BTreeMap<String, String>),
+    /// `hardwareAffinity` as written (validated).
+    Affinity(Value),
+}
+
+/// A validated TinkerbellMachineConfig.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TinkerbellMachine {
+    /// ubuntu or redhat.
+    pub os_family: String,
+    /// The first user and its first key.
+    pub user: (String, String),
+    /// Which Hardware the machines run on.
+    pub hardware: HardwareChoice,
+    /// The Tinkerbell workflow provisioning the machines, as YAML (the template config it
+    /// names, or EKS Anywhere's default for its OS family and image).
+    pub workflow: String,
+    /// NTP servers.
+    pub ntp_servers: Vec<String>,
 }
 
 /// HTTP(S) proxy settings, validated.

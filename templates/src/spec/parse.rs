@@ -45,6 +45,9 @@ pub(crate) struct Objects {
     pub vsphere_machines: Vec<Parsed<raw::VSphereMachineSpec>>,
     pub nutanix_datacenters: Vec<Parsed<raw::NutanixDatacenterSpec>>,
     pub nutanix_machines: Vec<Parsed<raw::NutanixMachineSpec>>,
+    pub tinkerbell_datacenters: Vec<Parsed<raw::TinkerbellDatacenterSpec>>,
+    pub tinkerbell_machines: Vec<Parsed<raw::TinkerbellMachineSpec>>,
+    pub tinkerbell_templates: Vec<Parsed<raw::TinkerbellTemplateSpec>>,
     pub oidc_configs: Vec<Parsed<raw::OidcSpec>>,
     pub extras: Vec<ExtraObject>,
 }
@@ -120,11 +123,14 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         "VSphereMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.vsphere_machines),
         "NutanixDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.nutanix_datacenters),
         "NutanixMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.nutanix_machines),
+        "TinkerbellDatacenterConfig" => push(typed(sd, src, kind, diags), &mut objects.tinkerbell_datacenters),
+        "TinkerbellMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.tinkerbell_machines),
+        "TinkerbellTemplateConfig" => push(typed(sd, src, kind, diags), &mut objects.tinkerbell_templates),
         "OIDCConfig" => push(typed(sd, src, kind, diags), &mut objects.oidc_configs),
         k => match UNSUPPORTED_KINDS.iter().find(|(u, _)| *u == k) {
             Some((_, why)) => diags.push(here(
                 Code::UnsupportedKind,
-                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, NutanixDatacenterConfig, NutanixMachineConfig, OIDCConfig)"),
+                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, NutanixDatacenterConfig, NutanixMachineConfig, TinkerbellDatacenterConfig, TinkerbellMachineConfig, TinkerbellTemplateConfig, OIDCConfig)"),
                 "kind",
             )),
             None => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),

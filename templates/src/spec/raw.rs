@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `metadata` of an EKS Anywhere object.
@@ -764,4 +764,202 @@ pub struct NutanixMachineSpec {
     /// legacy or uefi.
     #[serde(default)]
     pub boot_type: Option<String>,
+}
+
+/// `TinkerbellDatacenterConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TinkerbellDatacenterSpec {
+    /// The address of the Tinkerbell stack (its load balancer): the metadata service the
+    /// machines' cloud-init reads, and Smee's ISO server.
+    #[serde(default, rename = "tinkerbellIP")]
+    pub tinkerbell_ip: String,
+    /// The OS image every machine streams to its disk unless its machine config names one.
+    #[serde(default, rename = "osImageURL")]
+    pub os_image_url: String,
+    /// Where the Tinkerbell stack serves HookOS from (the stack's concern; accepted, not used).
+    #[serde(default, rename = "hookImagesURLPath")]
+    pub hook_images_url_path: String,
+    /// Leave the control plane's kube-vip static pod out (an external load balancer holds the
+    /// endpoint).
+    #[serde(default)]
+    pub skip_load_balancer_deployment: bool,
+    /// The interface the stack's load balancer announces on (the stack's concern).
+    #[serde(default)]
+    pub load_balancer_interface: String,
+    /// Boot HookOS from an ISO (through the BMC's virtual media) instead of the network.
+    #[serde(default)]
+    pub iso_boot: bool,
+    /// Where the HookOS ISO is (only with isoBoot).
+    #[serde(default, rename = "hookIsoURL")]
+    pub hook_iso_url: String,
+}
+
+/// A label selector (Kubernetes' `metav1.LabelSelector`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels the Hardware must carry.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    /// Expressions the Hardware's labels must satisfy.
+    #[serde(default)]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One expression of a label selector.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelSelectorRequirement {
+    /// The label.
+    pub key: String,
+    /// In, NotIn, Exists or DoesNotExist.
+    #[serde(default)]
+    pub operator: String,
+    /// The values (In, NotIn only).
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// A term of a hardware affinity.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HardwareAffinityTerm {
+    /// Which Hardware the term matches.
+    pub label_selector: LabelSelector,
+}
+
+/// A weighted term of a hardware affinity.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WeightedHardwareAffinityTerm {
+    /// 1 to 100.
+    #[serde(default)]
+    pub weight: i64,
+    /// The term.
+    pub hardware_affinity_term: HardwareAffinityTerm,
+}
+
+/// `hardwareAffinity` of a TinkerbellMachineConfig: required terms (one must match) and
+/// preferred ones (weighted).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareAffinity {
+    /// Terms of which a Hardware must match one.
+    #[serde(default)]
+    pub required: Vec<HardwareAffinityTerm>,
+    /// Terms preferred, by weight.
+    #[serde(default)]
+    pub preferred: Vec<WeightedHardwareAffinityTerm>,
+}
+
+/// `TinkerbellMachineConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TinkerbellMachineSpec {
+    /// One label the machines' Hardware carries.
+    #[serde(default)]
+    pub hardware_selector: BTreeMap<String, String>,
+    /// Label selector terms the machines' Hardware matches (instead of hardwareSelector).
+    #[serde(default)]
+    pub hardware_affinity: Option<HardwareAffinity>,
+    /// The TinkerbellTemplateConfig provisioning the machines (default: EKS Anywhere's
+    /// workflow for the OS family).
+    #[serde(default)]
+    pub template_ref: Option<Ref>,
+    /// ubuntu, redhat or bottlerocket.
+    #[serde(default)]
+    pub os_family: Option<String>,
+    /// The OS image, replacing the datacenter's.
+    #[serde(default, rename = "osImageURL")]
+    pub os_image_url: String,
+    /// Users; only the first user and its first key are used.
+    #[serde(default)]
+    pub users: Vec<User>,
+    /// NTP servers and the bottlerocket-only settings.
+    #[serde(default, rename = "hostOSConfiguration")]
+    pub host_os_configuration: Option<HostOsConfiguration>,
+}
+
+/// `TinkerbellTemplateConfig.spec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TinkerbellTemplateSpec {
+    /// The Tinkerbell workflow template (version, name, global_timeout, tasks).
+    pub template: TinkerbellWorkflow,
+}
+
+/// A Tinkerbell workflow template, as EKS Anywhere's TinkerbellTemplateConfig holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TinkerbellWorkflow {
+    /// Template format version ("0.1").
+    #[serde(default)]
+    pub version: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// ID (empty).
+    #[serde(default)]
+    pub id: String,
+    /// Timeout of the whole workflow, in seconds.
+    #[serde(default)]
+    pub global_timeout: i64,
+    /// Tasks.
+    #[serde(default)]
+    pub tasks: Vec<TinkerbellTask>,
+}
+
+/// A task of a Tinkerbell workflow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TinkerbellTask {
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// The worker running it (`{{.device_1}}`).
+    #[serde(default)]
+    pub worker: String,
+    /// Actions, in order.
+    #[serde(default)]
+    pub actions: Vec<TinkerbellAction>,
+    /// Volumes every action gets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// Environment every action gets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+}
+
+/// An action of a Tinkerbell workflow task: a container image run on the machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TinkerbellAction {
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Image.
+    #[serde(default)]
+    pub image: String,
+    /// Timeout in seconds.
+    #[serde(default)]
+    pub timeout: i64,
+    /// Command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Run on timeout.
+    #[serde(default, rename = "on-timeout", skip_serializing_if = "Vec::is_empty")]
+    pub on_timeout: Vec<String>,
+    /// Run on failure.
+    #[serde(default, rename = "on-failure", skip_serializing_if = "Vec::is_empty")]
+    pub on_failure: Vec<String>,
+    /// Volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// Environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    /// PID namespace (`host`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pid: String,
 }

@@ -165,6 +165,13 @@ pub static ALLOWED: &[Allowed] = &[
         when: Some("nutanix-trust-bundle"),
         reason: "EKS-A's ClusterResourceSet also names a ConfigMap user-ca-bundle in the management cluster's namespace, which nothing creates there (a missing resource keeps the set from applying); the trust bundle reaches the workload cluster inside the <cluster>-nutanix-ccm manifests, as in EKS-A",
     },
+    Allowed {
+        kind: "TinkerbellCluster",
+        name_suffix: "",
+        path: "spec.controlPlaneEndpoint.port",
+        when: None,
+        reason: "CAPT copies the endpoint from the Cluster API Cluster; EKS-A's typed TinkerbellCluster prints the empty endpoint's zero port, which capstan leaves out (the API server stores neither)",
+    },
 ];
 
 fn as_obj(v: &mut Value) -> Option<&mut Map<String, Value>> {
@@ -176,6 +183,7 @@ const IMMUTABLE: &[&str] = &[
     "DockerMachineTemplate",
     "VSphereMachineTemplate",
     "NutanixMachineTemplate",
+    "TinkerbellMachineTemplate",
     "KubeadmConfigTemplate",
 ];
 

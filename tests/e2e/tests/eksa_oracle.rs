@@ -242,7 +242,7 @@ fn a_template_that_drifts_from_eks_anywhere_is_caught() {
     let theirs = eksa[&case.name].as_ref().unwrap();
     let root = repo_root().join("templates/providers");
     let mut templates = Vec::new();
-    for dir in ["common", "docker", "vsphere", "nutanix"] {
+    for dir in ["common", "docker", "vsphere", "nutanix", "tinkerbell"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_none_or(|x| x != "j2") {

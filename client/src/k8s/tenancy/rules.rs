@@ -121,6 +121,7 @@ fn check(row: &Row) -> Option<String> {
                     "({p} && has({v}.matchLabels) && {label} in {v}.matchLabels && {v}.matchLabels[{label}] == variables.cluster)"
                 )
             }
+            Must::NonEmpty => format!("({p} && size({v}) > 0)"),
             Must::Absent => format!("!{p}"),
             Must::Owners => format!(
                 "(!{p} || {v}.all(r, {} || (r.kind == 'Cluster' && r.apiVersion.startsWith('cluster.x-k8s.io/') && r.name == variables.cluster && !(has(r.controller) && r.controller == true) && !(has(r.blockOwnerDeletion) && r.blockOwnerDeletion == true))))",

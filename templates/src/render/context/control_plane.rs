@@ -30,7 +30,6 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
     let cluster = s.cluster;
     let minor = s.minor;
     let cp = &cluster.control_plane;
-    let cp_machine = s.machine_of(&cp.machine);
     let d = &cp_bundle.eks_d;
     let (cp_kubelet_args, cp_kubelet_patch) = node::kubelet(
         cluster,
@@ -49,15 +48,15 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
     let encryption = node::encryption_config(cluster);
     let (cp_files, kube_vip_index) =
         cp_files(cluster, cp_kubelet_patch.as_deref(), encryption.as_deref());
-    let feature_gates =
-        (s.is_vsphere() && (29..33).contains(&minor)).then(|| json!({"EtcdLearnerMode": false}));
+    let feature_gates = ((s.is_vsphere() || s.tinkerbell.is_some()) && (29..33).contains(&minor))
+        .then(|| json!({"EtcdLearnerMode": false}));
     with(
         json!({
             "count": cp.count,
             "version": d.tag,
             "endpoint_host": cp.endpoint_host,
             "node_image": d.kind_node.uri,
-            "ntp": cp_machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+            "ntp": s.ntp(&cp.machine),
             "max_surge": cp.max_surge.unwrap_or(1),
             "patches": cp_kubelet_patch.is_some(),
             "cert_sans": cp_cert_sans(s),
@@ -169,7 +168,7 @@ fn cp_extra_volumes(skip_admission: bool, encrypted: bool) -> Vec<Value> {
 /// EKS Anywhere's Nutanix template has it), then the written ones.
 fn cp_cert_sans(s: &Shared) -> Vec<String> {
     let mut cert_sans: Vec<String> = Vec::new();
-    if !s.is_vsphere() {
+    if !s.is_vsphere() && s.tinkerbell.is_none() {
         cert_sans.extend(["localhost", "127.0.0.1"].map(String::from));
     }
     if s.nutanix.is_some() {
@@ -183,7 +182,7 @@ fn cp_cert_sans(s: &Shared) -> Vec<String> {
 /// kube-vip's switch to super-admin.conf on the first node.
 fn cp_pre_commands(s: &Shared) -> Vec<String> {
     let mut cp_pre = s.pre_commands(true);
-    if s.on_vms() && s.minor >= 29 {
+    if (s.on_vms() || s.tinkerbell.is_some()) && s.minor >= 29 {
         // kubeadm init (only the first control-plane node has /run/kubeadm/kubeadm.yaml) hands
         // admin.conf its RBAC only after the API server is up, which kube-vip must front first.
         cp_pre.push("if [ -f /run/kubeadm/kubeadm.yaml ]; then sed -i 's#path: /etc/kubernetes/admin.conf#path: /etc/kubernetes/super-admin.conf#' /etc/kubernetes/manifests/kube-vip.yaml; fi".into());

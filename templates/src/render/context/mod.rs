@@ -26,8 +26,9 @@ use super::RenderError;
 use super::node::{self, args_json};
 use crate::release::{Release, VersionsBundle};
 use crate::spec::{
-    Cluster, DockerBackend, HealthOverride, KubeVersion, Nutanix, NutanixId, NutanixMachine,
-    Provider, Taint, VSphere, VSphereMachine, WorkerGroup,
+    Cluster, DockerBackend, HardwareChoice, HealthOverride, KubeVersion, Nutanix, NutanixId,
+    NutanixMachine, Provider, Taint, Tinkerbell, TinkerbellMachine, VSphere, VSphereMachine,
+    WorkerGroup,
 };
 
 pub use crate::spec::ETCD_MIN_MEMORY_MIB;
@@ -87,6 +88,18 @@ fn nutanix_id(id: &NutanixId) -> Value {
     m.insert("type".into(), json!(id.kind));
     m.insert(id.kind.clone(), json!(id.value));
     Value::Object(m)
+}
+
+/// A Tinkerbell machine config for the templates: CAPT's hardware affinity (one required term
+/// from a hardwareSelector) and the workflow.
+fn tinkerbell_machine_json(m: &TinkerbellMachine) -> Value {
+    let affinity = match &m.hardware {
+        HardwareChoice::Selector(labels) => {
+            json!({"required": [{"labelSelector": {"matchLabels": labels}}]})
+        }
+        HardwareChoice::Affinity(a) => a.clone(),
+    };
+    json!({"hardware_affinity": affinity, "workflow": m.workflow})
 }
 
 /// A Nutanix machine config for the templates (the CAPX field shapes).
@@ -275,6 +288,10 @@ pub(super) fn context(
             Provider::Nutanix(n) => Some(n),
             _ => None,
         },
+        tinkerbell: match &cluster.provider {
+            Provider::Tinkerbell(t) => Some(t),
+            _ => None,
+        },
     };
     let cp_taints = cp_taints(&s);
     let cp = control_plane(&s, cp_bundle, &cp_taints);
@@ -286,6 +303,7 @@ pub(super) fn context(
         Provider::Docker(DockerBackend::InMemory) => &crate::provider::DOCKER.infrastructure[1],
         Provider::VSphere(_) => &crate::provider::VSPHERE.infrastructure[0],
         Provider::Nutanix(_) => &crate::provider::NUTANIX.infrastructure[0],
+        Provider::Tinkerbell(_) => &crate::provider::TINKERBELL.infrastructure[0],
     };
     let vsphere = match s.vsphere {
         Some(v) => vsphere_json(cluster, v, &cp_taints),
@@ -320,6 +338,20 @@ pub(super) fn context(
     ctx.insert("workers".into(), Value::Array(workers));
     ctx.insert("vsphere".into(), vsphere);
     ctx.insert("nutanix".into(), nutanix);
+    ctx.insert(
+        "tinkerbell".into(),
+        match s.tinkerbell {
+            Some(t) => json!({
+                "tinkerbell_ip": t.tinkerbell_ip,
+                "kube_vip": !t.skip_load_balancer,
+                "boot_mode": if t.iso_boot { "iso" } else { "netboot" },
+                // Smee serves the HookOS ISO on its HTTP port, 7171.
+                "iso_url": t.iso_boot.then(|| format!("http://{}:7171/iso/hook.iso", t.tinkerbell_ip)),
+                "image_lookup_format": format!("--kube-{}.raw.gz", cp_bundle.eks_d.tag),
+            }),
+            None => Value::Null,
+        },
+    );
     // Read from the datacenter as written (an annotation, no field of the spec).
     let instant = in_memory
         && cluster.eksa_objects.iter().any(|o| {
@@ -362,12 +394,13 @@ pub(super) fn context(
 }
 
 /// What the parts of a context share: the cluster, its control plane's Kubernetes minor, and
-/// its vSphere or Nutanix settings (None on other providers).
+/// its vSphere, Nutanix or Tinkerbell settings (None on other providers).
 struct Shared<'a> {
     cluster: &'a Cluster,
     minor: u32,
     vsphere: Option<&'a VSphere>,
     nutanix: Option<&'a Nutanix>,
+    tinkerbell: Option<&'a Tinkerbell>,
 }
 
 impl<'a> Shared<'a> {
@@ -380,6 +413,12 @@ impl<'a> Shared<'a> {
     /// their hostname from cloud-init and a kube-vip address.
     fn on_vms(&self) -> bool {
         self.vsphere.is_some() || self.nutanix.is_some()
+    }
+
+    /// The Tinkerbell machine config a part names (None on other providers).
+    fn tinkerbell_machine_of(&self, name: &Option<String>) -> Option<&'a TinkerbellMachine> {
+        name.as_ref()
+            .and_then(|n| self.tinkerbell.and_then(|t| t.machines.get(n)))
     }
 
     /// The vSphere machine config a part names (None on docker, or when it names none).
@@ -397,14 +436,31 @@ impl<'a> Shared<'a> {
     /// The machine config a part names, for the templates; `min_memory` raises a vSphere
     /// machine's memory (etcd), and only worker machines keep their own networks.
     fn machine(&self, name: &Option<String>, min_memory: i64, own_networks: bool) -> Value {
+        if let Some(m) = self.tinkerbell_machine_of(name) {
+            return tinkerbell_machine_json(m);
+        }
         match self.nutanix_machine_of(name) {
             Some(m) => nutanix_machine_json(m),
             None => machine_json(self.machine_of(name), min_memory, own_networks),
         }
     }
 
+    /// NTP servers of the machine config a part names.
+    fn ntp(&self, name: &Option<String>) -> Vec<String> {
+        if let Some(m) = self.tinkerbell_machine_of(name) {
+            return m.ntp_servers.clone();
+        }
+        self.machine_of(name)
+            .map(|m| m.ntp_servers.clone())
+            .unwrap_or_default()
+    }
+
     /// `users` of a part's kubeadm config (`etcd`: etcdadm's).
     fn users(&self, name: &Option<String>, etcd: bool) -> Value {
+        if let Some(m) = self.tinkerbell_machine_of(name) {
+            let (user, key) = &m.user;
+            return json!([{"name": user, "sshAuthorizedKeys": [key], "sudo": "ALL=(ALL) NOPASSWD:ALL"}]);
+        }
         match self.nutanix_machine_of(name) {
             Some(m) => nutanix_users_json(m, !etcd),
             None => users_json(self.machine_of(name)),
@@ -417,6 +473,8 @@ impl<'a> Shared<'a> {
             node::vsphere_pre_commands(self.cluster)
         } else if self.nutanix.is_some() {
             node::nutanix_pre_commands(self.cluster, control_plane)
+        } else if self.tinkerbell.is_some() {
+            node::tinkerbell_pre_commands(self.cluster)
         } else {
             node::docker_pre_commands(self.cluster)
         }
@@ -447,6 +505,7 @@ fn bundle_json(cp_bundle: &VersionsBundle) -> Value {
         "cpi_manager_image": cp_bundle.vsphere.manager.uri,
         "nutanix_kube_vip_image": cp_bundle.nutanix.kube_vip.uri,
         "nutanix_ccm_image": cp_bundle.nutanix.cloud_provider.uri,
+        "tinkerbell_kube_vip_image": cp_bundle.tinkerbell.kube_vip.uri,
         "cilium_repository": format!("oci://{chart_repo}"),
         "cilium_chart": chart_name,
         "cilium_version": chart_version,
@@ -476,7 +535,6 @@ fn workers(s: &Shared, release: &Release) -> Result<(Vec<Value>, Vec<Value>), Re
 /// its vSphere failure domain.
 fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
     let cluster = s.cluster;
-    let machine = s.machine_of(&w.machine);
     let (kubelet_args, patch) = node::kubelet(
         cluster,
         w.kubernetes_version.minor,
@@ -516,7 +574,7 @@ fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
             "autoscaling": w.autoscaling.map(|(a, b)| json!([a, b])),
             "version": b.eks_d.tag,
             "node_image": b.eks_d.kind_node.uri,
-            "ntp": machine.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+            "ntp": s.ntp(&w.machine),
             "patches": patch.is_some(),
             "pre_commands": s.pre_commands(false),
             "rollout": w.rollout.map(|(surge, u)| json!({"max_surge": surge, "max_unavailable": u})),
@@ -540,8 +598,6 @@ fn etcd(s: &Shared) -> Value {
     let Some(e) = &cluster.etcd else {
         return Value::Null;
     };
-    let m = s.machine_of(&e.machine);
-    let nm = s.nutanix_machine_of(&e.machine);
     let proxy = match (&cluster.proxy, node::provider_server(cluster)) {
         (Some(p), Some(server)) => json!({
             "httpProxy": p.http, "httpsProxy": p.https,
@@ -564,18 +620,12 @@ fn etcd(s: &Shared) -> Value {
     with(
         json!({
             "count": e.count,
-            "ntp": m.map(|m| m.ntp_servers.clone()).unwrap_or_default(),
+            "ntp": s.ntp(&e.machine),
             "cipher_suites": node::CIPHER_SUITES,
-            "pre_commands": if s.on_vms() { node::hostname_commands() } else { Vec::new() },
+            "pre_commands": if s.on_vms() || s.tinkerbell.is_some() { node::hostname_commands() } else { Vec::new() },
         }),
         [
-            (
-                "machine",
-                match nm {
-                    Some(nm) => nutanix_machine_json(nm),
-                    None => machine_json(m, ETCD_MIN_MEMORY_MIB, false),
-                },
-            ),
+            ("machine", s.machine(&e.machine, ETCD_MIN_MEMORY_MIB, false)),
             ("users", s.users(&e.machine, true)),
             ("proxy", proxy),
             ("registry_mirror", mirror.unwrap_or(Value::Null)),

@@ -28,7 +28,14 @@ pub(super) fn control_plane(
         .filter(|h| !h.is_empty());
     match (machines.kind, &endpoint_host) {
         (Some("VSphereMachineConfig"), None) => at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "vSphere clusters need controlPlaneConfiguration.endpoint.host (the kube-vip address of the API server)"),
+        (Some("TinkerbellMachineConfig"), None) => at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "bare-metal (Tinkerbell) clusters need controlPlaneConfiguration.endpoint.host (the address of the API server, announced by kube-vip)"),
         (Some(_), None) => at.err(Code::MissingField, "spec.controlPlaneConfiguration.endpoint", "Nutanix clusters need controlPlaneConfiguration.endpoint.host (the kube-vip address of the API server)"),
+        // EKS Anywhere's Tinkerbell validator: the endpoint is an IP address.
+        (Some("TinkerbellMachineConfig"), Some(h)) if h.parse::<std::net::IpAddr>().is_err() => at.err(
+            Code::InvalidValue,
+            "spec.controlPlaneConfiguration.endpoint.host",
+            format!("controlPlaneConfiguration.endpoint.host `{h}` must be an IP address on bare metal (kube-vip announces it)"),
+        ),
         // EKS Anywhere's Nutanix validator: kube-vip's address is an IP address.
         (Some("NutanixMachineConfig"), Some(h)) if h.parse::<std::net::IpAddr>().is_err() => at.err(
             Code::InvalidValue,
@@ -119,6 +126,13 @@ pub(super) fn external_etcd(
     machines: &mut MachineRefs,
 ) -> Option<ExternalEtcd> {
     let etcd = spec.external_etcd_configuration.as_ref().map(|e| {
+        if machines.kind == Some("TinkerbellMachineConfig") {
+            at.err(
+                Code::InvalidValue,
+                "spec.externalEtcdConfiguration",
+                "external etcd is not supported on bare metal (EKS Anywhere refuses it too): remove externalEtcdConfiguration to run etcd on the control-plane machines",
+            );
+        }
         if e.count <= 0 || e.count % 2 == 0 || e.count > MAX_COUNT {
             at.err(
                 Code::InvalidValue,

@@ -24,6 +24,9 @@ pub(super) fn eksa_objects(
         .chain(objects.vsphere_machines.iter().map(|p| &p.value))
         .chain(objects.nutanix_datacenters.iter().map(|p| &p.value))
         .chain(objects.nutanix_machines.iter().map(|p| &p.value))
+        .chain(objects.tinkerbell_datacenters.iter().map(|p| &p.value))
+        .chain(objects.tinkerbell_machines.iter().map(|p| &p.value))
+        .chain(objects.tinkerbell_templates.iter().map(|p| &p.value))
         .chain(objects.oidc_configs.iter().map(|p| &p.value))
         .chain(objects.clusters.iter().map(|p| &p.value));
     values
@@ -43,6 +46,15 @@ pub(super) fn eksa_objects(
                 && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
             {
                 spec.entry("osFamily").or_insert(json!("ubuntu"));
+            }
+            // EKS-A's CRD requires a workflow template's `id` (EKS-A's own writes it empty).
+            if obj.get("kind").and_then(Value::as_str) == Some("TinkerbellTemplateConfig")
+                && let Some(t) = obj
+                    .get_mut("spec")
+                    .and_then(|s| s.get_mut("template"))
+                    .and_then(Value::as_object_mut)
+            {
+                t.entry("id").or_insert(json!(""));
             }
             // A DockerDatacenterConfig written with a null spec is applied with an empty one.
             if obj.get("spec").is_some_and(Value::is_null) {

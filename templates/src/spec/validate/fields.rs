@@ -225,12 +225,18 @@ pub(super) fn cilium(at: &mut At, c: Option<raw::Cilium>) -> raw::Cilium {
     c
 }
 
-/// The global machineHealthCheck: timeouts and maxUnhealthy with EKS-A's defaults (10m, 5m; 100%
-/// for the control plane, 40% for workers unless a global maxUnhealthy is written).
-pub(super) fn health(at: &mut At, m: Option<&raw::MachineHealthCheck>) -> HealthCheck {
+/// The global machineHealthCheck: timeouts and maxUnhealthy with EKS-A's defaults (10m, 20m on
+/// bare metal, whose machines boot an installer first; 5m; 100% for the control plane, 40% for
+/// workers unless a global maxUnhealthy is written).
+pub(super) fn health(
+    at: &mut At,
+    m: Option<&raw::MachineHealthCheck>,
+    bare_metal: bool,
+) -> HealthCheck {
     let o = health_override(at, m, "spec.machineHealthCheck");
+    let startup = if bare_metal { 1200 } else { 600 };
     HealthCheck {
-        node_startup_timeout_seconds: o.node_startup_timeout_seconds.unwrap_or(600),
+        node_startup_timeout_seconds: o.node_startup_timeout_seconds.unwrap_or(startup),
         unhealthy_machine_timeout_seconds: o.unhealthy_machine_timeout_seconds.unwrap_or(300),
         control_plane_max_unhealthy: o.max_unhealthy.clone().unwrap_or_else(|| json!("100%")),
         workers_max_unhealthy: o.max_unhealthy.unwrap_or_else(|| json!("40%")),

@@ -21,6 +21,7 @@
 //!   options.rs        proxy, registry mirror, pod IAM, etcd encryption, OIDC flags, kubelet patches
 //!   vsphere.rs        datacenter and machine configs
 //!   nutanix.rs        datacenter and machine configs
+//!   tinkerbell.rs     datacenter, machine and template configs; the default workflow
 //!   eksa_objects.rs   the EKS-A objects as capstan applies them
 //! ```
 
@@ -33,6 +34,7 @@ mod network;
 mod nutanix;
 mod options;
 mod provider;
+mod tinkerbell;
 mod vsphere;
 mod workers;
 
@@ -111,13 +113,7 @@ pub(crate) fn validate(
     check_cluster_names(&mut at, &name, &namespace);
     check_object_names(at.diags, docs, &objects, &namespace);
     let versions = versions(&mut at, spec, &name);
-    let provider = provider::provider(
-        &mut at,
-        docs,
-        &objects,
-        &spec.datacenter_ref,
-        &spec.worker_node_group_configurations,
-    );
+    let provider = provider::provider(&mut at, docs, &objects, (&name, spec));
     // From the reference, not the resolved provider: a broken datacenter config must not make
     // the cluster look like docker.
     let mut machines = MachineRefs::new(docs, &objects, &spec.datacenter_ref.kind);
@@ -154,11 +150,15 @@ pub(crate) fn validate(
     let etcd_encryption = options::etcd_encryption(
         &mut at,
         spec.etcd_encryption.as_ref(),
-        machines.kind.is_some(),
+        machines.kind.is_some() && machines.kind != Some("TinkerbellMachineConfig"),
     );
 
     // Health checks.
-    let health = health(&mut at, spec.machine_health_check.as_ref());
+    let health = health(
+        &mut at,
+        spec.machine_health_check.as_ref(),
+        matches!(provider, Some(Provider::Tinkerbell(_))),
+    );
 
     // Unused machine configs.
     machines.warn_unused(at.diags);
@@ -291,6 +291,24 @@ fn check_object_names(
                 .nutanix_machines
                 .iter()
                 .map(|p| ("NutanixMachineConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .tinkerbell_datacenters
+                .iter()
+                .map(|p| ("TinkerbellDatacenterConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .tinkerbell_machines
+                .iter()
+                .map(|p| ("TinkerbellMachineConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .tinkerbell_templates
+                .iter()
+                .map(|p| ("TinkerbellTemplateConfig", &p.meta, p.src)),
         )
         .chain(
             objects

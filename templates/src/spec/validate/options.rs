@@ -170,7 +170,7 @@ pub(super) fn etcd_encryption(
         );
     }
     if !list.is_empty() && !on_vms {
-        at.err(Code::InvalidValue, base, "etcdEncryption needs a KMS plugin running on the control-plane machines; EKS Anywhere supports it on vSphere and Nutanix (not docker), and so does capstan");
+        at.err(Code::InvalidValue, base, "etcdEncryption needs a KMS plugin running on the control-plane machines; EKS Anywhere supports it on vSphere and Nutanix (not docker or bare metal), and so does capstan");
     }
     for (i, enc) in list.iter().enumerate() {
         let path = format!("{base}[{i}]");

@@ -2,7 +2,8 @@
 //!
 //! `datacenterRef` picks the provider: a DockerDatacenterConfig (whose annotation chooses CAPD's
 //! backend), a VSphereDatacenterConfig (checked in `vsphere`) or a NutanixDatacenterConfig
-//! (checked in `nutanix`). On vSphere and Nutanix every part of the cluster (control plane,
+//! (checked in `nutanix`) or a TinkerbellDatacenterConfig (checked in `tinkerbell`). On vSphere,
+//! Nutanix and Tinkerbell every part of the cluster (control plane,
 //! etcd, each worker group) needs a machine config of the provider's kind in the directory; the
 //! docker provider ignores `machineGroupRef`. A reference to an object that is in the directory
 //! but failed to parse is not reported again: its own error says why.
@@ -10,6 +11,7 @@
 use std::collections::BTreeSet;
 
 use super::nutanix::nutanix;
+use super::tinkerbell::tinkerbell;
 use super::vsphere::vsphere;
 use super::{At, present};
 use crate::diag::{Code, Diagnostic};
@@ -22,9 +24,10 @@ pub(super) fn provider(
     at: &mut At,
     docs: &[SourceDoc],
     objects: &Objects,
-    dc: &raw::Ref,
-    workers: &[raw::WorkerNodeGroupConfiguration],
+    cluster: (&str, &raw::ClusterSpec),
 ) -> Option<Provider> {
+    let dc = &cluster.1.datacenter_ref;
+    let workers = &cluster.1.worker_node_group_configurations;
     match dc.kind.as_str() {
         "DockerDatacenterConfig" => {
             match objects
@@ -103,8 +106,37 @@ pub(super) fn provider(
                 ))),
             }
         }
+        "TinkerbellDatacenterConfig" => {
+            match objects
+                .tinkerbell_datacenters
+                .iter()
+                .find(|d| d.meta.name == dc.name)
+            {
+                // Present but broken: its own error says why; no follow-on dangling-ref.
+                None if present(docs, "TinkerbellDatacenterConfig", Some(&dc.name)) => None,
+                None => {
+                    at.err(
+                        Code::DanglingRef,
+                        "spec.datacenterRef.name",
+                        format!(
+                            "TinkerbellDatacenterConfig `{}` is not in this cluster directory",
+                            dc.name
+                        ),
+                    );
+                    None
+                }
+                Some(d) => Some(Provider::Tinkerbell(tinkerbell(
+                    d,
+                    &objects.tinkerbell_machines,
+                    &objects.tinkerbell_templates,
+                    docs,
+                    at.diags,
+                    cluster,
+                ))),
+            }
+        }
         other => {
-            at.err(Code::InvalidValue, "spec.datacenterRef.kind", format!("datacenterRef kind `{other}` is not supported; use DockerDatacenterConfig, VSphereDatacenterConfig or NutanixDatacenterConfig"));
+            at.err(Code::InvalidValue, "spec.datacenterRef.kind", format!("datacenterRef kind `{other}` is not supported; use DockerDatacenterConfig, VSphereDatacenterConfig, NutanixDatacenterConfig or TinkerbellDatacenterConfig"));
             None
         }
     }
@@ -158,6 +190,7 @@ impl<'a> MachineRefs<'a> {
         let kind = match datacenter_kind {
             "VSphereDatacenterConfig" => Some("VSphereMachineConfig"),
             "NutanixDatacenterConfig" => Some("NutanixMachineConfig"),
+            "TinkerbellDatacenterConfig" => Some("TinkerbellMachineConfig"),
             _ => None,
         };
         let configs = objects
@@ -169,6 +202,12 @@ impl<'a> MachineRefs<'a> {
                     .nutanix_machines
                     .iter()
                     .map(|m| ("NutanixMachineConfig", m.meta.name.as_str(), m.src)),
+            )
+            .chain(
+                objects
+                    .tinkerbell_machines
+                    .iter()
+                    .map(|m| ("TinkerbellMachineConfig", m.meta.name.as_str(), m.src)),
             )
             .collect();
         MachineRefs {
@@ -185,7 +224,7 @@ impl<'a> MachineRefs<'a> {
         self.kind == Some("VSphereMachineConfig")
     }
 
-    /// The machine config a part (`what`, at `path`) uses: required on vSphere and Nutanix and
+    /// The machine config a part (`what`, at `path`) uses: required on vSphere, Nutanix and Tinkerbell and
     /// naming a machine config of the provider's kind in the directory; ignored (warned) on
     /// docker.
     pub(super) fn resolve(

@@ -69,6 +69,7 @@ pub const W_DC: &str = "clusters/mgmt/workload-clusters/w/datacenter.yaml";
 /// Its VSphereDatacenterConfig and machine configs (vSphere cases).
 pub const W_VS: &str = "clusters/mgmt/workload-clusters/w/vsphere.yaml";
 pub const W_NX: &str = "clusters/mgmt/workload-clusters/w/nutanix.yaml";
+pub const W_TK: &str = "clusters/mgmt/workload-clusters/w/tinkerbell.yaml";
 
 pub const MGMT_CLUSTER: &str = r#"
     apiVersion: anywhere.eks.amazonaws.com/v1alpha1
@@ -255,6 +256,62 @@ pub const W_NUTANIX: &str = r#"
       subnet: {type: name, name: vlan-100}
 "#;
 
+/// The bare-metal (Tinkerbell) workload under test, valid (with `W_TINKERBELL`): its machines
+/// take only the Hardware labelled for it, as a tenant's must.
+pub const W_TINKERBELL_CLUSTER: &str = r#"
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: Cluster
+    metadata:
+      name: w
+    spec:
+      kubernetesVersion: "1.33"
+      managementCluster: {name: mgmt}
+      datacenterRef: {kind: TinkerbellDatacenterConfig, name: w}
+      controlPlaneConfiguration:
+        count: 1
+        endpoint: {host: 10.40.0.10}
+        machineGroupRef: {kind: TinkerbellMachineConfig, name: w-cp}
+      workerNodeGroupConfigurations:
+        - name: md-0
+          count: 1
+          machineGroupRef: {kind: TinkerbellMachineConfig, name: w-workers}
+      clusterNetwork:
+        pods: {cidrBlocks: [172.17.0.0/16]}
+        services: {cidrBlocks: [10.113.0.0/16]}
+"#;
+
+pub const W_TINKERBELL: &str = r#"
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: TinkerbellDatacenterConfig
+    metadata: {name: w}
+    spec:
+      tinkerbellIP: 10.40.0.20
+      osImageURL: https://images.example.internal/ubuntu-2204-kube-1-33.gz
+    ---
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: TinkerbellMachineConfig
+    metadata: {name: w-cp}
+    spec:
+      osFamily: ubuntu
+      hardwareAffinity:
+        required:
+          - labelSelector:
+              matchLabels: {cluster.x-k8s.io/cluster-name: w, type: cp}
+      users:
+        - name: ec2-user
+          sshAuthorizedKeys: [ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBAlf8UkQwwdm0/3owGGfFx0nralmWRxinY3cBBi24tm]
+    ---
+    apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+    kind: TinkerbellMachineConfig
+    metadata: {name: w-workers}
+    spec:
+      osFamily: ubuntu
+      hardwareSelector: {cluster.x-k8s.io/cluster-name: w}
+      users:
+        - name: ec2-user
+          sshAuthorizedKeys: [ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBAlf8UkQwwdm0/3owGGfFx0nralmWRxinY3cBBi24tm]
+"#;
+
 /// Removes the first line when it is empty, the last when it is only spaces, and the common
 /// indentation of the rest (tabs count as content, so a case can put a tab where it wants one).
 pub fn dedent(text: &str) -> String {
@@ -439,6 +496,7 @@ enum Workload {
     Docker,
     VSphere,
     Nutanix,
+    Tinkerbell,
 }
 
 fn base_files(workload: Workload, with_workload: bool) -> BTreeMap<String, FileEdit> {
@@ -458,6 +516,10 @@ fn base_files(workload: Workload, with_workload: bool) -> BTreeMap<String, FileE
             Workload::Nutanix => {
                 put(W, W_NUTANIX_CLUSTER);
                 put(W_NX, W_NUTANIX);
+            }
+            Workload::Tinkerbell => {
+                put(W, W_TINKERBELL_CLUSTER);
+                put(W_TK, W_TINKERBELL);
             }
             Workload::Docker => {
                 put(W, W_CLUSTER);
@@ -501,6 +563,11 @@ impl Case {
     /// mgmt + ok + a valid Nutanix workload `w`; the case breaks w.
     pub fn nutanix() -> Case {
         Case::new(base_files(Workload::Nutanix, true), W_DIR)
+    }
+
+    /// mgmt + ok + a valid bare-metal (Tinkerbell) workload `w`; the case breaks w.
+    pub fn tinkerbell() -> Case {
+        Case::new(base_files(Workload::Tinkerbell, true), W_DIR)
     }
 
     /// mgmt + ok; the case breaks mgmt.

@@ -598,13 +598,13 @@ corpus! {
             .err(MissingTypeInfo, W, "kind: ConfigMap");
 
     // ─────────────────────────── unsupported-kind ──────────────────────────
-    unsupported_kind_tinkerbell_datacenter:
+    unsupported_kind_snow_datacenter:
         Case::workload()
             .file(W_EXTRA, r#"
             apiVersion: anywhere.eks.amazonaws.com/v1alpha1
-            kind: TinkerbellDatacenterConfig
+            kind: SnowDatacenterConfig
             metadata: {name: w}
-            spec: {tinkerbellIP: 10.0.0.5}
+            spec: {}
         "#)
             .err(UnsupportedKind, W_EXTRA, "kind");
 
@@ -1177,6 +1177,68 @@ corpus! {
             "#)
             .err(DanglingRef, W_NX, "md-9");
 
+    // ─────────────────────────── Bare metal ──────────────────────────────
+    invalid_value_tinkerbell_ip_not_an_ip:
+        Case::tinkerbell()
+            .set(W_TK, "tinkerbellIP: 10.40.0.20", "tinkerbellIP: tink.example.internal")
+            .err(InvalidValue, W_TK, "tinkerbellIP: tink.example.internal");
+
+    invalid_value_tinkerbell_endpoint_host_not_an_ip:
+        Case::tinkerbell()
+            .set(W, "endpoint: {host: 10.40.0.10}", "endpoint: {host: api.w.example.internal}")
+            .err(InvalidValue, W, "host: api.w.example.internal");
+
+    invalid_value_tinkerbell_hardware_selector_of_two_labels:
+        Case::tinkerbell()
+            .set(W_TK, "hardwareSelector: {cluster.x-k8s.io/cluster-name: w}", "hardwareSelector: {cluster.x-k8s.io/cluster-name: w, type: worker}")
+            .err(InvalidValue, W_TK, "hardwareSelector: {cluster.x-k8s.io/cluster-name: w, type");
+
+    invalid_value_tinkerbell_selector_and_affinity:
+        Case::tinkerbell()
+            .after(W_TK, "metadata: {name: w-cp} >> osFamily: ubuntu", "hardwareSelector: {type: cp}")
+            .err(InvalidValue, W_TK, "hardwareAffinity:");
+
+    invalid_value_tinkerbell_affinity_operator:
+        Case::tinkerbell()
+            .after(W_TK, "matchLabels: {cluster.x-k8s.io/cluster-name: w, type: cp}", "matchExpressions: [{key: rack, operator: Within, values: [r1]}]")
+            .err(InvalidValue, W_TK, "operator: Within");
+
+    invalid_value_tinkerbell_bottlerocket:
+        Case::tinkerbell()
+            .set(W_TK, "metadata: {name: w-workers} >> osFamily: ubuntu", "osFamily: bottlerocket")
+            .err(InvalidValue, W_TK, "osFamily: bottlerocket");
+
+    invalid_value_tinkerbell_external_etcd:
+        Case::tinkerbell()
+            .after(W, "datacenterRef: {kind: TinkerbellDatacenterConfig, name: w}", "externalEtcdConfiguration: {count: 3, machineGroupRef: {kind: TinkerbellMachineConfig, name: w-cp}}")
+            .err(InvalidValue, W, "externalEtcdConfiguration:");
+
+    invalid_value_tinkerbell_hook_iso_without_iso_boot:
+        Case::tinkerbell()
+            .after(W_TK, "tinkerbellIP: 10.40.0.20", "hookIsoURL: https://images.example.internal/hook.iso")
+            .err(InvalidValue, W_TK, "hookIsoURL:");
+
+    missing_field_tinkerbell_ssh_key:
+        Case::tinkerbell()
+            .set(W_TK, "metadata: {name: w-workers} >> sshAuthorizedKeys:", "sshAuthorizedKeys: []")
+            .err(MissingField, W_TK, "sshAuthorizedKeys: []");
+
+    missing_field_tinkerbell_os_image:
+        Case::tinkerbell()
+            .delete(W_TK, "osImageURL: https://images.example.internal")
+            .err_col(MissingField, W_TK, "metadata: {name: w-cp} >> spec:", 1)
+            .err_col(MissingField, W_TK, "metadata: {name: w-workers} >> spec:", 1);
+
+    dangling_ref_tinkerbell_template_config:
+        Case::tinkerbell()
+            .after(W_TK, "metadata: {name: w-workers} >> osFamily: ubuntu", "templateRef: {kind: TinkerbellTemplateConfig, name: w-gpu}")
+            .err(DanglingRef, W_TK, "name: w-gpu}");
+
+    foreign_selector_tinkerbell_hardware_kept_for_another_cluster:
+        Case::tinkerbell()
+            .set(W_TK, "hardwareSelector: {cluster.x-k8s.io/cluster-name: w}", "hardwareSelector: {type: worker}")
+            .err_col(ForeignSelector, W, "metadata: >> name: w", 3);
+
     dangling_ref_nutanix_machine_config:
         Case::nutanix()
             .set(W, "machineGroupRef: {kind: NutanixMachineConfig, name: w-workers}", "machineGroupRef: {kind: NutanixMachineConfig, name: w-nope}")
@@ -1410,10 +1472,10 @@ corpus! {
         Case::workload()
             .set(W, "datacenterRef:", r#"
                 datacenterRef:
-                  kind: TinkerbellDatacenterConfig
+                  kind: SnowDatacenterConfig
                   name: w
             "#)
-            .err(InvalidValue, W, "kind: TinkerbellDatacenterConfig");
+            .err(InvalidValue, W, "kind: SnowDatacenterConfig");
 
     invalid_value_unsupported_api_version:
         Case::workload()

@@ -1621,6 +1621,50 @@ fn past_validation() -> Vec<(&'static str, &'static str, ApiResource, Value, &'s
         ),
         (
             "selector",
+            "bare_metal_machines_taking_hardware_kept_for_another_cluster",
+            ar(
+                "infrastructure.cluster.x-k8s.io",
+                "v1beta1",
+                "TinkerbellMachineTemplate",
+                "tinkerbellmachinetemplates",
+            ),
+            json!({"metadata": meta("hp-t-md-0", "hp-ns"), "spec": {"template": {"spec": {
+                "hardwareAffinity": {"required": [
+                    {"labelSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "hp-t", "type": "worker"}}},
+                    {"labelSelector": {"matchLabels": {"type": "cp"}}}]},
+                "bootOptions": {"bootMode": "netboot"}}}}}),
+            "ForeignSelector",
+        ),
+        (
+            "selector",
+            "bare_metal_machines_taking_any_free_hardware",
+            ar(
+                "infrastructure.cluster.x-k8s.io",
+                "v1beta1",
+                "TinkerbellMachineTemplate",
+                "tinkerbellmachinetemplates",
+            ),
+            json!({"metadata": meta("hp-t-md-0", "hp-ns"), "spec": {"template": {"spec": {
+                "bootOptions": {"bootMode": "netboot"}}}}}),
+            "ForeignSelector",
+        ),
+        (
+            "reference",
+            "a_bare_metal_machine_on_hardware_named_outright",
+            ar(
+                "infrastructure.cluster.x-k8s.io",
+                "v1beta1",
+                "TinkerbellMachineTemplate",
+                "tinkerbellmachinetemplates",
+            ),
+            json!({"metadata": meta("hp-t-md-0", "hp-ns"), "spec": {"template": {"spec": {
+                "hardwareAffinity": {"required": [
+                    {"labelSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "hp-t"}}}]},
+                "hardwareName": "hp-m-hw-0"}}}}),
+            "ForeignReference",
+        ),
+        (
+            "selector",
             "machines_adopting_anothers_machine_sets",
             capi("MachineDeployment", "machinedeployments"),
             json!({"metadata": meta("hp-t-md", "hp-ns"), "spec": {"clusterName": "hp-t", "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": "hp-v-md-0"}},
@@ -1904,6 +1948,32 @@ async fn writes_past_validation_are_refused_by_the_api_server() {
     )
     .await
     .expect("a Nutanix worker group in its own failure domain is admitted");
+    // Bare metal: machines that take only the Hardware the admin labelled for the cluster (and
+    // narrow it by type) are admitted.
+    let tmts: Api<DynamicObject> = Api::namespaced_with(
+        writer.clone(),
+        "hp-ns",
+        &capstan_e2e::resource(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "TinkerbellMachineTemplate",
+            "tinkerbellmachinetemplates",
+        ),
+    );
+    let own_hardware = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "TinkerbellMachineTemplate",
+        "metadata": {"name": "hp-t-md-0", "namespace": "hp-ns", "labels": {capstan_templates::identity::MANAGED_BY_LABEL: "capstan", capstan_templates::identity::CLUSTER_LABEL: "hp-t"}},
+        "spec": {"template": {"spec": {
+            "hardwareAffinity": {"required": [{"labelSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "hp-t", "type": "worker"}}}],
+                "preferred": [{"weight": 50, "hardwareAffinityTerm": {"labelSelector": {"matchExpressions": [{"key": "ssd", "operator": "Exists"}]}}}]},
+            "bootOptions": {"bootMode": "netboot"},
+            "templateOverride": "version: \"0.1\"\nname: hp-t\nglobal_timeout: 6000\ntasks: []\n"}}}});
+    tmts.patch(
+        "hp-t-md-0",
+        &PatchParams::apply("capstan").force().dry_run(),
+        &Patch::Apply(&own_hardware),
+    )
+    .await
+    .expect("bare-metal machines on the cluster's own Hardware are admitted");
     // And the deletion of another's object.
     let victims: Api<DynamicObject> = Api::namespaced_with(writer.clone(), "hp-ns", &cm());
     let Err(kube::Error::Api(s)) = victims.delete("hp-t-admin", &Default::default()).await else {
