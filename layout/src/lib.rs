@@ -16,6 +16,7 @@ pub mod config;
 pub mod fields;
 pub mod fleet;
 pub mod gotemplate;
+pub mod hardware;
 pub mod intent;
 pub mod objects;
 pub mod rehearsal;

@@ -126,6 +126,7 @@ struct Values {
     worker_groups: Vec<Value>,
     vsphere: Value,
     nutanix: Value,
+    tinkerbell: Value,
     datacenter_kind: &'static str,
     machine_kind: Option<&'static str>,
     machine_roles: Vec<&'static str>,
@@ -144,6 +145,14 @@ const VALUE_KEYS: &[&str] = &[
     "workerGroups",
     "vsphere",
     "nutanix",
+    "tinkerbell",
+];
+const TINKERBELL_KEYS: &[&str] = &[
+    "tinkerbellIP",
+    "osImageURL",
+    "osFamily",
+    "user",
+    "sshAuthorizedKey",
 ];
 const NUTANIX_KEYS: &[&str] = &[
     "endpoint",
@@ -290,10 +299,12 @@ fn template_values(
     management: &str,
 ) -> Result<Values, ScaffoldError> {
     let self_managed = req.management.is_none();
-    if req.provider == "tinkerbell" {
-        // The Hardware inventory a bare-metal cluster is sized against is not read yet.
+    if req.provider == "tinkerbell"
+        && (req.external_etcd.is_some_and(|n| n > 0)
+            || given.u32("externalEtcd").is_some_and(|n| n > 0))
+    {
         return Err(ScaffoldError::Values(
-            "scaffolding bare-metal (tinkerbell) clusters is not implemented yet: write the TinkerbellDatacenterConfig and TinkerbellMachineConfigs by hand (docs/fleet.md)".into(),
+            "external etcd is not supported on bare metal (EKS Anywhere refuses it too)".into(),
         ));
     }
     let on_vms = req.provider != "docker";
@@ -350,14 +361,17 @@ fn template_values(
         worker_groups,
         vsphere: required.vsphere,
         nutanix: required.nutanix,
+        tinkerbell: required.tinkerbell,
         datacenter_kind: match req.provider.as_str() {
             "vsphere" => "VSphereDatacenterConfig",
             "nutanix" => "NutanixDatacenterConfig",
+            "tinkerbell" => "TinkerbellDatacenterConfig",
             _ => "DockerDatacenterConfig",
         },
         machine_kind: match req.provider.as_str() {
             "vsphere" => Some("VSphereMachineConfig"),
             "nutanix" => Some("NutanixMachineConfig"),
+            "tinkerbell" => Some("TinkerbellMachineConfig"),
             _ => None,
         },
         machine_roles,
@@ -373,6 +387,8 @@ struct Required {
     vsphere: Value,
     /// Nutanix placement (null on other providers).
     nutanix: Value,
+    /// The Tinkerbell stack and OS image (null on other providers).
+    tinkerbell: Value,
 }
 
 /// The CIDRs, and on vSphere and Nutanix the endpoint and the placement (which may default
@@ -385,6 +401,7 @@ fn required(
 ) -> Result<Required, ScaffoldError> {
     let vsphere = req.provider == "vsphere";
     let nutanix = req.provider == "nutanix";
+    let tinkerbell = req.provider == "tinkerbell";
     let mut missing = Vec::new();
     let mut need = |v: Option<String>, flag: &str| -> String {
         v.unwrap_or_else(|| {
@@ -406,7 +423,7 @@ fn required(
         .endpoint_host
         .clone()
         .or_else(|| given.str("endpointHost"));
-    if (vsphere || nutanix) && endpoint_host.is_none() {
+    if (vsphere || nutanix || tinkerbell) && endpoint_host.is_none() {
         missing.push("--endpoint-host".into());
     }
     let vs = if vsphere {
@@ -419,6 +436,16 @@ fn required(
     } else {
         Value::Null
     };
+    let tk = if tinkerbell {
+        tinkerbell_values(
+            before,
+            management,
+            given.map.get("tinkerbell"),
+            &mut missing,
+        )?
+    } else {
+        Value::Null
+    };
     if !missing.is_empty() {
         return Err(ScaffoldError::Missing(missing));
     }
@@ -428,6 +455,7 @@ fn required(
         endpoint_host,
         vsphere: vs,
         nutanix: nx,
+        tinkerbell: tk,
     })
 }
 
@@ -698,6 +726,49 @@ fn vsphere_values(
     out.entry("thumbprint").or_insert(json!(""));
     out.entry("insecure").or_insert(json!(false));
     out.entry("sshAuthorizedKey").or_insert(json!(""));
+    Ok(Value::Object(out))
+}
+
+/// The Tinkerbell stack's address, the OS image and the machines' user: values file first,
+/// then the management cluster's own bare-metal spec. The key is required: EKS Anywhere's
+/// bare-metal templates write it and capstan generates none.
+fn tinkerbell_values(
+    before: &Fleet,
+    management: &str,
+    given: Option<&Value>,
+    missing: &mut Vec<String>,
+) -> Result<Value, ScaffoldError> {
+    let mut out = Map::new();
+    let mgmt = before.cluster(management).and_then(|e| e.cluster.as_ref());
+    if let Some(Provider::Tinkerbell(t)) = mgmt.map(|c| &c.provider) {
+        out.insert("tinkerbellIP".into(), json!(t.tinkerbell_ip));
+        if let Some(m) = t.machines.values().next() {
+            out.insert("osFamily".into(), json!(m.os_family));
+            out.insert("user".into(), json!(m.user.0));
+            out.insert("sshAuthorizedKey".into(), json!(m.user.1));
+        }
+    }
+    if let Some(g) = given {
+        let g = g
+            .as_object()
+            .ok_or_else(|| ScaffoldError::Values("tinkerbell must be a mapping".into()))?;
+        for (k, v) in g {
+            if !TINKERBELL_KEYS.contains(&k.as_str()) {
+                return Err(ScaffoldError::Values(format!(
+                    "unknown tinkerbell key `{k}`; known: {}",
+                    TINKERBELL_KEYS.join(", ")
+                )));
+            }
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    for k in ["tinkerbellIP", "osImageURL", "sshAuthorizedKey"] {
+        if out.get(k).and_then(Value::as_str).is_none_or(str::is_empty) {
+            missing.push(format!("tinkerbell.{k} (values file)"));
+        }
+    }
+    out.entry("osFamily").or_insert(json!("ubuntu"));
+    out.entry("user").or_insert(json!("ec2-user"));
     Ok(Value::Object(out))
 }
 

@@ -36,6 +36,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../scaffold/nutanix.yaml.j2"),
     ),
     (
+        "scaffold/tinkerbell.yaml.j2",
+        include_str!("../scaffold/tinkerbell.yaml.j2"),
+    ),
+    (
         "scaffold/README.md.j2",
         include_str!("../scaffold/README.md.j2"),
     ),

@@ -398,6 +398,7 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "vsphereclustertemplates",
                 "vsphereclusteridentities",
                 "nutanixmachines",
+                "tinkerbellmachines",
             ],
         ),
         list(
@@ -424,9 +425,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "snowdatacenterconfigs",
                 "snowippools",
                 "snowmachineconfigs",
-                "tinkerbelldatacenterconfigs",
-                "tinkerbellmachineconfigs",
-                "tinkerbelltemplateconfigs",
             ],
         ),
         list("capstan.dev", &["managedclusters"]),

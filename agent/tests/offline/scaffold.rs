@@ -216,10 +216,87 @@ fn init_new_validate_render_round_trip() {
         "a refused scaffold wrote something"
     );
 
+    // bare metal: the Tinkerbell stack and the OS image from a values file; the machines take
+    // only Hardware labelled for the cluster, by role.
+    let values = tmp.path().join("tinkerbell.yaml");
+    fs::write(&values, "tinkerbell:\n  tinkerbellIP: 10.0.1.20\n  osImageURL: https://images.example/ubuntu-2204-kube-1-33.gz\n  sshAuthorizedKey: ssh-ed25519 AAAA test\n").unwrap();
+    let out = ok(&[
+        "new",
+        "cluster",
+        "bm",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "tinkerbell",
+        "--pod-cidr",
+        "172.21.0.0/16",
+        "--service-cidr",
+        "10.117.0.0/16",
+        "--endpoint-host",
+        "10.0.0.8",
+        "--values",
+        values.to_str().unwrap(),
+    ]);
+    assert!(out.contains("validates"), "{out}");
+    let spec =
+        fs::read_to_string(repo.join("clusters/mgmt/workload-clusters/bm/cluster.yaml")).unwrap();
+    for want in [
+        "kind: TinkerbellDatacenterConfig",
+        "tinkerbellIP: \"10.0.1.20\"",
+        "cluster.x-k8s.io/cluster-name: \"bm\"",
+        "type: \"cp\"",
+        "type: \"worker\"",
+    ] {
+        assert!(spec.contains(want), "{want} missing from\n{spec}");
+    }
+    let rendered = ok(&["render", r, "--cluster", "bm"]);
+    for want in [
+        "kind: TinkerbellCluster",
+        "kind: TinkerbellMachineTemplate",
+        "templateOverride:",
+    ] {
+        assert!(rendered.contains(want), "{want} missing from the render");
+    }
+    // The stack's address, the image and the key are never guessed.
+    let before = snapshot(&repo);
+    let out = capstan_output(&[
+        "new",
+        "cluster",
+        "bm2",
+        "--management",
+        "mgmt",
+        "--repo",
+        r,
+        "--provider",
+        "tinkerbell",
+        "--pod-cidr",
+        "172.22.0.0/16",
+        "--service-cidr",
+        "10.118.0.0/16",
+        "--endpoint-host",
+        "10.0.0.9",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for key in [
+        "tinkerbell.tinkerbellIP",
+        "tinkerbell.osImageURL",
+        "tinkerbell.sshAuthorizedKey",
+    ] {
+        assert!(err.contains(key), "{key} not named in:\n{err}");
+    }
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "a refused scaffold wrote something"
+    );
+
     let v = ok(&["validate", r, "--output", "json"]);
     let report: serde_json::Value = serde_json::from_str(&v).unwrap();
     assert_eq!(report["valid"], true, "{v}");
-    assert_eq!(report["clusters"].as_array().unwrap().len(), 5);
+    assert_eq!(report["clusters"].as_array().unwrap().len(), 6);
 
     let rendered = ok(&["render", r, "--cluster", "vs"]);
     assert!(rendered.contains("kind: EtcdadmCluster"));
@@ -227,7 +304,7 @@ fn init_new_validate_render_round_trip() {
     let outdir = tmp.path().join("out");
     let out = capstan_output(&["render", r, "--output-dir", outdir.to_str().unwrap()]);
     assert!(out.status.success());
-    for c in ["mgmt", "dev", "etcd", "vs", "nx"] {
+    for c in ["mgmt", "dev", "etcd", "vs", "nx", "bm"] {
         assert!(outdir.join(format!("{c}.yaml")).exists());
     }
 }

@@ -52,8 +52,9 @@ async fn control_plane() -> &'static ControlPlane {
 /// workloads `w-<tag>` (docker on CAPD's in-memory backend, external etcd), `v-<tag>` (vSphere:
 /// its cloud-provider interface goes through a ClusterResourceSet with ConfigMap and Secret
 /// payloads), `x-<tag>` (Nutanix: its cloud controller manager goes through a ClusterResourceSet
-/// too) and `d-<tag>` (docker); and three more management clusters, `n-<tag>` (vSphere),
-/// `p-<tag>` (Nutanix) and `i-<tag>` (docker in memory). All in namespace `t-<tag>`.
+/// too), `b-<tag>` (bare metal) and `d-<tag>` (docker); and four more management clusters,
+/// `n-<tag>` (vSphere), `p-<tag>` (Nutanix), `q-<tag>` (bare metal) and `i-<tag>` (docker in
+/// memory). All in namespace `t-<tag>`.
 fn every_kind_fleet(tag: &str) -> FleetDir {
     let ns = format!("t-{tag}");
     let vsphere = |host: &str| {
@@ -69,6 +70,14 @@ fn every_kind_fleet(tag: &str) -> FleetDir {
             Some(host.to_string()),
             Some(
                 serde_json::json!({"nutanix": {"endpoint": "prism.example", "image": "ubuntu", "cluster": "pe", "subnet": "net"}}),
+            ),
+        )
+    };
+    let tinkerbell = |host: &str| {
+        (
+            Some(host.to_string()),
+            Some(
+                serde_json::json!({"tinkerbell": {"tinkerbellIP": "10.250.1.20", "osImageURL": "https://images.example/ubuntu.gz", "sshAuthorizedKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBAlf8UkQwwdm0/3owGGfFx0nralmWRxinY3cBBi24tm"}}),
             ),
         )
     };
@@ -135,11 +144,67 @@ fn every_kind_fleet(tag: &str) -> FleetDir {
         values,
         ..req("p", None, "nutanix", ("192.168.0.0/16", "10.96.0.0/12"))
     });
+    let (endpoint_host, values) = tinkerbell("10.250.0.14");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req(
+            "b",
+            Some("m"),
+            "tinkerbell",
+            ("172.30.0.0/16", "10.130.0.0/16"),
+        )
+    });
+    let (endpoint_host, values) = tinkerbell("10.250.0.15");
+    dir.add(ClusterRequest {
+        endpoint_host,
+        values,
+        ..req("q", None, "tinkerbell", ("192.168.0.0/16", "10.96.0.0/12"))
+    });
     // Both vSphere clusters declare a failure domain (the workload's workers are placed in it):
     // each renders a VSphereFailureDomain and a VSphereDeploymentZone, cluster-scoped.
     failure_domain(&dir.dir(&format!("v-{tag}")), true);
     failure_domain(&dir.root.join("clusters").join(format!("n-{tag}")), false);
+    // Both bare-metal clusters provision their machines with a TinkerbellTemplateConfig of
+    // their own.
+    template_config(&dir.dir(&format!("b-{tag}")), &format!("b-{tag}"));
+    template_config(
+        &dir.root.join("clusters").join(format!("q-{tag}")),
+        &format!("q-{tag}"),
+    );
     dir
+}
+
+/// Adds the TinkerbellTemplateConfig `<cluster>-provision` to the bare-metal cluster in `dir`
+/// and points its machine configs at it.
+fn template_config(dir: &std::path::Path, cluster: &str) {
+    let path = dir.join("cluster.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let namespace = text_namespace(&text).unwrap_or_default();
+    let from = "  osFamily: \"ubuntu\"\n";
+    assert!(
+        text.contains(from),
+        "{from:?} not in {}:\n{text}",
+        path.display()
+    );
+    let mut text = text.replace(
+        from,
+        &format!(
+            "{from}  templateRef: {{kind: TinkerbellTemplateConfig, name: {cluster}-provision}}\n"
+        ),
+    );
+    text.push_str(&format!(
+        "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: TinkerbellTemplateConfig\nmetadata:\n  name: {cluster}-provision\n  namespace: {}\nspec:\n  template:\n    version: \"0.1\"\n    name: {cluster}-provision\n    id: \"\"\n    global_timeout: 6000\n    tasks:\n      - name: {cluster}-provision\n        worker: \"{{{{.device_1}}}}\"\n        actions:\n          - {{name: stream-image, image: 127.0.0.1/embedded/image2disk, timeout: 600}}\n",
+        namespace
+    ));
+    std::fs::write(&path, text).unwrap();
+}
+
+/// The `namespace:` of the first object of a scaffolded cluster file.
+fn text_namespace(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("namespace: "))
+        .map(|n| n.trim_matches('"').to_string())
 }
 
 /// Declares failure domain `fd-1` in the VSphereDatacenterConfig of the vSphere cluster in
@@ -170,12 +235,13 @@ fn failure_domain(dir: &std::path::Path, workers: bool) {
 }
 
 /// The management clusters of [`fleet`].
-fn managements(tag: &str) -> [String; 4] {
+fn managements(tag: &str) -> [String; 5] {
     [
         format!("m-{tag}"),
         format!("n-{tag}"),
         format!("i-{tag}"),
         format!("p-{tag}"),
+        format!("q-{tag}"),
     ]
 }
 

@@ -77,8 +77,12 @@ fn variants() -> Tree {
         tree.insert(p, t);
     }
     let mut i = 0;
-    for provider in ["docker", "vsphere", "nutanix"] {
+    for provider in ["docker", "vsphere", "nutanix", "tinkerbell"] {
         for external in [false, true] {
+            // EKS Anywhere (and capstan) refuse external etcd on bare metal.
+            if provider == "tinkerbell" && external {
+                continue;
+            }
             for autoscale in [false, true] {
                 i += 1;
                 let mut values = json!({"workerGroups": [{"name": "md-0", "count": 2}]});
@@ -95,6 +99,9 @@ fn variants() -> Tree {
                     if external {
                         values["nutanix"]["sshAuthorizedKey"] = json!("");
                     }
+                }
+                if provider == "tinkerbell" {
+                    values["tinkerbell"] = json!({"tinkerbellIP": "10.0.1.20", "osImageURL": "https://images.example/ubuntu.gz", "sshAuthorizedKey": "ssh-ed25519 AAAA x"});
                 }
                 let req = ClusterRequest {
                     name: format!("v{i}-{provider}"),
@@ -121,7 +128,7 @@ fn variants() -> Tree {
 async fn every_scaffolded_variant_is_admitted_strictly() {
     let fleet = load(&variants());
     assert!(!fleet.has_errors(), "{:#?}", fleet.all_diagnostics());
-    assert_eq!(fleet.clusters.len(), 13);
+    assert_eq!(fleet.clusters.len(), 15);
     for c in &fleet.clusters {
         let errors = admit(&c.objects.as_ref().unwrap().values()).await;
         assert!(
