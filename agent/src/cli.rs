@@ -273,6 +273,51 @@ pub enum Command {
         #[command(subcommand)]
         what: SecretCommand,
     },
+    /// A bare-metal inventory kept in the repository.
+    Hardware {
+        /// What to do.
+        #[command(subcommand)]
+        what: HardwareCommand,
+    },
+}
+
+/// `capstan hardware ...`.
+#[derive(Debug, Subcommand)]
+pub enum HardwareCommand {
+    /// Write EKS Anywhere's hardware CSV into a management cluster's directory: a Hardware per
+    /// row (and a Rufio Machine for its BMC) in `hardware-<name>.yaml`, the BMC credentials
+    /// encrypted with SOPS for the fleet's age recipients in `hardware-<name>-bmc.sops.yaml`.
+    /// The passwords never reach the disk in plain text. Every row is checked first (each
+    /// problem named with its line); nothing is written unless all pass.
+    Import(HardwareImportArgs),
+}
+
+/// `capstan hardware import`.
+#[derive(Debug, Args)]
+pub struct HardwareImportArgs {
+    /// The CSV (hostname, bmc_ip, bmc_username, bmc_password, mac, ip_address, netmask,
+    /// gateway, nameservers, labels, disk, and optionally vlan_id).
+    pub file: PathBuf,
+    /// The fleet repository.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// The management cluster whose directory gets the inventory (its Tinkerbell stack).
+    #[arg(long)]
+    pub management: String,
+    /// Label every Hardware `cluster.x-k8s.io/cluster-name: CLUSTER`: the Hardware a workload
+    /// cluster's machines may take.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// The namespace of the Hardware (the one the clusters' machines are in).
+    #[arg(long, default_value = capstan_templates::spec::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// The files' name part (default: the CSV's file name without `.csv`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Encrypt for this age recipient (`age1…`; repeatable) instead of the recipients of the
+    /// management cluster's fleet.yaml (`spec.sops.ageRecipients`).
+    #[arg(long = "age", value_name = "AGE_PUBLIC_KEY", value_parser = crate::backup::encryption::parse_recipient)]
+    pub recipients: Vec<age::x25519::Recipient>,
 }
 
 /// `capstan secret ...`.

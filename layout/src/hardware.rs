@@ -357,7 +357,7 @@ pub fn hardware(m: &Machine, namespace: &str, cluster: Option<&str>) -> Value {
         "mac": m.mac,
         "hostname": m.hostname,
         "ip": {"address": m.ip_address, "netmask": m.netmask, "gateway": m.gateway, "family": 4},
-        "nameServers": m.nameservers,
+        "name_servers": m.nameservers,
         // EKS Anywhere's longest lease (its machines keep their address for good).
         "lease_time": 4_294_967_294u64,
         "uefi": true,

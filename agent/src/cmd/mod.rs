@@ -6,6 +6,7 @@ mod dashboard;
 #[cfg(feature = "dev")]
 mod dev;
 mod diff;
+mod hardware;
 mod install;
 mod intent;
 mod kubeconfig;
@@ -44,6 +45,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Secret {
             what: crate::cli::SecretCommand::Encrypt(args),
         } => secret::encrypt(&args),
+        Command::Hardware {
+            what: crate::cli::HardwareCommand::Import(args),
+        } => hardware::import(&args),
         #[cfg(feature = "dev")]
         Command::Dev { what } => dev::run(what),
         Command::Diff(args) => diff::run(args),

@@ -16,7 +16,10 @@ use serde_json::Value;
 use crate::cli::SecretEncryptArgs;
 
 /// The recipients of `clusters/<mgmt>/fleet.yaml` under `root`.
-fn fleet_recipients(root: &Path, mgmt: &str) -> anyhow::Result<Vec<age::x25519::Recipient>> {
+pub(super) fn fleet_recipients(
+    root: &Path,
+    mgmt: &str,
+) -> anyhow::Result<Vec<age::x25519::Recipient>> {
     let file = root.join("clusters").join(mgmt).join("fleet.yaml");
     let text = std::fs::read_to_string(&file).with_context(|| {
         format!(

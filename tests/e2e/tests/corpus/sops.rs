@@ -615,3 +615,122 @@ fn capstan_encrypts_what_sops_decrypts() {
     assert!(sops::decrypt(&printed, std::slice::from_ref(&keys.other)).is_ok());
     assert!(sops::decrypt(&printed, std::slice::from_ref(&keys.fleet)).is_err());
 }
+
+/// `capstan hardware import`: EKS Anywhere's hardware CSV into the management directory, the BMC
+/// passwords encrypted before anything is written. The plain file holds the Hardware (labelled
+/// for the cluster) and the Rufio Machines; the sealed one opens with the real `sops` to the
+/// credentials; the fleet validates without a key. A CSV with problems is refused with each
+/// line named, and so is a second import of the same machines; neither writes anything.
+#[test]
+fn hardware_import_keeps_bmc_passwords_encrypted() {
+    let keys = Keys::new();
+    let r = keys.recipient();
+    let fleet = example_fleet_with(&[], std::slice::from_ref(&r));
+    let csv = keys.dir.path().join("rack-1.csv");
+    std::fs::write(
+        &csv,
+        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk
+cp-1,192.168.0.10,Admin,hunter2-bmc-1,00:00:00:00:00:01,10.10.10.10,255.255.255.0,10.10.10.1,1.1.1.1|8.8.8.8,type=cp,/dev/sda
+cp-2,192.168.0.11,Admin,hunter2-bmc-2,00:00:00:00:00:02,10.10.10.11,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,/dev/sda
+worker-1,,,,00:00:00:00:00:03,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=worker,/dev/nvme0n1
+",
+    )
+    .unwrap();
+    let root = fleet.path().to_str().unwrap();
+    let import = |file: &Path, more: &[&str]| {
+        let mut args = vec![
+            "hardware",
+            "import",
+            file.to_str().unwrap(),
+            "--repo",
+            root,
+            "--management",
+            "mgmt",
+        ];
+        args.extend(more);
+        capstan_harness::run::capstan_output(&args)
+    };
+    let out = import(&csv, &["--cluster", "dev"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("3 Hardware, 2 BMC machine(s)"), "{err}");
+    let plain =
+        std::fs::read_to_string(fleet.path().join("clusters/mgmt/hardware-rack-1.yaml")).unwrap();
+    let docs = capstan_templates::yaml::parse_values(&plain).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["Hardware", "Machine", "Hardware", "Machine", "Hardware"]
+    );
+    assert_eq!(
+        docs[0]["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
+        "dev"
+    );
+    assert_eq!(
+        docs[1]["spec"]["connection"]["authSecretRef"]["name"],
+        "bmc-cp-1-auth"
+    );
+    let sealed_path = fleet
+        .path()
+        .join("clusters/mgmt/hardware-rack-1-bmc.sops.yaml");
+    let sealed = std::fs::read_to_string(&sealed_path).unwrap();
+    // No password anywhere in the repository.
+    for f in capstan_harness::run::files_under(fleet.path(), &[".git"]) {
+        let text = std::fs::read(&f).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&text).contains("hunter2"),
+            "{} holds a password",
+            f.display()
+        );
+    }
+    let (ok, text) = validate(fleet.path());
+    assert!(ok, "{text}");
+    let theirs = sops_decrypt(&keys, "bmc.yaml", &sealed).expect("sops decrypts it");
+    assert_eq!(theirs.len(), 2);
+    assert_eq!(theirs[0]["metadata"]["name"], "bmc-cp-1-auth");
+    assert_eq!(theirs[0]["type"], "kubernetes.io/basic-auth");
+    assert_eq!(theirs[0]["stringData"]["password"], "hunter2-bmc-1");
+    assert_eq!(
+        theirs[1]["metadata"]["annotations"]["capstan.dev/encrypted-for"],
+        "mgmt:mgmt"
+    );
+
+    let snapshot = || {
+        capstan_harness::run::files_under(fleet.path(), &[".git"])
+            .into_iter()
+            .map(|f| (f.clone(), std::fs::read(&f).unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let before = snapshot();
+    // The same machines again, under another name.
+    let out = import(&csv, &["--name", "again"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("already hold Hardware cp-1, cp-2, worker-1"),
+        "{err}"
+    );
+    // A CSV with problems: each named with its line, no password repeated.
+    let bad = keys.dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk
+cp-9,192.168.0.19,Admin,,00:00:00:00:00:09,10.10.10.19,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,/dev/sda
+cp-8,192.168.0.18,Admin,hunter2-bmc-8,00:00:00:00:00:09,10.10.10.18,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,sda
+",
+    )
+    .unwrap();
+    let out = import(&bad, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for want in [
+        "bad.csv:2: bmc_password is empty",
+        "bad.csv:3: disk `sda`",
+        "bad.csv:3: mac `00:00:00:00:00:09` is also on line 2",
+        "nothing written",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert!(!err.contains("hunter2"), "{err}");
+    assert_eq!(snapshot(), before, "a refused import wrote something");
+}

@@ -243,3 +243,27 @@ fn render_templates() -> Vec<(&'static str, &'static str)> {
     }
     out
 }
+
+/// What `capstan hardware import` writes (a Hardware with and without a BMC, VLAN-tagged or not,
+/// labelled for a cluster; the Rufio Machine; the BMC Secret as it is once decrypted) is admitted
+/// by Tinkerbell's and Rufio's CRDs (the versions of versions.env), strictly.
+#[tokio::test]
+async fn imported_hardware_is_admitted_strictly() {
+    use capstan_layout::hardware;
+    let machines = hardware::read_csv(
+        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk,vlan_id
+cp-1,192.168.0.10,Admin,s3cret,00:00:00:00:00:01,10.10.10.10,255.255.255.0,10.10.10.1,1.1.1.1|8.8.8.8,type=cp,/dev/sda,
+worker-1,,,,00:00:00:00:00:02,10.10.10.11,255.255.255.0,10.10.10.1,1.1.1.1,type=worker,/dev/nvme0n1,42
+",
+    )
+    .unwrap();
+    let mut objects = Vec::new();
+    for m in &machines {
+        objects.push(hardware::hardware(m, "hw-ns", Some("dev")));
+        objects.extend(hardware::bmc_machine(m, "hw-ns"));
+        objects.extend(hardware::bmc_secret(m, "hw-ns"));
+    }
+    assert_eq!(objects.len(), 4);
+    let errors = admit(&objects).await;
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
