@@ -113,6 +113,10 @@ codes! {
     InvalidCidr = "invalid-cidr",
     /// CIDRs that overlap.
     CidrOverlap = "cidr-overlap",
+    /// Fewer Hardware in the management directory's inventory match a bare-metal machine
+    /// config's selector than its machines need (an error), or than they need with the spare a
+    /// rolling upgrade takes (a warning).
+    NotEnoughHardware = "not-enough-hardware",
     /// A workload directory object of a kind workloads may not create.
     ForbiddenKind = "forbidden-kind",
     /// An object outside its cluster's namespace.

@@ -22,6 +22,7 @@
 
 pub mod addons;
 mod discover;
+mod inventory;
 pub mod sealed;
 
 use std::collections::hash_map::Entry as Slot;
@@ -306,6 +307,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     check_cidrs(&mut clusters);
     check_tenancy(tree, &mut clusters);
     check_fields(&mut clusters);
+    inventory::check(&mut clusters);
 
     render_all(tree, &mut clusters, cache);
     add_release_objects(&mut clusters);

@@ -1234,6 +1234,42 @@ corpus! {
             .after(W_TK, "metadata: {name: w-workers} >> osFamily: ubuntu", "templateRef: {kind: TinkerbellTemplateConfig, name: w-gpu}")
             .err(DanglingRef, W_TK, "name: w-gpu}");
 
+    not_enough_hardware_for_the_machines:
+        Case::tinkerbell()
+            .file("clusters/mgmt/hardware-rack-1.yaml", r#"
+            apiVersion: tinkerbell.org/v1alpha1
+            kind: Hardware
+            metadata:
+              name: hw-1
+              namespace: eksa-system
+              labels: {cluster.x-k8s.io/cluster-name: other, type: cp}
+            spec: {disks: [{device: /dev/sda}]}
+        "#)
+            .err(NotEnoughHardware, W, "machineGroupRef: {kind: TinkerbellMachineConfig, name: w-cp}")
+            .err(NotEnoughHardware, W, "machineGroupRef: {kind: TinkerbellMachineConfig, name: w-workers}");
+
+    not_enough_hardware_for_a_rolling_upgrade:
+        Case::tinkerbell()
+            .file("clusters/mgmt/hardware-rack-1.yaml", r#"
+            apiVersion: tinkerbell.org/v1alpha1
+            kind: Hardware
+            metadata:
+              name: hw-1
+              namespace: eksa-system
+              labels: {cluster.x-k8s.io/cluster-name: w, type: cp}
+            spec: {disks: [{device: /dev/sda}]}
+            ---
+            apiVersion: tinkerbell.org/v1alpha1
+            kind: Hardware
+            metadata:
+              name: hw-2
+              namespace: eksa-system
+              labels: {cluster.x-k8s.io/cluster-name: w, type: worker}
+            spec: {disks: [{device: /dev/sda}]}
+        "#)
+            .renders()
+            .warn(NotEnoughHardware, W, "machineGroupRef: {kind: TinkerbellMachineConfig, name: w-cp}");
+
     foreign_selector_tinkerbell_hardware_kept_for_another_cluster:
         Case::tinkerbell()
             .set(W_TK, "hardwareSelector: {cluster.x-k8s.io/cluster-name: w}", "hardwareSelector: {type: worker}")
