@@ -19,7 +19,7 @@ fn example_fleet_renders_as_recorded() {
         "example fleet must validate: {:#?}",
         fleet.all_diagnostics()
     );
-    assert_eq!(fleet.clusters.len(), 5);
+    assert_eq!(fleet.clusters.len(), 6);
     let dir = repo_root().join("tests/e2e/golden");
     let update = std::env::var_os("CAPSTAN_UPDATE_GOLDEN").is_some();
     let mut mismatches = Vec::new();
@@ -205,9 +205,9 @@ fn the_render_cache_rerenders_only_changed_clusters() {
     let mut tree = Tree::from_dir(&example_fleet()).unwrap();
     let mut cache = capstan_layout::RenderCache::default();
     let first = capstan_layout::load_cached(&tree, &mut cache);
-    assert_eq!((cache.hits, cache.misses), (0, 5));
+    assert_eq!((cache.hits, cache.misses), (0, 6));
     let again = capstan_layout::load_cached(&tree, &mut cache);
-    assert_eq!((cache.hits, cache.misses), (5, 0));
+    assert_eq!((cache.hits, cache.misses), (6, 0));
     for (a, b) in first.clusters.iter().zip(&again.clusters) {
         assert_eq!(a.objects, b.objects);
     }
@@ -218,7 +218,7 @@ fn the_render_cache_rerenders_only_changed_clusters() {
     };
     tree.insert(path, text.replace("count: 2", "count: 5"));
     let changed = capstan_layout::load_cached(&tree, &mut cache);
-    assert_eq!((cache.hits, cache.misses), (4, 1));
+    assert_eq!((cache.hits, cache.misses), (5, 1));
     let md = changed
         .cluster("dev")
         .unwrap()

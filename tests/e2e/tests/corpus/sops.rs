@@ -626,16 +626,41 @@ fn hardware_import_keeps_bmc_passwords_encrypted() {
     let keys = Keys::new();
     let r = keys.recipient();
     let fleet = example_fleet_with(&[], std::slice::from_ref(&r));
+    // The example fleet's bare-metal cluster `rack` needs 3 control-plane machines, 2 workers and
+    // a GPU worker, each group with a spare for rolling upgrades.
     let csv = keys.dir.path().join("rack-1.csv");
-    std::fs::write(
-        &csv,
-        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk
-cp-1,192.168.0.10,Admin,hunter2-bmc-1,00:00:00:00:00:01,10.10.10.10,255.255.255.0,10.10.10.1,1.1.1.1|8.8.8.8,type=cp,/dev/sda
-cp-2,192.168.0.11,Admin,hunter2-bmc-2,00:00:00:00:00:02,10.10.10.11,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,/dev/sda
-worker-1,,,,00:00:00:00:00:03,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=worker,/dev/nvme0n1
-",
-    )
-    .unwrap();
+    let mut rows = String::from(
+        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk\n",
+    );
+    for (i, (host, kind)) in [
+        ("cp-1", "cp"),
+        ("cp-2", "cp"),
+        ("cp-3", "cp"),
+        ("cp-4", "cp"),
+        ("worker-1", "worker"),
+        ("worker-2", "worker"),
+        ("worker-3", "worker"),
+        ("gpu-1", "gpu"),
+        ("gpu-2", "gpu"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bmc = if i < 2 {
+            format!("192.168.0.{},Admin,hunter2-bmc-{}", 10 + i, i + 1)
+        } else {
+            ",,".to_string()
+        };
+        rows.push_str(&format!(
+            "{host},{bmc},00:00:00:00:00:{:02x},10.10.10.{},255.255.255.0,10.10.10.1,1.1.1.1|8.8.8.8,type={kind},/dev/sda\n",
+            i + 1,
+            10 + i
+        ));
+    }
+    std::fs::write(&csv, rows).unwrap();
+    // Before the import, the inventory is empty: nothing is checked.
+    let (ok, text) = validate(fleet.path());
+    assert!(ok, "{text}");
     let root = fleet.path().to_str().unwrap();
     let import = |file: &Path, more: &[&str]| {
         let mut args = vec![
@@ -650,21 +675,19 @@ worker-1,,,,00:00:00:00:00:03,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=
         args.extend(more);
         capstan_harness::run::capstan_output(&args)
     };
-    let out = import(&csv, &["--cluster", "dev"]);
+    let out = import(&csv, &["--cluster", "rack"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("3 Hardware, 2 BMC machine(s)"), "{err}");
+    assert!(err.contains("9 Hardware, 2 BMC machine(s)"), "{err}");
     let plain =
         std::fs::read_to_string(fleet.path().join("clusters/mgmt/hardware-rack-1.yaml")).unwrap();
     let docs = capstan_templates::yaml::parse_values(&plain).unwrap();
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(
-        kinds,
-        ["Hardware", "Machine", "Hardware", "Machine", "Hardware"]
-    );
+    assert_eq!(kinds.len(), 11);
+    assert_eq!(kinds[..4], ["Hardware", "Machine", "Hardware", "Machine"]);
     assert_eq!(
         docs[0]["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
-        "dev"
+        "rack"
     );
     assert_eq!(
         docs[1]["spec"]["connection"]["authSecretRef"]["name"],
@@ -683,8 +706,10 @@ worker-1,,,,00:00:00:00:00:03,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=
             f.display()
         );
     }
+    // The inventory holds what `rack` needs, with the spares: no error, no warning.
     let (ok, text) = validate(fleet.path());
     assert!(ok, "{text}");
+    assert!(!text.contains("not-enough-hardware"), "{text}");
     let theirs = sops_decrypt(&keys, "bmc.yaml", &sealed).expect("sops decrypts it");
     assert_eq!(theirs.len(), 2);
     assert_eq!(theirs[0]["metadata"]["name"], "bmc-cp-1-auth");
@@ -707,7 +732,7 @@ worker-1,,,,00:00:00:00:00:03,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("already hold Hardware cp-1, cp-2, worker-1"),
+        err.contains("already hold Hardware cp-1, cp-2, cp-3, cp-4, gpu-1"),
         "{err}"
     );
     // A CSV with problems: each named with its line, no password repeated.
