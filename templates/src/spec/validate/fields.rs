@@ -287,3 +287,34 @@ pub(super) fn health_override(
         max_unhealthy: m.max_unhealthy.clone(),
     }
 }
+
+/// A machine config's `hostOSConfiguration`: its NTP servers (at least one when written), and
+/// the bottlerocket-only settings refused (capstan has no bottlerocket); `image` says where CA
+/// certificates go instead (a VM template, an OS image).
+pub(super) fn host_os(
+    at: &mut At,
+    h: Option<&raw::HostOsConfiguration>,
+    image: &str,
+) -> Vec<String> {
+    let Some(h) = h else {
+        return Vec::new();
+    };
+    let mut ntp_servers = Vec::new();
+    if let Some(ntp) = &h.ntp_configuration {
+        if ntp.servers.is_empty() {
+            at.err(
+                Code::MissingField,
+                "spec.hostOSConfiguration.ntpConfiguration.servers",
+                "ntpConfiguration needs at least one server",
+            );
+        }
+        ntp_servers = ntp.servers.clone();
+    }
+    if h.cert_bundles.is_some() {
+        at.err(Code::InvalidValue, "spec.hostOSConfiguration.certBundles", format!("certBundles apply to bottlerocket machines only (EKS Anywhere's rule), and capstan does not support bottlerocket: bake the CA certificates into {image}"));
+    }
+    if h.bottlerocket_configuration.is_some() {
+        at.err(Code::InvalidValue, "spec.hostOSConfiguration.bottlerocketConfiguration", "bottlerocketConfiguration applies to bottlerocket machines, which capstan does not support (upstream Cluster API has no bottlerocket bootstrap): remove it");
+    }
+    ntp_servers
+}

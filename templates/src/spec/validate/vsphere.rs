@@ -156,25 +156,11 @@ fn machine(at: &mut At, s: &raw::VSphereMachineSpec) -> VSphereMachine {
             ),
         );
     }
-    let mut ntp_servers = Vec::new();
-    if let Some(h) = &s.host_os_configuration {
-        if let Some(ntp) = &h.ntp_configuration {
-            if ntp.servers.is_empty() {
-                at.err(
-                    Code::MissingField,
-                    "spec.hostOSConfiguration.ntpConfiguration.servers",
-                    "ntpConfiguration needs at least one server",
-                );
-            }
-            ntp_servers = ntp.servers.clone();
-        }
-        if h.cert_bundles.is_some() {
-            at.err(Code::InvalidValue, "spec.hostOSConfiguration.certBundles", "certBundles apply to bottlerocket machines only (EKS Anywhere's rule), and capstan does not support bottlerocket: bake the CA certificates into the ubuntu/redhat template");
-        }
-        if h.bottlerocket_configuration.is_some() {
-            at.err(Code::InvalidValue, "spec.hostOSConfiguration.bottlerocketConfiguration", "bottlerocketConfiguration applies to bottlerocket machines, which capstan does not support (upstream Cluster API has no bottlerocket bootstrap): remove it");
-        }
-    }
+    let ntp_servers = super::fields::host_os(
+        at,
+        s.host_os_configuration.as_ref(),
+        "the ubuntu/redhat template",
+    );
     VSphereMachine {
         datastore: s.datastore.clone(),
         folder: s.folder.clone().unwrap_or_default(),
