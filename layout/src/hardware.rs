@@ -453,6 +453,51 @@ pub fn hostnames(machines: &[Machine]) -> BTreeSet<&str> {
     machines.iter().map(|m| m.hostname.as_str()).collect()
 }
 
+/// A Kubernetes label selector (matchLabels and matchExpressions) against `labels`.
+pub fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str());
+    let by_expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or("");
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let have = labels.get(key).map(String::as_str);
+            match e["operator"].as_str() {
+                Some("In") => have.is_some_and(|h| values.contains(&h)),
+                Some("NotIn") => have.is_none_or(|h| !values.contains(&h)),
+                Some("Exists") => have.is_some(),
+                Some("DoesNotExist") => have.is_none(),
+                _ => false,
+            }
+        });
+    by_labels && by_expressions
+}
+
+/// Whether a TinkerbellMachineTemplate's `hardwareAffinity` lets CAPT take Hardware labelled
+/// `labels`: one of its required terms selects it (the preferred terms only rank).
+pub fn affinity_selects(affinity: &Value, labels: &BTreeMap<String, String>) -> bool {
+    affinity["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|term| selects(&term["labelSelector"], labels))
+}
+
+/// The label CAPT marks the Hardware a machine holds with (the machine's name): Hardware
+/// without it is free.
+pub const OWNER_LABEL: &str = "v1alpha1.tinkerbell.org/ownerName";
+
 #[cfg(test)]
 mod tests {
     use super::*;

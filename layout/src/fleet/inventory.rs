@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 
 use capstan_templates::diag::{Code, Diagnostic};
 use capstan_templates::spec::{HardwareChoice, Provider};
-use serde_json::Value;
 
 use super::ClusterEntry;
 use crate::hardware;
@@ -40,43 +39,8 @@ struct Pool {
 fn matches(choice: &HardwareChoice, labels: &BTreeMap<String, String>) -> bool {
     match choice {
         HardwareChoice::Selector(want) => want.iter().all(|(k, v)| labels.get(k) == Some(v)),
-        HardwareChoice::Affinity(a) => a["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|term| selects(&term["labelSelector"], labels)),
+        HardwareChoice::Affinity(a) => hardware::affinity_selects(a, labels),
     }
-}
-
-/// A Kubernetes label selector (matchLabels and matchExpressions) against `labels`.
-fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let by_labels = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str());
-    let by_expressions = selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .all(|e| {
-            let key = e["key"].as_str().unwrap_or("");
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let have = labels.get(key).map(String::as_str);
-            match e["operator"].as_str() {
-                Some("In") => have.is_some_and(|h| values.contains(&h)),
-                Some("NotIn") => have.is_none_or(|h| !values.contains(&h)),
-                Some("Exists") => have.is_some(),
-                Some("DoesNotExist") => have.is_none(),
-                _ => false,
-            }
-        });
-    by_labels && by_expressions
 }
 
 /// Checks every bare-metal cluster's machine groups against its management directory's
@@ -213,7 +177,7 @@ pub(super) fn check(clusters: &mut [ClusterEntry]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
