@@ -402,6 +402,8 @@ pub enum NotStarted {
     Paced(Hold),
     /// By the health gate (no earlier upgrade still rolling).
     Unhealthy(String),
+    /// Short of spare bare-metal Hardware ([`crate::spare`]).
+    NoSpareHardware(String),
 }
 
 /// What [`settle`] decides from: everything the pass knows once its changes are out.
@@ -569,6 +571,7 @@ pub fn settle(s: &Settled<'_>) -> ManagedClusterStatus {
             let (reason, why) = match s.not_started.expect("not started") {
                 NotStarted::Paced(hold) => (hold.reason, hold.message.as_str()),
                 NotStarted::Unhealthy(why) => (Reason::WaitingForHealth, why.as_str()),
+                NotStarted::NoSpareHardware(why) => (Reason::WaitingForHardware, why.as_str()),
             };
             let message = format!("upgrade to revision {} not started: {why}", s.revision);
             let conditions = ready(conditions, reason, &message);

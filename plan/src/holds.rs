@@ -129,14 +129,22 @@ pub fn wave_gate(
 /// What the health gate's and the pacing's holds add up to. A cluster held before its upgrade
 /// started (by the waves, or by the health gate with no earlier upgrade still rolling) is not
 /// upgrading: it waits for no stage of its own.
-pub fn combined(gated: Option<String>, paced: Option<Hold>, upgrading: bool) -> Holds {
-    let not_started = match (&paced, &gated) {
-        (Some(hold), _) => Some(NotStarted::Paced(hold.clone())),
-        (None, Some(why)) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
+/// A bare-metal cluster short of spare Hardware (`short`, [`crate::spare::spare_gate`]) is held
+/// as the health gate holds: not started, unless an earlier upgrade is still rolling.
+pub fn combined(
+    gated: Option<String>,
+    short: Option<String>,
+    paced: Option<Hold>,
+    upgrading: bool,
+) -> Holds {
+    let not_started = match (&paced, &gated, &short) {
+        (Some(hold), _, _) => Some(NotStarted::Paced(hold.clone())),
+        (None, Some(why), _) if !upgrading => Some(NotStarted::Unhealthy(why.clone())),
+        (None, None, Some(why)) if !upgrading => Some(NotStarted::NoSpareHardware(why.clone())),
         _ => None,
     };
     Holds {
-        gated: gated.is_some(),
+        gated: gated.is_some() || short.is_some(),
         paced,
         not_started,
     }
@@ -333,7 +341,7 @@ mod tests {
             (None, paced(), true, false, Some("paced")),
         ];
         for (i, (gated, p, upgrading, is_gated, by)) in cases.into_iter().enumerate() {
-            let h = combined(gated, p, upgrading);
+            let h = combined(gated, None, p, upgrading);
             assert_eq!(h.gated, is_gated, "case {i}");
             let got = match &h.not_started {
                 None => None,
@@ -341,8 +349,26 @@ mod tests {
                 Some(NotStarted::Unhealthy(w)) => {
                     Some(if w == "unhealthy" { "unhealthy" } else { "?" })
                 }
+                Some(NotStarted::NoSpareHardware(_)) => Some("?"),
             };
             assert_eq!(got, by, "case {i}");
         }
+        // Short of spare Hardware: held as the health gate holds, second to it and to pacing.
+        let short = || Some("no spare".to_string());
+        let h = combined(None, short(), None, false);
+        assert!(h.gated);
+        assert_eq!(
+            h.not_started,
+            Some(NotStarted::NoSpareHardware("no spare".into()))
+        );
+        assert_eq!(combined(None, short(), None, true).not_started, None);
+        assert!(matches!(
+            combined(why(), short(), None, false).not_started,
+            Some(NotStarted::Unhealthy(_))
+        ));
+        assert!(matches!(
+            combined(None, short(), paced(), false).not_started,
+            Some(NotStarted::Paced(_))
+        ));
     }
 }

@@ -33,6 +33,7 @@ pub mod order;
 pub mod pivot;
 pub mod planner;
 pub mod report;
+pub mod spare;
 pub mod stages;
 pub mod status;
 pub mod waves;

@@ -190,6 +190,9 @@ pub struct Live {
     records: RwLock<BTreeMap<String, Arc<Recorded>>>,
     /// MachineSets by `namespace/deployment/name` ([`MACHINE_SET_SELECTOR`]).
     machine_sets: RwLock<BTreeMap<String, MachineSet>>,
+    /// Bare-metal Hardware by `namespace/name` ([`HARDWARE`]); None until it is read (no
+    /// bare-metal cluster, no CRD, or refused to the agent).
+    servers: RwLock<Option<BTreeMap<String, Server>>>,
     /// Kinds the API server refuses to list to the agent (RBAC), by `(group, kind)`, with its
     /// message: only the clusters that carry one fail ([`Live::denied`]); the others go on.
     denied: RwLock<BTreeMap<(String, String), String>>,
@@ -205,6 +208,48 @@ pub const MACHINE_SET_SELECTOR: &str = "cluster.x-k8s.io/deployment-name";
 
 /// The apiVersion and kind MachineSets are read as.
 pub const MACHINE_SET: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "MachineSet");
+
+/// The apiVersion and kind bare-metal Hardware is read as: not capstan's (an admin's
+/// inventory, applied from the management directory or by hand, so read whole, unlabelled),
+/// but whether a rolling upgrade has spare servers is decided from it ([`crate::spare`]).
+pub const HARDWARE: (&str, &str) = ("tinkerbell.org/v1alpha1", "Hardware");
+
+/// Whether a kind's objects are machines drawn from [`HARDWARE`] (TinkerbellMachineTemplates):
+/// a fleet with one reads the Hardware.
+pub fn draws_on_hardware(api_version: &str, kind: &str) -> bool {
+    kind == "TinkerbellMachineTemplate"
+        && capstan_templates::identity::group(api_version) == "infrastructure.cluster.x-k8s.io"
+}
+
+/// One Hardware of the management cluster, as the gate needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// Its namespace (CAPT takes Hardware of the machine's namespace only).
+    pub namespace: String,
+    /// Its labels (the owner label says a machine holds it).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Server {
+    /// Whether no machine holds it.
+    pub fn free(&self) -> bool {
+        !self
+            .labels
+            .contains_key(capstan_layout::hardware::OWNER_LABEL)
+    }
+}
+
+/// A Hardware's facts, from its metadata: `(namespace/name, server)`.
+pub fn server_of(meta: &ObjectMeta) -> (String, Server) {
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    (
+        format!("{namespace}/{}", meta.name.as_deref().unwrap_or("")),
+        Server {
+            namespace,
+            labels: meta.labels.clone().unwrap_or_default(),
+        },
+    )
+}
 
 /// Whether a kind's objects have MachineSets health must read (MachineDeployments).
 pub fn has_machine_sets(api_version: &str, kind: &str) -> bool {
@@ -300,6 +345,21 @@ impl Live {
     ) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, MachineSet>> {
         self.changed();
         self.machine_sets.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bare-metal Hardware, when it was read.
+    pub fn servers(&self) -> Option<Vec<Server>> {
+        self.servers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|s| s.values().cloned().collect())
+    }
+
+    /// The Hardware, to update (the list and the watch that fill it); `None` in it: read.
+    pub fn servers_mut(&self) -> std::sync::RwLockWriteGuard<'_, Option<BTreeMap<String, Server>>> {
+        self.changed();
+        self.servers.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records what an apply returned, so later lookups (and the watch that will report the same

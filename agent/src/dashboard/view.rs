@@ -461,6 +461,7 @@ pub fn wait(st: &crate::status::ManagedClusterStatus) -> Option<Wait> {
         },
         "MaxUnavailable" => held("maxUnavailable", String::new()),
         "WaitingForHealth" => held("health gate", String::new()),
+        "WaitingForHardware" => held("spare hardware", String::new()),
         "ManagementUpgrading" => held("management upgrade", String::new()),
         _ if st.phase == Some(Phase::Suspended) => held("suspended", String::new()),
         _ if st.phase == Some(Phase::Upgrading) && st.stage.is_some() => Wait {

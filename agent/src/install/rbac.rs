@@ -271,6 +271,13 @@ pub fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             Cluster,
+            "tinkerbell.org",
+            &["hardware"],
+            &["list", "watch"],
+            "bare metal: a rolling upgrade starts only when the inventory has the spare Hardware its surge needs (metadata: labels and owner)",
+        ),
+        Rule::new(
+            Cluster,
             "cluster.x-k8s.io",
             &["machines"],
             &["list", "watch"],

@@ -329,12 +329,34 @@ impl Pass<'_> {
                 false => Err(decide::health(&a).1),
             }
         });
-        let paced = match gated {
-            None => self.wave_gate(fleet, entry, plan, prev, fp, purpose),
-            Some(_) => None,
+        // Bare metal: a rollout starts only with the spare servers its surge needs.
+        let bare_metal = objects
+            .iter()
+            .any(|(r, _)| crate::live::draws_on_hardware(r.api_version(), r.kind()));
+        let short = match (&gated, bare_metal) {
+            (None, true) => {
+                let desired: Vec<serde_json::Value> = objects
+                    .iter()
+                    .filter(|(r, _)| {
+                        matches!(
+                            r.kind(),
+                            "KubeadmControlPlane"
+                                | "MachineDeployment"
+                                | "TinkerbellMachineTemplate"
+                        )
+                    })
+                    .map(|(r, _)| r.value())
+                    .collect();
+                crate::plan::spare::spare_gate(plan, &facts, &desired, live, || self.live.servers())
+            }
+            _ => None,
+        };
+        let paced = match (&gated, &short) {
+            (None, None) => self.wave_gate(fleet, entry, plan, prev, fp, purpose),
+            _ => None,
         };
         let upgrading = prev.is_some_and(|p| p.status.phase == Some(Phase::Upgrading));
-        holds::combined(gated, paced, upgrading)
+        holds::combined(gated, short, paced, upgrading)
     }
 
     /// Whether the object is the cluster's to delete: what the record holds and is still

@@ -152,7 +152,51 @@ pub async fn list(
             requests += list_machine_sets(&live, client, resolver).await?;
         }
     }
+    if kinds.iter().any(|(v, k)| draws_on_hardware(v, k)) {
+        requests += list_servers(&live, client, resolver).await?;
+    }
     Ok((live, requests))
+}
+
+/// Lists the bare-metal Hardware (metadata: namespace and labels), page by page; the requests
+/// made. No CRD, or a refusal the API server confirms, leaves it unread (the spare-hardware
+/// gate then holds nothing).
+async fn list_servers(
+    live: &Live,
+    client: &Client,
+    resolver: &Resolver,
+) -> Result<usize, LiveError> {
+    let (api_version, kind) = HARDWARE;
+    let ar = match resolver.resolve(api_version, kind).await {
+        Ok((ar, _)) => ar,
+        Err(DiscoveryError::Unknown(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let fetch = |lp: ListParams| {
+        let api = api.clone();
+        async move { api.list_metadata(&lp).await }
+    };
+    let (listed, requests) = paged(
+        &ListParams::default(),
+        fetch,
+        |o: &kube::api::PartialObjectMeta<DynamicObject>| server_of(&o.metadata),
+    )
+    .await;
+    match listed {
+        Ok(servers) => *live.servers_mut() = Some(servers.into_iter().collect()),
+        Err(e) => {
+            let refusal = Refused::new(&ar.group, &ar.plural, refusal::LIST);
+            if refusal.confirmed(client, &e).await.is_none() {
+                return Err(LiveError::List {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(requests)
 }
 
 /// Lists every MachineSet of a MachineDeployment, page by page; the requests made.

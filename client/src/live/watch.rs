@@ -33,8 +33,8 @@ use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::{
-    Live, LiveError, LiveObject, MACHINE_SET, MACHINE_SET_SELECTOR, SELECTOR, has_machine_sets,
-    key_of, machine_set_key, read_whole,
+    HARDWARE, Live, LiveError, LiveObject, MACHINE_SET, MACHINE_SET_SELECTOR, SELECTOR, Server,
+    draws_on_hardware, has_machine_sets, key_of, machine_set_key, read_whole, server_of,
 };
 use crate::health::MachineSet;
 use crate::k8s::refusal::{self, Refusal, Refused};
@@ -190,7 +190,16 @@ impl LiveCache {
             .iter()
             .any(|(v, k)| has_machine_sets(v, k))
             .then(|| (MACHINE_SET.0.to_string(), MACHINE_SET.1.to_string()));
-        for (api_version, kind) in kinds.iter().chain(machine_sets.iter()) {
+        // Bare-metal machines bring the Hardware (the spare-hardware gate reads it).
+        let servers = kinds
+            .iter()
+            .any(|(v, k)| draws_on_hardware(v, k))
+            .then(|| (HARDWARE.0.to_string(), HARDWARE.1.to_string()));
+        for (api_version, kind) in kinds
+            .iter()
+            .chain(machine_sets.iter())
+            .chain(servers.iter())
+        {
             let (ar, _) = match resolver.resolve(api_version, kind).await {
                 Ok(r) => r,
                 Err(DiscoveryError::Unknown(_)) => continue,
@@ -203,7 +212,16 @@ impl LiveCache {
                     Some(rx) => rx.clone(),
                     None => {
                         let (tx, rx) = signal::channel(Synced::No);
-                        let task = if (api_version.as_str(), kind.as_str()) == MACHINE_SET {
+                        let task = if (api_version.as_str(), kind.as_str()) == HARDWARE {
+                            tokio::spawn(watch_servers(
+                                self.client.clone(),
+                                ar.clone(),
+                                self.live.clone(),
+                                tx,
+                                self.on_change.clone(),
+                                self.scope.clone(),
+                            ))
+                        } else if (api_version.as_str(), kind.as_str()) == MACHINE_SET {
                             tokio::spawn(watch_machine_sets(
                                 self.client.clone(),
                                 ar.clone(),
@@ -511,6 +529,69 @@ async fn watch_machine_sets(
         events,
         MachineSets(live),
         MACHINE_SET.1,
+        synced,
+        on_change,
+        scope,
+        (client, refused),
+    )
+    .await;
+}
+
+/// The bare-metal Hardware in [`Live`] (namespace and labels).
+struct Servers(Arc<Live>);
+
+impl Store<Server> for Servers {
+    fn replace(&self, fresh: HashMap<String, Server>) -> bool {
+        let fresh: std::collections::BTreeMap<String, Server> = fresh.into_iter().collect();
+        let mut servers = self.0.servers_mut();
+        let changed = servers.as_ref() != Some(&fresh);
+        *servers = Some(fresh);
+        changed
+    }
+
+    fn insert(&self, key: String, value: Server) -> bool {
+        self.0
+            .servers_mut()
+            .get_or_insert_default()
+            .insert(key, value.clone())
+            .is_none_or(|old| old != value)
+    }
+
+    fn remove(&self, key: &str) -> bool {
+        self.0
+            .servers_mut()
+            .as_mut()
+            .is_some_and(|s| s.remove(key).is_some())
+    }
+}
+
+/// The Hardware's watch (metadata, every object: an admin's inventory carries no capstan
+/// label): keeps each server's namespace and labels in `live`, and reports a change as one of
+/// the fleet cluster its `cluster.x-k8s.io/cluster-name` label names, so a rollout held for
+/// spare Hardware is looked at again when an admin adds some.
+async fn watch_servers(
+    client: Client,
+    ar: ApiResource,
+    live: Arc<Live>,
+    synced: signal::Sender<Synced>,
+    on_change: OnChange,
+    scope: Scope,
+) {
+    let refused = Refused::new(&ar.group, &ar.plural, refusal::WATCH);
+    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &ar);
+    let events = watcher::watcher(api, watcher::Config::default())
+        .map_ok(|ev| {
+            facts_event(ev, |o: &PartialObjectMeta<DynamicObject>| {
+                let (key, server) = server_of(&o.metadata);
+                let cluster = server.labels.get("cluster.x-k8s.io/cluster-name").cloned();
+                (key, server, cluster)
+            })
+        })
+        .boxed();
+    follow(
+        events,
+        Servers(live),
+        HARDWARE.1,
         synced,
         on_change,
         scope,

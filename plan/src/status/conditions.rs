@@ -142,6 +142,8 @@ reasons! {
         MaxUnavailable => "MaxUnavailable",
         /// An earlier upgrade is still rolling (the health gate).
         WaitingForHealth => "WaitingForHealth",
+        /// A bare-metal rolling upgrade lacks spare Hardware.
+        WaitingForHardware => "WaitingForHardware",
         // The revision refused for the cluster: nothing of it applied.
         /// The cluster's directory does not validate.
         ValidationFailed => "ValidationFailed",

@@ -878,7 +878,9 @@ async fn every_rule_is_needed_and_together_they_suffice() {
                 "{sa}: without {missing:?} nothing was refused for it (result {result:?}, refused {denied:?})"
             );
         };
-        let best_effort = missing.group == "events.k8s.io";
+        // Events are best effort; so is the Hardware a bare-metal rollout's spare-server gate
+        // reads (unreadable, it holds nothing: plan/src/spare.rs). Each is still asked for.
+        let best_effort = matches!(missing.group.as_str(), "events.k8s.io" | "tinkerbell.org");
         match (&result, best_effort) {
             (Err(e), false) => assert!(e.contains("forbidden"), "{sa}: {e}"),
             (Ok(()), true) => {}
