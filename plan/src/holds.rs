@@ -67,6 +67,18 @@ pub struct HealthFacts<'a> {
     pub overridden: bool,
 }
 
+/// Whether applying `plan` would start rolling machines of a revision not applied before: a
+/// change of one that exists rolls them, and the record's fingerprint is another's (not empty:
+/// a cluster never applied is being created, not upgraded).
+pub fn starts_rolling(plan: &Plan, f: &HealthFacts<'_>, live: impl Fn(&ObjectRef) -> bool) -> bool {
+    !f.recorded.is_empty()
+        && f.recorded != f.target
+        && plan
+            .entries
+            .iter()
+            .any(|e| stages::rolls_machines(e) && live(&e.object))
+}
+
 /// The gate before an upgrade starts: a cluster that is not healthy at its current revision is
 /// not upgraded — its machine-rolling changes are held, with why — unless the repository says
 /// so ([`UPGRADE_WHEN_UNHEALTHY`]). An upgrade in progress (this revision applied before) is
@@ -79,14 +91,7 @@ pub fn health_gate(
     live: impl Fn(&ObjectRef) -> bool,
     health: impl FnOnce() -> Result<(), String>,
 ) -> Option<String> {
-    if f.recorded.is_empty() || f.recorded == f.target || f.overridden {
-        return None;
-    }
-    if !plan
-        .entries
-        .iter()
-        .any(|e| stages::rolls_machines(e) && live(&e.object))
-    {
+    if f.overridden || !starts_rolling(plan, f, &live) {
         return None;
     }
     let unhealthy = health().err()?;

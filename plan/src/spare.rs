@@ -19,7 +19,7 @@
 use capstan_layout::hardware::affinity_selects;
 use serde_json::Value;
 
-use crate::holds::{HealthFacts, machine_rolls};
+use crate::holds::{HealthFacts, machine_rolls, starts_rolling};
 pub use crate::live::Server;
 use crate::{ObjectRef, Plan, stages};
 
@@ -117,14 +117,7 @@ pub fn spare_gate(
     live: impl Fn(&ObjectRef) -> bool,
     servers: impl FnOnce() -> Option<Vec<Server>>,
 ) -> Option<String> {
-    if f.recorded.is_empty() || f.recorded == f.target {
-        return None;
-    }
-    if !plan
-        .entries
-        .iter()
-        .any(|e| stages::rolls_machines(e) && live(&e.object))
-    {
+    if !starts_rolling(plan, f, &live) {
         return None;
     }
     let servers = servers()?;
