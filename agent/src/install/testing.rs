@@ -20,12 +20,15 @@ use super::{manifests, rbac};
 use crate::status::NAMESPACE;
 
 /// Kinds some test fleets' directories carry besides what capstan renders (extra manifests:
-/// a CRD, an object of its kind, the Namespace it lives in), which production grants only when
-/// a platform team names them with `capstan install --allow`.
+/// a CRD, an object of its kind, the Namespace it lives in; the Hardware and Rufio BMC machines
+/// `capstan hardware import` writes), which production grants only when a platform team names
+/// them with `capstan install --allow`.
 pub const TEST_ALLOW: &[&str] = &[
     "namespaces",
     "customresourcedefinitions.apiextensions.k8s.io",
     "widgets.crd.example.com",
+    "hardware.tinkerbell.org",
+    "machines.bmc.tinkerbell.org",
 ];
 
 /// The ServiceAccount (and ClusterRole, Role, bindings) with [`TEST_ALLOW`] on top of the

@@ -53,6 +53,9 @@ pub(super) struct Bed {
     pub(super) ns: String,
     /// The Secret of the SOPS identities (`--sops-age-secret`); None: the default.
     pub(super) sops: Option<(String, String)>,
+    /// Reconcile as the account `capstan install --allow` makes (the test bed's allowed kinds
+    /// granted), not the agent's own.
+    pub(super) allowing: bool,
 }
 
 impl Bed {
@@ -82,7 +85,13 @@ impl Bed {
             mgmt,
             ns,
             sops: None,
+            allowing: false,
         }
+    }
+
+    /// The fleet repository's root.
+    pub(super) fn root(&self) -> &std::path::Path {
+        &self.files.root
     }
 
     pub(super) fn write(&self, rel: &str, text: &str) {
@@ -119,7 +128,11 @@ impl Bed {
         let fleet = self.files.fleet();
         assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
         let opts = self.opts(revision);
-        let client = capstan::install::testing::agent_client(cp).await;
+        let client = if self.allowing {
+            capstan::install::testing::allowing_agent_client(cp).await
+        } else {
+            capstan::install::testing::agent_client(cp).await
+        };
         reconcile(&client, &fleet, &opts).await.unwrap()
     }
 

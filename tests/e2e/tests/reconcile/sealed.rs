@@ -200,3 +200,125 @@ async fn a_cluster_directorys_encrypted_secrets_are_decrypted_onto_the_managemen
         assert!(why.contains(&recipient), "{why}");
     }
 }
+
+/// `capstan hardware import` end to end: EKS Anywhere's hardware CSV becomes the management
+/// directory's Hardware and Rufio Machines in plain text and their BMC credentials encrypted
+/// beside them; the agent, granted the two kinds as `capstan install --allow
+/// hardware.tinkerbell.org --allow machines.bmc.tinkerbell.org` grants them, applies all of it,
+/// the credentials decrypted in memory, every object admitted strictly by Tinkerbell's and
+/// Rufio's own CRDs. Read back with kubectl: each Rufio Machine points at a Secret that holds its
+/// BMC's password, the Hardware keep their labels; the password is in no file of the repository
+/// and in no status; the next pass writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_hardware_and_its_sealed_bmc_credentials_reach_the_management_cluster() {
+    let cp = capstan_harness::shared().await;
+    let kc = cp.kubeconfig_path();
+    let mut bed = Bed::new("bmc", &[]);
+    bed.sops = Some(("capstan-system".into(), "sops-age-bmc-test".into()));
+    bed.allowing = true;
+    let (mgmt, ns) = (bed.mgmt.clone(), bed.ns.clone());
+    let fleet_key = age::x25519::Identity::generate();
+    bed.write(
+        &format!("clusters/{mgmt}/fleet.yaml"),
+        &format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  sops:\n    ageRecipients: [{}]\n",
+            fleet_key.to_public()
+        ),
+    );
+    // Two servers with a BMC, one without (no Rufio Machine, no Secret).
+    let csv = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        csv.path(),
+        "hostname,bmc_ip,bmc_username,bmc_password,mac,ip_address,netmask,gateway,nameservers,labels,disk\n\
+         bmc-cp-1,192.168.0.10,Admin,hunter2-bmc-1,00:00:00:00:01:01,10.10.10.11,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,/dev/sda\n\
+         bmc-cp-2,192.168.0.11,Admin,hunter2-bmc-2,00:00:00:00:01:02,10.10.10.12,255.255.255.0,10.10.10.1,1.1.1.1,type=cp,/dev/sda\n\
+         bmc-worker-1,,,,00:00:00:00:01:03,10.10.10.13,255.255.255.0,10.10.10.1,1.1.1.1,type=worker,/dev/nvme0n1\n",
+    )
+    .unwrap();
+    let out = capstan_harness::run::capstan_output(&[
+        "hardware",
+        "import",
+        csv.path().to_str().unwrap(),
+        "--repo",
+        bed.root().to_str().unwrap(),
+        "--management",
+        &mgmt,
+        "--namespace",
+        &ns,
+        "--name",
+        "rack",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("3 Hardware, 2 BMC machine(s)"), "{err}");
+    for f in capstan_harness::run::files_under(bed.root(), &[".git"]) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        assert!(
+            !text.contains("hunter2"),
+            "{} holds a password",
+            f.display()
+        );
+    }
+
+    // capstan installed (its namespace first), then the fleet's identity given to it.
+    capstan::install::testing::allowing_agent_client(cp).await;
+    identities_secret("sops-age-bmc-test", &fleet_key).await;
+    let out = bed.reconcile("r1").await;
+    let m = out.clusters.iter().find(|c| c.name == mgmt).unwrap();
+    assert!(!out.has_failures(), "{}", m.message);
+
+    let get = |what: &str, name: &str| -> serde_json::Value {
+        let (ok, text) = kubectl(kc, &["-n", &ns, "get", what, name, "-o", "json"]);
+        assert!(ok, "{what} {name}: {text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    let b64 = |s: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    for (host, password) in [("bmc-cp-1", "hunter2-bmc-1"), ("bmc-cp-2", "hunter2-bmc-2")] {
+        let hw = get("hardware.tinkerbell.org", host);
+        assert_eq!(hw["metadata"]["labels"]["type"], "cp", "{hw}");
+        let bmc = get("machines.bmc.tinkerbell.org", &format!("bmc-{host}"));
+        let secret_ref = &bmc["spec"]["connection"]["authSecretRef"];
+        assert_eq!(secret_ref["namespace"], ns.as_str(), "{bmc}");
+        let secret = live_secret(kc, &ns, secret_ref["name"].as_str().unwrap())
+            .unwrap_or_else(|| panic!("{host}'s BMC Secret {secret_ref}"));
+        assert_eq!(secret["data"]["password"], b64(password), "{host}");
+        assert_eq!(secret["data"]["username"], b64("Admin"), "{host}");
+        assert_eq!(secret["type"], "kubernetes.io/basic-auth");
+    }
+    let worker = get("hardware.tinkerbell.org", "bmc-worker-1");
+    assert_eq!(worker["metadata"]["labels"]["type"], "worker", "{worker}");
+    let (ok, text) = kubectl(
+        kc,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "machines.bmc.tinkerbell.org",
+            "bmc-bmc-worker-1",
+        ],
+    );
+    assert!(!ok && text.contains("NotFound"), "{text}");
+    let status = kubectl(
+        kc,
+        &[
+            "-n",
+            "capstan-system",
+            "get",
+            "managedclusters.capstan.dev",
+            &mgmt,
+            "-o",
+            "json",
+        ],
+    )
+    .1;
+    for v in ["hunter2", &b64("hunter2-bmc-1"), &b64("hunter2-bmc-2")] {
+        assert!(!status.contains(v), "{v} in {status}");
+    }
+
+    // Applied once: the next pass over the same revision writes nothing.
+    let again = bed.reconcile("r2").await;
+    assert_eq!(again.writes, 0, "{:?}", again.clusters);
+}
