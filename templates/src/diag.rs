@@ -123,6 +123,9 @@ codes! {
     ForeignNamespace = "foreign-namespace",
     /// A Secret with data in the repository.
     SecretWithData = "secret-with-data",
+    /// A Secret the cluster's machines read is not kept (encrypted) in its directory or the
+    /// management directory (a warning: it may be created on the management cluster by hand).
+    MissingSecret = "missing-secret",
     /// A SOPS-encrypted file that is malformed, uses what capstan refuses (PGP or KMS only,
     /// Shamir groups, a MAC over the encrypted values only), is not encrypted for the fleet's
     /// recipients, or encrypts more than Secrets' data.

@@ -302,6 +302,7 @@ pub fn load_fetched(tree: &Tree, fetched: &Fetched, cache: &mut RenderCache) -> 
     check_waves(tree, &mut clusters, &mut configs);
     let missing_documents = resolve_releases(tree, fetched, &configs, &mut clusters);
     sealed::attach(tree, &mut clusters, &configs);
+    sealed::check_logins(&mut clusters);
 
     check_names(&mut clusters);
     check_cidrs(&mut clusters);

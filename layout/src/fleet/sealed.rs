@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use capstan_templates::diag::{Code, Diagnostic};
 use capstan_templates::yaml::Document;
 
 use super::addons::{Sealed, check_sealed};
@@ -64,6 +65,61 @@ pub(super) fn strip(docs: &mut [Document]) {
         if let Some(m) = d.value.as_object_mut() {
             m.remove("sops");
         }
+    }
+}
+
+/// Warns where a cluster's machines read a login from a Secret that neither its directory nor its
+/// management directory keeps encrypted: an authenticated registry mirror's
+/// [`capstan_templates::spec::registry_credentials_secret`]. Its machines wait for it (Cluster
+/// API does not make their bootstrap data without it); an admin may create it on the management
+/// cluster by hand, so this is a warning.
+pub(super) fn check_logins(clusters: &mut [ClusterEntry]) {
+    let kept: BTreeSet<(String, String, String)> = clusters
+        .iter()
+        .flat_map(|e| {
+            e.sealed.iter().map(|s| {
+                (
+                    e.management().to_string(),
+                    s.namespace.clone(),
+                    s.name.clone(),
+                )
+            })
+        })
+        .collect();
+    for entry in clusters.iter_mut() {
+        let Some(cluster) = entry.cluster.clone() else {
+            continue;
+        };
+        if !cluster
+            .registry_mirror
+            .as_ref()
+            .is_some_and(|m| m.authenticate)
+        {
+            continue;
+        }
+        let name = capstan_templates::spec::registry_credentials_secret(&cluster.name);
+        let key = (
+            entry.management().to_string(),
+            cluster.namespace.clone(),
+            name.clone(),
+        );
+        if kept.contains(&key) {
+            continue;
+        }
+        let ns = &cluster.namespace;
+        entry.diagnostics.push(
+            Diagnostic::warning(
+                Code::MissingSecret,
+                format!(
+                    "the registry mirror's login is read from Secret {ns}/{name} (keys username and password), which no SOPS file of this directory or the management directory holds: keep it there encrypted (`capstan secret encrypt`), or create it on the management cluster; the machines wait until it exists"
+                ),
+            )
+            .in_file(&cluster.source.file)
+            .at(cluster
+                .source
+                .pos("spec.registryMirrorConfiguration.authenticate"))
+            .for_cluster(&entry.name),
+        );
     }
 }
 

@@ -22,8 +22,8 @@
 
 /// Suffixes controllers append to a cluster's name for the Secrets and ConfigMaps they create,
 /// with who does. From Cluster API's `util/secret` purposes, its kubeadm bootstrap provider's
-/// init lock, etcdadm's lock, and the vSphere and Nutanix credentials EKS Anywhere's templates
-/// (and capstan's) name per cluster.
+/// init lock, etcdadm's lock, the vSphere and Nutanix credentials EKS Anywhere's templates
+/// (and capstan's) name per cluster, and the registry mirror login capstan's name per cluster.
 pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     ("-kubeconfig", "Cluster API: the cluster's admin kubeconfig"),
     ("-ca", "Cluster API: the cluster's CA"),
@@ -50,6 +50,10 @@ pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     (
         "-nutanix-credentials",
         "CAPX's login to Prism Central, as capstan's Nutanix templates name it",
+    ),
+    (
+        "-registry-credentials",
+        "an authenticated registry mirror's login, read by the cluster's machines, as capstan's templates name it",
     ),
     (
         "-nutanix-ccm-secret",

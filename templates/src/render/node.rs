@@ -321,9 +321,28 @@ pub fn mirror_api_endpoint(addr: &str) -> String {
     }
 }
 
+/// Where a machine of a cluster with an authenticated registry mirror finds the mirror's login
+/// while its containerd files are written: two files kubeadm's bootstrap fills from the
+/// cluster's [`crate::spec::registry_credentials_secret`] (Cluster API resolves `contentFrom`
+/// when it makes the machine's bootstrap data), removed once read.
+pub const MIRROR_LOGIN_DIR: &str = "/etc/containerd/registry-login";
+
+/// The registries of a mirror's hosts files: (the registry whose `certs.d` directory it is, the
+/// mirror's API endpoint for it), the mirror itself first.
+fn mirror_hosts(m: &RegistryMirror) -> Vec<(&str, String)> {
+    let mut out = vec![(m.base.as_str(), mirror_api_endpoint(&m.base))];
+    out.extend(
+        m.namespaces
+            .iter()
+            .map(|(orig, mirror)| (orig.as_str(), mirror_api_endpoint(mirror))),
+    );
+    out
+}
+
 /// containerd's files for a registry mirror: its CA, the config that enables `certs.d`, and
-/// one hosts.toml for the mirror itself and for each registry it mirrors.
-pub fn mirror_files(m: &RegistryMirror) -> Vec<Value> {
+/// one hosts.toml for the mirror itself and for each registry it mirrors; with `authenticate`,
+/// the login's two files from the cluster's Secret (`cluster`: the cluster's name).
+pub fn mirror_files(m: &RegistryMirror, cluster: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let ca_path = format!("/etc/containerd/certs.d/{}/ca.crt", m.base);
     if let Some(ca) = &m.ca_cert {
@@ -333,10 +352,9 @@ pub fn mirror_files(m: &RegistryMirror) -> Vec<Value> {
         "/etc/containerd/config_append.toml",
         "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n".into(),
     ));
-    let hosts = |server: &str, mirror: &str| {
+    for (server, endpoint) in mirror_hosts(m) {
         let mut t = format!(
-            "server = \"https://{server}\"\n\n[host.\"https://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
-            mirror_api_endpoint(mirror)
+            "server = \"https://{server}\"\n\n[host.\"https://{endpoint}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n"
         );
         if m.ca_cert.is_some() {
             t.push_str(&format!("  ca = \"{ca_path}\"\n"));
@@ -344,19 +362,44 @@ pub fn mirror_files(m: &RegistryMirror) -> Vec<Value> {
         if m.insecure_skip_verify {
             t.push_str("  skip_verify = true\n");
         }
-        t
-    };
-    out.push(file(
-        &format!("/etc/containerd/certs.d/{}/hosts.toml", m.base),
-        hosts(&m.base, &m.base),
-    ));
-    for (orig, mirror) in &m.namespaces {
         out.push(file(
-            &format!("/etc/containerd/certs.d/{orig}/hosts.toml"),
-            hosts(orig, mirror),
+            &format!("/etc/containerd/certs.d/{server}/hosts.toml"),
+            t,
         ));
     }
+    if m.authenticate {
+        let secret = crate::spec::registry_credentials_secret(cluster);
+        for key in ["username", "password"] {
+            out.push(json!({
+                "path": format!("{MIRROR_LOGIN_DIR}/{key}"),
+                "owner": "root:root",
+                "permissions": "0600",
+                "contentFrom": {"secret": {"name": secret, "key": key}},
+            }));
+        }
+    }
     out
+}
+
+/// With an authenticated mirror, the command that gives each hosts.toml the login as the
+/// `authorization` header EKS Anywhere writes there (`Basic` and base64 of `user:password`),
+/// made on the machine from [`MIRROR_LOGIN_DIR`] and removing it: the login is in the
+/// machine's containerd configuration, as with EKS Anywhere, but not in any object's spec.
+fn mirror_login_command(m: &RegistryMirror) -> Option<String> {
+    if !m.authenticate {
+        return None;
+    }
+    let d = MIRROR_LOGIN_DIR;
+    let mut cmd = format!(
+        "login=$(printf '%s:%s' \"$(cat {d}/username)\" \"$(cat {d}/password)\" | base64 -w0)"
+    );
+    for (server, endpoint) in mirror_hosts(m) {
+        cmd.push_str(&format!(
+            " && printf '  [host.\"https://%s\".header]\\n    authorization = \"Basic %s\"\\n' '{endpoint}' \"$login\" >> '/etc/containerd/certs.d/{server}/hosts.toml'"
+        ));
+    }
+    cmd.push_str(&format!(" && rm -rf {d}"));
+    Some(cmd)
 }
 
 /// The KMS EncryptionConfiguration of kube-apiserver.
@@ -419,6 +462,7 @@ pub fn vsphere_pre_commands(c: &Cluster) -> Vec<String> {
 /// containerd's restart for proxy and mirror settings (vSphere, Nutanix and bare-metal machines).
 fn containerd_restart(c: &Cluster) -> Vec<String> {
     let mut out = Vec::new();
+    out.extend(c.registry_mirror.as_ref().and_then(mirror_login_command));
     if c.registry_mirror.is_some() {
         out.push("cat /etc/containerd/config_append.toml >> /etc/containerd/config.toml".into());
     }
@@ -464,14 +508,16 @@ pub fn hostname_commands() -> Vec<String> {
 
 /// Commands run before kubeadm on a docker machine with a registry mirror.
 pub fn docker_pre_commands(c: &Cluster) -> Vec<String> {
-    if c.registry_mirror.is_none() {
+    let Some(m) = &c.registry_mirror else {
         return Vec::new();
-    }
-    vec![
+    };
+    let mut out: Vec<String> = mirror_login_command(m).into_iter().collect();
+    out.extend([
         "cat /etc/containerd/config_append.toml >> /etc/containerd/config.toml".into(),
         "systemctl daemon-reload".into(),
         "systemctl restart containerd".into(),
-    ]
+    ]);
+    out
 }
 
 #[cfg(test)]
@@ -520,5 +566,96 @@ mod tests {
         assert_eq!(docs.len(), 1);
         assert_eq!(docs[0]["kind"], "Policy");
         assert_eq!(docs[0]["apiVersion"], "audit.k8s.io/v1");
+    }
+
+    /// The login files come from the cluster's Secret, never inline; run by a real `sh` over a
+    /// scratch copy of the machine's files, the command gives every hosts.toml the header EKS
+    /// Anywhere writes (`Basic` base64 of `user:password`) and removes the login.
+    #[test]
+    fn an_authenticated_mirror_gets_its_login_on_the_machine() {
+        use std::collections::BTreeMap;
+        let m = RegistryMirror {
+            base: "mirror.corp:5000".into(),
+            namespaces: BTreeMap::from([
+                ("public.ecr.aws".into(), "mirror.corp:5000/ecr".into()),
+                ("docker.io".into(), "mirror.corp:5000/hub".into()),
+            ]),
+            ca_cert: None,
+            insecure_skip_verify: false,
+            authenticate: true,
+        };
+        let files = mirror_files(&m, "dev");
+        let logins: Vec<&Value> = files
+            .iter()
+            .filter(|f| f.get("contentFrom").is_some())
+            .collect();
+        assert_eq!(logins.len(), 2);
+        for (f, key) in logins.iter().zip(["username", "password"]) {
+            assert_eq!(
+                f["contentFrom"]["secret"]["name"],
+                "dev-registry-credentials"
+            );
+            assert_eq!(f["contentFrom"]["secret"]["key"], key);
+            assert_eq!(f["permissions"], "0600");
+            assert!(f.get("content").is_none());
+        }
+        let root =
+            std::env::temp_dir().join(format!("capstan-mirror-login-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let at = |p: &str| root.join(p.trim_start_matches('/'));
+        for f in &files {
+            let path = at(f["path"].as_str().unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let content = match f["contentFrom"]["secret"]["key"].as_str() {
+                Some("username") => "robot\n",
+                Some(_) => "s3cr%t\"pw",
+                None => f["content"].as_str().unwrap(),
+            };
+            std::fs::write(path, content).unwrap();
+        }
+        let cmd = mirror_login_command(&m)
+            .unwrap()
+            .replace("/etc/", &format!("{}/etc/", root.display()));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!at(MIRROR_LOGIN_DIR).exists(), "the login is removed");
+        // base64("robot:s3cr%t\"pw")
+        let header = "authorization = \"Basic cm9ib3Q6czNjciV0InB3\"\n";
+        for (server, endpoint) in [
+            ("mirror.corp:5000", "mirror.corp:5000/v2"),
+            ("public.ecr.aws", "mirror.corp:5000/v2/ecr"),
+            ("docker.io", "mirror.corp:5000/v2/hub"),
+        ] {
+            let hosts = std::fs::read_to_string(at(&format!(
+                "/etc/containerd/certs.d/{server}/hosts.toml"
+            )))
+            .unwrap();
+            assert!(
+                hosts.ends_with(&format!(
+                    "  override_path = true\n  [host.\"https://{endpoint}\".header]\n    {header}"
+                )),
+                "{hosts}"
+            );
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        // Without authenticate: no login files, no command.
+        let plain = RegistryMirror {
+            authenticate: false,
+            ..m
+        };
+        assert!(
+            mirror_files(&plain, "dev")
+                .iter()
+                .all(|f| f.get("contentFrom").is_none())
+        );
+        assert!(mirror_login_command(&plain).is_none());
     }
 }

@@ -482,6 +482,17 @@ pub struct RegistryMirror {
     pub ca_cert: Option<String>,
     /// Skip TLS verification.
     pub insecure_skip_verify: bool,
+    /// The mirror needs a login: machines read it from the cluster's
+    /// [`registry_credentials_secret`] (never from the repository's plain text).
+    pub authenticate: bool,
+}
+
+/// The Secret an authenticated registry mirror's login is read from, in the cluster's
+/// namespace (keys `username` and `password`, as EKS Anywhere's `registry-credentials`): one
+/// per cluster, so that which clusters get a login is the admin's choice, and a workload's
+/// machines never get another cluster's.
+pub fn registry_credentials_secret(cluster: &str) -> String {
+    format!("{cluster}-registry-credentials")
 }
 
 /// Per-group overrides of the MachineHealthCheck settings.

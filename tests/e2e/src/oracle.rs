@@ -90,6 +90,13 @@ pub struct Allowed {
 pub static ALLOWED: &[Allowed] = &[
     Allowed {
         kind: "Secret",
+        name_suffix: "registry-credentials",
+        path: "",
+        when: Some("registry-auth"),
+        reason: "an authenticated mirror's login is left to the admin: machines read it from <cluster>-registry-credentials in the cluster's namespace, kept encrypted in Git or created by hand (EKS-A writes registry-credentials from its CLI's environment); the test boots capstan's files with the same login and compares what containerd reads",
+    },
+    Allowed {
+        kind: "Secret",
         name_suffix: "-cloud-provider-vsphere-credentials",
         path: "",
         when: None,

@@ -90,6 +90,9 @@ fn run_oracle(cases: &[Case], scratch: &Path) -> BTreeMap<String, Result<Vec<Val
         }));
     }
     let mut child = Command::new(&oracle)
+        // What EKS Anywhere's CLI reads an authenticated mirror's login from.
+        .env("REGISTRY_USERNAME", MIRROR_USER)
+        .env("REGISTRY_PASSWORD", MIRROR_PASSWORD)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -118,6 +121,84 @@ fn run_oracle(cases: &[Case], scratch: &Path) -> BTreeMap<String, Result<Vec<Val
             (k, r)
         })
         .collect()
+}
+
+/// The registry mirror login both sides get: EKS Anywhere's CLI from its environment, capstan's
+/// machines from the cluster's `<cluster>-registry-credentials` Secret (played by
+/// [`boot_mirror_logins`]).
+const MIRROR_USER: &str = "oracle-robot";
+const MIRROR_PASSWORD: &str = "oracle-p%ss\"word";
+
+/// What a machine does with capstan's authenticated-mirror files before kubeadm, played for
+/// real: each KubeadmControlPlane's and KubeadmConfigTemplate's files are written under a
+/// scratch directory (the two login files with [`MIRROR_USER`] and [`MIRROR_PASSWORD`], as
+/// Cluster API fills them from the Secret), the login command of its `preKubeadmCommands` is
+/// run by `sh` there, and the files are read back; the login files and the command then go.
+/// What remains is what the machine's containerd reads, compared with what EKS Anywhere writes
+/// inline.
+fn boot_mirror_logins(objects: &mut [Value], scratch: &Path) {
+    let login_dir = capstan_templates::render::node::MIRROR_LOGIN_DIR;
+    for (n, o) in objects.iter_mut().enumerate() {
+        let spec = match o["kind"].as_str() {
+            Some("KubeadmControlPlane") => o.pointer_mut("/spec/kubeadmConfigSpec"),
+            Some("KubeadmConfigTemplate") => o.pointer_mut("/spec/template/spec"),
+            _ => None,
+        };
+        let Some(spec) = spec else { continue };
+        let Some(files) = spec.get("files").and_then(Value::as_array).cloned() else {
+            continue;
+        };
+        if !files.iter().any(|f| f.get("contentFrom").is_some()) {
+            continue;
+        }
+        let root = scratch.join(format!("machine-{n}"));
+        let _ = std::fs::remove_dir_all(&root);
+        let at = |p: &str| root.join(p.trim_start_matches('/'));
+        for f in &files {
+            let path = at(f["path"].as_str().unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let content = match f.pointer("/contentFrom/secret/key").and_then(Value::as_str) {
+                Some("username") => MIRROR_USER,
+                Some("password") => MIRROR_PASSWORD,
+                Some(other) => panic!("a file from Secret key {other}"),
+                None => f["content"].as_str().unwrap(),
+            };
+            std::fs::write(path, content).unwrap();
+        }
+        let commands = spec["preKubeadmCommands"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let (login, rest): (Vec<Value>, Vec<Value>) = commands
+            .into_iter()
+            .partition(|c| c.as_str().is_some_and(|c| c.contains(login_dir)));
+        assert_eq!(login.len(), 1, "one login command: {login:?}");
+        let cmd = login[0]
+            .as_str()
+            .unwrap()
+            .replace("/etc/", &format!("{}/etc/", root.display()));
+        let out = Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !at(login_dir).exists(),
+            "the login stays on the machine: {cmd}"
+        );
+        let booted: Vec<Value> = files
+            .into_iter()
+            .filter(|f| f.get("contentFrom").is_none())
+            .map(|mut f| {
+                f["content"] =
+                    json!(std::fs::read_to_string(at(f["path"].as_str().unwrap())).unwrap());
+                f
+            })
+            .collect();
+        spec["files"] = Value::Array(booted);
+        spec["preKubeadmCommands"] = Value::Array(rest);
+    }
 }
 
 /// capstan's render of a case, or why capstan refused it.
@@ -170,13 +251,14 @@ fn capstan_renders_what_eks_anywhere_renders() {
                 continue;
             }
         };
-        let ours = match capstan_render(c, None) {
+        let mut ours = match capstan_render(c, None) {
             Ok(o) => o,
             Err(e) => {
                 unexplained.push(format!("{}: {e}", c.name));
                 continue;
             }
         };
+        boot_mirror_logins(&mut ours, scratch.path());
         let a = oracle::normalise(theirs, Side::Eksa);
         let b = oracle::normalise(&ours, Side::Capstan);
         objects += a.len();

@@ -129,7 +129,7 @@ fn cp_files(
         cp_files.push(f);
     }
     if let Some(m) = &cluster.registry_mirror {
-        cp_files.extend(node::mirror_files(m));
+        cp_files.extend(node::mirror_files(m, &cluster.name));
     }
     if nutanix {
         cp_files.extend(admission);

@@ -550,7 +550,7 @@ fn worker_json(s: &Shared, w: &WorkerGroup, b: &VersionsBundle) -> Value {
         files.push(f);
     }
     if let Some(m) = &cluster.registry_mirror {
-        files.extend(node::mirror_files(m));
+        files.extend(node::mirror_files(m, &cluster.name));
     }
     let failure_domain = match (&w.failure_domain, s.vsphere) {
         (Some(fd), Some(v)) => Some(format!("{}-{}-{fd}", cluster.name, v.datacenter_config)),

@@ -102,9 +102,6 @@ pub(super) fn registry_mirror(
             "443".into()
         }
     };
-    if m.authenticate == Some(true) {
-        at.err(Code::InvalidValue, &format!("{base}.authenticate"), "an authenticated registry mirror is not supported: EKS Anywhere writes the mirror's username and password from its CLI's environment into every machine's bootstrap data, and capstan never takes credentials from the repository; use a mirror (or pull-through cache) that allows anonymous pulls for the EKS Anywhere images");
-    }
     let host = if m.endpoint.contains(':') && m.endpoint.parse::<IpAddr>().is_ok() {
         format!("[{}]", m.endpoint)
     } else {
@@ -137,6 +134,7 @@ pub(super) fn registry_mirror(
         namespaces,
         ca_cert: m.ca_cert_content.clone().filter(|c| !c.is_empty()),
         insecure_skip_verify: m.insecure_skip_verify == Some(true),
+        authenticate: m.authenticate == Some(true),
     })
 }
 

@@ -9,6 +9,7 @@
 
 mod dashboard;
 mod lifecycle;
+mod mirror;
 mod soak;
 mod timing;
 mod upgrades;

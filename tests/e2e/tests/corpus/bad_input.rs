@@ -931,14 +931,15 @@ corpus! {
             "#)
             .err(InvalidValue, W, "httpsProxy");
 
-    invalid_value_registry_mirror_with_credentials:
+    missing_secret_registry_mirror_login:
         Case::workload()
             .after(W, "services:", r#"
                 |  registryMirrorConfiguration:
                 |    endpoint: harbor.internal
                 |    authenticate: true
             "#)
-            .err(InvalidValue, W, "authenticate");
+            .renders()
+            .warn(MissingSecret, W, "authenticate");
 
     invalid_type_registry_mirror_port_number:
         Case::workload()

@@ -465,6 +465,31 @@ fn a_cluster_directorys_encrypted_secrets_are_bound_to_the_management_side() {
     );
     assert_eq!(theirs[0]["stringData"]["password"], "hunter2");
 
+    // With an authenticated registry mirror, a cluster's machines read this Secret: dev, whose
+    // directory keeps it, validates clean; legacy, whose does not, is warned where the mirror is
+    // written (and still validates: an admin may create it by hand).
+    let mirror = "  registryMirrorConfiguration:\n    endpoint: mirror.corp.example\n    authenticate: true\n  clusterNetwork:\n";
+    for c in ["dev", "legacy"] {
+        let path = fleet
+            .path()
+            .join(format!("clusters/mgmt/workload-clusters/{c}/cluster.yaml"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("  clusterNetwork:\n"), "{c}");
+        std::fs::write(&path, text.replacen("  clusterNetwork:\n", mirror, 1)).unwrap();
+    }
+    let (ok, text) = validate(fleet.path());
+    assert!(ok, "{text}");
+    let warned: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("missing-secret"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(
+        warned[0].contains("legacy/cluster.yaml")
+            && warned[0].contains("legacy-registry-credentials"),
+        "{text}"
+    );
+
     let renamed = sops_encrypt(
         &keys,
         "n.yaml",
