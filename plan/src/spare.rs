@@ -82,7 +82,9 @@ pub fn shortfalls(
         if !stages::rolls_machines(e) || !live(&e.object) {
             continue;
         }
-        let Some(object) = desired.iter().find(|o| ObjectRef::of(o) == e.object) else {
+        // By identity: the plan's reference carries the hash and generation applied.
+        let key = e.object.key();
+        let Some(object) = desired.iter().find(|o| ObjectRef::of(o).key() == key) else {
             continue;
         };
         let Some((affinity, surge)) = need(object, desired) else {
@@ -205,7 +207,13 @@ mod tests {
             cluster: "w".into(),
             entries: objects
                 .iter()
-                .map(|o| Entry::new(ObjectRef::of(o), action, None))
+                .map(|o| {
+                    // As a real pass's entries are: with the hash and generation applied.
+                    let mut r = ObjectRef::of(o);
+                    r.hash = "applied-hash".into();
+                    r.generation = 3;
+                    Entry::new(r, action, None)
+                })
                 .collect(),
         }
     }

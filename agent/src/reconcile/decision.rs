@@ -347,7 +347,15 @@ impl Pass<'_> {
                     })
                     .map(|(r, _)| r.value())
                     .collect();
-                crate::plan::spare::spare_gate(plan, &facts, &desired, live, || self.live.servers())
+                crate::plan::spare::spare_gate(plan, &facts, &desired, live, || {
+                    let servers = self.live.servers();
+                    tracing::debug!(
+                        cluster = %entry.name,
+                        hardware = ?servers.as_ref().map(Vec::len),
+                        "spare-hardware gate: the Hardware read (None: unread, nothing held)"
+                    );
+                    servers
+                })
             }
             _ => None,
         };
