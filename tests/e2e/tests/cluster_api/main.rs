@@ -7,6 +7,7 @@
 //! its own. Each former test file is a module and its tests keep their names under it
 //! (`upgrades::...`).
 
+mod bare_metal;
 mod dashboard;
 mod lifecycle;
 mod mirror;
