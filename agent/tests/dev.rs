@@ -366,6 +366,39 @@ fn dev_up_validate_against_it_and_down() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The add-on kept encrypted in Git (team-token.sops.yaml), decrypted with the identity `dev
+    // up` gave the local cluster: its value inside `dev`, and nowhere in the repository.
+    let out = capstan_harness::run::kubectl_output(
+        &dev_kubeconfig,
+        &[
+            "-n",
+            "team-apps",
+            "get",
+            "secret",
+            "team-token",
+            "-o",
+            "jsonpath={.data.token}",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "cXVpY2tzdGFydC1kZW1vLXRva2VuLTVmMWQ=",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in capstan_harness::run::files_under(&qs, &[]) {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for value in [
+            "quickstart-demo-token",
+            "cXVpY2tzdGFydC1kZW1vLXRva2VuLTVmMWQ=",
+        ] {
+            assert!(
+                !text.contains(value),
+                "{} holds the add-on's value",
+                f.display()
+            );
+        }
+    }
     let out = Command::new("kubectl")
         .args(["--kubeconfig", &kubeconfig, "get", "namespace", "team-apps"])
         .output()

@@ -59,9 +59,37 @@ pub(super) fn up(dir: &Path, controllers: bool) -> anyhow::Result<(PersistentSta
             Duration::from_secs(60),
         )
         .await?;
+        quickstart_identity(&conn.client).await?;
         anyhow::Ok(state)
     })?;
     Ok((state, true))
+}
+
+/// The quick start's age identity (`examples/quickstart/quickstart.agekey`): a demo key,
+/// public in the repository, that the quick start's encrypted add-on is encrypted for.
+const QUICKSTART_AGE_KEY: &str = include_str!("../../../examples/quickstart/quickstart.agekey");
+
+/// Gives the local management cluster the quick start's age identity, as an admin gives a
+/// fleet's: the Secret the agent decrypts SOPS files with by default
+/// ([`crate::reconcile::addons::SOPS_AGE_SECRET`]), unless one exists (an identity of the user's own
+/// is left alone).
+async fn quickstart_identity(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let ns = crate::status::NAMESPACE;
+    let name = crate::reconcile::addons::SOPS_AGE_SECRET;
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), ns);
+    if api.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": {"quickstart.agekey": QUICKSTART_AGE_KEY},
+    }))?;
+    api.create(&Default::default(), &secret)
+        .await
+        .with_context(|| format!("creating Secret {ns}/{name}, the quick start's age identity"))?;
+    Ok(())
 }
 
 /// Stops the local management cluster of `dir`; whether one ran.
