@@ -64,6 +64,49 @@ fn hardware(name: &str, labels: Value) -> Value {
     })
 }
 
+/// The owner of kind `kind` of an object, if it has one yet.
+fn owner_of(
+    o: &DynamicObject,
+    kind: &str,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    o.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == kind)
+        .cloned()
+}
+
+/// CAPT's clean-up of a CAPT object going away: its inside (`inside`, of the same name) deleted
+/// and gone, then its finalizer dropped.
+async fn release(
+    o: &DynamicObject,
+    api: &Api<DynamicObject>,
+    inside: &Api<DynamicObject>,
+    finalizer: &str,
+) {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let _ = inside.delete(&name, &DeleteParams::default()).await;
+    while inside.get_opt(&name).await.unwrap().is_some() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let finalizers: Vec<String> = o
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    let _ = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
+        )
+        .await;
+}
+
 /// Plays CAPT's part (see the module docs) for the objects of one namespace.
 struct CaptStandIn {
     tasks: Tasks,
@@ -142,36 +185,11 @@ impl CaptStandIn {
                         continue;
                     };
                     let name = o.metadata.name.clone().unwrap_or_default();
-                    let Some(owner) = o
-                        .metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .find(|r| r.kind == "Cluster")
-                        .cloned()
-                    else {
+                    let Some(owner) = owner_of(&o, "Cluster") else {
                         continue;
                     };
                     if o.metadata.deletion_timestamp.is_some() {
-                        let _ = dev_clusters.delete(&name, &DeleteParams::default()).await;
-                        while dev_clusters.get_opt(&name).await.unwrap().is_some() {
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        let finalizers: Vec<String> = o
-                            .metadata
-                            .finalizers
-                            .iter()
-                            .flatten()
-                            .filter(|f| *f != CLUSTER_FINALIZER)
-                            .cloned()
-                            .collect();
-                        let _ = clusters
-                            .patch(
-                                &name,
-                                &PatchParams::default(),
-                                &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-                            )
-                            .await;
+                        release(&o, &clusters, &dev_clusters, CLUSTER_FINALIZER).await;
                         continue;
                     }
                     if !o
@@ -256,23 +274,17 @@ impl CaptStandIn {
                     continue;
                 };
                 let name = o.metadata.name.clone().unwrap_or_default();
-                let Some(owner) = o
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|r| r.kind == "Machine")
-                    .cloned()
-                else {
+                let Some(owner) = owner_of(&o, "Machine") else {
                     continue;
                 };
                 if o.metadata.deletion_timestamp.is_some() {
+                    // The Hardware is freed once the server's inside is gone.
                     let hw = text_at(&o.data, "/spec/hardwareName");
-                    let _ = dev_machines.delete(&name, &DeleteParams::default()).await;
-                    while dev_machines.get_opt(&name).await.unwrap().is_some() {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
                     if !hw.is_empty() {
+                        let _ = dev_machines.delete(&name, &DeleteParams::default()).await;
+                        while dev_machines.get_opt(&name).await.unwrap().is_some() {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
                         let free = json!({"metadata": {"labels": {
                             capstan_layout::hardware::OWNER_LABEL: null,
                             OWNER_NAMESPACE_LABEL: null,
@@ -282,21 +294,7 @@ impl CaptStandIn {
                             .await
                             .unwrap();
                     }
-                    let finalizers: Vec<String> = o
-                        .metadata
-                        .finalizers
-                        .iter()
-                        .flatten()
-                        .filter(|f| *f != MACHINE_FINALIZER)
-                        .cloned()
-                        .collect();
-                    let _ = machines
-                        .patch(
-                            &name,
-                            &PatchParams::default(),
-                            &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-                        )
-                        .await;
+                    release(&o, &machines, &dev_machines, MACHINE_FINALIZER).await;
                     continue;
                 }
                 if o.data.pointer("/status/ready") == Some(&json!(true))
