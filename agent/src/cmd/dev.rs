@@ -81,12 +81,12 @@ async fn quickstart_identity(client: &kube::Client) -> anyhow::Result<()> {
     if api.get_opt(name).await?.is_some() {
         return Ok(());
     }
-    let secret: Secret = serde_json::from_value(serde_json::json!({
+    let secret = serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": ns},
         "stringData": {"quickstart.agekey": QUICKSTART_AGE_KEY},
-    }))?;
-    api.create(&Default::default(), &secret)
+    });
+    crate::install::apply(client, &[secret], Duration::from_secs(30))
         .await
         .with_context(|| format!("creating Secret {ns}/{name}, the quick start's age identity"))?;
     Ok(())

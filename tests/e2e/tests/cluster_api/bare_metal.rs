@@ -33,7 +33,7 @@ const MACHINE_FINALIZER: &str = "tinkerbellmachine.infrastructure.cluster.x-k8s.
 const CLUSTER_FINALIZER: &str = "tinkerbellcluster.infrastructure.cluster.x-k8s.io";
 
 /// The string at JSON pointer `p` of `v`, "" when absent.
-fn text_at(v: &Value, p: &str) -> String {
+fn string_at(v: &Value, p: &str) -> String {
     v.pointer(p)
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -247,7 +247,7 @@ impl CaptStandIn {
                     // kube-vip's part, each time the kubeconfig is written.
                     let endpoint = loop {
                         let d = dev_clusters.get(&name).await.unwrap();
-                        let host = text_at(&d.data, "/spec/controlPlaneEndpoint/host");
+                        let host = string_at(&d.data, "/spec/controlPlaneEndpoint/host");
                         let port = d.data.pointer("/spec/controlPlaneEndpoint/port").cloned();
                         if !host.is_empty() {
                             break format!("https://{host}:{}", port.unwrap_or(json!(6443)));
@@ -279,7 +279,7 @@ impl CaptStandIn {
                 };
                 if o.metadata.deletion_timestamp.is_some() {
                     // The Hardware is freed once the server's inside is gone.
-                    let hw = text_at(&o.data, "/spec/hardwareName");
+                    let hw = string_at(&o.data, "/spec/hardwareName");
                     if !hw.is_empty() {
                         let _ = dev_machines.delete(&name, &DeleteParams::default()).await;
                         while dev_machines.get_opt(&name).await.unwrap().is_some() {
@@ -356,7 +356,7 @@ impl Provision {
                 return;
             }
             if let Some(m) = self.capi_machines.get_opt(&self.owner.name).await.unwrap()
-                && !text_at(&m.data, "/spec/bootstrap/dataSecretName").is_empty()
+                && !string_at(&m.data, "/spec/bootstrap/dataSecretName").is_empty()
             {
                 break m;
             }
@@ -367,7 +367,7 @@ impl Provision {
             let Some(o) = self.current().await else {
                 return;
             };
-            if !text_at(&o.data, "/spec/hardwareName").is_empty() {
+            if !string_at(&o.data, "/spec/hardwareName").is_empty() {
                 break;
             }
             let _one = self.binding.lock().await;
@@ -454,7 +454,7 @@ impl Provision {
             let d = self.dev_machines.get_opt(&self.name).await.unwrap();
             let id = d
                 .as_ref()
-                .map(|d| text_at(&d.data, "/spec/providerID"))
+                .map(|d| string_at(&d.data, "/spec/providerID"))
                 .unwrap_or_default();
             if !id.is_empty() {
                 break id;
@@ -518,13 +518,13 @@ async fn point_kubeconfig(secrets: Api<Secret>, cluster: String, endpoint: Strin
 }
 
 /// The ManagedCluster's Ready reason ("" without one).
-fn ready_reason(cluster: &str) -> String {
+fn managed_ready_reason(cluster: &str) -> String {
     managed_cluster_json(cluster)
         .and_then(|v| {
             v["status"]["conditions"]
                 .as_array()
                 .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| text_at(c, "/reason"))
+                .map(|c| string_at(c, "/reason"))
         })
         .unwrap_or_default()
 }
@@ -535,7 +535,7 @@ fn owners(ns: &str) -> BTreeMap<String, String> {
         .iter()
         .map(|h| {
             (
-                text_at(h, "/metadata/name"),
+                string_at(h, "/metadata/name"),
                 h["metadata"]["labels"][capstan_layout::hardware::OWNER_LABEL]
                     .as_str()
                     .unwrap_or("")
@@ -547,7 +547,7 @@ fn owners(ns: &str) -> BTreeMap<String, String> {
 
 /// The workload's spec: one control-plane machine and one worker, each on Hardware labelled for
 /// it and of its type.
-fn spec(mgmt: &str, ns: &str, version: &str) -> String {
+fn bare_metal_spec(mgmt: &str, ns: &str, version: &str) -> String {
     let config = |name: &str, kind: &str| {
         format!(
             "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: TinkerbellMachineConfig\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  osFamily: ubuntu\n  hardwareAffinity:\n    required:\n      - labelSelector:\n          matchLabels:\n            cluster.x-k8s.io/cluster-name: {CLUSTER}\n            type: {kind}\n  users:\n    - name: ec2-user\n      sshAuthorizedKeys:\n        - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBAlf8UkQwwdm0/3owGGfFx0nralmWRxinY3cBBi24tm ops@example\n"
@@ -576,7 +576,7 @@ async fn a_bare_metal_cluster_is_created_upgraded_on_spare_hardware_and_deleted(
         repo.mgmt
     ));
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(&file, spec(&repo.mgmt, &ns, "1.33")).unwrap();
+    std::fs::write(&file, bare_metal_spec(&repo.mgmt, &ns, "1.33")).unwrap();
     let fleet = repo.fleet();
     assert!(!fleet.has_errors(), "{:?}", fleet.all_diagnostics());
 
@@ -632,11 +632,11 @@ async fn a_bare_metal_cluster_is_created_upgraded_on_spare_hardware_and_deleted(
     assert_eq!(available, "True");
 
     // 1.33 → 1.34 with no spare Hardware: held, waiting for Hardware, nothing rolled.
-    std::fs::write(&file, spec(&repo.mgmt, &ns, "1.34")).unwrap();
+    std::fs::write(&file, bare_metal_spec(&repo.mgmt, &ns, "1.34")).unwrap();
     repo.revision += 1;
     let out = repo.pass(Some(CLUSTER)).await;
     assert_eq!(
-        ready_reason(CLUSTER),
+        managed_ready_reason(CLUSTER),
         "WaitingForHardware",
         "{}\n{:#?}\n{:?}",
         summary(&out),
