@@ -6,7 +6,8 @@
 //! external etcd and its count, the same worker groups with their counts, autoscaler bounds,
 //! Kubernetes versions and rollout strategies, the same networks and the same management
 //! cluster. What only the real infrastructure has — vSphere's placement and VM templates, the
-//! control plane's virtual IP, the machines' proxy and registry mirror, KMS encryption — cannot
+//! control plane's virtual IP, the machines' proxy and registry mirror, KMS encryption, the AWS
+//! IAM authenticator — cannot
 //! be carried over, and is said so, each with the file and line it was written at
 //! ([`NotCarried`]): never silently dropped.
 //!
@@ -20,6 +21,7 @@
 //! TinkerbellDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
 //! TinkerbellMachineConfig ─▶ (none: the backend simulates machines, not Hardware), listed
 //! TinkerbellTemplateConfig ─▶ (none: nothing is provisioned), listed
+//! AWSIamConfig            ─▶ (none, and taken out of identityProviderRefs), listed
 //! DockerDatacenterConfig  ─▶ the same, backend in-memory (containers listed when they were)
 //! anything else           ─▶ as it is
 //! ```
@@ -221,6 +223,17 @@ pub fn in_memory(docs: &[SourceDoc]) -> StandIn {
                 );
                 None
             }
+            (true, "AWSIamConfig") => {
+                note(
+                    "spec",
+                    format!(
+                        "AWS IAM authenticator {} (region {}): its certificate is the real cluster's Secret, and tokens are checked against AWS",
+                        text(&sd.doc.value, "/metadata/name"),
+                        text(&sd.doc.value["spec"], "/awsRegion"),
+                    ),
+                );
+                None
+            }
             (true, "DockerDatacenterConfig") => {
                 let backend = sd.doc.value["metadata"]["annotations"][DOCKER_BACKEND_ANNOTATION]
                     .as_str()
@@ -326,6 +339,20 @@ fn cluster(c: &Value, note: &mut impl FnMut(&str, String)) -> Value {
         }
     }
     let at = "spec";
+    // The AWS IAM authenticator goes with its config (above); an OIDC provider stays.
+    if let Some(refs) = spec
+        .get_mut("identityProviderRefs")
+        .and_then(Value::as_array_mut)
+    {
+        let before = refs.len();
+        refs.retain(|r| r["kind"] != "AWSIamConfig");
+        if refs.len() != before {
+            note(
+                "spec.identityProviderRefs",
+                "the AWS IAM authenticator (the API server's token webhook)".to_string(),
+            );
+        }
+    }
     take_out(
         spec,
         at,

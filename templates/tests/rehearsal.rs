@@ -547,3 +547,56 @@ fn a_bare_metal_cluster_keeps_its_shape_on_the_in_memory_backend() {
         );
     }
 }
+
+#[test]
+fn the_aws_iam_authenticator_is_listed_and_left_out_of_a_rehearsal_while_oidc_stays() {
+    let text = CLUSTER
+        .replace(
+            "kind: VSphereDatacenterConfig",
+            "kind: DockerDatacenterConfig",
+        )
+        .split("  proxyConfiguration:")
+        .next()
+        .unwrap()
+        .replace("    endpoint:\n      host: 10.20.0.10\n", "")
+        .replacen(
+            "spec:\n",
+            "spec:\n  identityProviderRefs:\n    - {kind: AWSIamConfig, name: prod-1-iam}\n    - {kind: OIDCConfig, name: prod-1-oidc}\n",
+            1,
+        );
+    let dc = "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: prod-1\n  namespace: team-a\nspec: {}\n";
+    let iam = "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: AWSIamConfig\nmetadata:\n  name: prod-1-iam\n  namespace: team-a\nspec:\n  awsRegion: us-west-2\n  backendMode: [EKSConfigMap]\n";
+    let oidc = "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: OIDCConfig\nmetadata:\n  name: prod-1-oidc\n  namespace: team-a\nspec:\n  clientId: k8s\n  issuerUrl: https://login.example.com\n";
+    let stand_in = rehearsal::in_memory(&docs(&[
+        ("c/cluster.yaml", text),
+        ("c/dc.yaml", dc.to_string()),
+        ("c/iam.yaml", iam.to_string()),
+        ("c/oidc.yaml", oidc.to_string()),
+    ]));
+    let said: Vec<String> = stand_in
+        .not_carried
+        .iter()
+        .map(NotCarried::to_string)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|s| s
+                .starts_with("c/iam.yaml:6: AWS IAM authenticator prod-1-iam (region us-west-2)")),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter()
+            .any(|s| s.starts_with("c/cluster.yaml:") && s.contains("token webhook")),
+        "{said:#?}"
+    );
+    assert!(
+        !stand_in
+            .docs
+            .iter()
+            .any(|d| d.doc.value["kind"] == "AWSIamConfig")
+    );
+    let (cluster, diags) = spec::parse_cluster(&stand_in.docs);
+    let cluster = cluster.unwrap_or_else(|| panic!("{diags:#?}"));
+    assert!(cluster.aws_iam.is_none());
+    assert!(cluster.oidc.is_some(), "the OIDC provider is rehearsed");
+}

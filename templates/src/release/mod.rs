@@ -74,6 +74,9 @@ pub struct VersionsBundle {
     pub nutanix: NutanixBundle,
     /// Tinkerbell (bare metal) images.
     pub tinkerbell: TinkerbellBundle,
+    /// EKS Anywhere's diagnostic collector image (`eksa.diagnosticCollector`), whose shell the
+    /// AWS IAM authenticator's init container runs; None when the bundle names none.
+    pub diagnostic_collector: Option<Image>,
 }
 
 /// The EKS-D build of one Kubernetes minor.
@@ -97,6 +100,9 @@ pub struct EksD {
     pub pause: Image,
     /// The CAPD node image.
     pub kind_node: Image,
+    /// The AWS IAM authenticator image of this build (`aws-iam-authenticator-image`); None when
+    /// the release names none.
+    pub aws_iam_auth: Option<Image>,
 }
 
 /// etcd of an EKS-D build.

@@ -76,6 +76,16 @@ pub(crate) struct RawVersionsBundle {
     pub vsphere: RawVSphere,
     pub nutanix: RawNutanix,
     pub tinkerbell: RawTinkerbell,
+    #[serde(default)]
+    pub eksa: Option<RawEksa>,
+}
+
+/// `eksa` of a versions bundle (only the diagnostic collector is read).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RawEksa {
+    #[serde(default)]
+    pub diagnostic_collector: Option<Image>,
 }
 
 /// `eksD` of a versions bundle.
@@ -228,6 +238,7 @@ impl RawVersionsBundle {
         let etcd_image = asset("etcd-image")?;
         let coredns = asset("coredns-image")?;
         let pause = asset("pause-image")?;
+        let aws_iam_auth = asset("aws-iam-authenticator-image").ok();
         let etcd = eksd
             .status
             .components
@@ -265,6 +276,7 @@ impl RawVersionsBundle {
                 },
                 pause,
                 kind_node: self.eks_d.kind_node,
+                aws_iam_auth,
             },
             cilium: CiliumBundle {
                 version: self.cilium.version,
@@ -285,6 +297,7 @@ impl RawVersionsBundle {
             tinkerbell: TinkerbellBundle {
                 kube_vip: self.tinkerbell.kube_vip,
             },
+            diagnostic_collector: self.eksa.and_then(|e| e.diagnostic_collector),
         })
     }
 }

@@ -27,6 +27,7 @@ use crate::identity::{CLUSTER_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::release::Release;
 use crate::spec::{Cluster, KubeVersion, Provider};
 
+pub mod authenticator;
 mod context;
 mod json_object;
 pub mod node;

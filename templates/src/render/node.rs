@@ -5,8 +5,8 @@
 //! The hardening EKS Anywhere applies is here: an audit policy and audit log for the API server,
 //! TLS cipher suites on every component that takes them, `profiling=false`, a read-only-port and
 //! anonymous-auth free kubelet on vSphere. So are the optional features: proxy and registry
-//! mirror files for containerd, OIDC and pod IAM flags, KMS encryption of etcd, kubelet
-//! configuration patches.
+//! mirror files for containerd, OIDC and pod IAM flags, the AWS IAM authenticator's webhook, KMS
+//! encryption of etcd, kubelet configuration patches.
 
 use std::collections::BTreeMap;
 
@@ -118,6 +118,12 @@ pub fn apiserver_args(c: &Cluster, minor: u32) -> Args {
         }
         put("oidc-username-claim", &o.username_claim);
         put("oidc-username-prefix", &o.username_prefix);
+    }
+    if c.aws_iam.is_some() {
+        a.insert(
+            "authentication-token-webhook-config-file".into(),
+            AWS_IAM_WEBHOOK_CONFIG.into(),
+        );
     }
     for (k, v) in &c.control_plane.api_server_extra_args {
         a.insert(k.clone(), v.clone());
@@ -400,6 +406,73 @@ fn mirror_login_command(m: &RegistryMirror) -> Option<String> {
     }
     cmd.push_str(&format!(" && rm -rf {d}"));
     Some(cmd)
+}
+
+/// Where the API server reads the AWS IAM authenticator's webhook configuration (a kubeconfig),
+/// inside its static pod.
+pub const AWS_IAM_WEBHOOK_CONFIG: &str = "/etc/kubernetes/aws-iam-authenticator/kubeconfig.yaml";
+/// The host directory of the authenticator's webhook kubeconfig (mounted at the directory of
+/// [`AWS_IAM_WEBHOOK_CONFIG`] in the API server, read by the authenticator from there).
+const AWS_IAM_HOST_DIR: &str = "/var/lib/kubeadm/aws-iam-authenticator/";
+/// The host directory of the authenticator's certificate and key (`/var/aws-iam-authenticator/`
+/// in the API server, which trusts the certificate as the webhook's CA).
+const AWS_IAM_PKI_DIR: &str = "/var/lib/kubeadm/aws-iam-authenticator/pki/";
+/// The API server's kubeconfig for the authenticator's webhook: the authenticator serves on the
+/// node's loopback (port 21362), with the certificate of the cluster's CA Secret.
+const AWS_IAM_WEBHOOK_KUBECONFIG: &str = "# clusters refers to the remote service.
+clusters:
+  - name: aws-iam-authenticator
+    cluster:
+      certificate-authority: /var/aws-iam-authenticator/cert.pem
+      server: https://localhost:21362/authenticate
+# users refers to the API Server's webhook configuration
+# (we don't need to authenticate the API server).
+users:
+  - name: apiserver
+# kubeconfig files require a context. Provide one for the API Server.
+current-context: webhook
+contexts:
+- name: webhook
+  context:
+    cluster: aws-iam-authenticator
+    user: apiserver
+";
+
+/// With an AWSIamConfig, the control-plane machines' files for the authenticator: the API
+/// server's webhook kubeconfig, and the certificate and key kubeadm's bootstrap fills from the
+/// cluster's [`crate::spec::aws_iam_ca_secret`] (the key never in an object's spec).
+pub fn aws_iam_files(c: &Cluster) -> Vec<Value> {
+    if c.aws_iam.is_none() {
+        return Vec::new();
+    }
+    let secret = crate::spec::aws_iam_ca_secret(&c.name);
+    let mut out = vec![json!({
+        "path": format!("{AWS_IAM_HOST_DIR}kubeconfig.yaml"),
+        "owner": "root:root",
+        "permissions": "0640",
+        "content": AWS_IAM_WEBHOOK_KUBECONFIG,
+    })];
+    for key in ["cert.pem", "key.pem"] {
+        out.push(json!({
+            "path": format!("{AWS_IAM_PKI_DIR}{key}"),
+            "owner": "root:root",
+            "permissions": "0640",
+            "contentFrom": {"secret": {"name": secret, "key": key}},
+        }));
+    }
+    out
+}
+
+/// With an AWSIamConfig, the API server's two volumes: the webhook kubeconfig's directory and
+/// the authenticator's certificate directory.
+pub fn aws_iam_volumes(c: &Cluster) -> Vec<Value> {
+    if c.aws_iam.is_none() {
+        return Vec::new();
+    }
+    vec![
+        json!({"name": "authconfig", "hostPath": AWS_IAM_HOST_DIR, "mountPath": "/etc/kubernetes/aws-iam-authenticator/", "readOnly": false}),
+        json!({"name": "awsiamcert", "hostPath": AWS_IAM_PKI_DIR, "mountPath": "/var/aws-iam-authenticator/", "readOnly": false}),
+    ]
 }
 
 /// The KMS EncryptionConfiguration of kube-apiserver.

@@ -83,10 +83,6 @@ pub const UNSUPPORTED_KINDS: &[(&str, &str)] = &[
         "the legacy AWS provider is not supported; capstan renders docker, vSphere, Nutanix and Tinkerbell (bare metal) clusters",
     ),
     (
-        "AWSIamConfig",
-        "AWS IAM authentication needs the authenticator EKS Anywhere's controller deploys and the CA Secret it creates; capstan does not run that controller: use an OIDCConfig identity provider",
-    ),
-    (
         "FluxConfig",
         "capstan is the fleet's GitOps agent and applies this repository itself; remove the FluxConfig and the Cluster's gitOpsRef",
     ),
@@ -179,6 +175,8 @@ pub struct Cluster {
     pub etcd_encryption: Vec<raw::EtcdEncryption>,
     /// The OIDC identity provider.
     pub oidc: Option<raw::OidcSpec>,
+    /// The AWS IAM authenticator (an AWSIamConfig identity provider), defaults applied.
+    pub aws_iam: Option<raw::AwsIamSpec>,
     /// The EKS Anywhere objects as they will be applied (namespace set, paused for the EKS-A
     /// controller so that capstan alone reconciles them), as text: a validated cluster is kept
     /// for as long as the agent runs.
@@ -493,6 +491,13 @@ pub struct RegistryMirror {
 /// machines never get another cluster's.
 pub fn registry_credentials_secret(cluster: &str) -> String {
     format!("{cluster}-registry-credentials")
+}
+
+/// The Secret the AWS IAM authenticator's certificate and key are read from, in the cluster's
+/// namespace (keys `cert.pem` and `key.pem`), as EKS Anywhere names it. The control-plane
+/// machines write both where the authenticator serves from and the API server trusts it.
+pub fn aws_iam_ca_secret(cluster: &str) -> String {
+    format!("{cluster}-aws-iam-authenticator-ca")
 }
 
 /// Per-group overrides of the MachineHealthCheck settings.

@@ -49,6 +49,7 @@ pub(crate) struct Objects {
     pub tinkerbell_machines: Vec<Parsed<raw::TinkerbellMachineSpec>>,
     pub tinkerbell_templates: Vec<Parsed<raw::TinkerbellTemplateSpec>>,
     pub oidc_configs: Vec<Parsed<raw::OidcSpec>>,
+    pub aws_iam_configs: Vec<Parsed<raw::AwsIamSpec>>,
     pub extras: Vec<ExtraObject>,
 }
 
@@ -127,10 +128,11 @@ fn classify(sd: &SourceDoc, src: usize, objects: &mut Objects, diags: &mut Vec<D
         "TinkerbellMachineConfig" => push(typed(sd, src, kind, diags), &mut objects.tinkerbell_machines),
         "TinkerbellTemplateConfig" => push(typed(sd, src, kind, diags), &mut objects.tinkerbell_templates),
         "OIDCConfig" => push(typed(sd, src, kind, diags), &mut objects.oidc_configs),
+        "AWSIamConfig" => push(typed(sd, src, kind, diags), &mut objects.aws_iam_configs),
         k => match UNSUPPORTED_KINDS.iter().find(|(u, _)| *u == k) {
             Some((_, why)) => diags.push(here(
                 Code::UnsupportedKind,
-                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, NutanixDatacenterConfig, NutanixMachineConfig, TinkerbellDatacenterConfig, TinkerbellMachineConfig, TinkerbellTemplateConfig, OIDCConfig)"),
+                format!("{k} is not supported: {why} (supported kinds: Cluster, DockerDatacenterConfig, VSphereDatacenterConfig, VSphereMachineConfig, NutanixDatacenterConfig, NutanixMachineConfig, TinkerbellDatacenterConfig, TinkerbellMachineConfig, TinkerbellTemplateConfig, OIDCConfig, AWSIamConfig)"),
                 "kind",
             )),
             None => diags.push(here(Code::UnsupportedKind, format!("unknown EKS Anywhere kind `{k}`"), "kind")),

@@ -70,7 +70,7 @@ pub struct ClusterSpec {
     /// Machine health check settings.
     #[serde(default)]
     pub machine_health_check: Option<MachineHealthCheck>,
-    /// Identity providers (OIDCConfig; AWSIamConfig is refused with a reason).
+    /// Identity providers: an OIDCConfig, an AWSIamConfig, at most one of each.
     #[serde(default)]
     pub identity_provider_refs: Vec<Ref>,
     /// HTTP(S) proxy of the machines.
@@ -186,6 +186,45 @@ pub struct Kms {
     /// How long kube-apiserver waits for the plugin (default 3s).
     #[serde(default)]
     pub timeout: Option<String>,
+}
+
+/// `AWSIamConfig.spec`: the AWS IAM authenticator's settings (EKS Anywhere's field names).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsIamSpec {
+    /// The AWS region of the STS endpoint tokens are checked against.
+    #[serde(default)]
+    pub aws_region: String,
+    /// Where the authenticator reads its mappings, in order (`EKSConfigMap`, `CRD`, `File`).
+    #[serde(default)]
+    pub backend_mode: Vec<String>,
+    /// IAM roles mapped to Kubernetes users and groups (the `aws-auth` ConfigMap).
+    #[serde(default)]
+    pub map_roles: Vec<IamMapping>,
+    /// IAM users mapped to Kubernetes users and groups.
+    #[serde(default)]
+    pub map_users: Vec<IamMapping>,
+    /// The AWS partition (default `aws`).
+    #[serde(default)]
+    pub partition: String,
+}
+
+/// One entry of `mapRoles` (`roleARN`) or `mapUsers` (`userARN`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IamMapping {
+    /// The role's ARN (`mapRoles`).
+    #[serde(default, rename = "roleARN")]
+    pub role_arn: Option<String>,
+    /// The user's ARN (`mapUsers`).
+    #[serde(default, rename = "userARN")]
+    pub user_arn: Option<String>,
+    /// The Kubernetes user name.
+    #[serde(default)]
+    pub username: String,
+    /// The Kubernetes groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// `OIDCConfig.spec`.

@@ -81,7 +81,7 @@ pub(super) fn control_plane(s: &Shared, cp_bundle: &VersionsBundle, cp_taints: &
             ("etcd_args", args_json(&node::etcd_args())),
             (
                 "extra_volumes",
-                Value::Array(cp_extra_volumes(cp.skip_admission, encryption.is_some())),
+                Value::Array(cp_extra_volumes(cluster, encryption.is_some())),
             ),
             ("apiserver_envs", apiserver_envs(cp.skip_admission)),
             ("files", Value::Array(cp_files)),
@@ -121,15 +121,24 @@ fn cp_files(
     let admission = cluster.control_plane.skip_admission.then(|| {
         json!({"path": node::ADMISSION_EXCLUSION_PATH, "owner": "root:root", "content": node::admission_exclusion_rules()})
     });
+    // EKS Anywhere's bare-metal template writes the AWS IAM authenticator's files right after
+    // the audit policy, the others after the registry mirror's.
+    let tinkerbell = matches!(cluster.provider, Provider::Tinkerbell(_));
     if !nutanix {
         cp_files.extend(admission.clone());
         cp_files.push(audit.clone());
+    }
+    if tinkerbell {
+        cp_files.extend(node::aws_iam_files(cluster));
     }
     if let Some(f) = node::proxy_file(cluster) {
         cp_files.push(f);
     }
     if let Some(m) = &cluster.registry_mirror {
         cp_files.extend(node::mirror_files(m, &cluster.name));
+    }
+    if !tinkerbell {
+        cp_files.extend(node::aws_iam_files(cluster));
     }
     if nutanix {
         cp_files.extend(admission);
@@ -148,8 +157,9 @@ fn apiserver_envs(skip_admission: bool) -> Value {
 }
 
 /// The API server's extra volumes: the audit policy and log, the admission exclusion rules when
-/// they are written, and with etcd encryption its config and the KMS plugin's socket directory.
-fn cp_extra_volumes(skip_admission: bool, encrypted: bool) -> Vec<Value> {
+/// they are written, the AWS IAM authenticator's two directories, and with etcd encryption its config and the KMS plugin's socket directory.
+fn cp_extra_volumes(cluster: &Cluster, encrypted: bool) -> Vec<Value> {
+    let skip_admission = cluster.control_plane.skip_admission;
     let mut extra_volumes = vec![
         json!({"name": "audit-policy", "hostPath": node::AUDIT_POLICY_PATH, "mountPath": node::AUDIT_POLICY_PATH, "pathType": "File", "readOnly": true}),
         json!({"name": "audit-log-dir", "hostPath": "/var/log/kubernetes", "mountPath": "/var/log/kubernetes", "pathType": "DirectoryOrCreate", "readOnly": false}),
@@ -157,6 +167,7 @@ fn cp_extra_volumes(skip_admission: bool, encrypted: bool) -> Vec<Value> {
     if skip_admission {
         extra_volumes.push(json!({"name": "admission-exclusion-rules", "hostPath": node::ADMISSION_EXCLUSION_PATH, "mountPath": node::ADMISSION_EXCLUSION_PATH, "pathType": "File", "readOnly": true}));
     }
+    extra_volumes.extend(node::aws_iam_volumes(cluster));
     if encrypted {
         extra_volumes.push(json!({"name": "encryption-config", "hostPath": node::ENCRYPTION_CONFIG_PATH, "mountPath": "/etc/kubernetes/enc/encryption-config.yaml", "pathType": "File", "readOnly": true}));
         extra_volumes.push(json!({"name": "kms-plugin", "hostPath": "/var/run/kmsplugin/", "mountPath": "/var/run/kmsplugin/", "readOnly": false}));

@@ -28,6 +28,7 @@ pub(super) fn eksa_objects(
         .chain(objects.tinkerbell_machines.iter().map(|p| &p.value))
         .chain(objects.tinkerbell_templates.iter().map(|p| &p.value))
         .chain(objects.oidc_configs.iter().map(|p| &p.value))
+        .chain(objects.aws_iam_configs.iter().map(|p| &p.value))
         .chain(objects.clusters.iter().map(|p| &p.value));
     values
         .map(|value| {

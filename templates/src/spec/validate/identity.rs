@@ -1,7 +1,12 @@
-//! The identity provider of a cluster: at most one OIDCConfig of the directory, referenced from
-//! `identityProviderRefs`, which sets the API server's OIDC flags. AWS IAM authentication is
-//! refused: it needs the authenticator EKS Anywhere's controller deploys, which capstan does not
-//! run. An OIDCConfig nothing references is warned about.
+//! The identity providers of a cluster, referenced from `identityProviderRefs`: at most one
+//! OIDCConfig of the directory, which sets the API server's OIDC flags, and at most one
+//! AWSIamConfig, which turns on the AWS IAM authenticator (its webhook on the control-plane
+//! machines, the authenticator itself inside the cluster as an add-on). Its checks are EKS
+//! Anywhere's (`awsiamconfig.go`): a region, a backend mode other than `MountedFile`, an ARN and a
+//! user name in every mapping; `partition` defaults to `aws`. The authenticator's inside is
+//! installed through the cluster's add-ons, which capstan applies to workload clusters only: a
+//! management cluster's AWSIamConfig is refused, saying so. A config nothing references is warned
+//! about.
 
 use super::{At, present};
 use crate::diag::Code;
@@ -46,15 +51,12 @@ pub(super) fn oidc(
                     ),
                 }
             }
-            "AWSIamConfig" => at.err(
-                Code::UnsupportedField,
-                &format!("{path}.kind"),
-                "AWS IAM authentication needs the authenticator EKS Anywhere's controller deploys and the CA Secret it creates, which capstan does not run: use an OIDCConfig identity provider",
-            ),
+            // Resolved by [`aws_iam`].
+            "AWSIamConfig" => {}
             other => at.err(
                 Code::InvalidValue,
                 &format!("{path}.kind"),
-                format!("identity provider kind `{other}` must be OIDCConfig"),
+                format!("identity provider kind `{other}` must be OIDCConfig or AWSIamConfig"),
             ),
         }
     }
@@ -103,5 +105,150 @@ fn check_oidc(at: &mut At, o: &raw::OidcSpec) {
             "spec.requiredClaims",
             "only one required claim is supported (as in EKS Anywhere)",
         );
+    }
+}
+
+/// EKS Anywhere's default `partition`.
+const DEFAULT_PARTITION: &str = "aws";
+
+/// The AWSIamConfig of `identityProviderRefs` (at most one), checked as EKS Anywhere checks it,
+/// `partition` defaulted. `management` is whether the cluster manages itself.
+pub(super) fn aws_iam(
+    at: &mut At,
+    spec: &raw::ClusterSpec,
+    configs: &[Parsed<raw::AwsIamSpec>],
+    docs: &[SourceDoc],
+    management: bool,
+) -> Option<raw::AwsIamSpec> {
+    let mut found = None;
+    for (i, r) in spec.identity_provider_refs.iter().enumerate() {
+        if r.kind != "AWSIamConfig" {
+            continue;
+        }
+        let path = format!("spec.identityProviderRefs[{i}]");
+        if found.is_some() {
+            at.err(
+                Code::InvalidValue,
+                &path,
+                "only one AWSIamConfig identity provider is supported (as in EKS Anywhere)",
+            );
+            continue;
+        }
+        if management {
+            at.err(
+                Code::UnsupportedField,
+                &format!("{path}.kind"),
+                "the AWS IAM authenticator runs inside its cluster, and capstan installs it there as an add-on of a workload cluster; a management cluster's is not installed by capstan: use an OIDCConfig identity provider on the management cluster",
+            );
+            continue;
+        }
+        match configs.iter().find(|c| c.meta.name == r.name) {
+            Some(c) => {
+                let mut cat = At {
+                    sd: &docs[c.src],
+                    diags: at.diags,
+                };
+                let mut spec = c.spec.clone();
+                check_aws_iam(&mut cat, &spec);
+                if spec.partition.is_empty() {
+                    spec.partition = DEFAULT_PARTITION.to_string();
+                }
+                found = Some(spec);
+            }
+            None if present(docs, "AWSIamConfig", Some(&r.name)) => {}
+            None => at.err(
+                Code::DanglingRef,
+                &format!("{path}.name"),
+                format!("AWSIamConfig `{}` is not in this cluster directory", r.name),
+            ),
+        }
+    }
+    for c in configs {
+        if !spec
+            .identity_provider_refs
+            .iter()
+            .any(|r| r.kind == "AWSIamConfig" && r.name == c.meta.name)
+        {
+            At {
+                sd: &docs[c.src],
+                diags: at.diags,
+            }
+            .warn(
+                Code::UnusedObject,
+                "metadata.name",
+                format!(
+                    "AWSIamConfig `{}` is not referenced by the cluster's identityProviderRefs",
+                    c.meta.name
+                ),
+            );
+        }
+    }
+    found
+}
+
+/// EKS Anywhere's checks of an AWSIamConfig: a region, at least one backend mode and none of
+/// them `MountedFile`, an ARN and a user name in every mapping.
+fn check_aws_iam(at: &mut At, s: &raw::AwsIamSpec) {
+    if s.aws_region.is_empty() {
+        at.err(
+            Code::MissingField,
+            "spec.awsRegion",
+            "AWSIamConfig needs awsRegion",
+        );
+    }
+    if s.backend_mode.is_empty() {
+        at.err(
+            Code::MissingField,
+            "spec.backendMode",
+            "AWSIamConfig needs backendMode (EKSConfigMap maps the roles and users of mapRoles and mapUsers)",
+        );
+    }
+    for (i, m) in s.backend_mode.iter().enumerate() {
+        if m == "MountedFile" {
+            at.err(
+                Code::InvalidValue,
+                &format!("spec.backendMode[{i}]"),
+                "the MountedFile backend is not supported (as in EKS Anywhere): use EKSConfigMap",
+            );
+        }
+    }
+    for (list, arn, items) in [
+        ("mapRoles", "roleARN", &s.map_roles),
+        ("mapUsers", "userARN", &s.map_users),
+    ] {
+        for (i, m) in items.iter().enumerate() {
+            let (own, other) = if arn == "roleARN" {
+                (&m.role_arn, &m.user_arn)
+            } else {
+                (&m.user_arn, &m.role_arn)
+            };
+            let at_item = format!("spec.{list}[{i}]");
+            if other.is_some() {
+                let wrong = if arn == "roleARN" {
+                    "userARN"
+                } else {
+                    "roleARN"
+                };
+                at.err(
+                    Code::InvalidValue,
+                    &format!("{at_item}.{wrong}"),
+                    format!("{list} entries name their ARN as {arn}"),
+                );
+            }
+            if own.as_deref().unwrap_or("").is_empty() {
+                at.err(
+                    Code::MissingField,
+                    &at_item,
+                    format!("every {list} entry needs {arn}"),
+                );
+            }
+            if m.username.is_empty() {
+                at.err(
+                    Code::MissingField,
+                    &at_item,
+                    format!("every {list} entry needs username"),
+                );
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@
 //!   mod.rs            the order of the checks; the one Cluster, names and namespaces, versions
 //!   provider.rs       the datacenter reference and the machine configs the parts reference
 //!   control_plane.rs  control plane and external etcd
-//!   identity.rs       the OIDCConfig identity provider
+//!   identity.rs       the identity providers: OIDCConfig, AWSIamConfig
 //!   workers.rs        worker node groups: names, counts, version skew, failure domains
 //!   network.rs        pod and service CIDRs, the CNI, node CIDR mask, resolv.conf
 //!   fields.rs         taints, labels, rollouts, CIDRs, Cilium, health checks
@@ -146,6 +146,13 @@ pub(crate) fn validate(
     let registry_mirror =
         options::registry_mirror(&mut at, spec.registry_mirror_configuration.as_ref());
     let pod_iam_issuer = options::pod_iam(&mut at, spec.pod_iam_config.as_ref());
+    let aws_iam = identity::aws_iam(
+        &mut at,
+        spec,
+        &objects.aws_iam_configs,
+        docs,
+        versions.management == name,
+    );
     license::license_token(&mut at, spec.license_token.as_ref());
     let etcd_encryption = options::etcd_encryption(
         &mut at,
@@ -183,6 +190,7 @@ pub(crate) fn validate(
         pod_iam_issuer,
         etcd_encryption,
         oidc,
+        aws_iam,
         eksa_objects,
         extra_objects: objects.extras,
         sources: sources(docs),
@@ -315,6 +323,12 @@ fn check_object_names(
                 .oidc_configs
                 .iter()
                 .map(|p| ("OIDCConfig", &p.meta, p.src)),
+        )
+        .chain(
+            objects
+                .aws_iam_configs
+                .iter()
+                .map(|p| ("AWSIamConfig", &p.meta, p.src)),
         );
     for (kind, meta, src) in all_meta {
         let mut at = At {
