@@ -120,10 +120,21 @@ impl Rule {
     }
 }
 
-/// The kinds capstan renders: group, resources, whether workload directories render them (else
-/// only management directories do), and why. The providers' kinds come from their descriptors
+/// Which directories' identities write a rendered kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writers {
+    /// Management and workload directories render it.
+    Both,
+    /// Only management directories render it.
+    Management,
+    /// Only workload directories render it (the AWS IAM authenticator's config: a management
+    /// cluster's is refused).
+    Workloads,
+}
+
+/// The kinds capstan renders: group, resources, which directories render them, and why. The providers' kinds come from their descriptors
 /// ([`capstan_templates::provider`]).
-fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
+fn rendered() -> Vec<(&'static str, Vec<&'static str>, Writers, &'static str)> {
     use capstan_templates::provider::PROVIDERS;
     let infrastructure: Vec<&'static str> = PROVIDERS
         .iter()
@@ -136,7 +147,10 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
     for k in PROVIDERS.iter().flat_map(|p| p.kinds.iter()) {
         others.entry(k.group).or_default().push(k.plural);
     }
-    let eksa: Vec<&'static str> = std::iter::once("clusters")
+    // The Cluster, the OIDC identity provider its `identityProviderRefs` may name, and each
+    // provider's datacenter and machine configs.
+    let eksa: Vec<&'static str> = ["clusters", "oidcconfigs"]
+        .into_iter()
         .chain(
             PROVIDERS
                 .iter()
@@ -147,61 +161,67 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
         (
             "cluster.x-k8s.io",
             vec!["clusters", "machinedeployments", "machinehealthchecks"],
-            true,
+            Writers::Both,
             "every cluster's Cluster API objects",
         ),
         (
             "controlplane.cluster.x-k8s.io",
             vec!["kubeadmcontrolplanes"],
-            true,
+            Writers::Both,
             "every cluster's control plane",
         ),
         (
             "bootstrap.cluster.x-k8s.io",
             vec!["kubeadmconfigtemplates"],
-            true,
+            Writers::Both,
             "every worker group's bootstrap template",
         ),
         (
             "infrastructure.cluster.x-k8s.io",
             infrastructure,
-            true,
+            Writers::Both,
             "each provider's infrastructure cluster and machine templates",
         ),
         (
             "etcdcluster.cluster.x-k8s.io",
             vec!["etcdadmclusters"],
-            true,
+            Writers::Both,
             "external etcd",
         ),
         (
             "addons.cluster.x-k8s.io",
             vec!["helmchartproxies"],
-            true,
+            Writers::Both,
             "the CNI (Cilium) through Cluster API's Helm add-on provider, and add-ons a directory carries",
         ),
         (
             "anywhere.eks.amazonaws.com",
             eksa,
-            true,
+            Writers::Both,
             "the EKS Anywhere objects of each cluster",
         ),
         (
             "anywhere.eks.amazonaws.com",
+            vec!["awsiamconfigs"],
+            Writers::Workloads,
+            "a workload cluster's AWS IAM authenticator (AWSIamConfig; refused on a management cluster)",
+        ),
+        (
+            "anywhere.eks.amazonaws.com",
             vec!["eksareleases"],
-            false,
+            Writers::Management,
             "the EKS Anywhere releases a management cluster's fleet uses",
         ),
         (
             "addons.cluster.x-k8s.io",
             vec!["clusterresourcesets"],
-            true,
+            Writers::Both,
             "vSphere clusters: the cloud-provider interface is installed through a ClusterResourceSet, as EKS Anywhere does; and resource sets a directory carries",
         ),
         (
             "",
             vec!["configmaps", "secrets"],
-            true,
+            Writers::Both,
             "vSphere clusters: the ClusterResourceSet's payloads (the CPI manifests, and its ServiceAccount as EKS Anywhere renders it, a Secret of type addons.cluster.x-k8s.io/resource-set); ConfigMaps and data-less Secrets a directory carries",
         ),
     ];
@@ -209,7 +229,7 @@ fn rendered() -> Vec<(&'static str, Vec<&'static str>, bool, &'static str)> {
         kinds.push((
             group,
             plurals,
-            true,
+            Writers::Both,
             "the other kinds a provider renders: vSphere's failure domains (a VSphereFailureDomain and a VSphereDeploymentZone per failure domain of a datacenter config, cluster-scoped, named for their cluster)",
         ));
     }
@@ -231,13 +251,15 @@ pub fn rules() -> Vec<Rule> {
             &format!("reading (watches, a live object to compare): {why}"),
         ));
     }
-    for (group, resources, workloads, why) in &rendered {
-        if *workloads {
+    for (group, resources, writers, why) in &rendered {
+        if *writers != Writers::Management {
             rules.push(Rule::new(Workload, group, resources, WRITE, why));
         }
     }
-    for (group, resources, _, why) in &rendered {
-        rules.push(Rule::new(Management, group, resources, WRITE, why));
+    for (group, resources, writers, why) in &rendered {
+        if *writers != Writers::Workloads {
+            rules.push(Rule::new(Management, group, resources, WRITE, why));
+        }
     }
     rules.extend([
         Rule::new(
@@ -363,7 +385,7 @@ pub fn rules() -> Vec<Rule> {
 /// What a management cluster's upgrade of itself needs besides the rules above: listing every
 /// kind the backup holds that the rules above do not already let it list — every kind of Cluster
 /// API's groups and EKS Anywhere's, as `clusterctl move` moves them all (a restore without, say,
-/// a cluster's IPAddressClaims, ClusterResourceSetBindings or OIDCConfig is not the fleet it was),
+/// a cluster's IPAddressClaims, ClusterResourceSetBindings or its release's Bundles is not the fleet it was),
 /// one rule per group; the clusters' Secrets, certificates and kubeconfigs a restore cannot do
 /// without are readable through the rule for vSphere's payloads. Then reading kube-vip's Lease
 /// and marking the control-plane machines that do not hold its address for deletion first.
@@ -422,8 +444,6 @@ fn self_upgrade_rules() -> Vec<Rule> {
                 "machinedeploymentupgrades",
                 "nodeupgrades",
                 "controlplaneupgrades",
-                "awsiamconfigs",
-                "oidcconfigs",
                 "gitopsconfigs",
                 "fluxconfigs",
                 "awsdatacenterconfigs",
@@ -565,9 +585,9 @@ mod tests {
             (w[1].holder, w[1].group.as_str(), w[1].resources[0].as_str()),
             (Holder::Management, "crd.example.com", "widgets")
         );
-        // Every rendered kind: read by the agent, written by the management identity, and by
-        // the workload identity unless only management clusters render it.
-        for (group, resources, workloads, _) in rendered() {
+        // Every rendered kind: read by the agent, written by the identities of the directories
+        // that render it.
+        for (group, resources, writers, _) in rendered() {
             for res in resources {
                 let holds = |holder: Holder, verbs: &[&str]| {
                     rules().iter().any(|r| {
@@ -578,8 +598,16 @@ mod tests {
                     })
                 };
                 assert!(holds(Holder::Cluster, READ), "{res}");
-                assert!(holds(Holder::Management, WRITE), "{res}");
-                assert_eq!(holds(Holder::Workload, WRITE), workloads, "{res}");
+                assert_eq!(
+                    holds(Holder::Management, WRITE),
+                    writers != Writers::Workloads,
+                    "{res}"
+                );
+                assert_eq!(
+                    holds(Holder::Workload, WRITE),
+                    writers != Writers::Management,
+                    "{res}"
+                );
             }
         }
     }

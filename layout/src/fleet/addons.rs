@@ -23,6 +23,9 @@
 //! in a shared set is the management cluster's, and the workload clusters that take the set are
 //! held with it.
 //!
+//! Besides what is written there, a cluster's add-ons include what capstan renders to run inside
+//! it: the AWS IAM authenticator of an AWSIamConfig (`rendered`).
+//!
 //! Apply order ([`rank`]): CustomResourceDefinitions and Namespaces first (they must exist before
 //! what lives in them), then cluster policy (quotas, priority and storage classes), identities
 //! and RBAC, configuration, Services, the workloads, and admission webhooks and APIServices last
@@ -639,6 +642,7 @@ pub fn attach(
             .unwrap_or_default();
         let (mut objects, more) = read(tree, &files, None, recipients, &scope(&entry.name, None));
         diags.extend(more);
+        objects.extend(rendered(entry, &mut diags));
         let labels = labels(entry);
         for (set, (set_objects, set_diags)) in sets.get(management).into_iter().flatten() {
             if !selects(configs.get(management), set, &labels) {
@@ -676,6 +680,45 @@ pub fn attach(
             .diagnostics
             .extend(diags.into_iter().map(|d| d.for_cluster(&name)));
         entry.addons = (!objects.is_empty()).then(|| Arc::new(objects));
+    }
+}
+
+/// The add-ons capstan renders for a cluster from its spec: the AWS IAM authenticator of an
+/// AWSIamConfig ([`capstan_templates::render::authenticator`]), each placed where that config is
+/// written (its file, the line of its name).
+fn rendered(entry: &ClusterEntry, diags: &mut Vec<Diagnostic>) -> Vec<Addon> {
+    let (Some(cluster), Some(release)) = (&entry.cluster, entry.release.as_deref()) else {
+        return Vec::new();
+    };
+    if cluster.aws_iam.is_none() {
+        return Vec::new();
+    }
+    let (file, pos) = cluster
+        .sources
+        .iter()
+        .find(|s| s.kind == "AWSIamConfig")
+        .map(|s| (s.file.clone(), s.pos))
+        .unwrap_or_else(|| (cluster.source.file.clone(), cluster.source.pos("kind")));
+    let line = pos.line;
+    match capstan_templates::render::authenticator::addons(cluster, release) {
+        Ok(values) => values
+            .into_iter()
+            .map(|value| Addon {
+                value,
+                file: file.clone(),
+                line,
+                set: None,
+                sealed: None,
+            })
+            .collect(),
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(Code::RenderFailed, e.to_string())
+                    .in_file(&file)
+                    .at(pos),
+            );
+            Vec::new()
+        }
     }
 }
 

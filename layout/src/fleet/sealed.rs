@@ -68,11 +68,12 @@ pub(super) fn strip(docs: &mut [Document]) {
     }
 }
 
-/// Warns where a cluster's machines read a login from a Secret that neither its directory nor its
-/// management directory keeps encrypted: an authenticated registry mirror's
-/// [`capstan_templates::spec::registry_credentials_secret`]. Its machines wait for it (Cluster
-/// API does not make their bootstrap data without it); an admin may create it on the management
-/// cluster by hand, so this is a warning.
+/// Warns where a cluster's machines read a login or key from a Secret that neither its
+/// directory nor its management directory keeps encrypted: an authenticated registry mirror's
+/// [`capstan_templates::spec::registry_credentials_secret`], an AWSIamConfig's
+/// [`capstan_templates::spec::aws_iam_ca_secret`]. Its machines wait for it (Cluster API does
+/// not make their bootstrap data without it); an admin may create it on the management cluster
+/// by hand, so this is a warning.
 pub(super) fn check_logins(clusters: &mut [ClusterEntry]) {
     let kept: BTreeSet<(String, String, String)> = clusters
         .iter()
@@ -90,36 +91,49 @@ pub(super) fn check_logins(clusters: &mut [ClusterEntry]) {
         let Some(cluster) = entry.cluster.clone() else {
             continue;
         };
-        if !cluster
+        let mut needed = Vec::new();
+        if cluster
             .registry_mirror
             .as_ref()
             .is_some_and(|m| m.authenticate)
         {
-            continue;
+            needed.push((
+                capstan_templates::spec::registry_credentials_secret(&cluster.name),
+                "the registry mirror's login",
+                "username and password",
+                "spec.registryMirrorConfiguration.authenticate",
+            ));
         }
-        let name = capstan_templates::spec::registry_credentials_secret(&cluster.name);
-        let key = (
-            entry.management().to_string(),
-            cluster.namespace.clone(),
-            name.clone(),
-        );
-        if kept.contains(&key) {
-            continue;
+        if cluster.aws_iam.is_some() {
+            needed.push((
+                capstan_templates::spec::aws_iam_ca_secret(&cluster.name),
+                "the AWS IAM authenticator's certificate",
+                "cert.pem and key.pem",
+                "spec.identityProviderRefs",
+            ));
         }
-        let ns = &cluster.namespace;
-        entry.diagnostics.push(
-            Diagnostic::warning(
-                Code::MissingSecret,
-                format!(
-                    "the registry mirror's login is read from Secret {ns}/{name} (keys username and password), which no SOPS file of this directory or the management directory holds: keep it there encrypted (`capstan secret encrypt`), or create it on the management cluster; the machines wait until it exists"
-                ),
-            )
-            .in_file(&cluster.source.file)
-            .at(cluster
-                .source
-                .pos("spec.registryMirrorConfiguration.authenticate"))
-            .for_cluster(&entry.name),
-        );
+        for (name, what, keys, field) in needed {
+            let key = (
+                entry.management().to_string(),
+                cluster.namespace.clone(),
+                name.clone(),
+            );
+            if kept.contains(&key) {
+                continue;
+            }
+            let ns = &cluster.namespace;
+            entry.diagnostics.push(
+                Diagnostic::warning(
+                    Code::MissingSecret,
+                    format!(
+                        "{what} is read from Secret {ns}/{name} (keys {keys}), which no SOPS file of this directory or the management directory holds: keep it there encrypted (`capstan secret encrypt`), or create it on the management cluster; the machines wait until it exists"
+                    ),
+                )
+                .in_file(&cluster.source.file)
+                .at(cluster.source.pos(field))
+                .for_cluster(&entry.name),
+            );
+        }
     }
 }
 

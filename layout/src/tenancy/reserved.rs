@@ -23,7 +23,8 @@
 /// Suffixes controllers append to a cluster's name for the Secrets and ConfigMaps they create,
 /// with who does. From Cluster API's `util/secret` purposes, its kubeadm bootstrap provider's
 /// init lock, etcdadm's lock, the vSphere and Nutanix credentials EKS Anywhere's templates
-/// (and capstan's) name per cluster, and the registry mirror login capstan's name per cluster.
+/// (and capstan's) name per cluster, the registry mirror login capstan's name per cluster, and
+/// the AWS IAM authenticator's certificate EKS Anywhere's templates name per cluster.
 pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     ("-kubeconfig", "Cluster API: the cluster's admin kubeconfig"),
     ("-ca", "Cluster API: the cluster's CA"),
@@ -54,6 +55,10 @@ pub const RESERVED_SUFFIXES: &[(&str, &str)] = &[
     (
         "-registry-credentials",
         "an authenticated registry mirror's login, read by the cluster's machines, as capstan's templates name it",
+    ),
+    (
+        "-aws-iam-authenticator-ca",
+        "the AWS IAM authenticator's certificate and key, read by the cluster's control-plane machines, as EKS Anywhere names it",
     ),
     (
         "-nutanix-ccm-secret",
@@ -157,13 +162,26 @@ mod tests {
             Some(("dev-cloud-provider", "-vsphere-credentials"))
         );
         assert_eq!(squatted("dev-apiserver-etcd-client", "dev"), None);
+        // dev's AWS IAM authenticator key, and the CA of a cluster that cannot exist: the
+        // admin's to write, not dev's.
+        assert_eq!(
+            squatted("dev-aws-iam-authenticator-ca", "dev"),
+            Some(("dev-aws-iam-authenticator", "-ca"))
+        );
+        assert_eq!(
+            reserved_for("dev-aws-iam-authenticator-ca").collect::<Vec<_>>(),
+            [
+                ("dev-aws-iam-authenticator", "-ca"),
+                ("dev", "-aws-iam-authenticator-ca")
+            ]
+        );
     }
 
     #[test]
     fn cluster_names_that_would_share_generated_names_are_reserved() {
         assert_eq!(
             reserved_cluster_suffixes(),
-            vec!["-etcd", "-cloud-provider"]
+            vec!["-etcd", "-cloud-provider", "-aws-iam-authenticator"]
         );
         assert_eq!(
             reserved_cluster_name("dev-etcd"),

@@ -891,6 +891,13 @@ pub const KINDS: &[Kind] = &[
         versions: &["v1alpha1"],
         rows: &[EKSA_PAUSED_ROW],
     },
+    Kind {
+        group: EKSA,
+        kind: "AWSIamConfig",
+        plural: "awsiamconfigs",
+        versions: &["v1alpha1"],
+        rows: &[EKSA_PAUSED_ROW],
+    },
 ];
 
 /// The table's kind of an object.
