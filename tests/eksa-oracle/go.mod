@@ -6,6 +6,7 @@ require (
 	github.com/aws/eks-anywhere v0.26.1
 	github.com/aws/eks-distro-build-tooling/release v0.0.0-20211103003257-a7e2379eae5e
 	github.com/go-logr/logr v1.4.3
+	github.com/google/uuid v1.6.0
 	k8s.io/apimachinery v0.34.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -41,7 +42,6 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/go-github/v35 v35.3.0 // indirect
 	github.com/google/go-querystring v1.1.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/imdario/mergo v0.3.16 // indirect

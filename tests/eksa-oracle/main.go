@@ -15,7 +15,8 @@
 // Cilium is not a Cluster API object in EKS Anywhere: its controller renders the Cilium Helm
 // chart into the workload cluster. The oracle captures what it would hand to Helm (chart, version
 // and values) through a Helm client that only records, and prints it as one more object of kind
-// CiliumHelmChart.
+// CiliumHelmChart. For an AWSIamConfig, the objects its controller applies inside the cluster
+// (the authenticator's manifest, with the case's cluster ID) are printed as they are.
 //
 // Input (stdin, JSON): {"cases": [{"name": "...", "spec": "<path>", "bundles": "<path>",
 // "eksd": ["<path>", ...], "eksaVersion": "v0.26.1"}]}. Output (stdout, JSON): {"<name>":
@@ -27,15 +28,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	eksdv1alpha1 "github.com/aws/eks-distro-build-tooling/release/api/v1alpha1"
 	"github.com/go-logr/logr"
+	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	anywherev1 "github.com/aws/eks-anywhere/pkg/api/v1alpha1"
+	"github.com/aws/eks-anywhere/pkg/awsiamauth"
 	"github.com/aws/eks-anywhere/pkg/clients/kubernetes"
 	"github.com/aws/eks-anywhere/pkg/cluster"
 	"github.com/aws/eks-anywhere/pkg/clusterapi"
@@ -60,6 +64,9 @@ type input struct {
 		// SkipValidation renders a spec EKS Anywhere's config validation refuses but its templates
 		// handle (control-plane-only clusters outside bare metal); the corpus says which and why.
 		SkipValidation bool `json:"skipValidation"`
+		// IamClusterID is the cluster ID the AWS IAM authenticator's manifest gets (EKS
+		// Anywhere draws a random one; capstan derives it from the cluster's names).
+		IamClusterID string `json:"iamClusterID"`
 	} `json:"cases"`
 }
 
@@ -139,7 +146,7 @@ func main() {
 		eksaRelease := &releasev1.EKSARelease{}
 		eksaRelease.Spec.Version = c.EksaVersion
 		eksaRelease.Spec.BundlesRef = releasev1.BundlesRef{Name: bundles.Name, Namespace: bundles.Namespace}
-		objs, err := render(c.Spec, bundles, eksd, eksaRelease, c.EksaVersion, c.SkipValidation)
+		objs, err := render(c.Spec, bundles, eksd, eksaRelease, c.EksaVersion, c.SkipValidation, c.IamClusterID)
 		if err != nil {
 			out[c.Name] = result{Error: err.Error()}
 			continue
@@ -153,7 +160,7 @@ func main() {
 	}
 }
 
-func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release, rel *releasev1.EKSARelease, version string, skipValidation bool) ([]json.RawMessage, error) {
+func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release, rel *releasev1.EKSARelease, version string, skipValidation bool, iamClusterID string) ([]json.RawMessage, error) {
 	cfg, err := cluster.ParseConfigFromFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("parsing: %w", err)
@@ -249,6 +256,13 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 		return nil, err
 	}
 	out = append(out, b)
+	if spec.AWSIamConfig != nil {
+		inside, err := iamManifest(spec, iamClusterID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inside...)
+	}
 	for _, o := range objs {
 		b, err := json.Marshal(o)
 		if err != nil {
@@ -257,6 +271,31 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 		// A provider's optional object left nil (Tinkerbell's registry credentials Secret).
 		if string(b) == "null" {
 			continue
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// iamManifest is what EKS Anywhere's controller applies inside the cluster for its AWSIamConfig
+// (awsiamauth.TemplateBuilder), each document as JSON.
+func iamManifest(spec *cluster.Spec, id string) ([]json.RawMessage, error) {
+	clusterID, err := uuid.Parse(id)
+	if err != nil {
+		return nil, fmt.Errorf("iamClusterID: %w", err)
+	}
+	manifest, err := (&awsiamauth.TemplateBuilder{}).GenerateManifest(spec, clusterID)
+	if err != nil {
+		return nil, fmt.Errorf("aws-iam-authenticator manifest: %w", err)
+	}
+	var out []json.RawMessage
+	for _, doc := range strings.Split(string(manifest), "\n---") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		b, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("aws-iam-authenticator manifest: %w", err)
 		}
 		out = append(out, b)
 	}

@@ -53,8 +53,8 @@ fn published(base: &str) -> HashMap<String, Vec<u8>> {
     }
     // Fields of the published shape capstan does not read are ignored.
     bundles = bundles.replace(
-        "    etcdadmController:\n",
-        "    certManager:\n      version: v1.16.4\n    eksa:\n      version: v0.26.1\n    etcdadmController:\n",
+        "    eksa:\n",
+        "    certManager:\n      version: v1.16.4\n    eksa:\n      version: v0.26.1\n",
     );
     out.insert(
         "/releases/bundles/104/manifest.yaml".into(),

@@ -87,6 +87,7 @@ fn run_oracle(cases: &[Case], scratch: &Path) -> BTreeMap<String, Result<Vec<Val
             "name": c.name, "spec": spec, "bundles": bundles, "eksd": eksd,
             "eksaVersion": c.release.version.to_string(),
             "skipValidation": c.tags.iter().any(|t| t == "control-plane-only"),
+            "iamClusterID": iam_cluster_id(c),
         }));
     }
     let mut child = Command::new(&oracle)
@@ -148,7 +149,8 @@ fn boot_mirror_logins(objects: &mut [Value], scratch: &Path) {
         let Some(files) = spec.get("files").and_then(Value::as_array).cloned() else {
             continue;
         };
-        if !files.iter().any(|f| f.get("contentFrom").is_some()) {
+        let is_login = |f: &Value| f["path"].as_str().is_some_and(|p| p.starts_with(login_dir));
+        if !files.iter().any(is_login) {
             continue;
         }
         let root = scratch.join(format!("machine-{n}"));
@@ -160,7 +162,9 @@ fn boot_mirror_logins(objects: &mut [Value], scratch: &Path) {
             let content = match f.pointer("/contentFrom/secret/key").and_then(Value::as_str) {
                 Some("username") => MIRROR_USER,
                 Some("password") => MIRROR_PASSWORD,
-                Some(other) => panic!("a file from Secret key {other}"),
+                // Another Secret's file (the AWS IAM authenticator's certificate): kept as it
+                // is, EKS Anywhere writes the same.
+                Some(_) => continue,
                 None => f["content"].as_str().unwrap(),
             };
             std::fs::write(path, content).unwrap();
@@ -189,8 +193,11 @@ fn boot_mirror_logins(objects: &mut [Value], scratch: &Path) {
         );
         let booted: Vec<Value> = files
             .into_iter()
-            .filter(|f| f.get("contentFrom").is_none())
+            .filter(|f| !is_login(f))
             .map(|mut f| {
+                if f.get("contentFrom").is_some() {
+                    return f;
+                }
                 f["content"] =
                     json!(std::fs::read_to_string(at(f["path"].as_str().unwrap())).unwrap());
                 f
@@ -201,20 +208,50 @@ fn boot_mirror_logins(objects: &mut [Value], scratch: &Path) {
     }
 }
 
-/// capstan's render of a case, or why capstan refused it.
-fn capstan_render(
-    c: &Case,
-    env: Option<&minijinja::Environment<'static>>,
-) -> Result<Vec<Value>, String> {
-    let docs: Vec<SourceDoc> = yaml::parse(&c.text)
+/// The AWS IAM authenticator's cluster ID capstan derives for a case's cluster (EKS Anywhere's
+/// draws a random one, so the oracle is handed this one); any UUID where capstan refuses the
+/// spec.
+fn iam_cluster_id(c: &Case) -> String {
+    parse_cluster(&source_docs(c))
+        .0
+        .map(|cl| render::authenticator::cluster_id(&cl.management, &cl.namespace, &cl.name))
+        .unwrap_or_else(|| "00000000-0000-8000-8000-000000000000".into())
+}
+
+fn source_docs(c: &Case) -> Vec<SourceDoc> {
+    yaml::parse(&c.text)
         .unwrap()
         .into_iter()
         .map(|doc| SourceDoc {
             file: PathBuf::from(format!("{}.yaml", c.name)),
             doc,
         })
-        .collect();
-    let (cluster, diags) = parse_cluster(&docs);
+        .collect()
+}
+
+/// The `aws-auth` ConfigMap's mappings read as YAML: EKS Anywhere writes them with Go's YAML
+/// encoder, capstan with its own; the authenticator reads the YAML, so that is what is compared.
+fn read_iam_mappings(objects: &mut [Value]) {
+    for o in objects {
+        if o["kind"] != "ConfigMap" || o.pointer("/metadata/name") != Some(&json!("aws-auth")) {
+            continue;
+        }
+        for key in ["mapRoles", "mapUsers"] {
+            if let Some(v) = o.pointer_mut(&format!("/data/{key}"))
+                && let Some(text) = v.as_str()
+            {
+                *v = yaml::parse_values(text).unwrap().remove(0);
+            }
+        }
+    }
+}
+
+/// capstan's render of a case, or why capstan refused it.
+fn capstan_render(
+    c: &Case,
+    env: Option<&minijinja::Environment<'static>>,
+) -> Result<Vec<Value>, String> {
+    let (cluster, diags) = parse_cluster(&source_docs(c));
     let show = |d: &[capstan_templates::Diagnostic]| {
         d.iter()
             .map(|d| d.to_string())
@@ -226,11 +263,14 @@ fn capstan_render(
     let release = resolved
         .release
         .ok_or_else(|| show(&resolved.diagnostics))?;
-    match env {
+    let mut objects = match env {
         None => render::render(&cluster, &release),
         Some(env) => render::render_with(env, &cluster, &release),
     }
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    // What capstan applies inside the cluster as its add-ons.
+    objects.extend(render::authenticator::addons(&cluster, &release).map_err(|e| e.to_string())?);
+    Ok(objects)
 }
 
 #[test]
@@ -259,7 +299,10 @@ fn capstan_renders_what_eks_anywhere_renders() {
             }
         };
         boot_mirror_logins(&mut ours, scratch.path());
-        let a = oracle::normalise(theirs, Side::Eksa);
+        let mut theirs = theirs.clone();
+        read_iam_mappings(&mut theirs);
+        read_iam_mappings(&mut ours);
+        let a = oracle::normalise(&theirs, Side::Eksa);
         let b = oracle::normalise(&ours, Side::Capstan);
         objects += a.len();
         let tags: Vec<&str> = c.tags.iter().map(String::as_str).collect();

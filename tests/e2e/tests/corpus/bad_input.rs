@@ -30,6 +30,20 @@ const W_EXTRA: &str = "clusters/mgmt/workload-clusters/w/extra.yaml";
 const MGMT2: &str = "clusters/mgmt2/cluster.yaml";
 const FLEET: &str = "clusters/mgmt/fleet.yaml";
 const W_ADDON: &str = "clusters/mgmt/workload-clusters/w/addons/team.yaml";
+const W_IAM: &str = "clusters/mgmt/workload-clusters/w/iam.yaml";
+/// A valid AWSIamConfig for `w` (cases break it).
+const AWS_IAM_CONFIG: &str = "apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+kind: AWSIamConfig
+metadata:
+  name: w-iam
+spec:
+  awsRegion: us-west-2
+  backendMode: [EKSConfigMap]
+  mapRoles:
+    - roleARN: arn:aws:iam::123456789012:role/admin
+      username: admin
+      groups: [system:masters]
+";
 
 /// A second management cluster (eksaVersion v0.25.2) for cases that need two.
 const MGMT2_CLUSTER: &str = r#"
@@ -1083,13 +1097,41 @@ corpus! {
             "#)
             .err(InvalidValue, W, "maxSurge");
 
-    unsupported_kind_aws_iam_identity_provider:
+    missing_secret_aws_iam_authenticator_ca:
         Case::workload()
-            .after(W, "datacenterRef:", r#"
-                identityProviderRefs:
-                  - {kind: AWSIamConfig, name: w-iam}
-            "#)
-            .err(UnsupportedField, W, "kind: AWSIamConfig");
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: AWSIamConfig, name: w-iam}]")
+            .file(W_IAM, AWS_IAM_CONFIG)
+            .renders()
+            .warn(MissingSecret, W, "identityProviderRefs");
+
+    missing_field_aws_iam_region:
+        Case::workload()
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: AWSIamConfig, name: w-iam}]")
+            .file(W_IAM, &AWS_IAM_CONFIG.replace("  awsRegion: us-west-2\n", ""))
+            .err(MissingField, W_IAM, "spec:");
+
+    invalid_value_aws_iam_mounted_file_backend:
+        Case::workload()
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: AWSIamConfig, name: w-iam}]")
+            .file(W_IAM, &AWS_IAM_CONFIG.replace("[EKSConfigMap]", "[EKSConfigMap, MountedFile]"))
+            .err(InvalidValue, W_IAM, "MountedFile");
+
+    missing_field_aws_iam_mapping_username:
+        Case::workload()
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: AWSIamConfig, name: w-iam}]")
+            .file(W_IAM, &AWS_IAM_CONFIG.replace("      username: admin\n", ""))
+            .err(MissingField, W_IAM, "roleARN: arn");
+
+    dangling_ref_aws_iam_config:
+        Case::workload()
+            .after(W, "datacenterRef:", "identityProviderRefs: [{kind: AWSIamConfig, name: w-iam}]")
+            .err(DanglingRef, W, "name: w-iam");
+
+    unsupported_field_aws_iam_on_the_management_cluster:
+        Case::management()
+            .after(M, "eksaVersion:", "identityProviderRefs: [{kind: AWSIamConfig, name: mgmt-iam}]")
+            .file("clusters/mgmt/iam.yaml", &AWS_IAM_CONFIG.replace("name: w-iam", "name: mgmt-iam"))
+            .err(UnsupportedField, M, "kind: AWSIamConfig");
 
     dangling_ref_oidc_config:
         Case::workload()

@@ -100,7 +100,7 @@ impl Bed {
         std::fs::write(path, text).unwrap();
     }
 
-    fn remove(&self, rel: &str) {
+    pub(super) fn remove(&self, rel: &str) {
         std::fs::remove_file(self.files.root.join(rel)).unwrap();
     }
 
@@ -161,7 +161,7 @@ impl Bed {
 
     /// Plays Cluster API's part: the workload cluster's kubeconfig Secret
     /// ([`capstan_harness::workload::kubeconfig_secret`]).
-    async fn kubeconfig_secret(&self, cluster: &str, kubeconfig: &str) {
+    pub(super) async fn kubeconfig_secret(&self, cluster: &str, kubeconfig: &str) {
         let cp = capstan_harness::shared().await;
         capstan_harness::workload::kubeconfig_secret(&cp.client(), &self.ns, cluster, kubeconfig)
             .await
@@ -169,7 +169,7 @@ impl Bed {
     }
 }
 
-async fn workload_server() -> ControlPlane {
+pub(super) async fn workload_server() -> ControlPlane {
     ControlPlane::start_with(StartOptions {
         install_crds: false,
         ..Default::default()
@@ -179,7 +179,7 @@ async fn workload_server() -> ControlPlane {
 }
 
 /// Plays the kubelet's part for `node-1` of workload `w` ([`capstan_harness::workload::ready_node`]).
-async fn ready_node_1(w: &ControlPlane) {
+pub(super) async fn ready_node_1(w: &ControlPlane) {
     capstan_harness::workload::ready_node(&w.client(), "node-1")
         .await
         .unwrap();

@@ -10,6 +10,7 @@
 
 mod addons;
 mod agent;
+mod aws_iam;
 mod backup;
 mod hostile_tenant;
 mod known_fields;

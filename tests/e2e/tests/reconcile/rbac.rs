@@ -172,7 +172,45 @@ fn every_kind_fleet(tag: &str) -> FleetDir {
         &dir.root.join("clusters").join(format!("q-{tag}")),
         &format!("q-{tag}"),
     );
+    // Identity providers: an OIDCConfig on a management and a workload cluster, an AWSIamConfig
+    // on a workload cluster (a management cluster's is refused).
+    identity_providers(
+        &dir.root.join("clusters").join(format!("m-{tag}")),
+        &format!("m-{tag}"),
+        &["OIDCConfig"],
+    );
+    identity_providers(
+        &dir.dir(&format!("d-{tag}")),
+        &format!("d-{tag}"),
+        &["OIDCConfig", "AWSIamConfig"],
+    );
     dir
+}
+
+/// Adds identity providers of `kinds` to the cluster in `dir`, named `<cluster>-<kind>`.
+fn identity_providers(dir: &std::path::Path, cluster: &str, kinds: &[&str]) {
+    let path = dir.join("cluster.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let namespace = text_namespace(&text).unwrap_or_default();
+    let name = |kind: &str| format!("{cluster}-{}", kind.to_lowercase());
+    let refs: String = kinds
+        .iter()
+        .map(|k| format!("    - {{kind: {k}, name: {}}}\n", name(k)))
+        .collect();
+    let from = "  datacenterRef:\n";
+    assert!(text.contains(from), "{}:\n{text}", path.display());
+    let mut text = text.replacen(from, &format!("  identityProviderRefs:\n{refs}{from}"), 1);
+    for k in kinds {
+        let spec = match *k {
+            "OIDCConfig" => "  clientId: k8s\n  issuerUrl: https://login.example.com\n",
+            _ => "  awsRegion: us-west-2\n  backendMode: [EKSConfigMap]\n",
+        };
+        text.push_str(&format!(
+            "---\napiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: {k}\nmetadata:\n  name: {}\n  namespace: {namespace}\nspec:\n{spec}",
+            name(k)
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
 }
 
 /// Adds the TinkerbellTemplateConfig `<cluster>-provision` to the bare-metal cluster in `dir`
