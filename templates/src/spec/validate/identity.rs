@@ -13,50 +13,74 @@ use crate::diag::Code;
 use crate::spec::parse::{Parsed, SourceDoc};
 use crate::spec::raw;
 
-/// The OIDCConfig of `identityProviderRefs` (at most one); an AWSIamConfig is refused where its
-/// kind is written.
+/// The OIDCConfig of `identityProviderRefs` (at most one); a kind other than OIDCConfig and
+/// AWSIamConfig is refused where it is written.
 pub(super) fn oidc(
     at: &mut At,
     spec: &raw::ClusterSpec,
     configs: &[Parsed<raw::OidcSpec>],
     docs: &[SourceDoc],
 ) -> Option<raw::OidcSpec> {
+    for (i, r) in spec.identity_provider_refs.iter().enumerate() {
+        if !matches!(r.kind.as_str(), "OIDCConfig" | "AWSIamConfig") {
+            at.err(
+                Code::InvalidValue,
+                &format!("spec.identityProviderRefs[{i}].kind"),
+                format!(
+                    "identity provider kind `{}` must be OIDCConfig or AWSIamConfig",
+                    r.kind
+                ),
+            );
+        }
+    }
+    resolve(at, spec, "OIDCConfig", configs, docs, check_oidc, None)
+}
+
+/// The config of `kind` that `identityProviderRefs` names (at most one, as in EKS Anywhere),
+/// checked by `check`: a second reference, or one to a config the directory does not hold, is an
+/// error at the reference; a config of the kind nothing references is warned about. With
+/// `refused`, every reference to the kind is that error at its `kind` instead.
+fn resolve<T: Clone>(
+    at: &mut At,
+    spec: &raw::ClusterSpec,
+    kind: &str,
+    configs: &[Parsed<T>],
+    docs: &[SourceDoc],
+    check: fn(&mut At, &T),
+    refused: Option<&str>,
+) -> Option<T> {
     let mut found = None;
     for (i, r) in spec.identity_provider_refs.iter().enumerate() {
+        if r.kind != kind {
+            continue;
+        }
         let path = format!("spec.identityProviderRefs[{i}]");
-        match r.kind.as_str() {
-            "OIDCConfig" => {
-                if found.is_some() {
-                    at.err(
-                        Code::InvalidValue,
-                        &path,
-                        "only one OIDCConfig identity provider is supported (as in EKS Anywhere)",
-                    );
-                    continue;
-                }
-                match configs.iter().find(|c| c.meta.name == r.name) {
-                    Some(c) => {
-                        let mut cat = At {
-                            sd: &docs[c.src],
-                            diags: at.diags,
-                        };
-                        check_oidc(&mut cat, &c.spec);
-                        found = Some(c.spec.clone());
-                    }
-                    None if present(docs, "OIDCConfig", Some(&r.name)) => {}
-                    None => at.err(
-                        Code::DanglingRef,
-                        &format!("{path}.name"),
-                        format!("OIDCConfig `{}` is not in this cluster directory", r.name),
-                    ),
-                }
-            }
-            // Resolved by [`aws_iam`].
-            "AWSIamConfig" => {}
-            other => at.err(
+        if let Some(why) = refused {
+            at.err(Code::UnsupportedField, &format!("{path}.kind"), why);
+            continue;
+        }
+        if found.is_some() {
+            at.err(
                 Code::InvalidValue,
-                &format!("{path}.kind"),
-                format!("identity provider kind `{other}` must be OIDCConfig or AWSIamConfig"),
+                &path,
+                format!("only one {kind} identity provider is supported (as in EKS Anywhere)"),
+            );
+            continue;
+        }
+        match configs.iter().find(|c| c.meta.name == r.name) {
+            Some(c) => {
+                let mut cat = At {
+                    sd: &docs[c.src],
+                    diags: at.diags,
+                };
+                check(&mut cat, &c.spec);
+                found = Some(c.spec.clone());
+            }
+            None if present(docs, kind, Some(&r.name)) => {}
+            None => at.err(
+                Code::DanglingRef,
+                &format!("{path}.name"),
+                format!("{kind} `{}` is not in this cluster directory", r.name),
             ),
         }
     }
@@ -64,7 +88,7 @@ pub(super) fn oidc(
         if !spec
             .identity_provider_refs
             .iter()
-            .any(|r| r.kind == "OIDCConfig" && r.name == c.meta.name)
+            .any(|r| r.kind == kind && r.name == c.meta.name)
         {
             At {
                 sd: &docs[c.src],
@@ -74,7 +98,7 @@ pub(super) fn oidc(
                 Code::UnusedObject,
                 "metadata.name",
                 format!(
-                    "OIDCConfig `{}` is not referenced by the cluster's identityProviderRefs",
+                    "{kind} `{}` is not referenced by the cluster's identityProviderRefs",
                     c.meta.name
                 ),
             );
@@ -112,7 +136,8 @@ fn check_oidc(at: &mut At, o: &raw::OidcSpec) {
 const DEFAULT_PARTITION: &str = "aws";
 
 /// The AWSIamConfig of `identityProviderRefs` (at most one), checked as EKS Anywhere checks it,
-/// `partition` defaulted. `management` is whether the cluster manages itself.
+/// `partition` defaulted. `management` is whether the cluster manages itself: its
+/// AWSIamConfig is refused at each reference.
 pub(super) fn aws_iam(
     at: &mut At,
     spec: &raw::ClusterSpec,
@@ -120,70 +145,22 @@ pub(super) fn aws_iam(
     docs: &[SourceDoc],
     management: bool,
 ) -> Option<raw::AwsIamSpec> {
-    let mut found = None;
-    for (i, r) in spec.identity_provider_refs.iter().enumerate() {
-        if r.kind != "AWSIamConfig" {
-            continue;
-        }
-        let path = format!("spec.identityProviderRefs[{i}]");
-        if found.is_some() {
-            at.err(
-                Code::InvalidValue,
-                &path,
-                "only one AWSIamConfig identity provider is supported (as in EKS Anywhere)",
-            );
-            continue;
-        }
-        if management {
-            at.err(
-                Code::UnsupportedField,
-                &format!("{path}.kind"),
-                "the AWS IAM authenticator runs inside its cluster, and capstan installs it there as an add-on of a workload cluster; a management cluster's is not installed by capstan: use an OIDCConfig identity provider on the management cluster",
-            );
-            continue;
-        }
-        match configs.iter().find(|c| c.meta.name == r.name) {
-            Some(c) => {
-                let mut cat = At {
-                    sd: &docs[c.src],
-                    diags: at.diags,
-                };
-                let mut spec = c.spec.clone();
-                check_aws_iam(&mut cat, &spec);
-                if spec.partition.is_empty() {
-                    spec.partition = DEFAULT_PARTITION.to_string();
-                }
-                found = Some(spec);
-            }
-            None if present(docs, "AWSIamConfig", Some(&r.name)) => {}
-            None => at.err(
-                Code::DanglingRef,
-                &format!("{path}.name"),
-                format!("AWSIamConfig `{}` is not in this cluster directory", r.name),
-            ),
-        }
+    let refused = management.then_some(
+        "the AWS IAM authenticator runs inside its cluster, and capstan installs it there as an add-on of a workload cluster; a management cluster's is not installed by capstan: use an OIDCConfig identity provider on the management cluster",
+    );
+    let mut found = resolve(
+        at,
+        spec,
+        "AWSIamConfig",
+        configs,
+        docs,
+        check_aws_iam,
+        refused,
+    )?;
+    if found.partition.is_empty() {
+        found.partition = DEFAULT_PARTITION.to_string();
     }
-    for c in configs {
-        if !spec
-            .identity_provider_refs
-            .iter()
-            .any(|r| r.kind == "AWSIamConfig" && r.name == c.meta.name)
-        {
-            At {
-                sd: &docs[c.src],
-                diags: at.diags,
-            }
-            .warn(
-                Code::UnusedObject,
-                "metadata.name",
-                format!(
-                    "AWSIamConfig `{}` is not referenced by the cluster's identityProviderRefs",
-                    c.meta.name
-                ),
-            );
-        }
-    }
-    found
+    Some(found)
 }
 
 /// EKS Anywhere's checks of an AWSIamConfig: a region, at least one backend mode and none of
