@@ -24,6 +24,7 @@ pub const COMMON_TEMPLATES: &[(&str, &str)] = provider_templates!("common":
     "etcd.yaml.j2",
     "health-checks.yaml.j2",
     "kcp-etcd.yaml.j2",
+    "packages.yaml.j2",
     "workers.yaml.j2",
 );
 

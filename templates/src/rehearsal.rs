@@ -7,13 +7,14 @@
 //! Kubernetes versions and rollout strategies, the same networks and the same management
 //! cluster. What only the real infrastructure has — vSphere's placement and VM templates, the
 //! control plane's virtual IP, the machines' proxy and registry mirror, KMS encryption, the AWS
-//! IAM authenticator — cannot
+//! IAM authenticator, curated packages — cannot
 //! be carried over, and is said so, each with the file and line it was written at
 //! ([`NotCarried`]): never silently dropped.
 //!
 //! ```text
 //! Cluster            datacenterRef ─▶ DockerDatacenterConfig (same name)    counts, versions,
-//!                    machineGroupRef, endpoint, proxy, mirror, KMS ─▶ listed rollouts, networks kept
+//!                    machineGroupRef, endpoint, proxy, mirror, KMS, packages ─▶ listed
+//!                                                          (counts, rollouts, networks kept)
 //! VSphereDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
 //! VSphereMachineConfig    ─▶ (none: the backend simulates machines), listed
 //! NutanixDatacenterConfig ─▶ DockerDatacenterConfig, capstan.dev/docker-backend: in-memory
@@ -372,6 +373,13 @@ fn cluster(c: &Value, note: &mut impl FnMut(&str, String)) -> Value {
         at,
         "etcdEncryption",
         "KMS encryption of etcd (a KMS plugin on real control-plane machines)",
+        note,
+    );
+    take_out(
+        spec,
+        at,
+        "packages",
+        "curated packages (the package controller's chart is pulled from EKS Anywhere's registry)",
         note,
     );
     c

@@ -600,3 +600,39 @@ fn the_aws_iam_authenticator_is_listed_and_left_out_of_a_rehearsal_while_oidc_st
     assert!(cluster.aws_iam.is_none());
     assert!(cluster.oidc.is_some(), "the OIDC provider is rehearsed");
 }
+
+#[test]
+fn curated_packages_are_listed_and_left_out_of_a_rehearsal() {
+    let text = CLUSTER
+        .replace(
+            "kind: VSphereDatacenterConfig",
+            "kind: DockerDatacenterConfig",
+        )
+        .split("  proxyConfiguration:")
+        .next()
+        .unwrap()
+        .replace("    endpoint:\n      host: 10.20.0.10\n", "")
+        .replacen(
+            "spec:\n",
+            "spec:\n  packages:\n    controller: {tag: v1}\n",
+            1,
+        );
+    let dc = "apiVersion: anywhere.eks.amazonaws.com/v1alpha1\nkind: DockerDatacenterConfig\nmetadata:\n  name: prod-1\n  namespace: team-a\nspec: {}\n";
+    let stand_in = rehearsal::in_memory(&docs(&[
+        ("c/cluster.yaml", text),
+        ("c/dc.yaml", dc.to_string()),
+    ]));
+    let said: Vec<String> = stand_in
+        .not_carried
+        .iter()
+        .map(NotCarried::to_string)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|s| s.starts_with("c/cluster.yaml:") && s.contains("curated packages")),
+        "{said:#?}"
+    );
+    let (cluster, diags) = spec::parse_cluster(&stand_in.docs);
+    let cluster = cluster.unwrap_or_else(|| panic!("{diags:#?}"));
+    assert!(cluster.packages.is_none());
+}

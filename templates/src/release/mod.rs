@@ -77,6 +77,19 @@ pub struct VersionsBundle {
     /// EKS Anywhere's diagnostic collector image (`eksa.diagnosticCollector`), whose shell the
     /// AWS IAM authenticator's init container runs; None when the bundle names none.
     pub diagnostic_collector: Option<Image>,
+    /// The curated packages controller's Helm chart (`packageController.helmChart`); None when
+    /// the bundle names none.
+    pub package_chart: Option<Chart>,
+}
+
+/// A Helm chart of a bundle: its name (the Helm release's) and its OCI reference with the
+/// version as tag.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Chart {
+    /// The chart's name, e.g. eks-anywhere-packages.
+    pub name: String,
+    /// registry/repository/chart:version, without a scheme.
+    pub uri: String,
 }
 
 /// The EKS-D build of one Kubernetes minor.

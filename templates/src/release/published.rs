@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError, TinkerbellBundle,
-    VSphereBundle, VersionsBundle,
+    Chart, CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError,
+    TinkerbellBundle, VSphereBundle, VersionsBundle,
 };
 
 /// `spec` of the EKS-A Release manifest.
@@ -78,6 +78,16 @@ pub(crate) struct RawVersionsBundle {
     pub tinkerbell: RawTinkerbell,
     #[serde(default)]
     pub eksa: Option<RawEksa>,
+    #[serde(default)]
+    pub package_controller: Option<RawPackageController>,
+}
+
+/// `packageController` of a versions bundle (only its Helm chart is read).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RawPackageController {
+    #[serde(default)]
+    pub helm_chart: Option<Chart>,
 }
 
 /// `eksa` of a versions bundle (only the diagnostic collector is read).
@@ -298,6 +308,7 @@ impl RawVersionsBundle {
                 kube_vip: self.tinkerbell.kube_vip,
             },
             diagnostic_collector: self.eksa.and_then(|e| e.diagnostic_collector),
+            package_chart: self.package_controller.and_then(|p| p.helm_chart),
         })
     }
 }

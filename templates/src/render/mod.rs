@@ -31,6 +31,7 @@ pub mod authenticator;
 mod context;
 mod json_object;
 pub mod node;
+pub mod packages;
 mod skeleton;
 mod slots;
 
@@ -174,6 +175,7 @@ pub fn render_with(
             "common/workers.yaml.j2",
             "common/health-checks.yaml.j2",
             "common/cni.yaml.j2",
+            "common/packages.yaml.j2",
         ]
         .map(String::from),
     );

@@ -42,18 +42,11 @@ pub const DEFAULT_NAMESPACE: &str = "eksa-system";
 /// EKS Anywhere fields capstan does not implement, by kind, each with the reason and what to do
 /// instead. `[*]` matches every list item. They are reported as `unsupported-field`, never
 /// dropped silently.
-pub const UNSUPPORTED: &[(&str, &str, &str)] = &[
-    (
-        "Cluster",
-        "spec.gitOpsRef",
-        "capstan is the fleet's GitOps agent and applies this repository itself; EKS Anywhere's Flux bootstrap does not apply: remove gitOpsRef",
-    ),
-    (
-        "Cluster",
-        "spec.packages",
-        "curated packages are installed by EKS Anywhere's package controller, which capstan does not run: install the packages as add-on objects of the cluster directory",
-    ),
-];
+pub const UNSUPPORTED: &[(&str, &str, &str)] = &[(
+    "Cluster",
+    "spec.gitOpsRef",
+    "capstan is the fleet's GitOps agent and applies this repository itself; EKS Anywhere's Flux bootstrap does not apply: remove gitOpsRef",
+)];
 
 /// EKS Anywhere kinds capstan does not handle, with the reason, so the error can say why and
 /// what to use instead rather than "unknown".
@@ -177,6 +170,9 @@ pub struct Cluster {
     pub oidc: Option<raw::OidcSpec>,
     /// The AWS IAM authenticator (an AWSIamConfig identity provider), defaults applied.
     pub aws_iam: Option<raw::AwsIamSpec>,
+    /// Curated packages: the package controller's settings, when the cluster asks for it
+    /// (a `packages` section that does not disable it); management clusters only.
+    pub packages: Option<raw::PackageConfiguration>,
     /// The EKS Anywhere objects as they will be applied (namespace set, paused for the EKS-A
     /// controller so that capstan alone reconciles them), as text: a validated cluster is kept
     /// for as long as the agent runs.

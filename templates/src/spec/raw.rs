@@ -88,6 +88,90 @@ pub struct ClusterSpec {
     /// EKS Anywhere's extended-support license (a JWT), carried on the Cluster object.
     #[serde(default)]
     pub license_token: Option<String>,
+    /// Curated packages: the package controller's settings.
+    #[serde(default)]
+    pub packages: Option<PackageConfiguration>,
+}
+
+/// `packages`: EKS Anywhere's curated packages controller (EKS-A's field names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PackageConfiguration {
+    /// No package controller on this cluster.
+    #[serde(default)]
+    pub disable: bool,
+    /// The controller's image and settings.
+    #[serde(default)]
+    pub controller: Option<PackageController>,
+    /// The ECR token refresher's cron job.
+    #[serde(default)]
+    pub cronjob: Option<PackageCronJob>,
+}
+
+/// `packages.controller`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PackageController {
+    /// Image repository of the controller.
+    #[serde(default)]
+    pub repository: String,
+    /// Image tag.
+    #[serde(default)]
+    pub tag: String,
+    /// Image digest.
+    #[serde(default)]
+    pub digest: String,
+    /// Run the controller without its admission webhooks.
+    #[serde(default)]
+    pub disable_webhooks: bool,
+    /// Environment of the controller, each `NAME=value`.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Requests and limits of the controller's container.
+    #[serde(default)]
+    pub resources: PackageResources,
+}
+
+/// `packages.controller.resources`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PackageResources {
+    /// Requests.
+    #[serde(default)]
+    pub requests: ImageResource,
+    /// Limits.
+    #[serde(default)]
+    pub limits: ImageResource,
+}
+
+/// CPU and memory of a container (`cpu`, `memory`; empty: not set).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageResource {
+    /// CPU, e.g. 100m.
+    #[serde(default)]
+    pub cpu: String,
+    /// Memory, e.g. 50Mi.
+    #[serde(default)]
+    pub memory: String,
+}
+
+/// `packages.cronjob`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PackageCronJob {
+    /// Image repository of the token refresher.
+    #[serde(default)]
+    pub repository: String,
+    /// Image tag.
+    #[serde(default)]
+    pub tag: String,
+    /// Image digest.
+    #[serde(default)]
+    pub digest: String,
+    /// Suspend the cron job.
+    #[serde(default)]
+    pub disable: bool,
 }
 
 /// `proxyConfiguration`.

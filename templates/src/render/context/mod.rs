@@ -390,6 +390,10 @@ pub(super) fn context(
         "cilium".into(),
         json!({"values": cilium, "reconcile_strategy": strategy}),
     );
+    ctx.insert(
+        "packages".into(),
+        super::packages::context(cluster, cp_bundle)?,
+    );
     Ok(ctx)
 }
 

@@ -33,6 +33,7 @@ mod license;
 mod network;
 mod nutanix;
 mod options;
+mod packages;
 mod provider;
 mod tinkerbell;
 mod vsphere;
@@ -154,6 +155,12 @@ pub(crate) fn validate(
         versions.management == name,
     );
     license::license_token(&mut at, spec.license_token.as_ref());
+    let packages = packages::packages(
+        &mut at,
+        spec.packages.as_ref(),
+        versions.management == name,
+        registry_mirror.as_ref(),
+    );
     let etcd_encryption = options::etcd_encryption(
         &mut at,
         spec.etcd_encryption.as_ref(),
@@ -191,6 +198,7 @@ pub(crate) fn validate(
         etcd_encryption,
         oidc,
         aws_iam,
+        packages,
         eksa_objects,
         extra_objects: objects.extras,
         sources: sources(docs),
