@@ -16,7 +16,9 @@
 // chart into the workload cluster. The oracle captures what it would hand to Helm (chart, version
 // and values) through a Helm client that only records, and prints it as one more object of kind
 // CiliumHelmChart. For an AWSIamConfig, the objects its controller applies inside the cluster
-// (the authenticator's manifest, with the case's cluster ID) are printed as they are.
+// (the authenticator's manifest, with the case's cluster ID) are printed as they are. A
+// management cluster's curated packages controller is what the CLI hands to Helm for it, printed
+// as an object of kind PackagesHelmChart (packages.go).
 //
 // Input (stdin, JSON): {"cases": [{"name": "...", "spec": "<path>", "bundles": "<path>",
 // "eksd": ["<path>", ...], "eksaVersion": "v0.26.1"}]}. Output (stdout, JSON): {"<name>":
@@ -256,6 +258,19 @@ func render(path string, bundles *releasev1.Bundles, eksd []eksdv1alpha1.Release
 		return nil, err
 	}
 	out = append(out, b)
+	// capstan installs the package controller only when the spec has a packages section that
+	// does not disable it (EKS Anywhere's CLI also when it has none).
+	if p := spec.Cluster.Spec.Packages; p != nil && !p.Disable {
+		chart, err := packagesChart(spec)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(chart)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
 	if spec.AWSIamConfig != nil {
 		inside, err := iamManifest(spec, iamClusterID)
 		if err != nil {

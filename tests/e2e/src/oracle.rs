@@ -19,7 +19,9 @@
 //! - apiVersions are compared as they are: both sides speak Cluster API's v1beta2 contract for
 //!   core objects and CAPD, v1beta1 for CAPV and etcdadm, so a version move is a difference;
 //! - capstan's HelmChartProxy for Cilium becomes the chart, version, namespace and values EKS-A's
-//!   Cilium installer hands to Helm (the oracle prints those as `CiliumHelmChart`).
+//!   Cilium installer hands to Helm (the oracle prints those as `CiliumHelmChart`), and its
+//!   HelmChartProxy for a management cluster's curated packages what EKS-A's CLI hands to Helm
+//!   for the package controller (`PackagesHelmChart`).
 //!
 //! What remains different must match an entry of [`ALLOWED`], each with its reason.
 
@@ -288,21 +290,35 @@ pub fn normalise(objects: &[Value], side: Side) -> BTreeMap<String, Value> {
     out
 }
 
-/// capstan's HelmChartProxy as what it hands to Helm: chart, version, namespace, values.
+/// capstan's HelmChartProxy as what it hands to Helm: chart, version, namespace, values (the
+/// values template run as the add-on provider runs it: these templates print text only). Cilium's
+/// becomes `CiliumHelmChart`; the package controller's `PackagesHelmChart`, named by its release,
+/// whose CRDs are installed (`skipCRDs` false: a management cluster's release).
 fn helm_chart_proxy(o: &Value) -> Value {
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let values = capstan_templates::yaml::parse_values(s("/spec/valuesTemplate"))
+    let text = s("/spec/valuesTemplate").replace("{{\"{{\"}}", "{{");
+    let values = capstan_templates::yaml::parse_values(&text)
         .ok()
         .and_then(|v| v.into_iter().next())
         .unwrap_or(Value::Null);
-    json!({
+    let mut v = json!({
         "kind": "CiliumHelmChart",
         "metadata": {"name": "cilium"},
         "chart": format!("{}/{}", s("/spec/repoURL"), s("/spec/chartName")),
         "version": s("/spec/version"),
         "namespace": s("/spec/namespace"),
         "values": values,
-    })
+    });
+    if s("/spec/releaseName") != "cilium" {
+        v["kind"] = json!("PackagesHelmChart");
+        v["metadata"] = json!({"name": s("/spec/releaseName")});
+        v["skipCRDs"] = json!(
+            o.pointer("/spec/options/skipCRDs")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        );
+    }
+    v
 }
 
 fn rename(v: &mut Value, renames: &BTreeMap<String, String>) {

@@ -168,6 +168,10 @@ pub const EKSA_ORACLE_MODULE: EmbeddedModule = EmbeddedModule {
             contents: include_str!("../../eksa-oracle/main.go"),
         },
         EmbeddedFile {
+            name: "packages.go",
+            contents: include_str!("../../eksa-oracle/packages.go"),
+        },
+        EmbeddedFile {
             name: "capc/go.mod",
             contents: include_str!("../../eksa-oracle/capc/go.mod"),
         },

@@ -1067,10 +1067,39 @@ corpus! {
 
     unsupported_fields_many_reported_together:
         Case::workload()
-            .after(W, "managementCluster:", "packages: {disable: true}")
             .after(W, "services:", "|  gitOpsRef: {kind: FluxConfig, name: w}")
-            .err(UnsupportedField, W, "packages")
-            .err(UnsupportedField, W, "gitOpsRef");
+            .file(W_EXTRA, r#"
+            apiVersion: anywhere.eks.amazonaws.com/v1alpha1
+            kind: SnowDatacenterConfig
+            metadata: {name: w}
+            spec: {}
+        "#)
+            .err(UnsupportedField, W, "gitOpsRef")
+            .err(UnsupportedKind, W_EXTRA, "kind");
+
+    unsupported_field_packages_of_a_workload_cluster:
+        Case::workload()
+            .after(W, "managementCluster:", "packages: {}")
+            .err(UnsupportedField, W, "packages");
+
+    unsupported_field_packages_with_an_authenticated_mirror:
+        Case::management()
+            .after(M, "eksaVersion:", "packages: {}")
+            .before(M, "clusterNetwork:", r#"
+                registryMirrorConfiguration:
+                  endpoint: harbor.internal
+                  authenticate: true
+            "#)
+            .err(UnsupportedField, M, "packages");
+
+    invalid_value_packages_controller_env:
+        Case::management()
+            .after(M, "eksaVersion:", r#"
+                packages:
+                  controller:
+                    env: [HTTP_TIMEOUT=30s, VERBOSE]
+            "#)
+            .err(InvalidValue, M, "VERBOSE");
 
     invalid_value_license_token_not_a_jwt:
         Case::workload()

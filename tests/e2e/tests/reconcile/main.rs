@@ -14,6 +14,7 @@ mod aws_iam;
 mod backup;
 mod hostile_tenant;
 mod known_fields;
+mod packages;
 mod rbac;
 mod reference_table;
 mod sealed;
