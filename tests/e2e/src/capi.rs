@@ -120,6 +120,15 @@ impl Repo {
         self.files.dir(cluster)
     }
 
+    /// Writes a workload's whole spec (`cluster.yaml` of its directory, made if need be); the
+    /// path it wrote.
+    pub fn write_spec(&self, cluster: &str, text: &str) -> PathBuf {
+        let file = self.dir(cluster).join("cluster.yaml");
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        fs::write(&file, text).unwrap();
+        file
+    }
+
     pub fn edit(&self, cluster: &str, from: &str, to: &str) {
         self.files.edit(cluster, from, to)
     }
@@ -382,6 +391,35 @@ pub fn managed_cluster_json(cluster: &str) -> Option<Value> {
     kubectl_items(&["get", "managedclusters.capstan.dev", "-n", "capstan-system"])
         .into_iter()
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(cluster))
+}
+
+/// The status of the Cluster API Cluster's `Available` condition ("" without one), from kubectl.
+pub fn cluster_available(cluster: &str, ns: &str) -> String {
+    shared_kubectl(&[
+        "get",
+        "clusters.cluster.x-k8s.io",
+        cluster,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+    ])
+}
+
+/// Asserts that the first event of `log` starting with `earlier` came before the first starting
+/// with `later` (each must be there).
+pub fn assert_before(log: &Log, earlier: &str, later: &str) {
+    let events = log.snapshot();
+    let at = |prefix: &str| {
+        events
+            .iter()
+            .position(|e| e.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in {events:#?}"))
+    };
+    assert!(
+        at(earlier) < at(later),
+        "`{earlier}` came after `{later}`: {events:#?}"
+    );
 }
 
 /// The API resource of a kind, its plural guessed from the kind.

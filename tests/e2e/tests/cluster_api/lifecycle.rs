@@ -39,16 +39,7 @@ async fn create_scale_and_remove_a_worker_group() {
     let machines = repo.machines("w-scale");
     assert_eq!(machines.len(), 3, "{machines:?}");
     assert!(all_running(&machines), "{machines:?}");
-    let available = shared_kubectl(&[
-        "get",
-        "clusters.cluster.x-k8s.io",
-        "w-scale",
-        "-n",
-        &repo.ns,
-        "-o",
-        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-    ]);
-    assert_eq!(available, "True");
+    assert_eq!(cluster_available("w-scale", &repo.ns), "True");
     assert_eq!(
         managed_cluster_json("w-scale").unwrap()["status"]["phase"],
         "Ready"

@@ -11,6 +11,8 @@ mod bare_metal;
 mod dashboard;
 mod lifecycle;
 mod mirror;
+mod nutanix;
 mod soak;
+mod stand_in;
 mod timing;
 mod upgrades;
