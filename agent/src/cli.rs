@@ -1035,6 +1035,12 @@ pub struct KubeconfigArgs {
     /// With --merge: also make it the current context.
     #[arg(long = "use", requires = "merge")]
     pub use_context: bool,
+    /// The kubeconfig EKS Anywhere gives the users of a cluster with an AWSIamConfig instead of
+    /// the admin's: the same server and CA, and a user that runs `aws-iam-authenticator token -i
+    /// <cluster ID>` (no credential in it; hand it to the people the AWSIamConfig maps). With
+    /// --merge its user entry is the name and `-aws`.
+    #[arg(long)]
+    pub aws_iam: bool,
     /// Connection (to the management cluster; with --merge, --kubeconfig is also the file
     /// written).
     #[command(flatten)]

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::config::{Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::config::{Context as KubeContext, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use kube::discovery::ApiResource;
 
 use crate::cli::KubeconfigArgs;
@@ -34,7 +34,7 @@ pub fn run(args: KubeconfigArgs) -> anyhow::Result<ExitCode> {
         bail!("`{}` is not a Cluster API Cluster's name", args.cluster);
     }
     let read = super::runtime()?.block_on(read(&args))?;
-    if !args.merge {
+    if !args.merge && read.aws_iam_id.is_none() {
         let mut out = std::io::stdout().lock();
         out.write_all(&read.value)?;
         out.flush()?;
@@ -43,17 +43,29 @@ pub fn run(args: KubeconfigArgs) -> anyhow::Result<ExitCode> {
     let source = format!("Secret {}/{}", read.namespace, read.secret);
     let text = std::str::from_utf8(&read.value)
         .map_err(|_| anyhow!("{source}: the kubeconfig is not UTF-8"))?;
-    let theirs =
+    let mut theirs =
         Kubeconfig::from_yaml(text).with_context(|| format!("{source}: not a kubeconfig"))?;
     if let Some(why) = crate::reconcile::addons::refused(&theirs) {
+        let not = if args.merge { "merged" } else { "used" };
         bail!(
-            "{source}: its kubeconfig's {why}, which Cluster API does not write: not merged (without --merge it is printed)"
+            "{source}: its kubeconfig's {why}, which Cluster API does not write: not {not} (without --merge or --aws-iam it is printed)"
         );
+    }
+    let mut user_suffix = "admin";
+    if let Some(id) = &read.aws_iam_id {
+        theirs =
+            aws_iam_kubeconfig(&theirs, &args.cluster, id).map_err(|e| anyhow!("{source}: {e}"))?;
+        user_suffix = "aws";
+        if !args.merge {
+            let yaml = capstan_templates::yaml::to_string(&serde_json::to_value(&theirs)?);
+            print!("{yaml}");
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     let path = target(args.kube.kubeconfig.as_deref())?;
     let name = args.context_name.as_deref().unwrap_or(&args.cluster);
     let mut mine = read_target(&path)?;
-    let replaced = merge(&mut mine, &theirs, name, args.use_context)
+    let replaced = merge(&mut mine, &theirs, name, user_suffix, args.use_context)
         .map_err(|e| anyhow!("merging {source} into {}: {e}", path.display()))?;
     let yaml = capstan_templates::yaml::to_string(&serde_json::to_value(&mine)?);
     write_private(&path, &yaml).with_context(|| format!("writing {}", path.display()))?;
@@ -70,11 +82,13 @@ pub fn run(args: KubeconfigArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What was read: where, and the kubeconfig's bytes as the Secret holds them.
+/// What was read: where, the kubeconfig's bytes as the Secret holds them, and with --aws-iam the
+/// cluster's AWS IAM authenticator ID.
 struct Read {
     namespace: String,
     secret: String,
     value: Vec<u8>,
+    aws_iam_id: Option<String>,
 }
 
 async fn read(args: &KubeconfigArgs) -> anyhow::Result<Read> {
@@ -124,11 +138,113 @@ async fn read(args: &KubeconfigArgs) -> anyhow::Result<Read> {
         .data
         .and_then(|mut d| d.remove("value"))
         .ok_or_else(|| anyhow!("Secret {namespace}/{name} has no key `value`"))?;
+    let aws_iam_id = if args.aws_iam {
+        Some(aws_iam_id(&conn.client, &namespace, cluster).await?)
+    } else {
+        None
+    };
     Ok(Read {
         namespace,
         secret: name,
         value: value.0,
+        aws_iam_id,
     })
+}
+
+/// The AWS IAM authenticator's cluster ID of `cluster`, derived as capstan renders it from the
+/// EKS Anywhere Cluster on the management cluster (its management cluster, namespace and name);
+/// refused when that Cluster names no AWSIamConfig.
+async fn aws_iam_id(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> anyhow::Result<String> {
+    let eksa = ApiResource {
+        group: capstan_templates::spec::EKSA_GROUP.into(),
+        version: "v1alpha1".into(),
+        api_version: capstan_templates::spec::EKSA_API_VERSION.into(),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    };
+    let what = format!("EKS Anywhere Cluster {namespace}/{cluster}");
+    let c = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &eksa)
+        .get_opt(cluster)
+        .await
+        .with_context(|| format!("reading {what}"))?
+        .ok_or_else(|| anyhow!("no {what}: --aws-iam is for clusters capstan applies"))?;
+    let spec = &c.data["spec"];
+    let with_iam = spec["identityProviderRefs"]
+        .as_array()
+        .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "AWSIamConfig"));
+    if !with_iam {
+        bail!(
+            "{what} names no AWSIamConfig in identityProviderRefs: its API server does not ask the AWS IAM authenticator"
+        );
+    }
+    let management = spec["managementCluster"]["name"]
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| anyhow!("{what} has no spec.managementCluster.name"))?;
+    Ok(capstan_templates::render::authenticator::cluster_id(
+        management, namespace, cluster,
+    ))
+}
+
+/// The kubeconfig EKS Anywhere writes for an AWS IAM authenticator's users
+/// (`<cluster>-aws.kubeconfig`): `theirs`' cluster entry (server, CA) as cluster `cluster`, and
+/// context and user `<cluster>-aws`, the user running `aws-iam-authenticator token -i <id>`.
+fn aws_iam_kubeconfig(theirs: &Kubeconfig, cluster: &str, id: &str) -> Result<Kubeconfig, String> {
+    let (_, entry, _) = current(theirs)?;
+    let entry = serde_json::to_value(&entry.cluster).map_err(|e| e.to_string())?;
+    let user = format!("{cluster}-aws");
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": cluster, "cluster": entry}],
+        "contexts": [{"name": user, "context": {"cluster": cluster, "user": user}}],
+        "current-context": user,
+        "users": [{"name": user, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "aws-iam-authenticator",
+            "args": ["token", "-i", id],
+        }}}],
+    }))
+    .map_err(|e| e.to_string())
+}
+
+/// `theirs`' current context (its current one, else its only one) with its cluster entry and
+/// user entry.
+type Current<'a> = (&'a KubeContext, &'a NamedCluster, Option<&'a NamedAuthInfo>);
+
+fn current(theirs: &Kubeconfig) -> Result<Current<'_>, String> {
+    let chosen = match &theirs.current_context {
+        Some(current) => theirs.contexts.iter().find(|c| &c.name == current),
+        None if theirs.contexts.len() == 1 => theirs.contexts.first(),
+        None => None,
+    };
+    let Some(ctx) = chosen.and_then(|c| c.context.as_ref()) else {
+        return Err(format!(
+            "it has no current context (and {} contexts)",
+            theirs.contexts.len()
+        ));
+    };
+    let cluster = theirs
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .ok_or_else(|| format!("its context names cluster `{}`, not in it", ctx.cluster))?;
+    let user = match &ctx.user {
+        Some(u) => Some(
+            theirs
+                .auth_infos
+                .iter()
+                .find(|a| &a.name == u)
+                .ok_or_else(|| format!("its context names user `{u}`, not in it"))?,
+        ),
+        None => None,
+    };
+    Ok((ctx, cluster, user))
 }
 
 /// The namespace of the only Cluster API Cluster named `cluster`.
@@ -208,42 +324,18 @@ fn read_target(path: &Path) -> anyhow::Result<Kubeconfig> {
 }
 
 /// Adds `theirs`' context (its current one, else its only one) to `mine` as context `name`, with
-/// its cluster as cluster `name` and its user as user `name-admin`, each replacing an entry of
-/// that name; makes it the current context when `make_current`. Whether the context was there
-/// before. Refused when an entry it would replace is used by another context.
+/// its cluster as cluster `name` and its user as user `name-<user_suffix>`, each replacing an
+/// entry of that name; makes it the current context when `make_current`. Whether the context was
+/// there before. Refused when an entry it would replace is used by another context.
 fn merge(
     mine: &mut Kubeconfig,
     theirs: &Kubeconfig,
     name: &str,
+    user_suffix: &str,
     make_current: bool,
 ) -> Result<bool, String> {
-    let chosen = match &theirs.current_context {
-        Some(current) => theirs.contexts.iter().find(|c| &c.name == current),
-        None if theirs.contexts.len() == 1 => theirs.contexts.first(),
-        None => None,
-    };
-    let Some(ctx) = chosen.and_then(|c| c.context.as_ref()) else {
-        return Err(format!(
-            "it has no current context (and {} contexts)",
-            theirs.contexts.len()
-        ));
-    };
-    let cluster = theirs
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)
-        .ok_or_else(|| format!("its context names cluster `{}`, not in it", ctx.cluster))?;
-    let user = match &ctx.user {
-        Some(u) => Some(
-            theirs
-                .auth_infos
-                .iter()
-                .find(|a| &a.name == u)
-                .ok_or_else(|| format!("its context names user `{u}`, not in it"))?,
-        ),
-        None => None,
-    };
-    let user_name = format!("{name}-admin");
+    let (ctx, cluster, user) = current(theirs)?;
+    let user_name = format!("{name}-{user_suffix}");
     for other in mine.contexts.iter().filter(|c| c.name != name) {
         let Some(c) = &other.context else { continue };
         if c.cluster == name {
@@ -389,7 +481,7 @@ current-context: mgmt
     fn merging_adds_a_context_of_its_own_and_keeps_the_rest() {
         let theirs = Kubeconfig::from_yaml(CAPI).unwrap();
         let mut mine = Kubeconfig::from_yaml(MINE).unwrap();
-        assert!(!merge(&mut mine, &theirs, "w", false).unwrap());
+        assert!(!merge(&mut mine, &theirs, "w", "admin", false).unwrap());
         let kc = round_trip(&mine);
         assert_eq!(kc.current_context.as_deref(), Some("mgmt"));
         let names = |v: Vec<&String>| v.into_iter().cloned().collect::<Vec<_>>();
@@ -433,8 +525,8 @@ current-context: mgmt
     fn merging_again_replaces_and_use_makes_it_current() {
         let theirs = Kubeconfig::from_yaml(CAPI).unwrap();
         let mut mine = Kubeconfig::from_yaml(MINE).unwrap();
-        merge(&mut mine, &theirs, "w", false).unwrap();
-        assert!(merge(&mut mine, &theirs, "w", true).unwrap());
+        merge(&mut mine, &theirs, "w", "admin", false).unwrap();
+        assert!(merge(&mut mine, &theirs, "w", "admin", true).unwrap());
         assert_eq!(mine.contexts.len(), 2);
         assert_eq!(mine.clusters.len(), 2);
         assert_eq!(mine.auth_infos.len(), 2);
@@ -445,15 +537,15 @@ current-context: mgmt
     fn an_entry_another_context_uses_is_not_replaced() {
         let theirs = Kubeconfig::from_yaml(CAPI).unwrap();
         let mut mine = Kubeconfig::from_yaml(MINE).unwrap();
-        let e = merge(&mut mine, &theirs, "mgmt-2", false);
+        let e = merge(&mut mine, &theirs, "mgmt-2", "admin", false);
         assert!(e.is_ok());
-        let e = merge(&mut mine, &theirs, "me", false);
+        let e = merge(&mut mine, &theirs, "me", "admin", false);
         assert!(e.is_ok(), "a user entry `me-admin` is free: {e:?}");
-        let e = merge(&mut mine, &theirs, "mgmt", false);
+        let e = merge(&mut mine, &theirs, "mgmt", "admin", false);
         assert!(e.is_ok(), "context mgmt itself is replaced: {e:?}");
         let mut mine = Kubeconfig::from_yaml(MINE).unwrap();
         mine.contexts[0].name = "other".into();
-        let e = merge(&mut mine, &theirs, "mgmt", false).unwrap_err();
+        let e = merge(&mut mine, &theirs, "mgmt", "admin", false).unwrap_err();
         assert!(
             e.contains("cluster entry `mgmt` is used by context `other`"),
             "{e}"
@@ -467,10 +559,10 @@ current-context: mgmt
         let mut two = theirs.contexts[0].clone();
         two.name = "again".into();
         theirs.contexts.push(two);
-        let e = merge(&mut Kubeconfig::default(), &theirs, "w", false).unwrap_err();
+        let e = merge(&mut Kubeconfig::default(), &theirs, "w", "admin", false).unwrap_err();
         assert!(e.contains("no current context"), "{e}");
         theirs.contexts.pop();
-        assert!(merge(&mut Kubeconfig::default(), &theirs, "w", false).is_ok());
+        assert!(merge(&mut Kubeconfig::default(), &theirs, "w", "admin", false).is_ok());
     }
 
     #[test]

@@ -259,3 +259,162 @@ async fn a_workload_clusters_kubeconfig_is_printed_and_merged_as_a_context() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `--aws-iam`: EKS Anywhere's kubeconfig for the users of a cluster with an AWSIamConfig. The
+/// server and CA are those of Cluster API's Secret, the user runs `aws-iam-authenticator token
+/// -i <ID>` with the ID capstan renders into the cluster's authenticator. kubectl runs it: a
+/// stand-in for the authenticator on PATH (named as such: the real one asks AWS STS) records its
+/// arguments and hands over a token the API server does not know, so kubectl reaches the server
+/// over TLS with that CA and is told Unauthorized. A cluster without an AWSIamConfig is refused.
+#[tokio::test]
+async fn the_aws_iam_kubeconfig_runs_the_authenticator_with_the_clusters_id() {
+    let cp = capstan_harness::shared().await;
+    let client = cp.client();
+    let space = cp.test_namespace("kubeconfig-iam").await.unwrap();
+    let ns = space.name().to_string();
+    let admin = cp.kubeconfig_path();
+    let a = admin.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    for name in ["kc-iam", "kc-plain"] {
+        create_cluster(&client, &ns, name).await;
+        create_kubeconfig_secret(
+            &client,
+            &ns,
+            name,
+            "cluster.x-k8s.io/secret",
+            cp.kubeconfig_yaml(),
+        )
+        .await;
+    }
+    // The EKS Anywhere Clusters capstan applies (paused) beside them.
+    let eksa = ApiResource {
+        group: "anywhere.eks.amazonaws.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "anywhere.eks.amazonaws.com/v1alpha1".into(),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    };
+    for (name, refs) in [
+        (
+            "kc-iam",
+            json!([{"kind": "AWSIamConfig", "name": "kc-iam-auth"}]),
+        ),
+        ("kc-plain", json!([])),
+    ] {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "anywhere.eks.amazonaws.com/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "kubernetesVersion": "1.33",
+                "managementCluster": {"name": "kc-mgmt"},
+                "identityProviderRefs": refs,
+            }
+        }))
+        .unwrap();
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &eksa)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+
+    let out = capstan_at_home(
+        &["kubeconfig", "kc-iam", "--aws-iam", "--kubeconfig", a],
+        home,
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: serde_json::Value = capstan_templates::yaml::parse_values(&stdout(&out))
+        .unwrap()
+        .remove(0);
+    let id = capstan_templates::render::authenticator::cluster_id("kc-mgmt", &ns, "kc-iam");
+    assert_eq!(printed["current-context"], "kc-iam-aws", "{printed}");
+    let exec = &printed["users"][0]["user"]["exec"];
+    assert_eq!(exec["command"], "aws-iam-authenticator", "{printed}");
+    assert_eq!(exec["args"], json!(["token", "-i", id]), "{printed}");
+    assert!(
+        printed["users"][0]["user"].get("client-key-data").is_none(),
+        "no admin credential: {printed}"
+    );
+    let admin_kc: serde_json::Value = capstan_templates::yaml::parse_values(cp.kubeconfig_yaml())
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        printed["clusters"][0]["cluster"]["server"],
+        admin_kc["clusters"][0]["cluster"]["server"]
+    );
+
+    // kubectl runs the authenticator (a stand-in) with the ID, and reaches the server.
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let recorded = home.join("args");
+    let stand_in = bin.join("aws-iam-authenticator");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\necho \"$@\" > {}\necho '{{\"apiVersion\": \"client.authentication.k8s.io/v1beta1\", \"kind\": \"ExecCredential\", \"status\": {{\"token\": \"k8s-aws-v1.stand-in\"}}}}'\n",
+            recorded.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = home.join("aws.kubeconfig");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let got = std::process::Command::new("kubectl")
+        .env("PATH", path)
+        .arg("--kubeconfig")
+        .arg(&file)
+        .args(["get", "ns"])
+        .output()
+        .unwrap();
+    assert!(!got.status.success());
+    assert!(stderr(&got).contains("Unauthorized"), "{}", stderr(&got));
+    assert_eq!(
+        std::fs::read_to_string(&recorded).unwrap().trim(),
+        format!("token -i {id}")
+    );
+
+    // Merged: context and cluster `kc-iam`, user `kc-iam-aws`.
+    let merged = home.join("config");
+    let m = merged.to_str().unwrap();
+    // --kubeconfig is also the connection: the file holds the admin's context.
+    std::fs::write(&merged, cp.kubeconfig_yaml()).unwrap();
+    let out = capstan_at_home(
+        &[
+            "kubeconfig",
+            "kc-iam",
+            "--aws-iam",
+            "--merge",
+            "--kubeconfig",
+            m,
+        ],
+        home,
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kc: serde_json::Value =
+        capstan_templates::yaml::parse_values(&std::fs::read_to_string(&merged).unwrap())
+            .unwrap()
+            .remove(0);
+    let ctx = kc["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "kc-iam")
+        .unwrap_or_else(|| panic!("{kc}"));
+    assert_eq!(ctx["context"]["user"], "kc-iam-aws", "{kc}");
+
+    // Without an AWSIamConfig: refused.
+    let out = capstan_at_home(
+        &["kubeconfig", "kc-plain", "--aws-iam", "--kubeconfig", a],
+        home,
+        None,
+    );
+    assert_refused(&out, &["names no AWSIamConfig", "kc-plain"]);
+}
