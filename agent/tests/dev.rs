@@ -125,6 +125,18 @@ fn rehearse_passes(repo: &Path, dev_dir: &str) -> String {
     stderr
 }
 
+/// Stops the local control plane of `dir` if the test fails while it runs: a failed assertion
+/// must not leave its processes (and CAPD's fixed port) to the test binaries that follow.
+struct DownOnPanic(PathBuf);
+
+impl Drop for DownOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.0.exists() {
+            let _ = capstan_with_env(&["dev", "down", "--dir", &self.0.to_string_lossy()], &[]);
+        }
+    }
+}
+
 #[test]
 fn dev_up_validate_against_it_and_down() {
     let tmp = tempfile::tempdir().unwrap();
@@ -143,6 +155,7 @@ fn dev_up_validate_against_it_and_down() {
         !dir.exists(),
         "the rehearsal's own control plane is stopped: {stderr}"
     );
+    let _down_on_panic = DownOnPanic(dir.clone());
     let up = capstan_with_env(&["dev", "up", "--dir", d], &[]);
     assert!(
         up.status.success(),
