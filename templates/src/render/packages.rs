@@ -212,12 +212,14 @@ fn values(cluster: &Cluster, p: &raw::PackageConfiguration, chart: &str) -> Valu
     }
     if mirror.is_none() {
         // No AWS credentials: the ECR token refresher has nothing to refresh.
-        let cron = v
-            .entry("cronjob")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .expect("cronjob is an object");
-        cron.insert("suspend".into(), json!(true));
+        match v.get_mut("cronjob") {
+            Some(Value::Object(cron)) => {
+                cron.insert("suspend".into(), json!(true));
+            }
+            _ => {
+                v.insert("cronjob".into(), json!({"suspend": true}));
+            }
+        }
     }
     Value::Object(v)
 }

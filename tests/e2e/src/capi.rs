@@ -393,8 +393,10 @@ pub fn managed_cluster_json(cluster: &str) -> Option<Value> {
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(cluster))
 }
 
-/// The status of the Cluster API Cluster's `Available` condition ("" without one), from kubectl.
-pub fn cluster_available(cluster: &str, ns: &str) -> String {
+/// A field of a Cluster API Cluster (a kubectl JSONPath such as `.spec.paused`), read with
+/// kubectl ("" when absent).
+pub fn cluster_field(ns: &str, cluster: &str, path: &str) -> String {
+    let jsonpath = format!("jsonpath={{{path}}}");
     shared_kubectl(&[
         "get",
         "clusters.cluster.x-k8s.io",
@@ -402,8 +404,17 @@ pub fn cluster_available(cluster: &str, ns: &str) -> String {
         "-n",
         ns,
         "-o",
-        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        &jsonpath,
     ])
+}
+
+/// The status of the Cluster API Cluster's `Available` condition ("" without one), from kubectl.
+pub fn cluster_available(cluster: &str, ns: &str) -> String {
+    cluster_field(
+        ns,
+        cluster,
+        ".status.conditions[?(@.type==\"Available\")].status",
+    )
 }
 
 /// Asserts that the first event of `log` starting with `earlier` came before the first starting

@@ -25,20 +25,6 @@ fn status_of(cluster: &str) -> Value {
     managed_cluster_json(cluster).unwrap()["status"].clone()
 }
 
-/// A field of a workload cluster's Cluster API Cluster, read with kubectl ("" when absent).
-fn cluster_field(ns: &str, cluster: &str, path: &str) -> String {
-    let jsonpath = format!("jsonpath={{{path}}}");
-    shared_kubectl(&[
-        "get",
-        "clusters.cluster.x-k8s.io",
-        cluster,
-        "-n",
-        ns,
-        "-o",
-        &jsonpath,
-    ])
-}
-
 fn paused(ns: &str, cluster: &str) -> bool {
     cluster_field(ns, cluster, ".spec.paused") == "true"
 }
