@@ -91,7 +91,7 @@ fn yaml_of(s: &Spec) -> String {
         out += "    endpoint:\n      host: 10.0.0.1\n    machineGroupRef:\n      kind: VSphereMachineConfig\n      name: m-cp\n";
     }
     if let Some(l) = &s.cp_label {
-        out += &format!("    labels:\n      role: {l}\n");
+        out += &format!("    labels:\n      role: \"{l}\"\n");
     }
     if s.external_etcd {
         out += "  externalEtcdConfiguration:\n    count: 3\n";
@@ -113,7 +113,7 @@ fn yaml_of(s: &Spec) -> String {
             out += &format!("      count: {}\n", g.count);
         }
         if let Some(l) = &g.label {
-            out += &format!("      labels:\n        team: {l}\n");
+            out += &format!("      labels:\n        team: \"{l}\"\n");
         }
         if g.lag > 0 {
             out += &format!("      kubernetesVersion: \"1.{}\"\n", s.kube_minor - g.lag);
@@ -328,5 +328,51 @@ fn a_version_bump_renames_every_in_memory_machine_template() {
             .unwrap_or_default();
         assert!(image.contains("1-33"), "{key:?}: {spec}");
         assert_ne!(&b[key].0, name, "{key:?} keeps its name across 1.33 → 1.34");
+    }
+}
+
+/// Label values that YAML would read as another type (`null`, `true`, `no`, a number) stay
+/// strings when quoted in the spec, and the render keeps them strings in every object it writes.
+#[test]
+fn label_values_yaml_reads_as_other_types_render_as_strings() {
+    for value in ["null", "true", "no", "on", "1", "0x1f"] {
+        let s = Spec {
+            vsphere: false,
+            in_memory: false,
+            cp_count: 1,
+            external_etcd: false,
+            kube_minor: 33,
+            groups: vec![Group {
+                count: 1,
+                autoscale: false,
+                label: Some(value.to_string()),
+                lag: 0,
+                tainted: false,
+            }],
+            memory: 8192,
+            cp_label: Some(value.to_string()),
+        };
+        let objs = render_spec(&s);
+        let text = yaml::to_string_multi(&objs);
+        let cluster = objs
+            .iter()
+            .find(|o| {
+                o["kind"] == "Cluster" && o["apiVersion"].as_str().unwrap().starts_with("anywhere")
+            })
+            .expect("the EKS-A Cluster");
+        for pointer in [
+            "/spec/workerNodeGroupConfigurations/0/labels/team",
+            "/spec/controlPlaneConfiguration/labels/role",
+        ] {
+            assert_eq!(
+                cluster.pointer(pointer),
+                Some(&Value::String(value.to_string())),
+                "{value} at {pointer}: {text}"
+            );
+        }
+        assert!(
+            text.contains(&format!("team={value}")),
+            "{value}: node-labels lose it: {text}"
+        );
     }
 }
