@@ -446,9 +446,27 @@ pub struct InstallArgs {
     /// What the agent follows.
     #[command(flatten)]
     pub agent: AgentArgs,
-    /// How long to wait for the CRD to be Established.
+    /// How long to wait for the CRD to be Established (and, with --cluster-api, for the
+    /// components' Deployments to be Available).
     #[arg(long, default_value = "2m", value_parser = parse_interval)]
     pub wait: std::time::Duration,
+    /// First install what runs a management cluster, as `clusterctl init` does: cert-manager,
+    /// Cluster API, the management cluster's provider, etcdadm's providers and EKS Anywhere's
+    /// controller, from the components manifests of the release its spec names (read from
+    /// --checkout).
+    #[arg(long)]
+    pub cluster_api: bool,
+    /// The fleet checkout (with --cluster-api).
+    #[arg(long, default_value = ".")]
+    pub checkout: PathBuf,
+    /// With --cluster-api: the Cluster API Helm add-on provider's components manifest (EKS
+    /// Anywhere's bundles do not name it): a path from the repository root, or an https URL
+    /// pinned in the fleet config's release.pins.
+    #[arg(long, value_name = "LOCATION")]
+    pub addon_provider: Option<String>,
+    /// With --cluster-api: how long the components' Deployments may take to be Available.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub components_wait: std::time::Duration,
     /// Connection.
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -542,6 +560,14 @@ pub struct PivotArgs {
     /// Show the steps and what would move, in order; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The Cluster API Helm add-on provider's components manifest, installed into a new cluster
+    /// that has no Cluster API yet with the release's components (EKS Anywhere's bundles do not
+    /// name it): a path from the repository root, or an https URL pinned in the fleet config.
+    #[arg(long, value_name = "LOCATION")]
+    pub addon_provider: Option<String>,
+    /// How long the components installed into the new cluster may take to be Available.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub components_wait: std::time::Duration,
     /// The agent installed into the new cluster: the repository it follows (ssh://, https://,
     /// git:// or a path), its branch, the management cluster (its directory's name).
     #[command(flatten)]

@@ -8,12 +8,13 @@
 //!
 //! ```text
 //! main       → cli, cmd
-//! cmd        → backup, cli, daemon, dashboard, errors, failpoint, install, leader, mover, notify, reconcile, rehearse, serve
+//! cmd        → backup, cli, components, daemon, dashboard, errors, failpoint, install, leader, mover, notify, reconcile, rehearse, serve
 //! daemon     → backup, cli, dashboard, github, leader, notify, reconcile, schedule, serve, trigger
 //! cli        → backup, github, reconcile
 //! serve      → github, metrics, trigger
 //! github     → dashboard, errors, leader, metrics, reconcile, schedule
 //! mover      → backup, failpoint, install
+//! components → install
 //! install    → backup, reconcile
 //! rehearse   → backup, reconcile
 //! notify     → metrics
@@ -38,6 +39,7 @@
 pub mod backup;
 pub mod cli;
 pub mod cmd;
+pub mod components;
 pub mod daemon;
 pub mod dashboard;
 pub mod errors;

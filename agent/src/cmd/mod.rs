@@ -119,7 +119,7 @@ pub fn load_fleet(repo: &std::path::Path) -> anyhow::Result<capstan_layout::Flee
 }
 
 /// Loads a tree's fleet, as [`load_fleet`] does.
-fn load_tree(tree: &capstan_layout::Tree) -> anyhow::Result<capstan_layout::Fleet> {
+pub(crate) fn load_tree(tree: &capstan_layout::Tree) -> anyhow::Result<capstan_layout::Fleet> {
     let mut fetcher = crate::source::release::ReleaseFetcher::new(
         &crate::source::release::ReleaseFetcher::default_cache_dir(),
         None,

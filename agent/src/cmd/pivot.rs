@@ -34,6 +34,7 @@ use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 
 use crate::cli::PivotArgs;
+use crate::components;
 use crate::install;
 use crate::mover::{self, Move};
 use crate::reconcile::{self, Outcome};
@@ -221,6 +222,9 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
         };
         if first <= Step::Install {
             say(2, Step::Install, &server);
+            if let Some(code) = install_components(&args, &new, &o.management, cluster).await? {
+                return Ok(code);
+            }
             let mut parked = o.clone();
             parked.replicas = 0;
             match install::install(&new, &parked, INSTALL_WAIT).await {
@@ -277,6 +281,63 @@ pub fn run(args: PivotArgs) -> anyhow::Result<ExitCode> {
         );
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Step 2's first half: a new cluster without Cluster API gets what runs a management cluster
+/// from the components manifests of the management cluster's release ([`crate::components`]),
+/// as `clusterctl init` would install it; one that has it (an operator ran `clusterctl init`)
+/// is left as it is. Either way the components capstan installed (by an earlier run too) must be
+/// Available before anything moves: their webhooks admit what the move creates. `Some(exit
+/// code)` when the run stops here.
+async fn install_components(
+    args: &PivotArgs,
+    new: &Client,
+    management: &str,
+    cluster: &capstan_templates::spec::Cluster,
+) -> anyhow::Result<Option<ExitCode>> {
+    let missing = install::missing_crds(new).await?;
+    if !missing.is_empty() {
+        let (checkout, mgmt, addon) = (
+            args.checkout.clone(),
+            management.to_string(),
+            args.addon_provider.clone(),
+        );
+        let read = tokio::task::spawn_blocking(move || {
+            super::install::components_objects(&checkout, &mgmt, addon.as_deref())
+        })
+        .await?;
+        match read {
+            Ok(objects) => {
+                eprintln!(
+                    "  the new cluster lacks {}: installing the components of EKS Anywhere {} ({} objects)",
+                    missing.join(", "),
+                    cluster.eksa_version.as_deref().unwrap_or("the release"),
+                    objects.len()
+                );
+                crate::install::apply_by(new, &objects, components::FIELD_MANAGER, INSTALL_WAIT)
+                    .await?;
+            }
+            Err(e) => {
+                eprintln!("error: the new cluster lacks {}", missing.join(", "));
+                eprintln!("and the release's components cannot be installed: {e:#}");
+                eprintln!(
+                    "install Cluster API and the {} provider into the new cluster (clusterctl init, or EKS Anywhere's bundle of {}), then run this command again: it goes on from here",
+                    cluster.provider.name(),
+                    cluster.eksa_version.as_deref().unwrap_or("the release")
+                );
+                return Ok(Some(ExitCode::from(2)));
+            }
+        }
+    }
+    match components::wait_available(new, args.components_wait).await {
+        Ok(()) => Ok(None),
+        Err(e @ components::ComponentsError::NotAvailable { .. }) => {
+            eprintln!("error: the components in the new cluster are {e}");
+            eprintln!("nothing was moved; run this command again to keep waiting");
+            Ok(Some(ExitCode::from(2)))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The bootstrap cluster's kubeconfig: `--kubeconfig`; else the local control plane `capstan

@@ -102,10 +102,20 @@ pub async fn apply(
     objects: &[Value],
     wait: Duration,
 ) -> Result<Report, InstallError> {
+    apply_by(client, objects, FIELD_MANAGER, wait).await
+}
+
+/// [`apply`] as field manager `manager`.
+pub async fn apply_by(
+    client: &Client,
+    objects: &[Value],
+    manager: &str,
+    wait: Duration,
+) -> Result<Report, InstallError> {
     let resolver = Resolver::new(client.clone()).await?;
     let mut report = Report::default();
     for obj in objects {
-        apply_as(client, &resolver, obj, FIELD_MANAGER, false).await?;
+        apply_as(client, &resolver, obj, manager, false).await?;
         report
             .applied
             .push(capstan_templates::identity::subject_of(obj));

@@ -13,6 +13,7 @@ mod source_support;
 
 mod backup;
 mod bootstrap;
+mod components;
 mod crd_races;
 mod daemon;
 mod dashboard;

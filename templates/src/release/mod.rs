@@ -18,6 +18,7 @@
 //! by at most two minors; every Kubernetes minor used must be in the release's bundle; an unknown
 //! version is an error that lists the supported ones.
 
+pub mod components;
 pub mod documents;
 pub(crate) mod published;
 
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use components::{Component, Components};
 pub use documents::{DocumentMap, Documents, Location, Sample, sha256_hex};
 
 use crate::diag::{Code, Diagnostic};
@@ -64,6 +66,8 @@ pub struct VersionsBundle {
     pub eks_d: EksD,
     /// Cilium chart and images.
     pub cilium: CiliumBundle,
+    /// The components manifests of what runs a management cluster.
+    pub components: Components,
     /// Cluster API version of the release.
     pub cluster_api_version: String,
     /// CAPD's load balancer image.

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Chart, CiliumBundle, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError,
+    Chart, CiliumBundle, Components, EksD, EtcdBuild, Image, ImageRef, NutanixBundle, ReleaseError,
     TinkerbellBundle, VSphereBundle, VersionsBundle,
 };
 
@@ -71,6 +71,18 @@ pub(crate) struct RawVersionsBundle {
     pub cilium: RawCilium,
     #[serde(rename = "clusterAPI")]
     pub cluster_api: Versioned,
+    #[serde(default)]
+    pub cert_manager: Option<RawCertManager>,
+    #[serde(default)]
+    pub bootstrap: Option<WithComponents>,
+    #[serde(default)]
+    pub control_plane: Option<WithComponents>,
+    #[serde(default)]
+    pub etcdadm_bootstrap: Option<WithComponents>,
+    #[serde(default)]
+    pub etcdadm_controller: Option<WithComponents>,
+    #[serde(default)]
+    pub docker: Option<WithComponents>,
     pub haproxy: ImageHolder,
     #[serde(rename = "vSphere")]
     pub vsphere: RawVSphere,
@@ -96,6 +108,8 @@ pub(crate) struct RawPackageController {
 pub(crate) struct RawEksa {
     #[serde(default)]
     pub diagnostic_collector: Option<Image>,
+    #[serde(default)]
+    pub components: Option<Uri>,
 }
 
 /// `eksD` of a versions bundle.
@@ -127,6 +141,8 @@ pub(crate) struct RawCilium {
 pub(crate) struct RawVSphere {
     pub kube_vip: Image,
     pub manager: Image,
+    #[serde(default)]
+    pub components: Option<Uri>,
 }
 
 /// `nutanix` of a versions bundle.
@@ -135,6 +151,8 @@ pub(crate) struct RawVSphere {
 pub(crate) struct RawNutanix {
     pub kube_vip: Image,
     pub cloud_provider: Image,
+    #[serde(default)]
+    pub components: Option<Uri>,
 }
 
 /// `tinkerbell` of a versions bundle.
@@ -142,12 +160,36 @@ pub(crate) struct RawNutanix {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RawTinkerbell {
     pub kube_vip: Image,
+    #[serde(default)]
+    pub components: Option<Uri>,
 }
 
 /// `{version}`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Versioned {
     pub version: String,
+    #[serde(default)]
+    pub components: Option<Uri>,
+}
+
+/// `{uri}`: a manifest of a bundle.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Uri {
+    pub uri: String,
+}
+
+/// A provider entry of a bundle, of which only its components manifest is read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WithComponents {
+    #[serde(default)]
+    pub components: Option<Uri>,
+}
+
+/// `certManager` of a versions bundle (only its manifest is read).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawCertManager {
+    #[serde(default)]
+    pub manifest: Option<Uri>,
 }
 
 /// `{image: {uri}}`.
@@ -224,6 +266,10 @@ fn distro_repository(image: &Image) -> (String, String) {
     (repo.to_string(), tag.to_string())
 }
 
+fn uri_of(p: Option<WithComponents>) -> Option<String> {
+    p.and_then(|p| p.components).map(|u| u.uri)
+}
+
 impl RawVersionsBundle {
     /// Combines the bundle entry with its EKS-D release into what the renderer uses.
     pub(crate) fn resolve(
@@ -293,6 +339,23 @@ impl RawVersionsBundle {
                 cilium: self.cilium.cilium,
                 operator: self.cilium.operator,
                 helm_chart: self.cilium.helm_chart,
+            },
+            components: Components {
+                cert_manager: self.cert_manager.and_then(|c| c.manifest).map(|u| u.uri),
+                core: self.cluster_api.components.map(|u| u.uri),
+                bootstrap: uri_of(self.bootstrap),
+                control_plane: uri_of(self.control_plane),
+                etcdadm_bootstrap: uri_of(self.etcdadm_bootstrap),
+                etcdadm_controller: uri_of(self.etcdadm_controller),
+                docker: uri_of(self.docker),
+                vsphere: self.vsphere.components.map(|u| u.uri),
+                nutanix: self.nutanix.components.map(|u| u.uri),
+                tinkerbell: self.tinkerbell.components.map(|u| u.uri),
+                eksa: self
+                    .eksa
+                    .as_ref()
+                    .and_then(|e| e.components.as_ref())
+                    .map(|u| u.uri.clone()),
             },
             cluster_api_version: self.cluster_api.version,
             haproxy: self.haproxy.image,

@@ -9,6 +9,9 @@ import (
 	_ "github.com/aws/eks-anywhere/pkg/constants"
 	_ "github.com/aws/etcdadm-bootstrap-provider/api/v1beta1"
 	_ "github.com/aws/etcdadm-controller/api/v1beta1"
+	// Its CRDs only for the components install test (its manifest stands in for cert-manager's
+	// release manifest); the package is a doc comment and a constant.
+	_ "github.com/cert-manager/cert-manager/pkg/apis/certmanager"
 	// Not api/v1beta1: CAPX v1.3.2's API imports sigs.k8s.io/cluster-api/api/v1beta1, a path
 	// Cluster API v1.14 no longer has. This package (build tag e2e, which tidy ignores) needs
 	// only Ginkgo.

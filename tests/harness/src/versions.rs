@@ -412,6 +412,11 @@ pub const VERSIONS_ENV_KEYS: &[(&str, &EmbeddedModule, &str)] = &[
         "github.com/aws/etcdadm-bootstrap-provider",
     ),
     (
+        "CERT_MANAGER_VERSION",
+        &CRDS_MODULE,
+        "github.com/cert-manager/cert-manager",
+    ),
+    (
         "CLUSTER_INVENTORY_API_VERSION",
         &CRDS_MODULE,
         "sigs.k8s.io/cluster-inventory-api",
