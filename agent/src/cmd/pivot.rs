@@ -8,9 +8,11 @@
 //! 2. **Install.** capstan goes into the new cluster (`--to`, or the kubeconfig Cluster API
 //!    wrote for it on the bootstrap cluster) as `capstan install` installs it, its agent scaled
 //!    to zero: started now it would apply the management cluster's objects before the move
-//!    brings them, and the move would rightly refuse names it did not copy. The new cluster
-//!    must already run Cluster API and the provider (`clusterctl init`, or EKS-A's bundle for
-//!    the release): without them this step stops, says so, and a second run goes on from here.
+//!    brings them, and the move would rightly refuse names it did not copy. A new cluster
+//!    without Cluster API first gets it, the provider and EKS-A from the components manifests
+//!    of the release ([`crate::components`], as `clusterctl init` would), and the step waits
+//!    until their Deployments are Available; what cannot be installed stops the step with the
+//!    reason, and a second run goes on from here.
 //! 3. **Move** ([`crate::mover`]): the management cluster and every cluster of the fleet already
 //!    on the bootstrap cluster, with the move's journal and resume.
 //! 4. **Hand over.** The management cluster's record in the new cluster marked as waiting for the
