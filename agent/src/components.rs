@@ -399,6 +399,68 @@ mod tests {
         );
     }
 
+    fn component(location: &str) -> Component {
+        Component {
+            name: "cluster-api",
+            location: Location::parse(location).unwrap(),
+        }
+    }
+
+    #[test]
+    fn https_manifests_need_a_pin_and_sample_data_is_refused() {
+        let tree = Tree::new();
+        let none = BTreeMap::new();
+        let err = read(
+            Path::new("/nonexistent"),
+            &tree,
+            &[component("https://example.com/core-components.yaml")],
+            &none,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ComponentsError::Unpinned { .. }), "{err}");
+        assert!(err.to_string().contains("has no sha256 pin"), "{err}");
+        let err = read(
+            Path::new("/nonexistent"),
+            &tree,
+            &[component("capstan-sample:/core-components.yaml")],
+            &none,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("sample release data names no real manifests"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_repository_manifest_is_read_from_the_tree_and_checked_against_its_pin() {
+        let mut tree = Tree::new();
+        tree.insert(
+            "release/core.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n",
+        );
+        let c = component("repo:/release/core.yaml");
+        let read_with = |pins: &BTreeMap<Location, String>| {
+            read(Path::new("/nonexistent"), &tree, &[c.clone()], pins)
+        };
+        assert_eq!(read_with(&BTreeMap::new()).unwrap()[0].name, "cluster-api");
+        let pins = BTreeMap::from([(c.location.clone(), "0".repeat(64))]);
+        let err = read_with(&pins).unwrap_err();
+        assert!(matches!(err, ComponentsError::Mismatch { .. }), "{err}");
+        let missing = read(
+            Path::new("/nonexistent"),
+            &tree,
+            &[component("repo:/release/none.yaml")],
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
+        assert!(
+            missing.to_string().contains("no such file in the checkout"),
+            "{missing}"
+        );
+    }
+
     #[test]
     fn a_document_that_is_not_an_object_is_refused_at_its_line() {
         let m = manifest(

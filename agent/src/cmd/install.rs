@@ -57,6 +57,16 @@ pub fn options(a: &AgentArgs) -> anyhow::Result<Options> {
 /// `capstan install`.
 pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     if args.export {
+        if args.cluster_api {
+            // What --cluster-api would apply first, for review.
+            let o = options(&args.agent)?;
+            let objects = components_objects(
+                &args.checkout,
+                &o.management,
+                args.addon_provider.as_deref(),
+            )?;
+            print!("{}", capstan_templates::yaml::to_string_multi(&objects));
+        }
         if args.crd_only {
             print!("{}", crate::status::api::crd_yaml());
         } else {

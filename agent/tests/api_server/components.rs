@@ -202,7 +202,6 @@ async fn cluster_api_and_the_provider_are_installed_from_the_release_components(
         "written before every manifest was read"
     );
 
-    // With them: every object admitted; the run waits for Deployments no kubelet runs.
     let images = [
         (
             "ETCDADM_BOOTSTRAP_IMAGE",
@@ -213,6 +212,44 @@ async fn cluster_api_and_the_provider_are_installed_from_the_release_components(
             "example.com/etcdadm-controller:v1.0.28",
         ),
     ];
+    // --export prints what would be applied, components first, and writes nothing.
+    let mut export = run::capstan(&[
+        "install",
+        "--export",
+        "--cluster-api",
+        "--checkout",
+        root.to_str().unwrap(),
+        "--addon-provider",
+        "components/addon-helm/addon-components.yaml",
+        "--repo",
+        "https://example.com/fleet.git",
+        "--management",
+        "m-comp",
+    ]);
+    for (k, v) in images {
+        export.env(k, v);
+    }
+    let out = export.output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let components_at = printed
+        .find("capstan.dev/component: cluster-api")
+        .expect("the components are printed");
+    let agent_at = printed
+        .find("name: capstan\n")
+        .expect("capstan's own manifests are printed");
+    assert!(components_at < agent_at, "the components come first");
+    assert!(printed.contains("example.com/etcdadm-controller:v1.0.28"));
+    assert!(
+        namespaces.get_opt("capi-system").await.unwrap().is_none(),
+        "--export wrote"
+    );
+
+    // With the variables: every object admitted; the run waits for Deployments no kubelet runs.
     let out = install(&images);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
