@@ -442,7 +442,12 @@ mod tests {
         );
         let c = component("repo:/release/core.yaml");
         let read_with = |pins: &BTreeMap<Location, String>| {
-            read(Path::new("/nonexistent"), &tree, &[c.clone()], pins)
+            read(
+                Path::new("/nonexistent"),
+                &tree,
+                std::slice::from_ref(&c),
+                pins,
+            )
         };
         assert_eq!(read_with(&BTreeMap::new()).unwrap()[0].name, "cluster-api");
         let pins = BTreeMap::from([(c.location.clone(), "0".repeat(64))]);
