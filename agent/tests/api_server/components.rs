@@ -2,13 +2,9 @@
 //! server that has none of it, from the components manifests the management cluster's release
 //! names, as `clusterctl init` (and `capstan pivot`'s step 2 on a new cluster) installs it.
 //!
-//! The manifests are the real ones, built the way their projects' releases build them:
-//! `kubectl kustomize` of each module's `config/default` (Cluster API core, kubeadm bootstrap and
-//! control plane, CAPD, etcdadm's bootstrap provider and controller, the Helm add-on provider),
-//! EKS Anywhere's own `config/manifest/eksa-components.yaml`, and cert-manager's CRDs (its
-//! release manifest is a Helm render, which does not happen here: its CRDs stand in for it). The
-//! fleet's release is a copy of capstan's sample release whose Bundles name them by paths in the
-//! repository, as an air-gapped mirror would.
+//! The manifests are the real ones, built the way their projects' releases build them
+//! ([`capstan_harness::components`]); the fleet's release is a copy of capstan's sample release
+//! whose Bundles name them by paths in the repository, as an air-gapped mirror would.
 //!
 //! What must hold: a variable the manifests need and the environment lacks is named and nothing
 //! is written; with it, every object is admitted by the API server with strict field validation
@@ -17,10 +13,9 @@
 //! the kubelet's and the Deployment controller's part, named as such, by marking them Available,
 //! after which the same command goes on and installs capstan, whose required CRDs are now there.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use capstan_harness::run;
+use capstan_harness::{components, run};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -28,28 +23,8 @@ use serde_json::json;
 
 use super::source_support;
 
-const BUNDLE_BASE: &str =
-    "https://anywhere-assets.eks.amazonaws.com/releases/bundles/104/artifacts/";
-
-/// `kubectl kustomize dir` into `out`.
-fn kustomize(dir: &Path, out: &Path) {
-    let o = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    std::fs::write(out, o.stdout).unwrap();
-}
-
-/// The fleet: a docker management cluster whose fleet config names a release in the repository,
-/// the sample release with its components at paths under `components/`, built from the modules.
+/// The fleet: a docker management cluster whose fleet config names the release with components
+/// in the repository.
 fn fleet_with_components(root: &Path) {
     for (p, t) in source_support::agent::fleet_with("comp", &[]) {
         let path = root.join(p);
@@ -58,97 +33,10 @@ fn fleet_with_components(root: &Path) {
     }
     std::fs::write(
         root.join("clusters/m-comp/fleet.yaml"),
-        "apiVersion: capstan.dev/v1alpha1\nkind: FleetConfig\nspec:\n  release:\n    manifest: release/manifest.yaml\n",
+        components::FLEET_CONFIG,
     )
     .unwrap();
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates/release");
-    let release = root.join("release");
-    copy_dir(&sample, &release);
-    for entry in std::fs::read_dir(&release).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(&path, text.replace(BUNDLE_BASE, "../components/")).unwrap();
-        }
-    }
-    let dirs = capstan_harness::crds::module_dirs().unwrap();
-    let module = |m: &str| -> PathBuf { dirs.get(m).unwrap_or_else(|| panic!("{m}")).1.clone() };
-    let out = |rel: &str| root.join("components").join(rel);
-    let capi = module("sigs.k8s.io/cluster-api");
-    // The paths the sample Bundles of v0.26.1 (Cluster API v1.13.2 in its data) name.
-    let v = "v1.13.2";
-    kustomize(
-        &capi.join("core/config/default"),
-        &out(&format!(
-            "cluster-api/manifests/cluster-api/{v}/core-components.yaml"
-        )),
-    );
-    kustomize(
-        &capi.join("bootstrap/kubeadm/config/default"),
-        &out(&format!(
-            "cluster-api/manifests/bootstrap-kubeadm/{v}/bootstrap-components.yaml"
-        )),
-    );
-    kustomize(
-        &capi.join("controlplane/kubeadm/config/default"),
-        &out(&format!(
-            "cluster-api/manifests/control-plane-kubeadm/{v}/control-plane-components.yaml"
-        )),
-    );
-    kustomize(
-        &module("sigs.k8s.io/cluster-api/test").join("infrastructure/docker/config/default"),
-        &out(&format!(
-            "cluster-api/manifests/infrastructure-docker/{v}/infrastructure-components-development.yaml"
-        )),
-    );
-    kustomize(
-        &module("github.com/aws/etcdadm-bootstrap-provider").join("config/default"),
-        &out(
-            "etcdadm-bootstrap-provider/manifests/bootstrap-etcdadm-bootstrap/bootstrap-components.yaml",
-        ),
-    );
-    kustomize(
-        &module("github.com/aws/etcdadm-controller").join("config/default"),
-        &out(
-            "etcdadm-controller/manifests/bootstrap-etcdadm-controller/v1.0.28/bootstrap-components.yaml",
-        ),
-    );
-    kustomize(
-        &module("sigs.k8s.io/cluster-api-addon-provider-helm").join("config/default"),
-        &out("addon-helm/addon-components.yaml"),
-    );
-    let eksa = module("github.com/aws/eks-anywhere").join("config/manifest/eksa-components.yaml");
-    let target = out("eks-anywhere/manifests/cluster-controller/eksa-components.yaml");
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(eksa, target).unwrap();
-    let crds = module("github.com/cert-manager/cert-manager").join("deploy/crds");
-    let mut cert_manager = String::new();
-    let mut files: Vec<_> = std::fs::read_dir(&crds)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    for f in files {
-        cert_manager += "---\n";
-        cert_manager += &std::fs::read_to_string(f).unwrap();
-    }
-    let target = out("cert-manager/manifests/cert-manager.yaml");
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::write(target, cert_manager).unwrap();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
-        }
-    }
+    components::write_release(root);
 }
 
 #[tokio::test]
@@ -169,7 +57,7 @@ async fn cluster_api_and_the_provider_are_installed_from_the_release_components(
             "--checkout",
             root.to_str().unwrap(),
             "--addon-provider",
-            "components/addon-helm/addon-components.yaml",
+            components::ADDON_PROVIDER,
             "--components-wait",
             "2s",
             "--repo",
@@ -202,16 +90,7 @@ async fn cluster_api_and_the_provider_are_installed_from_the_release_components(
         "written before every manifest was read"
     );
 
-    let images = [
-        (
-            "ETCDADM_BOOTSTRAP_IMAGE",
-            "example.com/etcdadm-bootstrap:v1.0.19",
-        ),
-        (
-            "ETCDADM_CONTROLLER_IMAGE",
-            "example.com/etcdadm-controller:v1.0.28",
-        ),
-    ];
+    let images = components::IMAGES;
     // --export prints what would be applied, components first, and writes nothing.
     let mut export = run::capstan(&[
         "install",
@@ -220,7 +99,7 @@ async fn cluster_api_and_the_provider_are_installed_from_the_release_components(
         "--checkout",
         root.to_str().unwrap(),
         "--addon-provider",
-        "components/addon-helm/addon-components.yaml",
+        components::ADDON_PROVIDER,
         "--repo",
         "https://example.com/fleet.git",
         "--management",

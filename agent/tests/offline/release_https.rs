@@ -54,7 +54,7 @@ fn published(base: &str) -> HashMap<String, Vec<u8>> {
     // Fields of the published shape capstan does not read are ignored.
     bundles = bundles.replace(
         "    eksa:\n",
-        "    certManager:\n      version: v1.16.4\n    eksa:\n      version: v0.26.1\n",
+        "    flux:\n      version: v2.6.4\n    eksa:\n      version: v0.26.1\n",
     );
     out.insert(
         "/releases/bundles/104/manifest.yaml".into(),

@@ -18,6 +18,10 @@
 //! back-out: refused without the repository's tombstones; killed once moved and run again, it
 //! deletes the workload cluster before the management cluster (the API server's watch shows
 //! the order), leaving nothing at either end.
+//!
+//! A second pivot starts from a new cluster with nothing of Cluster API: its step 2 installs the
+//! release's components there and stops at waiting for their Deployments, which no pod runs
+//! here (see that test).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -29,7 +33,7 @@ use capstan::install::testing::agent_client;
 use capstan::status::Phase;
 use capstan_e2e::capi::{Repo, summary};
 use capstan_harness::run::{capstan, git, kubectl, kubectl_json, output_text};
-use capstan_harness::{ControlPlane, StartOptions};
+use capstan_harness::{ControlPlane, StartOptions, components};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -695,4 +699,138 @@ impl Watch {
             })
             .collect()
     }
+}
+
+/// `capstan pivot` onto a new cluster that has no Cluster API at all: step 2 installs there what
+/// the management cluster's release names ([`capstan_harness::components`]: the real manifests,
+/// built from the modules) and waits for its Deployments. No kubelet runs their pods here, so
+/// the run stops at that wait with exit code 2, naming them, having moved nothing: the same
+/// command would go on once they are Available (`capstan install --cluster-api`'s test,
+/// agent/tests/api_server/components.rs, shows the going on; a whole pivot through it would need
+/// the components' webhooks served in the new cluster before the move, which only their pods do).
+#[tokio::test]
+async fn a_pivot_installs_cluster_api_into_a_new_cluster_that_has_none() {
+    let boot = ControlPlane::start_with(StartOptions {
+        controllers: true,
+        install_crds: true,
+        timeout: TIMEOUT,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let _logs = boot.logs_on_failure("a_pivot_installs_cluster_api_into_a_new_cluster");
+    let next = ControlPlane::start_with(StartOptions {
+        install_crds: false,
+        timeout: TIMEOUT,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let repo = Repo::new("pc", &[]);
+    let root = repo.files.root.clone();
+    std::fs::write(
+        root.join(format!("clusters/{}/fleet.yaml", repo.mgmt)),
+        components::FLEET_CONFIG,
+    )
+    .unwrap();
+    components::write_release(&root);
+    git(&root, &["init", "-q", "-b", "main"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "fleet"]);
+    let (mgmt, ns) = (repo.mgmt.clone(), repo.ns.clone());
+    let root_s = root.display().to_string();
+    let boot_cfg = boot.kubeconfig_path().display().to_string();
+    let next_cfg = next.kubeconfig_path().display().to_string();
+    let mut pivot = capstan(&[
+        "pivot",
+        "--kubeconfig",
+        &boot_cfg,
+        "--to",
+        &next_cfg,
+        "--checkout",
+        &root_s,
+        "--repo",
+        &root_s,
+        "--management",
+        &mgmt,
+        "--timeout",
+        "4m",
+        "--addon-provider",
+        components::ADDON_PROVIDER,
+        "--components-wait",
+        "3s",
+    ]);
+    for (k, v) in components::IMAGES {
+        pivot.env(k, v);
+    }
+    let out = pivot.output().unwrap();
+    let said = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("[2/4]"), "{said}");
+    assert!(
+        said.contains("the new cluster lacks")
+            && said.contains("installing the components of EKS Anywhere v0.26.1"),
+        "{said}"
+    );
+    assert!(
+        said.contains("not Available after 3s")
+            && said.contains("Deployment/capi-system/capi-controller-manager")
+            && said.contains("nothing was moved"),
+        "{said}"
+    );
+    assert!(!said.contains("[3/4]"), "went on to the move: {said}");
+    // From the new cluster's API server: the components are there, each labelled, with the
+    // release's Cluster API and the provider; no Cluster, nothing of capstan's agent yet.
+    let deployments = kubectl_json(
+        next.kubeconfig_path(),
+        &[
+            "get",
+            "deployments",
+            "-A",
+            "-l",
+            capstan::components::COMPONENT_LABEL,
+        ],
+    );
+    let names: BTreeSet<String> = deployments["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["metadata"]["namespace"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in [
+        "capi-system/capi-controller-manager",
+        "capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager",
+        "capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager",
+        "capd-system/capd-controller-manager",
+        "eksa-system/eksa-controller-manager",
+    ] {
+        assert!(names.contains(want), "{want} not in {names:?}");
+    }
+    let clusters = kubectl_json(
+        next.kubeconfig_path(),
+        &["get", "clusters.cluster.x-k8s.io", "-A"],
+    );
+    assert_eq!(clusters["items"], json!([]), "something moved");
+    let (has_agent, _) = kubectl(
+        next.kubeconfig_path(),
+        &[
+            "get",
+            "deployment",
+            "-n",
+            capstan::status::NAMESPACE,
+            "capstan",
+        ],
+    );
+    assert!(
+        !has_agent,
+        "capstan installed before the components were Available"
+    );
+    // The management cluster stays on the bootstrap cluster, Ready there.
+    assert_eq!(placed(boot.kubeconfig_path(), &ns).len(), 2);
 }

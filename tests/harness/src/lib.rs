@@ -44,6 +44,7 @@ pub mod binaries;
 pub mod browser;
 mod capstan_bin;
 pub mod certs;
+pub mod components;
 pub mod control_plane;
 pub mod crds;
 pub mod flux;
