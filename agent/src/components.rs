@@ -203,16 +203,16 @@ pub fn read(
                     location: c.location.to_string(),
                 });
             };
-            if fetcher.is_none() {
-                fetcher = Some(
+            let f = match &mut fetcher {
+                Some(f) => f,
+                None => fetcher.insert(
                     crate::source::release::ReleaseFetcher::new(
                         &crate::source::release::ReleaseFetcher::default_cache_dir(),
                         None,
                     )
                     .map_err(|e| err(e.to_string()))?,
-                );
-            }
-            let f = fetcher.as_mut().expect("set above");
+                ),
+            };
             f.fetch(vec![(c.location.clone(), Some(pin.clone()))]);
             match f.fetched.docs.get(&c.location) {
                 Some(t) => t.clone(),

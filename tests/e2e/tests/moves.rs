@@ -216,6 +216,31 @@ fn pivot_killed_after_create(args: &[&str]) {
     panic!("pivot ended before its failpoint:\n{}", seen.join("\n"));
 }
 
+/// `capstan pivot` from `boot` to `next` of `repo`'s management cluster, its agent following the
+/// repository directory with one replica.
+fn pivot_args(boot: &ControlPlane, next: &ControlPlane, repo: &Repo) -> Vec<String> {
+    let root = repo.files.root.display().to_string();
+    [
+        "pivot",
+        "--kubeconfig",
+        &boot.kubeconfig_path().display().to_string(),
+        "--to",
+        &next.kubeconfig_path().display().to_string(),
+        "--checkout",
+        &root,
+        "--repo",
+        &root,
+        "--management",
+        &repo.mgmt,
+        "--replicas",
+        "1",
+        "--timeout",
+        "4m",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// `path` opened for appending: a process's stdout and stderr into one log, neither over the
 /// other.
 fn appending(path: &Path) -> std::fs::File {
@@ -299,23 +324,8 @@ async fn a_management_cluster_pivots_onto_itself_and_backs_out_with_no_machine_r
     let root = repo.files.root.display().to_string();
     let boot_cfg = boot.kubeconfig_path().display().to_string();
     let next_cfg = next.kubeconfig_path().display().to_string();
-    let pivot_args = [
-        "pivot",
-        "--kubeconfig",
-        &boot_cfg,
-        "--to",
-        &next_cfg,
-        "--checkout",
-        &root,
-        "--repo",
-        &root,
-        "--management",
-        &mgmt,
-        "--replicas",
-        "1",
-        "--timeout",
-        "4m",
-    ];
+    let pivot_owned = pivot_args(&boot, &next, &repo);
+    let pivot_args: Vec<&str> = pivot_owned.iter().map(String::as_str).collect();
 
     let t0 = Instant::now();
     // --dry-run: the steps and what the pass would create to move; nothing written.
@@ -737,29 +747,18 @@ async fn a_pivot_installs_cluster_api_into_a_new_cluster_that_has_none() {
     git(&root, &["init", "-q", "-b", "main"]);
     git(&root, &["add", "-A"]);
     git(&root, &["commit", "-q", "-m", "fleet"]);
-    let (mgmt, ns) = (repo.mgmt.clone(), repo.ns.clone());
-    let root_s = root.display().to_string();
-    let boot_cfg = boot.kubeconfig_path().display().to_string();
-    let next_cfg = next.kubeconfig_path().display().to_string();
-    let mut pivot = capstan(&[
-        "pivot",
-        "--kubeconfig",
-        &boot_cfg,
-        "--to",
-        &next_cfg,
-        "--checkout",
-        &root_s,
-        "--repo",
-        &root_s,
-        "--management",
-        &mgmt,
-        "--timeout",
-        "4m",
-        "--addon-provider",
-        components::ADDON_PROVIDER,
-        "--components-wait",
-        "3s",
-    ]);
+    let ns = repo.ns.clone();
+    let mut args = pivot_args(&boot, &next, &repo);
+    args.extend(
+        [
+            "--addon-provider",
+            components::ADDON_PROVIDER,
+            "--components-wait",
+            "3s",
+        ]
+        .map(String::from),
+    );
+    let mut pivot = capstan(&args.iter().map(String::as_str).collect::<Vec<_>>());
     for (k, v) in components::IMAGES {
         pivot.env(k, v);
     }
